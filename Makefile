@@ -1,0 +1,36 @@
+# How2Everything Studio: `make run` serves the product, `make test` runs every test.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test test-sqlite venv venv-test chromium bench clean-venv
+
+run: $(VENV)/.installed ## Migrate, load the demo, print the admin password once, serve web + worker
+	$(PY) manage.py serve
+
+test: $(VENV)/.installed-test chromium ## All tests: SQLite, then PostgreSQL when reachable
+	$(PY) scripts/run_tests.py
+
+test-sqlite: $(VENV)/.installed-test chromium
+	$(PY) scripts/run_tests.py --sqlite-only
+
+venv: $(VENV)/.installed
+venv-test: $(VENV)/.installed-test
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: requirements.txt | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-test: requirements.txt requirements-test.txt $(VENV)/.installed
+	$(PY) -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+chromium: ## Debian's Chromium and ChromeDriver for the browser tests
+	sh scripts/ensure_chromium.sh
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""Studies, items, annotators, assignments and annotations live here (annotation issue)."""

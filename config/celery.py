@@ -1,0 +1,10 @@
+"""The Celery application. Configuration comes from Django settings (CELERY_* names)."""
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.django.base")
+
+app = Celery("how2everything")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

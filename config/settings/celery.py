@@ -1,0 +1,40 @@
+"""Celery: a broker that needs no server by default, Redis or RabbitMQ when CELERY_BROKER_URL says so."""
+from pathlib import Path
+
+from config.env import env_int, env_str, var_dir
+
+
+def _default_result_backend(broker_url: str, local: Path) -> str:
+    if broker_url.startswith(("redis://", "rediss://")):
+        return broker_url
+    if broker_url.startswith(("amqp://", "amqps://", "pyamqp://")):
+        return "rpc://"
+    return f"file://{local / 'celery' / 'results'}"
+
+
+def celery_settings() -> dict:
+    local = var_dir()
+    broker_url = env_str("CELERY_BROKER_URL", "filesystem://") or "filesystem://"
+    settings = {
+        "CELERY_BROKER_URL": broker_url,
+        "CELERY_RESULT_BACKEND": env_str("CELERY_RESULT_BACKEND")
+        or _default_result_backend(broker_url, local),
+        "CELERY_TASK_ACKS_LATE": True,  # a killed worker's task is redelivered, not lost
+        "CELERY_WORKER_PREFETCH_MULTIPLIER": 1,
+        "CELERY_TASK_TRACK_STARTED": True,
+        "CELERY_RESULT_EXPIRES": env_int("CELERY_RESULT_EXPIRES", 24 * 3600),
+        "CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP": True,
+        "CELERY_BROKER_TRANSPORT_OPTIONS": {},
+    }
+    if broker_url.startswith("filesystem://"):
+        queue = local / "celery" / "queue"
+        processed = local / "celery" / "processed"
+        for folder in (queue, processed, local / "celery" / "results"):
+            folder.mkdir(parents=True, exist_ok=True)
+        settings["CELERY_BROKER_TRANSPORT_OPTIONS"] = {
+            "data_folder_in": str(queue),
+            "data_folder_out": str(queue),
+            "processed_folder": str(processed),
+            "store_processed": False,
+        }
+    return settings

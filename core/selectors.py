@@ -1,0 +1,38 @@
+"""Reads of the core app."""
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+from django.db import connection
+
+
+def _mask_url(url: str) -> str:
+    """Hide the password in a URL such as redis://:secret@host/0."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def system_status_get() -> dict:
+    db = settings.DATABASES["default"]
+    roles = [
+        {
+            "role": role,
+            "base_url": endpoint["base_url"] or "(not configured)",
+            "model": endpoint["model"] or "(not configured)",
+            "api_key_set": bool(endpoint["api_key"]),
+        }
+        for role, endpoint in settings.LLM_ROLES.items()
+    ]
+    return {
+        "database_vendor": connection.vendor,
+        "database_name": str(db.get("NAME", "")),
+        "broker_url": _mask_url(settings.CELERY_BROKER_URL),
+        "result_backend": _mask_url(settings.CELERY_RESULT_BACKEND),
+        "llm_roles": roles,
+        "debug": settings.DEBUG,
+        "var_dir": str(settings.VAR_DIR),
+    }

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LlmConfig(AppConfig):
+    name = "llm"
+    verbose_name = "LLM endpoints"

@@ -1,0 +1,23 @@
+"""Plotly figures for mining pages (HTML fragments; plotly.js is loaded once by the page frame)."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from mining.models import Split
+
+_SPLIT_COLOURS = {Split.BENCH.value: "#1f77b4", Split.TRAIN.value: "#2ca02c", Split.NONE.value: "#9e9e9e"}
+
+
+def procedures_per_topic_chart(rows: list[dict]) -> str:
+    topics = [row["topic"] for row in rows]
+    figure = go.Figure()
+    for split in Split:
+        figure.add_bar(
+            name=split.label, x=topics, y=[row[split.value] for row in rows],
+            marker_color=_SPLIT_COLOURS[split.value],
+        )
+    figure.update_layout(
+        barmode="stack", height=420, margin={"l": 40, "r": 10, "t": 30, "b": 140},
+        yaxis_title="procedures", legend_orientation="h", legend_y=1.1,
+    )
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="procedures-per-topic", config={"displaylogo": False})

@@ -1,0 +1,193 @@
+"""The record shapes procedures travel in, parsed and written without Django.
+
+Shapes (How2Mine's public export formats):
+
+* ``how2mine.v1``: ``{"schema_version": "how2mine.v1", "source_example": {"id", "text",
+  "url", "topic"}, "processed_example": {<stage>: {...}}, "final_procedure": {"goal",
+  "steps", "resources"}}``
+* ``flat`` (also How2Bench rows): ``{"source_example_id", "topic", "goal", "steps",
+  "resources"}``
+
+Both may carry ``split`` ("bench", "train" or "none") and the flat shape ``source_url``;
+these are written by our exports so that export -> import round-trips exactly, and
+ignored by tools that do not know them. In columnar files a nested object or list may
+also arrive as a JSON string (CSV cells always do)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+HOW2MINE_SCHEMA_VERSION = "how2mine.v1"
+SHAPES = ("flat", HOW2MINE_SCHEMA_VERSION)
+SPLITS = ("bench", "train", "none")
+
+
+class RecordFieldError(ValueError):
+    """One field of one record is wrong."""
+
+    def __init__(self, field_name: str, message: str):
+        self.field = field_name
+        self.message = message
+        super().__init__(f"field '{field_name}': {message}")
+
+
+@dataclass
+class ProcedureRecord:
+    source_example_id: str
+    topic: str
+    goal: str
+    steps: list[str]
+    resources: list[str] = field(default_factory=list)
+    source_url: str = ""
+    split: str | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def _maybe_json(value: Any, field_name: str) -> Any:
+    """Decode a JSON-encoded cell (CSV, or a columnar column stored as text)."""
+    if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise RecordFieldError(field_name, f"cell is not valid JSON ({exc.msg})") from exc
+    return value
+
+
+def _text(value: Any, field_name: str, *, required: bool) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise RecordFieldError(field_name, "missing or empty")
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise RecordFieldError(field_name, f"expected a string, got {type(value).__name__}")
+    return str(value)
+
+
+def _string_list(value: Any, field_name: str, *, required: bool) -> list[str]:
+    value = _maybe_json(value, field_name)
+    if value is None or value == "":
+        if required:
+            raise RecordFieldError(field_name, "missing; expected a list of non-empty strings")
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise RecordFieldError(field_name, f"expected a list of non-empty strings, got {type(value).__name__}")
+    if required and not value:
+        raise RecordFieldError(field_name, "is an empty list; a procedure needs at least one step")
+    items = []
+    for index, item in enumerate(value, start=1):
+        if not isinstance(item, str) or not item.strip():
+            raise RecordFieldError(f"{field_name}[{index}]", "must be a non-empty string")
+        items.append(item)
+    return items
+
+
+def _object(value: Any, field_name: str) -> dict[str, Any]:
+    value = _maybe_json(value, field_name)
+    if not isinstance(value, dict):
+        raise RecordFieldError(field_name, f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _split(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if value not in SPLITS:
+        raise RecordFieldError("split", f"{value!r} is not one of {', '.join(SPLITS)}")
+    return value
+
+
+def record_shape(record: dict[str, Any]) -> str:
+    version = record.get("schema_version")
+    if version is None:
+        return "flat"
+    if version != HOW2MINE_SCHEMA_VERSION:
+        raise RecordFieldError("schema_version", f"unsupported value {version!r}; expected {HOW2MINE_SCHEMA_VERSION!r}")
+    return HOW2MINE_SCHEMA_VERSION
+
+
+def parse_procedure_record(record: dict[str, Any], *, topic_field: str = "topic") -> ProcedureRecord:
+    """Validate one record of either shape and return it normalised."""
+    if record_shape(record) == HOW2MINE_SCHEMA_VERSION:
+        return _parse_how2mine(record, topic_field)
+    return _parse_flat(record, topic_field)
+
+
+def _parse_flat(record: dict[str, Any], topic_field: str) -> ProcedureRecord:
+    return ProcedureRecord(
+        source_example_id=_text(record.get("source_example_id"), "source_example_id", required=False),
+        topic=_text(record.get(topic_field), topic_field, required=True),
+        goal=_text(record.get("goal"), "goal", required=True),
+        steps=_string_list(record.get("steps"), "steps", required=True),
+        resources=_string_list(record.get("resources"), "resources", required=False),
+        source_url=_text(record.get("source_url") or record.get("url"), "source_url", required=False),
+        split=_split(record.get("split")),
+    )
+
+
+def _parse_how2mine(record: dict[str, Any], topic_field: str) -> ProcedureRecord:
+    if "source_example" not in record:
+        raise RecordFieldError("source_example", "missing")
+    if "final_procedure" not in record:
+        raise RecordFieldError("final_procedure", "missing")
+    source = _object(record["source_example"], "source_example")
+    final = _object(record["final_procedure"], "final_procedure")
+    processed = _object(record.get("processed_example") or {}, "processed_example")
+    topic_value = final.get(topic_field) or source.get(topic_field) or record.get(topic_field)
+    provenance: dict[str, Any] = {}
+    if processed:
+        provenance["processed_example"] = processed
+    if source.get("text"):
+        provenance["source_text"] = _text(source["text"], "source_example.text", required=False)
+    for key in ("mining_run", "prompt_hashes"):
+        if record.get(key) is not None:
+            provenance[key] = _maybe_json(record[key], key)
+    return ProcedureRecord(
+        source_example_id=_text(source.get("id"), "source_example.id", required=False),
+        topic=_text(topic_value, f"source_example.{topic_field}", required=True),
+        goal=_text(final.get("goal"), "final_procedure.goal", required=True),
+        steps=_string_list(final.get("steps"), "final_procedure.steps", required=True),
+        resources=_string_list(final.get("resources"), "final_procedure.resources", required=False),
+        source_url=_text(source.get("url"), "source_example.url", required=False),
+        split=_split(record.get("split")),
+        provenance=provenance,
+    )
+
+
+def to_flat(procedure: ProcedureRecord) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "source_example_id": procedure.source_example_id,
+        "topic": procedure.topic,
+        "goal": procedure.goal,
+        "steps": list(procedure.steps),
+        "resources": list(procedure.resources),
+    }
+    if procedure.source_url:
+        record["source_url"] = procedure.source_url
+    if procedure.split and procedure.split != "none":
+        record["split"] = procedure.split
+    return record
+
+
+def to_how2mine(procedure: ProcedureRecord) -> dict[str, Any]:
+    source: dict[str, Any] = {"id": procedure.source_example_id}
+    if procedure.provenance.get("source_text"):
+        source["text"] = procedure.provenance["source_text"]
+    source["url"] = procedure.source_url
+    source["topic"] = procedure.topic
+    record: dict[str, Any] = {
+        "schema_version": HOW2MINE_SCHEMA_VERSION,
+        "source_example": source,
+        "processed_example": procedure.provenance.get("processed_example", {}),
+        "final_procedure": {
+            "goal": procedure.goal,
+            "steps": list(procedure.steps),
+            "resources": list(procedure.resources),
+        },
+    }
+    for key in ("mining_run", "prompt_hashes"):
+        if key in procedure.provenance:
+            record[key] = procedure.provenance[key]
+    if procedure.split and procedure.split != "none":
+        record["split"] = procedure.split
+    return record
