@@ -79,10 +79,7 @@ def open_binary(path: str | Path, compression: str | None) -> Iterator[IO[bytes]
     elif compression == "xz":
         handle = lzma.open(path, "rb")
     elif compression == "zstd":
-        import zstandard
-
-        raw = open(path, "rb")
-        handle = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+        handle = io.BufferedReader(_ZstdReader(open(path, "rb")), buffer_size=1 << 16)
     else:  # pragma: no cover - file_kind only returns the names above
         raise ValueError(compression)
     try:
@@ -113,6 +110,55 @@ def open_binary_writer(path: str | Path) -> Iterator[IO[bytes]]:
         yield handle
     finally:
         handle.close()
+
+
+class _ZstdReader(io.RawIOBase):
+    """Streaming zstd decompression that reports a truncated file.
+
+    zstandard's ``stream_reader`` ends quietly when the input stops in the middle of a
+    frame; an importer must not mistake half a file for a whole one."""
+
+    def __init__(self, raw: IO[bytes]):
+        import zstandard
+
+        self._zstd = zstandard
+        self._raw = raw
+        self._decompressor = zstandard.ZstdDecompressor().decompressobj()
+        self._pending = b""
+        self._in_frame = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            chunk = self._raw.read(1 << 16)
+            if not chunk:
+                if self._in_frame:
+                    raise EOFError("zstd data ends in an incomplete frame (truncated file?)")
+                return 0
+            self._pending = self._feed(chunk)
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def _feed(self, chunk: bytes) -> bytes:
+        out = []
+        while chunk:
+            try:
+                out.append(self._decompressor.decompress(chunk))
+            except self._zstd.ZstdError as exc:
+                raise EOFError(f"invalid zstd data ({exc})") from exc
+            self._in_frame = not self._decompressor.eof
+            chunk = self._decompressor.unused_data if self._decompressor.eof else b""
+            if self._decompressor.eof:  # the next frame, if any, needs a fresh decompressor
+                self._decompressor = self._zstd.ZstdDecompressor().decompressobj()
+        return b"".join(out)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 def iter_records(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -1,0 +1,47 @@
+"""Shared fixtures: staff accounts with each role, and clients logged in as them."""
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from core.roles import ROLE_ADMIN, ROLE_RESEARCHER
+from core.services import user_create
+
+
+@pytest.fixture
+def researcher(db):
+    created = user_create(username="rita", role=ROLE_RESEARCHER, password="rita-Password-1")
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get(username=created.username)
+
+
+@pytest.fixture
+def admin_user(db):
+    created = user_create(username="ada", role=ROLE_ADMIN, password="ada-Password-1")
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get(username=created.username)
+
+
+@pytest.fixture
+def researcher_client(researcher) -> Client:
+    client = Client()
+    client.force_login(researcher)
+    return client
+
+
+@pytest.fixture
+def admin_client_(admin_user) -> Client:
+    client = Client()
+    client.force_login(admin_user)
+    return client
+
+
+@pytest.fixture
+def demo(db):
+    from mining import demo as mining_demo
+    from judging import demo as judging_demo
+
+    mining_demo.load()
+    judging_demo.load()
