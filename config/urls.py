@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
@@ -11,24 +11,14 @@ router = DefaultRouter()
 router.register("topics", TopicViewSet, basename="topic")
 router.register("procedures", ProcedureViewSet, basename="procedure")
 
-
-def _api(patterns):
-    """API views answer 401/403 themselves (DRF permissions): exempt them from the
-    login-redirect middleware, which is meant for pages."""
-    for pattern in patterns:
-        if hasattr(pattern, "url_patterns"):
-            _api(pattern.url_patterns)
-        else:
-            pattern.callback = login_not_required(pattern.callback)
-    return patterns
-
-
-api_patterns = _api([
+# DRF views opt out of the login-redirect middleware and answer 401/403 themselves;
+# the browsable docs are pages for people, so anonymous users are sent to the login page.
+api_patterns = [
     path("", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[IsResearcher]), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[IsResearcher]), name="api-docs"),
-    path("redoc/", SpectacularRedocView.as_view(url_name="schema", permission_classes=[IsResearcher]), name="api-redoc"),
-])
+    path("docs/", login_required(SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[IsResearcher])), name="api-docs"),
+    path("redoc/", login_required(SpectacularRedocView.as_view(url_name="schema", permission_classes=[IsResearcher])), name="api-redoc"),
+]
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -1,0 +1,76 @@
+"""The demo data: the papers' own examples, loaded idempotently, shown on the pages."""
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from judging.models import Generation, Judgment
+from mining.constants import TOPICS
+from mining.models import Procedure, Topic
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_one_of_the_fourteen_topics_has_a_demo_procedure(demo):
+    assert sorted(Topic.objects.values_list("name", flat=True)) == sorted(TOPICS)
+    for topic in Topic.objects.all():
+        assert topic.procedures.exists(), topic.name
+
+
+def test_loading_the_demo_twice_changes_nothing(demo, capsys):
+    counts = (Procedure.objects.count(), Generation.objects.count(), Judgment.objects.count())
+    call_command("load_demo")
+    assert (Procedure.objects.count(), Generation.objects.count(), Judgment.objects.count()) == counts
+    assert "0 procedures created, 17 already present" in capsys.readouterr().out
+
+
+def test_demo_keeps_the_paper_text_and_its_source(demo):
+    # How2Everything Table 7, Crime & Law, reference step 4.
+    procedure = Procedure.objects.get(source_example_id="paper-t7-crime-law")
+    assert procedure.steps[3] == "Wait 30 days for co-owners to express their desire to purchase your share."
+    assert "Table 7" in procedure.provenance["demo_source"]
+
+
+def test_demo_judgments_follow_the_paper_labels(demo):
+    # Table 17: Gemini 2.5 Pro misses the 30-day waiting period; Claude and GPT 5 do not fail.
+    labels = {
+        j.generation.model: j.has_failure
+        for j in Judgment.objects.filter(generation__procedure__source_example_id="paper-t7-crime-law")
+    }
+    assert labels == {"claude-opus-4.5": False, "gpt-5": False, "gemini-2.5-pro": True}
+    gemini = Judgment.objects.get(generation__model="gemini-2.5-pro", generation__procedure__source_example_id="paper-t7-crime-law")
+    assert any(4 in f["L1_steps"] for f in gemini.critical_failures)
+    for judgment in Judgment.objects.all():
+        assert judgment.has_failure == bool(judgment.critical_failures)
+
+
+def test_home_page_shows_counts_and_the_chart(researcher_client, demo):
+    html = researcher_client.get(reverse("home")).content.decode()
+    assert 'id="procedures-per-topic"' in html
+    assert "17 procedures: 17 in How2Bench" in html
+    assert "Travel &amp; Tourism" in html
+
+
+def test_procedure_page_numbers_steps_and_shows_judged_generations(researcher_client, demo):
+    procedure = Procedure.objects.get(source_example_id="paper-t7-crime-law")
+    html = researcher_client.get(reverse("procedure_detail", args=[procedure.pk])).content.decode()
+    assert '<span class="step-no">1.</span> Prepare a notification' in html
+    assert '<span class="step-no">5.</span> Sell your share' in html
+    assert "Gemini 2.5 Pro" in html and "has_failure" in html
+    assert "L1 4" in html
+
+
+def test_procedure_list_search_and_filters(researcher_client, demo):
+    html = researcher_client.get(reverse("procedure_list") + "?q=plasmid").content.decode()
+    assert "1 procedure" in html and "whole plasmid PCR" in html
+    html = researcher_client.get(reverse("procedure_list") + "?q=knurl+holder").content.decode()
+    assert "1 procedure" in html  # found through the resources
+    html = researcher_client.get(reverse("procedure_list") + "?topic=health&split=train").content.decode()
+    assert "No procedure matches." in html
+
+
+def test_procedure_list_paginates(researcher_client, demo):
+    html = researcher_client.get(reverse("procedure_list")).content.decode()
+    assert "17 procedures" in html
+    assert "Page 1 of 1" not in html  # 25 per page: a single page has no pager
