@@ -37,7 +37,9 @@ def _plotly_source() -> str:
 def system(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         try:
-            answer = ping.delay().get(timeout=settings.WORKER_PING_TIMEOUT_SECONDS)
+            timeout = settings.WORKER_PING_TIMEOUT_SECONDS
+            # A ping nobody picked up in time is stale: let a late worker discard it.
+            answer = ping.apply_async(expires=timeout).get(timeout=timeout)
         except Exception as exc:  # the broker is down, no worker, or the worker is too slow
             messages.error(request, f"No Celery worker answered: {exc.__class__.__name__}: {exc}")
         else:
