@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.db import transaction
+from django.db import reset_queries, transaction
 from django.utils.text import slugify
 
 from mining.constants import IMPORT_BATCH_SIZE, TOPICS
@@ -98,6 +98,7 @@ def procedure_import(
                 n_created, n_existing = _insert_new(batch)
                 created, existing = created + n_created, existing + n_existing
                 batch = []
+                reset_queries()  # with DEBUG on, Django would keep every SQL string in memory
         n_created, n_existing = _insert_new(batch)
     return ImportResult(path=str(path), created=created + n_created, existing=existing + n_existing)
 

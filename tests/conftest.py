@@ -45,3 +45,6 @@ def demo(db):
 
     mining_demo.load()
     judging_demo.load()
+
+
+from tests.browser import browser, page  # noqa: E402,F401  (fixtures for browser tests)
