@@ -25,4 +25,5 @@ urlpatterns = [
     path("api/", include(api_patterns)),
     path("", include("core.urls")),
     path("", include("mining.urls")),
+    path("", include("annotate.urls")),
 ]

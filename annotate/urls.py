@@ -1,0 +1,2 @@
+"""Annotator entry points (/a/<study-slug>/) and the researchers' study pages."""
+urlpatterns: list = []
