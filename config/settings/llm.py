@@ -1,11 +1,10 @@
-"""LLM endpoints: one default endpoint, overridable per role.
+"""LLM endpoints: one default endpoint, overridable per role, plus retry, limit and price settings.
 
 ``LLM_BASE_URL``, ``LLM_API_KEY`` and ``LLM_MODEL`` set the default for every role;
-``<ROLE>_BASE_URL``, ``<ROLE>_API_KEY`` and ``<ROLE>_MODEL`` (for example
-``JUDGE_MODEL``) override it for one role. Nothing is configured until the user
-points at an endpoint: an empty base URL means "no LLM configured".
-"""
-from config.env import env_float, env_int, env_str
+``<ROLE>_BASE_URL``, ``<ROLE>_API_KEY``, ``<ROLE>_MODEL``, ``<ROLE>_TEMPERATURE`` and
+``<ROLE>_MAX_TOKENS`` (for example ``JUDGE_MODEL``) override it for one role. Nothing is
+configured until the user points at an endpoint: an empty base URL means "no LLM"."""
+from config.env import BASE_DIR, env_float, env_int, env_str
 
 # Roles and the environment prefix of their overrides. Each How2Mine stage, the
 # generation stage and the How2Score judge resolve to one of these.
@@ -17,7 +16,18 @@ LLM_ROLE_PREFIXES = {
     "final_validation": "VALIDATION",
     "generate": "GENERATE",
     "how2score_judge": "JUDGE",
+    "extract_components": "COMPONENTS",
 }
+
+
+def _optional_float(name: str) -> float | None:
+    value = env_str(name, "")
+    return float(value) if value else None
+
+
+def _optional_int(name: str) -> int | None:
+    value = env_str(name, "")
+    return int(value) if value else None
 
 
 def llm_settings() -> dict:
@@ -25,6 +35,8 @@ def llm_settings() -> dict:
         "base_url": env_str("LLM_BASE_URL", "") or "",
         "api_key": env_str("LLM_API_KEY", "") or "",
         "model": env_str("LLM_MODEL", "") or "",
+        "temperature": _optional_float("LLM_TEMPERATURE"),
+        "max_tokens": _optional_int("LLM_MAX_TOKENS"),
     }
     roles = {}
     for role, prefix in LLM_ROLE_PREFIXES.items():
@@ -32,10 +44,29 @@ def llm_settings() -> dict:
             "base_url": env_str(f"{prefix}_BASE_URL", default["base_url"]) or "",
             "api_key": env_str(f"{prefix}_API_KEY", default["api_key"]) or "",
             "model": env_str(f"{prefix}_MODEL", default["model"]) or "",
+            "temperature": _optional_float(f"{prefix}_TEMPERATURE") if env_str(f"{prefix}_TEMPERATURE") else default["temperature"],
+            "max_tokens": _optional_int(f"{prefix}_MAX_TOKENS") if env_str(f"{prefix}_MAX_TOKENS") else default["max_tokens"],
         }
     return {
         "LLM_DEFAULT_ENDPOINT": default,
         "LLM_ROLES": roles,
         "LLM_TIMEOUT_SECONDS": env_float("LLM_TIMEOUT_SECONDS", 120.0),
+        # Retries: attempts for 429/5xx/connection errors, re-asks after an unparseable
+        # answer, retries with a larger budget after a truncated one.
+        "LLM_MAX_ATTEMPTS": env_int("LLM_MAX_ATTEMPTS", 6),
+        "LLM_PARSE_REASKS": env_int("LLM_PARSE_REASKS", 2),
+        "LLM_TRUNCATION_RETRIES": env_int("LLM_TRUNCATION_RETRIES", 1),
+        "LLM_TRUNCATION_TOKEN_FACTOR": env_float("LLM_TRUNCATION_TOKEN_FACTOR", 2.0),
+        "LLM_DEFAULT_MAX_TOKENS": env_int("LLM_DEFAULT_MAX_TOKENS", 4096),
+        "LLM_BACKOFF_BASE_SECONDS": env_float("LLM_BACKOFF_BASE_SECONDS", 1.0),
+        "LLM_BACKOFF_MAX_SECONDS": env_float("LLM_BACKOFF_MAX_SECONDS", 60.0),
+        # Limits per endpoint (base URL + model), shared by every worker process when
+        # LLM_LIMITS_REDIS_URL (default: the broker URL, if it is Redis) is set.
         "LLM_MAX_CONCURRENCY": env_int("LLM_MAX_CONCURRENCY", 16),
+        "LLM_REQUESTS_PER_MINUTE": env_int("LLM_REQUESTS_PER_MINUTE", 0),
+        "LLM_TOKENS_PER_MINUTE": env_int("LLM_TOKENS_PER_MINUTE", 0),
+        "LLM_LIMITS_REDIS_URL": env_str("LLM_LIMITS_REDIS_URL", "") or "",
+        "LLM_PRICES_FILE": env_str("LLM_PRICES_FILE", str(BASE_DIR / "config" / "llm_prices.json")),
+        "LLM_BATCH_POLL_SECONDS": env_float("LLM_BATCH_POLL_SECONDS", 60.0),
+        "LLM_BATCH_MAX_RESUBMITS": env_int("LLM_BATCH_MAX_RESUBMITS", 2),
     }

@@ -1,0 +1,342 @@
+"""The one client for every OpenAI-compatible endpoint.
+
+``LLMClient(endpoint).complete(request, run=...)`` sends one request through the official
+``openai`` client and returns an ``LLMResult`` whose ``outcome`` is exactly one of
+``ok``, ``parse_failed``, ``truncated``, ``refused``, ``api_error``; only ``ok`` carries a
+value. On the way it:
+
+* answers from the request ledger when the request's key has a finished entry (no
+  network call, no cost);
+* asks for structured output with ``json_schema`` (strict), falling back to JSON mode and
+  then plain text with lenient extraction when a server rejects it, and records the path;
+* retries 429 and 5xx with exponential backoff and jitter, honouring ``retry-after`` and
+  ``retry-after-ms``; a 429 pauses the endpoint for every worker;
+* re-asks an unparseable answer with the parse error appended, and retries a truncated
+  answer once with a larger token budget;
+* writes the ledger entry (request, raw response, outcome, tokens, latency, cost) as soon
+  as the request is finished."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import jsonschema
+import openai
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from llm.constants import (
+    EXECUTOR_ONLINE,
+    OUTCOME_API_ERROR,
+    OUTCOME_OK,
+    OUTCOME_PARSE_FAILED,
+    OUTCOME_REFUSED,
+    OUTCOME_TRUNCATED,
+    PATH_JSON_OBJECT,
+    PATH_JSON_SCHEMA,
+    PATH_TEXT,
+)
+from llm.endpoints import Endpoint
+from llm.json_extract import JSONExtractError, extract_json_object
+from llm.limits import EndpointLimits, endpoint_limits_default, limits_get
+from llm.models import LedgerEntry
+from llm.prices import request_cost
+
+logger = logging.getLogger(__name__)
+
+# Sampling parameters that are part of a request's identity.
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty", "reasoning_effort")
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One call: its stage, the chat messages, sampling parameters and (for JSON stages) a schema."""
+
+    stage: str
+    messages: list[dict[str, str]]
+    params: dict[str, Any] = field(default_factory=dict)
+    schema: dict[str, Any] | None = None
+
+    def key(self, model: str) -> str:
+        """Ledger key: a hash of (model, messages, sampling parameters, schema)."""
+        payload = {
+            "model": model,
+            "messages": self.messages,
+            "params": {k: v for k, v in sorted(self.params.items()) if v is not None},
+            "schema": self.schema,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stage": self.stage, "messages": self.messages, "params": self.params, "schema": self.schema}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LLMRequest":
+        return cls(stage=data["stage"], messages=data["messages"], params=data.get("params") or {}, schema=data.get("schema"))
+
+
+@dataclass
+class LLMResult:
+    key: str
+    stage: str
+    outcome: str
+    value: Any = None  # dict for JSON stages, str for text stages; None unless outcome is ok
+    text: str = ""
+    path: str = ""
+    cached: bool = False
+    attempts: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_ms: int = 0
+    cost_usd: Decimal | None = None
+    error: str = ""
+    finish_reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == OUTCOME_OK
+
+    @classmethod
+    def from_entry(cls, entry: LedgerEntry, *, cached: bool) -> "LLMResult":
+        return cls(
+            key=entry.key, stage=entry.stage, outcome=entry.outcome,
+            value=entry.parsed if entry.outcome == OUTCOME_OK else None,
+            text=entry.response_text, path=entry.path, cached=cached, attempts=entry.attempts,
+            tokens_in=entry.tokens_in, tokens_out=entry.tokens_out, latency_ms=entry.latency_ms,
+            cost_usd=entry.cost_usd, error=entry.error, finish_reason=entry.finish_reason,
+        )
+
+
+def ledger_lookup(key: str, *, reuse_failures: bool = True) -> LedgerEntry | None:
+    """The finished entry for a key. ``api_error`` entries are never reused: the request
+    never got an answer, so a re-run asks again."""
+    entry = LedgerEntry.objects.filter(key=key).first()
+    if entry is None or entry.outcome == OUTCOME_API_ERROR:
+        return None
+    if not reuse_failures and entry.outcome != OUTCOME_OK:
+        return None
+    return entry
+
+
+def _retry_after_seconds(error: openai.APIStatusError) -> float | None:
+    headers = error.response.headers if error.response is not None else {}
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return float(value) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value:
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+class _Attempt:
+    """The mutable state of one call across its attempts."""
+
+    def __init__(self, request: LLMRequest, max_tokens: int | None):
+        self.messages = list(request.messages)
+        self.max_tokens = max_tokens
+        self.attempts = 0
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.latency_ms = 0
+        self.reasks = 0
+        self.truncation_retries = 0
+        self.api_failures = 0
+
+
+class LLMClient:
+    """Calls one endpoint. Thread-safe: executors share one client between threads."""
+
+    # Endpoints known to reject a structured-output mode, per process: later calls start
+    # on the path that worked.
+    _unsupported: dict[str, set[str]] = {}
+
+    def __init__(self, endpoint: Endpoint, *, limits: EndpointLimits | None = None, executor: str = EXECUTOR_ONLINE):
+        self.endpoint = endpoint
+        self.limits = limits or endpoint_limits_default()
+        self.executor = executor
+        self.endpoint_id = f"{endpoint.base_url}|{endpoint.model}"
+        self.openai = openai.OpenAI(
+            base_url=endpoint.base_url, api_key=endpoint.api_key or "none",
+            max_retries=0, timeout=settings.LLM_TIMEOUT_SECONDS,
+        )
+
+    def close(self) -> None:
+        self.openai.close()
+
+    # -- public ---------------------------------------------------------------------
+
+    def complete(self, request: LLMRequest, *, run: str = "", role: str = "", reuse_failures: bool = True) -> LLMResult:
+        key = request.key(self.endpoint.model)
+        entry = ledger_lookup(key, reuse_failures=reuse_failures)
+        if entry is not None:
+            return LLMResult.from_entry(entry, cached=True)
+        result, response_body = self._call(request, key)
+        self._record(request, result, response_body, run=run, role=role)
+        return result
+
+    # -- the attempt loop -------------------------------------------------------------
+
+    def _paths(self, request: LLMRequest) -> list[str]:
+        if request.schema is None:
+            return [PATH_TEXT]
+        unsupported = self._unsupported.get(self.endpoint_id, set())
+        return [p for p in (PATH_JSON_SCHEMA, PATH_JSON_OBJECT, PATH_TEXT) if p not in unsupported]
+
+    def _call(self, request: LLMRequest, key: str) -> tuple[LLMResult, dict | None]:
+        params = dict(request.params)
+        state = _Attempt(request, params.pop("max_tokens", None) or settings.LLM_DEFAULT_MAX_TOKENS)
+        paths = self._paths(request)
+        path_index = 0
+        last_body: dict | None = None
+        while True:
+            path = paths[path_index]
+            state.attempts += 1
+            try:
+                body, latency_ms = self._send(request, state, params, path)
+            except openai.BadRequestError as exc:
+                if request.schema is not None and path != PATH_TEXT and path_index + 1 < len(paths):
+                    logger.info("endpoint %s rejected %s (%s); falling back", self.endpoint_id, path, exc)
+                    self._unsupported.setdefault(self.endpoint_id, set()).add(path)
+                    path_index += 1
+                    continue
+                return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=f"400: {exc}"), last_body
+            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, openai.APITimeoutError,
+                    openai.ConflictError) as exc:
+                state.api_failures += 1
+                wait = self._backoff(state.api_failures)
+                if isinstance(exc, openai.APIStatusError):
+                    retry_after = _retry_after_seconds(exc)
+                    if retry_after is not None:
+                        wait = retry_after
+                    if isinstance(exc, openai.RateLimitError):
+                        limits_get().pause(self.endpoint_id, wait)
+                if state.attempts >= settings.LLM_MAX_ATTEMPTS:
+                    return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=_describe(exc)), last_body
+                time.sleep(wait)
+                continue
+            except openai.APIStatusError as exc:  # other 4xx: retrying the same request cannot help
+                return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=_describe(exc)), last_body
+
+            last_body = body
+            state.latency_ms += latency_ms
+            usage = body.get("usage") or {}
+            state.tokens_in += int(usage.get("prompt_tokens") or 0)
+            state.tokens_out += int(usage.get("completion_tokens") or 0)
+            choice = (body.get("choices") or [{}])[0]
+            message = choice.get("message") or {}
+            text = message.get("content") or ""
+            finish_reason = choice.get("finish_reason") or ""
+
+            if message.get("refusal") or finish_reason == "content_filter":
+                return self._result(key, request, state, OUTCOME_REFUSED, path=path, text=text,
+                                    finish_reason=finish_reason, error=message.get("refusal") or "content filter"), body
+            if finish_reason == "length":
+                if state.truncation_retries < settings.LLM_TRUNCATION_RETRIES and state.attempts < settings.LLM_MAX_ATTEMPTS:
+                    state.truncation_retries += 1
+                    state.max_tokens = int(state.max_tokens * settings.LLM_TRUNCATION_TOKEN_FACTOR)
+                    continue
+                return self._result(key, request, state, OUTCOME_TRUNCATED, path=path, text=text,
+                                    finish_reason=finish_reason, error=f"answer cut off at max_tokens={state.max_tokens}"), body
+            if request.schema is None:
+                return self._result(key, request, state, OUTCOME_OK, path=path, text=text, value=text,
+                                    finish_reason=finish_reason), body
+            try:
+                value = extract_json_object(text)
+                jsonschema.validate(value, request.schema)
+            except (JSONExtractError, jsonschema.ValidationError) as exc:
+                problem = _parse_problem(exc)
+                if state.reasks < settings.LLM_PARSE_REASKS and state.attempts < settings.LLM_MAX_ATTEMPTS:
+                    state.reasks += 1
+                    state.messages = state.messages + [
+                        {"role": "assistant", "content": text},
+                        {"role": "user", "content": (
+                            f"Your answer could not be used: {problem}. Reply again with only one JSON object "
+                            f"that matches the required schema, and nothing else.")},
+                    ]
+                    continue
+                return self._result(key, request, state, OUTCOME_PARSE_FAILED, path=path, text=text,
+                                    finish_reason=finish_reason, error=problem), body
+            return self._result(key, request, state, OUTCOME_OK, path=path, text=text, value=value,
+                                finish_reason=finish_reason), body
+
+    def _send(self, request: LLMRequest, state: _Attempt, params: dict, path: str) -> tuple[dict, int]:
+        kwargs: dict[str, Any] = {k: v for k, v in params.items() if v is not None}
+        kwargs["max_tokens"] = state.max_tokens
+        if path == PATH_JSON_SCHEMA:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.stage, "schema": request.schema, "strict": True},
+            }
+        elif path == PATH_JSON_OBJECT:
+            kwargs["response_format"] = {"type": "json_object"}
+        estimate = sum(len(m.get("content") or "") for m in state.messages) // 4 + state.max_tokens
+        limits = limits_get()
+        limits.wait_turn(self.endpoint_id, self.limits, estimate)
+        with limits.slot(self.endpoint_id, self.limits):
+            started = time.perf_counter()
+            raw = self.openai.chat.completions.with_raw_response.create(
+                model=self.endpoint.model, messages=state.messages, **kwargs
+            )
+            latency_ms = int((time.perf_counter() - started) * 1000)
+        return json.loads(raw.http_response.content), latency_ms
+
+    def _backoff(self, failures: int) -> float:
+        """Exponential backoff with full jitter."""
+        ceiling = min(settings.LLM_BACKOFF_MAX_SECONDS, settings.LLM_BACKOFF_BASE_SECONDS * (2 ** (failures - 1)))
+        return random.uniform(0, ceiling)
+
+    def _result(self, key: str, request: LLMRequest, state: _Attempt, outcome: str, *, path: str, text: str = "",
+                value: Any = None, finish_reason: str = "", error: str = "") -> LLMResult:
+        return LLMResult(
+            key=key, stage=request.stage, outcome=outcome, value=value if outcome == OUTCOME_OK else None,
+            text=text, path=path, attempts=state.attempts, tokens_in=state.tokens_in, tokens_out=state.tokens_out,
+            latency_ms=state.latency_ms, error=error, finish_reason=finish_reason,
+            cost_usd=request_cost(model=self.endpoint.model, tokens_in=state.tokens_in,
+                                  tokens_out=state.tokens_out, executor=self.executor),
+        )
+
+    def _record(self, request: LLMRequest, result: LLMResult, body: dict | None, *, run: str, role: str) -> None:
+        fields = dict(
+            stage=request.stage, role=role, run=run, base_url=self.endpoint.base_url, model=self.endpoint.model,
+            executor=self.executor, request=request.to_dict(), response=body, response_text=result.text,
+            finish_reason=result.finish_reason, outcome=result.outcome, parsed=result.value if result.ok else None,
+            error=result.error, path=result.path, attempts=result.attempts, tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out, latency_ms=result.latency_ms, cost_usd=result.cost_usd,
+        )
+        ledger_write(result.key, fields)
+
+
+def ledger_write(key: str, fields: dict[str, Any]) -> None:
+    """Store a finished request. A finished entry is never replaced by a worse one: if a
+    concurrent worker already stored a non-error answer for the key, keep it."""
+    try:
+        with transaction.atomic():
+            LedgerEntry.objects.create(key=key, **fields)
+    except IntegrityError:
+        LedgerEntry.objects.filter(key=key, outcome=OUTCOME_API_ERROR).update(**fields)
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"{exc.status_code}: {exc.message}"
+    return f"{exc.__class__.__name__}: {exc}"
+
+
+def _parse_problem(exc: Exception) -> str:
+    if isinstance(exc, jsonschema.ValidationError):
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+        return f"the JSON does not match the schema at {where}: {exc.message}"
+    return str(exc)

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+from django.db import models
+
+from llm.constants import EXECUTOR_ONLINE, OUTCOMES
+
+
+class LedgerEntry(models.Model):
+    """One keyed request and its final response: the cache and the resume mechanism.
+
+    ``key`` hashes (model, messages, sampling parameters, schema); a call whose key has
+    a finished entry is answered from here without a network call."""
+
+    key = models.CharField(max_length=64, unique=True)
+    stage = models.CharField(max_length=100, db_index=True)
+    role = models.CharField(max_length=100, blank=True)
+    run = models.CharField(max_length=200, blank=True, db_index=True, help_text="The run that paid for it, e.g. judge-run:12.")
+    base_url = models.CharField(max_length=500)
+    model = models.CharField(max_length=200, db_index=True)
+    executor = models.CharField(max_length=20, default=EXECUTOR_ONLINE)
+    request = models.JSONField(help_text="messages, sampling parameters and schema, as sent first")
+    response = models.JSONField(null=True, blank=True, help_text="the last raw response body")
+    response_text = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    outcome = models.CharField(max_length=20, choices=[(o, o) for o in OUTCOMES], db_index=True)
+    parsed = models.JSONField(null=True, blank=True, help_text="only for outcome ok")
+    error = models.TextField(blank=True)
+    path = models.CharField(max_length=20, blank=True, help_text="json_schema, json_object or text")
+    attempts = models.PositiveSmallIntegerField(default=1)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True, help_text="null when the model has no price")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "ledger entries"
+        indexes = [models.Index(fields=["run", "stage", "outcome"]), models.Index(fields=["base_url", "model", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.stage} {self.outcome} {self.key[:12]}"
+
+
+class BatchJob(models.Model):
+    """An OpenAI Batch API job, persisted so that a restart picks up running batches."""
+
+    class Status(models.TextChoices):
+        SUBMITTED = "submitted"
+        COMPLETED = "completed"  # results mapped back into the ledger
+        FAILED = "failed"
+
+    job = models.ForeignKey("LLMJob", on_delete=models.CASCADE, related_name="batches")
+    base_url = models.CharField(max_length=500)
+    model = models.CharField(max_length=200)
+    batch_id = models.CharField(max_length=200, unique=True)
+    input_file_id = models.CharField(max_length=200)
+    remote_status = models.CharField(max_length=40, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.SUBMITTED, db_index=True)
+    requests = models.JSONField(help_text="custom_id (ledger key) -> request, for mapping back and resubmitting")
+    n_requests = models.PositiveIntegerField()
+    n_succeeded = models.PositiveIntegerField(default=0)
+    n_failed = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"{self.batch_id} ({self.status})"
+
+
+class LLMJob(models.Model):
+    """A list of requests executed as Celery work by one executor, resumable.
+
+    Generation, judge and mining runs hand their requests to a job; the results land in
+    the ledger as each request finishes, so a killed worker loses only what was in flight
+    and a resumed job asks only for what has no finished ledger entry."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        PAUSED = "paused"
+        DONE = "done"
+        CANCELLED = "cancelled"
+        FAILED = "failed"
+
+    run = models.CharField(max_length=200, db_index=True)
+    role = models.CharField(max_length=100)
+    endpoint_overrides = models.JSONField(default=dict, blank=True, help_text="base_url / model / api_key_env for this run")
+    executor = models.CharField(max_length=20, default=EXECUTOR_ONLINE)
+    concurrency = models.PositiveIntegerField(default=16)
+    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    requests = models.JSONField(help_text="list of {stage, messages, params, schema}")
+    keys = models.JSONField(default=list, help_text="ledger key of each request, in order")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
+    pause_reason = models.CharField(max_length=200, blank=True)
+    n_total = models.PositiveIntegerField(default=0)
+    n_done = models.PositiveIntegerField(default=0)
+    outcome_counts = models.JSONField(default=dict, blank=True)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.run}, {self.status})"
+
+    @property
+    def projected_cost_usd(self):
+        """Cost so far scaled to all requests (from the first finished ones)."""
+        if not self.n_done:
+            return None
+        return self.cost_usd * self.n_total / self.n_done

@@ -1,0 +1,17 @@
+from celery import shared_task
+
+from llm.models import LLMJob
+
+
+def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
+    job_id = args[0] if args else kwargs.get("job_id")
+    LLMJob.objects.filter(pk=job_id).exclude(status__in=[LLMJob.Status.DONE, LLMJob.Status.CANCELLED]).update(
+        status=LLMJob.Status.FAILED, error=f"{exc.__class__.__name__}: {exc}")
+
+
+@shared_task(name="llm.job_execute", on_failure=_mark_failed)
+def llm_job_execute_task(job_id: int) -> str:
+    """Execute one LLM job (ids only; the job row holds the work)."""
+    from llm.services import llm_job_execute
+
+    return llm_job_execute(job_id=job_id)
