@@ -235,61 +235,37 @@ class LLMClient:
             usage = body.get("usage") or {}
             state.tokens_in += int(usage.get("prompt_tokens") or 0)
             state.tokens_out += int(usage.get("completion_tokens") or 0)
-            choice = (body.get("choices") or [{}])[0]
-            message = choice.get("message") or {}
-            text = message.get("content") or ""
-            finish_reason = choice.get("finish_reason") or ""
-
-            if message.get("refusal") or finish_reason == "content_filter":
-                return self._result(key, request, state, OUTCOME_REFUSED, path=path, text=text,
-                                    finish_reason=finish_reason, error=message.get("refusal") or "content filter"), body
-            if finish_reason == "length":
-                if state.truncation_retries < settings.LLM_TRUNCATION_RETRIES and state.attempts < settings.LLM_MAX_ATTEMPTS:
-                    state.truncation_retries += 1
-                    state.max_tokens = int(state.max_tokens * settings.LLM_TRUNCATION_TOKEN_FACTOR)
-                    continue
-                return self._result(key, request, state, OUTCOME_TRUNCATED, path=path, text=text,
-                                    finish_reason=finish_reason, error=f"answer cut off at max_tokens={state.max_tokens}"), body
-            if request.schema is None:
-                return self._result(key, request, state, OUTCOME_OK, path=path, text=text, value=text,
-                                    finish_reason=finish_reason), body
-            try:
-                value = extract_json_object(text)
-                jsonschema.validate(value, request.schema)
-            except (JSONExtractError, jsonschema.ValidationError) as exc:
-                problem = _parse_problem(exc)
-                if state.reasks < settings.LLM_PARSE_REASKS and state.attempts < settings.LLM_MAX_ATTEMPTS:
-                    state.reasks += 1
-                    state.messages = state.messages + [
-                        {"role": "assistant", "content": text},
-                        {"role": "user", "content": (
-                            f"Your answer could not be used: {problem}. Reply again with only one JSON object "
-                            f"that matches the required schema, and nothing else.")},
-                    ]
-                    continue
-                return self._result(key, request, state, OUTCOME_PARSE_FAILED, path=path, text=text,
-                                    finish_reason=finish_reason, error=problem), body
-            return self._result(key, request, state, OUTCOME_OK, path=path, text=text, value=value,
-                                finish_reason=finish_reason), body
+            verdict = classify_completion(request, body)
+            if verdict.outcome == OUTCOME_TRUNCATED and state.truncation_retries < settings.LLM_TRUNCATION_RETRIES \
+                    and state.attempts < settings.LLM_MAX_ATTEMPTS:
+                state.truncation_retries += 1
+                state.max_tokens = int(state.max_tokens * settings.LLM_TRUNCATION_TOKEN_FACTOR)
+                continue
+            if verdict.outcome == OUTCOME_TRUNCATED:
+                verdict.error = f"answer cut off at max_tokens={state.max_tokens}"
+            if verdict.outcome == OUTCOME_PARSE_FAILED and state.reasks < settings.LLM_PARSE_REASKS \
+                    and state.attempts < settings.LLM_MAX_ATTEMPTS:
+                state.reasks += 1
+                state.messages = state.messages + [
+                    {"role": "assistant", "content": verdict.text},
+                    {"role": "user", "content": (
+                        f"Your answer could not be used: {verdict.error}. Reply again with only one JSON object "
+                        f"that matches the required schema, and nothing else.")},
+                ]
+                continue
+            return self._result(key, request, state, verdict.outcome, path=path, text=verdict.text, value=verdict.value,
+                                finish_reason=verdict.finish_reason, error=verdict.error), body
 
     def _send(self, request: LLMRequest, state: _Attempt, params: dict, path: str) -> tuple[dict, int]:
-        kwargs: dict[str, Any] = {k: v for k, v in params.items() if v is not None}
-        kwargs["max_tokens"] = state.max_tokens
-        if path == PATH_JSON_SCHEMA:
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": request.stage, "schema": request.schema, "strict": True},
-            }
-        elif path == PATH_JSON_OBJECT:
-            kwargs["response_format"] = {"type": "json_object"}
+        body = request_body(request, self.endpoint.model, path=path, max_tokens=state.max_tokens)
+        body["messages"] = state.messages
+        body.pop("model")
         estimate = sum(len(m.get("content") or "") for m in state.messages) // 4 + state.max_tokens
         limits = limits_get()
         limits.wait_turn(self.endpoint_id, self.limits, estimate)
         with limits.slot(self.endpoint_id, self.limits):
             started = time.perf_counter()
-            raw = self.openai.chat.completions.with_raw_response.create(
-                model=self.endpoint.model, messages=state.messages, **kwargs
-            )
+            raw = self.openai.chat.completions.with_raw_response.create(model=self.endpoint.model, **body)
             latency_ms = int((time.perf_counter() - started) * 1000)
         return json.loads(raw.http_response.content), latency_ms
 
@@ -317,6 +293,50 @@ class LLMClient:
             tokens_out=result.tokens_out, latency_ms=result.latency_ms, cost_usd=result.cost_usd,
         )
         ledger_write(result.key, fields)
+
+
+@dataclass
+class Verdict:
+    outcome: str
+    value: Any = None
+    text: str = ""
+    finish_reason: str = ""
+    error: str = ""
+
+
+def classify_completion(request: LLMRequest, body: dict[str, Any]) -> Verdict:
+    """Decide the outcome of one chat-completion body (used by every executor)."""
+    choice = (body.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    text = message.get("content") or ""
+    finish_reason = choice.get("finish_reason") or ""
+    if message.get("refusal") or finish_reason == "content_filter":
+        return Verdict(OUTCOME_REFUSED, text=text, finish_reason=finish_reason,
+                       error=message.get("refusal") or "stopped by the content filter")
+    if finish_reason == "length":
+        return Verdict(OUTCOME_TRUNCATED, text=text, finish_reason=finish_reason, error="answer cut off at the token limit")
+    if request.schema is None:
+        return Verdict(OUTCOME_OK, value=text, text=text, finish_reason=finish_reason)
+    try:
+        value = extract_json_object(text)
+        jsonschema.validate(value, request.schema)
+    except (JSONExtractError, jsonschema.ValidationError) as exc:
+        return Verdict(OUTCOME_PARSE_FAILED, text=text, finish_reason=finish_reason, error=_parse_problem(exc))
+    return Verdict(OUTCOME_OK, value=value, text=text, finish_reason=finish_reason)
+
+
+def request_body(request: LLMRequest, model: str, *, path: str, max_tokens: int | None = None) -> dict[str, Any]:
+    """The chat-completions body for a request on a structured-output path."""
+    params = {k: v for k, v in request.params.items() if v is not None}
+    params["max_tokens"] = max_tokens or params.get("max_tokens") or settings.LLM_DEFAULT_MAX_TOKENS
+    body: dict[str, Any] = {"model": model, "messages": request.messages, **params}
+    if path == PATH_JSON_SCHEMA:
+        body["response_format"] = {
+            "type": "json_schema", "json_schema": {"name": request.stage, "schema": request.schema, "strict": True},
+        }
+    elif path == PATH_JSON_OBJECT:
+        body["response_format"] = {"type": "json_object"}
+    return body
 
 
 def ledger_write(key: str, fields: dict[str, Any]) -> None:

@@ -9,9 +9,15 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
         status=LLMJob.Status.FAILED, error=f"{exc.__class__.__name__}: {exc}")
 
 
-@shared_task(name="llm.job_execute", on_failure=_mark_failed)
-def llm_job_execute_task(job_id: int) -> str:
-    """Execute one LLM job (ids only; the job row holds the work)."""
+@shared_task(bind=True, name="llm.job_execute", on_failure=_mark_failed)
+def llm_job_execute_task(self, job_id: int) -> str:
+    """Execute one LLM job (ids only; the job row holds the work). A Batch API job that is
+    still waiting for its batches comes back after LLM_BATCH_POLL_SECONDS."""
+    from django.conf import settings
+
     from llm.services import llm_job_execute
 
-    return llm_job_execute(job_id=job_id)
+    outcome = llm_job_execute(job_id=job_id)
+    if outcome.startswith("waiting"):
+        self.apply_async(args=[job_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    return outcome

@@ -13,3 +13,8 @@ from config.django.base import *  # noqa: E402,F401,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DEBUG = False
+
+# A file, not SQLite's shared-cache memory database: threads (the LLM executors, the live
+# server) then see SQLite's real locking (WAL, busy timeout) instead of table locks.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405
