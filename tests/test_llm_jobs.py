@@ -160,3 +160,16 @@ def test_batch_requests_that_keep_failing_end_as_api_errors(server, settings):
     job.refresh_from_db()
     assert job.outcome_counts == {"ok": 2, "api_error": 1}
     assert "server_error" in LedgerEntry.objects.get(key=job.keys[1]).error
+
+
+def test_vllm_offline_executor_says_clearly_when_vllm_is_missing(server, settings):
+    import importlib.util
+
+    from llm.vllm_offline import ExecutorUnavailable
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here; this test covers machines without it")
+    job = llm_job_create(run="gpu", role="llm_filter", requests=_requests(2), executor="vllm_offline", start=False)
+    with pytest.raises(ExecutorUnavailable, match="requirements-gpu.txt"):
+        llm_job_execute(job_id=job.pk)
+    assert server.chat_requests() == []
