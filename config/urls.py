@@ -24,6 +24,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include(api_patterns)),
     path("", include("core.urls")),
+    path("", include("llm.urls")),
     path("", include("mining.urls")),
     path("", include("annotate.urls")),
 ]
