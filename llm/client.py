@@ -24,10 +24,16 @@ import random
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 import jsonschema
 import openai
+
+try:  # the HTTP library the installed openai client is built on
+    import httpx2 as _http
+except ImportError:  # pragma: no cover - older openai releases
+    import httpx as _http
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
@@ -122,6 +128,15 @@ def ledger_lookup(key: str, *, reuse_failures: bool = True) -> LedgerEntry | Non
     if not reuse_failures and entry.outcome != OUTCOME_OK:
         return None
     return entry
+
+
+def finished_keys(keys: list[str], chunk: int = 2000) -> set[str]:
+    """The keys among ``keys`` with a finished (reusable) ledger entry, in few queries."""
+    found: set[str] = set()
+    for start in range(0, len(keys), chunk):
+        found.update(LedgerEntry.objects.filter(key__in=keys[start:start + chunk])
+                     .exclude(outcome=OUTCOME_API_ERROR).values_list("key", flat=True))
+    return found
 
 
 def _retry_after_seconds(error: openai.APIStatusError) -> float | None:
@@ -265,9 +280,12 @@ class LLMClient:
         limits.wait_turn(self.endpoint_id, self.limits, estimate)
         with limits.slot(self.endpoint_id, self.limits):
             started = time.perf_counter()
-            raw = self.openai.chat.completions.with_raw_response.create(model=self.endpoint.model, **body)
+            # The client's own HTTP stack and error classes, without its per-call type
+            # transformation of the body (which costs more than the rest of the request).
+            response = self.openai.post("/chat/completions", body={"model": self.endpoint.model, **body},
+                                        cast_to=_http.Response)
             latency_ms = int((time.perf_counter() - started) * 1000)
-        return json.loads(raw.http_response.content), latency_ms
+        return json.loads(response.content), latency_ms
 
     def _backoff(self, failures: int) -> float:
         """Exponential backoff with full jitter."""
@@ -304,6 +322,16 @@ class Verdict:
     error: str = ""
 
 
+@lru_cache(maxsize=256)
+def _validator(schema_json: str):
+    """A compiled validator per schema: ``jsonschema.validate`` would re-check the schema
+    itself on every answer, which costs more than the rest of the parsing."""
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
 def classify_completion(request: LLMRequest, body: dict[str, Any]) -> Verdict:
     """Decide the outcome of one chat-completion body (used by every executor)."""
     choice = (body.get("choices") or [{}])[0]
@@ -319,7 +347,7 @@ def classify_completion(request: LLMRequest, body: dict[str, Any]) -> Verdict:
         return Verdict(OUTCOME_OK, value=text, text=text, finish_reason=finish_reason)
     try:
         value = extract_json_object(text)
-        jsonschema.validate(value, request.schema)
+        _validator(json.dumps(request.schema, sort_keys=True)).validate(value)
     except (JSONExtractError, jsonschema.ValidationError) as exc:
         return Verdict(OUTCOME_PARSE_FAILED, text=text, finish_reason=finish_reason, error=_parse_problem(exc))
     return Verdict(OUTCOME_OK, value=value, text=text, finish_reason=finish_reason)

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from django.db import close_old_connections, connections
 
-from llm.client import LLMClient, LLMRequest, ledger_lookup
+from llm.client import LLMClient, LLMRequest, finished_keys
 from llm.models import LLMJob
 from llm.services import llm_client_for, llm_job_finish, llm_job_refresh_counts
 
@@ -26,7 +26,8 @@ class OnlineExecutor:
         job = self.job
         client = llm_client_for(job)
         try:
-            todo = [i for i, key in enumerate(job.keys) if ledger_lookup(key) is None]
+            finished = finished_keys(job.keys)
+            todo = [i for i, key in enumerate(job.keys) if key not in finished]
             self.spent = Decimal(llm_job_refresh_counts(job)["cost_usd"])
             stopped = self._run_all(client, todo)
         finally:
@@ -38,15 +39,16 @@ class OnlineExecutor:
         return "done"
 
     def _call(self, client: LLMClient, index: int):
-        try:
-            request = LLMRequest.from_dict(self.job.requests[index])
-            result = client.complete(request, run=self.job.run, role=self.job.role)
-            if result.cost_usd and not result.cached:
-                with self.lock:
-                    self.spent += result.cost_usd
-            return result
-        finally:
-            connections.close_all()  # this thread's database connection
+        request = LLMRequest.from_dict(self.job.requests[index])
+        result = client.complete(request, run=self.job.run, role=self.job.role)
+        if result.cost_usd and not result.cached:
+            with self.lock:
+                self.spent += result.cost_usd
+        return result
+
+    @staticmethod
+    def _close_thread_connections() -> None:
+        connections.close_all()
 
     def _stop_reason(self) -> str | None:
         status = LLMJob.objects.filter(pk=self.job.pk).values_list("status", flat=True).first()
@@ -76,6 +78,9 @@ class OnlineExecutor:
                         break
                     in_flight.add(pool.submit(self._call, client, index))
                 if not in_flight:
+                    # Each pool thread opened its own database connection: close them all.
+                    for _ in range(self.job.concurrency):
+                        pool.submit(self._close_thread_connections)
                     return stop
                 done, in_flight = wait(in_flight, timeout=STATUS_CHECK_SECONDS, return_when=FIRST_COMPLETED)
                 for future in done:

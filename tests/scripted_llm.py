@@ -146,6 +146,9 @@ class ScriptedLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; without TCP_NODELAY, Nagle's algorithm
+            # and delayed ACKs would add about 40 ms to every keep-alive request.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args) -> None:
                 pass
