@@ -72,3 +72,11 @@ def run_costs(run: str) -> dict:
 
 def job_list() -> QuerySet[LLMJob]:
     return LLMJob.objects.defer("requests", "keys").order_by("-id")
+
+
+def llm_job_results(job: LLMJob) -> list:
+    """The result of each of the job's requests, in order (None where nothing is finished yet)."""
+    from llm.client import LLMResult
+
+    entries = {e.key: e for e in LedgerEntry.objects.filter(key__in=job.keys)}
+    return [LLMResult.from_entry(entries[k], cached=True) if k in entries else None for k in job.keys]
