@@ -78,9 +78,13 @@ def test_llm_roles_default_to_llm_settings_and_can_be_overridden(monkeypatch):
     monkeypatch.setenv("JUDGE_BASE_URL", "http://127.0.0.1:8001/v1")
     monkeypatch.setenv("JUDGE_MODEL", "how2everything/how2judge")
     roles = llm_settings()["LLM_ROLES"]
-    assert roles["generate"] == {"base_url": "http://127.0.0.1:9000/v1", "api_key": "sk-default", "model": "gpt-5"}
+    monkeypatch.setenv("JUDGE_TEMPERATURE", "0")
+    roles = llm_settings()["LLM_ROLES"]
+    assert roles["generate"] == {"base_url": "http://127.0.0.1:9000/v1", "api_key": "sk-default", "model": "gpt-5",
+                                 "temperature": None, "max_tokens": None}
     assert roles["how2score_judge"] == {
         "base_url": "http://127.0.0.1:8001/v1", "api_key": "sk-default", "model": "how2everything/how2judge",
+        "temperature": 0.0, "max_tokens": None,
     }
 
 

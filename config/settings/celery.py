@@ -29,12 +29,14 @@ def celery_settings() -> dict:
     if broker_url.startswith("filesystem://"):
         queue = local / "celery" / "queue"
         processed = local / "celery" / "processed"
-        for folder in (queue, processed, local / "celery" / "results"):
+        for folder in (queue, processed, local / "celery" / "results", local / "celery" / "control"):
             folder.mkdir(parents=True, exist_ok=True)
         settings["CELERY_BROKER_TRANSPORT_OPTIONS"] = {
             "data_folder_in": str(queue),
             "data_folder_out": str(queue),
             "processed_folder": str(processed),
             "store_processed": False,
+            # Broadcast/control messages (worker pings, remote control) stay under var/ too.
+            "control_folder": str(local / "celery" / "control"),
         }
     return settings

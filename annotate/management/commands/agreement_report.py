@@ -1,0 +1,107 @@
+"""``python manage.py agreement_report (--study SLUG | --annotations FILE.jsonl)
+[--judgments FILE.jsonl] [--output FILE.json] [--bootstrap 1000] [--seed 0]``
+
+Prints the agreement report (``annotate.agreement.agreement_report``) as one JSON object,
+or writes it atomically to ``--output``. Malformed input stops the command with an error
+that names the file and line, and a non-zero exit status. See docs/agreement.md."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from annotate.agreement import (
+    DEFAULT_BOOTSTRAP,
+    AgreementInputError,
+    AnnotationRow,
+    JudgmentRow,
+    agreement_report,
+    read_annotations,
+    read_judgments,
+)
+
+
+def study_agreement_rows(slug: str) -> tuple[list[AnnotationRow], list[JudgmentRow]]:
+    """The annotations (excluded ones included, flagged) and judge labels of a study.
+
+    The single seam between this command and the annotation models: until studies exist
+    there is no study to find."""
+    raise CommandError(f"no study with slug {slug!r}")
+
+
+def _non_negative(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value!r}")
+    return number
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it into place, so a
+    reader never sees a half-written report and a failure leaves any old file intact."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise CommandError(f"{path}: directory {directory} does not exist")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+class Command(BaseCommand):
+    help = (
+        "Agreement report (Krippendorff's alpha, human majority, judge-human agreement, leave-one-out, "
+        "pairwise agreement, calibration) of a study or of an annotations JSONL file, as JSON."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--study", metavar="SLUG", help="a study's slug")
+        source.add_argument("--annotations", metavar="FILE.jsonl", help="annotations as written by export_annotations")
+        parser.add_argument(
+            "--judgments", metavar="FILE.jsonl", help="judge labels (item_id, judge, has_failure); added to the study's"
+        )
+        parser.add_argument("--output", metavar="FILE.json", help="write here (atomically) instead of stdout")
+        parser.add_argument(
+            "--bootstrap", metavar="N", type=_non_negative, default=DEFAULT_BOOTSTRAP, help="resamples (0: no intervals)"
+        )
+        parser.add_argument("--seed", metavar="N", type=_non_negative, default=0, help="seed of the resamples")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            if options["study"]:
+                annotations, judgments = study_agreement_rows(options["study"])
+            else:
+                annotations, judgments = read_annotations(options["annotations"]), []
+            if options["judgments"]:
+                judgments = [*judgments, *read_judgments(options["judgments"])]
+            report = agreement_report(annotations, judgments, bootstrap=options["bootstrap"], seed=options["seed"])
+        except AgreementInputError as exc:
+            raise CommandError(str(exc)) from exc
+        except ValueError as exc:  # e.g. a judge labelling the same item in the study and in --judgments
+            raise CommandError(str(exc)) from exc
+        text = json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        if options["output"]:
+            output = Path(options["output"])
+            try:
+                write_atomically(output, text)
+            except OSError as exc:
+                raise CommandError(f"{output}: cannot write: {exc.strerror or exc}") from exc
+            self.stderr.write(f"{output}: agreement report on {report['n_items']} items written")
+        else:
+            self.stdout.write(text, ending="")
