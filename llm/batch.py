@@ -80,14 +80,23 @@ class BatchExecutor:
         request = self.requests[key]
         path = PATH_TEXT if request.schema is None else PATH_JSON_SCHEMA
         body = request_body(request, self.endpoint.model, path=path)
-        return json.dumps({"custom_id": key, "method": "POST", "url": "/v1/chat/completions", "body": body},
+        return json.dumps({"custom_id": key, "method": "POST", "url": f"/v1{request.path_url}", "body": body},
                           ensure_ascii=False).encode("utf-8")
 
     def _submit(self, keys: list[str], *, attempt: int) -> None:
+        # A batch file serves one endpoint: chat and plain completions go in separate batches.
+        by_url: dict[str, list[str]] = {}
+        for key in keys:
+            by_url.setdefault(self.requests[key].path_url, []).append(key)
+        for url_keys in by_url.values():
+            self._submit_same_endpoint(url_keys, attempt=attempt)
+
+    def _submit_same_endpoint(self, keys: list[str], *, attempt: int) -> None:
         for chunk in batch_files([(key, self._line(key)) for key in keys]):
             data = b"\n".join(line for _, line in chunk) + b"\n"
             uploaded = self.openai.files.create(file=(f"{self.job.run or 'job'}-{self.job.pk}.jsonl", data), purpose="batch")
-            remote = self.openai.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+            endpoint = f"/v1{self.requests[chunk[0][0]].path_url}"
+            remote = self.openai.batches.create(input_file_id=uploaded.id, endpoint=endpoint,
                                                 completion_window="24h")
             BatchJob.objects.create(
                 job=self.job, base_url=self.endpoint.base_url, model=self.endpoint.model, batch_id=remote.id,

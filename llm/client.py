@@ -68,23 +68,34 @@ class LLMRequest:
     messages: list[dict[str, str]]
     params: dict[str, Any] = field(default_factory=dict)
     schema: dict[str, Any] | None = None
+    prompt: str | None = None  # a plain completion prompt (base models): sent to /completions
 
     def key(self, model: str) -> str:
-        """Ledger key: a hash of (model, messages, sampling parameters, schema)."""
+        """Ledger key: a hash of (model, messages or prompt, sampling parameters, schema)."""
         payload = {
             "model": model,
             "messages": self.messages,
             "params": {k: v for k, v in sorted(self.params.items()) if v is not None},
             "schema": self.schema,
         }
+        if self.prompt is not None:
+            payload["prompt"] = self.prompt
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
+    @property
+    def path_url(self) -> str:
+        return "/completions" if self.prompt is not None else "/chat/completions"
+
     def to_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "messages": self.messages, "params": self.params, "schema": self.schema}
+        data = {"stage": self.stage, "messages": self.messages, "params": self.params, "schema": self.schema}
+        if self.prompt is not None:
+            data["prompt"] = self.prompt
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LLMRequest":
-        return cls(stage=data["stage"], messages=data["messages"], params=data.get("params") or {}, schema=data.get("schema"))
+        return cls(stage=data["stage"], messages=data.get("messages") or [], params=data.get("params") or {},
+                   schema=data.get("schema"), prompt=data.get("prompt"))
 
 
 @dataclass
@@ -273,16 +284,18 @@ class LLMClient:
 
     def _send(self, request: LLMRequest, state: _Attempt, params: dict, path: str) -> tuple[dict, int]:
         body = request_body(request, self.endpoint.model, path=path, max_tokens=state.max_tokens)
-        body["messages"] = state.messages
+        if request.prompt is None:
+            body["messages"] = state.messages
         body.pop("model")
-        estimate = sum(len(m.get("content") or "") for m in state.messages) // 4 + state.max_tokens
+        prompt_chars = len(request.prompt or "") + sum(len(m.get("content") or "") for m in state.messages)
+        estimate = prompt_chars // 4 + state.max_tokens
         limits = limits_get()
         limits.wait_turn(self.endpoint_id, self.limits, estimate)
         with limits.slot(self.endpoint_id, self.limits):
             started = time.perf_counter()
             # The client's own HTTP stack and error classes, without its per-call type
             # transformation of the body (which costs more than the rest of the request).
-            response = self.openai.post("/chat/completions", body={"model": self.endpoint.model, **body},
+            response = self.openai.post(request.path_url, body={"model": self.endpoint.model, **body},
                                         cast_to=_http.Response)
             latency_ms = int((time.perf_counter() - started) * 1000)
         return json.loads(response.content), latency_ms
@@ -336,7 +349,7 @@ def classify_completion(request: LLMRequest, body: dict[str, Any]) -> Verdict:
     """Decide the outcome of one chat-completion body (used by every executor)."""
     choice = (body.get("choices") or [{}])[0]
     message = choice.get("message") or {}
-    text = message.get("content") or ""
+    text = message.get("content") or choice.get("text") or ""
     finish_reason = choice.get("finish_reason") or ""
     if message.get("refusal") or finish_reason == "content_filter":
         return Verdict(OUTCOME_REFUSED, text=text, finish_reason=finish_reason,
@@ -357,7 +370,11 @@ def request_body(request: LLMRequest, model: str, *, path: str, max_tokens: int 
     """The chat-completions body for a request on a structured-output path."""
     params = {k: v for k, v in request.params.items() if v is not None}
     params["max_tokens"] = max_tokens or params.get("max_tokens") or settings.LLM_DEFAULT_MAX_TOKENS
-    body: dict[str, Any] = {"model": model, "messages": request.messages, **params}
+    body: dict[str, Any] = {"model": model, **params}
+    if request.prompt is not None:
+        body["prompt"] = request.prompt
+    else:
+        body["messages"] = request.messages
     if path == PATH_JSON_SCHEMA:
         body["response_format"] = {
             "type": "json_schema", "json_schema": {"name": request.stage, "schema": request.schema, "strict": True},

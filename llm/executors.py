@@ -51,9 +51,14 @@ class OnlineExecutor:
         connections.close_all()
 
     def _stop_reason(self) -> str | None:
+        """Paused or cancelled by someone else (a database read, done about once a second)."""
         status = LLMJob.objects.filter(pk=self.job.pk).values_list("status", flat=True).first()
         if status in (LLMJob.Status.PAUSED, LLMJob.Status.CANCELLED, None):
             return status or "gone"
+        return None
+
+    def _budget_reached(self) -> str | None:
+        """Checked before every submission: no new request once the cap is spent."""
         if self.job.budget_usd is not None and self.spent >= self.job.budget_usd:
             LLMJob.objects.filter(pk=self.job.pk).update(
                 status=LLMJob.Status.PAUSED, pause_reason=f"budget of {self.job.budget_usd} USD reached")
@@ -72,11 +77,13 @@ class OnlineExecutor:
                     close_old_connections()
                     stop = stop or self._stop_reason()
                     last_check = now
+                stop = stop or self._budget_reached()
                 while stop is None and len(in_flight) < self.job.concurrency * 2:
                     index = next(pending, None)
                     if index is None:
                         break
                     in_flight.add(pool.submit(self._call, client, index))
+                    stop = self._budget_reached()
                 if not in_flight:
                     # Each pool thread opened its own database connection: close them all.
                     for _ in range(self.job.concurrency):

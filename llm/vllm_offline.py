@@ -60,18 +60,24 @@ class VLLMOfflineExecutor:
         engine = vllm.LLM(model=self.endpoint.model)
         requests = [(key, LLMRequest.from_dict(raw)) for key, raw in zip(self.job.keys, self.job.requests)]
         todo = [(key, request) for key, request in requests if ledger_lookup(key) is None]
-        for start in range(0, len(todo), CHUNK):
-            status = LLMJob.objects.filter(pk=self.job.pk).values_list("status", flat=True).first()
-            if status != LLMJob.Status.RUNNING:
-                llm_job_refresh_counts(self.job)
-                return status or "gone"
-            chunk = todo[start:start + CHUNK]
-            started = time.perf_counter()
-            outputs = engine.chat([r.messages for _, r in chunk], [self._sampling(r, vllm, structured) for _, r in chunk],
-                                  use_tqdm=False)
-            latency_ms = int((time.perf_counter() - started) * 1000 / max(1, len(chunk)))
-            for (key, request), output in zip(chunk, outputs):
-                self._record(key, request, output, latency_ms)
+        # generate() takes plain prompts and chat() takes conversations: run each kind apart.
+        groups = [[p for p in todo if p[1].prompt is not None], [p for p in todo if p[1].prompt is None]]
+        for group in groups:
+            for start in range(0, len(group), CHUNK):
+                status = LLMJob.objects.filter(pk=self.job.pk).values_list("status", flat=True).first()
+                if status != LLMJob.Status.RUNNING:
+                    llm_job_refresh_counts(self.job)
+                    return status or "gone"
+                chunk = group[start:start + CHUNK]
+                sampling = [self._sampling(r, vllm, structured) for _, r in chunk]
+                started = time.perf_counter()
+                if chunk[0][1].prompt is not None:
+                    outputs = engine.generate([r.prompt for _, r in chunk], sampling, use_tqdm=False)
+                else:
+                    outputs = engine.chat([r.messages for _, r in chunk], sampling, use_tqdm=False)
+                latency_ms = int((time.perf_counter() - started) * 1000 / max(1, len(chunk)))
+                for (key, request), output in zip(chunk, outputs):
+                    self._record(key, request, output, latency_ms)
         llm_job_finish(self.job)
         return "done"
 

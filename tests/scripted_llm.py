@@ -42,7 +42,10 @@ Responder = Callable[[dict[str, Any]], "Reply | Status"]
 
 
 def last_user_message(body: dict[str, Any]) -> str:
-    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    """The last user message of a chat request, or the prompt of a plain completion."""
+    if body.get("prompt") is not None:
+        return body["prompt"]
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
     return users[-1]["content"] if users else ""
 
 
@@ -90,8 +93,9 @@ class ScriptedLLM:
         self.rules.append((match, deque(answers)))
 
     def chat_requests(self) -> list[dict[str, Any]]:
+        """Every chat or plain completion request received, in order."""
         with self._lock:
-            return [r for r in self.requests if r.get("messages") is not None]
+            return [r for r in self.requests if r.get("messages") is not None or r.get("prompt") is not None]
 
     def _answer(self, body: dict[str, Any]) -> "Reply | Status":
         with self._lock:
@@ -103,6 +107,14 @@ class ScriptedLLM:
         return self.default(body)
 
     def completion_body(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        if body.get("prompt") is not None:  # /v1/completions
+            return {
+                "id": f"cmpl-{next(self._ids)}", "object": "text_completion", "created": int(time.time()),
+                "model": body.get("model", "scripted"),
+                "choices": [{"index": 0, "text": reply.content, "finish_reason": reply.finish_reason}],
+                "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                          "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+            }
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.refusal:
             message = {"role": "assistant", "content": None, "refusal": reply.refusal}
@@ -205,7 +217,7 @@ class ScriptedLLM:
                         "request_counts": {"total": 0, "completed": 0, "failed": 0}, "_polls": 0,
                     }
                     return self._send(200, {k: v for k, v in scripted.batches[batch_id].items() if not k.startswith("_")})
-                if self.path.rstrip("/") != "/v1/chat/completions":
+                if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/completions"):
                     return self._send(404, {"error": {"message": f"unknown path {self.path}"}})
                 with scripted._lock:
                     scripted.requests.append(body)

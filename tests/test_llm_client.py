@@ -205,3 +205,14 @@ def test_api_errors_are_not_cached_so_a_rerun_asks_again(server, settings):
     result = client.complete(_judge())
     assert result.ok and not result.cached
     assert LedgerEntry.objects.get(key=result.key).outcome == "ok"
+
+
+def test_plain_prompt_goes_to_the_completions_endpoint_with_its_stop_sequence(server):
+    server.queue(Reply("1. Heat oil.\n2. Fry pork."))
+    request = LLMRequest(stage="generate", messages=[], prompt="Goal:\nStew\n\nExactly 2 steps:\n",
+                         params={"temperature": 0, "stop": ["\n\n"]})
+    result = _client(server).complete(request)
+    assert result.ok and result.value == "1. Heat oil.\n2. Fry pork."
+    sent = server.chat_requests()[0]
+    assert sent["prompt"].startswith("Goal:") and sent["stop"] == ["\n\n"] and "messages" not in sent
+    assert request.key("m") != LLMRequest(stage="generate", messages=[], prompt="other", params=request.params).key("m")
