@@ -29,3 +29,11 @@ LENGTH_REWARD_DECAY_SPAN = 1.0 - LENGTH_REWARD_TOLERANCE
 # §4.2 and §5: How2Score is the percentage (0-100) of judged generations labelled
 # no_failure.
 HOW2SCORE_SCALE = 100.0
+
+# Decoding (How2Everything App. D.1): greedy for non-reasoning endpoints, with the stop
+# sequence "\n\n" for base models; temperature 0.6 for reasoning-enabled endpoints.
+GREEDY_TEMPERATURE = 0.0
+REASONING_TEMPERATURE = 0.6
+BASE_STOP = ("\n\n",)
+# Answer budget of the How2Score judge (reasoning plus the failure list).
+JUDGE_MAX_TOKENS = 2048

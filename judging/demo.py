@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from judging.models import Generation, Judgment
+from judging.tokens import procedure_tokens
 from mining.models import Procedure
 
 DEMO_GENERATIONS = settings.BASE_DIR / "demo" / "data" / "generations.jsonl"
@@ -32,6 +33,7 @@ def load() -> str:
                     "model_label": record.get("model_label", ""),
                     "predicted_steps": record["predicted_steps"],
                     "model_completion": record.get("model_completion") or "",
+                    "gen_tokens": procedure_tokens(record["predicted_steps"]),
                     "provenance": {"demo_source": record["demo_source"]},
                 },
             )

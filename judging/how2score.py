@@ -193,3 +193,28 @@ def judgment_record(record: dict[str, Any]) -> JudgmentRecord:
     except JudgeAnswerError as exc:
         return JudgmentRecord(example_id, topic, None, str(exc))
     return JudgmentRecord(example_id, topic, has_failure(answer), None)
+
+
+# The judge's answer as a JSON schema (How2Everything App. H.3, Figure 22), sent as the
+# structured output of the how2score_judge stage.
+JUDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "critical_failures": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "failure": {"type": "string"},
+                    "L1_steps": {"type": "array", "items": {"type": "integer"}},
+                    "L2_steps": {"type": "array", "items": {"type": "integer"}},
+                },
+                "required": ["failure", "L1_steps", "L2_steps"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["reasoning", "critical_failures"],
+    "additionalProperties": False,
+}

@@ -2,23 +2,125 @@ from __future__ import annotations
 
 from django.db import models
 
+from llm.models import LLMJob
 from mining.models import Procedure
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    PAUSED = "paused"
+    DONE = "done"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+class PromptStyle(models.TextChoices):
+    BASE = "base", "base (few-shot completion, stop at a blank line)"
+    INST = "inst", "instruct (chat, instruction suffix)"
+
+
+class LanguageModel(models.Model):
+    """A model registered for generation runs, with its endpoint and decoding (How2Everything App. D.1)."""
+
+    name = models.CharField(max_length=200, unique=True, help_text="Shown on the leaderboard, e.g. qwen3-8b-instruct.")
+    role = models.CharField(max_length=100, default="generate", help_text="LLM role whose endpoint it uses.")
+    base_url = models.CharField(max_length=500, blank=True, help_text="Overrides the role's base URL.")
+    model = models.CharField(max_length=200, blank=True, help_text="Model id at the endpoint; default: the role's model.")
+    api_key_env = models.CharField(max_length=100, blank=True, help_text="Environment variable holding the API key.")
+    prompt_style = models.CharField(max_length=8, choices=PromptStyle.choices, default=PromptStyle.INST)
+    reasoning = models.BooleanField(default=False, help_text="A reasoning (thinking) endpoint: sampled at temperature 0.6.")
+    max_tokens = models.PositiveIntegerField(default=1024)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def endpoint_overrides(self) -> dict[str, str]:
+        overrides = {"base_url": self.base_url, "model": self.model, "api_key_env": self.api_key_env}
+        return {k: v for k, v in overrides.items() if v}
+
+
+class GenerationRun(models.Model):
+    """One model generating procedures for a split (or a topic-stratified sample of it)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    language_model = models.ForeignKey(LanguageModel, on_delete=models.PROTECT, related_name="runs")
+    split = models.CharField(max_length=8, default="bench")
+    sample_per_topic = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: the whole split.")
+    seed = models.IntegerField(default=0)
+    prompt_file = models.CharField(max_length=500)
+    prompt_hash = models.CharField(max_length=64)
+    executor = models.CharField(max_length=20, default="online")
+    concurrency = models.PositiveIntegerField(default=16)
+    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    llm_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="generation_run")
+    procedure_ids = models.JSONField(default=list, help_text="The sampled procedures, in request order.")
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JudgeRun(models.Model):
+    """One judge scoring every generation of a generation run with How2Score (§4)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    generation_run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, related_name="judge_runs")
+    judge = models.CharField(max_length=200, help_text="The judge's name on judgments and leaderboards, e.g. how2judge.")
+    role = models.CharField(max_length=100, default="how2score_judge")
+    base_url = models.CharField(max_length=500, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    api_key_env = models.CharField(max_length=100, blank=True)
+    prompt_file = models.CharField(max_length=500)
+    prompt_hash = models.CharField(max_length=64)
+    executor = models.CharField(max_length=20, default="online")
+    concurrency = models.PositiveIntegerField(default=16)
+    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    llm_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="judge_run")
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def endpoint_overrides(self) -> dict[str, str]:
+        overrides = {"base_url": self.base_url, "model": self.model, "api_key_env": self.api_key_env}
+        return {k: v for k, v in overrides.items() if v}
 
 
 class Generation(models.Model):
     """A model's procedure for a benchmark goal (How2Everything §5): the L2 of How2Score."""
 
     procedure = models.ForeignKey(Procedure, on_delete=models.CASCADE, related_name="generations")
+    run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, null=True, blank=True, related_name="generations")
     model = models.CharField(max_length=200, help_text="Model identifier, e.g. gemini-2.5-pro.")
+    outcome = models.CharField(max_length=20, default="ok", help_text="The LLM call's outcome; only ok is judged.")
     model_label = models.CharField(max_length=200, blank=True, help_text="Display name.")
     predicted_steps = models.JSONField(default=list, help_text="Parsed steps, ordered.")
     model_completion = models.TextField(blank=True, help_text="Raw completion, when known.")
+    gen_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="o200k_base tokens of the parsed steps.")
     provenance = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["procedure_id", "model"]
         indexes = [models.Index(fields=["model"])]
+        constraints = [models.UniqueConstraint(fields=["run", "procedure"], name="one_generation_per_run_and_procedure")]
 
     def __str__(self) -> str:
         return f"{self.model} on procedure {self.procedure_id}"
@@ -35,8 +137,10 @@ class Judgment(models.Model):
     with 1-based step numbers into the reference (L1) and the generation (L2)."""
 
     generation = models.ForeignKey(Generation, on_delete=models.CASCADE, related_name="judgments")
+    run = models.ForeignKey(JudgeRun, on_delete=models.CASCADE, null=True, blank=True, related_name="judgments")
     judge = models.CharField(max_length=200)
-    has_failure = models.BooleanField()
+    outcome = models.CharField(max_length=20, default="ok", help_text="ok, or why there is no verdict (never scored).")
+    has_failure = models.BooleanField(null=True, help_text="None when the judge gave no usable answer.")
     critical_failures = models.JSONField(default=list, blank=True)
     reasoning = models.TextField(blank=True)
     provenance = models.JSONField(default=dict, blank=True)
@@ -53,4 +157,6 @@ class Judgment(models.Model):
 
     @property
     def label(self) -> str:
+        if self.has_failure is None:
+            return self.outcome
         return "has_failure" if self.has_failure else "no_failure"

@@ -67,7 +67,7 @@ def llm_job_cancel(*, job: LLMJob) -> None:
 
 
 @transaction.atomic
-def llm_job_resume(*, job: LLMJob, budget_usd: Decimal | None = None) -> LLMJob:
+def llm_job_resume(*, job: LLMJob, budget_usd: Decimal | None = None, enqueue: bool = True) -> LLMJob:
     """Put a paused, failed or interrupted job back in the queue. Requests with a finished
     ledger entry are not sent again."""
     job = LLMJob.objects.select_for_update().get(pk=job.pk)
@@ -79,7 +79,8 @@ def llm_job_resume(*, job: LLMJob, budget_usd: Decimal | None = None) -> LLMJob:
     job.pause_reason = ""
     job.error = ""
     job.save(update_fields=["status", "pause_reason", "error", "budget_usd", "updated_at"])
-    _enqueue(job)
+    if enqueue:  # a run that owns the job enqueues its own task instead
+        _enqueue(job)
     return job
 
 

@@ -70,3 +70,12 @@ def llm_settings() -> dict:
         "LLM_BATCH_POLL_SECONDS": env_float("LLM_BATCH_POLL_SECONDS", 60.0),
         "LLM_BATCH_MAX_RESUBMITS": env_int("LLM_BATCH_MAX_RESUBMITS", 2),
     }
+
+
+def judging_settings() -> dict:
+    return {
+        # Where bare prompt file names (generate_inst.txt, how2score_judge.txt, ...) are found.
+        "JUDGING_PROMPTS_DIR": env_str("JUDGING_PROMPTS_DIR", str(BASE_DIR / "judging" / "prompts")),
+        # Base URL and model of the judge the reward endpoint calls (the how2score_judge role by default).
+        "REWARD_JUDGE_NAME": env_str("REWARD_JUDGE_NAME", "how2judge") or "how2judge",
+    }

@@ -1,0 +1,32 @@
+from celery import shared_task
+from django.conf import settings
+
+
+def _mark_failed(model_name: str):
+    def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
+        from django.apps import apps
+
+        model = apps.get_model("judging", model_name)
+        model.objects.filter(pk=args[0] if args else kwargs.get("run_id")).exclude(status__in=["done", "cancelled"]).update(
+            status="failed", error=f"{exc.__class__.__name__}: {exc}")
+    return on_failure
+
+
+@shared_task(bind=True, name="judging.generation_run_execute", on_failure=_mark_failed("GenerationRun"))
+def generation_run_execute_task(self, run_id: int) -> str:
+    from judging.services import generation_run_execute
+
+    outcome = generation_run_execute(run_id=run_id)
+    if outcome.startswith("waiting"):  # Batch API: come back later
+        self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    return outcome
+
+
+@shared_task(bind=True, name="judging.judge_run_execute", on_failure=_mark_failed("JudgeRun"))
+def judge_run_execute_task(self, run_id: int) -> str:
+    from judging.services import judge_run_execute
+
+    outcome = judge_run_execute(run_id=run_id)
+    if outcome.startswith("waiting"):
+        self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    return outcome
