@@ -26,5 +26,6 @@ urlpatterns = [
     path("", include("core.urls")),
     path("", include("llm.urls")),
     path("", include("mining.urls")),
+    path("", include("judging.urls")),
     path("", include("annotate.urls")),
 ]

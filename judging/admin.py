@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from judging.models import Generation, Judgment
+from judging.models import Generation, GenerationRun, Judgment, JudgeRun, LanguageModel
 
 
 class JudgmentInline(admin.TabularInline):
@@ -22,3 +22,23 @@ class JudgmentAdmin(admin.ModelAdmin):
     list_display = ("id", "judge", "has_failure", "generation", "created_at")
     list_filter = ("judge", "has_failure")
     raw_id_fields = ("generation",)
+
+
+@admin.register(LanguageModel)
+class LanguageModelAdmin(admin.ModelAdmin):
+    list_display = ("name", "role", "model", "prompt_style", "reasoning", "max_tokens")
+
+
+@admin.register(GenerationRun)
+class GenerationRunAdmin(admin.ModelAdmin):
+    list_display = ("name", "language_model", "split", "status", "created_at")
+    list_filter = ("status",)
+    exclude = ("procedure_ids",)
+    raw_id_fields = ("llm_job",)
+
+
+@admin.register(JudgeRun)
+class JudgeRunAdmin(admin.ModelAdmin):
+    list_display = ("name", "judge", "generation_run", "status", "created_at")
+    list_filter = ("status", "judge")
+    raw_id_fields = ("llm_job",)

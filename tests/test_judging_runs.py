@@ -176,3 +176,14 @@ def test_prompt_files_are_checked(tmp_path):
         values = {"goal": "G", "resources": "[x]", "n": 3} if kind == "generate" else \
             {"goal": "G", "reference_steps": "1. a", "steps": "1. b"}
         assert "G" in prompt.render(**values)
+
+
+def test_run_page_shows_generations_judgments_and_linked_failures(server, researcher_client):
+    from django.urls import reverse
+
+    run = _generate()
+    judge_run_execute(run_id=judge_run_create(name="judge-a", generation_run=run, judge="how2judge", start=False).pk)
+    html = researcher_client.get(reverse("generation_run_detail", args=[run.pk])).content.decode()
+    assert "How2Score <strong>93.75</strong>" in html
+    assert "No 30-day waiting period." in html and "L1 4" in html and "L2 3" in html
+    assert "how2judge: parse_failed" in html

@@ -1,0 +1,114 @@
+"""Pages of the judging app: leaderboard, cross-judge rankings, runs (launch, watch, pause)."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from core.permissions import admin_required, researcher_required
+from judging.charts import how2score_bars, topic_heatmap
+from judging.forms import GenerationRunForm, JudgeRunForm
+from judging.models import GenerationRun, JudgeRun
+from judging.selectors import (
+    STEP_COUNT_SLICES, cross_judge_rankings, generation_run_list, generation_run_rows, judge_names, judge_run_score,
+    leaderboard,
+)
+from judging.services import generation_run_create, judge_run_create, run_cancel, run_pause, run_resume
+from judging.prompts import PromptError
+from llm.endpoints import EndpointNotConfigured
+
+
+@researcher_required
+def leaderboard_page(request: HttpRequest) -> HttpResponse:
+    judges = judge_names()
+    judge = request.GET.get("judge") or (judges[0] if judges else "")
+    rows = leaderboard(judge) if judge else []
+    return render(request, "judging/leaderboard.html", {
+        "judges": judges, "judge": judge, "rows": rows,
+        "slices": [f"{lo}-{hi}" for lo, hi in STEP_COUNT_SLICES],
+        "bars": how2score_bars(rows) if rows else "", "heatmap": topic_heatmap(rows) if rows else "",
+    })
+
+
+@researcher_required
+def cross_judge_page(request: HttpRequest) -> HttpResponse:
+    available = judge_names()
+    chosen = [j for j in request.GET.getlist("judge") if j in available] or available
+    return render(request, "judging/cross_judge.html", {"available": available, "chosen": chosen,
+                                                        "rankings": cross_judge_rankings(chosen)})
+
+
+@researcher_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "judging/run_list.html", {
+        "runs": generation_run_list()[:200], "generation_form": GenerationRunForm(), "judge_form": JudgeRunForm(),
+    })
+
+
+@researcher_required
+def generation_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(GenerationRun.objects.select_related("language_model", "llm_job"), pk=pk)
+    judge_runs = [{"run": jr, "score": judge_run_score(jr)} for jr in run.judge_runs.select_related("llm_job")]
+    return render(request, "judging/generation_run.html", {
+        "run": run, "judge_runs": judge_runs, "rows": generation_run_rows(run)[:500],
+    })
+
+
+@admin_required
+@require_POST
+def generation_run_launch(request: HttpRequest) -> HttpResponse:
+    form = GenerationRunForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The generation run was not started: " + "; ".join(
+            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
+        return redirect("judging_runs")
+    data = form.cleaned_data
+    try:
+        run = generation_run_create(name=data["name"], language_model=data["language_model"], split=data["split"],
+                                    sample_per_topic=data["sample_per_topic"], seed=data["seed"],
+                                    prompt_file=data["prompt_file"] or None, executor=data["executor"],
+                                    concurrency=data["concurrency"], budget_usd=data["budget_usd"])
+    except (ValueError, PromptError, EndpointNotConfigured) as exc:
+        messages.error(request, f"The generation run was not started: {exc}")
+        return redirect("judging_runs")
+    messages.success(request, f"Generation run {run.name!r} started.")
+    return redirect("generation_run_detail", pk=run.pk)
+
+
+@admin_required
+@require_POST
+def judge_run_launch(request: HttpRequest) -> HttpResponse:
+    form = JudgeRunForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The judge run was not started: " + "; ".join(
+            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
+        return redirect("judging_runs")
+    data = form.cleaned_data
+    try:
+        run = judge_run_create(name=data["name"], generation_run=data["generation_run"], judge=data["judge"],
+                               model=data["model"], base_url=data["base_url"], api_key_env=data["api_key_env"],
+                               prompt_file=data["prompt_file"] or None, executor=data["executor"],
+                               concurrency=data["concurrency"], budget_usd=data["budget_usd"])
+    except (ValueError, PromptError, EndpointNotConfigured) as exc:
+        messages.error(request, f"The judge run was not started: {exc}")
+        return redirect("judging_runs")
+    messages.success(request, f"Judge run {run.name!r} started.")
+    return redirect("generation_run_detail", pk=run.generation_run_id)
+
+
+@admin_required
+@require_POST
+def run_action(request: HttpRequest, kind: str, pk: int, action: str) -> HttpResponse:
+    model = {"generation": GenerationRun, "judge": JudgeRun}.get(kind)
+    if model is None or action not in ("pause", "resume", "cancel"):
+        return HttpResponseBadRequest("unknown run kind or action")
+    run = get_object_or_404(model, pk=pk)
+    try:
+        {"pause": run_pause, "resume": run_resume, "cancel": run_cancel}[action](run=run)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{run.name}: {action} requested.")
+    target = run.pk if kind == "generation" else run.generation_run_id
+    return redirect("generation_run_detail", pk=target)
