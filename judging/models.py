@@ -83,6 +83,8 @@ class JudgeRun(models.Model):
     api_key_env = models.CharField(max_length=100, blank=True)
     prompt_file = models.CharField(max_length=500)
     prompt_hash = models.CharField(max_length=64)
+    temperature = models.FloatField(default=0.0, help_text="0 (greedy) for scoring; above 0 to sample a teacher twice.")
+    seed = models.IntegerField(null=True, blank=True, help_text="Sent to the endpoint; distinguishes repeated samples.")
     executor = models.CharField(max_length=20, default="online")
     concurrency = models.PositiveIntegerField(default=16)
     budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)

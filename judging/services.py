@@ -98,7 +98,8 @@ def generation_run_create(
 def judge_run_create(
     *, name: str, generation_run: GenerationRun, judge: str, role: str = "how2score_judge", base_url: str = "",
     model: str = "", api_key_env: str = "", prompt_file: str | None = None, executor: str = "online",
-    concurrency: int = 16, budget_usd: Decimal | None = None, start: bool = True,
+    concurrency: int = 16, budget_usd: Decimal | None = None, temperature: float = GREEDY_TEMPERATURE,
+    seed: int | None = None, start: bool = True,
 ) -> JudgeRun:
     """Judge every usable generation of a run. A judge name is used once per generation
     run, so re-judging with another judge adds judgments and never overwrites."""
@@ -108,9 +109,10 @@ def judge_run_create(
     run = JudgeRun.objects.create(
         name=name, generation_run=generation_run, judge=judge, role=role, base_url=base_url, model=model,
         api_key_env=api_key_env, prompt_file=prompt.path, prompt_hash=prompt.sha256, executor=executor,
-        concurrency=concurrency, budget_usd=budget_usd)
+        concurrency=concurrency, budget_usd=budget_usd, temperature=temperature, seed=seed)
     generations = list(generation_run.generations.filter(outcome="ok").select_related("procedure").order_by("id"))
-    requests = [judge_request(g.procedure.goal, g.procedure.steps, g.predicted_steps, prompt) for g in generations]
+    requests = [judge_request(g.procedure.goal, g.procedure.steps, g.predicted_steps, prompt,
+                              temperature=temperature, seed=seed) for g in generations]
     run.llm_job = llm_job_create(run=f"judge-run:{run.pk}", role=role, requests=requests, executor=executor,
                                  concurrency=concurrency, budget_usd=budget_usd,
                                  endpoint_overrides=run.endpoint_overrides(), start=False)
@@ -120,10 +122,14 @@ def judge_run_create(
     return run
 
 
-def judge_request(goal: str, reference_steps: list[str], steps: list[str], prompt) -> LLMRequest:
+def judge_request(goal: str, reference_steps: list[str], steps: list[str], prompt, *,
+                  temperature: float = GREEDY_TEMPERATURE, seed: int | None = None) -> LLMRequest:
     text = prompt.render(goal=goal, reference_steps=numbered(reference_steps), steps=numbered(steps))
-    return LLMRequest(stage="how2score_judge", messages=[{"role": "user", "content": text}],
-                      params={"temperature": GREEDY_TEMPERATURE, "max_tokens": JUDGE_MAX_TOKENS}, schema=JUDGE_SCHEMA)
+    params = {"temperature": temperature, "max_tokens": JUDGE_MAX_TOKENS}
+    if seed is not None:
+        params["seed"] = seed
+    return LLMRequest(stage="how2score_judge", messages=[{"role": "user", "content": text}], params=params,
+                      schema=JUDGE_SCHEMA)
 
 
 def _enqueue(kind: str, run_id: int) -> None:

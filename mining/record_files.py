@@ -13,6 +13,7 @@ import gzip
 import io
 import json
 import lzma
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -262,3 +263,44 @@ def _arrow_batches(local: str):
     except pa.ArrowInvalid:
         source.seek(0)
         return iter(pa.ipc.open_stream(source))
+
+
+def output_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be written as an output file, or None."""
+    target = Path(path)
+    if target.is_dir():
+        return f"{path}: is a folder"
+    if not target.parent.is_dir():
+        return f"{path}: the folder {target.parent} does not exist"
+    return None
+
+
+@contextmanager
+def atomic_output(path: str | Path) -> Iterator[IO[bytes]]:
+    """A binary handle whose content replaces ``path`` only when the block succeeds.
+
+    The data goes to a temporary file beside ``path`` (compressed when the name ends in
+    .gz/.zst/.bz2/.xz), is flushed to disk and renamed over ``path`` at the end; on any
+    error the temporary file is removed and ``path`` is left as it was."""
+    problem = output_problem(path)
+    if problem:
+        raise RecordFileError(path, None, problem.split(": ", 1)[1])
+    target = Path(path)
+    suffix = target.suffix.lower() if target.suffix.lower() in COMPRESSIONS else ""
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".partial{suffix}")
+    os.close(fd)
+    try:
+        with open_binary_writer(temporary) as handle:
+            yield handle
+        synced = os.open(temporary, os.O_RDONLY)
+        try:
+            os.fsync(synced)
+        finally:
+            os.close(synced)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

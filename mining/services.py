@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +19,7 @@ from mining.procedure_records import (
     to_flat,
     to_how2mine,
 )
-from mining.record_files import RecordFileError, iter_records, open_binary_writer
+from mining.record_files import RecordFileError, atomic_output, iter_records
 
 
 @dataclass(frozen=True)
@@ -167,29 +165,19 @@ def procedure_export(
         queryset = queryset.filter(topic__slug=topic)
     convert = to_flat if shape == "flat" else to_how2mine
     records = (convert(r) for r in _records(queryset.iterator(chunk_size=IMPORT_BATCH_SIZE)))
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix="".join(output.suffixes))
-    os.close(fd)
-    try:
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(output) as handle:
         if fmt == "jsonl":
-            count = _write_jsonl(tmp_name, records)
-        else:
-            count = _write_parquet(tmp_name, records, shape)
-        os.replace(tmp_name, output)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    return count
+            return _write_jsonl(handle, records)
+        return _write_parquet(handle, records, shape)
 
 
-def _write_jsonl(path: str, records: Iterator[dict]) -> int:
+def _write_jsonl(handle, records: Iterator[dict]) -> int:
     count = 0
-    with open_binary_writer(path) as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False).encode("utf-8"))
-            handle.write(b"\n")
-            count += 1
+    for record in records:
+        handle.write(json.dumps(record, ensure_ascii=False).encode("utf-8"))
+        handle.write(b"\n")
+        count += 1
     return count
 
 
@@ -213,7 +201,7 @@ def _parquet_schema(shape: str):
     ])
 
 
-def _write_parquet(path: str, records: Iterator[dict], shape: str) -> int:
+def _write_parquet(handle, records: Iterator[dict], shape: str) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -221,7 +209,7 @@ def _write_parquet(path: str, records: Iterator[dict], shape: str) -> int:
     json_columns = ("processed_example", "mining_run", "prompt_hashes") if shape != "flat" else ()
     count = 0
     chunk: list[dict] = []
-    with pq.ParquetWriter(path, schema) as writer:
+    with pq.ParquetWriter(handle, schema) as writer:
         for record in records:
             for key in json_columns:
                 if key in record:

@@ -3,15 +3,14 @@ positions for error messages, and writing output files atomically."""
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import IO, Any
 
 from django.core.management.base import CommandError
 
-from mining.record_files import COMPRESSIONS, RecordFileError, file_kind, iter_records, open_binary_writer
+from mining.record_files import RecordFileError, file_kind, iter_records, output_problem
+from mining.record_files import atomic_output as record_files_atomic_output
 
 
 def jsonl_records(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -40,34 +39,9 @@ def record_error(path: str, position: str, field: str | None, message: str) -> C
 
 @contextmanager
 def atomic_output(path: str) -> Iterator[IO[bytes]]:
-    """A binary handle whose content replaces ``path`` only when the block succeeds.
-
-    The data goes to a temporary file beside ``path`` (compressed when the name ends in
-    .gz/.zst/.bz2/.xz) and is renamed over it at the end; on any error the temporary file
-    is removed and ``path`` is left as it was."""
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise CommandError(f"{path}: the folder {target.parent} does not exist")
-    if target.is_dir():
-        raise CommandError(f"{path}: is a folder")
-    suffix = target.suffix.lower() if target.suffix.lower() in COMPRESSIONS else ""
-    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=f".partial{suffix}")
-    os.close(fd)
-    try:
-        with open_binary_writer(temporary) as handle:
-            yield handle
-        synced = os.open(temporary, os.O_RDONLY)
-        try:
-            os.fsync(synced)
-        finally:
-            os.close(synced)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
+    """``mining.record_files.atomic_output`` with a CommandError for an unusable path."""
+    problem = output_problem(path)
+    if problem:
+        raise CommandError(problem)
+    with record_files_atomic_output(path) as handle:
+        yield handle

@@ -1,0 +1,74 @@
+"""Start How2Bench generation and judge runs from YAML files, or show a run's status."""
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from judging.models import GenerationRun, JudgeRun
+from judging.prompts import PromptError
+from judging.run_configs import RunConfigError, generation_config_load, judge_config_load
+from judging.selectors import judge_run_score
+from judging.services import (
+    generation_run_create, generation_run_execute, judge_run_create, judge_run_execute, language_model_register,
+)
+from llm.endpoints import EndpointNotConfigured
+
+
+class Command(BaseCommand):
+    help = "bench_run generate|judge --config FILE.yaml [--wait]; bench_run status NAME"
+
+    def add_arguments(self, parser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        for name in ("generate", "judge"):
+            action = sub.add_parser(name, help=f"start a {name} run from a YAML file")
+            action.add_argument("--config", required=True)
+            action.add_argument("--wait", action="store_true",
+                                help="run in this process until done instead of handing it to a Celery worker")
+        status = sub.add_parser("status", help="print a run's status (and How2Score for a judge run) as JSON")
+        status.add_argument("name")
+
+    def handle(self, *args, **options) -> None:
+        try:
+            if options["action"] == "generate":
+                self._generate(options)
+            elif options["action"] == "judge":
+                self._judge(options)
+            else:
+                self._status(options["name"])
+        except (RunConfigError, PromptError, EndpointNotConfigured, ValueError) as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _generate(self, options) -> None:
+        config = generation_config_load(options["config"])
+        model = language_model_register(**config.pop("model"))
+        run = generation_run_create(language_model=model, start=not options["wait"], **config)
+        self.stdout.write(f"generation run {run.name!r} (id {run.pk}): {len(run.procedure_ids)} procedures")
+        if options["wait"]:
+            self.stdout.write(f"finished: {generation_run_execute(run_id=run.pk)}")
+
+    def _judge(self, options) -> None:
+        config = judge_config_load(options["config"])
+        name = config.pop("generation_run")
+        generation_run = GenerationRun.objects.filter(name=name).first()
+        if generation_run is None:
+            raise CommandError(f"{options['config']}: no generation run named {name!r}")
+        run = judge_run_create(generation_run=generation_run, start=not options["wait"], **config)
+        self.stdout.write(f"judge run {run.name!r} (id {run.pk}) on {generation_run.name!r}")
+        if options["wait"]:
+            self.stdout.write(f"finished: {judge_run_execute(run_id=run.pk)}")
+            self.stdout.write(json.dumps(judge_run_score(run)))
+
+    def _status(self, name: str) -> None:
+        judge_run = JudgeRun.objects.filter(name=name).select_related("llm_job").first()
+        generation_run = None if judge_run else GenerationRun.objects.filter(name=name).select_related("llm_job").first()
+        run = judge_run or generation_run
+        if run is None:
+            raise CommandError(f"no generation or judge run named {name!r}")
+        job = run.llm_job
+        status = {"name": run.name, "status": run.status, "prompt_hash": run.prompt_hash,
+                  "requests": job.n_total if job else None, "done": job.n_done if job else None,
+                  "outcomes": job.outcome_counts if job else None, "cost_usd": float(job.cost_usd) if job else None}
+        if judge_run:
+            status["how2score"] = judge_run_score(judge_run)
+        self.stdout.write(json.dumps(status, indent=2))
