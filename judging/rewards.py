@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.db import connections
 
 from judging.how2score import JudgeAnswerError, validate_judge_answer
 from judging.metrics import length_reward, step_format_reward
-from judging.prompts import prompt_load
+from judging.prompts import prompt_load, prompt_path
 from judging.services import DEFAULT_JUDGE_PROMPT, judge_request
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
 from llm.client import LLMClient
-from llm.endpoints import endpoint_require
+from llm.endpoints import Endpoint, endpoint_require
 
 REWARD_RUN = "reward-endpoint"
 
@@ -31,7 +32,7 @@ class RewardInput:
     completion: str
 
 
-def _verdict(client: LLMClient, prompt, item: RewardInput, steps: list[str]) -> int | None:
+def _verdict(client: LLMClient, prompt, item: RewardInput, steps: list[str], close: bool = True) -> int | None:
     if not steps:
         return 0  # nothing followable: the procedure cannot achieve the goal
     try:
@@ -45,19 +46,33 @@ def _verdict(client: LLMClient, prompt, item: RewardInput, steps: list[str]) -> 
             return None
         return 0 if answer["critical_failures"] else 1
     finally:
-        connections.close_all()
+        if close:  # a pool thread's own database connection
+            connections.close_all()
+
+
+@lru_cache(maxsize=4)
+def _judge_client(endpoint: Endpoint) -> LLMClient:
+    """One client (and its connection pool) per endpoint for the life of the process:
+    the reward endpoint sits inside a training loop and must not reconnect every call."""
+    return LLMClient(endpoint)
+
+
+@lru_cache(maxsize=4)
+def _judge_prompt(path: str, mtime: float):
+    return prompt_load(path, kind="how2score_judge")
 
 
 def rewards_compute(items: list[RewardInput], *, concurrency: int = 16) -> list[dict]:
     """Rewards for each item, judging up to ``concurrency`` items at once."""
-    prompt = prompt_load(DEFAULT_JUDGE_PROMPT, kind="how2score_judge")
-    client = LLMClient(endpoint_require("how2score_judge"))
+    path = prompt_path(DEFAULT_JUDGE_PROMPT)
+    prompt = _judge_prompt(str(path), path.stat().st_mtime)  # a replaced prompt file is picked up
+    client = _judge_client(endpoint_require("how2score_judge"))
     steps = [parse_steps(item.completion) for item in items]
-    try:
+    if len(items) == 1:
+        verdicts = [_verdict(client, prompt, items[0], steps[0], close=False)]
+    else:
         with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(items)))) as pool:
             verdicts = list(pool.map(lambda pair: _verdict(client, prompt, *pair), zip(items, steps)))
-    finally:
-        client.close()
     results = []
     for item, item_steps, verdict in zip(items, steps, verdicts):
         fmt = step_format_reward(item.completion, len(item.reference_steps))

@@ -1,10 +1,10 @@
-"""The online executor: many requests in flight from a thread pool, each result written
+"""The online executor: many requests in flight from worker threads, each result written
 to the ledger as it finishes; pause, cancel and the budget cap are checked as it goes."""
 from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections import deque
 from decimal import Decimal
 
 from django.db import close_old_connections, connections
@@ -46,10 +46,6 @@ class OnlineExecutor:
                 self.spent += result.cost_usd
         return result
 
-    @staticmethod
-    def _close_thread_connections() -> None:
-        connections.close_all()
-
     def _stop_reason(self) -> str | None:
         """Paused or cancelled by someone else (a database read, done about once a second)."""
         status = LLMJob.objects.filter(pk=self.job.pk).values_list("status", flat=True).first()
@@ -66,29 +62,41 @@ class OnlineExecutor:
         return None
 
     def _run_all(self, client: LLMClient, todo: list[int]) -> str | None:
-        in_flight: set[Future] = set()
-        pending = iter(todo)
-        last_check = 0.0
-        stop: str | None = None
-        with ThreadPoolExecutor(max_workers=self.job.concurrency, thread_name_prefix=f"llm-job-{self.job.pk}") as pool:
-            while True:
-                now = time.monotonic()
-                if now - last_check >= STATUS_CHECK_SECONDS:
-                    close_old_connections()
-                    stop = stop or self._stop_reason()
-                    last_check = now
-                stop = stop or self._budget_reached()
-                while stop is None and len(in_flight) < self.job.concurrency * 2:
-                    index = next(pending, None)
-                    if index is None:
-                        break
-                    in_flight.add(pool.submit(self._call, client, index))
-                    stop = self._budget_reached()
-                if not in_flight:
-                    # Each pool thread opened its own database connection: close them all.
-                    for _ in range(self.job.concurrency):
-                        pool.submit(self._close_thread_connections)
-                    return stop
-                done, in_flight = wait(in_flight, timeout=STATUS_CHECK_SECONDS, return_when=FIRST_COMPLETED)
-                for future in done:
-                    future.result()  # surface programming errors; call failures are outcomes
+        """``concurrency`` threads take the next request from a shared queue until it is
+        empty or the job must stop; this thread watches for pause and cancel."""
+        queue = deque(todo)
+        lock = threading.Lock()
+        state: dict[str, object] = {"stop": None, "error": None}
+
+        def work() -> None:
+            try:
+                while True:
+                    with lock:
+                        if state["stop"] is None:
+                            state["stop"] = self._budget_reached()
+                        if state["stop"] is not None or not queue:
+                            return
+                        index = queue.popleft()
+                    self._call(client, index)
+            except BaseException as exc:  # a programming error: stop everyone and re-raise below
+                with lock:
+                    state["error"] = state["error"] or exc
+                    state["stop"] = state["stop"] or "error"
+            finally:
+                connections.close_all()  # this thread's own database connection
+
+        threads = [threading.Thread(target=work, name=f"llm-job-{self.job.pk}-{n}", daemon=True)
+                   for n in range(min(self.job.concurrency, len(todo)))]
+        for thread in threads:
+            thread.start()
+        while any(thread.is_alive() for thread in threads):
+            for thread in threads:
+                thread.join(timeout=STATUS_CHECK_SECONDS / max(1, len(threads)))
+            close_old_connections()
+            reason = self._stop_reason()
+            if reason is not None:
+                with lock:
+                    state["stop"] = state["stop"] or reason
+        if state["error"] is not None:
+            raise state["error"]  # type: ignore[misc]
+        return state["stop"]  # type: ignore[return-value]
