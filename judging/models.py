@@ -6,13 +6,23 @@ from llm.models import LLMJob
 from mining.models import Procedure
 
 
-class RunStatus(models.TextChoices):
-    PENDING = "pending"
-    RUNNING = "running"
-    PAUSED = "paused"
-    DONE = "done"
-    CANCELLED = "cancelled"
-    FAILED = "failed"
+# A run's status follows its LLM job's: the same six states.
+RunStatus = LLMJob.Status
+
+
+class EndpointOverrides(models.Model):
+    """Where a model or judge differs from its role's endpoint (keys stay in the environment)."""
+
+    base_url = models.CharField(max_length=500, blank=True, help_text="Overrides the role's base URL.")
+    model = models.CharField(max_length=200, blank=True, help_text="Model id at the endpoint; default: the role's model.")
+    api_key_env = models.CharField(max_length=100, blank=True, help_text="Environment variable holding the API key.")
+
+    class Meta:
+        abstract = True
+
+    def endpoint_overrides(self) -> dict[str, str]:
+        overrides = {"base_url": self.base_url, "model": self.model, "api_key_env": self.api_key_env}
+        return {k: v for k, v in overrides.items() if v}
 
 
 class PromptStyle(models.TextChoices):
@@ -20,14 +30,11 @@ class PromptStyle(models.TextChoices):
     INST = "inst", "instruct (chat, instruction suffix)"
 
 
-class LanguageModel(models.Model):
+class LanguageModel(EndpointOverrides):
     """A model registered for generation runs, with its endpoint and decoding (How2Everything App. D.1)."""
 
     name = models.CharField(max_length=200, unique=True, help_text="Shown on the leaderboard, e.g. qwen3-8b-instruct.")
     role = models.CharField(max_length=100, default="generate", help_text="LLM role whose endpoint it uses.")
-    base_url = models.CharField(max_length=500, blank=True, help_text="Overrides the role's base URL.")
-    model = models.CharField(max_length=200, blank=True, help_text="Model id at the endpoint; default: the role's model.")
-    api_key_env = models.CharField(max_length=100, blank=True, help_text="Environment variable holding the API key.")
     prompt_style = models.CharField(max_length=8, choices=PromptStyle.choices, default=PromptStyle.INST)
     reasoning = models.BooleanField(default=False, help_text="A reasoning (thinking) endpoint: sampled at temperature 0.6.")
     max_tokens = models.PositiveIntegerField(default=1024)
@@ -38,10 +45,6 @@ class LanguageModel(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-    def endpoint_overrides(self) -> dict[str, str]:
-        overrides = {"base_url": self.base_url, "model": self.model, "api_key_env": self.api_key_env}
-        return {k: v for k, v in overrides.items() if v}
 
 
 class GenerationRun(models.Model):
@@ -71,16 +74,13 @@ class GenerationRun(models.Model):
         return self.name
 
 
-class JudgeRun(models.Model):
+class JudgeRun(EndpointOverrides):
     """One judge scoring every generation of a generation run with How2Score (§4)."""
 
     name = models.CharField(max_length=200, unique=True)
     generation_run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, related_name="judge_runs")
     judge = models.CharField(max_length=200, help_text="The judge's name on judgments and leaderboards, e.g. how2judge.")
     role = models.CharField(max_length=100, default="how2score_judge")
-    base_url = models.CharField(max_length=500, blank=True)
-    model = models.CharField(max_length=200, blank=True)
-    api_key_env = models.CharField(max_length=100, blank=True)
     prompt_file = models.CharField(max_length=500)
     prompt_hash = models.CharField(max_length=64)
     temperature = models.FloatField(default=0.0, help_text="0 (greedy) for scoring; above 0 to sample a teacher twice.")
@@ -99,10 +99,6 @@ class JudgeRun(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-    def endpoint_overrides(self) -> dict[str, str]:
-        overrides = {"base_url": self.base_url, "model": self.model, "api_key_env": self.api_key_env}
-        return {k: v for k, v in overrides.items() if v}
 
 
 class Generation(models.Model):

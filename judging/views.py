@@ -55,46 +55,39 @@ def generation_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     })
 
 
+def _launch(request: HttpRequest, form, kind: str, create):
+    """Validate a launch form and start the run; every refusal says why and stores nothing."""
+    if not form.is_valid():
+        messages.error(request, f"The {kind} run was not started: " + "; ".join(
+            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
+        return None
+    try:
+        run = create(form.cleaned_data)
+    except (ValueError, PromptError, EndpointNotConfigured) as exc:
+        messages.error(request, f"The {kind} run was not started: {exc}")
+        return None
+    messages.success(request, f"{kind.capitalize()} run {run.name!r} started.")
+    return run
+
+
 @admin_required
 @require_POST
 def generation_run_launch(request: HttpRequest) -> HttpResponse:
-    form = GenerationRunForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "The generation run was not started: " + "; ".join(
-            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
-        return redirect("judging_runs")
-    data = form.cleaned_data
-    try:
-        run = generation_run_create(name=data["name"], language_model=data["language_model"], split=data["split"],
-                                    sample_per_topic=data["sample_per_topic"], seed=data["seed"],
-                                    prompt_file=data["prompt_file"] or None, executor=data["executor"],
-                                    concurrency=data["concurrency"], budget_usd=data["budget_usd"])
-    except (ValueError, PromptError, EndpointNotConfigured) as exc:
-        messages.error(request, f"The generation run was not started: {exc}")
-        return redirect("judging_runs")
-    messages.success(request, f"Generation run {run.name!r} started.")
-    return redirect("generation_run_detail", pk=run.pk)
+    run = _launch(request, GenerationRunForm(request.POST), "generation", lambda data: generation_run_create(
+        name=data["name"], language_model=data["language_model"], split=data["split"],
+        sample_per_topic=data["sample_per_topic"], seed=data["seed"], prompt_file=data["prompt_file"] or None,
+        executor=data["executor"], concurrency=data["concurrency"], budget_usd=data["budget_usd"]))
+    return redirect("generation_run_detail", pk=run.pk) if run else redirect("judging_runs")
 
 
 @admin_required
 @require_POST
 def judge_run_launch(request: HttpRequest) -> HttpResponse:
-    form = JudgeRunForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "The judge run was not started: " + "; ".join(
-            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
-        return redirect("judging_runs")
-    data = form.cleaned_data
-    try:
-        run = judge_run_create(name=data["name"], generation_run=data["generation_run"], judge=data["judge"],
-                               model=data["model"], base_url=data["base_url"], api_key_env=data["api_key_env"],
-                               prompt_file=data["prompt_file"] or None, executor=data["executor"],
-                               concurrency=data["concurrency"], budget_usd=data["budget_usd"])
-    except (ValueError, PromptError, EndpointNotConfigured) as exc:
-        messages.error(request, f"The judge run was not started: {exc}")
-        return redirect("judging_runs")
-    messages.success(request, f"Judge run {run.name!r} started.")
-    return redirect("generation_run_detail", pk=run.generation_run_id)
+    run = _launch(request, JudgeRunForm(request.POST), "judge", lambda data: judge_run_create(
+        name=data["name"], generation_run=data["generation_run"], judge=data["judge"], model=data["model"],
+        base_url=data["base_url"], api_key_env=data["api_key_env"], prompt_file=data["prompt_file"] or None,
+        executor=data["executor"], concurrency=data["concurrency"], budget_usd=data["budget_usd"]))
+    return redirect("generation_run_detail", pk=run.generation_run_id) if run else redirect("judging_runs")
 
 
 @admin_required

@@ -35,3 +35,24 @@ def page(browser):
     page.set_default_timeout(15000)
     yield page
     context.close()
+
+
+def log_in(page, base_url: str, username: str, password: str) -> None:
+    """Log in through the real login form."""
+    page.goto(f"{base_url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base_url}/")
+
+
+def demo_with_researcher(username: str = "rita", password: str = "rita-Password-1") -> None:
+    """The demo data and a researcher account, for a browser test."""
+    from core.roles import ROLE_RESEARCHER
+    from core.services import user_create
+    from judging import demo as judging_demo
+    from mining import demo as mining_demo
+
+    mining_demo.load()
+    judging_demo.load()
+    user_create(username=username, role=ROLE_RESEARCHER, password=password)

@@ -3,23 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from core.roles import ROLE_RESEARCHER
-from core.services import user_create
+from tests.browser import demo_with_researcher, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_leaderboard_shows_scores_chart_and_heat_map(live_server, page):
-    from judging import demo as judging_demo
-    from mining import demo as mining_demo
-
-    mining_demo.load()
-    judging_demo.load()
-    user_create(username="rita", role=ROLE_RESEARCHER, password="rita-Password-1")
-    page.goto(f"{live_server.url}/login/")
-    page.get_by_label("Username").fill("rita")
-    page.get_by_label("Password").fill("rita-Password-1")
-    page.get_by_role("button", name="Log in").click()
+    demo_with_researcher()
+    log_in(page, live_server.url, "rita", "rita-Password-1")
     page.get_by_role("link", name="Leaderboard").click()
     page.wait_for_selector("#how2score-bars .main-svg")
     page.wait_for_selector("#topic-heatmap .main-svg")

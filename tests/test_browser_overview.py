@@ -3,26 +3,16 @@ from __future__ import annotations
 
 import pytest
 
-from core.roles import ROLE_RESEARCHER
-from core.services import user_create
+from tests.browser import demo_with_researcher, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_log_in_see_the_chart_and_open_a_procedure(live_server, page):
-    from mining import demo as mining_demo
-    from judging import demo as judging_demo
-
-    mining_demo.load()
-    judging_demo.load()
-    user_create(username="rita", role=ROLE_RESEARCHER, password="rita-Password-1")
-
+    demo_with_researcher()
     page.goto(f"{live_server.url}/")
-    assert "/login/" in page.url
-    page.get_by_label("Username").fill("rita")
-    page.get_by_label("Password").fill("rita-Password-1")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/")
+    assert "/login/" in page.url  # anonymous visitors are sent to the login page
+    log_in(page, live_server.url, "rita", "rita-Password-1")
 
     # plotly draws the stacked bars as SVG paths inside the chart's div.
     page.wait_for_selector("#procedures-per-topic .main-svg")

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from judging.how2score import JUDGE_SCHEMA
 from llm.client import LLMClient, LLMRequest
 from llm.endpoints import Endpoint
 from llm.models import LedgerEntry
@@ -14,27 +15,6 @@ from tests.scripted_llm import Reply, ScriptedLLM, Status, last_user_message
 
 pytestmark = pytest.mark.django_db
 
-JUDGE_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "reasoning": {"type": "string"},
-        "critical_failures": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "failure": {"type": "string"},
-                    "L1_steps": {"type": "array", "items": {"type": "integer"}},
-                    "L2_steps": {"type": "array", "items": {"type": "integer"}},
-                },
-                "required": ["failure", "L1_steps", "L2_steps"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    "required": ["reasoning", "critical_failures"],
-    "additionalProperties": False,
-}
 VERDICT = {"reasoning": "L2 skips the waiting period.", "critical_failures": [{"failure": "no 30-day wait", "L1_steps": [4], "L2_steps": []}]}
 
 
