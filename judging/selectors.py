@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from judging.calibration import judge_calibration
 from judging.how2score import How2ScoreTally
 from judging.metrics import MetricsSummary, record_metrics
 from judging.models import Generation, GenerationRun, Judgment, JudgeRun
@@ -43,8 +44,10 @@ def leaderboard(judge: str) -> list[dict[str, Any]]:
         generation = judgment.generation
         row = rows.setdefault(generation.model, {
             "model": generation.model, "label": generation.display_name, "tally": How2ScoreTally(),
-            "slices": {s: How2ScoreTally() for s in STEP_COUNT_SLICES}, "metrics": MetricsSummary(),
+            "slices": {s: How2ScoreTally() for s in STEP_COUNT_SLICES}, "metrics": MetricsSummary(), "successes": [],
         })
+        if judgment.has_failure is not None:
+            row["successes"].append(not judgment.has_failure)
         procedure = generation.procedure
         row["tally"].add(procedure.topic.name, judgment.has_failure)
         for low, high in STEP_COUNT_SLICES:
@@ -60,6 +63,7 @@ def leaderboard(judge: str) -> list[dict[str, Any]]:
             "n_scored": score["n_scored"], "n_unusable": score["n_parse_failed"], "by_topic": score["by_topic"],
             "slices": {f"{lo}-{hi}": row["slices"][(lo, hi)].result()["how2score"] for lo, hi in STEP_COUNT_SLICES},
             "metrics": row["metrics"].result(),
+            "calibrated": judge_calibration(judge, row["successes"]) if row["successes"] else None,
         })
     result.sort(key=lambda r: (r["how2score"] is None, -(r["how2score"] or 0), r["model"]))
     return result
