@@ -161,7 +161,8 @@ def parse_annotation_record(record: Any) -> AnnotationRow:
     Required: ``item_id`` (non-empty string), ``annotator`` (non-empty string),
     ``has_failure`` (bool), ``failures`` (list of objects with ``description`` (string),
     ``L1_steps`` and ``L2_steps`` (lists of integers >= 1)). Optional: ``excluded`` (bool,
-    default false). ``has_failure: false`` with a non-empty ``failures`` list is a
+    default false); ``source`` other than ``"main"`` (qualification or attention-check
+    answers in an export) counts as excluded. ``has_failure: false`` with a non-empty ``failures`` list is a
     contradiction and is rejected; ``has_failure: true`` with no failures is accepted (its
     location is ``"unlocated"``). Other fields are ignored. Raises ``ValueError`` naming
     the field."""
@@ -192,6 +193,11 @@ def parse_annotation_record(record: Any) -> AnnotationRow:
     if not has_failure and failures:
         raise _FieldError(f"has_failure is false but {len(failures)} failure(s) are listed", "has_failure")
     excluded = _bool_field(record, "excluded", default=False)
+    # Exports also hold qualification and attention-check answers (``source`` other than
+    # "main"); they measure the annotator, not the item, and are left out like exclusions.
+    source = record.get("source")
+    if source is not None and source != "main":
+        excluded = True
     return AnnotationRow(
         item_id=item_id, annotator=annotator, has_failure=has_failure, failures=failures, excluded=excluded
     )

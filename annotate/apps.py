@@ -4,3 +4,14 @@ from django.apps import AppConfig
 class AnnotateConfig(AppConfig):
     name = "annotate"
     verbose_name = "Annotation: studies, annotators, agreement"
+
+    def ready(self) -> None:
+        # Human labels feed two judging features without judging importing annotate: the
+        # calibrated How2Score on the leaderboard and the exclusion of annotated examples
+        # from distillation data.
+        from annotate.reports import calibration_from_studies, generations_in_studies
+        from judging.calibration import calibration_provider_register
+        from judging.distillation import distillation_exclusion_register
+
+        calibration_provider_register(calibration_from_studies)
+        distillation_exclusion_register(generations_in_studies)

@@ -1,1 +1,286 @@
-"""Studies, items, annotators, assignments and annotations live here (annotation issue)."""
+"""Studies, items, annotators, assignments and annotations (How2Everything §4.3, App. C.1).
+
+Structure only; the workflows (reserving, saving drafts, submitting, screening) are in
+annotate/services.py and the reads in annotate/selectors.py."""
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from annotate import constants as C
+from annotate.kinds import kind_choices
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
+
+
+def text_hash(steps: list[str]) -> str:
+    """Hash of a numbered list of steps as shown to the annotator (provenance)."""
+    return hashlib.sha256("\n".join(f"{n}. {s}" for n, s in enumerate(steps, start=1)).encode("utf-8")).hexdigest()
+
+
+class GuidelineVersion(models.Model):
+    """The instructions and codebook an annotator was trained and qualified on.
+
+    Identified by content: two studies with the same kind, instructions and codebook share
+    a version, so passing the qualification once is enough for both (§4.3)."""
+
+    kind = models.CharField(max_length=50, choices=kind_choices())
+    label = models.CharField(max_length=100, unique=True, help_text="e.g. critical_failure-v2")
+    instructions = models.TextField()
+    codebook_version = models.CharField(max_length=50, blank=True)
+    content_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "id"]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @staticmethod
+    def hash_of(kind: str, instructions: str, codebook_version: str) -> str:
+        return hashlib.sha256(f"{kind}\x1f{codebook_version}\x1f{instructions}".encode("utf-8")).hexdigest()
+
+
+class Study(models.Model):
+    kind = models.CharField(max_length=50, choices=kind_choices())
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    round = models.PositiveSmallIntegerField(default=1, help_text="Pilot round number (1 = first).")
+    first_round = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="later_rounds",
+        help_text="The study this round was cloned from (empty for the first round).",
+    )
+    guideline_version = models.ForeignKey(GuidelineVersion, on_delete=models.PROTECT, related_name="studies")
+    annotators_per_item = models.PositiveSmallIntegerField(default=C.ANNOTATORS_PER_ITEM_DEFAULT)
+    min_seconds = models.PositiveIntegerField(default=C.MIN_SECONDS_DEFAULT)
+    lease_minutes = models.PositiveIntegerField(default=C.LEASE_MINUTES_DEFAULT)
+    training_enabled = models.BooleanField(default=True)
+    qualification_enabled = models.BooleanField(default=True)
+    qualification_pass = models.PositiveSmallIntegerField(default=0, help_text="Correct gold items needed to pass.")
+    attention_check_rate = models.FloatField(default=C.ATTENTION_CHECK_RATE_DEFAULT)
+    attention_max_failures = models.PositiveSmallIntegerField(default=C.ATTENTION_MAX_FAILURES_DEFAULT)
+    max_items_per_annotator = models.PositiveIntegerField(null=True, blank=True)
+    completion_code = models.CharField(max_length=64)
+    screened_out_code = models.CharField(max_length=64)
+    payment_per_item = models.DecimalField(
+        max_digits=8, decimal_places=2, null=True, blank=True,
+        help_text="USD paid per annotated item; with the median active time it gives the implied hourly pay.",
+    )
+    is_open = models.BooleanField(default=True, help_text="Closed studies accept no new annotators.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "studies"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def round_root(self) -> "Study":
+        return self.first_round or self
+
+
+class ItemRole(models.TextChoices):
+    MAIN = ROLE_MAIN, "Main pool"
+    ATTENTION = ROLE_ATTENTION, "Attention check"
+    QUALIFICATION = ROLE_QUALIFICATION, "Qualification"
+
+
+class StudyItem(models.Model):
+    """One goal with its reference (L1) and candidate (L2) steps, as shown to annotators."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
+    item_id = models.CharField(max_length=200)
+    role = models.CharField(max_length=20, choices=ItemRole.choices, default=ItemRole.MAIN)
+    position = models.PositiveIntegerField(default=0)
+    topic = models.CharField(max_length=100, blank=True)
+    goal = models.TextField()
+    reference_steps = models.JSONField(default=list)
+    candidate_steps = models.JSONField(default=list)
+    expected_has_failure = models.BooleanField(null=True, blank=True, help_text="Known answer (checks and gold items).")
+    explanation = models.TextField(blank=True)
+    source = models.JSONField(default=dict, blank=True, help_text="Where the item came from (generation, judgment, file).")
+    l1_hash = models.CharField(max_length=64, editable=False)
+    l2_hash = models.CharField(max_length=64, editable=False)
+
+    class Meta:
+        ordering = ["study_id", "role", "position"]
+        constraints = [models.UniqueConstraint(fields=["study", "item_id"], name="one_item_id_per_study")]
+        indexes = [models.Index(fields=["study", "role", "position"])]
+
+    def __str__(self) -> str:
+        return f"{self.item_id} ({self.role})"
+
+    def save(self, *args, **kwargs) -> None:
+        self.l1_hash = text_hash(self.reference_steps)
+        self.l2_hash = text_hash(self.candidate_steps)
+        super().save(*args, **kwargs)
+
+
+class Annotator(models.Model):
+    """A Prolific participant, identified by PROLIFIC_PID across studies. Never a user account."""
+
+    pid = models.CharField(max_length=C.PID_MAX_LENGTH, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.pid
+
+
+class ParticipationState(models.TextChoices):
+    CONSENT = "consent", "Reading the guidelines"
+    TRAINING = "training", "Training"
+    QUALIFICATION = "qualification", "Qualification test"
+    ANNOTATING = "annotating", "Annotating"
+    COMPLETED = "completed", "Completed"
+    SCREENED_OUT = "screened_out", "Screened out"
+    RETURNED = "returned", "Returned (slots released)"
+
+
+FINISHED_STATES = (ParticipationState.COMPLETED, ParticipationState.SCREENED_OUT, ParticipationState.RETURNED)
+
+
+class Participation(models.Model):
+    """One annotator in one study: where they are on the path, and their Prolific session."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="participations")
+    annotator = models.ForeignKey(Annotator, on_delete=models.PROTECT, related_name="participations")
+    prolific_study_id = models.CharField(max_length=100, blank=True)
+    prolific_session_id = models.CharField(max_length=100, blank=True)
+    sessions_seen = models.JSONField(default=list, blank=True, help_text="Every (STUDY_ID, SESSION_ID) they arrived with.")
+    state = models.CharField(max_length=20, choices=ParticipationState.choices, default=ParticipationState.CONSENT)
+    state_reason = models.CharField(max_length=200, blank=True)
+    consented_at = models.DateTimeField(null=True, blank=True)
+    training_progress = models.JSONField(default=dict, blank=True)
+    training_completed_at = models.DateTimeField(null=True, blank=True)
+    attention_failures = models.PositiveIntegerField(default=0)
+    attention_passed = models.PositiveIntegerField(default=0)
+    excluded = models.BooleanField(default=False)
+    exclusion_reason = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["study_id", "started_at"]
+        constraints = [models.UniqueConstraint(fields=["study", "annotator"], name="one_participation_per_study")]
+
+    def __str__(self) -> str:
+        return f"{self.annotator_id} in {self.study_id}"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+
+class Qualification(models.Model):
+    """The result of a qualification test, remembered per guideline version (no retry)."""
+
+    annotator = models.ForeignKey(Annotator, on_delete=models.CASCADE, related_name="qualifications")
+    guideline_version = models.ForeignKey(GuidelineVersion, on_delete=models.PROTECT, related_name="qualifications")
+    study = models.ForeignKey(Study, null=True, on_delete=models.SET_NULL, related_name="qualifications_taken")
+    passed = models.BooleanField()
+    n_correct = models.PositiveSmallIntegerField()
+    n_total = models.PositiveSmallIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["annotator", "guideline_version"], name="one_qualification_per_guideline_version")
+        ]
+
+
+class AssignmentStatus(models.TextChoices):
+    RESERVED = "reserved", "Reserved"
+    SUBMITTED = "submitted", "Submitted"
+    EXPIRED = "expired", "Lease expired"
+    RELEASED = "released", "Released by a researcher"
+
+
+class Assignment(models.Model):
+    """An item reserved for one annotator under a lease, with the server's record of what they
+    did on the page (goal acknowledgement, step openings, clicks) and their draft."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
+    item = models.ForeignKey(StudyItem, on_delete=models.CASCADE, related_name="assignments")
+    participation = models.ForeignKey(Participation, on_delete=models.CASCADE, related_name="assignments")
+    annotator = models.ForeignKey(Annotator, on_delete=models.PROTECT, related_name="assignments")
+    role = models.CharField(max_length=20, choices=ItemRole.choices)
+    status = models.CharField(max_length=20, choices=AssignmentStatus.choices, default=AssignmentStatus.RESERVED)
+    surplus = models.BooleanField(default=False, help_text="Submitted after the item already had its k annotations.")
+    reserved_at = models.DateTimeField()
+    lease_expires_at = models.DateTimeField()
+    first_served_at = models.DateTimeField(null=True, blank=True)
+    goal_acknowledged_at = models.DateTimeField(null=True, blank=True)
+    steps_opened = models.JSONField(default=dict, blank=True, help_text='{"L1.1": "<server time>", ...}')
+    click_log = models.JSONField(default=list, blank=True)
+    draft = models.JSONField(default=dict, blank=True)
+    draft_seq = models.PositiveIntegerField(default=0)
+    draft_saved_at = models.DateTimeField(null=True, blank=True)
+    active_seconds = models.FloatField(default=0.0)
+    last_activity_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["reserved_at", "id"]
+        constraints = [
+            # Nobody sees an item twice.
+            models.UniqueConstraint(fields=["item", "annotator"], name="one_assignment_per_item_and_annotator"),
+        ]
+        indexes = [
+            models.Index(fields=["item", "status"]),
+            models.Index(fields=["participation", "status"]),
+            models.Index(fields=["study", "status"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id} for {self.annotator_id} ({self.status})"
+
+
+class Annotation(models.Model):
+    """A submitted answer with its full provenance. Never deleted; excluded rows stay stored."""
+
+    assignment = models.OneToOneField(Assignment, on_delete=models.PROTECT, related_name="annotation")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="annotations")
+    item = models.ForeignKey(StudyItem, on_delete=models.CASCADE, related_name="annotations")
+    participation = models.ForeignKey(Participation, on_delete=models.CASCADE, related_name="annotations")
+    annotator = models.ForeignKey(Annotator, on_delete=models.PROTECT, related_name="annotations")
+    source = models.CharField(max_length=20, choices=ItemRole.choices)
+    has_failure = models.BooleanField()
+    failures = models.JSONField(default=list, blank=True)
+    comments = models.TextField(blank=True)
+    answer = models.JSONField(default=dict, blank=True, help_text="The kind's full cleaned answer.")
+    guideline_version = models.CharField(max_length=100)
+    l1_hash = models.CharField(max_length=64)
+    l2_hash = models.CharField(max_length=64)
+    interface_version = models.CharField(max_length=50)
+    first_served_at = models.DateTimeField()
+    submitted_at = models.DateTimeField()
+    wall_seconds = models.FloatField()
+    active_seconds = models.FloatField()
+    goal_acknowledged_at = models.DateTimeField(null=True, blank=True)
+    steps_opened = models.JSONField(default=dict, blank=True)
+    click_log = models.JSONField(default=list, blank=True)
+    surplus = models.BooleanField(default=False)
+    late = models.BooleanField(default=False, help_text="Submitted after the lease had expired.")
+    correct = models.BooleanField(null=True, blank=True, help_text="Attention check / qualification: matched the known answer.")
+    excluded = models.BooleanField(default=False)
+    exclusion_reason = models.CharField(max_length=200, blank=True)
+    submission_id = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["study_id", "submitted_at", "id"]
+        indexes = [models.Index(fields=["study", "source"]), models.Index(fields=["item"])]
+
+    def __str__(self) -> str:
+        return f"{self.annotator_id} on {self.item_id}: {'has_failure' if self.has_failure else 'no_failure'}"
+
+    @property
+    def label(self) -> str:
+        return "has_failure" if self.has_failure else "no_failure"

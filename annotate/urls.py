@@ -1,2 +1,32 @@
-"""Annotator entry points (/a/<study-slug>/) and the researchers' study pages."""
-urlpatterns: list = []
+"""Annotator entry points (/a/<study-slug>/) and the researchers' study pages (/studies/)."""
+from django.urls import path
+
+from annotate import report_views, study_views, views
+
+app_name = "annotate"
+
+urlpatterns = [
+    # Annotators (no login; identified by the PID they arrived with, kept in their session).
+    path("a/<slug:slug>/", views.entry, name="entry"),
+    path("a/<slug:slug>/consent/", views.consent, name="consent"),
+    path("a/<slug:slug>/training/", views.training, name="training"),
+    path("a/<slug:slug>/training/<int:index>/", views.training, name="training_example"),
+    path("a/<slug:slug>/work/", views.work, name="work"),
+    path("a/<slug:slug>/work/<uuid:public_id>/save", views.save, name="save"),
+    path("a/<slug:slug>/work/<uuid:public_id>/submit", views.submit, name="submit"),
+    path("a/<slug:slug>/done/", views.done, name="done"),
+    # Researchers.
+    path("studies/", study_views.study_index, name="study_list"),
+    path("studies/new/", study_views.study_new, name="study_new"),
+    path("studies/<slug:slug>/", study_views.study_detail, name="study_detail"),
+    path("studies/<slug:slug>/settings/", study_views.study_settings, name="study_settings"),
+    path("studies/<slug:slug>/rounds/", study_views.study_round_new, name="study_round_new"),
+    path("studies/<slug:slug>/participants/<int:participation_id>/release/", study_views.participant_release,
+         name="participant_release"),
+    path("studies/<slug:slug>/export.<str:fmt>", study_views.study_export, name="study_export"),
+    # Agreement dashboards.
+    path("studies/<slug:slug>/agreement/", report_views.agreement, name="report_agreement"),
+    path("studies/<slug:slug>/annotators/", report_views.annotators, name="report_annotators"),
+    path("studies/<slug:slug>/disagreements/", report_views.disagreements, name="report_disagreements"),
+    path("studies/<slug:slug>/items/<str:item_id>/", report_views.item_views, name="report_item"),
+]

@@ -130,7 +130,8 @@ def test_an_output_in_a_missing_directory_is_an_error(files, tmp_path: Path):
         run("--annotations", str(annotations), "--output", str(tmp_path / "no" / "report.json"))
 
 
-def test_study_without_annotation_models_says_there_is_no_such_study():
+@pytest.mark.django_db
+def test_unknown_study_is_a_clear_error():
     with pytest.raises(CommandError, match="no study with slug 'pilot-1'"):
         run("--study", "pilot-1")
 

@@ -27,11 +27,14 @@ from annotate.agreement import (
 
 
 def study_agreement_rows(slug: str) -> tuple[list[AnnotationRow], list[JudgmentRow]]:
-    """The annotations (excluded ones included, flagged) and judge labels of a study.
+    """The annotations (excluded ones included, flagged) and judge labels of a study."""
+    from annotate.models import Study
+    from annotate.reports import study_annotation_rows, study_judgment_rows
 
-    The single seam between this command and the annotation models: until studies exist
-    there is no study to find."""
-    raise CommandError(f"no study with slug {slug!r}")
+    study = Study.objects.filter(slug=slug).first()
+    if study is None:
+        raise CommandError(f"no study with slug {slug!r}")
+    return study_annotation_rows(study), study_judgment_rows(study)
 
 
 def _non_negative(value: str) -> int:

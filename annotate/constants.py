@@ -1,0 +1,64 @@
+"""Protocol constants of the annotation app, each with the paper section it comes from.
+
+How2Everything = Chang, Lo, Iyyer, Soldaini (2026). Values that the paper does not fix are
+marked "operational": they are our defaults, and every one of them is a per-study field."""
+from __future__ import annotations
+
+# App. C.1: "Submissions remain closed until at least 90 seconds have elapsed."
+MIN_SECONDS_DEFAULT = 90
+
+# §4.3: "We recruit three annotators via Prolific to label 200 examples" - k = 3 per item.
+ANNOTATORS_PER_ITEM_DEFAULT = 3
+
+# Operational: a reservation returns to the pool after this many minutes without a submit
+# (about 15x the 1-2 minutes per instance the guidelines ask for, App. C.1 Figure 7).
+LEASE_MINUTES_DEFAULT = 30
+
+# §4.3: "we screened annotators with a short qualification test". The paper gives no
+# threshold; operational default: at least 80 % of the gold items right (4 of 5).
+QUALIFICATION_PASS_FRACTION = 0.8
+
+# App. C.1: "Our annotation interface enforces attention checks". Operational defaults for
+# the known-answer items mixed into the pool: one in ten, and one wrong answer tolerated.
+ATTENTION_CHECK_RATE_DEFAULT = 0.1
+ATTENTION_MAX_FAILURES_DEFAULT = 1
+
+# App. C.1 Figure 7 banner: "Aim to spend 1-2 minutes per instance".
+TARGET_SECONDS_PER_ITEM = (60, 120)
+
+# §4.3: annotators were paid "an average hourly rate of 28 USD"; the study page compares
+# the implied hourly pay of a study with this figure.
+PAPER_HOURLY_RATE_USD = 28.0
+
+# §4.3: Krippendorff's alpha of the early pilots and of the final round (binary labels).
+PAPER_PILOT_ALPHA = 0.273
+PAPER_FINAL_ALPHA = 0.593
+
+# Operational: the annotation page saves the draft at least this often (and on every change).
+AUTOSAVE_SECONDS = 5
+
+# Operational: an annotator counts as "live" on the study page if seen this recently.
+LIVE_WINDOW_SECONDS = 300
+
+# Operational: at most this many seconds of "tab visible" time are credited per save beyond
+# the wall time since the previous save (clock jitter between browser and server).
+ACTIVE_TIME_SLACK_SECONDS = 2.0
+
+# Version of the annotation page and its scripts; stored on every annotation (provenance).
+INTERFACE_VERSION = "cf-ui-1"
+
+# Prolific: where a participant is sent with their completion code.
+PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
+# Seconds the completion page waits before redirecting to Prolific.
+COMPLETION_REDIRECT_SECONDS = 5
+
+# Prolific participant ids are 24 hexadecimal characters; we accept any 1-64 letters, digits,
+# "_" or "-" (so test and demo ids work) and refuse everything else as malformed.
+PID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+PID_MAX_LENGTH = 64
+
+# Limits that keep one request small: a draft or submit with more than this is refused.
+MAX_FAILURES_PER_ANNOTATION = 50
+MAX_TEXT_LENGTH = 5000
+MAX_EVENTS_PER_SAVE = 200
+MAX_CLICK_LOG = 5000

@@ -1,0 +1,56 @@
+"""Forms of the researchers' study pages (input parsing only; services decide)."""
+from __future__ import annotations
+
+from django import forms
+
+from annotate import constants as C
+from annotate.kinds import kind_choices
+
+
+class StudyCreateForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    kind = forms.ChoiceField(choices=kind_choices, initial="critical_failure")
+    items_file = forms.FileField(
+        required=False, label="Items file (JSONL)",
+        help_text='One item per line: {"item_id", "topic", "goal", "reference_steps", "candidate_steps"}, '
+        'optionally "attention_check": {"has_failure"} or "qualification": {"has_failure", "explanation"}.',
+    )
+    judge = forms.ChoiceField(required=False, label="Sample judged generations of judge", choices=())
+    n_judged = forms.IntegerField(required=False, min_value=1, label="How many judged generations")
+    seed = forms.IntegerField(required=False, initial=0)
+    annotators_per_item = forms.IntegerField(min_value=1, max_value=100, initial=C.ANNOTATORS_PER_ITEM_DEFAULT)
+    min_seconds = forms.IntegerField(min_value=0, initial=C.MIN_SECONDS_DEFAULT)
+    lease_minutes = forms.IntegerField(min_value=1, initial=C.LEASE_MINUTES_DEFAULT)
+    training_enabled = forms.BooleanField(required=False, initial=True, label="Training")
+    qualification_enabled = forms.BooleanField(required=False, initial=True, label="Qualification test")
+    qualification_pass = forms.IntegerField(required=False, min_value=1, label="Gold items needed to pass")
+    attention_check_rate = forms.FloatField(min_value=0, max_value=0.99, initial=C.ATTENTION_CHECK_RATE_DEFAULT)
+    attention_max_failures = forms.IntegerField(min_value=0, initial=C.ATTENTION_MAX_FAILURES_DEFAULT)
+    max_items_per_annotator = forms.IntegerField(required=False, min_value=1)
+    completion_code = forms.CharField(required=False, max_length=64)
+    screened_out_code = forms.CharField(required=False, max_length=64)
+    payment_per_item = forms.DecimalField(required=False, min_value=0, max_digits=8, decimal_places=2)
+    instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 10}),
+                                   help_text="Empty: the kind's default guidelines.")
+
+    def __init__(self, *args, judges: list[str] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["judge"].choices = [("", "— none —")] + [(j, j) for j in judges]
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("items_file") and not data.get("judge"):
+            raise forms.ValidationError("Upload an items file, choose a judge to sample judged generations, or both.")
+        if data.get("judge") and not data.get("n_judged"):
+            self.add_error("n_judged", "Say how many judged generations to sample.")
+        return data
+
+
+class StudySettingsForm(forms.Form):
+    is_open = forms.BooleanField(required=False, label="Open to new annotators")
+    payment_per_item = forms.DecimalField(required=False, min_value=0, max_digits=8, decimal_places=2,
+                                          label="Payment per item (USD)")
+
+
+class RoundCreateForm(forms.Form):
+    instructions = forms.CharField(widget=forms.Textarea(attrs={"rows": 10}), label="Guidelines of the new round")

@@ -1,0 +1,98 @@
+"""python manage.py create_study --name NAME --items FILE.jsonl [options]"""
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate import constants as C
+from annotate.item_files import ItemFileError
+from annotate.item_sources import items_from_file, items_from_judgments
+from annotate.kinds import kind_choices
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
+from annotate.links import default_base_url, prolific_entry_url
+from annotate.services import AnnotateError, StudySettings, study_create
+
+
+class Command(BaseCommand):
+    help = (
+        "Create an annotation study from a JSONL file of items (and/or a stratified sample of judged "
+        "generations) and print its Prolific entry URL. Bad lines are reported with their line number "
+        "and nothing is created."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--items", help='JSONL (optionally .gz/.zst/.bz2/.xz): {"item_id", "topic", "goal", '
+                            '"reference_steps", "candidate_steps"} + optional "attention_check" / "qualification"')
+        parser.add_argument("--from-judge", metavar="JUDGE", help="also sample judged generations of this judge")
+        parser.add_argument("--sample", type=int, default=200, help="how many judged generations (default 200, as in §4.3)")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--kind", default="critical_failure", choices=[k for k, _ in kind_choices()])
+        parser.add_argument("--slug")
+        parser.add_argument("--annotators-per-item", type=int, default=C.ANNOTATORS_PER_ITEM_DEFAULT)
+        parser.add_argument("--min-seconds", type=int, default=C.MIN_SECONDS_DEFAULT)
+        parser.add_argument("--lease-minutes", type=int, default=C.LEASE_MINUTES_DEFAULT)
+        parser.add_argument("--no-training", action="store_true")
+        parser.add_argument("--no-qualification", action="store_true")
+        parser.add_argument("--qualification-pass", type=int, help="gold items needed to pass (default: 80 %% of them)")
+        parser.add_argument("--attention-rate", type=float, default=C.ATTENTION_CHECK_RATE_DEFAULT)
+        parser.add_argument("--attention-max-failures", type=int, default=C.ATTENTION_MAX_FAILURES_DEFAULT)
+        parser.add_argument("--max-items", type=int, help="items per annotator (default: until none are left)")
+        parser.add_argument("--completion-code")
+        parser.add_argument("--screened-out-code")
+        parser.add_argument("--payment-per-item", help="USD per item, for the implied hourly pay")
+        parser.add_argument("--instructions", help="text file with the consent and guidelines text")
+        parser.add_argument("--base-url", default=default_base_url(), help="where annotators reach this server")
+
+    def handle(self, *args, **o) -> None:
+        if not o["items"] and not o["from_judge"]:
+            raise CommandError("Give --items FILE, --from-judge JUDGE, or both.")
+        instructions = None
+        if o["instructions"]:
+            try:
+                instructions = Path(o["instructions"]).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise CommandError(f"{o['instructions']}: {exc.strerror or exc}") from exc
+        payment = None
+        if o["payment_per_item"]:
+            try:
+                payment = Decimal(o["payment_per_item"])
+            except InvalidOperation as exc:
+                raise CommandError(f"--payment-per-item: {o['payment_per_item']!r} is not a number") from exc
+        items = []
+        if o["from_judge"]:
+            items += items_from_judgments(judge=o["from_judge"], n=o["sample"], seed=o["seed"])
+            if not items:
+                raise CommandError(f"--from-judge: no judged generations of {o['from_judge']!r}. Nothing was created.")
+        if o["items"]:
+            try:
+                file_items = items_from_file(path=o["items"], kind=o["kind"])
+            except ItemFileError as exc:
+                raise CommandError(f"{exc}\nNothing was created.") from exc
+            taken = {i.item_id for i in items}
+            clash = next((i.item_id for i in file_items if i.item_id in taken), None)
+            if clash:
+                raise CommandError(f"{o['items']}: item_id {clash!r} is also a sampled generation's id. Nothing was created.")
+            items += file_items
+        settings = StudySettings(
+            annotators_per_item=o["annotators_per_item"], min_seconds=o["min_seconds"], lease_minutes=o["lease_minutes"],
+            training_enabled=not o["no_training"], qualification_enabled=not o["no_qualification"],
+            qualification_pass=o["qualification_pass"], attention_check_rate=o["attention_rate"],
+            attention_max_failures=o["attention_max_failures"], max_items_per_annotator=o["max_items"],
+            completion_code=o["completion_code"], screened_out_code=o["screened_out_code"], payment_per_item=payment,
+        )
+        try:
+            study = study_create(name=o["name"], kind=o["kind"], slug=o["slug"], items=items,
+                                 instructions=instructions, settings=settings)
+        except AnnotateError as exc:
+            raise CommandError(f"{exc.message}\nNothing was created.") from exc
+        counts = {role: sum(1 for i in items if i.role == role) for role in (ROLE_MAIN, ROLE_ATTENTION, ROLE_QUALIFICATION)}
+        self.stdout.write(
+            f"Created study {study.slug!r} ({study.kind}, guidelines {study.guideline_version.label}): "
+            f"{counts[ROLE_MAIN]} items, {counts[ROLE_ATTENTION]} attention checks, "
+            f"{counts[ROLE_QUALIFICATION]} qualification items; k = {study.annotators_per_item}."
+        )
+        self.stdout.write(f"Completion code: {study.completion_code}  Screened-out code: {study.screened_out_code}")
+        self.stdout.write(f"Prolific entry URL: {prolific_entry_url(o['base_url'], study.slug)}")

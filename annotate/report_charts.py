@@ -1,0 +1,59 @@
+"""Plotly figures of the agreement dashboards (HTML fragments)."""
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+_CONFIG = {"displaylogo": False}
+
+
+def judge_agreement_bars(report: dict[str, Any]) -> str:
+    """Judge vs human-majority agreement, overall and per class, with the range of
+    leave-one-out human agreement drawn as a band (How2Everything Figure 3)."""
+    judges = sorted(report["judges"])
+    figure = go.Figure()
+    for key, label in (("agreement", "overall"), ("agreement_has_failure", "has_failure"),
+                       ("agreement_no_failure", "no_failure")):
+        values = [report["judges"][j][key] for j in judges]
+        figure.add_bar(name=label, x=judges, y=[None if v is None else 100 * v for v in values],
+                       text=["—" if v is None else f"{100 * v:.1f}" for v in values], textposition="outside")
+    humans = [v["agreement"] for v in report["leave_one_out"].values() if v["agreement"] is not None]
+    if humans:
+        low, high = 100 * min(humans), 100 * max(humans)
+        figure.add_hrect(y0=low, y1=high, fillcolor="#9e9e9e", opacity=0.25, line_width=0,
+                         annotation_text=f"humans (leave-one-out) {low:.1f}–{high:.1f}", annotation_position="top left")
+    figure.update_layout(barmode="group", height=380, yaxis_title="% agreement with the human majority",
+                         yaxis_range=[0, 105], margin={"l": 50, "r": 10, "t": 30, "b": 60}, legend_orientation="h")
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="judge-agreement", config=_CONFIG)
+
+
+def alpha_by_round(rounds: list[dict[str, Any]]) -> str:
+    figure = go.Figure()
+    kinds = (("binary", "binary"), ("first_failure_location", "first-failure location"), ("l2_step_sets_masi", "L2 step sets (MASI)"))
+    for key, label in kinds:
+        values = [r["report"]["alpha"][key] for r in rounds]
+        intervals = [r["report"].get("alpha_ci95", {}).get(key) for r in rounds]
+        figure.add_bar(
+            name=label, x=[f"round {r['study'].round}" for r in rounds], y=values,
+            error_y={"type": "data", "symmetric": False,
+                     "array": [None if (ci is None or v is None) else ci[1] - v for v, ci in zip(values, intervals)],
+                     "arrayminus": [None if (ci is None or v is None) else v - ci[0] for v, ci in zip(values, intervals)]},
+        )
+    figure.update_layout(barmode="group", height=340, yaxis_title="Krippendorff's alpha",
+                         margin={"l": 50, "r": 10, "t": 20, "b": 40}, legend_orientation="h")
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="alpha-rounds", config=_CONFIG)
+
+
+def annotator_scatter(table: list[dict[str, Any]]) -> str:
+    points = [r for r in table if r["loo_agreement"] is not None and r["median_active_seconds"] is not None]
+    figure = go.Figure(go.Scatter(
+        x=[r["median_active_seconds"] for r in points], y=[100 * r["loo_agreement"] for r in points],
+        mode="markers", text=[r["annotator"] for r in points],
+        marker={"size": [6 + min(20, r["n_main"]) for r in points],
+                "color": ["#b42318" if r["excluded"] else "#2d5bd7" for r in points]},
+        hovertemplate="%{text}<br>%{y:.1f}% agree with the others<br>median %{x:.0f} s active<extra></extra>",
+    ))
+    figure.update_layout(height=340, xaxis_title="median active seconds per item",
+                         yaxis_title="% agreement with the others' majority", margin={"l": 50, "r": 10, "t": 20, "b": 50})
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="annotator-scatter", config=_CONFIG)

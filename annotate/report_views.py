@@ -1,0 +1,98 @@
+"""The researchers' agreement dashboards: report per study and round, annotators,
+disagreements item by item; CSV and JSON downloads; the report over the API."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.response import Response
+
+from annotate.models import Study, StudyItem
+from annotate.report_charts import alpha_by_round, annotator_scatter, judge_agreement_bars
+from annotate.reports import (
+    annotator_table, disagreement_list, item_failure_views, study_agreement_report, study_rounds_reports,
+)
+from core.permissions import IsResearcher, researcher_required
+
+
+def _csv_response(filename: str, header: list[str], rows: list[list]) -> HttpResponse:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(rows)
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@researcher_required
+def agreement(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    rounds = study_rounds_reports(study)
+    report = next(r["report"] for r in rounds if r["study"].pk == study.pk)
+    fmt = request.GET.get("format")
+    if fmt == "json":
+        response = JsonResponse(report, json_dumps_params={"indent": 2})
+        response["Content-Disposition"] = f'attachment; filename="{study.slug}-agreement.json"'
+        return response
+    if fmt == "judges.csv":
+        return _csv_response(f"{study.slug}-judges.csv",
+                             ["judge", "agreement", "agreement_has_failure", "agreement_no_failure", "cohen_kappa", "n",
+                              "ci95_low", "ci95_high"],
+                             [[j, v["agreement"], v["agreement_has_failure"], v["agreement_no_failure"], v["cohen_kappa"],
+                               v["n"], *(v["ci95"] or [None, None])] for j, v in sorted(report["judges"].items())])
+    return render(request, "annotate/reports/agreement.html", {
+        "study": study, "report": report, "rounds": rounds,
+        "judge_chart": judge_agreement_bars(report) if report["judges"] else "",
+        "alpha_chart": alpha_by_round(rounds),
+        "report_json": json.dumps(report, indent=2),
+    })
+
+
+@researcher_required
+def annotators(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    report = study_agreement_report(study, bootstrap=0)
+    table = annotator_table(study, report)
+    sort = request.GET.get("sort", "annotator")
+    if sort in ("n_main", "loo_agreement", "median_active_seconds", "checks_failed"):
+        table.sort(key=lambda r: (r[sort] is None, r[sort] if r[sort] is not None else 0), reverse=sort != "median_active_seconds")
+    if request.GET.get("format") == "csv":
+        fields = ["annotator", "n_main", "loo_agreement", "loo_n", "median_active_seconds", "checks_passed", "checks_failed",
+                  "excluded", "exclusion_reason"]
+        return _csv_response(f"{study.slug}-annotators.csv", fields, [[r[f] for f in fields] for r in table])
+    return render(request, "annotate/reports/annotators.html",
+                  {"study": study, "table": table, "scatter": annotator_scatter(table), "sort": sort})
+
+
+@researcher_required
+def disagreements(request: HttpRequest, slug: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    rows = disagreement_list(study)
+    if request.GET.get("format") == "csv":
+        return _csv_response(f"{study.slug}-disagreements.csv",
+                             ["item_id", "n", "n_has_failure", "entropy", "majority", "judge_dissent"],
+                             [[r["item_id"], r["n"], r["n_has_failure"], round(r["entropy"], 4), r["majority"],
+                               r["judge_dissent"]] for r in rows])
+    return render(request, "annotate/reports/disagreements.html", {"study": study, "rows": rows})
+
+
+@researcher_required
+def item_views(request: HttpRequest, slug: str, item_id: str) -> HttpResponse:
+    study = get_object_or_404(Study, slug=slug)
+    item = get_object_or_404(StudyItem, study=study, item_id=item_id)
+    return render(request, "annotate/reports/item.html", {"study": study, "item": item, **item_failure_views(study, item)})
+
+
+@api_view(["GET"])
+@permission_classes([IsResearcher])
+def agreement_api(request, slug: str) -> Response:
+    """The agreement report of a study: the same JSON as `manage.py agreement_report --study SLUG`."""
+    study = get_object_or_404(Study, slug=slug)
+    bootstrap = int(request.query_params.get("bootstrap", 1000))
+    seed = int(request.query_params.get("seed", 0))
+    return Response(study_agreement_report(study, bootstrap=max(0, min(bootstrap, 10000)), seed=seed))

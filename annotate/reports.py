@@ -1,0 +1,178 @@
+"""Agreement reports of studies in the database: the same computation as
+``agreement_report --annotations FILE`` on the study's export (annotate/agreement.py), plus
+what the dashboards show beside it (annotators with active time and attention checks,
+disagreements item by item, judges' failures next to annotators')."""
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Any
+
+from annotate.agreement import (
+    AnnotationRow, JudgmentRow, agreement_report, calibrated_score, human_majority, parse_annotation_record,
+)
+from annotate.models import Study, StudyItem
+from annotate.selectors import annotation_export_rows, study_rounds
+from judging.models import Judgment
+
+REPORT_BOOTSTRAP = 1000
+REPORT_SEED = 0
+
+
+def study_annotation_rows(study: Study) -> list[AnnotationRow]:
+    """The study's annotations exactly as its export file carries them."""
+    return [parse_annotation_record(row) for row in annotation_export_rows(study)]
+
+
+def study_judgment_rows(study: Study) -> list[JudgmentRow]:
+    """Every stored judge verdict on the generations the study's items came from."""
+    by_generation: dict[int, str] = {}
+    for item_id, source in StudyItem.objects.filter(study=study).values_list("item_id", "source"):
+        generation_id = (source or {}).get("generation_id")
+        if generation_id is not None:
+            by_generation[int(generation_id)] = item_id
+    rows = []
+    judgments = Judgment.objects.filter(generation_id__in=by_generation, has_failure__isnull=False)
+    for generation_id, judge, has_failure in judgments.values_list("generation_id", "judge", "has_failure"):
+        rows.append(JudgmentRow(item_id=by_generation[generation_id], judge=judge, has_failure=has_failure))
+    return rows
+
+
+def study_agreement_report(study: Study, *, bootstrap: int = REPORT_BOOTSTRAP, seed: int = REPORT_SEED) -> dict[str, Any]:
+    return agreement_report(study_annotation_rows(study), study_judgment_rows(study), bootstrap=bootstrap, seed=seed)
+
+
+def study_rounds_reports(study: Study, *, bootstrap: int = REPORT_BOOTSTRAP) -> list[dict[str, Any]]:
+    """One report per pilot round of the study's family, oldest first."""
+    return [{"study": s, "report": study_agreement_report(s, bootstrap=bootstrap)} for s in study_rounds(study)]
+
+
+def annotator_table(study: Study, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per annotator: items labelled, leave-one-out agreement, median active seconds,
+    attention checks passed/failed, exclusion."""
+    stats: dict[str, dict[str, Any]] = defaultdict(lambda: {"n_main": 0, "active": [], "checks_passed": 0,
+                                                            "checks_failed": 0, "excluded": False, "reason": ""})
+    for row in annotation_export_rows(study):
+        entry = stats[row["annotator"]]
+        if row["source"] == "main":
+            entry["n_main"] += 1
+            if row["active_seconds"] is not None:
+                entry["active"].append(row["active_seconds"])
+        elif row["source"] == "attention" and row["correct"] is not None:
+            entry["checks_passed" if row["correct"] else "checks_failed"] += 1
+        if row["excluded"]:
+            entry["excluded"], entry["reason"] = True, row["exclusion_reason"]
+    table = []
+    for annotator, entry in sorted(stats.items()):
+        loo = report["leave_one_out"].get(annotator, {})
+        active = sorted(entry["active"])
+        median = None
+        if active:
+            mid = len(active) // 2
+            median = active[mid] if len(active) % 2 else (active[mid - 1] + active[mid]) / 2
+        table.append({"annotator": annotator, "n_main": entry["n_main"], "loo_agreement": loo.get("agreement"),
+                      "loo_n": loo.get("n", 0), "median_active_seconds": median,
+                      "checks_passed": entry["checks_passed"], "checks_failed": entry["checks_failed"],
+                      "excluded": entry["excluded"], "exclusion_reason": entry["reason"]})
+    return table
+
+
+def _entropy(labels: list[bool]) -> float:
+    counts = Counter(labels)
+    total = len(labels)
+    return -sum(n / total * math.log2(n / total) for n in counts.values() if n)
+
+
+def disagreement_list(study: Study) -> list[dict[str, Any]]:
+    """Items ranked by disagreement among their annotators (binary entropy of the labels,
+    1.0 for an even split), then by how many judges differ from the human majority."""
+    rows = [r for r in study_annotation_rows(study) if not r.excluded]
+    by_item: dict[str, list[bool]] = defaultdict(list)
+    for row in rows:
+        by_item[row.item_id].append(row.has_failure)
+    judges: dict[str, list[bool]] = defaultdict(list)
+    for row in study_judgment_rows(study):
+        judges[row.item_id].append(row.has_failure)
+    items = {i.item_id: i for i in StudyItem.objects.filter(study=study, item_id__in=list(by_item))}
+    result = []
+    for item_id, labels in by_item.items():
+        n_yes = sum(labels)
+        majority = True if n_yes * 2 > len(labels) else False if n_yes * 2 < len(labels) else None
+        judge_dissent = sum(1 for label in judges[item_id] if majority is not None and label != majority)
+        result.append({"item": items.get(item_id), "item_id": item_id, "n": len(labels), "n_has_failure": n_yes,
+                       "entropy": _entropy(labels), "majority": majority, "judge_dissent": judge_dissent})
+    result.sort(key=lambda r: (-r["entropy"], -r["judge_dissent"], r["item_id"]))
+    return result
+
+
+def item_failure_views(study: Study, item: StudyItem) -> dict[str, Any]:
+    """Every annotator's and every judge's failures on one item, with the steps each links."""
+    people = []
+    for row in annotation_export_rows(study):
+        if row["item_id"] != item.item_id or row["source"] != "main":
+            continue
+        people.append({"who": row["annotator"], "kind": "annotator", "has_failure": row["has_failure"],
+                       "failures": [{"text": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
+                                    for f in row["failures"]], "excluded": row["excluded"]})
+    judges = []
+    generation_id = (item.source or {}).get("generation_id")
+    if generation_id is not None:
+        for j in Judgment.objects.filter(generation_id=generation_id).order_by("judge"):
+            judges.append({"who": j.judge, "kind": "judge", "has_failure": j.has_failure, "excluded": False,
+                           "failures": [{"text": f["failure"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
+                                        for f in j.critical_failures]})
+    views = people + judges
+    l1 = [(n, text, [v["who"] for v in views for f in v["failures"] if n in f["L1_steps"]])
+          for n, text in enumerate(item.reference_steps, start=1)]
+    l2 = [(n, text, [v["who"] for v in views for f in v["failures"] if n in f["L2_steps"]])
+          for n, text in enumerate(item.candidate_steps, start=1)]
+    return {"views": views, "l1": l1, "l2": l2}
+
+
+def generations_in_studies() -> set[int]:
+    """Ids of every generation that is an item of some study (kept out of distillation data)."""
+    ids = set()
+    for source in StudyItem.objects.exclude(source={}).values_list("source", flat=True).iterator():
+        generation_id = (source or {}).get("generation_id")
+        if generation_id is not None:
+            ids.add(int(generation_id))
+    return ids
+
+
+def calibration_from_studies(judge: str, successes: list[bool]) -> dict[str, Any] | None:
+    """The judge's true-positive and true-negative rates against the human majority over
+    every study item it judged, applied to a leaderboard row's labels (Rogan-Gladen; success
+    = no_failure, the class How2Score counts). None when no human majority exists for it."""
+    item_judge: dict[tuple[int, str], bool] = {}
+    study_ids = set()
+    generation_items = defaultdict(list)
+    for study_id, item_id, source in StudyItem.objects.exclude(source={}).values_list("study_id", "item_id", "source"):
+        generation_id = (source or {}).get("generation_id")
+        if generation_id is not None:
+            generation_items[int(generation_id)].append((study_id, item_id))
+    for generation_id, has_failure in Judgment.objects.filter(
+            judge=judge, generation_id__in=list(generation_items), has_failure__isnull=False).values_list("generation_id", "has_failure"):
+        for study_id, item_id in generation_items[generation_id]:
+            item_judge[(study_id, item_id)] = has_failure
+            study_ids.add(study_id)
+    if not item_judge:
+        return None
+    judge_labels, human_labels = [], []
+    for study in Study.objects.filter(pk__in=study_ids):
+        majority = human_majority([r for r in study_annotation_rows(study) if not r.excluded])
+        for item_id, label in majority.items():
+            if label is not None and (study.pk, item_id) in item_judge:
+                judge_labels.append(item_judge[(study.pk, item_id)])
+                human_labels.append(label)
+    if not judge_labels:
+        return None
+    # calibrated_score takes has_failure labels; the leaderboard's are successes.
+    result = calibrated_score(judge_labels, human_labels, [not s for s in successes],
+                              bootstrap=REPORT_BOOTSTRAP, seed=REPORT_SEED)
+    if result.get("corrected_score") is None:
+        return None
+    interval = result.get("ci95") or [None, None]
+    return {"corrected_score": 100 * result["corrected_score"],
+            "ci95": [None if v is None else 100 * v for v in interval],
+            "tpr": result["tpr"], "tnr": result["tnr"], "n_labelled": len(judge_labels),
+            "source": f"{len(study_ids)} stud{'y' if len(study_ids) == 1 else 'ies'}"}

@@ -1,0 +1,224 @@
+"""Reads of the annotation app: studies, progress, annotators, items, exports."""
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from annotate import constants as C
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN
+from annotate.models import (
+    FINISHED_STATES,
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    Participation,
+    Qualification,
+    Study,
+    StudyItem,
+)
+
+
+def study_list() -> QuerySet[Study]:
+    return Study.objects.select_related("guideline_version").annotate(
+        n_items=Count("items", filter=Q(items__role=ROLE_MAIN), distinct=True),
+        n_annotations=Count("annotations", filter=Q(annotations__source=ROLE_MAIN), distinct=True),
+        n_participants=Count("participations", distinct=True),
+    )
+
+
+def study_get(*, slug: str) -> Study:
+    return get_object_or_404(Study.objects.select_related("guideline_version", "first_round"), slug=slug)
+
+
+def study_rounds(study: Study) -> list[Study]:
+    root = study.round_root
+    return list(Study.objects.filter(Q(pk=root.pk) | Q(first_round=root)).select_related("guideline_version").order_by("round", "pk"))
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def study_progress_get(study: Study) -> dict[str, Any]:
+    """Items complete / in progress / open, live annotators, median active time, implied pay,
+    attention-check and qualification pass rates."""
+    now = timezone.now()
+    k = study.annotators_per_item
+    items = StudyItem.objects.filter(study=study, role=ROLE_MAIN).annotate(
+        filled=Count("assignments", filter=Q(assignments__status=AssignmentStatus.SUBMITTED, assignments__surplus=False)),
+        live=Count("assignments", filter=Q(assignments__status=AssignmentStatus.RESERVED, assignments__lease_expires_at__gt=now)),
+    ).values_list("filled", "live")
+    complete = in_progress = open_ = 0
+    for filled, live in items:
+        if filled >= k:
+            complete += 1
+        elif filled or live:
+            in_progress += 1
+        else:
+            open_ += 1
+    main = Annotation.objects.filter(study=study, source=ROLE_MAIN)
+    active_times = list(main.filter(excluded=False).values_list("active_seconds", flat=True))
+    wall_times = list(main.filter(excluded=False).values_list("wall_seconds", flat=True))
+    median_active = _median(active_times)
+    hourly = None
+    if study.payment_per_item is not None and median_active:
+        hourly = float(study.payment_per_item) * 3600.0 / median_active
+    attention = Annotation.objects.filter(study=study, source=ROLE_ATTENTION, correct__isnull=False)
+    n_attention = attention.count()
+    qualifications = Qualification.objects.filter(study=study)
+    n_qual = qualifications.count()
+    live_since = now - timedelta(seconds=C.LIVE_WINDOW_SECONDS)
+    states = Counter(Participation.objects.filter(study=study).values_list("state", flat=True))
+    return {
+        "k": k,
+        "items_total": complete + in_progress + open_,
+        "items_complete": complete,
+        "items_in_progress": in_progress,
+        "items_open": open_,
+        "annotations_main": main.count(),
+        "annotations_excluded": main.filter(excluded=True).count(),
+        "annotations_surplus": main.filter(surplus=True).count(),
+        "live_reservations": Assignment.objects.filter(study=study, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now).count(),
+        "live_annotators": Participation.objects.filter(study=study)
+        .filter(Q(last_seen_at__gte=live_since) | Q(assignments__last_activity_at__gte=live_since))
+        .exclude(state__in=FINISHED_STATES).distinct().count(),
+        "participants": sum(states.values()),
+        "states": dict(states),
+        "median_active_seconds": median_active,
+        "median_wall_seconds": _median(wall_times),
+        "hourly_pay": hourly,
+        "paper_hourly_rate": C.PAPER_HOURLY_RATE_USD,
+        "attention_total": n_attention,
+        "attention_pass_rate": (attention.filter(correct=True).count() / n_attention) if n_attention else None,
+        "qualification_total": n_qual,
+        "qualification_pass_rate": (qualifications.filter(passed=True).count() / n_qual) if n_qual else None,
+    }
+
+
+def study_annotators(study: Study) -> list[dict[str, Any]]:
+    rows = []
+    participations = Participation.objects.filter(study=study).select_related("annotator").annotate(
+        n_main=Count("annotations", filter=Q(annotations__source=ROLE_MAIN)),
+        n_reserved=Count("assignments", filter=Q(assignments__status=AssignmentStatus.RESERVED)),
+    ).order_by("started_at")
+    active = defaultdict(list)
+    for pid, seconds in Annotation.objects.filter(study=study, source=ROLE_MAIN).values_list("participation_id", "active_seconds"):
+        active[pid].append(seconds)
+    for p in participations:
+        rows.append({
+            "participation": p,
+            "pid": p.annotator.pid,
+            "n_main": p.n_main,
+            "n_reserved": p.n_reserved,
+            "median_active_seconds": _median(active[p.pk]),
+        })
+    return rows
+
+
+def study_items_with_annotations(study: Study) -> list[dict[str, Any]]:
+    annotations = defaultdict(list)
+    for a in Annotation.objects.filter(study=study).select_related("annotator").order_by("submitted_at"):
+        annotations[a.item_id].append(a)
+    return [
+        {"item": item, "annotations": annotations[item.pk]}
+        for item in StudyItem.objects.filter(study=study).order_by("role", "position")
+    ]
+
+
+def study_round_summaries(study: Study) -> list[dict[str, Any]]:
+    """One row per pilot round: annotations, exclusions and Krippendorff's alpha over the
+    binary label (How2Everything §4.3 reports 0.273 for its pilots and 0.593 at the end)."""
+    summaries = []
+    for round_study in study_rounds(study):
+        rows = [r for r in annotation_export_rows(round_study) if r["source"] == ROLE_MAIN]
+        summaries.append({
+            "study": round_study,
+            "n_annotations": len(rows),
+            "n_excluded": sum(1 for r in rows if r["excluded"]),
+            "alpha": _binary_alpha(rows),
+        })
+    return summaries
+
+
+def _binary_alpha(rows: list[dict[str, Any]]) -> float | None:
+    try:
+        from annotate.agreement import AnnotationRow, krippendorff_alpha
+    except ImportError:  # the agreement module is optional for this page
+        return None
+    kept = [
+        AnnotationRow(item_id=r["item_id"], annotator=r["annotator"], has_failure=r["has_failure"], failures=r["failures"])
+        for r in rows if not r["excluded"]
+    ]
+    if len({r.item_id for r in kept}) < 2:
+        return None
+    return krippendorff_alpha(kept, "binary")
+
+
+EXPORT_FIELDS = (
+    "item_id", "annotator", "has_failure", "failures", "comments", "study", "round", "guideline_version",
+    "submitted_at", "wall_seconds", "active_seconds", "excluded", "exclusion_reason",
+    # provenance
+    "source", "surplus", "late", "correct", "expected_has_failure", "kind", "topic", "l1_hash", "l2_hash",
+    "interface_version", "first_served_at", "goal_acknowledged_at", "steps_opened", "click_log",
+    "prolific_study_id", "prolific_session_id", "item_source",
+)
+
+
+def annotation_export_rows(study: Study) -> Iterator[dict[str, Any]]:
+    """One dict per annotation in the export shape (the agreement report's input), oldest first."""
+    qs = (
+        Annotation.objects.filter(study=study)
+        .select_related("item", "annotator", "participation", "study")
+        .order_by("submitted_at", "pk")
+    )
+    for a in qs.iterator(chunk_size=1000):
+        yield {
+            "item_id": a.item.item_id,
+            "annotator": a.annotator.pid,
+            "has_failure": a.has_failure,
+            "failures": [
+                {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]} for f in a.failures
+            ],
+            "comments": a.comments,
+            "study": study.slug,
+            "round": study.round,
+            "guideline_version": a.guideline_version,
+            "submitted_at": a.submitted_at.isoformat(),
+            "wall_seconds": a.wall_seconds,
+            "active_seconds": a.active_seconds,
+            "excluded": a.excluded,
+            "exclusion_reason": a.exclusion_reason,
+            "source": a.source,
+            "surplus": a.surplus,
+            "late": a.late,
+            "correct": a.correct,
+            "expected_has_failure": a.item.expected_has_failure,
+            "kind": study.kind,
+            "topic": a.item.topic,
+            "l1_hash": a.l1_hash,
+            "l2_hash": a.l2_hash,
+            "interface_version": a.interface_version,
+            "first_served_at": a.first_served_at.isoformat(),
+            "goal_acknowledged_at": a.goal_acknowledged_at.isoformat() if a.goal_acknowledged_at else None,
+            "steps_opened": a.steps_opened,
+            "click_log": a.click_log,
+            "prolific_study_id": a.participation.prolific_study_id,
+            "prolific_session_id": a.participation.prolific_session_id,
+            "item_source": a.item.source,
+        }
+
+
+def participation_for_session(*, slug: str, participation_id: Any) -> Participation | None:
+    """The participation kept in an annotator's session, if it belongs to this study."""
+    if not isinstance(participation_id, int):
+        return None
+    return Participation.objects.select_related("study__guideline_version", "annotator").filter(
+        pk=participation_id, study__slug=slug
+    ).first()

@@ -1,0 +1,917 @@
+"""Writes of the annotation app: studies, the annotator's path, reservations, drafts, submits.
+
+Rules the server enforces (How2Everything App. C.1 and the annotation issue):
+
+* a submit is refused, with nothing stored, unless the goal was acknowledged, every step of
+  both lists was opened (recorded by the server as it happened), the study's minimum seconds
+  have passed since the item was first served, and the kind's answer rules hold;
+* a submit is idempotent (one annotation per assignment), a draft never overwrites it;
+* an item is live for at most k annotators at once (reservations are atomic: the item row
+  is locked while its live slots are counted); a lease expires and the slot returns to the
+  pool; a late submit is stored and marked surplus when the item was already filled.
+
+Lock order everywhere: participation, then item, then assignment."""
+from __future__ import annotations
+
+import math
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Q, QuerySet
+from django.utils import timezone
+from django.utils.text import slugify
+
+from annotate import constants as C
+from annotate.kinds import codebook_get, kind_get
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError, ItemSpec
+from annotate.models import (
+    Annotation,
+    Annotator,
+    Assignment,
+    AssignmentStatus,
+    GuidelineVersion,
+    Participation,
+    ParticipationState,
+    Qualification,
+    Study,
+    StudyItem,
+)
+
+PID_RE = re.compile(C.PID_PATTERN)
+
+# Event types the annotation page reports; anything else is refused.
+EVENT_GOAL_ACK = "goal_ack"
+EVENT_GOAL_UNACK = "goal_unack"
+EVENT_STEP_OPEN = "step_open"
+LOGGED_EVENTS = {
+    "choice", "add_failure", "remove_failure", "link_step", "unlink_step", "shortcut",
+    "visible", "hidden", "submit_attempt", "help_open", "reload",
+}
+EVENT_TYPES = {EVENT_GOAL_ACK, EVENT_GOAL_UNACK, EVENT_STEP_OPEN} | LOGGED_EVENTS
+
+
+class AnnotateError(Exception):
+    """An error with a message meant for the person who caused it."""
+
+    status = 400
+
+    def __init__(self, message: str, errors: list[FieldError] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.errors = errors or []
+
+
+class StudyInvalid(AnnotateError):
+    pass
+
+
+class EntryRefused(AnnotateError):
+    pass
+
+
+class NotYours(AnnotateError):
+    """The assignment does not exist or belongs to someone else (answered as 404)."""
+
+    status = 404
+
+
+class SubmissionRejected(AnnotateError):
+    status = 400
+
+
+class DraftRejected(AnnotateError):
+    status = 409
+
+
+class StepRefused(AnnotateError):
+    status = 409
+
+
+def _now() -> datetime:
+    return timezone.now()
+
+
+def _code() -> str:
+    return secrets.token_hex(4).upper()
+
+
+# --------------------------------------------------------------------------- studies
+
+
+def guideline_version_ensure(*, kind: str, instructions: str) -> GuidelineVersion:
+    """The version for this exact text and codebook, created on first use (``<kind>-v<n>``)."""
+    codebook = codebook_get(kind) or {}
+    codebook_version = str(codebook.get("version", ""))
+    instructions = instructions.strip().replace("\r\n", "\n")
+    if not instructions:
+        raise StudyInvalid("The instructions must not be empty.")
+    content_hash = GuidelineVersion.hash_of(kind, instructions, codebook_version)
+    existing = GuidelineVersion.objects.filter(content_hash=content_hash).first()
+    if existing is not None:
+        return existing
+    n = GuidelineVersion.objects.filter(kind=kind).count() + 1
+    while GuidelineVersion.objects.filter(label=f"{kind}-v{n}").exists():
+        n += 1
+    try:
+        with transaction.atomic():
+            return GuidelineVersion.objects.create(
+                kind=kind, label=f"{kind}-v{n}", instructions=instructions,
+                codebook_version=codebook_version, content_hash=content_hash,
+            )
+    except IntegrityError:  # created concurrently
+        return GuidelineVersion.objects.get(content_hash=content_hash)
+
+
+def _unique_slug(base: str) -> str:
+    base = (slugify(base) or "study")[:90]
+    slug, n = base, 2
+    while Study.objects.filter(slug=slug).exists():
+        slug, n = f"{base}-{n}", n + 1
+    return slug
+
+
+def _items_create(study: Study, items: list[ItemSpec]) -> None:
+    positions = {role: 0 for role in (ROLE_MAIN, ROLE_ATTENTION, ROLE_QUALIFICATION)}
+    rows = []
+    for spec in items:
+        positions[spec.role] += 1
+        row = StudyItem(
+            study=study, item_id=spec.item_id, role=spec.role, position=positions[spec.role],
+            topic=spec.topic, goal=spec.goal, reference_steps=spec.reference_steps,
+            candidate_steps=spec.candidate_steps, expected_has_failure=spec.expected_has_failure,
+            explanation=spec.explanation, source=spec.source,
+        )
+        row.save()  # save() computes the L1/L2 hashes
+        rows.append(row)
+
+
+@dataclass
+class StudySettings:
+    annotators_per_item: int = C.ANNOTATORS_PER_ITEM_DEFAULT
+    min_seconds: int = C.MIN_SECONDS_DEFAULT
+    lease_minutes: int = C.LEASE_MINUTES_DEFAULT
+    training_enabled: bool = True
+    qualification_enabled: bool = True
+    qualification_pass: int | None = None
+    attention_check_rate: float = C.ATTENTION_CHECK_RATE_DEFAULT
+    attention_max_failures: int = C.ATTENTION_MAX_FAILURES_DEFAULT
+    max_items_per_annotator: int | None = None
+    completion_code: str | None = None
+    screened_out_code: str | None = None
+    payment_per_item: Decimal | None = None
+
+
+def _check_settings(s: StudySettings, items: list[ItemSpec]) -> list[str]:
+    problems = []
+    if not 1 <= s.annotators_per_item <= 100:
+        problems.append("annotators per item must be between 1 and 100")
+    if s.min_seconds < 0:
+        problems.append("the minimum seconds must be 0 or more")
+    if s.lease_minutes < 1:
+        problems.append("the lease must be at least 1 minute")
+    if not 0 <= s.attention_check_rate < 1:
+        problems.append("the attention-check rate must be at least 0 and below 1")
+    if s.max_items_per_annotator is not None and s.max_items_per_annotator < 1:
+        problems.append("the maximum items per annotator must be at least 1")
+    for name in ("completion_code", "screened_out_code"):
+        code = getattr(s, name)
+        if code is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", code):
+            problems.append(f"the {name.replace('_', ' ')} must be 1-64 letters, digits, '_' or '-'")
+    if s.completion_code and s.completion_code == s.screened_out_code:
+        problems.append("the completion code and the screened-out code must differ")
+    n_main = sum(1 for i in items if i.role == ROLE_MAIN)
+    n_qual = sum(1 for i in items if i.role == ROLE_QUALIFICATION)
+    if n_main == 0:
+        problems.append("the study has no main-pool items (items without attention_check or qualification)")
+    if s.qualification_enabled and n_qual == 0:
+        problems.append("qualification is on but no item has a \"qualification\" answer; add gold items or turn qualification off")
+    if s.qualification_enabled and s.qualification_pass is not None and not 1 <= s.qualification_pass <= n_qual:
+        problems.append(f"the qualification pass mark must be between 1 and {n_qual} (the number of gold items)")
+    return problems
+
+
+@transaction.atomic
+def study_create(
+    *,
+    name: str,
+    items: list[ItemSpec],
+    kind: str = "critical_failure",
+    slug: str | None = None,
+    instructions: str | None = None,
+    settings: StudySettings | None = None,
+    created_by: Any = None,
+) -> Study:
+    """A study with its items, in one transaction: a problem leaves nothing behind."""
+    kind_def = kind_get(kind)
+    settings = settings or StudySettings()
+    name = (name or "").strip()
+    problems = [] if name else ["the study needs a name"]
+    problems += _check_settings(settings, items)
+    if len({i.item_id for i in items}) != len(items):
+        problems.append("two items have the same item_id")
+    if slug is not None and (not re.fullmatch(r"[a-z0-9-]{1,100}", slug) or Study.objects.filter(slug=slug).exists()):
+        problems.append(f"the slug {slug!r} is taken or not made of lowercase letters, digits and '-'")
+    if problems:
+        raise StudyInvalid("The study was not created: " + "; ".join(problems) + ".")
+    n_qual = sum(1 for i in items if i.role == ROLE_QUALIFICATION)
+    qualification_pass = settings.qualification_pass
+    if qualification_pass is None:
+        qualification_pass = max(1, math.ceil(C.QUALIFICATION_PASS_FRACTION * n_qual)) if n_qual else 0
+    completion = settings.completion_code or _code()
+    screened = settings.screened_out_code or _code()
+    while screened == completion:
+        screened = _code()
+    study = Study.objects.create(
+        kind=kind, slug=slug or _unique_slug(name), name=name,
+        guideline_version=guideline_version_ensure(kind=kind, instructions=instructions or kind_def.default_instructions),
+        annotators_per_item=settings.annotators_per_item, min_seconds=settings.min_seconds,
+        lease_minutes=settings.lease_minutes, training_enabled=settings.training_enabled,
+        qualification_enabled=settings.qualification_enabled, qualification_pass=qualification_pass,
+        attention_check_rate=settings.attention_check_rate, attention_max_failures=settings.attention_max_failures,
+        max_items_per_annotator=settings.max_items_per_annotator, completion_code=completion,
+        screened_out_code=screened, payment_per_item=settings.payment_per_item, created_by=created_by,
+    )
+    _items_create(study, items)
+    return study
+
+
+def _item_specs(study: Study) -> list[ItemSpec]:
+    return [
+        ItemSpec(
+            item_id=i.item_id, topic=i.topic, goal=i.goal, reference_steps=list(i.reference_steps),
+            candidate_steps=list(i.candidate_steps), role=i.role, expected_has_failure=i.expected_has_failure,
+            explanation=i.explanation, source=dict(i.source),
+        )
+        for i in study.items.order_by("role", "position")
+    ]
+
+
+@transaction.atomic
+def study_round_create(*, study: Study, instructions: str, created_by: Any = None) -> Study:
+    """A pilot round: the same items and settings under new guidelines (a new version, so
+    annotators qualify again). Rounds share the first round and are numbered 1, 2, ..."""
+    root = study.round_root
+    last = Study.objects.filter(Q(pk=root.pk) | Q(first_round=root)).aggregate(m=Max("round"))["m"] or 1
+    settings = StudySettings(
+        annotators_per_item=study.annotators_per_item, min_seconds=study.min_seconds,
+        lease_minutes=study.lease_minutes, training_enabled=study.training_enabled,
+        qualification_enabled=study.qualification_enabled, qualification_pass=study.qualification_pass or None,
+        attention_check_rate=study.attention_check_rate, attention_max_failures=study.attention_max_failures,
+        max_items_per_annotator=study.max_items_per_annotator, payment_per_item=study.payment_per_item,
+    )
+    new = study_create(
+        name=f"{root.name} (round {last + 1})", items=_item_specs(study), kind=study.kind,
+        slug=_unique_slug(f"{root.slug}-r{last + 1}"), instructions=instructions, settings=settings,
+        created_by=created_by,
+    )
+    new.round = last + 1
+    new.first_round = root
+    new.save(update_fields=["round", "first_round"])
+    return new
+
+
+@transaction.atomic
+def study_update(
+    *, study: Study, is_open: bool | None = None, payment_per_item: Decimal | None = None,
+    clear_payment: bool = False, instructions: str | None = None,
+) -> Study:
+    """Open/close, set the payment, or edit the guidelines (a new version; only before anyone
+    has started, since annotators already trained on the old text: use a new round instead)."""
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    fields = []
+    if is_open is not None:
+        study.is_open = is_open
+        fields.append("is_open")
+    if clear_payment or payment_per_item is not None:
+        if payment_per_item is not None and payment_per_item < 0:
+            raise StudyInvalid("The payment must not be negative.")
+        study.payment_per_item = None if clear_payment else payment_per_item
+        fields.append("payment_per_item")
+    if instructions is not None:
+        version = guideline_version_ensure(kind=study.kind, instructions=instructions)
+        if version.pk != study.guideline_version_id:
+            if study.participations.exists():
+                raise StudyInvalid(
+                    "Annotators have already started on these guidelines. Start a new round to change them."
+                )
+            study.guideline_version = version
+            fields.append("guideline_version")
+    if fields:
+        study.save(update_fields=fields)
+    return study
+
+
+# --------------------------------------------------------------------------- the annotator's path
+
+
+def _pid_check(pid: str | None) -> str:
+    pid = (pid or "").strip()
+    if not pid:
+        raise EntryRefused(
+            "This link is missing your Prolific ID (PROLIFIC_PID). Please open the study from Prolific "
+            "again, or ask the researcher for the correct link."
+        )
+    if not PID_RE.fullmatch(pid):
+        raise EntryRefused(
+            "The Prolific ID in this link does not look right (it should be letters and digits only). "
+            "Please open the study from Prolific again."
+        )
+    return pid
+
+
+def _short(value: str | None) -> str:
+    return (value or "").strip()[:100]
+
+
+def participation_enter(
+    *, study: Study, pid: str | None, prolific_study_id: str | None = None, session_id: str | None = None
+) -> Participation:
+    """Entry with Prolific's URL parameters: the PID identifies the annotator across studies;
+    returning with the same PID resumes where they were."""
+    pid = _pid_check(pid)
+    now = _now()
+    known = Participation.objects.filter(study=study, annotator__pid=pid).exists()
+    if not known and not study.is_open:
+        raise EntryRefused("This study is not accepting new participants. Please return it on Prolific.")
+    try:
+        with transaction.atomic():
+            annotator, _ = Annotator.objects.get_or_create(pid=pid)
+            participation, _ = Participation.objects.get_or_create(study=study, annotator=annotator)
+    except IntegrityError:  # a concurrent first entry with the same PID
+        annotator = Annotator.objects.get(pid=pid)
+        participation = Participation.objects.get(study=study, annotator=annotator)
+    with transaction.atomic():
+        p = Participation.objects.select_for_update().get(pk=participation.pk)
+        session = {"study_id": _short(prolific_study_id), "session_id": _short(session_id)}
+        if any(session.values()):
+            if session not in p.sessions_seen:
+                p.sessions_seen = [*p.sessions_seen, {**session, "first_seen": now.isoformat()}][-50:]
+            p.prolific_study_id = session["study_id"] or p.prolific_study_id
+            p.prolific_session_id = session["session_id"] or p.prolific_session_id
+        p.last_seen_at = now
+        p.save(update_fields=["sessions_seen", "prolific_study_id", "prolific_session_id", "last_seen_at"])
+        return p
+
+
+def _finish(p: Participation, state: str, reason: str = "") -> None:
+    p.state = state
+    p.state_reason = reason[:200]
+    p.finished_at = p.finished_at or _now()
+
+
+def _qualification_record(p: Participation) -> Qualification | None:
+    return Qualification.objects.filter(annotator_id=p.annotator_id, guideline_version_id=p.study.guideline_version_id).first()
+
+
+def _state_after_consent(p: Participation) -> None:
+    study = p.study
+    record = _qualification_record(p) if study.qualification_enabled else None
+    if record is not None and not record.passed:
+        _finish(p, ParticipationState.SCREENED_OUT, f"did not pass the qualification of {study.guideline_version.label} earlier")
+    elif record is not None and record.passed:
+        p.state = ParticipationState.ANNOTATING  # trained and qualified on these guidelines already
+    elif study.training_enabled and p.training_completed_at is None:
+        p.state = ParticipationState.TRAINING
+    else:
+        _state_after_training(p)
+
+
+def _state_after_training(p: Participation) -> None:
+    study = p.study
+    if not study.qualification_enabled:
+        p.state = ParticipationState.ANNOTATING
+        return
+    record = _qualification_record(p)
+    if record is None:
+        p.state = ParticipationState.QUALIFICATION
+    elif record.passed:
+        p.state = ParticipationState.ANNOTATING
+    else:
+        _finish(p, ParticipationState.SCREENED_OUT, "did not pass the qualification")
+
+
+def _lock(p: Participation | int) -> Participation:
+    pk = p if isinstance(p, int) else p.pk
+    # of=("self",): lock the participation row only, never the shared study row it joins.
+    return Participation.objects.select_for_update(of=("self",)).select_related("study__guideline_version").get(pk=pk)
+
+
+@transaction.atomic
+def participation_consent(*, participation: Participation) -> Participation:
+    p = _lock(participation)
+    if p.state == ParticipationState.CONSENT:
+        p.consented_at = _now()
+        _state_after_consent(p)
+        p.save()
+    return p
+
+
+def training_examples(study: Study) -> list[dict[str, Any]]:
+    codebook = codebook_get(study.kind) or {}
+    return list(codebook.get("examples", []))
+
+
+def training_position(p: Participation) -> int:
+    """Index of the first example not answered yet (== len(examples) when all are answered)."""
+    examples = training_examples(p.study)
+    for index, example in enumerate(examples):
+        if "answer" not in p.training_progress.get(example["id"], {}):
+            return index
+    return len(examples)
+
+
+@transaction.atomic
+def training_open(*, participation: Participation, index: int) -> Participation:
+    """Record that the annotator opened example ``index`` (only the next unanswered one opens)."""
+    p = _lock(participation)
+    if p.state != ParticipationState.TRAINING:
+        raise StepRefused("Training is not open for you at this point.")
+    examples = training_examples(p.study)
+    if not 0 <= index < len(examples) or index > training_position(p):
+        raise StepRefused("Finish the earlier examples first.")
+    example_id = examples[index]["id"]
+    progress = dict(p.training_progress)
+    entry = dict(progress.get(example_id, {}))
+    if "opened_at" not in entry:
+        entry["opened_at"] = _now().isoformat()
+        progress[example_id] = entry
+        p.training_progress = progress
+        p.save(update_fields=["training_progress"])
+    return p
+
+
+@dataclass
+class TrainingResult:
+    correct: bool
+    explanation: str
+    finished: bool
+
+
+@transaction.atomic
+def training_answer(*, participation: Participation, index: int, answer: bool) -> TrainingResult:
+    """The check question of an example: the first answer counts; every answer shows the
+    explanation. After the last example the annotator moves on to the qualification test."""
+    p = _lock(participation)
+    examples = training_examples(p.study)
+    if p.state != ParticipationState.TRAINING or not 0 <= index < len(examples):
+        raise StepRefused("Training is not open for you at this point.")
+    example = examples[index]
+    entry = dict(p.training_progress.get(example["id"], {}))
+    if "opened_at" not in entry:
+        raise StepRefused("Open the example and read it before answering.")
+    if index > training_position(p):
+        raise StepRefused("Finish the earlier examples first.")
+    correct = bool(answer) == bool(example["is_critical"])
+    if "answer" not in entry:
+        entry.update(answer=bool(answer), correct=correct, answered_at=_now().isoformat())
+        p.training_progress = {**p.training_progress, example["id"]: entry}
+    finished = training_position(p) >= len(examples)
+    if finished and p.training_completed_at is None:
+        p.training_completed_at = _now()
+        _state_after_training(p)
+    p.save()
+    return TrainingResult(correct=correct, explanation=example["explanation"], finished=finished)
+
+
+# --------------------------------------------------------------------------- reservations
+
+
+def _live_slots(item_id: int, now: datetime, exclude_pk: int | None = None) -> int:
+    """Slots of an item that count toward k: submitted (not surplus) and unexpired reservations."""
+    qs = Assignment.objects.filter(item_id=item_id).filter(
+        Q(status=AssignmentStatus.SUBMITTED, surplus=False)
+        | Q(status=AssignmentStatus.RESERVED, lease_expires_at__gt=now)
+    )
+    if exclude_pk is not None:
+        qs = qs.exclude(pk=exclude_pk)
+    return qs.count()
+
+
+def _lock_item(item_id: int, *, skip_locked: bool) -> StudyItem | None:
+    qs = StudyItem.objects.filter(pk=item_id)
+    qs = qs.select_for_update(skip_locked=True) if skip_locked else qs.select_for_update()
+    return qs.first()
+
+
+def _new_assignment(p: Participation, item: StudyItem, now: datetime) -> Assignment:
+    return Assignment.objects.create(
+        study_id=p.study_id, item=item, participation=p, annotator_id=p.annotator_id, role=item.role,
+        reserved_at=now, lease_expires_at=now + timedelta(minutes=p.study.lease_minutes), first_served_at=now,
+        last_activity_at=now,
+    )
+
+
+def _candidate_main_items(p: Participation, now: datetime, limit: int) -> list[int]:
+    """Ids of main-pool items this annotator has never had, with fewer than k live slots,
+    in study order (so items fill up one after another)."""
+    from django.db.models import Count
+
+    seen = Assignment.objects.filter(participation=p).values("item_id")
+    live = Count(
+        "assignments",
+        filter=Q(assignments__status=AssignmentStatus.SUBMITTED, assignments__surplus=False)
+        | Q(assignments__status=AssignmentStatus.RESERVED, assignments__lease_expires_at__gt=now),
+    )
+    qs = (
+        StudyItem.objects.filter(study_id=p.study_id, role=ROLE_MAIN)
+        .exclude(pk__in=seen)
+        .annotate(live=live)
+        .filter(live__lt=p.study.annotators_per_item)
+        .order_by("position", "pk")
+        .values_list("pk", flat=True)
+    )
+    return list(qs[:limit])
+
+
+class _ItemFull(Exception):
+    """Raised inside a savepoint to roll it back, which releases the item's row lock."""
+
+
+_SKIPPED = object()
+
+
+def _try_reserve(p: Participation, item_id: int, now: datetime, *, skip_locked: bool) -> Any:
+    """Lock one item, count its live slots, and reserve it if one is free. Runs in a savepoint:
+    when the item is full the savepoint is rolled back, which releases its row lock at once, so
+    a reserver never holds one item while waiting for another (no deadlocks between reservers)."""
+    try:
+        with transaction.atomic():
+            item = _lock_item(item_id, skip_locked=skip_locked)
+            if item is None:
+                return _SKIPPED
+            if _live_slots(item.pk, now) < p.study.annotators_per_item:
+                return _new_assignment(p, item, now)
+            raise _ItemFull
+    except _ItemFull:
+        return None
+
+
+def _reserve_main(p: Participation, now: datetime) -> Assignment | None:
+    """Reserve one main-pool item atomically. Each candidate item row is locked while its live
+    slots are counted, so concurrent reservers never hand out more than k; rows locked by
+    another reserver are skipped first and waited for only if nothing else is free."""
+    for _attempt in range(20):
+        candidates = _candidate_main_items(p, now, limit=8)
+        if not candidates:
+            return None
+        skipped = []
+        for item_id in candidates:
+            result = _try_reserve(p, item_id, now, skip_locked=True)
+            if result is _SKIPPED:
+                skipped.append(item_id)
+            elif result is not None:
+                return result
+        for item_id in skipped:
+            result = _try_reserve(p, item_id, now, skip_locked=False)
+            if result is not None:
+                return result
+    return None
+
+
+def _reserve_free(p: Participation, role: str, now: datetime) -> Assignment | None:
+    """Attention-check and qualification items have no k limit: the next one this annotator
+    has not had, in study order."""
+    seen = Assignment.objects.filter(participation=p).values("item_id")
+    item = (
+        StudyItem.objects.filter(study_id=p.study_id, role=role).exclude(pk__in=seen).order_by("position", "pk").first()
+    )
+    return _new_assignment(p, item, now) if item is not None else None
+
+
+def _attention_due(p: Participation) -> bool:
+    rate = p.study.attention_check_rate
+    if rate <= 0:
+        return False
+    seen_main = Assignment.objects.filter(participation=p, role=ROLE_MAIN).count()
+    seen_attention = Assignment.objects.filter(participation=p, role=ROLE_ATTENTION).count()
+    return seen_attention < math.floor((seen_main + seen_attention + 1) * rate + 1e-9)
+
+
+def _renew_or_expire(a: Assignment, p: Participation, now: datetime) -> bool:
+    """An annotator is back on an item whose lease ran out: keep it if a slot is still free."""
+    if a.role != ROLE_MAIN:
+        a.lease_expires_at = now + timedelta(minutes=p.study.lease_minutes)
+        a.save(update_fields=["lease_expires_at"])
+        return True
+    try:
+        with transaction.atomic():  # a savepoint: rolling it back releases the item lock
+            _lock_item(a.item_id, skip_locked=False)
+            if _live_slots(a.item_id, now, exclude_pk=a.pk) >= p.study.annotators_per_item:
+                raise _ItemFull
+            a.lease_expires_at = now + timedelta(minutes=p.study.lease_minutes)
+            a.save(update_fields=["lease_expires_at"])
+            return True
+    except _ItemFull:
+        pass
+    a.status = AssignmentStatus.EXPIRED  # the draft stays stored; a late submit is still accepted
+    a.save(update_fields=["status"])
+    return False
+
+
+def _grade_qualification(p: Participation) -> None:
+    """After the last gold item: pass or screen out, remembered per guideline version."""
+    study = p.study
+    n_total = StudyItem.objects.filter(study=study, role=ROLE_QUALIFICATION).count()
+    answers = Annotation.objects.filter(participation=p, source=ROLE_QUALIFICATION)
+    if answers.count() < n_total:
+        return
+    n_correct = answers.filter(correct=True).count()
+    passed = n_correct >= study.qualification_pass
+    Qualification.objects.get_or_create(
+        annotator_id=p.annotator_id, guideline_version_id=study.guideline_version_id,
+        defaults={"study": study, "passed": passed, "n_correct": n_correct, "n_total": n_total},
+    )
+    if passed:
+        p.state = ParticipationState.ANNOTATING
+    else:
+        _finish(p, ParticipationState.SCREENED_OUT, f"qualification: {n_correct} of {n_total} correct, {study.qualification_pass} needed")
+
+
+def _current(p: Participation, roles: tuple[str, ...]) -> Assignment | None:
+    return (
+        Assignment.objects.filter(participation=p, status=AssignmentStatus.RESERVED, role__in=roles)
+        .select_related("item").order_by("reserved_at", "pk").first()
+    )
+
+
+@transaction.atomic
+def assignment_next(*, participation: Participation) -> Assignment | None:
+    """The item this annotator should see now: their current reservation (renewed if its lease
+    ran out and a slot is still free), else a newly reserved one (qualification items first,
+    then main items with attention checks mixed in). None when there is nothing left, in which
+    case the participation is completed (or screened out after a failed qualification)."""
+    p = _lock(participation)
+    now = _now()
+    p.last_seen_at = now
+    result = None
+    if p.state == ParticipationState.QUALIFICATION:
+        result = _current(p, (ROLE_QUALIFICATION,)) or _reserve_free(p, ROLE_QUALIFICATION, now)
+        if result is None:
+            _grade_qualification(p)
+            if p.state == ParticipationState.QUALIFICATION:  # gold items missing: nothing to grade
+                _finish(p, ParticipationState.SCREENED_OUT, "no qualification items")
+    if result is None and p.state == ParticipationState.ANNOTATING:
+        current = _current(p, (ROLE_MAIN, ROLE_ATTENTION))
+        if current is not None and (current.lease_expires_at > now or _renew_or_expire(current, p, now)):
+            result = current
+        else:
+            done = Assignment.objects.filter(
+                participation=p, role__in=(ROLE_MAIN, ROLE_ATTENTION), status=AssignmentStatus.SUBMITTED
+            ).count()
+            limit = p.study.max_items_per_annotator
+            if limit is not None and done >= limit:
+                _finish(p, ParticipationState.COMPLETED, f"reached the study's {limit} items")
+            else:
+                if _attention_due(p):
+                    result = _reserve_free(p, ROLE_ATTENTION, now)
+                result = result or _reserve_main(p, now)
+                if result is None:
+                    _finish(p, ParticipationState.COMPLETED, "no more items to annotate")
+    p.save()
+    return result
+
+
+# --------------------------------------------------------------------------- drafts and events
+
+
+def _get_own(public_id: Any, participation: Participation | int, *, lock: bool) -> Assignment:
+    participation_id = participation if isinstance(participation, int) else participation.pk
+    qs = Assignment.objects.select_related("item", "study")
+    if lock:
+        qs = qs.select_for_update(of=("self",))
+    try:
+        return qs.get(public_id=public_id, participation_id=participation_id)
+    except (Assignment.DoesNotExist, ValueError, TypeError):
+        raise NotYours("This item is not assigned to you.") from None
+
+
+def _credit_active(a: Assignment, active_ms: Any, now: datetime) -> None:
+    """Tab-visible time reported by the page, never more than the wall time since the last save."""
+    try:
+        seconds = max(0.0, float(active_ms) / 1000.0)
+    except (TypeError, ValueError):
+        return
+    if not math.isfinite(seconds):
+        return
+    since = a.last_activity_at or a.first_served_at or now
+    cap = max(0.0, (now - since).total_seconds()) + C.ACTIVE_TIME_SLACK_SECONDS
+    a.active_seconds = round(a.active_seconds + min(seconds, cap), 3)
+
+
+def _apply_events(a: Assignment, events: Any, now: datetime) -> None:
+    if events is None:
+        return
+    if not isinstance(events, list) or len(events) > C.MAX_EVENTS_PER_SAVE:
+        raise DraftRejected(f"events must be a list of at most {C.MAX_EVENTS_PER_SAVE} objects")
+    kind = kind_get(a.study.kind)
+    step_names = set(kind.required_openings(len(a.item.reference_steps), len(a.item.candidate_steps)))
+    stamp = now.isoformat()
+    log = list(a.click_log)
+    opened = dict(a.steps_opened)
+    for event in events:
+        if not isinstance(event, dict) or event.get("type") not in EVENT_TYPES:
+            raise DraftRejected(f"unknown event {event!r}")
+        etype = event["type"]
+        target = event.get("target")
+        target = str(target)[:60] if target is not None else None
+        if etype == EVENT_STEP_OPEN:
+            if target not in step_names:
+                raise DraftRejected(f"there is no step {target!r} in this item")
+            opened.setdefault(target, stamp)
+        elif etype == EVENT_GOAL_ACK:
+            a.goal_acknowledged_at = a.goal_acknowledged_at or now
+        elif etype == EVENT_GOAL_UNACK:
+            a.goal_acknowledged_at = None
+        entry = {"t": stamp, "type": etype}
+        if target is not None:
+            entry["target"] = target
+        if isinstance(event.get("client_t"), (int, float)):
+            entry["client_t"] = event["client_t"]
+        log.append(entry)
+    a.steps_opened = opened
+    a.click_log = log[-C.MAX_CLICK_LOG:]
+
+
+@dataclass
+class SaveResult:
+    assignment: Assignment
+    draft_saved: bool
+
+
+@transaction.atomic
+def assignment_save(
+    *, participation: Participation | int, public_id: Any, draft: Any = None, seq: Any = None,
+    events: Any = None, active_ms: Any = 0,
+) -> SaveResult:
+    """Autosave: record events with server timestamps, credit visible time, and store the draft
+    when its sequence number is newer than the stored one (an older save that arrives late does
+    not undo a newer one). Refused once the item is submitted: a draft never overwrites a
+    submitted annotation. Only the assignment row is locked and written (saves are frequent;
+    the participation is not touched, its "last seen" comes from the assignment's activity)."""
+    a = _get_own(public_id, participation, lock=True)
+    if a.status == AssignmentStatus.SUBMITTED:
+        raise DraftRejected("This item was already submitted; the submitted answer is kept.")
+    now = _now()
+    _apply_events(a, events, now)
+    saved = False
+    if draft is not None:
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+            raise DraftRejected("a draft needs a positive integer seq")
+        if seq > a.draft_seq:
+            a.draft = kind_get(a.study.kind).clean_draft(draft, len(a.item.reference_steps), len(a.item.candidate_steps))
+            a.draft_seq = seq
+            a.draft_saved_at = now
+            saved = True
+    _credit_active(a, active_ms, now)
+    a.last_activity_at = now
+    a.save(update_fields=[
+        "steps_opened", "click_log", "goal_acknowledged_at", "draft", "draft_seq", "draft_saved_at",
+        "active_seconds", "last_activity_at",
+    ])
+    return SaveResult(assignment=a, draft_saved=saved)
+
+
+# --------------------------------------------------------------------------- submit
+
+
+def submission_problems(a: Assignment, now: datetime) -> list[FieldError]:
+    """The interface rules (App. C.1), checked against what the server recorded."""
+    errors = []
+    if a.goal_acknowledged_at is None:
+        errors.append(FieldError("goal", "Confirm that you have read the goal: tick the box under the goal."))
+    kind = kind_get(a.study.kind)
+    required = kind.required_openings(len(a.item.reference_steps), len(a.item.candidate_steps))
+    missing = [name for name in required if name not in a.steps_opened]
+    if missing:
+        shown = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
+        errors.append(FieldError(
+            "steps", f"Click every step of L1 and L2 to confirm you have read it; {len(missing)} not yet read: {shown}."
+        ))
+    elapsed = (now - a.first_served_at).total_seconds() if a.first_served_at else 0.0
+    if elapsed < a.study.min_seconds:
+        remaining = math.ceil(a.study.min_seconds - elapsed)
+        errors.append(FieldError(
+            "time", f"Submission opens {a.study.min_seconds} seconds after the item was first shown; "
+            f"{remaining} second{'s' if remaining != 1 else ''} to go.",
+        ))
+    return errors
+
+
+def _screen_out_for_attention(p: Participation) -> None:
+    reason = f"failed {p.attention_failures} attention checks (allowed: {p.study.attention_max_failures})"
+    _finish(p, ParticipationState.SCREENED_OUT, reason)
+    p.excluded = True
+    p.exclusion_reason = "failed_attention_checks"
+    Annotation.objects.filter(participation=p, source=ROLE_MAIN).update(excluded=True, exclusion_reason="failed_attention_checks")
+    Assignment.objects.filter(participation=p, status=AssignmentStatus.RESERVED).update(status=AssignmentStatus.RELEASED)
+
+
+@dataclass
+class SubmitResult:
+    annotation: Annotation
+    created: bool
+
+
+@transaction.atomic
+def annotation_submit(
+    *, participation: Participation, public_id: Any, answer: Any, submission_id: str = ""
+) -> SubmitResult:
+    """Store the annotation once. A repeated submit (double click, network retry) returns the
+    stored annotation unchanged. A late submit (lease expired or released) is stored too, and
+    marked surplus when the item already had its k annotations."""
+    p = _lock(participation)
+    a = _get_own(public_id, p, lock=False)
+    existing = Annotation.objects.filter(assignment=a).first()
+    if existing is not None:
+        return SubmitResult(existing, False)
+    item = _lock_item(a.item_id, skip_locked=False)
+    a = _get_own(public_id, p, lock=True)
+    existing = Annotation.objects.filter(assignment=a).first()
+    if existing is not None:
+        return SubmitResult(existing, False)
+    now = _now()
+    study = a.study
+    kind = kind_get(study.kind)
+    errors = submission_problems(a, now)
+    cleaned, answer_errors = kind.validate_submission(answer, len(item.reference_steps), len(item.candidate_steps))
+    errors += answer_errors
+    if errors or cleaned is None:
+        raise SubmissionRejected("The answer was not submitted: " + " ".join(e.message for e in errors), errors)
+    late = a.status != AssignmentStatus.RESERVED or now > a.lease_expires_at
+    surplus = False
+    if a.role == ROLE_MAIN:
+        filled = Assignment.objects.filter(item=item, status=AssignmentStatus.SUBMITTED, surplus=False).exclude(pk=a.pk).count()
+        if late:
+            filled += Assignment.objects.filter(
+                item=item, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now
+            ).exclude(pk=a.pk).count()
+        surplus = filled >= study.annotators_per_item
+    correct = None
+    if a.role in (ROLE_ATTENTION, ROLE_QUALIFICATION) and item.expected_has_failure is not None:
+        correct = kind.answer_label(cleaned) == item.expected_has_failure
+    excluded, reason = False, ""
+    if a.role == ROLE_QUALIFICATION:
+        excluded, reason = True, "qualification_item"
+    elif a.role == ROLE_ATTENTION:
+        excluded, reason = True, "attention_check_item"
+    elif p.excluded:
+        excluded, reason = True, p.exclusion_reason
+    try:
+        with transaction.atomic():
+            annotation = Annotation.objects.create(
+                assignment=a, study=study, item=item, participation=p, annotator_id=a.annotator_id,
+                source=a.role, has_failure=kind.answer_label(cleaned), failures=cleaned.get("failures", []),
+                comments=cleaned.get("comments", ""), answer=cleaned,
+                guideline_version=study.guideline_version.label, l1_hash=item.l1_hash, l2_hash=item.l2_hash,
+                interface_version=C.INTERFACE_VERSION, first_served_at=a.first_served_at, submitted_at=now,
+                wall_seconds=round((now - a.first_served_at).total_seconds(), 3),
+                active_seconds=a.active_seconds, goal_acknowledged_at=a.goal_acknowledged_at,
+                steps_opened=a.steps_opened, click_log=a.click_log, surplus=surplus, late=late,
+                correct=correct, excluded=excluded, exclusion_reason=reason, submission_id=str(submission_id)[:64],
+            )
+    except IntegrityError:  # the same assignment submitted concurrently (backstop of the lock)
+        return SubmitResult(Annotation.objects.get(assignment=a), False)
+    a.status = AssignmentStatus.SUBMITTED
+    a.submitted_at = now
+    a.surplus = surplus
+    a.save(update_fields=["status", "submitted_at", "surplus"])
+    p.last_seen_at = now
+    if a.role == ROLE_ATTENTION and correct is not None:
+        if correct:
+            p.attention_passed += 1
+        else:
+            p.attention_failures += 1
+            if p.attention_failures > study.attention_max_failures and p.state not in (
+                ParticipationState.SCREENED_OUT, ParticipationState.RETURNED
+            ):
+                _screen_out_for_attention(p)
+    if a.role == ROLE_QUALIFICATION and p.state == ParticipationState.QUALIFICATION:
+        _grade_qualification(p)
+    p.save()
+    return SubmitResult(annotation, True)
+
+
+# --------------------------------------------------------------------------- researchers
+
+
+@transaction.atomic
+def participation_release(*, participation: Participation) -> int:
+    """The participant returned the study on Prolific: their reserved slots go back to the
+    pool at once (drafts stay stored; a late submit would still be kept)."""
+    p = _lock(participation)
+    released = Assignment.objects.filter(participation=p, status=AssignmentStatus.RESERVED).update(
+        status=AssignmentStatus.RELEASED
+    )
+    if p.state not in (ParticipationState.COMPLETED, ParticipationState.SCREENED_OUT):
+        _finish(p, ParticipationState.RETURNED, "returned on Prolific; slots released by a researcher")
+    p.save()
+    return released
+
+
+def assignments_live(study: Study) -> QuerySet[Assignment]:
+    return Assignment.objects.filter(study=study, status=AssignmentStatus.RESERVED, lease_expires_at__gt=_now())

@@ -1,0 +1,274 @@
+/* The annotation page, shared by every study kind: goal acknowledgement, step openings,
+ * the progress bar, autosave (on every change and every few seconds), tab-visible time,
+ * the timer, keyboard shortcuts and Submit & Continue.
+ *
+ * The server decides everything: it records the goal acknowledgement and each step
+ * opening when they happen, refuses early or incomplete submits, and stores the draft.
+ * This script only reports what happens and shows what the server says. A copy of the
+ * draft is kept in localStorage so nothing typed is lost if the network drops. */
+"use strict";
+(function () {
+  const state = JSON.parse(document.getElementById("page-state").textContent);
+  const kind = window.AnnotateKind;
+  const $ = (id) => document.getElementById(id);
+  const storageKey = "annotate:draft:" + state.assignment;
+  const submissionId = (window.crypto && crypto.randomUUID) ? crypto.randomUUID()
+    : String(Date.now()) + "-" + Math.random().toString(16).slice(2);
+
+  let seq = state.draftSeq || 0;
+  let draftDirty = false;
+  let events = [];
+  let inflight = null;
+  let again = false;
+  let stopped = false;      // the server said this item is closed (already submitted)
+  let submitting = false;
+  let touched = false;      // something was entered on this page and not yet submitted
+  let activeMs = 0;
+  let visibleSince = document.visibilityState === "visible" ? performance.now() : null;
+  const pageStart = performance.now();
+  const opened = new Set(state.stepsOpened || []);
+  const totalSteps = state.nL1 + state.nL2;
+
+  function csrfToken() {
+    const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+
+  function status(text) { $("save-status").textContent = text; }
+
+  function log(type, target) {
+    const e = { type: type, client_t: Math.round(performance.now() - pageStart) };
+    if (target !== undefined && target !== null) e.target = String(target);
+    events.push(e);
+  }
+
+  function takeActive() {
+    if (visibleSince !== null) {
+      const now = performance.now();
+      activeMs += now - visibleSince;
+      visibleSince = now;
+    }
+    const ms = Math.round(activeMs);
+    activeMs -= ms;
+    return ms;
+  }
+
+  function backup() {
+    try { localStorage.setItem(storageKey, JSON.stringify({ seq: seq, draft: kind.getDraft() })); } catch (e) { /* private mode */ }
+  }
+
+  function readBackup() {
+    try { return JSON.parse(localStorage.getItem(storageKey) || "null"); } catch (e) { return null; }
+  }
+
+  function markTouched() {
+    touched = kind.hasContent();
+    $("unsaved").hidden = !touched;
+  }
+
+  async function post(url, body) {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+      body: JSON.stringify(body),
+    });
+    let data = null;
+    try { data = await response.json(); } catch (e) { data = { ok: false, message: "The server sent an unexpected answer (" + response.status + ")." }; }
+    return { status: response.status, data: data };
+  }
+
+  async function save() {
+    if (stopped) return;
+    if (inflight) { again = true; return inflight; }
+    const sentEvents = events;
+    events = [];
+    const body = { events: sentEvents, active_ms: takeActive() };
+    const sentSeq = seq;
+    if (draftDirty) { body.draft = kind.getDraft(); body.seq = seq; }
+    status("Saving…");
+    inflight = (async () => {
+      try {
+        const r = await post(state.saveUrl, body);
+        if (r.status === 200) {
+          if (body.draft && sentSeq === seq) draftDirty = false;
+          status("All changes saved");
+        } else if (r.status === 409 || r.status === 403 || r.status === 404) {
+          stopped = true;
+          status(r.data.message || "This item is closed.");
+        } else {
+          status(r.data.message || "Not saved.");
+        }
+      } catch (e) {
+        events = sentEvents.concat(events);
+        activeMs += body.active_ms;
+        status("Not saved yet: no connection. Your work is kept in this browser and will be saved when the connection is back.");
+      } finally {
+        inflight = null;
+      }
+    })();
+    await inflight;
+    if (again) { again = false; return save(); }
+  }
+
+  let saveTimer = null;
+  function saveSoon(ms) {
+    if (saveTimer) clearTimeout(saveTimer);
+    saveTimer = setTimeout(() => { saveTimer = null; save(); }, ms);
+  }
+
+  function onChange() {
+    seq += 1;
+    draftDirty = true;
+    backup();
+    markTouched();
+    saveSoon(700);
+  }
+
+  // ---- steps and goal
+  function renderStep(button) {
+    const read = opened.has(button.dataset.step);
+    button.classList.toggle("read", read);
+    button.setAttribute("aria-pressed", read ? "true" : "false");
+    const sr = button.querySelector(".read-state");
+    if (sr) sr.textContent = read ? "read" : "not yet read";
+  }
+
+  function renderProgress() {
+    const k = opened.size;
+    const pct = totalSteps ? Math.round((100 * k) / totalSteps) : 100;
+    $("step-progress-bar").style.width = pct + "%";
+    $("step-progress-label").textContent = k + "/" + totalSteps + " steps (" + pct + "%)";
+    $("step-progress").setAttribute("aria-valuenow", String(k));
+    $("step-progress").setAttribute("aria-valuetext", k + " of " + totalSteps + " steps read");
+  }
+
+  document.querySelectorAll("button.step").forEach((button) => {
+    renderStep(button);
+    button.addEventListener("click", () => {
+      const name = button.dataset.step;
+      if (opened.has(name)) return;
+      opened.add(name);
+      renderStep(button);
+      renderProgress();
+      log("step_open", name);
+      save();
+    });
+  });
+  renderProgress();
+
+  const goal = $("goal-ack");
+  goal.checked = !!state.goalAcknowledged;
+  goal.addEventListener("change", () => {
+    log(goal.checked ? "goal_ack" : "goal_unack");
+    save();
+  });
+
+  // ---- the kind's part of the page; a newer local copy of the draft wins over the server's
+  let draft = state.draft || {};
+  const local = readBackup();
+  if (local && typeof local.seq === "number" && local.seq > seq && local.draft) {
+    draft = local.draft;
+    seq = local.seq;
+    draftDirty = true;
+  }
+  kind.init({ draft: draft, nL1: state.nL1, nL2: state.nL2, onChange: onChange, log: log });
+  markTouched();
+  if (draftDirty) save();
+
+  // ---- visible time
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") {
+      visibleSince = performance.now();
+      log("visible");
+    } else {
+      if (visibleSince !== null) activeMs += performance.now() - visibleSince;
+      visibleSince = null;
+      log("hidden");
+      save();
+    }
+  });
+
+  setInterval(() => {
+    if (!stopped && !submitting) save();
+  }, state.autosaveSeconds * 1000);
+
+  // ---- timer
+  function fmt(seconds) {
+    const s = Math.max(0, Math.floor(seconds));
+    return Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0");
+  }
+  const submitButton = $("submit");
+  function tick() {
+    const elapsed = state.elapsedSeconds + (performance.now() - pageStart) / 1000;
+    const left = state.minSeconds - elapsed;
+    if (left > 0) {
+      $("timer-text").textContent = fmt(Math.ceil(left)) + " until submission becomes open";
+      submitButton.setAttribute("aria-disabled", "true");
+      submitButton.classList.add("not-open");
+    } else {
+      $("timer-text").textContent = "Time elapsed: " + fmt(elapsed);
+      submitButton.removeAttribute("aria-disabled");
+      submitButton.classList.remove("not-open");
+    }
+  }
+  tick();
+  setInterval(tick, 500);
+
+  // ---- submit
+  function showErrors(message, errors) {
+    const box = $("errors");
+    box.textContent = "";
+    const p = document.createElement("p");
+    p.textContent = message;
+    box.appendChild(p);
+    if (errors && errors.length) {
+      const ul = document.createElement("ul");
+      errors.forEach((e) => { const li = document.createElement("li"); li.textContent = e.message; ul.appendChild(li); });
+      box.appendChild(ul);
+    }
+    box.hidden = false;
+    document.querySelectorAll("button.step").forEach((b) => b.classList.toggle("missing", (errors || []).some((e) => e.field === "steps") && !opened.has(b.dataset.step)));
+    $("goal-ack").closest(".goal-box").classList.toggle("missing", (errors || []).some((e) => e.field === "goal"));
+    kind.showErrors(errors || []);
+    box.focus();
+  }
+
+  async function submit(event) {
+    if (event) event.preventDefault();
+    if (submitting) return;
+    submitting = true;
+    submitButton.disabled = true;
+    log("submit_attempt");
+    try {
+      await save();
+      const r = await post(state.submitUrl, { answer: kind.getAnswer(), submission_id: submissionId });
+      if (r.status === 200 && r.data.ok) {
+        try { localStorage.removeItem(storageKey); } catch (e) { /* ignore */ }
+        stopped = true;
+        status("Submitted");
+        window.location.assign(r.data.next);
+        return;
+      }
+      showErrors(r.data.message || "The answer was not submitted.", r.data.errors);
+    } catch (e) {
+      showErrors("Could not reach the server. Your answer is kept in this browser; press Submit & Continue again in a moment.", []);
+    }
+    submitting = false;
+    submitButton.disabled = false;
+  }
+  $("annotation").addEventListener("submit", submit);
+
+  // ---- keyboard shortcuts
+  document.addEventListener("keydown", (e) => {
+    if ((e.ctrlKey || e.metaKey) && e.key === "Enter") { submit(e); return; }
+    const t = e.target;
+    const typing = t && (t.tagName === "TEXTAREA" || (t.tagName === "INPUT" && t.type === "text"));
+    if (typing || e.ctrlKey || e.metaKey || e.altKey) return;
+    const action = kind.shortcuts[e.key.toLowerCase()];
+    if (action) { e.preventDefault(); action(); }
+  });
+
+  // Leaving the page: keep the newest draft in this browser (the next visit sends it).
+  window.addEventListener("pagehide", () => { if (!stopped && draftDirty) backup(); });
+})();

@@ -1,0 +1,175 @@
+"""Researchers' study pages: list, create (from a JSONL file and/or judged generations),
+progress, annotators, items with their annotations, pilot rounds, exports."""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from annotate.exports import annotation_csv_lines
+from annotate.forms import RoundCreateForm, StudyCreateForm, StudySettingsForm
+from annotate.item_files import ItemFileError
+from annotate.item_sources import items_from_file, items_from_judgments, judge_names
+from annotate.links import prolific_entry_url
+from annotate.models import Participation
+from annotate.selectors import (
+    annotation_export_rows,
+    study_annotators,
+    study_get,
+    study_items_with_annotations,
+    study_list,
+    study_progress_get,
+    study_round_summaries,
+)
+from annotate.services import (
+    AnnotateError,
+    StudySettings,
+    participation_release,
+    study_create,
+    study_round_create,
+    study_update,
+)
+from core.permissions import researcher_required
+
+
+def entry_url(request: HttpRequest, slug: str) -> str:
+    """The URL to paste into Prolific (Prolific fills the three placeholders)."""
+    return prolific_entry_url(request.build_absolute_uri("/"), slug)
+
+
+@researcher_required
+def study_index(request: HttpRequest) -> HttpResponse:
+    return render(request, "annotate/study_list.html", {"studies": study_list()})
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def study_new(request: HttpRequest) -> HttpResponse:
+    judges = judge_names()
+    form = StudyCreateForm(request.POST or None, request.FILES or None, judges=judges)
+    problems: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        items = []
+        try:
+            if data.get("judge"):
+                items += items_from_judgments(judge=data["judge"], n=data["n_judged"], seed=data.get("seed") or 0)
+                if not items:
+                    raise AnnotateError(f"The judge {data['judge']!r} has no judged generations with steps.")
+            upload = data.get("items_file")
+            if upload:
+                suffix = "".join(Path(upload.name).suffixes[-2:]) or ".jsonl"
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = Path(tmp) / f"upload{suffix}"
+                    with open(path, "wb") as handle:
+                        for chunk in upload.chunks():
+                            handle.write(chunk)
+                    file_items = items_from_file(path=path, kind=data["kind"])
+                for spec in file_items:
+                    spec.source["file"] = upload.name
+                taken = {i.item_id for i in items}
+                clash = [i.item_id for i in file_items if i.item_id in taken]
+                if clash:
+                    raise AnnotateError(f"{upload.name}: item_id {clash[0]!r} is also a sampled generation's id.")
+                items += file_items
+            study = study_create(
+                name=data["name"], kind=data["kind"], items=items, instructions=data.get("instructions") or None,
+                created_by=request.user,
+                settings=StudySettings(
+                    annotators_per_item=data["annotators_per_item"], min_seconds=data["min_seconds"],
+                    lease_minutes=data["lease_minutes"], training_enabled=data["training_enabled"],
+                    qualification_enabled=data["qualification_enabled"], qualification_pass=data.get("qualification_pass"),
+                    attention_check_rate=data["attention_check_rate"], attention_max_failures=data["attention_max_failures"],
+                    max_items_per_annotator=data.get("max_items_per_annotator"),
+                    completion_code=data.get("completion_code") or None,
+                    screened_out_code=data.get("screened_out_code") or None,
+                    payment_per_item=data.get("payment_per_item"),
+                ),
+            )
+        except ItemFileError as exc:
+            problems = [f"{upload.name}, {p}" for p in exc.problems] + ([f"... and {exc.more} more"] if exc.more else [])
+            problems.append("Nothing was created.")
+        except AnnotateError as exc:
+            problems = [exc.message]
+        else:
+            messages.success(request, f"Study created with {len(items)} items.")
+            return redirect("annotate:study_detail", slug=study.slug)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "annotate/study_new.html", {"form": form, "problems": problems, "judges": judges}, status=status)
+
+
+@researcher_required
+def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_get(slug=slug)
+    return render(request, "annotate/study_detail.html", {
+        "study": study,
+        "entry_url": entry_url(request, slug),
+        "progress": study_progress_get(study),
+        "annotators": study_annotators(study),
+        "items": study_items_with_annotations(study),
+        "rounds": study_round_summaries(study),
+        "settings_form": StudySettingsForm(initial={"is_open": study.is_open, "payment_per_item": study.payment_per_item}),
+        "round_form": RoundCreateForm(initial={"instructions": study.guideline_version.instructions}),
+    })
+
+
+@researcher_required
+@require_POST
+def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_get(slug=slug)
+    form = StudySettingsForm(request.POST)
+    if form.is_valid():
+        payment = form.cleaned_data.get("payment_per_item")
+        study_update(study=study, is_open=form.cleaned_data["is_open"], payment_per_item=payment,
+                     clear_payment=payment is None)
+        messages.success(request, "Settings saved.")
+    else:
+        messages.error(request, "Settings not saved: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    return redirect("annotate:study_detail", slug=slug)
+
+
+@researcher_required
+@require_POST
+def study_round_new(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_get(slug=slug)
+    form = RoundCreateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The new round needs guidelines.")
+        return redirect("annotate:study_detail", slug=slug)
+    try:
+        new = study_round_create(study=study, instructions=form.cleaned_data["instructions"], created_by=request.user)
+    except AnnotateError as exc:
+        messages.error(request, exc.message)
+        return redirect("annotate:study_detail", slug=slug)
+    messages.success(request, f"Round {new.round} created with guidelines {new.guideline_version.label}.")
+    return redirect("annotate:study_detail", slug=new.slug)
+
+
+@researcher_required
+@require_POST
+def participant_release(request: HttpRequest, slug: str, participation_id: int) -> HttpResponse:
+    study = study_get(slug=slug)
+    p = get_object_or_404(Participation.objects.select_related("annotator"), pk=participation_id, study=study)
+    released = participation_release(participation=p)
+    messages.success(request, f"Released {released} reserved slot(s) of {p.annotator.pid}; they return to the pool.")
+    return redirect("annotate:study_detail", slug=slug)
+
+
+@researcher_required
+def study_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    if fmt not in ("csv", "jsonl"):
+        raise Http404("Exports are .csv or .jsonl")
+    study = study_get(slug=slug)
+    rows = annotation_export_rows(study)
+    if fmt == "csv":
+        response = StreamingHttpResponse(annotation_csv_lines(rows), content_type="text/csv; charset=utf-8")
+    else:
+        response = StreamingHttpResponse((json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                         content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-annotations.{fmt}"'
+    return response

@@ -1,0 +1,137 @@
+"""The researchers' agreement dashboards on studies in the database: the report equals the
+report on the study's export file; judges, annotators, disagreements, downloads, the API."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from annotate.reports import disagreement_list, study_agreement_report
+from annotate.services import annotation_submit, assignment_next
+from annotate.testing import NO_FAILURE, ONE_FAILURE, annotate_next, annotator_start, read_everything, study_make
+from judging.models import Judgment
+
+pytestmark = pytest.mark.django_db
+
+
+def _labelled_study():
+    """4 items, 3 annotators each: items 1-2 unanimous, item 3 split 2-1, item 4 split 1-2."""
+    study = study_make(n_items=4, annotators_per_item=3)
+    plan = {"p1": [True, False, True, False], "p2": [True, False, True, True], "p3": [True, False, False, False]}
+    for pid, labels in plan.items():
+        participation = annotator_start(study, pid)
+        for label in labels:
+            assert annotate_next(participation, label=label) is not None
+    return study
+
+
+def test_report_from_the_database_equals_the_report_from_its_export(tmp_path, capsys):
+    study = _labelled_study()
+    export = tmp_path / "annotations.jsonl"
+    call_command("export_annotations", "--study", study.slug, "--output", str(export))
+    capsys.readouterr()
+    call_command("agreement_report", "--annotations", str(export), "--seed", "3")
+    from_file = json.loads(capsys.readouterr().out)
+    call_command("agreement_report", "--study", study.slug, "--seed", "3")
+    from_db = json.loads(capsys.readouterr().out)
+    assert from_db == from_file == study_agreement_report(study, seed=3)
+    assert from_db["n_annotations"] == 12 and from_db["human_majority"]["n_items"] == 4
+
+
+def test_disagreements_rank_split_items_first():
+    study = _labelled_study()
+    ranked = disagreement_list(study)
+    assert {r["n_has_failure"] for r in ranked[:2]} == {1, 2}  # the two split items
+    assert ranked[-1]["entropy"] == 0.0
+
+
+def test_agreement_page_shows_alpha_judges_and_downloads(researcher_client):
+    study = _labelled_study()
+    page = researcher_client.get(reverse("annotate:report_agreement", args=[study.slug]))
+    html = page.content.decode()
+    assert page.status_code == 200 and 'id="alpha-table"' in html and "No judge has labelled" in html
+    report = researcher_client.get(reverse("annotate:report_agreement", args=[study.slug]) + "?format=json").json()
+    assert report["n_items"] == 4
+    api = researcher_client.get(f"/api/studies/{study.slug}/agreement?bootstrap=0").json()
+    assert api["alpha"] == report["alpha"]
+
+
+def test_annotators_and_disagreement_pages_and_csv(researcher_client):
+    study = _labelled_study()
+    html = researcher_client.get(reverse("annotate:report_annotators", args=[study.slug])).content.decode()
+    assert "p1" in html and 'id="annotator-scatter"' in html
+    csv_text = researcher_client.get(reverse("annotate:report_annotators", args=[study.slug]) + "?format=csv").content.decode()
+    assert csv_text.splitlines()[0].startswith("annotator,n_main,loo_agreement")
+    assert len(csv_text.splitlines()) == 4
+    html = researcher_client.get(reverse("annotate:report_disagreements", args=[study.slug])).content.decode()
+    assert 'id="disagreement-table"' in html and html.count("report_item") == 0 and "item-3" in html
+
+
+def test_item_page_draws_each_annotators_failures_on_the_steps(researcher_client):
+    study = study_make(n_items=1, annotators_per_item=2)
+    for pid in ("a1", "a2"):
+        annotate_next(annotator_start(study, pid), ONE_FAILURE if pid == "a1" else None, label=False)
+    item = study.items.get()
+    html = researcher_client.get(reverse("annotate:report_item", args=[study.slug, item.item_id])).content.decode()
+    assert "Step order breaks it." in html
+    assert '<span class="link-l2">a1</span>' in html  # a1 linked L2 step 2
+
+
+def test_judges_on_generated_items_are_compared_with_the_majority(researcher_client, demo):
+    from annotate.services import StudySettings, study_create
+    from annotate.item_sources import items_from_judgments
+
+    items = items_from_judgments(judge="How2Judge", n=10, seed=0)
+    study = study_create(name="From judgments", items=items,
+                         settings=StudySettings(training_enabled=False, qualification_enabled=False, min_seconds=0,
+                                                annotators_per_item=2))
+    for pid in ("h1", "h2"):
+        participation = annotator_start(study, pid)
+        while annotate_next(participation, label=True) is not None:
+            pass
+    report = study_agreement_report(study, bootstrap=0)
+    judge = report["judges"]["How2Judge"]
+    n_judged_failure = Judgment.objects.filter(judge="How2Judge", has_failure=True).count()
+    # Humans said has_failure everywhere: the judge agrees exactly on the items it flagged.
+    assert judge["n"] == 10 and judge["agreement"] == pytest.approx(n_judged_failure / 10)
+    html = researcher_client.get(reverse("annotate:report_agreement", args=[study.slug])).content.decode()
+    assert 'id="judge-agreement"' in html and "How2Judge" in html
+
+
+def test_leaderboard_shows_the_judge_score_calibrated_with_human_labels(researcher_client, demo):
+    from annotate.item_sources import items_from_judgments
+    from annotate.services import StudySettings, study_create
+    from judging.selectors import leaderboard
+
+    items = items_from_judgments(judge="How2Judge", n=10, seed=0)
+    study = study_create(name="Calibration", items=items, settings=StudySettings(
+        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=1))
+    participation = annotator_start(study, "h1")
+    # The human agrees with the judge everywhere: TPR = TNR = 1, so nothing is corrected.
+    while True:
+        assignment = assignment_next(participation=participation)
+        if assignment is None:
+            break
+        judgment = Judgment.objects.get(pk=assignment.item.source["judgment_id"])
+
+        read_everything(participation, assignment)
+        annotation_submit(participation=participation, public_id=assignment.public_id,
+                          answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE, submission_id="t")
+    rows = {r["model"]: r for r in leaderboard("How2Judge")}
+    claude = rows["claude-opus-4.5"]
+    assert claude["calibrated"]["corrected_score"] == pytest.approx(claude["how2score"])
+    assert claude["calibrated"]["tpr"] == 1.0 and claude["calibrated"]["tnr"] == 1.0
+    html = researcher_client.get(reverse("leaderboard") + "?judge=How2Judge").content.decode()
+    assert "over 10 human-labelled items" in html
+
+
+def test_generations_in_studies_are_kept_out_of_distillation(demo):
+    from annotate.item_sources import items_from_judgments
+    from annotate.services import StudySettings, study_create
+    from judging.distillation import human_annotated_generation_ids
+
+    items = items_from_judgments(judge="How2Judge", n=3, seed=0)
+    study_create(name="Excluded", items=items, settings=StudySettings(training_enabled=False, qualification_enabled=False))
+    assert human_annotated_generation_ids() == {item.source["generation_id"] for item in items}
