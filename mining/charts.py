@@ -21,3 +21,10 @@ def procedures_per_topic_chart(rows: list[dict]) -> str:
         yaxis_title="procedures", legend_orientation="h", legend_y=1.1,
     )
     return figure.to_html(full_html=False, include_plotlyjs=False, div_id="procedures-per-topic", config={"displaylogo": False})
+
+
+def documents_per_topic_chart(rows: list[dict]) -> str:
+    figure = go.Figure()
+    figure.add_bar(x=[row["topic"] for row in rows], y=[row["documents"] for row in rows], marker_color="#1f77b4")
+    figure.update_layout(height=380, margin={"l": 50, "r": 10, "t": 20, "b": 140}, yaxis_title="documents")
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="documents-per-topic", config={"displaylogo": False})

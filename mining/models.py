@@ -63,3 +63,106 @@ class Procedure(models.Model):
     @property
     def n_steps(self) -> int:
         return len(self.steps)
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 of a document's text: identical texts (in any corpus) share it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Corpus(models.Model):
+    """A named collection of web documents that mining runs sample from (How2Everything §3.1)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    n_documents = models.PositiveIntegerField(default=0, help_text="Kept up to date by the import service.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "corpora"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Document(models.Model):
+    """One source document. Its text is stored here once; stage results refer to the document."""
+
+    corpus = models.ForeignKey(Corpus, on_delete=models.CASCADE, related_name="documents")
+    doc_id = models.CharField(max_length=512, help_text="The id the document has in its source file.")
+    url = models.TextField(blank=True)
+    topic = models.ForeignKey(
+        Topic, on_delete=models.PROTECT, null=True, blank=True, related_name="documents",
+        help_text="Empty when the source gave no topic.",
+    )
+    text = models.TextField()
+    text_hash = models.CharField(max_length=64, db_index=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["corpus", "doc_id"], name="document_unique_doc_id_per_corpus")]
+        indexes = [models.Index(fields=["corpus", "topic"])]
+
+    def __str__(self) -> str:
+        return f"{self.corpus_id}:{self.doc_id}"
+
+    def save(self, *args, **kwargs) -> None:
+        self.text_hash = text_hash(self.text)
+        super().save(*args, **kwargs)
+
+
+class CorpusImportStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class CorpusImport(models.Model):
+    """One upload from the web page: the stored file, the options, and the import's report."""
+
+    corpus_name = models.CharField(max_length=200)
+    corpus = models.ForeignKey(Corpus, on_delete=models.SET_NULL, null=True, blank=True, related_name="imports")
+    file_name = models.CharField(max_length=500, help_text="Name of the upload in the uploads storage.")
+    original_name = models.CharField(max_length=500)
+    size_bytes = models.BigIntegerField(default=0)
+    options = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=CorpusImportStatus.choices, default=CorpusImportStatus.QUEUED)
+    report = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.corpus_name} ← {self.original_name}"
+
+
+class SplitReport(models.Model):
+    """One How2Bench / How2Train split with its similarity report (How2Everything App. E.1)."""
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    embedding_model = models.CharField(max_length=500)
+    per_topic = models.PositiveIntegerField()
+    seed = models.BigIntegerField()
+    tau = models.FloatField()
+    n_procedures = models.PositiveIntegerField()
+    n_bench = models.PositiveIntegerField()
+    n_train = models.PositiveIntegerField()
+    topics = models.JSONField(
+        default=list, help_text="Per topic: procedures, bench, dropped candidates, whether the topic ran out."
+    )
+    records = models.JSONField(default=list, help_text="Per bench procedure: nearest train procedure and cosine.")
+    dropped = models.JSONField(default=list, help_text="Per dropped candidate: its nearest neighbour and cosine.")
+    report_file = models.CharField(max_length=1000, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"split {self.pk}: {self.n_bench} bench / {self.n_train} train"

@@ -1,10 +1,12 @@
 """Reads of the mining app."""
 from __future__ import annotations
 
+import random
+
 from django.db.models import Count, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
-from mining.models import Procedure, Split, Topic
+from mining.models import Corpus, CorpusImport, Document, Procedure, Split, SplitReport, Topic
 
 
 def topic_list() -> QuerySet[Topic]:
@@ -48,3 +50,52 @@ def procedure_counts_by_topic_and_split() -> list[dict]:
             "total": topic.n_procedures,
         })
     return rows
+
+
+def corpus_list() -> QuerySet[Corpus]:
+    return Corpus.objects.order_by("name")
+
+
+def document_list(*, corpus: Corpus, q: str = "", topic: str = "") -> QuerySet[Document]:
+    """A corpus's documents, filtered by topic slug (``none``: no topic) and by a query
+    contained in the doc id, the URL or the text."""
+    queryset = Document.objects.filter(corpus=corpus).select_related("topic").order_by("id")
+    if topic == "none":
+        queryset = queryset.filter(topic__isnull=True)
+    elif topic:
+        queryset = queryset.filter(topic__slug=topic)
+    q = q.strip()
+    if q:
+        queryset = queryset.filter(Q(doc_id__icontains=q) | Q(url__icontains=q) | Q(text__icontains=q))
+    return queryset
+
+
+def document_counts_by_topic(*, corpus: Corpus) -> list[dict]:
+    """One row per topic that has documents in the corpus (and one for documents without a topic)."""
+    counts = dict(
+        Document.objects.filter(corpus=corpus).order_by().values("topic_id").annotate(n=Count("id"))
+        .values_list("topic_id", "n")
+    )
+    rows = [
+        {"topic": t.name, "slug": t.slug, "documents": counts[t.pk]}
+        for t in Topic.objects.filter(pk__in=[k for k in counts if k is not None]).order_by("position", "name")
+    ]
+    if counts.get(None):
+        rows.append({"topic": "(no topic)", "slug": "none", "documents": counts[None]})
+    return rows
+
+
+def document_sample(*, corpus: Corpus, n: int, seed: int, topic: str = "") -> list[Document]:
+    """``n`` documents drawn at random (the same ones for the same seed and corpus), in id order."""
+    queryset = document_list(corpus=corpus, topic=topic)
+    total = queryset.count()
+    positions = sorted(random.Random(seed).sample(range(total), min(max(n, 0), total)))
+    return [queryset[position] for position in positions]
+
+
+def corpus_import_list() -> QuerySet[CorpusImport]:
+    return CorpusImport.objects.select_related("corpus").order_by("-created_at", "-id")
+
+
+def split_report_list() -> QuerySet[SplitReport]:
+    return SplitReport.objects.defer("records", "dropped").order_by("-created_at", "-id")

@@ -1,16 +1,44 @@
-"""Writes of the mining app: topics and procedures (import, export)."""
+"""Writes of the mining app: topics and procedures (import, export), corpora, the bench/train split."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import FileSystemStorage
 from django.db import reset_queries, transaction
-from django.utils.text import slugify
+from django.utils import timezone
+from django.utils.text import get_valid_filename, slugify
 
-from mining.constants import IMPORT_BATCH_SIZE, TOPICS
-from mining.models import Procedure, Split, Topic, procedure_identity
+from mining.constants import (
+    BENCH_PER_TOPIC,
+    CORPUS_IMPORT_BATCH_SIZE,
+    CORPUS_REPORT_MAX_BAD_ROWS,
+    CORPUS_REPORT_MAX_DUPLICATES,
+    CORPUS_UPLOAD_SYNC_MAX_BYTES,
+    DEDUP_TAU,
+    IMPORT_BATCH_SIZE,
+    NN_BLOCK_ROWS,
+    TOPICS,
+)
+from mining.document_records import DocumentFields, DocumentRecord, corpus_files, parse_document_record
+from mining.embeddings import configured_model_name, embed_texts
+from mining.models import (
+    Corpus,
+    CorpusImport,
+    CorpusImportStatus,
+    Document,
+    Procedure,
+    Split,
+    SplitReport,
+    Topic,
+    procedure_identity,
+    text_hash,
+)
 from mining.procedure_records import (
     HOW2MINE_SCHEMA_VERSION,
     ProcedureRecord,
@@ -19,7 +47,8 @@ from mining.procedure_records import (
     to_flat,
     to_how2mine,
 )
-from mining.record_files import RecordFileError, atomic_output, iter_records
+from mining.record_files import RecordFileError, atomic_output, file_kind, iter_records, output_problem
+from mining.split_dedup import nearest_train, procedure_text, select_benchmark
 
 
 @dataclass(frozen=True)
@@ -221,3 +250,322 @@ def _write_parquet(handle, records: Iterator[dict], shape: str) -> int:
                 chunk = []
         writer.write_table(pa.Table.from_pylist(chunk, schema=schema))
     return count
+
+
+# --- Corpora -------------------------------------------------------------------------
+
+
+class CorpusImportFailed(Exception):
+    """Bad rows without ``skip_bad``: nothing was imported. ``report`` lists them."""
+
+    def __init__(self, report: "CorpusImportReport"):
+        self.report = report
+        super().__init__(f"{report.bad} bad row{'s' if report.bad != 1 else ''}; nothing was imported")
+
+
+@dataclass
+class CorpusImportReport:
+    corpus: str
+    files: list[str]
+    skip_bad: bool
+    rows: int = 0
+    created: int = 0
+    duplicates: int = 0
+    duplicate_examples: list[str] = field(default_factory=list)
+    bad: int = 0
+    bad_rows: list[str] = field(default_factory=list)
+    imported: bool = False
+
+    def add_bad(self, message: str) -> None:
+        self.bad += 1
+        if len(self.bad_rows) < CORPUS_REPORT_MAX_BAD_ROWS:
+            self.bad_rows.append(message)
+
+    def add_duplicate(self, message: str) -> None:
+        self.duplicates += 1
+        if len(self.duplicate_examples) < CORPUS_REPORT_MAX_DUPLICATES:
+            self.duplicate_examples.append(message)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        """The report as text, the same on the command line and the upload page."""
+        head = (
+            f"corpus {self.corpus!r}: {len(self.files)} file{'s' if len(self.files) != 1 else ''}, "
+            f"{self.rows} rows read, {self.created} documents created, "
+            f"{self.duplicates} duplicate ids skipped, {self.bad} bad rows"
+            + (" skipped" if self.skip_bad and self.bad else "")
+        )
+        out = [head]
+        if self.duplicates:
+            out.append(f"duplicate ids (first {len(self.duplicate_examples)} of {self.duplicates}):")
+            out += [f"  {line}" for line in self.duplicate_examples]
+        if self.bad:
+            out.append(f"bad rows (first {len(self.bad_rows)} of {self.bad}):")
+            out += [f"  {line}" for line in self.bad_rows]
+        if not self.imported:
+            out.append("Nothing was imported: the file has bad rows (ask to skip bad rows to import the good ones).")
+        return out
+
+
+def corpus_import(
+    *,
+    name: str,
+    path: str | Path,
+    fields: DocumentFields = DocumentFields(),
+    include: str | None = None,
+    skip_bad: bool = False,
+    create_topics: bool = False,
+    description: str = "",
+) -> CorpusImportReport:
+    """Import the documents of a file, or of every matching file below a folder, into the
+    corpus ``name`` (created if needed), streaming, in batches of bulk inserts.
+
+    Duplicate ids (within the import or already in the corpus) are counted and skipped.
+    A bad row (missing or empty id or text, unknown topic) is counted and listed with
+    its file, line and field. Without ``skip_bad`` one bad row means nothing is stored
+    (the whole import is one transaction) and ``CorpusImportFailed`` carries the report;
+    an unreadable file (malformed JSON or CSV, truncated compression) raises
+    ``RecordFileError`` and stores nothing, with or without ``skip_bad``."""
+    name = name.strip()
+    if not name:
+        raise ValueError("a corpus needs a name")
+    files = corpus_files(path, include)
+    if not files:
+        raise ValueError(f"{path}: no record files" + (f" matching {include!r}" if include else ""))
+    report = CorpusImportReport(corpus=name, files=[str(f) for f in files], skip_bad=skip_bad)
+    with transaction.atomic():
+        corpus, created = Corpus.objects.get_or_create(name=name, defaults={"description": description})
+        if description and not created and corpus.description != description:
+            corpus.description = description
+            corpus.save(update_fields=["description"])
+        stored_before = corpus.documents.order_by("-pk").values_list("pk", flat=True).first() or 0
+        topics = _TopicResolver(create=create_topics)
+        batch: list[tuple[str, Document]] = []
+        for file in files:
+            for position, raw in iter_records(file):
+                report.rows += 1
+                try:
+                    record = parse_document_record(raw, fields)
+                    topic = _document_topic(record, topics, fields)
+                except RecordFieldError as exc:
+                    report.add_bad(str(RecordFileError(file, position, exc.message, exc.field)))
+                    continue
+                batch.append((f"{file}, {position}", Document(
+                    corpus=corpus, doc_id=record.doc_id, url=record.url, topic=topic,
+                    text=record.text, text_hash=text_hash(record.text),
+                )))
+                if len(batch) >= CORPUS_IMPORT_BATCH_SIZE:
+                    report.created += _documents_insert(corpus, batch, report, stored_before)
+                    batch = []
+                    reset_queries()
+        report.created += _documents_insert(corpus, batch, report, stored_before)
+        if report.bad and not skip_bad:
+            report.created = 0
+            raise CorpusImportFailed(report)  # leaving the block with an exception rolls everything back
+        corpus.n_documents = corpus.documents.count()
+        corpus.save(update_fields=["n_documents"])
+        report.imported = True
+    return report
+
+
+def _document_topic(record: DocumentRecord, topics: _TopicResolver, fields: DocumentFields) -> Topic | None:
+    if not record.topic:
+        return None
+    topic = topics.resolve(record.topic)
+    if topic is None:
+        raise RecordFieldError(fields.topic, f"unknown topic {record.topic!r} (not a topic name or slug; "
+                                             "create topics to accept it)")
+    return topic
+
+
+def _documents_insert(
+    corpus: Corpus, batch: list[tuple[str, Document]], report: CorpusImportReport, stored_before: int
+) -> int:
+    """Insert the batch's documents whose id is new to the corpus; report the others."""
+    if not batch:
+        return 0
+    stored = dict(
+        Document.objects.filter(corpus=corpus, doc_id__in={d.doc_id for _, d in batch}).values_list("doc_id", "pk")
+    )
+    fresh: dict[str, Document] = {}
+    for where, document in batch:
+        if document.doc_id in stored or document.doc_id in fresh:
+            pk = stored.get(document.doc_id)
+            origin = "already in the corpus" if pk is not None and pk <= stored_before else "earlier in this import"
+            report.add_duplicate(f"{where}: id {document.doc_id!r} ({origin})")
+            continue
+        fresh[document.doc_id] = document
+    Document.objects.bulk_create(list(fresh.values()), batch_size=CORPUS_IMPORT_BATCH_SIZE)
+    return len(fresh)
+
+
+def corpus_upload_storage() -> FileSystemStorage:
+    """Where uploaded corpus files are kept: ``VAR_DIR/uploads/corpora``."""
+    return FileSystemStorage(location=Path(settings.VAR_DIR) / "uploads" / "corpora")
+
+
+def corpus_upload_create(
+    *,
+    name: str,
+    upload: File,
+    fields: DocumentFields = DocumentFields(),
+    skip_bad: bool = False,
+    create_topics: bool = False,
+    description: str = "",
+    user: str = "",
+) -> CorpusImport:
+    """Store an uploaded file and import it: at once when it is small, else on a worker.
+
+    The file goes to its own folder under ``VAR_DIR/uploads/corpora`` with its original
+    name (the suffixes say its format). Files up to ``CORPUS_UPLOAD_SYNC_MAX_BYTES`` are
+    imported before this returns; larger ones are queued for the Celery task
+    ``mining.corpus_import_run`` once the row is committed."""
+    original = Path(upload.name or "").name
+    file_kind(original)  # raises RecordFileError for a file type we cannot read
+    if not name.strip():
+        raise ValueError("a corpus needs a name")
+    stored = corpus_upload_storage().save(f"{uuid.uuid4().hex}/{get_valid_filename(original)}", upload)
+    options = {
+        "fields": asdict(fields), "skip_bad": skip_bad, "create_topics": create_topics, "description": description,
+    }
+    with transaction.atomic():
+        job = CorpusImport.objects.create(
+            corpus_name=name.strip(), file_name=stored, original_name=original,
+            size_bytes=upload.size or 0, options=options, created_by=user,
+        )
+        if job.size_bytes > CORPUS_UPLOAD_SYNC_MAX_BYTES:
+            from mining.tasks import corpus_import_run_task
+
+            transaction.on_commit(lambda: corpus_import_run_task.delay(job.pk))
+    if job.size_bytes <= CORPUS_UPLOAD_SYNC_MAX_BYTES:
+        job = corpus_import_run(corpus_import_id=job.pk)
+    return job
+
+
+def corpus_import_run(*, corpus_import_id: int) -> CorpusImport:
+    """Run a queued upload's import and store its report on the row (done or failed)."""
+    job = CorpusImport.objects.get(pk=corpus_import_id)
+    CorpusImport.objects.filter(pk=job.pk).update(status=CorpusImportStatus.RUNNING)
+    storage = corpus_upload_storage()
+    options = job.options or {}
+    status, report, error, corpus = CorpusImportStatus.FAILED, {}, "", None
+    try:
+        result = corpus_import(
+            name=job.corpus_name, path=storage.path(job.file_name), fields=DocumentFields(**options.get("fields", {})),
+            skip_bad=bool(options.get("skip_bad")), create_topics=bool(options.get("create_topics")),
+            description=options.get("description", ""),
+        )
+    except CorpusImportFailed as exc:
+        report = exc.report.as_dict()
+        error = str(exc)
+    except (RecordFileError, ValueError, FileNotFoundError) as exc:
+        error = str(exc).replace(storage.path(job.file_name), job.original_name)
+    else:
+        status, report = CorpusImportStatus.DONE, result.as_dict()
+        corpus = Corpus.objects.get(name=job.corpus_name)
+        storage.delete(job.file_name)  # the documents are in the database now
+    if report:
+        local = storage.path(job.file_name)
+        report["files"] = [job.original_name if f == local else f for f in report.get("files", [])]
+        for key in ("bad_rows", "duplicate_examples"):
+            report[key] = [line.replace(local, job.original_name) for line in report.get(key, [])]
+    CorpusImport.objects.filter(pk=job.pk).update(
+        status=status, report=report, error=error, corpus=corpus, finished_at=timezone.now()
+    )
+    job.refresh_from_db()
+    return job
+
+
+def corpus_import_report_lines(report: dict) -> list[str]:
+    """A stored report (``CorpusImport.report``) as the same text lines the command prints."""
+    if not report:
+        return []
+    return CorpusImportReport(**report).lines()
+
+
+# --- How2Bench / How2Train split -------------------------------------------------------
+
+
+def procedure_split(
+    *,
+    per_topic: int = BENCH_PER_TOPIC,
+    seed: int = 0,
+    tau: float = DEDUP_TAU,
+    embedding_model: str | None = None,
+    report_path: str | Path | None = None,
+    block_rows: int = NN_BLOCK_ROWS,
+) -> SplitReport:
+    """Split every procedure into How2Bench (up to ``per_topic`` per topic, seeded) and
+    How2Train (the rest), dropping benchmark candidates whose nearest other procedure is
+    above ``tau`` (How2Everything App. E.1; the rule is explained in ``split_dedup``).
+
+    Embedding happens before the transaction; the splits, the ``SplitReport`` row and the
+    JSON report file are written together (the file appears only when complete, and a
+    failure leaves every split as it was)."""
+    if per_topic < 0:
+        raise ValueError("per_topic must not be negative")
+    if not 0.0 <= tau <= 1.0:
+        raise ValueError("tau must be between 0 and 1")
+    if report_path is not None:
+        problem = output_problem(report_path)
+        if problem:
+            raise ValueError(problem)
+    rows = list(Procedure.objects.order_by("id").values_list("id", "topic__name", "goal", "steps"))
+    if not rows:
+        raise ValueError("there are no procedures to split")
+    model_name = configured_model_name(embedding_model or getattr(settings, "EMBEDDING_MODEL", ""))
+    vectors = embed_texts((procedure_text(goal, steps) for _, _, goal, steps in rows), model=model_name)
+    ids = [row[0] for row in rows]
+    topics = [row[1] for row in rows]
+    del rows
+    selection = select_benchmark(
+        topics=topics, vectors=vectors, per_topic=per_topic, seed=seed, tau=tau, block_rows=block_rows
+    )
+    neighbours = nearest_train(vectors, selection.bench, selection.train, block_rows=block_rows)
+    records = [
+        {"procedure_id": ids[b], "topic": topics[b],
+         "nearest_train_id": ids[t] if t >= 0 else None, "cosine": None if c is None else round(c, 6)}
+        for b, (t, c) in zip(selection.bench, neighbours)
+    ]
+    dropped = []
+    for d in selection.dropped:
+        other, cosine = selection.candidate_neighbour[d]
+        dropped.append({"procedure_id": ids[d], "topic": topics[d], "nearest_id": ids[other], "cosine": round(cosine, 6)})
+    topic_rows = [{"topic": topic, **counts} for topic, counts in selection.per_topic.items()]
+    with transaction.atomic():
+        for split, members in ((Split.TRAIN, selection.train), (Split.BENCH, selection.bench)):
+            for start in range(0, len(members), 900):  # SQLite's historical limit of bound variables
+                chunk = [ids[i] for i in members[start:start + 900]]
+                Procedure.objects.filter(id__in=chunk).update(split=split)
+        report = SplitReport.objects.create(
+            embedding_model=model_name, per_topic=per_topic, seed=seed, tau=tau, n_procedures=len(ids),
+            n_bench=len(selection.bench), n_train=len(selection.train), topics=topic_rows, records=records,
+            dropped=dropped,
+        )
+        target = Path(report_path) if report_path else Path(settings.VAR_DIR) / "splits" / f"split-{report.pk}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_output(target) as handle:
+            handle.write(json.dumps(split_report_document(report), ensure_ascii=False, indent=1).encode("utf-8"))
+        report.report_file = str(target)
+        report.save(update_fields=["report_file"])
+    return report
+
+
+def split_report_document(report: SplitReport) -> dict:
+    """The JSON report of a split: its parameters, per-topic counts, and the per-procedure records."""
+    return {
+        "split_report_id": report.pk,
+        "created_at": report.created_at.isoformat() if report.created_at else None,
+        "embedding_model": report.embedding_model,
+        "per_topic": report.per_topic,
+        "seed": report.seed,
+        "tau": report.tau,
+        "n_procedures": report.n_procedures,
+        "n_bench": report.n_bench,
+        "n_train": report.n_train,
+        "topics": report.topics,
+        "bench": report.records,
+        "dropped": report.dropped,
+    }

@@ -3,7 +3,7 @@ with embedded defaults (SQLite and a file-based Celery broker under var/)."""
 from config.env import BASE_DIR, env_bool, env_list, env_str, local_secret_key, var_dir
 from config.settings.celery import celery_settings
 from config.settings.database import database_settings
-from config.settings.llm import judging_settings, llm_settings
+from config.settings.llm import judging_settings, llm_settings, mining_settings
 
 VAR_DIR = var_dir()
 
@@ -120,6 +120,7 @@ SPECTACULAR_SETTINGS = {
 globals().update(celery_settings())
 globals().update(llm_settings())
 globals().update(judging_settings())
+globals().update(mining_settings())
 
 LOGGING = {
     "version": 1,

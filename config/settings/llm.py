@@ -76,6 +76,12 @@ def judging_settings() -> dict:
     return {
         # Where bare prompt file names (generate_inst.txt, how2score_judge.txt, ...) are found.
         "JUDGING_PROMPTS_DIR": env_str("JUDGING_PROMPTS_DIR", str(BASE_DIR / "judging" / "prompts")),
-        # Base URL and model of the judge the reward endpoint calls (the how2score_judge role by default).
-        "REWARD_JUDGE_NAME": env_str("REWARD_JUDGE_NAME", "how2judge") or "how2judge",
+    }
+
+
+def mining_settings() -> dict:
+    return {
+        # Sentence-embedding model of the train/bench dedup: empty for the bundled
+        # all-MiniLM-L6-v2, or a local folder (e.g. a downloaded Qwen3-Embedding-0.6B).
+        "EMBEDDING_MODEL": env_str("EMBEDDING_MODEL", "") or "",
     }
