@@ -7,33 +7,25 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from annotate.models import Study
 from annotate.selectors import EXPORT_FIELDS, annotation_export_rows
+from mining.record_files import atomic_output
 
 JSON_CELLS = {"failures", "steps_opened", "click_log", "item_source"}
 
 
 def annotation_export(*, study: Study, output: str | Path) -> int:
     """Write one JSON line per annotation of the study; returns the number of lines."""
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for row in annotation_export_rows(study):
-                handle.write(json.dumps(row, ensure_ascii=False, sort_keys=False) + "\n")
-                count += 1
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_output(output) as handle:
+        for row in annotation_export_rows(study):
+            handle.write((json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
+            count += 1
     return count
 
 

@@ -30,6 +30,23 @@ class PromptStyle(models.TextChoices):
     INST = "inst", "instruct (chat, instruction suffix)"
 
 
+class RunFields(models.Model):
+    """What generation and judge runs share: the prompt they used, how they execute, and where they are."""
+
+    prompt_file = models.CharField(max_length=500)
+    prompt_hash = models.CharField(max_length=64)
+    executor = models.CharField(max_length=20, default="online")
+    concurrency = models.PositiveIntegerField(default=16)
+    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
 class LanguageModel(EndpointOverrides):
     """A model registered for generation runs, with its endpoint and decoding (How2Everything App. D.1)."""
 
@@ -47,7 +64,7 @@ class LanguageModel(EndpointOverrides):
         return self.name
 
 
-class GenerationRun(models.Model):
+class GenerationRun(RunFields):
     """One model generating procedures for a split (or a topic-stratified sample of it)."""
 
     name = models.CharField(max_length=200, unique=True)
@@ -55,17 +72,8 @@ class GenerationRun(models.Model):
     split = models.CharField(max_length=8, default="bench")
     sample_per_topic = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: the whole split.")
     seed = models.IntegerField(default=0)
-    prompt_file = models.CharField(max_length=500)
-    prompt_hash = models.CharField(max_length=64)
-    executor = models.CharField(max_length=20, default="online")
-    concurrency = models.PositiveIntegerField(default=16)
-    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     llm_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="generation_run")
     procedure_ids = models.JSONField(default=list, help_text="The sampled procedures, in request order.")
-    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -74,25 +82,16 @@ class GenerationRun(models.Model):
         return self.name
 
 
-class JudgeRun(EndpointOverrides):
+class JudgeRun(EndpointOverrides, RunFields):
     """One judge scoring every generation of a generation run with How2Score (§4)."""
 
     name = models.CharField(max_length=200, unique=True)
     generation_run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, related_name="judge_runs")
     judge = models.CharField(max_length=200, help_text="The judge's name on judgments and leaderboards, e.g. how2judge.")
     role = models.CharField(max_length=100, default="how2score_judge")
-    prompt_file = models.CharField(max_length=500)
-    prompt_hash = models.CharField(max_length=64)
     temperature = models.FloatField(default=0.0, help_text="0 (greedy) for scoring; above 0 to sample a teacher twice.")
     seed = models.IntegerField(null=True, blank=True, help_text="Sent to the endpoint; distinguishes repeated samples.")
-    executor = models.CharField(max_length=20, default="online")
-    concurrency = models.PositiveIntegerField(default=16)
-    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     llm_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="judge_run")
-    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
