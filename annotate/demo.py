@@ -87,6 +87,53 @@ def entry_url() -> str:
 
 @transaction.atomic
 def load() -> str:
+    return _live_study_load() + "; " + _agreement_study_load()
+
+
+# A second, closed demo study whose annotations come from simulated annotators, so the
+# agreement dashboards show something on the first run. Every page of it says so.
+DEMO_AGREEMENT_SLUG = "demo-agreement-simulated"
+SIMULATED_ANNOTATORS = ("demo-simulated-a", "demo-simulated-b", "demo-simulated-c", "demo-simulated-d")
+
+
+def _agreement_study_load() -> str:
+    from annotate.services import annotation_submit, assignment_next, study_update
+    from annotate.testing import annotator_start, read_everything
+
+    if Study.objects.filter(slug=DEMO_AGREEMENT_SLUG).exists():
+        return f"demo agreement study {DEMO_AGREEMENT_SLUG!r} already present"
+    judgments = list(Judgment.objects.filter(judge=DEMO_JUDGE, has_failure__isnull=False)
+                     .select_related("generation__procedure__topic").order_by("pk"))
+    if not judgments:
+        return "no demo judgments; no demo agreement study created"
+    study = study_create(
+        name="Demo data (simulated annotators): agreement with How2Judge", slug=DEMO_AGREEMENT_SLUG,
+        items=[item_from_judgment(j) for j in judgments],
+        settings=StudySettings(annotators_per_item=3, min_seconds=0, training_enabled=False, qualification_enabled=False,
+                               attention_check_rate=0.0, max_items_per_annotator=8, completion_code="DEMO-SIM",
+                               screened_out_code="DEMO-SIM-OUT"),
+    )
+    by_judgment = {j.pk: j for j in judgments}
+    for k, pid in enumerate(SIMULATED_ANNOTATORS):
+        participation = annotator_start(study, pid)
+        while (assignment := assignment_next(participation=participation)) is not None:
+            judgment = by_judgment[assignment.item.source["judgment_id"]]
+            # Simulated: agree with the judge, except on a fixed quarter of the items per annotator.
+            label = judgment.has_failure if (assignment.item.position + k) % 4 else not judgment.has_failure
+            failures = [{"description": f["failure"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"] or [1]}
+                        for f in judgment.critical_failures] if label else []
+            if label and not failures:
+                failures = [{"description": "Simulated annotator: a step looks unusable.", "L1_steps": [],
+                             "L2_steps": [1]}]
+            read_everything(participation, assignment)
+            annotation_submit(participation=participation, public_id=assignment.public_id,
+                              answer={"has_failure": label, "failures": failures, "comments": "simulated demo annotator"},
+                              submission_id=f"demo-{pid}-{assignment.pk}")
+    study_update(study=study, is_open=False)
+    return f"demo agreement study {study.slug!r} with {study.annotations.count()} simulated annotations"
+
+
+def _live_study_load() -> str:
     if Study.objects.filter(slug=DEMO_SLUG).exists():
         return f"demo study already present; annotate at {entry_url()} (any PID works)"
     judgments = list(
