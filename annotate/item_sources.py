@@ -42,7 +42,9 @@ def items_from_judgments(
 ) -> list[ItemSpec]:
     """Up to ``n`` judged generations, stratified by topic and the judge's label (round-robin
     over the (topic, label) strata, seeded). Generations without steps are skipped."""
-    judgments = Judgment.objects.filter(judge=judge).select_related("generation__procedure__topic").order_by("pk")
+    # Only usable verdicts: an answer the judge could not give has no label to stratify by.
+    judgments = (Judgment.objects.filter(judge=judge, has_failure__isnull=False)
+                 .select_related("generation__procedure__topic").order_by("pk"))
     if topics:
         judgments = judgments.filter(generation__procedure__topic__slug__in=topics)
     if models:
