@@ -204,9 +204,12 @@ class LLMClient:
 
     # -- public ---------------------------------------------------------------------
 
-    def complete(self, request: LLMRequest, *, run: str = "", role: str = "", reuse_failures: bool = True) -> LLMResult:
+    def complete(self, request: LLMRequest, *, run: str = "", role: str = "", reuse_failures: bool = True,
+                 known_unfinished: bool = False) -> LLMResult:
+        """``known_unfinished``: the caller has just checked the ledger for this key (an
+        executor does it for all its keys at once), so the per-call lookup is skipped."""
         key = request.key(self.endpoint.model)
-        entry = ledger_lookup(key, reuse_failures=reuse_failures)
+        entry = None if known_unfinished else ledger_lookup(key, reuse_failures=reuse_failures)
         if entry is not None:
             return LLMResult.from_entry(entry, cached=True)
         result, response_body = self._call(request, key)

@@ -40,7 +40,8 @@ class OnlineExecutor:
 
     def _call(self, client: LLMClient, index: int):
         request = LLMRequest.from_dict(self.job.requests[index])
-        result = client.complete(request, run=self.job.run, role=self.job.role)
+        # run() read the finished keys of the whole job in a few queries just before.
+        result = client.complete(request, run=self.job.run, role=self.job.role, known_unfinished=True)
         if result.cost_usd and not result.cached:
             with self.lock:
                 self.spent += result.cost_usd
