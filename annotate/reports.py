@@ -5,6 +5,7 @@ disagreements item by item, judges' failures next to annotators')."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -72,11 +73,7 @@ def annotator_table(study: Study, report: dict[str, Any]) -> list[dict[str, Any]
     table = []
     for annotator, entry in sorted(stats.items()):
         loo = report["leave_one_out"].get(annotator, {})
-        active = sorted(entry["active"])
-        median = None
-        if active:
-            mid = len(active) // 2
-            median = active[mid] if len(active) % 2 else (active[mid - 1] + active[mid]) / 2
+        median = statistics.median(entry["active"]) if entry["active"] else None
         table.append({"annotator": annotator, "n_main": entry["n_main"], "loo_agreement": loo.get("agreement"),
                       "loo_n": loo.get("n", 0), "median_active_seconds": median,
                       "checks_passed": entry["checks_passed"], "checks_failed": entry["checks_failed"],

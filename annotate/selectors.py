@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from annotate import constants as C
+from annotate.agreement import krippendorff_alpha, parse_annotation_record
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN
 from annotate.models import (
     FINISHED_STATES,
@@ -148,14 +149,8 @@ def study_round_summaries(study: Study) -> list[dict[str, Any]]:
 
 
 def _binary_alpha(rows: list[dict[str, Any]]) -> float | None:
-    try:
-        from annotate.agreement import AnnotationRow, krippendorff_alpha
-    except ImportError:  # the agreement module is optional for this page
-        return None
-    kept = [
-        AnnotationRow(item_id=r["item_id"], annotator=r["annotator"], has_failure=r["has_failure"], failures=r["failures"])
-        for r in rows if not r["excluded"]
-    ]
+    """Binary alpha over export rows, read the way the agreement report reads them."""
+    kept = [row for row in map(parse_annotation_record, rows) if not row.excluded]
     if len({r.item_id for r in kept}) < 2:
         return None
     return krippendorff_alpha(kept, "binary")

@@ -84,13 +84,14 @@ def main() -> None:
               f"per minute (C={args.concurrency}, L={args.latency * 1000:.0f} ms); ratio {per_minute / ideal:.2f}")
 
         # The reward endpoint behind gunicorn.
+        from django.contrib.auth import get_user_model
+
         from core.roles import ROLE_RESEARCHER
         from core.services import user_create
         from rest_framework.authtoken.models import Token
 
         user = user_create(username=f"trainer-{tag}", role=ROLE_RESEARCHER)
-        token = Token.objects.create(user=__import__("django.contrib.auth", fromlist=["get_user_model"]).get_user_model()
-                                     .objects.get(username=user.username)).key
+        token = Token.objects.create(user=get_user_model().objects.get(username=user.username)).key
         port = 8700 + os.getpid() % 200
         gunicorn = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
                                      "--workers", "2", "--threads", "8", "--log-level", "warning"],

@@ -225,8 +225,7 @@ class LLMClient:
         return [p for p in (PATH_JSON_SCHEMA, PATH_JSON_OBJECT, PATH_TEXT) if p not in unsupported]
 
     def _call(self, request: LLMRequest, key: str) -> tuple[LLMResult, dict | None]:
-        params = dict(request.params)
-        state = _Attempt(request, params.pop("max_tokens", None) or settings.LLM_DEFAULT_MAX_TOKENS)
+        state = _Attempt(request, request.params.get("max_tokens") or settings.LLM_DEFAULT_MAX_TOKENS)
         paths = self._paths(request)
         path_index = 0
         last_body: dict | None = None
@@ -234,7 +233,7 @@ class LLMClient:
             path = paths[path_index]
             state.attempts += 1
             try:
-                body, latency_ms = self._send(request, state, params, path)
+                body, latency_ms = self._send(request, state, path)
             except openai.BadRequestError as exc:
                 if request.schema is not None and path != PATH_TEXT and path_index + 1 < len(paths):
                     logger.info("endpoint %s rejected %s (%s); falling back", self.endpoint_id, path, exc)
@@ -285,7 +284,7 @@ class LLMClient:
             return self._result(key, request, state, verdict.outcome, path=path, text=verdict.text, value=verdict.value,
                                 finish_reason=verdict.finish_reason, error=verdict.error), body
 
-    def _send(self, request: LLMRequest, state: _Attempt, params: dict, path: str) -> tuple[dict, int]:
+    def _send(self, request: LLMRequest, state: _Attempt, path: str) -> tuple[dict, int]:
         body = request_body(request, self.endpoint.model, path=path, max_tokens=state.max_tokens)
         if request.prompt is None:
             body["messages"] = state.messages
