@@ -58,6 +58,27 @@ def nearest_neighbours(
     Returns ``(index, similarity)`` per query; index -1 and similarity -inf when the
     corpus has no eligible row. Work is done in blocks of ``block_rows`` queries, so
     memory is ``block_rows x len(corpus)`` floats whatever the number of queries."""
+    index, sims = top_neighbours(queries, corpus, k=1, exclude=exclude, block_rows=block_rows)
+    return index[:, 0], sims[:, 0]
+
+
+def top_neighbours(
+    queries: np.ndarray,
+    corpus: np.ndarray,
+    *,
+    k: int,
+    exclude: np.ndarray | None = None,
+    query_groups: np.ndarray | None = None,
+    corpus_groups: np.ndarray | None = None,
+    block_rows: int = 1024,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` most similar corpus rows of each query row, most similar first (exact,
+    blocked matrix products as in ``nearest_neighbours``).
+
+    ``exclude[i]`` is one corpus row query ``i`` may not match, or -1. With
+    ``query_groups`` and ``corpus_groups`` (integer labels) a query never matches a corpus
+    row of its own group (e.g. its own topic). Returns ``(index, similarity)`` arrays of
+    shape ``(n_queries, k)``; slots without an eligible row hold -1 and -inf."""
     queries = np.asarray(queries, dtype=np.float32)
     corpus = np.asarray(corpus, dtype=np.float32)
     n_queries = queries.shape[0]
@@ -65,26 +86,45 @@ def nearest_neighbours(
         raise ValueError(f"shapes do not match: queries {queries.shape}, corpus {corpus.shape}")
     if block_rows < 1:
         raise ValueError("block_rows must be at least 1")
-    best_index = np.full(n_queries, -1, dtype=np.int64)
-    best_sim = np.full(n_queries, -np.inf, dtype=np.float32)
-    if n_queries == 0 or corpus.shape[0] == 0:
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    best_index = np.full((n_queries, k), -1, dtype=np.int64)
+    best_sim = np.full((n_queries, k), -np.inf, dtype=np.float32)
+    n_corpus = corpus.shape[0]
+    if n_queries == 0 or n_corpus == 0:
         return best_index, best_sim
     if exclude is not None:
         exclude = np.asarray(exclude, dtype=np.int64)
         if exclude.shape != (n_queries,):
             raise ValueError("exclude needs one entry per query")
+    if (query_groups is None) != (corpus_groups is None):
+        raise ValueError("query_groups and corpus_groups go together")
+    if query_groups is not None:
+        query_groups = np.asarray(query_groups)
+        corpus_groups = np.asarray(corpus_groups)
+        if query_groups.shape != (n_queries,) or corpus_groups.shape != (n_corpus,):
+            raise ValueError("one group per query row and one per corpus row are needed")
+    width = min(k, n_corpus)
     corpus_t = np.ascontiguousarray(corpus.T)
     for start in range(0, n_queries, block_rows):
         stop = min(start + block_rows, n_queries)
         sims = queries[start:stop] @ corpus_t
+        rows = np.arange(stop - start)
         if exclude is not None:
-            rows = np.arange(stop - start)
             own = exclude[start:stop]
             mask = own >= 0
             sims[rows[mask], own[mask]] = -np.inf
-        index = np.argmax(sims, axis=1)
-        best_index[start:stop] = index
-        best_sim[start:stop] = sims[np.arange(stop - start), index]
+        if query_groups is not None:
+            sims[query_groups[start:stop, None] == corpus_groups[None, :]] = -np.inf
+        if width == 1:
+            top = np.argmax(sims, axis=1)[:, None]
+        else:
+            top = np.argpartition(-sims, width - 1, axis=1)[:, :width] if width < n_corpus else np.tile(
+                np.arange(n_corpus), (stop - start, 1))
+            order = np.argsort(-np.take_along_axis(sims, top, axis=1), axis=1, kind="stable")
+            top = np.take_along_axis(top, order, axis=1)
+        best_index[start:stop, :width] = top
+        best_sim[start:stop, :width] = np.take_along_axis(sims, top, axis=1)
     best_index[~np.isfinite(best_sim)] = -1
     return best_index, best_sim
 
