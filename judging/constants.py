@@ -37,3 +37,44 @@ REASONING_TEMPERATURE = 0.6
 BASE_STOP = ("\n\n",)
 # Answer budget of the How2Score judge (reasoning plus the failure list).
 JUDGE_MAX_TOKENS = 2048
+
+# ---------------------------------------------------------------------------------------
+# SCORE (Sun et al., "Unleashing Scientific Reasoning for Bio-Experimental Protocol
+# Generation via Structured Component-based Reward Mechanism", the Thoth / SciRecipe
+# paper). docs/score.md states every definition and each reading of the paper we chose.
+# ---------------------------------------------------------------------------------------
+
+# §3.2 and §3.3.2 (Format Gate): the four Sketch-and-Fill sections, in this order.
+SKETCH_FILL_TAGS: tuple[str, ...] = ("think", "key", "orc", "note")
+
+# §3.2, Eq. (1) and App. L (Figure 20): a <key> step is one JSON object with exactly these
+# three keys.
+KEY_STEP_FIELDS: tuple[str, ...] = ("action", "objects", "parameters")
+
+# App. C.1, Eq. (12): the consistency gate passes when every step's token coverage in its
+# <orc> sentence is at least tau ("we set tau = 0.95 in this work").
+CONSISTENCY_TAU = 0.95
+
+# §3.3.2, Eq. (3): the step-count deviation threshold M = max(1, floor(0.6 * N_gold)).
+STEP_SCALE_THRESHOLD_RATIO = 0.6
+STEP_SCALE_MIN_THRESHOLD = 1
+
+# §3.3.2, Eq. (3) and §4.1 ("hyperparameters L = 30 and lambda = 1.5"): the verbosity
+# penalty g starts above L = 30 words per step on average.
+STEP_WORD_LIMIT = 30
+
+# §3.3.2 (Semantic Consistency) and §4.1: the positional decay exponent lambda = 1.5 of
+# m_ij = max(0, 1 - (|i - j| / D) ** lambda).
+POSITION_DECAY_EXPONENT = 1.5
+
+# §3.3.2, Eq. (4): parameters are compared only when the object IoU is at least 0.5.
+PARAMETER_OBJECT_IOU_MIN = 0.5
+
+# §3.3.2, Eq. (5): r_semantics = Order + (1/|W|) * sum m_ij * (Obj + 1/2 * Par).
+PARAMETER_WEIGHT = 0.5
+
+# Upper end of SCORE under Eq. (5)-(6): Order <= 1, Obj <= 1 and Par / 2 <= 0.5, so
+# SCORE <= 2.5. App. J.1.3 (Table 26) calls its default reward range "[0, 1]", which Eq. (5)
+# does not give; we keep the equations and divide by this bound where a [0, 1] value is
+# needed (the leaderboard column and the reward endpoint's term).
+SCORE_MAX = 1.0 + 1.0 + PARAMETER_WEIGHT
