@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "llm",
     "mining",
     "judging",
+    "goalstep",
     "annotate",
 ]
 

@@ -1,0 +1,19 @@
+from celery import shared_task
+from django.conf import settings
+
+
+def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
+    from goalstep.models import TaskEvaluation
+
+    TaskEvaluation.objects.filter(pk=args[0] if args else kwargs.get("evaluation_id")).exclude(
+        status__in=["done", "cancelled"]).update(status="failed", error=f"{exc.__class__.__name__}: {exc}")
+
+
+@shared_task(bind=True, name="goalstep.task_evaluation_execute", on_failure=_mark_failed)
+def task_evaluation_execute_task(self, evaluation_id: int) -> str:
+    from goalstep.services import task_evaluation_execute
+
+    outcome = task_evaluation_execute(evaluation_id=evaluation_id)
+    if outcome.startswith("waiting"):  # Batch API: come back later
+        self.apply_async(args=[evaluation_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    return outcome
