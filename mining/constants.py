@@ -56,3 +56,23 @@ DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 # Texts per embedding call, and query rows per block of the nearest-neighbour search.
 EMBEDDING_BATCH_SIZE = 64
 NN_BLOCK_ROWS = 1024
+
+# Mining runs (How2Everything §3.2). The paper ran every LLM stage with GPT-4.1 and does
+# not state the sampling parameters; we decode greedily, so a re-run asks the same
+# question and the ledger answers it, and give each stage an answer budget that fits its
+# output (an extracted procedure is the longest answer).
+MINING_TEMPERATURE = 0.0
+MINING_STAGE_MAX_TOKENS: dict[str, int] = {
+    "extract_procedure": 4096,
+    "llm_filter": 512,
+    "rewrite": 2048,
+    "extract_resources": 1024,
+    "final_validation": 1024,
+}
+# A worker holds the documents it claimed for at most this long; after that another
+# worker may take them over (a worker that died mid-run leaves its claims behind).
+MINING_CLAIM_LEASE_SECONDS = 15 * 60
+# Documents a worker claims at a time (per thread of concurrency: twice as many).
+MINING_CLAIM_FACTOR = 2
+# How often (seconds) a running run checks whether it was paused or cancelled.
+MINING_STATUS_CHECK_SECONDS = 1.0

@@ -166,3 +166,125 @@ class SplitReport(models.Model):
 
     def __str__(self) -> str:
         return f"split {self.pk}: {self.n_bench} bench / {self.n_train} train"
+
+
+class MiningRunStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    PAUSED = "paused", "Paused"
+    DONE = "done", "Done"
+    CANCELLED = "cancelled", "Cancelled"
+    FAILED = "failed", "Failed"
+
+
+class MiningRun(models.Model):
+    """One How2Mine run over a corpus (How2Everything §3): which documents it samples per
+    topic, and how each of the six stages is asked (prompt file, endpoint, sampling)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    corpus = models.ForeignKey(Corpus, on_delete=models.PROTECT, related_name="mining_runs")
+    topics = models.ManyToManyField(Topic, related_name="mining_runs")
+    candidates_per_topic = models.PositiveIntegerField(help_text="Most documents sampled per topic (the budget).")
+    desired_valid_per_topic = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Stop sampling a topic once it has this many procedures.")
+    extract_batch_size = models.PositiveIntegerField(
+        default=0, help_text="Documents sampled per topic at a time; 0: all candidates at once.")
+    seed = models.BigIntegerField(default=0)
+    min_steps = models.PositiveSmallIntegerField(default=5)
+    max_steps = models.PositiveSmallIntegerField(default=15)
+    stages = models.JSONField(
+        default=dict, help_text="Per LLM stage: prompt file and hash, role, endpoint overrides, sampling parameters.")
+    executor = models.CharField(max_length=20, default="online")
+    concurrency = models.PositiveIntegerField(default=16)
+    workers = models.PositiveSmallIntegerField(default=1, help_text="Celery tasks working on the run at once.")
+    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    failure_retries = models.PositiveSmallIntegerField(
+        default=1, help_text="Automatic retries of a document whose stage call failed (beyond the client's own).")
+    config = models.JSONField(default=dict, blank=True, help_text="The configuration as given.")
+    batch_job_ids = models.JSONField(default=list, blank=True, help_text="Batch API: the LLM jobs of the current wave.")
+    status = models.CharField(max_length=20, choices=MiningRunStatus.choices, default=MiningRunStatus.PENDING,
+                              db_index=True)
+    pause_reason = models.CharField(max_length=300, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def ledger_run(self) -> str:
+        """The tag its requests carry in the LLM ledger."""
+        return f"mining-run:{self.pk}"
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return {stage: spec.get("prompt_hash", "") for stage, spec in self.stages.items()}
+
+
+class CandidateStatus(models.TextChoices):
+    PENDING = "pending", "Pending"  # some stage still to run
+    PASSED = "passed", "Passed"  # became a procedure
+    REJECTED = "rejected", "Rejected"  # a stage rejected it (a genuine rejection)
+    FAILED = "failed", "Failed"  # a stage call failed (parse_failed, truncated, refused, api_error)
+
+
+class MiningCandidate(models.Model):
+    """A document sampled by a run, and how far it got."""
+
+    run = models.ForeignKey(MiningRun, on_delete=models.CASCADE, related_name="candidates")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="mining_candidates")
+    topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
+    sample_round = models.PositiveIntegerField(default=0, help_text="0 for the first documents of a topic, 1 for the next batch, ...")
+    status = models.CharField(max_length=10, choices=CandidateStatus.choices, default=CandidateStatus.PENDING,
+                              db_index=True)
+    stage = models.CharField(max_length=40, blank=True, help_text="The last stage with a result.")
+    reason = models.TextField(blank=True, help_text="The rejection reason or the failure.")
+    failures = models.PositiveSmallIntegerField(default=0, help_text="Failed attempts so far.")
+    procedure = models.ForeignKey(Procedure, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    claim = models.CharField(max_length=64, blank=True, db_index=True, help_text="The worker processing it now.")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["run", "document"], name="candidate_unique_document_per_run")]
+        indexes = [models.Index(fields=["run", "status", "claim"]), models.Index(fields=["run", "topic", "status"])]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} doc {self.document_id} ({self.status})"
+
+
+class StageResult(models.Model):
+    """One stage's result for one candidate: the status, the stage's reason, its answer and
+    the draft after it, and the request it came from (the key of the LLM ledger entry, or
+    a hash of the heuristics' input), so a changed prompt or model is noticed."""
+
+    candidate = models.ForeignKey(MiningCandidate, on_delete=models.CASCADE, related_name="stage_results")
+    run = models.ForeignKey(MiningRun, on_delete=models.CASCADE, related_name="stage_results")
+    stage = models.CharField(max_length=40)
+    status = models.CharField(max_length=20, db_index=True)  # passed, rejected, parse_failed, truncated, refused, api_error
+    reason = models.TextField(blank=True)
+    answer = models.JSONField(null=True, blank=True, help_text="The stage's parsed answer (or the heuristics' figures).")
+    draft = models.JSONField(default=dict, blank=True, help_text="goal, steps, resources after this stage.")
+    request_key = models.CharField(max_length=64)
+    prompt_hash = models.CharField(max_length=64, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    cached = models.BooleanField(default=False, help_text="Answered from the ledger: paid for earlier.")
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["candidate", "stage"], name="stage_result_unique_per_candidate")]
+        indexes = [models.Index(fields=["run", "stage", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.stage} {self.status}"

@@ -182,15 +182,3 @@ LLM_STAGE_CLASSES: dict[str, type[LLMStage]] = {
 def reason_code(reason: str) -> str:
     """The stable part of a rejection reason (before the colon), for counting."""
     return reason.split(":", 1)[0].strip()
-
-
-def draft_from_outputs(document: str, outputs: Mapping[str, Mapping[str, Any]]) -> Draft:
-    """Rebuild a draft from stored stage outputs (used to resume a document mid-way)."""
-    draft = Draft(document=document)
-    for stage in PIPELINE:
-        output = outputs.get(stage)
-        if output is None:
-            break
-        draft = replace(draft, goal=output.get("goal", draft.goal), steps=tuple(output.get("steps", draft.steps)),
-                        resources=tuple(output.get("resources", draft.resources)))
-    return draft

@@ -24,3 +24,26 @@ def corpus_import_run_task(self, corpus_import_id: int) -> str:
     if job.status != CorpusImportStatus.QUEUED:
         return f"already {job.status}"
     return corpus_import_run(corpus_import_id=job.pk).status
+
+
+def _mark_run_failed(self, exc, task_id, args, kwargs, einfo) -> None:
+    from mining.models import MiningRun, MiningRunStatus
+
+    run_id = args[0] if args else kwargs.get("run_id")
+    MiningRun.objects.filter(pk=run_id).exclude(
+        status__in=[MiningRunStatus.DONE, MiningRunStatus.CANCELLED]).update(
+        status=MiningRunStatus.FAILED, error=f"{exc.__class__.__name__}: {exc}")
+
+
+@shared_task(bind=True, name="mining.run_execute", on_failure=_mark_run_failed)
+def mining_run_execute_task(self, run_id: int) -> str:
+    """One worker's share of a mining run (ids only; the run row holds the work). A Batch
+    API run that waits for its batches comes back after LLM_BATCH_POLL_SECONDS."""
+    from django.conf import settings
+
+    from mining.runner import mining_run_execute
+
+    outcome = mining_run_execute(run_id=run_id)
+    if outcome.startswith("waiting") and outcome != "waiting for other workers":
+        self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    return outcome

@@ -1,0 +1,135 @@
+"""Mining run configurations (``mine_run --config FILE.yaml`` and the launch form): read,
+checked key by key, and completed with defaults. Pure Python, no Django imports.
+
+```yaml
+name: web-2026-11            # required, unique
+corpus: web                  # optional here; --corpus names it on the command line
+topics: [food-dining, Health]   # names or slugs; "all" (default): every topic of the corpus
+candidates_per_topic: 200    # required: most documents sampled per topic (the budget)
+desired_valid_per_topic: 50  # optional: stop sampling a topic once it has this many procedures
+extract_batch_size: 25       # documents sampled per topic at a time (with desired_valid_per_topic)
+seed: 0
+min_steps: 5
+max_steps: 15
+executor: online             # or batch (OpenAI Batch API)
+concurrency: 16              # requests in flight
+workers: 1                   # Celery tasks working on the run at once
+budget_usd: 10               # optional cap; the run pauses when it is spent
+failure_retries: 1           # automatic retries of failed stage calls
+stages:                      # optional, per LLM stage
+  extract_procedure: {role: extract_procedure, prompt_file: extract_procedure.txt, model: gpt-4.1,
+                      base_url: "https://api.openai.com/v1", api_key_env: OPENAI_API_KEY,
+                      temperature: 0, max_tokens: 4096}
+```"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from core.run_configs import RunConfigError, config_parse
+from mining.constants import MAX_STEPS, MIN_STEPS, MINING_STAGE_MAX_TOKENS, MINING_TEMPERATURE
+from mining.stages import LLM_STAGES
+
+RUN_KEYS = {
+    "name", "corpus", "topics", "candidates_per_topic", "desired_valid_per_topic", "extract_batch_size", "seed",
+    "min_steps", "max_steps", "executor", "concurrency", "workers", "budget_usd", "failure_retries", "stages",
+}
+STAGE_KEYS = {"role", "prompt_file", "base_url", "model", "api_key_env", "temperature", "max_tokens"}
+EXECUTORS = ("online", "batch")
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+
+__all__ = ["RunConfigError", "mining_config_parse", "stage_prompt_path", "PROMPTS_DIR"]
+
+
+def stage_prompt_path(name_or_path: str, prompts_dir: Path = PROMPTS_DIR) -> Path:
+    """A bare file name is looked up in the mining prompts folder; anything else is a path."""
+    path = Path(name_or_path)
+    if not path.is_absolute() and path.parent == Path("."):
+        path = prompts_dir / path
+    return path
+
+
+def _int(data: dict[str, Any], key: str, source: str, *, default: int | None, minimum: int) -> int | None:
+    value = data.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RunConfigError(f"{source}: {key} must be a whole number, got {value!r}")
+    if value < minimum:
+        raise RunConfigError(f"{source}: {key} must be at least {minimum}, got {value}")
+    return value
+
+
+def _stage_spec(stage: str, given: Any, source: str) -> dict[str, Any]:
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise RunConfigError(f"{source}: stages.{stage} must be a mapping of settings")
+    unknown = set(given) - STAGE_KEYS
+    if unknown:
+        raise RunConfigError(f"{source}: unknown key(s) under stages.{stage}: {', '.join(sorted(map(str, unknown)))}; "
+                             f"allowed: {', '.join(sorted(STAGE_KEYS))}")
+    spec = {
+        "role": str(given.get("role") or stage),
+        "prompt_file": str(given.get("prompt_file") or f"{stage}.txt"),
+        "base_url": str(given.get("base_url") or ""),
+        "model": str(given.get("model") or ""),
+        "api_key_env": str(given.get("api_key_env") or ""),
+        "temperature": given.get("temperature"),
+        "max_tokens": given.get("max_tokens"),
+    }
+    if spec["temperature"] is not None and (isinstance(spec["temperature"], bool)
+                                            or not isinstance(spec["temperature"], (int, float))):
+        raise RunConfigError(f"{source}: stages.{stage}.temperature must be a number")
+    _int(spec, "max_tokens", f"{source}: stages.{stage}", default=None, minimum=1)
+    return spec
+
+
+def mining_config_parse(text: str, *, source: str) -> dict[str, Any]:
+    """The configuration with every default filled in. Errors name the source and the key."""
+    data = config_parse(text, source=source, allowed=RUN_KEYS, required={"name", "candidates_per_topic"})
+    name = str(data["name"] or "").strip()
+    if not name:
+        raise RunConfigError(f"{source}: name must not be empty")
+    config: dict[str, Any] = {"name": name, "corpus": str(data.get("corpus") or "")}
+    topics = data.get("topics", "all")
+    if topics in (None, "all"):
+        config["topics"] = "all"
+    elif isinstance(topics, list) and topics and all(isinstance(t, str) and t.strip() for t in topics):
+        config["topics"] = [t.strip() for t in topics]
+    else:
+        raise RunConfigError(f"{source}: topics must be \"all\" or a list of topic names or slugs")
+    config["candidates_per_topic"] = _int(data, "candidates_per_topic", source, default=None, minimum=1)
+    config["desired_valid_per_topic"] = _int(data, "desired_valid_per_topic", source, default=None, minimum=1)
+    config["extract_batch_size"] = _int(data, "extract_batch_size", source, default=0, minimum=0)
+    if config["desired_valid_per_topic"] and not config["extract_batch_size"]:
+        raise RunConfigError(f"{source}: desired_valid_per_topic needs extract_batch_size (documents sampled per "
+                             "topic at a time until the target is met or candidates_per_topic are spent)")
+    config["seed"] = _int(data, "seed", source, default=0, minimum=-(2 ** 62))
+    # How2Everything App. B.3: 5 to 15 steps by default.
+    config["min_steps"] = _int(data, "min_steps", source, default=MIN_STEPS, minimum=1)
+    config["max_steps"] = _int(data, "max_steps", source, default=MAX_STEPS, minimum=1)
+    if config["min_steps"] > config["max_steps"]:
+        raise RunConfigError(f"{source}: min_steps ({config['min_steps']}) is above max_steps ({config['max_steps']})")
+    executor = data.get("executor", "online")
+    if executor not in EXECUTORS:
+        raise RunConfigError(f"{source}: executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    config["executor"] = executor
+    config["concurrency"] = _int(data, "concurrency", source, default=16, minimum=1)
+    config["workers"] = _int(data, "workers", source, default=1, minimum=1)
+    config["failure_retries"] = _int(data, "failure_retries", source, default=1, minimum=0)
+    config["budget_usd"] = data.get("budget_usd")
+    stages = data.get("stages") or {}
+    if not isinstance(stages, dict):
+        raise RunConfigError(f"{source}: stages must be a mapping from stage name to settings")
+    unknown = set(stages) - set(LLM_STAGES)
+    if unknown:
+        raise RunConfigError(f"{source}: unknown stage(s) {', '.join(sorted(map(str, unknown)))}; "
+                             f"the LLM stages are {', '.join(LLM_STAGES)}")
+    config["stages"] = {stage: _stage_spec(stage, stages.get(stage), source) for stage in LLM_STAGES}
+    for stage, spec in config["stages"].items():
+        if spec["temperature"] is None:
+            spec["temperature"] = MINING_TEMPERATURE
+        if spec["max_tokens"] is None:
+            spec["max_tokens"] = MINING_STAGE_MAX_TOKENS[stage]
+    return config

@@ -1,0 +1,190 @@
+"""Writes of mining runs: create, pause, resume, cancel, retry failures, change stages.
+
+The work itself is in ``mining/runner.py``; the Celery task ``mining.run_execute`` calls
+``runner.mining_run_execute`` with a run id."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from core.run_configs import RunConfigError
+from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
+from mining.run_configs import mining_config_parse
+from mining.runner import stage_endpoint, stage_prompt
+from mining.stages import LLM_STAGES
+
+# Settings a re-launch under the same name may change: how stages are asked, how the run
+# executes, and how far sampling may go. The rest decides which documents the run takes.
+CHANGEABLE = {"stages", "min_steps", "max_steps", "concurrency", "workers", "budget_usd", "failure_retries",
+              "candidates_per_topic", "desired_valid_per_topic", "extract_batch_size"}
+FIXED = {"corpus", "topics", "seed", "executor"}
+
+
+def _resolve_stages(config: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
+    """Load every stage's prompt (checked, hashed) and resolve its endpoint, so a run that
+    cannot start fails here with a clear message instead of in a worker."""
+    from llm.endpoints import EndpointNotConfigured
+    from llm.prompts import PromptError
+
+    stages = {}
+    for stage in LLM_STAGES:
+        spec = dict(config["stages"][stage])
+        try:
+            prompt = stage_prompt(stage, spec)
+            endpoint = stage_endpoint(spec)
+        except (PromptError, EndpointNotConfigured, KeyError) as exc:
+            raise RunConfigError(f"{source}: stages.{stage}: {exc}") from exc
+        spec.update(prompt_file=prompt.path, prompt_hash=prompt.sha256, resolved_model=endpoint.model,
+                    resolved_base_url=endpoint.base_url)
+        stages[stage] = spec
+    return stages
+
+
+def _topics(corpus: Corpus, wanted: Any, source: str) -> list[Topic]:
+    present = Topic.objects.filter(documents__corpus=corpus).distinct().order_by("position", "name")
+    if wanted == "all":
+        topics = list(present)
+        if not topics:
+            raise RunConfigError(f"{source}: corpus {corpus.name!r} has no documents with a topic; a run samples "
+                                 "documents per topic (import the corpus with --topic-field)")
+        return topics
+    by_key = {}
+    for topic in Topic.objects.all():
+        by_key[topic.name.casefold()] = topic
+        by_key[topic.slug] = topic
+    topics = []
+    for name in wanted:
+        topic = by_key.get(name.casefold())
+        if topic is None:
+            raise RunConfigError(f"{source}: topics: unknown topic {name!r}")
+        topics.append(topic)
+    return topics
+
+
+def _enqueue(run: MiningRun) -> None:
+    from mining.tasks import mining_run_execute_task
+
+    tasks = run.workers if run.executor == "online" else 1
+    transaction.on_commit(lambda: [mining_run_execute_task.delay(run.pk) for _ in range(tasks)])
+
+
+@transaction.atomic
+def mining_run_create(*, config_text: str, source: str, corpus_name: str = "", created_by: str = "",
+                      start: bool = True) -> MiningRun:
+    """Create a run from a YAML configuration (see ``mining/run_configs.py``)."""
+    config = mining_config_parse(config_text, source=source)
+    name = corpus_name or config["corpus"]
+    if not name:
+        raise RunConfigError(f"{source}: no corpus: give --corpus NAME or a corpus key")
+    if corpus_name and config["corpus"] and config["corpus"] != corpus_name:
+        raise RunConfigError(f"{source}: the file names corpus {config['corpus']!r} but {corpus_name!r} was given")
+    corpus = Corpus.objects.filter(name=name).first()
+    if corpus is None:
+        raise RunConfigError(f"{source}: no corpus named {name!r}")
+    if MiningRun.objects.filter(name=config["name"]).exists():
+        raise RunConfigError(f"{source}: a run named {config['name']!r} exists; change its stages with "
+                             "mining_run_update_stages (mine_run with the same name) or choose another name")
+    topics = _topics(corpus, config["topics"], source)
+    config["corpus"] = corpus.name
+    config["max_document_id"] = corpus.documents.aggregate(m=Max("pk"))["m"] or 0
+    run = MiningRun.objects.create(
+        name=config["name"], corpus=corpus, candidates_per_topic=config["candidates_per_topic"],
+        desired_valid_per_topic=config["desired_valid_per_topic"], extract_batch_size=config["extract_batch_size"],
+        seed=config["seed"], min_steps=config["min_steps"], max_steps=config["max_steps"],
+        stages=_resolve_stages(config, source), executor=config["executor"], concurrency=config["concurrency"],
+        workers=config["workers"], budget_usd=config["budget_usd"], failure_retries=config["failure_retries"],
+        config={k: (str(v) if k == "budget_usd" and v is not None else v) for k, v in config.items()} | {
+            "source_text": config_text},
+        created_by=created_by)
+    run.topics.set(topics)
+    if start:
+        _enqueue(run)
+    return run
+
+
+@transaction.atomic
+def mining_run_update_stages(*, run: MiningRun, config_text: str, source: str, start: bool = True) -> dict[str, Any]:
+    """Apply a changed configuration to an existing run and re-walk its documents: stages
+    whose request did not change keep their results, the others (and what follows them,
+    where their input changed) run again. Returns what changed and how many documents
+    will be walked again."""
+    config = mining_config_parse(config_text, source=source)
+    run = MiningRun.objects.select_for_update().get(pk=run.pk)
+    if run.status == MiningRunStatus.RUNNING:
+        raise RunConfigError(f"run {run.name!r} is running; pause it before changing its stages")
+    old = run.config
+    for key in FIXED:
+        if key == "corpus" and not config["corpus"]:
+            continue
+        if config[key] != old.get(key):
+            raise RunConfigError(f"{source}: {key} differs from run {run.name!r} ({old.get(key)!r}); "
+                                 "it decides which documents the run takes: start a new run instead")
+    stages = _resolve_stages(config, source)
+    changed = sorted(s for s in LLM_STAGES if {k: v for k, v in stages[s].items() if not k.startswith("resolved_")}
+                     != {k: v for k, v in run.stages[s].items() if not k.startswith("resolved_")}
+                     or stages[s].get("resolved_model") != run.stages[s].get("resolved_model"))
+    if (config["min_steps"], config["max_steps"]) != (run.min_steps, run.max_steps):
+        changed.append("heuristics")
+    for key in CHANGEABLE - {"stages"}:
+        setattr(run, key, config[key])
+    run.stages = stages
+    run.config = {**old, **{k: (str(v) if k == "budget_usd" and v is not None else v)
+                            for k, v in config.items() if k in CHANGEABLE}, "source_text": config_text}
+    run.status = MiningRunStatus.PENDING
+    run.pause_reason = run.error = ""
+    run.finished_at = None
+    run.save()
+    rewalk = MiningCandidate.objects.filter(run=run).exclude(status=CandidateStatus.PENDING).update(
+        status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None)
+    if start:
+        _enqueue(run)
+    return {"changed_stages": changed, "documents_rewalked": rewalk}
+
+
+def mining_run_pause(*, run: MiningRun, reason: str = "paused by a user") -> None:
+    MiningRun.objects.filter(pk=run.pk, status__in=[MiningRunStatus.PENDING, MiningRunStatus.RUNNING]).update(
+        status=MiningRunStatus.PAUSED, pause_reason=reason)
+
+
+def mining_run_cancel(*, run: MiningRun) -> None:
+    MiningRun.objects.filter(pk=run.pk).exclude(status=MiningRunStatus.DONE).update(
+        status=MiningRunStatus.CANCELLED, finished_at=timezone.now())
+
+
+@transaction.atomic
+def mining_run_resume(*, run: MiningRun, budget_usd=None, start: bool = True) -> MiningRun:
+    """Put a paused, failed or interrupted run back in the queue. Claims left by a worker
+    that died are released; finished stage results and ledger entries are reused."""
+    run = MiningRun.objects.select_for_update().get(pk=run.pk)
+    if run.status in (MiningRunStatus.DONE, MiningRunStatus.CANCELLED):
+        raise ValueError(f"run {run.name!r} is {run.status}; it cannot be resumed")
+    if budget_usd is not None:
+        run.budget_usd = budget_usd
+    run.status = MiningRunStatus.PENDING
+    run.pause_reason = run.error = ""
+    run.save(update_fields=["status", "pause_reason", "error", "budget_usd"])
+    MiningCandidate.objects.filter(run=run).exclude(claim="").update(claim="", claimed_at=None)
+    if start:
+        _enqueue(run)
+    return run
+
+
+@transaction.atomic
+def mining_run_retry_failures(*, run: MiningRun, start: bool = True) -> int:
+    """Ask again for every document whose stage call failed (never reusing the failed answer)."""
+    run = MiningRun.objects.select_for_update().get(pk=run.pk)
+    if run.status in (MiningRunStatus.RUNNING, MiningRunStatus.PENDING):
+        raise ValueError(f"run {run.name!r} is {run.status}; failures are retried when it has stopped")
+    if run.status == MiningRunStatus.CANCELLED:
+        raise ValueError(f"run {run.name!r} was cancelled")
+    n = MiningCandidate.objects.filter(run=run, status=CandidateStatus.FAILED).update(
+        status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None)
+    if n:
+        MiningRun.objects.filter(pk=run.pk).update(status=MiningRunStatus.PENDING, finished_at=None, pause_reason="",
+                                                   error="")
+        if start:
+            _enqueue(run)
+    return n

@@ -1,0 +1,601 @@
+"""How a mining run executes: documents are claimed by workers and walked through the six
+stages one after the other, each stage result committed as it happens.
+
+* **Overlap.** A worker thread takes one document through all its stages before taking
+  the next; with ``concurrency`` threads, documents sit at every stage at once, so the
+  stages overlap and at most ``concurrency`` requests are in flight per worker.
+* **Resume.** A document's walk starts from the beginning every time, but a stage whose
+  stored result came from the same request (the ledger key of the rendered prompt,
+  model, sampling parameters and schema; for the heuristics a hash of their input) is
+  taken as stored. A killed worker therefore loses only the calls in flight, and the
+  LLM ledger answers requests that finished but were not yet stored.
+* **Changed prompts or models.** The same rule re-runs exactly the stage whose request
+  changed and, where its answer changes their input, the stages after it.
+* **Outcomes apart.** A stage either passes, rejects with its reason, or its call fails
+  (``parse_failed``, ``truncated``, ``refused``, ``api_error``). A failed document is
+  retried ``failure_retries`` times (asking again, not reusing the failed answer) and
+  then listed as failed, never counted as rejected.
+* **Claims.** Documents are claimed in small batches with a lease, so several Celery
+  tasks (``workers``) share a run without taking the same document; a dead worker's
+  claims are released on resume or after the lease.
+* **Batch API.** With ``executor: batch`` the walk collects the requests documents need
+  next, sends them as Batch API jobs (one per endpoint), and walks again when the
+  answers are in the ledger."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import IntegrityError, close_old_connections, connections, transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from llm.client import LLMClient, LLMRequest, LLMResult, ledger_lookup
+from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE, OUTCOME_OK
+from llm.endpoints import Endpoint, endpoint_require
+from llm.models import LedgerEntry
+from llm.prompts import Prompt, prompt_read
+from mining.constants import (
+    MINING_CLAIM_FACTOR,
+    MINING_CLAIM_LEASE_SECONDS,
+    MINING_STATUS_CHECK_SECONDS,
+)
+from mining.models import (
+    CandidateStatus,
+    MiningCandidate,
+    MiningRun,
+    MiningRunStatus,
+    Procedure,
+    StageResult,
+    procedure_identity,
+)
+from mining.run_configs import stage_prompt_path
+from mining.stage_schemas import PROMPT_PLACEHOLDERS
+from mining.stages import (
+    LLM_STAGE_CLASSES,
+    PASSED,
+    PIPELINE,
+    REJECTED,
+    Draft,
+    HeuristicsStage,
+    LLMStage,
+    Verdict,
+)
+
+logger = logging.getLogger(__name__)
+
+GENUINE = (PASSED, REJECTED)  # stage outcomes; everything else is a failed call
+
+
+@dataclass
+class StagePlan:
+    """How one LLM stage is asked in this run."""
+
+    stage: LLMStage
+    prompt: Prompt
+    endpoint: Endpoint
+    params: dict[str, Any]
+    overrides: dict[str, str]
+
+    def request(self, draft: Draft) -> LLMRequest:
+        text = self.prompt.render(**self.stage.prompt_values(draft))
+        return LLMRequest(stage=self.stage.name, messages=[{"role": "user", "content": text}], params=self.params,
+                          schema=self.stage.schema)
+
+
+def stage_overrides(spec: dict[str, Any]) -> dict[str, str]:
+    return {k: spec[k] for k in ("base_url", "model", "api_key_env") if spec.get(k)}
+
+
+def stage_endpoint(spec: dict[str, Any]) -> Endpoint:
+    import os
+
+    overrides = stage_overrides(spec)
+    api_key = os.environ.get(overrides["api_key_env"], "") if overrides.get("api_key_env") else None
+    return endpoint_require(spec["role"], base_url=overrides.get("base_url"), model=overrides.get("model"),
+                            api_key=api_key)
+
+
+def stage_prompt(stage: str, spec: dict[str, Any]) -> Prompt:
+    return prompt_read(stage_prompt_path(spec["prompt_file"]), expected=PROMPT_PLACEHOLDERS[stage], kind=stage)
+
+
+def stage_plans(run: MiningRun) -> dict[str, StagePlan]:
+    plans = {}
+    for name, cls in LLM_STAGE_CLASSES.items():
+        spec = run.stages[name]
+        params = {"temperature": spec.get("temperature"), "max_tokens": spec.get("max_tokens")}
+        plans[name] = StagePlan(stage=cls(), prompt=stage_prompt(name, spec), endpoint=stage_endpoint(spec),
+                                params={k: v for k, v in params.items() if v is not None},
+                                overrides=stage_overrides(spec))
+    return plans
+
+
+def heuristics_key(draft: Draft, stage: HeuristicsStage) -> str:
+    payload = [list(draft.steps), stage.filter.min_steps, stage.filter.max_steps,
+               sorted(stage.filter.thresholds.items())]
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def _draft_from(result: StageResult, before: Draft) -> Draft:
+    """The draft a stored stage result left behind."""
+    return Draft(document=before.document, goal=result.draft.get("goal", before.goal),
+                 steps=tuple(result.draft.get("steps", before.steps)),
+                 resources=tuple(result.draft.get("resources", before.resources)))
+
+
+def _draft_dict(draft: Draft) -> dict[str, Any]:
+    return {"goal": draft.goal, "steps": list(draft.steps), "resources": list(draft.resources)}
+
+
+@dataclass
+class NeedsRequest:
+    """A walk in collect mode stopped at a stage whose answer is not in the ledger yet."""
+
+    stage: str
+    request: LLMRequest
+
+
+class Budget:
+    """What the run has paid (its ledger entries), checked before every new call."""
+
+    def __init__(self, run: MiningRun):
+        self.run = run
+        self.cap = run.budget_usd
+        self.lock = threading.Lock()
+        self.refresh()
+
+    def refresh(self) -> None:
+        spent = LedgerEntry.objects.filter(run=self.run.ledger_run).aggregate(s=Sum("cost_usd"))["s"] or Decimal(0)
+        with self.lock:
+            self.spent = Decimal(spent)
+
+    def add(self, amount: Decimal | None) -> None:
+        if amount:
+            with self.lock:
+                self.spent += amount
+
+    def reached(self) -> bool:
+        return self.cap is not None and self.spent >= self.cap
+
+
+class Walker:
+    """Takes one candidate through the stages (see the module docstring)."""
+
+    def __init__(self, run: MiningRun, *, plans: dict[str, StagePlan] | None = None,
+                 clients: dict[str, LLMClient] | None = None, budget: Budget | None = None):
+        self.run = run
+        self.plans = plans if plans is not None else stage_plans(run)
+        self.clients = clients if clients is not None else {}
+        self.heuristics = HeuristicsStage(min_steps=run.min_steps, max_steps=run.max_steps)
+        self.budget = budget
+        self.stop_reason: str | None = None
+
+    def client(self, stage: str) -> LLMClient:
+        plan = self.plans[stage]
+        ident = f"{plan.endpoint.base_url}|{plan.endpoint.model}|{plan.endpoint.api_key}"
+        if ident not in self.clients:
+            self.clients[ident] = LLMClient(plan.endpoint)
+        return self.clients[ident]
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+
+    # -- one candidate --------------------------------------------------------------
+
+    def walk(self, candidate: MiningCandidate, *, collect: bool = False) -> str | NeedsRequest:
+        """Advance a candidate as far as it goes. Returns its new status, ``"stopped"``
+        (pause, cancel or budget: the candidate stays pending) or, in collect mode, the
+        request it needs next."""
+        stored = {r.stage: r for r in StageResult.objects.filter(candidate=candidate)}
+        draft = Draft(document=candidate.document.text)
+        for stage in PIPELINE:
+            existing = stored.get(stage)
+            if stage == "heuristics":
+                key = heuristics_key(draft, self.heuristics)
+                if existing is not None and existing.request_key == key:
+                    verdict = Verdict(existing.status, existing.reason, draft)
+                else:
+                    verdict = self.heuristics.check(draft)
+                    self._store(candidate, stage, verdict, key=key, answer={
+                        "passed": verdict.passed, "reason": verdict.reason, **verdict.details})
+            else:
+                plan = self.plans[stage]
+                request = plan.request(draft)
+                key = request.key(plan.endpoint.model)
+                if existing is not None and existing.request_key == key and existing.status in GENUINE:
+                    verdict = Verdict(existing.status, existing.reason, _draft_from(existing, draft))
+                else:
+                    retry = existing is not None and existing.request_key == key  # a failed call: ask again
+                    result = self._answer(stage, request, key, retry=retry, collect=collect)
+                    if isinstance(result, (NeedsRequest, str)):
+                        return result
+                    if not result.ok:
+                        return self._fail(candidate, stage, result, key, stored)
+                    verdict = plan.stage.judge(result.value, draft)
+                    self._store(candidate, stage, verdict, key=key, answer=result.value, result=result)
+            if not verdict.passed:
+                self._finish(candidate, CandidateStatus.REJECTED, stage, verdict.reason, stored)
+                return CandidateStatus.REJECTED
+            draft = verdict.draft
+        procedure = self._procedure_store(candidate, draft)
+        self._finish(candidate, CandidateStatus.PASSED, PIPELINE[-1], "", stored, procedure=procedure)
+        return CandidateStatus.PASSED
+
+    def _answer(self, stage: str, request: LLMRequest, key: str, *, retry: bool,
+                collect: bool) -> LLMResult | NeedsRequest | str:
+        if collect and not retry:
+            entry = ledger_lookup(key)
+            if entry is None:
+                return NeedsRequest(stage, request)
+            return LLMResult.from_entry(entry, cached=entry.run != self.run.ledger_run)
+        if self.stop_reason is not None:
+            return "stopped"
+        if self.budget is not None and self.budget.reached():
+            self.stop_reason = f"budget of {self.budget.cap} USD reached"
+            return "stopped"
+        result = self.client(stage).complete(request, run=self.run.ledger_run, role=self.plans[stage].endpoint.role,
+                                             reuse_failures=not retry)
+        if self.budget is not None and not result.cached:
+            self.budget.add(result.cost_usd)
+        return result
+
+    # -- storage ---------------------------------------------------------------------
+
+    def _store(self, candidate: MiningCandidate, stage: str, verdict: Verdict, *, key: str, answer: Any,
+               result: LLMResult | None = None) -> None:
+        plan = self.plans.get(stage)
+        fields = dict(run_id=candidate.run_id, status=verdict.status, reason=verdict.reason, answer=answer,
+                      draft=_draft_dict(verdict.draft), request_key=key,
+                      prompt_hash=plan.prompt.sha256 if plan else "", model=plan.endpoint.model if plan else "")
+        if result is not None:
+            fields.update(cached=result.cached, tokens_in=result.tokens_in, tokens_out=result.tokens_out,
+                          cost_usd=(result.cost_usd or 0) if not result.cached else 0, latency_ms=result.latency_ms)
+        else:
+            fields.update(cached=False, tokens_in=0, tokens_out=0, cost_usd=0, latency_ms=0)
+        StageResult.objects.update_or_create(candidate=candidate, stage=stage, defaults=fields)
+        MiningCandidate.objects.filter(pk=candidate.pk).update(stage=stage)
+
+    def _fail(self, candidate: MiningCandidate, stage: str, result: LLMResult, key: str,
+              stored: dict[str, StageResult]) -> str:
+        plan = self.plans[stage]
+        StageResult.objects.update_or_create(candidate=candidate, stage=stage, defaults=dict(
+            run_id=candidate.run_id, status=result.outcome, reason=result.error or result.outcome,
+            answer={"text": result.text[:4000]} if result.text else None, draft={}, request_key=key,
+            prompt_hash=plan.prompt.sha256, model=plan.endpoint.model, cached=result.cached,
+            tokens_in=result.tokens_in, tokens_out=result.tokens_out,
+            cost_usd=(result.cost_usd or 0) if not result.cached else 0, latency_ms=result.latency_ms))
+        failures = candidate.failures + 1
+        if failures <= self.run.failure_retries:  # asked again later, not reusing the failed answer
+            MiningCandidate.objects.filter(pk=candidate.pk).update(
+                failures=failures, stage=stage, reason=f"{result.outcome}: {result.error}", claim="", claimed_at=None)
+            candidate.failures = failures
+            return CandidateStatus.PENDING
+        self._finish(candidate, CandidateStatus.FAILED, stage, f"{result.outcome}: {result.error}", stored,
+                     failures=failures)
+        return CandidateStatus.FAILED
+
+    def _finish(self, candidate: MiningCandidate, status: str, stage: str, reason: str,
+                stored: dict[str, StageResult], *, procedure: Procedure | None = None, failures: int | None = None) -> None:
+        later = PIPELINE[PIPELINE.index(stage) + 1:]
+        stale = [r.pk for s, r in stored.items() if s in later]
+        with transaction.atomic():
+            if stale:  # results of a previous walk under other prompts or models
+                StageResult.objects.filter(pk__in=stale).delete()
+            previous = MiningCandidate.objects.filter(pk=candidate.pk).values_list("procedure_id", flat=True).first()
+            if previous and (procedure is None or procedure.pk != previous):
+                _procedure_discard(previous, self.run)
+            fields = dict(status=status, stage=stage, reason=reason, procedure=procedure, claim="", claimed_at=None,
+                          finished_at=timezone.now())
+            if failures is not None:
+                fields["failures"] = failures
+            MiningCandidate.objects.filter(pk=candidate.pk).update(**fields)
+
+    def _procedure_store(self, candidate: MiningCandidate, draft: Draft) -> Procedure:
+        """The procedure a candidate became, with its provenance. A procedure's identity is
+        its source id and goal: the same document and goal mined twice is stored once."""
+        document = candidate.document
+        results = {r.stage: r for r in StageResult.objects.filter(candidate=candidate)}
+        provenance = {
+            "mining_run": self.run.name,
+            "mining_run_id": self.run.pk,
+            "corpus": document.corpus.name,
+            "document_id": document.pk,
+            "prompt_hashes": self.run.prompt_hashes(),
+            "models": {s: p.endpoint.model for s, p in self.plans.items()},
+            "processed_example": {s: results[s].answer for s in PIPELINE if s in results},
+        }
+        identity = procedure_identity(document.doc_id, draft.goal)
+        existing = Procedure.objects.filter(identity=identity).first()
+        if existing is not None:
+            return existing
+        procedure = Procedure(topic_id=candidate.topic_id, goal=draft.goal, steps=list(draft.steps),
+                              resources=list(draft.resources), source_example_id=document.doc_id,
+                              source_url=document.url, provenance=provenance)
+        try:
+            with transaction.atomic():
+                procedure.save()
+        except IntegrityError:  # another worker stored the same procedure a moment ago
+            return Procedure.objects.get(identity=identity)
+        return procedure
+
+
+def _procedure_discard(procedure_id: int, run: MiningRun) -> None:
+    """A re-walk under changed prompts no longer yields this procedure: delete it when
+    this run made it and nothing refers to it (generations, study items); otherwise keep it."""
+    procedure = Procedure.objects.filter(pk=procedure_id).first()
+    if procedure is None or procedure.provenance.get("mining_run_id") != run.pk:
+        return
+    for relation in procedure._meta.related_objects:
+        accessor = relation.get_accessor_name()
+        if relation.one_to_many and accessor and accessor != "+" and getattr(procedure, accessor).exists():
+            return
+    if MiningCandidate.objects.filter(procedure_id=procedure_id).exclude(run=run).exists():
+        return
+    procedure.delete()
+
+
+# -- sampling -----------------------------------------------------------------------
+
+
+def _topic_order(run: MiningRun, topic_id: int, slug: str) -> list[int]:
+    """The run's seeded order of a topic's documents (those present when the run was created)."""
+    import random
+
+    ids = list(run.corpus.documents.filter(topic_id=topic_id, pk__lte=run.config.get("max_document_id", 0))
+               .order_by("pk").values_list("pk", flat=True))
+    random.Random(f"{run.seed}:{slug}").shuffle(ids)
+    return ids
+
+
+def candidates_sample(run: MiningRun) -> int:
+    """Sample the next documents of every topic that needs more (How2Everything §3.1:
+    topic-stratified sampling). A topic gets a new batch when none of its candidates is
+    still pending, it has fewer procedures than ``desired_valid_per_topic`` and fewer
+    candidates than ``candidates_per_topic``. Returns how many candidates were created."""
+    with transaction.atomic():
+        run = MiningRun.objects.select_for_update().get(pk=run.pk)
+        stats = {row["topic_id"]: row for row in MiningCandidate.objects.filter(run=run).values("topic_id").annotate(
+            n=Count("id"), pending=Count("id", filter=Q(status=CandidateStatus.PENDING)),
+            passed=Count("id", filter=Q(status=CandidateStatus.PASSED)), rounds=Count("sample_round", distinct=True))}
+        per_topic: list[tuple[int, list[int], int]] = []
+        for topic in run.topics.order_by("position", "name"):
+            row = stats.get(topic.pk, {"n": 0, "pending": 0, "passed": 0, "rounds": 0})
+            if row["pending"]:
+                continue
+            if run.desired_valid_per_topic and row["passed"] >= run.desired_valid_per_topic:
+                continue
+            room = run.candidates_per_topic - row["n"]
+            if room <= 0:
+                continue
+            size = min(room, run.extract_batch_size or run.candidates_per_topic)
+            ids = _topic_order(run, topic.pk, topic.slug)[row["n"]:row["n"] + size]
+            if ids:
+                per_topic.append((topic.pk, ids, row["rounds"]))
+        # Interleave topics so that every topic advances at the same pace.
+        new = []
+        longest = max((len(ids) for _, ids, _ in per_topic), default=0)
+        for i in range(longest):
+            for topic_id, ids, sample_round in per_topic:
+                if i < len(ids):
+                    new.append(MiningCandidate(run=run, document_id=ids[i], topic_id=topic_id, sample_round=sample_round))
+        MiningCandidate.objects.bulk_create(new, batch_size=2000, ignore_conflicts=True)
+        return len(new)
+
+
+# -- online execution -----------------------------------------------------------------
+
+
+def _claim(run: MiningRun, token: str, n: int) -> list[int]:
+    now = timezone.now()
+    free = Q(claim="") | Q(claimed_at__lt=now - timezone.timedelta(seconds=MINING_CLAIM_LEASE_SECONDS))
+    ids = list(MiningCandidate.objects.filter(run=run, status=CandidateStatus.PENDING).filter(free)
+               .order_by("id").values_list("id", flat=True)[:n])
+    if not ids:
+        return []
+    MiningCandidate.objects.filter(pk__in=ids, status=CandidateStatus.PENDING).filter(free).update(
+        claim=token, claimed_at=now)
+    return list(MiningCandidate.objects.filter(pk__in=ids, claim=token).order_by("id").values_list("id", flat=True))
+
+
+def _release(token: str) -> None:
+    MiningCandidate.objects.filter(claim=token).update(claim="", claimed_at=None)
+
+
+def run_status(run_id: int) -> str | None:
+    return MiningRun.objects.filter(pk=run_id).values_list("status", flat=True).first()
+
+
+def run_finish_if_complete(run: MiningRun) -> bool:
+    """Mark the run done when nothing is pending and no topic needs more documents."""
+    if MiningCandidate.objects.filter(run=run, status=CandidateStatus.PENDING).exists():
+        return False
+    if candidates_sample(run):
+        return False
+    return bool(MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
+        status=MiningRunStatus.DONE, finished_at=timezone.now()))
+
+
+class OnlineRunner:
+    """One worker's share of a run: ``concurrency`` threads walking claimed documents."""
+
+    def __init__(self, run: MiningRun):
+        self.run = run
+        self.token = uuid.uuid4().hex
+        self.budget = Budget(run)
+        self.walker = Walker(run, budget=self.budget)
+        self.queue: deque[int] = deque()
+        self.lock = threading.Lock()
+        self.claim_lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    def next_id(self) -> int | None:
+        """The next claimed candidate; claims more (or samples more) when the local queue is empty.
+        None when there is no more work for this worker."""
+        while True:
+            if self.walker.stop_reason is not None:
+                return None
+            with self.lock:
+                if self.queue:
+                    return self.queue.popleft()
+            with self.claim_lock:
+                with self.lock:
+                    if self.queue:
+                        continue
+                ids = _claim(self.run, self.token, self.run.concurrency * MINING_CLAIM_FACTOR)
+                if not ids and candidates_sample(self.run):
+                    ids = _claim(self.run, self.token, self.run.concurrency * MINING_CLAIM_FACTOR)
+                if ids:
+                    with self.lock:
+                        self.queue.extend(ids)
+                    continue
+                # Nothing free: others still hold pending documents (a topic waits for its
+                # batch to finish before it is sampled again), or the run is complete.
+                if not MiningCandidate.objects.filter(run=self.run, status=CandidateStatus.PENDING).exists():
+                    return None
+            time.sleep(0.2)
+
+    def work(self) -> None:
+        try:
+            while True:
+                candidate_id = self.next_id()
+                if candidate_id is None:
+                    return
+                candidate = MiningCandidate.objects.select_related("document", "document__corpus").get(pk=candidate_id)
+                if candidate.status != CandidateStatus.PENDING:
+                    continue
+                if self.walker.walk(candidate) == "stopped":
+                    return
+        except BaseException as exc:  # a programming error: stop everyone, re-raised by run()
+            with self.lock:
+                self.error = self.error or exc
+            self.walker.stop_reason = self.walker.stop_reason or "error"
+        finally:
+            connections.close_all()
+
+    def run_all(self) -> str:
+        threads = [threading.Thread(target=self.work, name=f"mining-{self.run.pk}-{n}", daemon=True)
+                   for n in range(self.run.concurrency)]
+        for thread in threads:
+            thread.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                for thread in threads:
+                    thread.join(timeout=MINING_STATUS_CHECK_SECONDS / len(threads))
+                close_old_connections()
+                status = run_status(self.run.pk)
+                if status != MiningRunStatus.RUNNING:
+                    self.walker.stop_reason = self.walker.stop_reason or (status or "gone")
+                self.budget.refresh()
+        finally:
+            _release(self.token)
+            self.walker.close()
+        if self.error is not None:
+            raise self.error
+        return self.walker.stop_reason or "done"
+
+
+def mining_run_work(run: MiningRun) -> str:
+    """Execute one worker's share of an online run; the last worker to find nothing left
+    marks the run done. Returns what happened."""
+    outcome = OnlineRunner(run).run_all()
+    if outcome.startswith("budget"):
+        MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
+            status=MiningRunStatus.PAUSED, pause_reason=outcome)
+        return f"paused: {outcome}"
+    if outcome != "done":
+        return outcome
+    return "done" if run_finish_if_complete(run) or run_status(run.pk) == MiningRunStatus.DONE else "waiting for other workers"
+
+
+# -- Batch API execution --------------------------------------------------------------
+
+
+def mining_run_batch_step(run: MiningRun) -> str:
+    """One step of a Batch API run: wait for the current batch jobs; when they are done,
+    walk every pending document as far as the ledger answers, and send what they need
+    next as new jobs. Returns ``waiting…`` while batches are out, ``done`` at the end."""
+    from llm.models import LLMJob
+    from llm.services import llm_job_create, llm_job_execute
+
+    for job_id in run.batch_job_ids:
+        job = LLMJob.objects.filter(pk=job_id).first()
+        if job is None or job.status in (LLMJob.Status.DONE, LLMJob.Status.CANCELLED, LLMJob.Status.FAILED):
+            continue
+        if job.status == LLMJob.Status.PAUSED:
+            MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
+                status=MiningRunStatus.PAUSED, pause_reason=job.pause_reason)
+            return f"paused: {job.pause_reason}"
+        outcome = llm_job_execute(job_id=job.pk)
+        if outcome.startswith("waiting"):
+            return outcome
+    budget = Budget(run)
+    walker = Walker(run, budget=budget)
+    try:
+        while True:
+            needed: dict[tuple[str, str], list[LLMRequest]] = {}
+            seen: set[str] = set()
+            candidates_sample(run)
+            for candidate in (MiningCandidate.objects.filter(run=run, status=CandidateStatus.PENDING)
+                              .select_related("document", "document__corpus").iterator(chunk_size=500)):
+                if run_status(run.pk) != MiningRunStatus.RUNNING:
+                    return "stopped"
+                outcome = walker.walk(candidate, collect=True)
+                if isinstance(outcome, NeedsRequest):
+                    plan = walker.plans[outcome.stage]
+                    key = outcome.request.key(plan.endpoint.model)
+                    if key not in seen:
+                        seen.add(key)
+                        group = (outcome.stage, json.dumps(plan.overrides, sort_keys=True))
+                        needed.setdefault(group, []).append(outcome.request)
+                elif outcome == "stopped":
+                    MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
+                        status=MiningRunStatus.PAUSED, pause_reason=walker.stop_reason or "stopped")
+                    return f"paused: {walker.stop_reason}"
+            if needed:
+                remaining = None if run.budget_usd is None else max(Decimal(0), run.budget_usd - budget.spent)
+                job_ids = []
+                for (stage, _), requests in needed.items():
+                    plan = walker.plans[stage]
+                    job = llm_job_create(run=run.ledger_run, role=plan.endpoint.role, requests=requests,
+                                         executor=EXECUTOR_BATCH, budget_usd=remaining,
+                                         endpoint_overrides=plan.overrides, start=False)
+                    job_ids.append(job.pk)
+                MiningRun.objects.filter(pk=run.pk).update(batch_job_ids=job_ids)
+                run.batch_job_ids = job_ids
+                for job_id in job_ids:
+                    outcome = llm_job_execute(job_id=job_id)
+                    if outcome.startswith("waiting"):
+                        return outcome
+                continue  # every batch answered at once: walk again
+            if run_finish_if_complete(run):
+                return "done"
+            if not MiningCandidate.objects.filter(run=run, status=CandidateStatus.PENDING).exists():
+                return "done"
+    finally:
+        walker.close()
+
+
+def mining_run_execute(*, run_id: int) -> str:
+    """Execute (one worker's share of) a run. Returns what happened, for the task log."""
+    with transaction.atomic():
+        run = MiningRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return "gone"
+        if run.status not in (MiningRunStatus.PENDING, MiningRunStatus.RUNNING):
+            return f"not active ({run.status})"
+        run.status = MiningRunStatus.RUNNING
+        run.started_at = run.started_at or timezone.now()
+        run.save(update_fields=["status", "started_at"])
+    if run.executor == EXECUTOR_ONLINE:
+        return mining_run_work(run)
+    return mining_run_batch_step(run)
