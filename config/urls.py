@@ -31,5 +31,6 @@ urlpatterns = [
     path("", include("llm.urls")),
     path("", include("mining.urls")),
     path("", include("judging.urls")),
+    path("", include("goalstep.urls")),
     path("", include("annotate.urls")),
 ]

@@ -1,0 +1,54 @@
+"""Reads of the goal-step app: task sets, evaluation accuracy, leaderboards per task."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from goalstep.answers import AccuracyTally
+from goalstep.constants import PAPER_HUMAN_ACCURACY, PAPER_ROBERTA_ACCURACY, TASKS
+from goalstep.models import TaskEvaluation, TaskSet
+from goalstep.validation import human_accuracy
+
+
+def task_set_list(*, task: str | None = None) -> QuerySet[TaskSet]:
+    sets = TaskSet.objects.order_by("-id")
+    return sets.filter(task=task) if task else sets
+
+
+def task_evaluation_accuracy(evaluation: TaskEvaluation) -> dict[str, Any]:
+    """Accuracy overall and per topic (denominators in goalstep.answers.AccuracyTally), with
+    the outcomes of calls that returned no completion counted apart."""
+    tally = AccuracyTally()
+    outcomes: dict[str, int] = {}
+    for outcome, correct, topic in evaluation.predictions.values_list("outcome", "correct", "item__topic"):
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        tally.add(topic, correct)
+    result = tally.result()
+    result["outcomes"] = outcomes
+    result["n_items"] = len(evaluation.item_ids)
+    return result
+
+
+def leaderboard(task: str, *, task_set_id: int | None = None) -> dict[str, Any]:
+    """The evaluations of one task set of ``task`` (the chosen one, else the newest with an
+    evaluation, else the newest), best first, with the paper's figures and the human accuracy
+    of the validated set beside them."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}")
+    sets = list(task_set_list(task=task))
+    chosen = next((s for s in sets if s.pk == task_set_id), None) if task_set_id else None
+    if chosen is None:
+        chosen = next((s for s in sets if s.evaluations.exists()), sets[0] if sets else None)
+    rows = []
+    if chosen is not None:
+        for evaluation in chosen.evaluations.select_related("language_model", "llm_job"):
+            rows.append({"evaluation": evaluation, "model": evaluation.language_model.name,
+                         **task_evaluation_accuracy(evaluation)})
+    rows.sort(key=lambda r: (r["accuracy"] is None, -(r["accuracy"] or 0.0), r["model"]))
+    topics = sorted({topic for row in rows for topic in row["by_topic"]})
+    return {
+        "task": task, "task_sets": sets, "task_set": chosen, "rows": rows, "topics": topics,
+        "paper_roberta": PAPER_ROBERTA_ACCURACY[task], "paper_human": PAPER_HUMAN_ACCURACY[task],
+        "human": human_accuracy(task),
+    }

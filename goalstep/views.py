@@ -1,0 +1,64 @@
+"""Pages of the goal-step app: task sets with their build reports, a leaderboard per task,
+and (admins) starting an evaluation."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from core.permissions import admin_required, researcher_required
+from goalstep.constants import TASKS
+from goalstep.forms import TaskEvaluationForm
+from goalstep.items import report_lines
+from goalstep.models import TaskSet
+from goalstep.selectors import leaderboard, task_set_list
+from goalstep.services import task_evaluation_create
+from judging.prompts import PromptError
+from llm.endpoints import EndpointNotConfigured
+
+
+@researcher_required
+def task_set_index(request: HttpRequest) -> HttpResponse:
+    return render(request, "goalstep/task_sets.html", {"task_sets": task_set_list()[:200], "tasks": TASKS})
+
+
+@researcher_required
+def task_set_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    task_set = get_object_or_404(TaskSet, pk=pk)
+    return render(request, "goalstep/task_set.html", {
+        "task_set": task_set, "report_lines": report_lines(task_set.report) if task_set.report else [],
+        "items": task_set.items.order_by("position")[:50],
+    })
+
+
+@researcher_required
+def leaderboard_page(request: HttpRequest, task: str) -> HttpResponse:
+    if task not in TASKS:
+        raise Http404("unknown task")
+    chosen = request.GET.get("set")
+    board = leaderboard(task, task_set_id=int(chosen) if chosen and chosen.isdigit() else None)
+    form = TaskEvaluationForm(initial={"task_set": board["task_set"]})
+    return render(request, "goalstep/leaderboard.html", {**board, "tasks": TASKS, "form": form})
+
+
+@admin_required
+@require_POST
+def evaluation_launch(request: HttpRequest) -> HttpResponse:
+    form = TaskEvaluationForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The evaluation was not started: " + "; ".join(
+            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
+        return redirect("goalstep_task_sets")
+    data = form.cleaned_data
+    try:
+        task_evaluation_create(task_set=data["task_set"], language_model=data["language_model"],
+                               prompt_file=data["prompt_file"] or None, executor=data["executor"],
+                               concurrency=data["concurrency"])
+    except (ValueError, PromptError, EndpointNotConfigured) as exc:
+        messages.error(request, f"The evaluation was not started: {exc}")
+    else:
+        messages.success(request, f"Evaluation of {data['language_model'].name} started.")
+    task_set = data["task_set"]
+    return redirect(f"{reverse('goalstep_leaderboard', args=[task_set.task])}?set={task_set.pk}")
