@@ -190,3 +190,39 @@ def _split_objects(words: Sequence[str]) -> list[str]:
         else:
             current.append(word)
     return objects
+
+
+# ---------------------------------------------------------------------------------------
+# The extract_components LLM stage: its answer schema and the check of an answer
+# ---------------------------------------------------------------------------------------
+
+_TRIPLE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string"},
+        "objects": {"type": "array", "items": {"type": "string"}},
+        "parameters": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": list(KEY_STEP_FIELDS),
+    "additionalProperties": False,
+}
+
+# Strict structured output: {"steps": [{"action", "objects", "parameters"}, ...]}, one
+# entry per input step, in order.
+COMPONENTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"steps": {"type": "array", "items": _TRIPLE_SCHEMA}},
+    "required": ["steps"],
+    "additionalProperties": False,
+}
+
+
+def components_answer(value: Any, n_steps: int) -> tuple[StepComponents, ...]:
+    """The triples of an ``extract_components`` answer, checked: an object with ``steps``,
+    exactly one valid triple per input step. ``ComponentsError`` names the wrong field."""
+    if not isinstance(value, Mapping) or "steps" not in value:
+        raise ComponentsError("steps", "missing: expected an object {\"steps\": [...]}")
+    steps = components_list(value["steps"], "steps")
+    if len(steps) != n_steps:
+        raise ComponentsError("steps", f"expected {n_steps} steps (one per input step), got {len(steps)}")
+    return steps

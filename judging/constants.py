@@ -78,3 +78,6 @@ PARAMETER_WEIGHT = 0.5
 # does not give; we keep the equations and divide by this bound where a [0, 1] value is
 # needed (the leaderboard column and the reward endpoint's term).
 SCORE_MAX = 1.0 + 1.0 + PARAMETER_WEIGHT
+
+# Answer budget of the extract_components stage (one triple per step; not from a paper).
+COMPONENTS_MAX_TOKENS = 2048

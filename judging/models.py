@@ -157,3 +157,44 @@ class Judgment(models.Model):
         if self.has_failure is None:
             return self.outcome
         return "has_failure" if self.has_failure else "no_failure"
+
+
+class ComponentsRun(RunFields):
+    """An ``extract_components`` run: the (action, objects, parameters) of every step of a
+    generation run's references and generations, for SCORE (docs/score.md). Step lists
+    already extracted by the same extractor are not sent again."""
+
+    name = models.CharField(max_length=200, unique=True)
+    generation_run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, related_name="components_runs")
+    role = models.CharField(max_length=100, default="extract_components")
+    extractor = models.CharField(max_length=300, help_text="llm:<model>@<prompt hash prefix>: what the stored components are keyed by.")
+    steps_hashes = models.JSONField(default=list, help_text="The step lists sent, in request order.")
+    llm_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="components_run")
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ComponentExtraction(models.Model):
+    """The components of one list of steps by one extractor, stored once and reused by
+    every SCORE that needs them (a reference shared by many runs is extracted once)."""
+
+    steps_hash = models.CharField(max_length=64, help_text="SHA-256 of the JSON list of step strings.")
+    extractor = models.CharField(max_length=300)
+    steps = models.JSONField(default=list)
+    components = models.JSONField(default=list, help_text="[{action, objects, parameters}], one per step; empty unless ok.")
+    outcome = models.CharField(max_length=20, default="ok", help_text="ok, or why there are no components.")
+    error = models.TextField(blank=True)
+    prompt_hash = models.CharField(max_length=64, blank=True)
+    ledger_key = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["steps_hash", "extractor"], name="one_extraction_per_steps_and_extractor")]
+
+    def __str__(self) -> str:
+        return f"{self.extractor}: {self.steps_hash[:12]} ({self.outcome})"

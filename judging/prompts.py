@@ -17,6 +17,7 @@ __all__ = ["PLACEHOLDERS", "Prompt", "PromptError", "prompt_path", "prompt_load"
 PLACEHOLDERS = {
     "generate": {"goal", "resources", "n"},
     "how2score_judge": {"goal", "reference_steps", "steps"},
+    "extract_components": {"steps"},
 }
 
 

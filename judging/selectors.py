@@ -11,6 +11,7 @@ from judging.how2score import How2ScoreTally
 from judging.metrics import MetricsSummary, record_metrics
 from judging.models import Generation, GenerationRun, Judgment, JudgeRun
 from judging.rankings import kendall_tau, spearman_rho
+from judging.score_selectors import generation_scores, score_summary
 
 # Difficulty slices by the reference's step count (How2Bench procedures have 5-15 steps, App. B.3).
 STEP_COUNT_SLICES = ((5, 6), (7, 8), (9, 10), (11, 15))
@@ -36,16 +37,19 @@ def judge_run_score(run: JudgeRun) -> dict[str, Any]:
 def leaderboard(judge: str) -> list[dict[str, Any]]:
     """One row per model over the generations this judge judged: How2Score (100 × no_failure
     / judged), judged and unusable counts, per-topic scores, step-count slices, average
-    generated tokens and the formatting proxies."""
+    generated tokens, the formatting proxies and SCORE (docs/score.md) over the same
+    generations."""
     rows: dict[str, dict[str, Any]] = {}
     judgments = (Judgment.objects.filter(judge=judge)
-                 .select_related("generation__procedure__topic").order_by("generation__model", "id"))
+                 .select_related("generation__procedure__topic", "generation__run").order_by("generation__model", "id"))
     for judgment in judgments:
         generation = judgment.generation
         row = rows.setdefault(generation.model, {
             "model": generation.model, "label": generation.display_name, "tally": How2ScoreTally(),
             "slices": {s: How2ScoreTally() for s in STEP_COUNT_SLICES}, "metrics": MetricsSummary(), "successes": [],
+            "generations": [],
         })
+        row["generations"].append(generation)
         if judgment.has_failure is not None:
             row["successes"].append(not judgment.has_failure)
         procedure = generation.procedure
@@ -55,15 +59,18 @@ def leaderboard(judge: str) -> list[dict[str, Any]]:
                 row["slices"][(low, high)].add(procedure.topic.name, judgment.has_failure)
         if generation.predicted_steps:
             row["metrics"].add(record_metrics(reference_steps=procedure.steps, predicted_steps=generation.predicted_steps))
+    scores = generation_scores([g for row in rows.values() for g in row["generations"]])
     result = []
     for row in rows.values():
         score = row["tally"].result()
+        structured = score_summary(scores[g.pk] for g in row["generations"] if g.pk in scores)
         result.append({
             "model": row["model"], "label": row["label"], "how2score": score["how2score"], "n": score["n"],
             "n_scored": score["n_scored"], "n_unusable": score["n_parse_failed"], "by_topic": score["by_topic"],
             "slices": {f"{lo}-{hi}": row["slices"][(lo, hi)].result()["how2score"] for lo, hi in STEP_COUNT_SLICES},
             "metrics": row["metrics"].result(),
             "calibrated": judge_calibration(judge, row["successes"]) if row["successes"] else None,
+            "score": structured["score"], "score_n": structured["n_scored"],
         })
     result.sort(key=lambda r: (r["how2score"] is None, -(r["how2score"] or 0), r["model"]))
     return result

@@ -30,3 +30,13 @@ def judge_run_execute_task(self, run_id: int) -> str:
     if outcome.startswith("waiting"):
         self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
     return outcome
+
+
+@shared_task(bind=True, name="judging.components_run_execute", on_failure=_mark_failed("ComponentsRun"))
+def components_run_execute_task(self, run_id: int) -> str:
+    from judging.score_services import components_run_execute
+
+    outcome = components_run_execute(run_id=run_id)
+    if outcome.startswith("waiting"):
+        self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    return outcome

@@ -9,5 +9,6 @@ urlpatterns = [
     path("runs/generation/new/", views.generation_run_launch, name="generation_run_launch"),
     path("runs/judge/new/", views.judge_run_launch, name="judge_run_launch"),
     path("runs/generation/<int:pk>/", views.generation_run_detail, name="generation_run_detail"),
+    path("runs/generation/<int:pk>/components/", views.components_run_launch, name="components_run_launch"),
     path("runs/<str:kind>/<int:pk>/<str:action>/", views.run_action, name="judging_run_action"),
 ]

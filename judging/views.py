@@ -14,6 +14,8 @@ from judging.selectors import (
     STEP_COUNT_SLICES, cross_judge_rankings, generation_run_list, generation_run_rows, judge_names, judge_run_score,
     leaderboard,
 )
+from judging.score_selectors import generation_run_score
+from judging.score_services import components_run_create
 from judging.services import generation_run_create, judge_run_create, run_cancel, run_pause, run_resume
 from judging.prompts import PromptError
 from llm.endpoints import EndpointNotConfigured
@@ -52,6 +54,7 @@ def generation_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     judge_runs = [{"run": jr, "score": judge_run_score(jr)} for jr in run.judge_runs.select_related("llm_job")]
     return render(request, "judging/generation_run.html", {
         "run": run, "judge_runs": judge_runs, "rows": generation_run_rows(run)[:500],
+        "score": generation_run_score(run), "components_runs": run.components_runs.select_related("llm_job"),
     })
 
 
@@ -88,6 +91,21 @@ def judge_run_launch(request: HttpRequest) -> HttpResponse:
         base_url=data["base_url"], api_key_env=data["api_key_env"], prompt_file=data["prompt_file"] or None,
         executor=data["executor"], concurrency=data["concurrency"], budget_usd=data["budget_usd"]))
     return redirect("generation_run_detail", pk=run.generation_run_id) if run else redirect("judging_runs")
+
+
+@admin_required
+@require_POST
+def components_run_launch(request: HttpRequest, pk: int) -> HttpResponse:
+    """Start an extract_components run for a generation run (SCORE from LLM components)."""
+    generation_run = get_object_or_404(GenerationRun, pk=pk)
+    name = f"{generation_run.name}-components-{generation_run.components_runs.count() + 1}"
+    try:
+        components_run_create(name=name, generation_run=generation_run)
+    except (ValueError, PromptError, EndpointNotConfigured) as exc:
+        messages.error(request, f"The components run was not started: {exc}")
+    else:
+        messages.success(request, f"Components run {name!r} started.")
+    return redirect("generation_run_detail", pk=pk)
 
 
 @admin_required

@@ -1,0 +1,95 @@
+"""Reads for SCORE on How2Bench runs (docs/score.md): SCORE of each generation against its
+reference, from stored ``extract_components`` results when a run has them, else from the
+rule-based components (offline), and means per run and per model."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from judging.components import StepComponents, components_from_dict, rule_based_components
+from judging.models import ComponentExtraction, ComponentsRun, Generation, GenerationRun, RunStatus
+from judging.score_metric import ScoreResult, score_steps
+from judging.score_services import steps_hash
+
+RULE_EXTRACTOR = "rule"
+
+
+@dataclass(frozen=True)
+class GenerationScore:
+    """SCORE of one generation, and which components it was computed from."""
+
+    generation_id: int
+    result: ScoreResult
+    extractor: str
+
+
+def rule_components(steps: Sequence[str]) -> tuple[StepComponents, ...] | None:
+    """The rule-based components of a step list; None when a step has no word."""
+    try:
+        return tuple(rule_based_components(text) for text in steps)
+    except ValueError:
+        return None
+
+
+def components_extractor(generation_run: GenerationRun) -> str | None:
+    """The extractor of the run's latest finished ``extract_components`` run, if any."""
+    run = (ComponentsRun.objects.filter(generation_run=generation_run, status=RunStatus.DONE)
+           .order_by("-id").values_list("extractor", flat=True).first())
+    return run
+
+
+def _stored(extractor: str, keys: Iterable[str]) -> dict[str, tuple[StepComponents, ...]]:
+    rows = ComponentExtraction.objects.filter(extractor=extractor, steps_hash__in=list(keys), outcome="ok")
+    return {row.steps_hash: tuple(components_from_dict(c) for c in row.components) for row in rows}
+
+
+def generation_scores(generations: Sequence[Generation]) -> dict[int, GenerationScore]:
+    """SCORE of every usable generation (outcome ok), by generation id.
+
+    A pair (reference, generation) uses the LLM components of its run's latest finished
+    ``extract_components`` run when both step lists have them; otherwise both sides use the
+    rule-based components, so the two sides are always read by the same extractor."""
+    usable = [g for g in generations if g.outcome == "ok"]
+    extractors: dict[int | None, str | None] = {}
+    for generation in usable:
+        if generation.run_id not in extractors:
+            extractors[generation.run_id] = components_extractor(generation.run) if generation.run_id else None
+    stored: dict[str, dict[str, tuple[StepComponents, ...]]] = {}
+    for extractor in {e for e in extractors.values() if e}:
+        keys = {steps_hash(s) for g in usable if extractors[g.run_id] == extractor
+                for s in (g.procedure.steps, g.predicted_steps) if s}
+        stored[extractor] = _stored(extractor, keys)
+    scores: dict[int, GenerationScore] = {}
+    for generation in usable:
+        reference, predicted = generation.procedure.steps, generation.predicted_steps
+        if not reference:
+            continue
+        extractor = extractors[generation.run_id]
+        found = stored.get(extractor or "", {})
+        gold = found.get(steps_hash(reference))
+        pred = found.get(steps_hash(predicted)) if predicted else ()
+        if gold is None or pred is None:
+            extractor, gold, pred = RULE_EXTRACTOR, rule_components(reference), rule_components(predicted)
+        if gold is None or pred is None:
+            continue
+        scores[generation.pk] = GenerationScore(generation.pk, score_steps(pred, gold), extractor)
+    return scores
+
+
+def score_summary(scores: Iterable[GenerationScore]) -> dict[str, Any]:
+    """Means over generations of SCORE and the §4.2 metrics, with how many were scored and
+    how many used the rule-based components. Means are null when nothing was scored."""
+    scores = list(scores)
+    n = len(scores)
+    keys = ("score", "step_m", "order_strict", "order_lcs_eval", "order_tau", "semantic")
+    means = {key: (sum(getattr(s.result, key) for s in scores) / n if n else None) for key in keys}
+    return {**means, "n_scored": n, "n_rule_based": sum(1 for s in scores if s.extractor == RULE_EXTRACTOR)}
+
+
+def generation_run_score(run: GenerationRun) -> dict[str, Any]:
+    """SCORE of a generation run (its usable generations), for the run page."""
+    generations = list(run.generations.select_related("procedure", "run"))
+    summary = score_summary(generation_scores(generations).values())
+    summary["extractor"] = components_extractor(run) or RULE_EXTRACTOR
+    return summary

@@ -1,0 +1,113 @@
+"""Writes for SCORE on How2Bench runs (docs/score.md): ``extract_components`` runs, which
+turn the steps of a generation run's references and generations into (action, objects,
+parameters) through the LLM layer and store them, once per step list and extractor."""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from decimal import Decimal
+
+from django.db import transaction
+
+from judging.components import COMPONENTS_SCHEMA, ComponentsError, components_answer
+from judging.constants import COMPONENTS_MAX_TOKENS, GREEDY_TEMPERATURE
+from judging.models import ComponentExtraction, ComponentsRun, GenerationRun
+from judging.prompts import Prompt, numbered, prompt_load
+from judging.services import _run_execute
+from llm.client import LLMRequest
+from llm.endpoints import endpoint_require
+from llm.selectors import llm_job_results
+from llm.services import llm_job_create
+
+DEFAULT_COMPONENTS_PROMPT = "extract_components.txt"
+COMPONENTS_STAGE = "extract_components"
+
+
+def steps_hash(steps: Sequence[str]) -> str:
+    """The key of a step list: SHA-256 of its JSON text."""
+    return hashlib.sha256(json.dumps(list(steps), ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def llm_extractor_name(model: str, prompt_hash: str) -> str:
+    """Stored components are keyed by the model and the prompt that produced them."""
+    return f"llm:{model}@{prompt_hash[:12]}"
+
+
+def generation_run_step_lists(generation_run: GenerationRun) -> dict[str, list[str]]:
+    """Every step list SCORE needs for a run, by hash: the reference of each usable
+    generation and its generated steps (an empty generation needs no components)."""
+    lists: dict[str, list[str]] = {}
+    for generation in generation_run.generations.filter(outcome="ok").select_related("procedure").order_by("id"):
+        for steps in (generation.procedure.steps, generation.predicted_steps):
+            if steps:
+                lists.setdefault(steps_hash(steps), list(steps))
+    return lists
+
+
+def components_request(steps: Sequence[str], prompt: Prompt) -> LLMRequest:
+    """One ``extract_components`` request for a step list: greedy, strict JSON schema."""
+    return LLMRequest(
+        stage=COMPONENTS_STAGE,
+        messages=[{"role": "user", "content": prompt.render(steps=numbered(list(steps)))}],
+        params={"temperature": GREEDY_TEMPERATURE, "max_tokens": COMPONENTS_MAX_TOKENS},
+        schema=COMPONENTS_SCHEMA,
+    )
+
+
+@transaction.atomic
+def components_run_create(
+    *, name: str, generation_run: GenerationRun, role: str = COMPONENTS_STAGE, prompt_file: str | None = None,
+    executor: str = "online", concurrency: int = 16, budget_usd: Decimal | None = None, start: bool = True,
+) -> ComponentsRun:
+    """Extract the components of a generation run's step lists. Lists this extractor (model
+    and prompt) already has stored are reused and not sent again."""
+    prompt = prompt_load(prompt_file or DEFAULT_COMPONENTS_PROMPT, kind=COMPONENTS_STAGE)
+    extractor = llm_extractor_name(endpoint_require(role).model, prompt.sha256)
+    lists = generation_run_step_lists(generation_run)
+    stored = set(ComponentExtraction.objects.filter(extractor=extractor, steps_hash__in=list(lists))
+                 .values_list("steps_hash", flat=True))
+    todo = [key for key in lists if key not in stored]
+    run = ComponentsRun.objects.create(
+        name=name, generation_run=generation_run, role=role, extractor=extractor, steps_hashes=todo,
+        prompt_file=prompt.path, prompt_hash=prompt.sha256, executor=executor, concurrency=concurrency,
+        budget_usd=budget_usd)
+    run.llm_job = llm_job_create(run=f"components-run:{run.pk}", role=role,
+                                 requests=[components_request(lists[key], prompt) for key in todo],
+                                 executor=executor, concurrency=concurrency, budget_usd=budget_usd, start=False)
+    run.save(update_fields=["llm_job"])
+    if start:
+        from judging.tasks import components_run_execute_task
+
+        transaction.on_commit(lambda: components_run_execute_task.delay(run.pk))
+    return run
+
+
+def components_run_execute(*, run_id: int) -> str:
+    run = ComponentsRun.objects.select_related("llm_job", "generation_run").filter(pk=run_id).first()
+    return "gone" if run is None else _run_execute(run, components_run_collect)
+
+
+def components_run_collect(run: ComponentsRun) -> int:
+    """Store the components of every finished request (idempotent). An answer that is not
+    one valid triple per step is stored as ``parse_failed`` with the reason and no
+    components: SCORE then uses the rule-based components for that pair, never a guess."""
+    lists = generation_run_step_lists(run.generation_run)
+    stored = set(ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes)
+                 .values_list("steps_hash", flat=True))
+    new = []
+    for key, result in zip(run.steps_hashes, llm_job_results(run.llm_job)):
+        if result is None or key in stored or key not in lists or result.outcome == "api_error":
+            continue
+        steps = lists[key]
+        outcome, components, error = result.outcome, [], ""
+        if result.ok:
+            try:
+                components = [triple.as_dict() for triple in components_answer(result.value, len(steps))]
+            except ComponentsError as exc:
+                outcome, error = "parse_failed", str(exc)
+        new.append(ComponentExtraction(steps_hash=key, extractor=run.extractor, steps=steps, components=components,
+                                       outcome=outcome, error=error, prompt_hash=run.prompt_hash,
+                                       ledger_key=result.key))
+    ComponentExtraction.objects.bulk_create(new, ignore_conflicts=True)
+    return len(new)

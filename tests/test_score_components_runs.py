@@ -1,0 +1,192 @@
+"""The extract_components stage against the scripted server, and SCORE on generation runs
+and the leaderboard: LLM components stored and reused, malformed answers stored as
+parse_failed and replaced by the rule-based components, the offline fallback."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.urls import reverse
+
+from judging.components import COMPONENTS_SCHEMA, rule_based_components
+from judging.constants import SCORE_MAX
+from judging.models import ComponentExtraction, ComponentsRun, Generation, Judgment
+from judging.prompts import prompt_load
+from judging.score_metric import score_steps
+from judging.score_selectors import RULE_EXTRACTOR, generation_run_score, generation_scores
+from judging.score_services import components_run_create, components_run_execute, llm_extractor_name, steps_hash
+from judging.selectors import leaderboard
+from judging.services import generation_run_create, generation_run_execute, language_model_register
+from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _numbered_steps(text: str) -> list[str]:
+    return re.findall(r"^\d+\. (.*)$", text.split("Steps:\n", 1)[1], flags=re.MULTILINE)
+
+
+def _components_answer(body):
+    """An extractor that reads every step as the action "do" on nothing: a reference and a
+    generation with the same number of steps then agree completely."""
+    steps = _numbered_steps(last_user_message(body))
+    if any("reticello" in step.lower() for step in steps):  # one list gets a wrong count
+        return Reply(json.dumps({"steps": []}))
+    return Reply(json.dumps({"steps": [{"action": "do", "objects": [], "parameters": []} for _ in steps]}))
+
+
+def _generation_answer(body):
+    n = int(re.findall(r"(?:exactly |Exactly |return exactly )(\d+) steps", last_user_message(body))[-1])
+    return Reply("\n".join(f"{i}. Do part {i} of the task." for i in range(1, n + 1)))
+
+
+@pytest.fixture
+def server(settings, demo):
+    settings.LLM_BACKOFF_BASE_SECONDS = 0.01
+    settings.LLM_PARSE_REASKS = 0
+    with ScriptedLLM() as scripted:
+        roles = dict(settings.LLM_ROLES)
+        for role in ("generate", "extract_components"):
+            roles[role] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None, "max_tokens": None}
+        settings.LLM_ROLES = roles
+        scripted.default = lambda body: _components_answer(body) if body.get("response_format") else _generation_answer(body)
+        yield scripted
+
+
+@pytest.fixture
+def generation_run(server):
+    model = language_model_register(name="qwen3-8b")
+    run = generation_run_create(name="qwen3-8b-bench", language_model=model, start=False)
+    assert generation_run_execute(run_id=run.pk) == "done"
+    return run
+
+
+def _extract(generation_run, name="components-1"):
+    run = components_run_create(name=name, generation_run=generation_run, start=False)
+    assert components_run_execute(run_id=run.pk) == "done"
+    run.refresh_from_db()
+    return run
+
+
+def test_components_requests_use_the_prompt_file_and_a_strict_schema(server, generation_run):
+    sent_before = len(server.chat_requests())
+    run = _extract(generation_run)
+    requests = server.chat_requests()[sent_before:]
+    assert requests and len(requests) == run.llm_job.n_total
+    body = requests[0]
+    assert body["response_format"]["json_schema"] == {"name": "extract_components", "schema": COMPONENTS_SCHEMA, "strict": True}
+    assert body["temperature"] == 0
+    prompt = prompt_load("extract_components.txt", kind="extract_components")
+    assert run.prompt_hash == prompt.sha256
+    assert run.extractor == llm_extractor_name("m", prompt.sha256)
+    # Every request is one step list, numbered "1. ..." as in the judge prompt.
+    assert _numbered_steps(last_user_message(body))[0]
+
+
+def test_components_are_stored_once_per_step_list(server, generation_run):
+    run = _extract(generation_run)
+    generations = list(generation_run.generations.select_related("procedure"))
+    expected = {steps_hash(s) for g in generations for s in (g.procedure.steps, g.predicted_steps) if s}
+    assert set(run.steps_hashes) == expected
+    stored = ComponentExtraction.objects.filter(extractor=run.extractor)
+    assert stored.count() == len(expected)
+    ok = stored.filter(outcome="ok").first()
+    assert ok.components == [{"action": "do", "objects": [], "parameters": []}] * len(ok.steps)
+
+
+def test_a_second_run_reuses_stored_components_and_sends_nothing(server, generation_run):
+    _extract(generation_run)
+    sent = len(server.chat_requests())
+    again = _extract(generation_run, name="components-2")
+    assert again.llm_job.n_total == 0 and again.steps_hashes == []
+    assert len(server.chat_requests()) == sent
+    assert again.status == "done"
+
+
+def test_a_wrong_count_is_stored_as_parse_failed_and_falls_back_to_rules(server, generation_run):
+    run = _extract(generation_run)
+    failed = ComponentExtraction.objects.get(extractor=run.extractor, outcome="parse_failed")
+    assert failed.components == []
+    assert failed.error.startswith("field 'steps': expected ")
+    assert "reticello" in " ".join(failed.steps).lower()
+    summary = generation_run_score(generation_run)
+    assert summary["extractor"] == run.extractor
+    assert summary["n_rule_based"] == 1
+
+
+def test_run_score_uses_llm_components_after_extraction_and_rules_before(server, generation_run):
+    before = generation_run_score(generation_run)
+    assert before["extractor"] == RULE_EXTRACTOR
+    assert before["n_scored"] == 17 and before["n_rule_based"] == 17
+    # The rule-based SCORE, computed here from the rule directly.
+    generations = list(generation_run.generations.select_related("procedure"))
+    rule_scores = [
+        score_steps([rule_based_components(s) for s in g.predicted_steps], [rule_based_components(s) for s in g.procedure.steps]).score
+        for g in generations
+    ]
+    assert before["score"] == pytest.approx(sum(rule_scores) / len(rule_scores))
+
+    _extract(generation_run)
+    after = generation_run_score(generation_run)
+    # Every generation has its reference's step count, and the scripted extractor reads every
+    # step as the same empty "do": full agreement except the one parse_failed pair.
+    reticello = [g for g in generations if any("reticello" in s.lower() for s in g.procedure.steps + g.predicted_steps)]
+    assert len(reticello) == 1
+    fallback = rule_scores[generations.index(reticello[0])]
+    assert after["score"] == pytest.approx((16 * SCORE_MAX + fallback) / 17)
+    assert after["step_m"] == 1.0
+
+
+def test_scores_skip_generations_without_a_usable_answer(server, generation_run):
+    failed = generation_run.generations.first()
+    Generation.objects.filter(pk=failed.pk).update(outcome="truncated")
+    scores = generation_scores(list(generation_run.generations.select_related("procedure", "run")))
+    assert failed.pk not in scores and len(scores) == 16
+
+
+def test_leaderboard_shows_score_beside_how2score(server, generation_run):
+    _extract(generation_run)
+    for generation in generation_run.generations.all():
+        Judgment.objects.create(generation=generation, judge="how2judge", has_failure=False)
+    [row] = [r for r in leaderboard("how2judge") if r["model"] == "qwen3-8b"]
+    assert row["how2score"] == 100.0
+    assert row["score_n"] == 17
+    assert row["score"] == pytest.approx(generation_run_score(generation_run)["score"])
+
+
+def test_demo_leaderboard_has_rule_based_score_offline(researcher_client, demo):
+    rows = leaderboard("How2Judge")
+    assert rows and all(r["score"] is not None and 0 <= r["score"] <= SCORE_MAX for r in rows)
+    html = researcher_client.get(reverse("leaderboard")).content.decode()
+    assert ">SCORE</th>" in html
+
+
+def test_run_page_shows_score_and_admins_start_an_extraction(admin_client_, server, generation_run):
+    url = reverse("generation_run_detail", args=[generation_run.pk])
+    html = admin_client_.get(url).content.decode()
+    assert 'id="score-summary"' in html and "Components: rule" in html
+    response = admin_client_.post(reverse("components_run_launch", args=[generation_run.pk]))
+    assert response.status_code == 302
+    assert ComponentsRun.objects.filter(generation_run=generation_run, name="qwen3-8b-bench-components-1").exists()
+
+
+def test_extraction_without_an_llm_is_refused_and_stores_nothing(admin_client_, settings, server, generation_run):
+    roles = dict(settings.LLM_ROLES)
+    roles["extract_components"] = {"base_url": "", "api_key": "", "model": "", "temperature": None, "max_tokens": None}
+    settings.LLM_ROLES = roles
+    response = admin_client_.post(reverse("components_run_launch", args=[generation_run.pk]), follow=True)
+    assert "The components run was not started" in response.content.decode()
+    assert not ComponentsRun.objects.exists()
+
+
+def test_researchers_cannot_start_an_extraction(researcher_client, server, generation_run):
+    response = researcher_client.post(reverse("components_run_launch", args=[generation_run.pk]))
+    assert response.status_code == 403
+    assert not ComponentsRun.objects.exists()
+
+
+def test_execute_returns_early_for_a_missing_or_finished_run(server, generation_run):
+    assert components_run_execute(run_id=999_999) == "gone"
+    run = _extract(generation_run)
+    assert components_run_execute(run_id=run.pk) == "not active (done)"
