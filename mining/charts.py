@@ -28,3 +28,12 @@ def documents_per_topic_chart(rows: list[dict]) -> str:
     figure.add_bar(x=[row["topic"] for row in rows], y=[row["documents"] for row in rows], marker_color="#1f77b4")
     figure.update_layout(height=380, margin={"l": 50, "r": 10, "t": 20, "b": 140}, yaxis_title="documents")
     return figure.to_html(full_html=False, include_plotlyjs=False, div_id="documents-per-topic", config={"displaylogo": False})
+
+
+def mining_funnel_chart(funnel: list[dict], documents: int) -> str:
+    """How2Everything Figure 2: documents left after each stage."""
+    labels = ["documents"] + [row["stage"] for row in funnel]
+    values = [documents] + [row["passed"] for row in funnel]
+    figure = go.Figure(go.Funnel(y=labels, x=values, textinfo="value+percent initial", marker_color="#1f77b4"))
+    figure.update_layout(height=360, margin={"l": 130, "r": 10, "t": 10, "b": 20})
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="mining-funnel", config={"displaylogo": False})

@@ -21,3 +21,36 @@ class CorpusUploadForm(forms.Form):
         except RecordFileError as exc:
             raise forms.ValidationError(exc.detail) from exc
         return upload
+
+
+class MiningRunForm(forms.Form):
+    """Launch a run (or change an existing run's stages) from its YAML configuration."""
+
+    corpus = forms.ModelChoiceField(queryset=None, empty_label=None)
+    config = forms.CharField(widget=forms.Textarea(attrs={"rows": 22, "cols": 90, "spellcheck": "false"}),
+                             help_text="YAML: name, topics, candidates_per_topic, … (see docs/mining.md).")
+
+    def __init__(self, *args, **kwargs):
+        from mining.models import Corpus
+
+        super().__init__(*args, **kwargs)
+        self.fields["corpus"].queryset = Corpus.objects.order_by("name")
+
+
+DEFAULT_RUN_CONFIG = """\
+name: my-run
+topics: all                 # or a list of topic names or slugs
+candidates_per_topic: 100   # most documents sampled per topic
+# desired_valid_per_topic: 20   # stop a topic early once it has this many procedures
+# extract_batch_size: 20        # documents sampled per topic at a time (needed with the line above)
+seed: 0
+min_steps: 5
+max_steps: 15
+executor: online            # or batch (OpenAI Batch API)
+concurrency: 16
+workers: 1
+# budget_usd: 10
+failure_retries: 1
+# stages:
+#   extract_procedure: {prompt_file: extract_procedure.txt, model: gpt-4.1, temperature: 0}
+"""

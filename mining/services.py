@@ -163,38 +163,83 @@ EXPORT_SHAPES = ("flat", HOW2MINE_SCHEMA_VERSION)
 
 
 def _records(procedures: Iterable[Procedure]) -> Iterator[ProcedureRecord]:
-    for p in procedures:
-        yield ProcedureRecord(
-            source_example_id=p.source_example_id,
-            topic=p.topic.name,
-            goal=p.goal,
-            steps=p.steps,
-            resources=p.resources,
-            source_url=p.source_url,
-            split=p.split,
-            provenance=p.provenance or {},
-        )
+    """Procedures as records. A mined procedure's source text is read from its document
+    (stored once, never copied into the procedure), a chunk of documents at a time."""
+    chunk: list[Procedure] = []
+
+    def flush() -> Iterator[ProcedureRecord]:
+        doc_ids = {p.provenance.get("document_id") for p in chunk if (p.provenance or {}).get("document_id")}
+        texts = dict(Document.objects.filter(pk__in=doc_ids).values_list("pk", "text")) if doc_ids else {}
+        for p in chunk:
+            provenance = dict(p.provenance or {})
+            if provenance.get("document_id") in texts and not provenance.get("source_text"):
+                provenance["source_text"] = texts[provenance["document_id"]]
+            yield ProcedureRecord(source_example_id=p.source_example_id, topic=p.topic.name, goal=p.goal,
+                                  steps=p.steps, resources=p.resources, source_url=p.source_url, split=p.split,
+                                  provenance=provenance)
+
+    for procedure in procedures:
+        chunk.append(procedure)
+        if len(chunk) >= IMPORT_BATCH_SIZE:
+            yield from flush()
+            chunk = []
+    yield from flush()
+
+
+def shard_path(output: str | Path, index: int, total: int) -> Path:
+    """``bench.jsonl.zst`` → ``bench-00001-of-00003.jsonl.zst`` (shards numbered from 0)."""
+    path = Path(output)
+    name = path.name
+    cut = name.find(".")
+    stem, suffixes = (name, "") if cut <= 0 else (name[:cut], name[cut:])
+    return path.with_name(f"{stem}-{index:05d}-of-{total:05d}{suffixes}")
 
 
 def procedure_export(
-    *, output: str | Path, split: str | None = None, fmt: str = "jsonl", shape: str = "flat", topic: str | None = None
+    *, output: str | Path, split: str | None = None, fmt: str = "jsonl", shape: str = "flat", topic: str | None = None,
+    mining_run: str | None = None, shard_size: int | None = None,
 ) -> int:
     """Write procedures to ``output`` and return how many were written.
 
     The file appears only when complete: it is written beside its final name and
-    renamed at the end, so a crash never leaves a half-written export."""
+    renamed at the end, so a crash never leaves a half-written export. With
+    ``shard_size`` the records go to numbered shards of at most that many records each
+    (:func:`shard_path`); if one shard fails, the shards already written are removed."""
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}")
     if shape not in EXPORT_SHAPES:
         raise ValueError(f"shape must be one of {', '.join(EXPORT_SHAPES)}")
+    if shard_size is not None and shard_size < 1:
+        raise ValueError("shard size must be at least 1 record")
     queryset = Procedure.objects.select_related("topic").order_by("id")
     if split:
         queryset = queryset.filter(split=split)
     if topic:
         queryset = queryset.filter(topic__slug=topic)
-    convert = to_flat if shape == "flat" else to_how2mine
-    records = (convert(r) for r in _records(queryset.iterator(chunk_size=IMPORT_BATCH_SIZE)))
+    if mining_run:
+        queryset = queryset.filter(provenance__mining_run=mining_run)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
+    if shard_size is None:
+        return _export_file(output, queryset.iterator(chunk_size=IMPORT_BATCH_SIZE), fmt, shape)
+    ids = list(queryset.values_list("id", flat=True))
+    total = max(1, -(-len(ids) // shard_size))
+    written: list[Path] = []
+    try:
+        for index in range(total):
+            part = ids[index * shard_size:(index + 1) * shard_size]
+            path = shard_path(output, index, total)
+            _export_file(path, queryset.filter(id__in=part).iterator(chunk_size=IMPORT_BATCH_SIZE), fmt, shape)
+            written.append(path)
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    return len(ids)
+
+
+def _export_file(output: str | Path, procedures: Iterable[Procedure], fmt: str, shape: str) -> int:
+    convert = to_flat if shape == "flat" else to_how2mine
+    records = (convert(r) for r in _records(procedures))
     with atomic_output(output) as handle:
         if fmt == "jsonl":
             return _write_jsonl(handle, records)

@@ -1,7 +1,8 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from mining.models import Split
-from mining.services import EXPORT_FORMATS, EXPORT_SHAPES, procedure_export
+from mining.record_files import RecordFileError
+from mining.services import EXPORT_FORMATS, EXPORT_SHAPES, procedure_export, shard_path
 
 
 class Command(BaseCommand):
@@ -13,10 +14,21 @@ class Command(BaseCommand):
         parser.add_argument("--topic", help="topic slug")
         parser.add_argument("--format", choices=EXPORT_FORMATS, help="default: from the file name, else jsonl")
         parser.add_argument("--shape", choices=EXPORT_SHAPES, default="flat")
+        parser.add_argument("--mining-run", help="only the procedures a mining run produced (its name)")
+        parser.add_argument("--shard-size", type=int, help="records per shard: NAME-00000-of-0000N.EXT files")
 
     def handle(self, *args, **options) -> None:
         fmt = options["format"] or ("parquet" if options["output"].lower().endswith(".parquet") else "jsonl")
-        count = procedure_export(
-            output=options["output"], split=options["split"], fmt=fmt, shape=options["shape"], topic=options["topic"]
-        )
-        self.stdout.write(f"{options['output']}: {count} procedures written ({options['shape']}, {fmt})")
+        try:
+            count = procedure_export(
+                output=options["output"], split=options["split"], fmt=fmt, shape=options["shape"],
+                topic=options["topic"], mining_run=options["mining_run"], shard_size=options["shard_size"],
+            )
+        except (ValueError, RecordFileError) as exc:
+            raise CommandError(str(exc)) from exc
+        if options["shard_size"]:
+            total = max(1, -(-count // options["shard_size"]))
+            self.stdout.write(f"{shard_path(options['output'], 0, total)} ... {shard_path(options['output'], total - 1, total)}: "
+                              f"{count} procedures in {total} shards ({options['shape']}, {fmt})")
+        else:
+            self.stdout.write(f"{options['output']}: {count} procedures written ({options['shape']}, {fmt})")
