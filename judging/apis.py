@@ -19,6 +19,9 @@ class RewardItemSerializer(serializers.Serializer):
     resources = serializers.ListField(child=serializers.CharField(), required=False, default=list)
     reference_steps = serializers.ListField(child=serializers.CharField(), min_length=1)
     completion = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    with_score = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Also return the SCORE term (SCORE / 2.5, rule-based components, offline) and add it to total")
 
 
 class RewardBatchSerializer(serializers.Serializer):
@@ -36,6 +39,7 @@ class RewardSerializer(serializers.Serializer):
     how2score = serializers.IntegerField(allow_null=True, help_text="1 no_failure, 0 has_failure, null: no usable verdict")
     format = serializers.IntegerField()
     length = serializers.FloatField()
+    score = serializers.FloatField(required=False, allow_null=True, help_text="Only with with_score: SCORE / 2.5 in [0, 1]")
     total = serializers.FloatField()
 
 

@@ -226,3 +226,11 @@ def components_answer(value: Any, n_steps: int) -> tuple[StepComponents, ...]:
     if len(steps) != n_steps:
         raise ComponentsError("steps", f"expected {n_steps} steps (one per input step), got {len(steps)}")
     return steps
+
+
+def rule_based_steps(steps: Sequence[str]) -> tuple[StepComponents, ...] | None:
+    """``rule_based_components`` of every step; None when some step has no word."""
+    try:
+        return tuple(rule_based_components(text) for text in steps)
+    except ValueError:
+        return None

@@ -75,8 +75,8 @@ PARAMETER_WEIGHT = 0.5
 
 # Upper end of SCORE under Eq. (5)-(6): Order <= 1, Obj <= 1 and Par / 2 <= 0.5, so
 # SCORE <= 2.5. App. J.1.3 (Table 26) calls its default reward range "[0, 1]", which Eq. (5)
-# does not give; we keep the equations and divide by this bound where a [0, 1] value is
-# needed (the leaderboard column and the reward endpoint's term).
+# does not give; we keep the equations (the run page and the leaderboard show SCORE on
+# 0-2.5) and divide by this bound where a [0, 1] value is needed (the reward endpoint's term).
 SCORE_MAX = 1.0 + 1.0 + PARAMETER_WEIGHT
 
 # Answer budget of the extract_components stage (one triple per step; not from a paper).

@@ -15,6 +15,7 @@ from django.db import connections
 from judging.how2score import JudgeAnswerError, validate_judge_answer
 from judging.metrics import length_reward, step_format_reward
 from judging.prompts import prompt_load, prompt_path
+from judging.score_metric import score_reward
 from judging.services import DEFAULT_JUDGE_PROMPT, judge_request
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
@@ -30,6 +31,7 @@ class RewardInput:
     resources: list[str]
     reference_steps: list[str]
     completion: str
+    with_score: bool = False  # add the SCORE term (docs/score.md) to the rewards and the total
 
 
 def _verdict(client: LLMClient, prompt, item: RewardInput, steps: list[str], close: bool = True) -> int | None:
@@ -78,6 +80,9 @@ def rewards_compute(items: list[RewardInput], *, concurrency: int = 16) -> list[
         fmt = step_format_reward(item.completion, len(item.reference_steps))
         gen_tokens = procedure_tokens(item_steps) if item_steps else 0
         length = length_reward(gen_tokens, procedure_tokens(item.reference_steps))
-        results.append({"how2score": verdict, "format": fmt, "length": length,
-                        "total": (verdict or 0) + fmt + length})
+        result = {"how2score": verdict, "format": fmt, "length": length, "total": (verdict or 0) + fmt + length}
+        if item.with_score:
+            result["score"] = score_reward(item.reference_steps, item.completion)
+            result["total"] += result["score"] or 0
+        results.append(result)
     return results

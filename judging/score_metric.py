@@ -17,17 +17,19 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from judging.components import ComponentsError, StepComponents, components_list
+from judging.components import ComponentsError, StepComponents, components_list, rule_based_steps
 from judging.constants import (
     CONSISTENCY_TAU,
     PARAMETER_OBJECT_IOU_MIN,
     PARAMETER_WEIGHT,
     POSITION_DECAY_EXPONENT,
+    SCORE_MAX,
     STEP_SCALE_MIN_THRESHOLD,
     STEP_SCALE_THRESHOLD_RATIO,
     STEP_WORD_LIMIT,
 )
 from judging.sketch_fill import SketchFill, parse_sketch_fill
+from judging.steps import parse_steps
 
 OrderMode = Literal["strict", "lcs"]
 
@@ -453,6 +455,21 @@ def score_completion(completion: str, gold_steps: Sequence[StepComponents], orde
         consistency_ok=consistency.ok,
         order_mode=order_mode,
     )
+
+
+def score_reward(reference_steps: Sequence[str], completion: str) -> float | None:
+    """SCORE / SCORE_MAX, in [0, 1], of a completion against plain reference steps, offline:
+    the reference is read by the rule-based components. A completion with a ``<key>``
+    section is read as Sketch-and-Fill (both gates apply); any other completion is parsed
+    into steps as How2Bench generations are (judging/steps.py) and read by the rule. None
+    when a reference step has no word to read."""
+    gold = rule_based_steps(reference_steps)
+    if not gold:
+        return None
+    if "<key>" in completion.lower():
+        return score_completion(completion, gold).score / SCORE_MAX
+    pred = rule_based_steps(parse_steps(completion))
+    return None if pred is None else score_steps(pred, gold).score / SCORE_MAX
 
 
 # ---------------------------------------------------------------------------------------

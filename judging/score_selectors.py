@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judging.components import StepComponents, components_from_dict, rule_based_components
+from judging.components import StepComponents, components_from_dict, rule_based_steps
 from judging.models import ComponentExtraction, ComponentsRun, Generation, GenerationRun, RunStatus
 from judging.score_metric import ScoreResult, score_steps
 from judging.score_services import steps_hash
@@ -22,14 +22,6 @@ class GenerationScore:
     generation_id: int
     result: ScoreResult
     extractor: str
-
-
-def rule_components(steps: Sequence[str]) -> tuple[StepComponents, ...] | None:
-    """The rule-based components of a step list; None when a step has no word."""
-    try:
-        return tuple(rule_based_components(text) for text in steps)
-    except ValueError:
-        return None
 
 
 def components_extractor(generation_run: GenerationRun) -> str | None:
@@ -70,7 +62,7 @@ def generation_scores(generations: Sequence[Generation]) -> dict[int, Generation
         gold = found.get(steps_hash(reference))
         pred = found.get(steps_hash(predicted)) if predicted else ()
         if gold is None or pred is None:
-            extractor, gold, pred = RULE_EXTRACTOR, rule_components(reference), rule_components(predicted)
+            extractor, gold, pred = RULE_EXTRACTOR, rule_based_steps(reference), rule_based_steps(predicted)
         if gold is None or pred is None:
             continue
         scores[generation.pk] = GenerationScore(generation.pk, score_steps(pred, gold), extractor)
