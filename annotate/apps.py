@@ -15,3 +15,8 @@ class AnnotateConfig(AppConfig):
 
         calibration_provider_register(calibration_from_studies)
         distillation_exclusion_register(generations_in_studies)
+        # The human accuracy of validated goal-step task sets, beside model accuracy.
+        from annotate.selectors import choice_human_accuracy
+        from goalstep.validation import human_accuracy_provider_register
+
+        human_accuracy_provider_register(choice_human_accuracy)

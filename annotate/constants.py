@@ -44,6 +44,13 @@ LIVE_WINDOW_SECONDS = 300
 # the wall time since the previous save (clock jitter between browser and server).
 ACTIVE_TIME_SLACK_SECONDS = 2.0
 
+# Zhang et al. 2020 §3.4: "Every HIT includes 15 examples" (30 for step ordering); a
+# multiple-choice study shows up to this many items per page (1 = one at a time).
+MAX_ITEMS_PER_PAGE = 30
+# Zhang et al. 2020 §3.4: 5 minutes for 15 examples, i.e. about 20 seconds per example; the
+# default minimum seconds of a multiple-choice study (operational: each item's own clock).
+MULTIPLE_CHOICE_MIN_SECONDS_DEFAULT = 10
+
 # Version of the annotation page and its scripts; stored on every annotation (provenance).
 INTERFACE_VERSION = "cf-ui-1"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from annotate.models import Study
-from annotate.selectors import EXPORT_FIELDS, annotation_export_rows
+from annotate.selectors import EXPORT_FIELDS, annotation_export_rows, choice_tier_records
 from mining.record_files import atomic_output
 
 JSON_CELLS = {"failures", "steps_opened", "click_log", "item_source"}
@@ -50,3 +50,12 @@ def annotation_csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
         buffer.truncate()
         writer.writerow([_csv_cell(name, row.get(name)) for name in EXPORT_FIELDS])
         yield buffer.getvalue()
+
+
+def choice_tier_export(*, study: Study, tier: str, output: str | Path) -> int:
+    """Write the items of a multiple-choice study's gold or harder tier as goal-step task lines."""
+    records = choice_tier_records(study, tier)
+    with atomic_output(output) as handle:
+        for record in records:
+            handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+    return len(records)

@@ -63,6 +63,8 @@ class Study(models.Model):
     attention_check_rate = models.FloatField(default=C.ATTENTION_CHECK_RATE_DEFAULT)
     attention_max_failures = models.PositiveSmallIntegerField(default=C.ATTENTION_MAX_FAILURES_DEFAULT)
     max_items_per_annotator = models.PositiveIntegerField(null=True, blank=True)
+    items_per_page = models.PositiveSmallIntegerField(
+        default=1, help_text="Items shown on one page (multiple-choice studies); 1 = one at a time.")
     completion_code = models.CharField(max_length=64)
     screened_out_code = models.CharField(max_length=64)
     payment_per_item = models.DecimalField(
@@ -103,6 +105,8 @@ class StudyItem(models.Model):
     reference_steps = models.JSONField(default=list)
     candidate_steps = models.JSONField(default=list)
     expected_has_failure = models.BooleanField(null=True, blank=True, help_text="Known answer (checks and gold items).")
+    expected_choice = models.SmallIntegerField(
+        null=True, blank=True, help_text="Multiple choice: the 0-based index of the right candidate (the label).")
     explanation = models.TextField(blank=True)
     source = models.JSONField(default=dict, blank=True, help_text="Where the item came from (generation, judgment, file).")
     l1_hash = models.CharField(max_length=64, editable=False)
@@ -252,7 +256,7 @@ class Annotation(models.Model):
     participation = models.ForeignKey(Participation, on_delete=models.CASCADE, related_name="annotations")
     annotator = models.ForeignKey(Annotator, on_delete=models.PROTECT, related_name="annotations")
     source = models.CharField(max_length=20, choices=ItemRole.choices)
-    has_failure = models.BooleanField()
+    has_failure = models.BooleanField(null=True, help_text="Critical-failure studies; None for multiple choice.")
     failures = models.JSONField(default=list, blank=True)
     comments = models.TextField(blank=True)
     answer = models.JSONField(default=dict, blank=True, help_text="The kind's full cleaned answer.")
@@ -279,8 +283,10 @@ class Annotation(models.Model):
         indexes = [models.Index(fields=["study", "source"]), models.Index(fields=["item"])]
 
     def __str__(self) -> str:
-        return f"{self.annotator_id} on {self.item_id}: {'has_failure' if self.has_failure else 'no_failure'}"
+        return f"{self.annotator_id} on {self.item_id}: {self.label}"
 
     @property
     def label(self) -> str:
+        if self.has_failure is None:  # multiple choice: the chosen option
+            return f"choice {self.answer.get('choice')}"
         return "has_failure" if self.has_failure else "no_failure"

@@ -13,6 +13,8 @@ from django.utils import timezone
 
 from annotate import constants as C
 from annotate.agreement import krippendorff_alpha, parse_annotation_record
+from annotate.choice_results import ChoiceItem, study_results
+from annotate.kinds.multiple_choice import KEY as MULTIPLE_CHOICE
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN
 from annotate.models import (
     FINISHED_STATES,
@@ -143,7 +145,7 @@ def study_round_summaries(study: Study) -> list[dict[str, Any]]:
             "study": round_study,
             "n_annotations": len(rows),
             "n_excluded": sum(1 for r in rows if r["excluded"]),
-            "alpha": _binary_alpha(rows),
+            "alpha": _choice_alpha(round_study) if round_study.kind == MULTIPLE_CHOICE else _binary_alpha(rows),
         })
     return summaries
 
@@ -156,11 +158,63 @@ def _binary_alpha(rows: list[dict[str, Any]]) -> float | None:
     return krippendorff_alpha(kept, "binary")
 
 
+def choice_items(studies: QuerySet[Study] | list[Study]) -> list[ChoiceItem]:
+    """Main-pool items of multiple-choice studies with the answers that count: submitted,
+    not excluded (failed attention checks) and not surplus, in submission order."""
+    answers: dict[int, list] = defaultdict(list)
+    rows = (Annotation.objects.filter(study__in=studies, source=ROLE_MAIN, excluded=False, surplus=False)
+            .order_by("submitted_at", "pk").values_list("item_id", "answer"))
+    for item_pk, answer in rows:
+        answers[item_pk].append(answer.get("choice"))
+    items = StudyItem.objects.filter(study__in=studies, role=ROLE_MAIN).order_by("study_id", "position")
+    return [ChoiceItem(item_id=i.item_id, task=i.source.get("task", ""), topic=i.topic, label=i.expected_choice,
+                       answers=tuple(answers.get(i.pk, ()))) for i in items]
+
+
+def choice_study_results(study: Study) -> dict[str, dict[str, Any]]:
+    """Table 2 of Zhang et al. 2020 per task of a multiple-choice study (annotate/choice_results.py)."""
+    return study_results(choice_items([study]), study.annotators_per_item)
+
+
+def _choice_alpha(study: Study) -> float | None:
+    """Nominal alpha over every answer of the study, all tasks together."""
+    return study_results([ChoiceItem(i.item_id, "all", i.topic, i.label, i.answers) for i in choice_items([study])],
+                         study.annotators_per_item).get("all", {}).get("alpha")
+
+
+def choice_human_accuracy(task: str) -> dict[str, Any] | None:
+    """Human accuracy on a goal-step task over every multiple-choice study (the provider of
+    goalstep.validation): answers equal to the label / answers."""
+    studies = list(Study.objects.filter(kind=MULTIPLE_CHOICE))
+    items = [item for item in choice_items(studies) if item.task == task and item.answers]
+    if not items:
+        return None
+    answers = sum(len(item.answers) for item in items)
+    correct = sum(answer == item.label for item in items for answer in item.answers)
+    return {"accuracy": correct / answers, "n_answers": answers, "n_items": len(items),
+            "source": ", ".join(sorted(s.slug for s in studies))}
+
+
+def choice_tier_records(study: Study, tier: str) -> list[dict[str, Any]]:
+    """The items of a tier (``gold``: all annotators chose the label; ``harder``: all but one)
+    as goal-step task lines, ready for evaluation."""
+    if tier not in ("gold", "harder"):
+        raise ValueError("tier must be gold or harder")
+    chosen = {item_id for results in choice_study_results(study).values() for item_id in results[tier]}
+    records = []
+    for item in study.items.filter(role=ROLE_MAIN).order_by("position"):
+        if item.item_id in chosen:
+            records.append({"id": item.item_id, "task": item.source.get("task", ""), "prompt": item.goal,
+                            "candidates": list(item.candidate_steps), "label": item.expected_choice,
+                            "topic": item.topic, "source_procedure_ids": item.source.get("source_procedure_ids", [])})
+    return records
+
+
 EXPORT_FIELDS = (
     "item_id", "annotator", "has_failure", "failures", "comments", "study", "round", "guideline_version",
     "submitted_at", "wall_seconds", "active_seconds", "excluded", "exclusion_reason",
     # provenance
-    "source", "surplus", "late", "correct", "expected_has_failure", "kind", "topic", "l1_hash", "l2_hash",
+    "source", "surplus", "late", "correct", "expected_has_failure", "choice", "expected_choice", "kind", "topic", "l1_hash", "l2_hash",
     "interface_version", "first_served_at", "goal_acknowledged_at", "steps_opened", "click_log",
     "prolific_study_id", "prolific_session_id", "item_source",
 )
@@ -195,6 +249,8 @@ def annotation_export_rows(study: Study) -> Iterator[dict[str, Any]]:
             "late": a.late,
             "correct": a.correct,
             "expected_has_failure": a.item.expected_has_failure,
+            "choice": a.answer.get("choice") if a.has_failure is None else None,
+            "expected_choice": a.item.expected_choice,
             "kind": study.kind,
             "topic": a.item.topic,
             "l1_hash": a.l1_hash,

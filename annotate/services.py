@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -144,7 +145,7 @@ def _items_create(study: Study, items: list[ItemSpec]) -> None:
             study=study, item_id=spec.item_id, role=spec.role, position=positions[spec.role],
             topic=spec.topic, goal=spec.goal, reference_steps=spec.reference_steps,
             candidate_steps=spec.candidate_steps, expected_has_failure=spec.expected_has_failure,
-            explanation=spec.explanation, source=spec.source,
+            expected_choice=spec.expected_choice, explanation=spec.explanation, source=spec.source,
         )
         row.save()  # save() computes the L1/L2 hashes
         rows.append(row)
@@ -164,6 +165,7 @@ class StudySettings:
     completion_code: str | None = None
     screened_out_code: str | None = None
     payment_per_item: Decimal | None = None
+    items_per_page: int = 1
 
 
 def _check_settings(s: StudySettings, items: list[ItemSpec]) -> list[str]:
@@ -176,6 +178,8 @@ def _check_settings(s: StudySettings, items: list[ItemSpec]) -> list[str]:
         problems.append("the lease must be at least 1 minute")
     if not 0 <= s.attention_check_rate < 1:
         problems.append("the attention-check rate must be at least 0 and below 1")
+    if not 1 <= s.items_per_page <= C.MAX_ITEMS_PER_PAGE:
+        problems.append(f"items per page must be between 1 and {C.MAX_ITEMS_PER_PAGE}")
     if s.max_items_per_annotator is not None and s.max_items_per_annotator < 1:
         problems.append("the maximum items per annotator must be at least 1")
     for name in ("completion_code", "screened_out_code"):
@@ -230,11 +234,12 @@ def study_create(
         kind=kind, slug=slug or _unique_slug(name), name=name,
         guideline_version=guideline_version_ensure(kind=kind, instructions=instructions or kind_def.default_instructions),
         annotators_per_item=settings.annotators_per_item, min_seconds=settings.min_seconds,
-        lease_minutes=settings.lease_minutes, training_enabled=settings.training_enabled,
+        lease_minutes=settings.lease_minutes, training_enabled=settings.training_enabled and kind_def.codebook_path is not None,
         qualification_enabled=settings.qualification_enabled, qualification_pass=qualification_pass,
         attention_check_rate=settings.attention_check_rate, attention_max_failures=settings.attention_max_failures,
         max_items_per_annotator=settings.max_items_per_annotator, completion_code=completion,
         screened_out_code=screened, payment_per_item=settings.payment_per_item, created_by=created_by,
+        items_per_page=settings.items_per_page,
     )
     _items_create(study, items)
     return study
@@ -245,7 +250,7 @@ def _item_specs(study: Study) -> list[ItemSpec]:
         ItemSpec(
             item_id=i.item_id, topic=i.topic, goal=i.goal, reference_steps=list(i.reference_steps),
             candidate_steps=list(i.candidate_steps), role=i.role, expected_has_failure=i.expected_has_failure,
-            explanation=i.explanation, source=dict(i.source),
+            expected_choice=i.expected_choice, explanation=i.explanation, source=dict(i.source),
         )
         for i in study.items.order_by("role", "position")
     ]
@@ -632,19 +637,23 @@ def _grade_qualification(p: Participation) -> None:
         _finish(p, ParticipationState.SCREENED_OUT, f"qualification: {n_correct} of {n_total} correct, {study.qualification_pass} needed")
 
 
-def _current(p: Participation, roles: tuple[str, ...]) -> Assignment | None:
+def _current(p: Participation, roles: tuple[str, ...], held: Collection[int] = ()) -> Assignment | None:
     return (
         Assignment.objects.filter(participation=p, status=AssignmentStatus.RESERVED, role__in=roles)
-        .select_related("item").order_by("reserved_at", "pk").first()
+        .exclude(pk__in=list(held)).select_related("item").order_by("reserved_at", "pk").first()
     )
 
 
 @transaction.atomic
-def assignment_next(*, participation: Participation) -> Assignment | None:
+def assignment_next(*, participation: Participation, held: Collection[int] = ()) -> Assignment | None:
     """The item this annotator should see now: their current reservation (renewed if its lease
     ran out and a slot is still free), else a newly reserved one (qualification items first,
     then main items with attention checks mixed in). None when there is nothing left, in which
-    case the participation is completed (or screened out after a failed qualification)."""
+    case the participation is completed (or screened out after a failed qualification).
+
+    ``held``: main-pool assignments already on the annotator's page (a page of several items):
+    they are skipped, count towards the study's limit per annotator, and while there are any the
+    participation is not completed when nothing more is left."""
     p = _lock(participation)
     now = _now()
     p.last_seen_at = now
@@ -656,7 +665,7 @@ def assignment_next(*, participation: Participation) -> Assignment | None:
             if p.state == ParticipationState.QUALIFICATION:  # gold items missing: nothing to grade
                 _finish(p, ParticipationState.SCREENED_OUT, "no qualification items")
     if result is None and p.state == ParticipationState.ANNOTATING:
-        current = _current(p, (ROLE_MAIN, ROLE_ATTENTION))
+        current = _current(p, (ROLE_MAIN, ROLE_ATTENTION), held)
         if current is not None and (current.lease_expires_at > now or _renew_or_expire(current, p, now)):
             result = current
         else:
@@ -664,16 +673,33 @@ def assignment_next(*, participation: Participation) -> Assignment | None:
                 participation=p, role__in=(ROLE_MAIN, ROLE_ATTENTION), status=AssignmentStatus.SUBMITTED
             ).count()
             limit = p.study.max_items_per_annotator
-            if limit is not None and done >= limit:
-                _finish(p, ParticipationState.COMPLETED, f"reached the study's {limit} items")
+            if limit is not None and done + len(held) >= limit:
+                if not held:
+                    _finish(p, ParticipationState.COMPLETED, f"reached the study's {limit} items")
             else:
                 if _attention_due(p):
                     result = _reserve_free(p, ROLE_ATTENTION, now)
                 result = result or _reserve_main(p, now)
-                if result is None:
+                if result is None and not held:
                     _finish(p, ParticipationState.COMPLETED, "no more items to annotate")
     p.save()
     return result
+
+
+def assignment_page(*, participation: Participation, size: int) -> list[Assignment]:
+    """Up to ``size`` items for one page (a study that shows several items per page): the
+    annotator's current reservations first, then new ones, each reserved by ``assignment_next``
+    under the same rules. Qualification items are always shown one at a time."""
+    page: list[Assignment] = []
+    while len(page) < max(size, 1):
+        a = assignment_next(participation=participation, held=[x.pk for x in page])
+        if a is None or any(x.pk == a.pk for x in page):
+            break
+        page.append(a)
+        participation.refresh_from_db()
+        if a.role == ROLE_QUALIFICATION or participation.state != ParticipationState.ANNOTATING:
+            break
+    return page
 
 
 # --------------------------------------------------------------------------- drafts and events
@@ -782,9 +808,9 @@ def assignment_save(
 def submission_problems(a: Assignment, now: datetime) -> list[FieldError]:
     """The interface rules (App. C.1), checked against what the server recorded."""
     errors = []
-    if a.goal_acknowledged_at is None:
-        errors.append(FieldError("goal", "Confirm that you have read the goal: tick the box under the goal."))
     kind = kind_get(a.study.kind)
+    if kind.requires_goal_acknowledgement and a.goal_acknowledged_at is None:
+        errors.append(FieldError("goal", "Confirm that you have read the goal: tick the box under the goal."))
     required = kind.required_openings(len(a.item.reference_steps), len(a.item.candidate_steps))
     missing = [name for name in required if name not in a.steps_opened]
     if missing:
@@ -852,7 +878,9 @@ def annotation_submit(
             ).exclude(pk=a.pk).count()
         surplus = filled >= study.annotators_per_item
     correct = None
-    if a.role in (ROLE_ATTENTION, ROLE_QUALIFICATION) and item.expected_has_failure is not None:
+    if kind.answer_correct is not None:  # the kind knows its items' answers (main items too)
+        correct = kind.answer_correct(cleaned, item)
+    elif a.role in (ROLE_ATTENTION, ROLE_QUALIFICATION) and item.expected_has_failure is not None:
         correct = kind.answer_label(cleaned) == item.expected_has_failure
     excluded, reason = False, ""
     if a.role == ROLE_QUALIFICATION:

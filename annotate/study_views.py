@@ -17,7 +17,10 @@ from annotate.item_files import ItemFileError
 from annotate.item_sources import items_from_file, items_from_judgments, judge_names
 from annotate.links import prolific_entry_url
 from annotate.models import Participation
+from annotate.kinds.multiple_choice import KEY as MULTIPLE_CHOICE
 from annotate.selectors import (
+    choice_study_results,
+    choice_tier_records,
     annotation_export_rows,
     study_annotators,
     study_get,
@@ -113,6 +116,7 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "annotators": study_annotators(study),
         "items": study_items_with_annotations(study),
         "rounds": study_round_summaries(study),
+        "choice_results": choice_study_results(study) if study.kind == MULTIPLE_CHOICE else None,
         "settings_form": StudySettingsForm(initial={"is_open": study.is_open, "payment_per_item": study.payment_per_item}),
         "round_form": RoundCreateForm(initial={"instructions": study.guideline_version.instructions}),
     })
@@ -158,6 +162,18 @@ def participant_release(request: HttpRequest, slug: str, participation_id: int) 
     released = participation_release(participation=p)
     messages.success(request, f"Released {released} reserved slot(s) of {p.annotator.pid}; they return to the pool.")
     return redirect("annotate:study_detail", slug=slug)
+
+
+@researcher_required
+def study_choice_tier(request: HttpRequest, slug: str, tier: str) -> HttpResponse:
+    """The gold or harder tier of a multiple-choice study as goal-step task lines (JSONL)."""
+    study = study_get(slug=slug)
+    if study.kind != MULTIPLE_CHOICE or tier not in ("gold", "harder"):
+        raise Http404("Tiers exist for multiple-choice studies: gold or harder")
+    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in choice_tier_records(study, tier)]
+    response = HttpResponse("".join(lines), content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-{tier}.jsonl"'
+    return response
 
 
 @researcher_required

@@ -24,6 +24,7 @@ urlpatterns = [
     path("studies/<slug:slug>/participants/<int:participation_id>/release/", study_views.participant_release,
          name="participant_release"),
     path("studies/<slug:slug>/export.<str:fmt>", study_views.study_export, name="study_export"),
+    path("studies/<slug:slug>/tiers/<str:tier>.jsonl", study_views.study_choice_tier, name="study_choice_tier"),
     # Agreement dashboards.
     path("studies/<slug:slug>/agreement/", report_views.agreement, name="report_agreement"),
     path("studies/<slug:slug>/annotators/", report_views.annotators, name="report_annotators"),

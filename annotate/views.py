@@ -17,12 +17,15 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate import constants as C
 from annotate.kinds import codebook_get, kind_get
+from annotate.kinds.multiple_choice import GUIDANCE as kind_guidance
+from annotate.kinds.multiple_choice import extra_options as kind_extra_options
 from annotate.models import Participation, ParticipationState, Study
 from annotate.selectors import participation_for_session
 from annotate.services import (
     AnnotateError,
     annotation_submit,
     assignment_next,
+    assignment_page,
     assignment_save,
     participation_consent,
     participation_enter,
@@ -213,11 +216,48 @@ def work(request: HttpRequest, slug: str) -> HttpResponse:
     study, p = loaded
     if p.state not in (ParticipationState.QUALIFICATION, ParticipationState.ANNOTATING):
         return redirect(route(p))
+    kind = kind_get(study.kind)
+    if kind.page_template is not None:
+        return _work_page(request, study, p, kind)
     a = assignment_next(participation=p)
     p.refresh_from_db()
     if a is None:
         return redirect(route(p))
     response = render(request, "annotate/item.html", _item_context(study, p, a))
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _work_page(request: HttpRequest, study: Study, p: Participation, kind: Any) -> HttpResponse:
+    """A page of one or more items (the study's items per page), each saved and submitted
+    on its own by the page script."""
+    from django.utils import timezone
+
+    page = assignment_page(participation=p, size=study.items_per_page)
+    p.refresh_from_db()
+    if not page:
+        return redirect(route(p))
+    now = timezone.now()
+    items = []
+    for number, a in enumerate(page, start=1):
+        options = [(str(i), chr(ord("A") + i), text) for i, text in enumerate(a.item.candidate_steps)]
+        items.append({"assignment": a, "item": a.item, "number": number, "options": options,
+                      "extra": kind_extra_options(len(a.item.candidate_steps)), "task": a.item.source.get("task", "")})
+    page_state = {
+        "items": [{
+            "assignment": str(a.public_id),
+            "saveUrl": reverse("annotate:save", args=[study.slug, a.public_id]),
+            "submitUrl": reverse("annotate:submit", args=[study.slug, a.public_id]),
+            "draft": a.draft or {}, "draftSeq": a.draft_seq,
+            "elapsedSeconds": max(0.0, (now - a.first_served_at).total_seconds()),
+        } for a in page],
+        "minSeconds": study.min_seconds, "autosaveSeconds": C.AUTOSAVE_SECONDS,
+        "nextUrl": reverse("annotate:work", args=[study.slug]),
+    }
+    response = render(request, kind.page_template, {
+        "study": study, "p": p, "items": items, "page_state": page_state,
+        "in_qualification": p.state == ParticipationState.QUALIFICATION, "guidance": kind_guidance,
+    })
     response["Cache-Control"] = "no-store"
     return response
 

@@ -1,5 +1,5 @@
-"""The registry of study kinds. ``critical_failure`` now; multiple-choice and
-constraint-faithfulness kinds register here beside it, each with its own templates,
+"""The registry of study kinds: ``critical_failure`` and ``multiple_choice``; a
+constraint-faithfulness kind registers here beside them, each with its own templates,
 record parser and validators (see annotate/kinds/base.py)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from annotate.kinds import critical_failure
+from annotate.kinds import critical_failure, multiple_choice
 from annotate.kinds.base import StudyKind
 
 _KINDS: dict[str, StudyKind] = {}
@@ -41,3 +41,4 @@ def codebook_get(key: str) -> dict[str, Any] | None:
 
 
 kind_register(critical_failure.KIND)
+kind_register(multiple_choice.KIND)

@@ -39,6 +39,8 @@ class ItemSpec:
     candidate_steps: list[str]
     role: str = ROLE_MAIN
     expected_has_failure: bool | None = None
+    # Multiple-choice kinds: the 0-based index of the right candidate (the item's label).
+    expected_choice: int | None = None
     explanation: str = ""
     source: dict[str, Any] = field(default_factory=dict)
 
@@ -71,3 +73,11 @@ class StudyKind:
     answer_label: Callable[[dict[str, Any]], bool]
     # Names of the steps the annotator must open before submitting, e.g. ["L1.1", "L2.1"].
     required_openings: Callable[[int, int], list[str]]
+    # Whether a submit needs the "I've read the goal" acknowledgement (Figure 7).
+    requires_goal_acknowledgement: bool = True
+    # Whether a cleaned answer matches the item's known answer (None: the item has none).
+    # Default: ``answer_label`` compared with the item's ``expected_has_failure``.
+    answer_correct: "Callable[[dict[str, Any], Any], bool | None] | None" = None
+    # The annotator page: None for the shared one-item page (annotate/item.html with
+    # ``item_template``), else a template that shows a page of one or more items.
+    page_template: str | None = None

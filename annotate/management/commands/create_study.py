@@ -40,6 +40,8 @@ class Command(BaseCommand):
         parser.add_argument("--attention-rate", type=float, default=C.ATTENTION_CHECK_RATE_DEFAULT)
         parser.add_argument("--attention-max-failures", type=int, default=C.ATTENTION_MAX_FAILURES_DEFAULT)
         parser.add_argument("--max-items", type=int, help="items per annotator (default: until none are left)")
+        parser.add_argument("--items-per-page", type=int, default=1,
+                            help="multiple-choice studies: items shown on one page (default 1; the paper: 15, or 30 for step ordering)")
         parser.add_argument("--completion-code")
         parser.add_argument("--screened-out-code")
         parser.add_argument("--payment-per-item", help="USD per item, for the implied hourly pay")
@@ -81,6 +83,7 @@ class Command(BaseCommand):
             training_enabled=not o["no_training"], qualification_enabled=not o["no_qualification"],
             qualification_pass=o["qualification_pass"], attention_check_rate=o["attention_rate"],
             attention_max_failures=o["attention_max_failures"], max_items_per_annotator=o["max_items"],
+            items_per_page=o["items_per_page"],
             completion_code=o["completion_code"], screened_out_code=o["screened_out_code"], payment_per_item=payment,
         )
         try:

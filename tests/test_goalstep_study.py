@@ -1,0 +1,211 @@
+"""The ``multiple_choice`` study kind (Zhang et al. 2020 §3.4, Figure 4, Table 2): goal-step
+lines become study items, answers are a candidate, "none" or (ordering) "neutral", pages of
+several items are reserved under the usual assignment rules, attention checks screen people
+out, and the results give Table 2 (0/1/2/3 correct, yield, gold and harder tiers, alpha, human
+accuracy), whose human accuracy shows on the goal-step leaderboard."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+
+from annotate.choice_results import ChoiceItem, task_results
+from annotate.kinds import kind_get
+from annotate.kinds.base import ItemRecordError
+from annotate.models import Annotation, ParticipationState
+from annotate.selectors import choice_human_accuracy, choice_study_results, choice_tier_records
+from annotate.services import (
+    StudySettings, SubmissionRejected, annotation_submit, assignment_page, participation_consent, participation_enter,
+    study_create,
+)
+from goalstep.validation import human_accuracy
+
+KIND = kind_get("multiple_choice")
+
+
+def _line(n: int, task: str = "step_inference", label: int = 0, **extra) -> dict:
+    candidates = ["wash your hands", "wash your cat", "clap your hands", "eat your protein"]
+    if task == "step_ordering":
+        candidates = ["handwash the silver", "dry the silver"]
+    return {"id": f"{task}-{n}", "task": task, "prompt": f"Prevent illness {n}", "candidates": candidates,
+            "label": label, "topic": "Health", "source_procedure_ids": [n, n + 100], **extra}
+
+
+def _study(lines: list[dict], **settings) -> object:
+    defaults = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0}
+    defaults.update(settings)
+    return study_create(name="Goal-step validation", kind="multiple_choice",
+                        items=[KIND.parse_record(line) for line in lines], settings=StudySettings(**defaults))
+
+
+def _enter(study, pid: str):
+    p = participation_enter(study=study, pid=pid, prolific_study_id="S", session_id=f"s-{pid}")
+    return participation_consent(participation=p)
+
+
+def _answer(p, a, choice):
+    return annotation_submit(participation=p, public_id=a.public_id, answer={"choice": choice}, submission_id="t")
+
+
+# --- input lines -----------------------------------------------------------------------
+
+
+def test_a_goalstep_build_line_becomes_an_item_with_its_label_and_provenance():
+    spec = KIND.parse_record(_line(1, label=2))
+    assert (spec.item_id, spec.goal, spec.expected_choice, spec.role) == ("step_inference-1", "Prevent illness 1", 2, "main")
+    assert spec.candidate_steps[1] == "wash your cat" and spec.reference_steps == []
+    assert spec.source == {"task": "step_inference", "source_procedure_ids": [1, 101]}
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"label": 4}, "label"), ({"label": True}, "label"), ({"candidates": ["a", "b"]}, "candidates"),
+    ({"task": "guessing"}, "task"), ({"prompt": " "}, "prompt"), ({"candidates": ["a", "", "c", "d"]}, "candidates[1]"),
+    ({"attention_check": {"label": 9}}, "attention_check.label"),
+])
+def test_a_bad_line_is_refused_with_its_field(change, field):
+    with pytest.raises(ItemRecordError) as error:
+        KIND.parse_record({**_line(1), **change})
+    assert error.value.field == field
+
+
+# --- answers ---------------------------------------------------------------------------
+
+
+def test_answers_are_a_candidate_none_of_the_above_or_for_ordering_neutral():
+    assert KIND.validate_submission({"choice": 3}, 0, 4)[0]["choice"] == 3
+    assert KIND.validate_submission({"choice": "none"}, 0, 4)[0]["choice"] == "none"
+    assert KIND.validate_submission({"choice": "neutral"}, 0, 2)[0]["choice"] == "neutral"
+    for bad, n in (({"choice": "neutral"}, 4), ({"choice": "none"}, 2), ({"choice": 4}, 4), ({}, 4), ({"choice": True}, 4)):
+        cleaned, errors = KIND.validate_submission(bad, 0, n)
+        assert cleaned is None and errors[0].field == "choice"
+        assert "you have to choose one" in errors[0].message
+
+
+@pytest.mark.django_db
+def test_a_submit_without_a_choice_is_refused_and_a_choice_is_stored_with_its_correctness():
+    study = _study([_line(1, label=1)])
+    p = _enter(study, "pid-a")
+    [a] = assignment_page(participation=p, size=5)
+    with pytest.raises(SubmissionRejected, match="Choose one option"):
+        _answer(p, a, None)
+    result = _answer(p, a, 1)
+    assert result.annotation.answer["choice"] == 1 and result.annotation.correct is True
+    assert result.annotation.has_failure is None and result.annotation.label == "choice 1"
+
+
+@pytest.mark.django_db
+def test_the_minimum_time_applies_to_each_item():
+    study = _study([_line(1)], min_seconds=30)
+    p = _enter(study, "pid-fast")
+    [a] = assignment_page(participation=p, size=1)
+    with pytest.raises(SubmissionRejected, match="30 seconds"):
+        _answer(p, a, 0)
+
+
+# --- pages and assignment ---------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_page_reserves_up_to_the_studys_items_per_page_and_a_reload_gets_the_same_page():
+    study = _study([_line(n) for n in range(7)], items_per_page=3, annotators_per_item=1)
+    p = _enter(study, "pid-page")
+    page = assignment_page(participation=p, size=study.items_per_page)
+    assert len(page) == 3 and len({a.item_id for a in page}) == 3
+    assert [a.pk for a in assignment_page(participation=p, size=3)] == [a.pk for a in page]
+    for a in page:
+        _answer(p, a, 0)
+    second = assignment_page(participation=p, size=3)
+    assert len(second) == 3 and not {a.item_id for a in second} & {a.item_id for a in page}
+    for a in second:
+        _answer(p, a, 0)
+    last = assignment_page(participation=p, size=3)
+    assert len(last) == 1
+    p.refresh_from_db()
+    assert p.state == ParticipationState.ANNOTATING  # the page still holds an item
+    _answer(p, last[0], 0)
+    assert assignment_page(participation=p, size=3) == []
+    p.refresh_from_db()
+    assert p.state == ParticipationState.COMPLETED
+
+
+@pytest.mark.django_db
+def test_each_item_goes_to_k_distinct_annotators_across_pages():
+    study = _study([_line(n) for n in range(4)], items_per_page=4, annotators_per_item=2)
+    pages = {pid: assignment_page(participation=_enter(study, pid), size=4) for pid in ("x", "y", "z")}
+    assert len(pages["x"]) == 4 and len(pages["y"]) == 4 and pages["z"] == []
+
+
+@pytest.mark.django_db
+def test_a_failed_attention_check_screens_out_and_excludes_the_annotators_answers():
+    lines = [_line(n) for n in range(6)] + [_line(90, attention_check={"label": 2})]
+    study = _study(lines, items_per_page=1, attention_check_rate=0.5, attention_max_failures=0, annotators_per_item=1)
+    p = _enter(study, "pid-careless")
+    for _ in range(6):
+        page = assignment_page(participation=p, size=1)
+        if not page:
+            break
+        a = page[0]
+        _answer(p, a, 3 if a.role == "attention" else 0)
+    p.refresh_from_db()
+    assert p.state == ParticipationState.SCREENED_OUT
+    assert Annotation.objects.filter(participation=p, source="attention", correct=False).exists()
+    assert all(a.excluded for a in Annotation.objects.filter(participation=p, source="main"))
+
+
+# --- Table 2 ----------------------------------------------------------------------------
+
+
+def test_table_2_counts_items_by_annotators_choosing_the_label_with_yield_and_tiers():
+    items = [
+        ChoiceItem("a", "step_inference", "Health", 0, (0, 0, 0)),
+        ChoiceItem("b", "step_inference", "Health", 1, (1, 1, 2)),
+        ChoiceItem("c", "step_inference", "Health", 2, (0, "none", 2)),
+        ChoiceItem("d", "step_inference", "Health", 3, (0, 1, 2)),
+        ChoiceItem("e", "step_inference", "Health", 0, (0, 0)),  # incomplete: left out of the table
+    ]
+    result = task_results(items, k=3)
+    assert result["by_correct"] == {"0": 1, "1": 1, "2": 1, "3": 1}
+    assert result["yield"] == 0.25 and result["gold"] == ["a"] and result["harder"] == ["b"]
+    assert result["human_accuracy"] == pytest.approx(8 / 14)
+    assert -1.0 <= result["alpha"] <= 1.0
+
+
+def test_alpha_is_one_when_every_annotator_agrees_on_every_item():
+    items = [ChoiceItem(str(n), "step_ordering", "", n % 2, (n % 2,) * 3) for n in range(6)]
+    assert task_results(items, k=3)["alpha"] == pytest.approx(1.0)
+
+
+@pytest.mark.django_db
+def test_study_results_tiers_export_and_human_accuracy_on_the_leaderboard(tmp_path, researcher_client):
+    lines = [_line(n, label=0) for n in range(3)] + [_line(n, task="step_ordering", label=1) for n in range(3, 5)]
+    study = _study(lines, items_per_page=5, annotators_per_item=3)
+    plans = {"p1": [0, 0, 0, 1, 1], "p2": [0, 0, 2, 1, "neutral"], "p3": [0, 3, 2, 1, 0]}
+    for pid, choices in plans.items():
+        p = _enter(study, pid)
+        page = assignment_page(participation=p, size=5)
+        by_id = {a.item.item_id: a for a in page}
+        for line, choice in zip(lines, choices):
+            _answer(p, by_id[line["id"]], choice)
+    results = choice_study_results(study)
+    step = results["step_inference"]
+    assert step["by_correct"] == {"0": 0, "1": 1, "2": 1, "3": 1}
+    assert step["gold"] == ["step_inference-0"] and step["harder"] == ["step_inference-1"]
+    assert results["step_ordering"]["by_correct"] == {"0": 0, "1": 1, "2": 0, "3": 1}
+    assert results["step_ordering"]["yield"] == 0.5
+    # The gold tier as goal-step task lines, from the command and from the study page.
+    out = tmp_path / "gold.jsonl"
+    call_command("export_choice_tier", "--study", study.slug, "--tier", "gold", "--output", str(out))
+    gold = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [g["id"] for g in gold] == ["step_inference-0", "step_ordering-3"]
+    assert gold[0] == {**_line(0, label=0), "topic": "Health"}
+    assert [r["id"] for r in choice_tier_records(study, "harder")] == ["step_inference-1"]
+    page = researcher_client.get(f"/studies/{study.slug}/")
+    assert page.status_code == 200 and "Table 2" in page.content.decode()
+    download = researcher_client.get(f"/studies/{study.slug}/tiers/harder.jsonl")
+    assert json.loads(download.content.decode().splitlines()[0])["id"] == "step_inference-1"
+    # Human accuracy of the validated items, beside model accuracy on the leaderboard.
+    assert choice_human_accuracy("step_inference")["accuracy"] == pytest.approx(6 / 9)
+    assert human_accuracy("step_ordering")["accuracy"] == pytest.approx(4 / 6)
+    board = researcher_client.get("/goalstep/step_inference/").content.decode()
+    assert "0.667" in board and "9 answers on 3 items" in board
