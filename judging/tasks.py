@@ -12,31 +12,30 @@ def _mark_failed(model_name: str):
     return on_failure
 
 
+def _execute(task, execute, run_id: int) -> str:
+    """Run a run's service; a Batch API job that is still waiting is polled again later."""
+    outcome = execute(run_id=run_id)
+    if outcome.startswith("waiting"):
+        task.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    return outcome
+
+
 @shared_task(bind=True, name="judging.generation_run_execute", on_failure=_mark_failed("GenerationRun"))
 def generation_run_execute_task(self, run_id: int) -> str:
     from judging.services import generation_run_execute
 
-    outcome = generation_run_execute(run_id=run_id)
-    if outcome.startswith("waiting"):  # Batch API: come back later
-        self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
-    return outcome
+    return _execute(self, generation_run_execute, run_id)
 
 
 @shared_task(bind=True, name="judging.judge_run_execute", on_failure=_mark_failed("JudgeRun"))
 def judge_run_execute_task(self, run_id: int) -> str:
     from judging.services import judge_run_execute
 
-    outcome = judge_run_execute(run_id=run_id)
-    if outcome.startswith("waiting"):
-        self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
-    return outcome
+    return _execute(self, judge_run_execute, run_id)
 
 
 @shared_task(bind=True, name="judging.components_run_execute", on_failure=_mark_failed("ComponentsRun"))
 def components_run_execute_task(self, run_id: int) -> str:
     from judging.score_services import components_run_execute
 
-    outcome = components_run_execute(run_id=run_id)
-    if outcome.startswith("waiting"):
-        self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
-    return outcome
+    return _execute(self, components_run_execute, run_id)

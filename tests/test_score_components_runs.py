@@ -18,7 +18,9 @@ from judging.score_selectors import RULE_EXTRACTOR, generation_run_score, genera
 from judging.score_services import components_run_create, components_run_execute, llm_extractor_name, steps_hash
 from judging.selectors import leaderboard
 from judging.services import generation_run_create, generation_run_execute, language_model_register
-from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
+from tests.scripted_llm import Reply, last_user_message
+# The generation run fixture's scripted server (generate and how2score_judge roles).
+from tests.test_judging_runs import server  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,26 +38,20 @@ def _components_answer(body):
     return Reply(json.dumps({"steps": [{"action": "do", "objects": [], "parameters": []} for _ in steps]}))
 
 
-def _generation_answer(body):
-    n = int(re.findall(r"(?:exactly |Exactly |return exactly )(\d+) steps", last_user_message(body))[-1])
-    return Reply("\n".join(f"{i}. Do part {i} of the task." for i in range(1, n + 1)))
-
-
 @pytest.fixture
-def server(settings, demo):
-    settings.LLM_BACKOFF_BASE_SECONDS = 0.01
+def components_server(server, settings):
+    """The generation server of tests/test_judging_runs.py, also answering extract_components."""
     settings.LLM_PARSE_REASKS = 0
-    with ScriptedLLM() as scripted:
-        roles = dict(settings.LLM_ROLES)
-        for role in ("generate", "extract_components"):
-            roles[role] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None, "max_tokens": None}
-        settings.LLM_ROLES = roles
-        scripted.default = lambda body: _components_answer(body) if body.get("response_format") else _generation_answer(body)
-        yield scripted
+    roles = dict(settings.LLM_ROLES)
+    roles["extract_components"] = dict(roles["generate"])
+    settings.LLM_ROLES = roles
+    generate = server.default
+    server.default = lambda body: _components_answer(body) if body.get("response_format") else generate(body)
+    return server
 
 
 @pytest.fixture
-def generation_run(server):
+def generation_run(components_server):
     model = language_model_register(name="qwen3-8b")
     run = generation_run_create(name="qwen3-8b-bench", language_model=model, start=False)
     assert generation_run_execute(run_id=run.pk) == "done"
@@ -69,10 +65,10 @@ def _extract(generation_run, name="components-1"):
     return run
 
 
-def test_components_requests_use_the_prompt_file_and_a_strict_schema(server, generation_run):
-    sent_before = len(server.chat_requests())
+def test_components_requests_use_the_prompt_file_and_a_strict_schema(components_server, generation_run):
+    sent_before = len(components_server.chat_requests())
     run = _extract(generation_run)
-    requests = server.chat_requests()[sent_before:]
+    requests = components_server.chat_requests()[sent_before:]
     assert requests and len(requests) == run.llm_job.n_total
     body = requests[0]
     assert body["response_format"]["json_schema"] == {"name": "extract_components", "schema": COMPONENTS_SCHEMA, "strict": True}
@@ -84,7 +80,7 @@ def test_components_requests_use_the_prompt_file_and_a_strict_schema(server, gen
     assert _numbered_steps(last_user_message(body))[0]
 
 
-def test_components_are_stored_once_per_step_list(server, generation_run):
+def test_components_are_stored_once_per_step_list(components_server, generation_run):
     run = _extract(generation_run)
     generations = list(generation_run.generations.select_related("procedure"))
     expected = {steps_hash(s) for g in generations for s in (g.procedure.steps, g.predicted_steps) if s}
@@ -95,16 +91,16 @@ def test_components_are_stored_once_per_step_list(server, generation_run):
     assert ok.components == [{"action": "do", "objects": [], "parameters": []}] * len(ok.steps)
 
 
-def test_a_second_run_reuses_stored_components_and_sends_nothing(server, generation_run):
+def test_a_second_run_reuses_stored_components_and_sends_nothing(components_server, generation_run):
     _extract(generation_run)
-    sent = len(server.chat_requests())
+    sent = len(components_server.chat_requests())
     again = _extract(generation_run, name="components-2")
     assert again.llm_job.n_total == 0 and again.steps_hashes == []
-    assert len(server.chat_requests()) == sent
+    assert len(components_server.chat_requests()) == sent
     assert again.status == "done"
 
 
-def test_a_wrong_count_is_stored_as_parse_failed_and_falls_back_to_rules(server, generation_run):
+def test_a_wrong_count_is_stored_as_parse_failed_and_falls_back_to_rules(components_server, generation_run):
     run = _extract(generation_run)
     failed = ComponentExtraction.objects.get(extractor=run.extractor, outcome="parse_failed")
     assert failed.components == []
@@ -115,7 +111,7 @@ def test_a_wrong_count_is_stored_as_parse_failed_and_falls_back_to_rules(server,
     assert summary["n_rule_based"] == 1
 
 
-def test_run_score_uses_llm_components_after_extraction_and_rules_before(server, generation_run):
+def test_run_score_uses_llm_components_after_extraction_and_rules_before(components_server, generation_run):
     before = generation_run_score(generation_run)
     assert before["extractor"] == RULE_EXTRACTOR
     assert before["n_scored"] == 17 and before["n_rule_based"] == 17
@@ -138,14 +134,14 @@ def test_run_score_uses_llm_components_after_extraction_and_rules_before(server,
     assert after["step_m"] == 1.0
 
 
-def test_scores_skip_generations_without_a_usable_answer(server, generation_run):
+def test_scores_skip_generations_without_a_usable_answer(components_server, generation_run):
     failed = generation_run.generations.first()
     Generation.objects.filter(pk=failed.pk).update(outcome="truncated")
     scores = generation_scores(list(generation_run.generations.select_related("procedure", "run")))
     assert failed.pk not in scores and len(scores) == 16
 
 
-def test_leaderboard_shows_score_beside_how2score(server, generation_run):
+def test_leaderboard_shows_score_beside_how2score(components_server, generation_run):
     _extract(generation_run)
     for generation in generation_run.generations.all():
         Judgment.objects.create(generation=generation, judge="how2judge", has_failure=False)
@@ -162,7 +158,7 @@ def test_demo_leaderboard_has_rule_based_score_offline(researcher_client, demo):
     assert ">SCORE</th>" in html
 
 
-def test_run_page_shows_score_and_admins_start_an_extraction(admin_client_, server, generation_run):
+def test_run_page_shows_score_and_admins_start_an_extraction(admin_client_, components_server, generation_run):
     url = reverse("generation_run_detail", args=[generation_run.pk])
     html = admin_client_.get(url).content.decode()
     assert 'id="score-summary"' in html and "Components: rule" in html
@@ -171,7 +167,7 @@ def test_run_page_shows_score_and_admins_start_an_extraction(admin_client_, serv
     assert ComponentsRun.objects.filter(generation_run=generation_run, name="qwen3-8b-bench-components-1").exists()
 
 
-def test_extraction_without_an_llm_is_refused_and_stores_nothing(admin_client_, settings, server, generation_run):
+def test_extraction_without_an_llm_is_refused_and_stores_nothing(admin_client_, settings, components_server, generation_run):
     roles = dict(settings.LLM_ROLES)
     roles["extract_components"] = {"base_url": "", "api_key": "", "model": "", "temperature": None, "max_tokens": None}
     settings.LLM_ROLES = roles
@@ -180,13 +176,13 @@ def test_extraction_without_an_llm_is_refused_and_stores_nothing(admin_client_, 
     assert not ComponentsRun.objects.exists()
 
 
-def test_researchers_cannot_start_an_extraction(researcher_client, server, generation_run):
+def test_researchers_cannot_start_an_extraction(researcher_client, components_server, generation_run):
     response = researcher_client.post(reverse("components_run_launch", args=[generation_run.pk]))
     assert response.status_code == 403
     assert not ComponentsRun.objects.exists()
 
 
-def test_execute_returns_early_for_a_missing_or_finished_run(server, generation_run):
+def test_execute_returns_early_for_a_missing_or_finished_run(components_server, generation_run):
     assert components_run_execute(run_id=999_999) == "gone"
     run = _extract(generation_run)
     assert components_run_execute(run_id=run.pk) == "not active (done)"

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from judging.components import rule_based_components
 from judging.constants import SCORE_MAX
 from judging.score_metric import score_reward, score_steps
-from tests.scripted_llm import Reply, ScriptedLLM
+# The endpoint's fixtures: a token-authenticated client and the scripted judge.
+from tests.test_reward_endpoint import api, judge  # noqa: F401
 
 REFERENCE = ["Heat oil in a large pot.", "Fry pork pieces in the oil until golden.", "Simmer for about 2 hours."]
 SAME = "1. Heat oil in a large pot.\n2. Fry pork pieces in the oil until golden.\n3. Simmer for about 2 hours."
@@ -59,23 +58,6 @@ def test_a_reference_step_without_words_gives_no_term():
 # ---------------------------------------------------------------------------------------
 # Through the endpoint
 # ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def judge(settings):
-    with ScriptedLLM() as server:
-        server.default = lambda body: Reply(json.dumps({"reasoning": "checked", "critical_failures": []}))
-        roles = dict(settings.LLM_ROLES)
-        roles["how2score_judge"] = {"base_url": server.base_url, "api_key": "k", "model": "how2judge", "temperature": None, "max_tokens": None}
-        settings.LLM_ROLES = roles
-        yield server
-
-
-@pytest.fixture
-def api(researcher):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
-    return client
 
 
 def _item(completion, **extra):
