@@ -26,9 +26,8 @@ class GenerationScore:
 
 def components_extractor(generation_run: GenerationRun) -> str | None:
     """The extractor of the run's latest finished ``extract_components`` run, if any."""
-    run = (ComponentsRun.objects.filter(generation_run=generation_run, status=RunStatus.DONE)
-           .order_by("-id").values_list("extractor", flat=True).first())
-    return run
+    return (ComponentsRun.objects.filter(generation_run=generation_run, status=RunStatus.DONE)
+            .order_by("-id").values_list("extractor", flat=True).first())
 
 
 def _stored(extractor: str, keys: Iterable[str]) -> dict[str, tuple[StepComponents, ...]]:
