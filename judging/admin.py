@@ -1,6 +1,8 @@
 from django.contrib import admin
 
-from judging.models import Generation, GenerationRun, Judgment, JudgeRun, LanguageModel
+from judging.models import (
+    ComponentExtraction, ComponentsRun, Generation, GenerationRun, Judgment, JudgeRun, LanguageModel,
+)
 
 
 class JudgmentInline(admin.TabularInline):
@@ -42,3 +44,18 @@ class JudgeRunAdmin(admin.ModelAdmin):
     list_display = ("name", "judge", "generation_run", "status", "created_at")
     list_filter = ("status", "judge")
     raw_id_fields = ("llm_job",)
+
+
+@admin.register(ComponentsRun)
+class ComponentsRunAdmin(admin.ModelAdmin):
+    list_display = ("name", "generation_run", "extractor", "status", "created_at")
+    list_filter = ("status",)
+    exclude = ("steps_hashes",)
+    raw_id_fields = ("llm_job", "generation_run")
+
+
+@admin.register(ComponentExtraction)
+class ComponentExtractionAdmin(admin.ModelAdmin):
+    list_display = ("id", "extractor", "outcome", "steps_hash", "created_at")
+    list_filter = ("extractor", "outcome")
+    search_fields = ("steps_hash",)
