@@ -473,3 +473,18 @@ def test_step_scale_falls_with_the_step_count_gap_on_both_sides():
     assert scales[4] == 1.0
     assert scales[3] == scales[5] == pytest.approx(math.cos(math.pi / 4))
     assert scales[:3] == [0.0, 0.0, 0.0] and scales[6:] == [0.0, 0.0, 0.0]
+
+
+def test_score_modules_import_no_django():
+    # The pure modules are usable from any script or trainer without Django settings.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, judging.score_metric, judging.sketch_fill, judging.components; "
+        "print(sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                         capture_output=True, text=True, check=True, env={"PATH": ""})
+    assert out.stdout.strip() == "[]"
