@@ -514,11 +514,12 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         f"  built {report['built']}, kept {report['kept']}",
     ]
     applied = set(report["filters_applied"])
+    shown = {name: "off" if value is None else value for name, value in report["filters"].items()}
     for reason, n in report["removed"].items():
         setting = {
-            REASON_LENGTH: f"min words: step {report['filters']['min_step_words']}, goal {report['filters']['min_goal_words']}",
-            REASON_LEXICAL_OVERLAP: f"max shared content words {report['filters']['max_shared_words']}",
-            REASON_SIMILARITY: f"ceiling {report['filters']['similarity_ceiling']}",
+            REASON_LENGTH: f"min words: step {shown['min_step_words']}, goal {shown['min_goal_words']}",
+            REASON_LEXICAL_OVERLAP: f"max shared content words {shown['max_shared_words']}",
+            REASON_SIMILARITY: f"ceiling {shown['similarity_ceiling']}",
         }.get(reason, "always on")
         if reason in (REASON_LENGTH, REASON_LEXICAL_OVERLAP, REASON_SIMILARITY) and reason not in applied:
             setting = "not used for this task"
