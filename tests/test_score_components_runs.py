@@ -186,3 +186,24 @@ def test_execute_returns_early_for_a_missing_or_finished_run(components_server, 
     assert components_run_execute(run_id=999_999) == "gone"
     run = _extract(generation_run)
     assert components_run_execute(run_id=run.pk) == "not active (done)"
+
+
+def test_bench_run_components_extracts_and_status_reports_score(components_server, generation_run, capsys):
+    from django.core.management import call_command
+
+    call_command("bench_run", "components", "--run", generation_run.name, "--wait")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("components run 'qwen3-8b-bench-components-1'")
+    assert out[1] == "finished: done"
+    printed = json.loads(out[2])
+    assert printed["extractor"].startswith("llm:m@") and printed["n_scored"] == 17
+    call_command("bench_run", "status", generation_run.name)
+    status = json.loads(capsys.readouterr().out)
+    assert status["score"] == printed
+
+
+def test_bench_run_components_names_an_unknown_run(components_server):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="no generation run named 'nope'"):
+        call_command("bench_run", "components", "--run", "nope")

@@ -8,6 +8,8 @@ from django.core.management.base import BaseCommand, CommandError
 from judging.models import GenerationRun, JudgeRun
 from judging.prompts import PromptError
 from judging.run_configs import RunConfigError, generation_config_load, judge_config_load
+from judging.score_selectors import generation_run_score
+from judging.score_services import components_run_create, components_run_execute
 from judging.selectors import judge_run_score
 from judging.services import (
     generation_run_create, generation_run_execute, judge_run_create, judge_run_execute, language_model_register,
@@ -16,7 +18,8 @@ from llm.endpoints import EndpointNotConfigured
 
 
 class Command(BaseCommand):
-    help = "bench_run generate|judge --config FILE.yaml [--wait]; bench_run status NAME"
+    help = ("bench_run generate|judge --config FILE.yaml [--wait]; bench_run components --run NAME [--wait]; "
+            "bench_run status NAME")
 
     def add_arguments(self, parser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -24,6 +27,10 @@ class Command(BaseCommand):
             action = sub.add_parser(name, help=f"start a {name} run from a YAML file")
             action.add_argument("--config", required=True)
             action.add_argument("--wait", action="store_true",
+                                help="run in this process until done instead of handing it to a Celery worker")
+        components = sub.add_parser("components", help="extract the step components of a generation run for SCORE (docs/score.md)")
+        components.add_argument("--run", required=True, help="the generation run's name")
+        components.add_argument("--wait", action="store_true",
                                 help="run in this process until done instead of handing it to a Celery worker")
         status = sub.add_parser("status", help="print a run's status (and How2Score for a judge run) as JSON")
         status.add_argument("name")
@@ -34,6 +41,8 @@ class Command(BaseCommand):
                 self._generate(options)
             elif options["action"] == "judge":
                 self._judge(options)
+            elif options["action"] == "components":
+                self._components(options)
             else:
                 self._status(options["name"])
         except (RunConfigError, PromptError, EndpointNotConfigured, ValueError) as exc:
@@ -59,6 +68,17 @@ class Command(BaseCommand):
             self.stdout.write(f"finished: {judge_run_execute(run_id=run.pk)}")
             self.stdout.write(json.dumps(judge_run_score(run)))
 
+    def _components(self, options) -> None:
+        generation_run = GenerationRun.objects.filter(name=options["run"]).first()
+        if generation_run is None:
+            raise CommandError(f"no generation run named {options['run']!r}")
+        name = f"{generation_run.name}-components-{generation_run.components_runs.count() + 1}"
+        run = components_run_create(name=name, generation_run=generation_run, start=not options["wait"])
+        self.stdout.write(f"components run {run.name!r} (id {run.pk}): {len(run.steps_hashes)} step lists to extract")
+        if options["wait"]:
+            self.stdout.write(f"finished: {components_run_execute(run_id=run.pk)}")
+            self.stdout.write(json.dumps(generation_run_score(generation_run)))
+
     def _status(self, name: str) -> None:
         judge_run = JudgeRun.objects.filter(name=name).select_related("llm_job").first()
         generation_run = None if judge_run else GenerationRun.objects.filter(name=name).select_related("llm_job").first()
@@ -71,4 +91,6 @@ class Command(BaseCommand):
                   "outcomes": job.outcome_counts if job else None, "cost_usd": float(job.cost_usd) if job else None}
         if judge_run:
             status["how2score"] = judge_run_score(judge_run)
+        else:
+            status["score"] = generation_run_score(generation_run)
         self.stdout.write(json.dumps(status, indent=2))
