@@ -17,8 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate import constants as C
 from annotate.kinds import codebook_get, kind_get
-from annotate.kinds.multiple_choice import GUIDANCE as kind_guidance
-from annotate.kinds.multiple_choice import extra_options as kind_extra_options
+from annotate.kinds import multiple_choice
 from annotate.models import Participation, ParticipationState, Study
 from annotate.selectors import participation_for_session
 from annotate.services import (
@@ -229,8 +228,8 @@ def work(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _work_page(request: HttpRequest, study: Study, p: Participation, kind: Any) -> HttpResponse:
-    """A page of one or more items (the study's items per page), each saved and submitted
-    on its own by the page script."""
+    """A page of one or more multiple-choice items (the study's items per page), each saved
+    and submitted on its own by the page script."""
     from django.utils import timezone
 
     page = assignment_page(participation=p, size=study.items_per_page)
@@ -242,7 +241,7 @@ def _work_page(request: HttpRequest, study: Study, p: Participation, kind: Any) 
     for number, a in enumerate(page, start=1):
         options = [(str(i), chr(ord("A") + i), text) for i, text in enumerate(a.item.candidate_steps)]
         items.append({"assignment": a, "item": a.item, "number": number, "options": options,
-                      "extra": kind_extra_options(len(a.item.candidate_steps)), "task": a.item.source.get("task", "")})
+                      "extra": multiple_choice.extra_options(len(a.item.candidate_steps)), "task": a.item.source.get("task", "")})
     page_state = {
         "items": [{
             "assignment": str(a.public_id),
@@ -256,7 +255,7 @@ def _work_page(request: HttpRequest, study: Study, p: Participation, kind: Any) 
     }
     response = render(request, kind.page_template, {
         "study": study, "p": p, "items": items, "page_state": page_state,
-        "in_qualification": p.state == ParticipationState.QUALIFICATION, "guidance": kind_guidance,
+        "in_qualification": p.state == ParticipationState.QUALIFICATION, "guidance": multiple_choice.GUIDANCE,
     })
     response["Cache-Control"] = "no-store"
     return response

@@ -209,3 +209,24 @@ def test_study_results_tiers_export_and_human_accuracy_on_the_leaderboard(tmp_pa
     assert human_accuracy("step_ordering")["accuracy"] == pytest.approx(4 / 6)
     board = researcher_client.get("/goalstep/step_inference/").content.decode()
     assert "0.667" in board and "9 answers on 3 items" in board
+
+
+@pytest.mark.django_db
+def test_the_critical_failure_kind_keeps_its_goal_acknowledgement_and_known_answer_rules():
+    """The optional kind fields the multiple-choice kind added leave critical-failure studies as they were."""
+    from annotate.services import assignment_next
+    from annotate.testing import NO_FAILURE, annotator_start, read_everything, study_make
+
+    study = study_make(n_items=2, n_gold=1, gold_answers=[False])
+    p = annotator_start(study, "cf-pid")
+    a = assignment_next(participation=p)
+    with pytest.raises(SubmissionRejected, match="read the goal"):
+        annotation_submit(participation=p, public_id=a.public_id, answer=NO_FAILURE, submission_id="t")
+    read_everything(p, a)
+    result = annotation_submit(participation=p, public_id=a.public_id, answer=NO_FAILURE, submission_id="t")
+    assert result.annotation.source == "qualification" and result.annotation.correct is True
+    assert result.annotation.has_failure is False and result.annotation.label == "no_failure"
+    main = assignment_next(participation=p)
+    read_everything(p, main)
+    stored = annotation_submit(participation=p, public_id=main.public_id, answer=NO_FAILURE, submission_id="t")
+    assert stored.annotation.source == "main" and stored.annotation.correct is None
