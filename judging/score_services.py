@@ -57,11 +57,13 @@ def components_request(steps: Sequence[str], prompt: Prompt) -> LLMRequest:
 
 @transaction.atomic
 def components_run_create(
-    *, name: str, generation_run: GenerationRun, role: str = COMPONENTS_STAGE, prompt_file: str | None = None,
+    *, generation_run: GenerationRun, name: str | None = None, role: str = COMPONENTS_STAGE, prompt_file: str | None = None,
     executor: str = "online", concurrency: int = 16, budget_usd: Decimal | None = None, start: bool = True,
 ) -> ComponentsRun:
     """Extract the components of a generation run's step lists. Lists this extractor (model
-    and prompt) already has stored are reused and not sent again."""
+    and prompt) already has stored are reused and not sent again. The default name is
+    ``<generation run>-components-<n>``."""
+    name = name or f"{generation_run.name}-components-{generation_run.components_runs.count() + 1}"
     prompt = prompt_load(prompt_file or DEFAULT_COMPONENTS_PROMPT, kind=COMPONENTS_STAGE)
     extractor = llm_extractor_name(endpoint_require(role).model, prompt.sha256)
     lists = generation_run_step_lists(generation_run)

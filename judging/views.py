@@ -98,13 +98,12 @@ def judge_run_launch(request: HttpRequest) -> HttpResponse:
 def components_run_launch(request: HttpRequest, pk: int) -> HttpResponse:
     """Start an extract_components run for a generation run (SCORE from LLM components)."""
     generation_run = get_object_or_404(GenerationRun, pk=pk)
-    name = f"{generation_run.name}-components-{generation_run.components_runs.count() + 1}"
     try:
-        components_run_create(name=name, generation_run=generation_run)
+        run = components_run_create(generation_run=generation_run)
     except (ValueError, PromptError, EndpointNotConfigured) as exc:
         messages.error(request, f"The components run was not started: {exc}")
     else:
-        messages.success(request, f"Components run {name!r} started.")
+        messages.success(request, f"Components run {run.name!r} started.")
     return redirect("generation_run_detail", pk=pk)
 
 

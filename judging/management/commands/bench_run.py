@@ -72,8 +72,7 @@ class Command(BaseCommand):
         generation_run = GenerationRun.objects.filter(name=options["run"]).first()
         if generation_run is None:
             raise CommandError(f"no generation run named {options['run']!r}")
-        name = f"{generation_run.name}-components-{generation_run.components_runs.count() + 1}"
-        run = components_run_create(name=name, generation_run=generation_run, start=not options["wait"])
+        run = components_run_create(generation_run=generation_run, start=not options["wait"])
         self.stdout.write(f"components run {run.name!r} (id {run.pk}): {len(run.steps_hashes)} step lists to extract")
         if options["wait"]:
             self.stdout.write(f"finished: {components_run_execute(run_id=run.pk)}")
