@@ -206,7 +206,7 @@ class Walker:
                     verdict = Verdict(existing.status, existing.reason, draft)
                 else:
                     verdict = self.heuristics.check(draft)
-                    self._store(candidate, stage, verdict, key=key, answer={
+                    self._store(candidate, stage, verdict, key=key, exists=existing is not None, answer={
                         "passed": verdict.passed, "reason": verdict.reason, **verdict.details})
             else:
                 plan = self.plans[stage]
@@ -222,7 +222,8 @@ class Walker:
                     if not result.ok:
                         return self._fail(candidate, stage, result, key, stored)
                     verdict = plan.stage.judge(result.value, draft)
-                    self._store(candidate, stage, verdict, key=key, answer=result.value, result=result)
+                    self._store(candidate, stage, verdict, key=key, answer=result.value, result=result,
+                                exists=existing is not None)
             if not verdict.passed:
                 self._finish(candidate, CandidateStatus.REJECTED, stage, verdict.reason, stored)
                 return CandidateStatus.REJECTED
@@ -252,7 +253,7 @@ class Walker:
     # -- storage ---------------------------------------------------------------------
 
     def _store(self, candidate: MiningCandidate, stage: str, verdict: Verdict, *, key: str, answer: Any,
-               result: LLMResult | None = None) -> None:
+               exists: bool, result: LLMResult | None = None) -> None:
         plan = self.plans.get(stage)
         fields = dict(run_id=candidate.run_id, status=verdict.status, reason=verdict.reason, answer=answer,
                       draft=_draft_dict(verdict.draft), request_key=key,
@@ -262,18 +263,18 @@ class Walker:
                           cost_usd=(result.cost_usd or 0) if not result.cached else 0, latency_ms=result.latency_ms)
         else:
             fields.update(cached=False, tokens_in=0, tokens_out=0, cost_usd=0, latency_ms=0)
-        StageResult.objects.update_or_create(candidate=candidate, stage=stage, defaults=fields)
-        MiningCandidate.objects.filter(pk=candidate.pk).update(stage=stage)
+        _stage_result_write(candidate, stage, fields, exists=exists)
 
     def _fail(self, candidate: MiningCandidate, stage: str, result: LLMResult, key: str,
               stored: dict[str, StageResult]) -> str:
         plan = self.plans[stage]
-        StageResult.objects.update_or_create(candidate=candidate, stage=stage, defaults=dict(
+        _stage_result_write(candidate, stage, dict(
             run_id=candidate.run_id, status=result.outcome, reason=result.error or result.outcome,
             answer={"text": result.text[:4000]} if result.text else None, draft={}, request_key=key,
             prompt_hash=plan.prompt.sha256, model=plan.endpoint.model, cached=result.cached,
             tokens_in=result.tokens_in, tokens_out=result.tokens_out,
-            cost_usd=(result.cost_usd or 0) if not result.cached else 0, latency_ms=result.latency_ms))
+            cost_usd=(result.cost_usd or 0) if not result.cached else 0, latency_ms=result.latency_ms),
+            exists=stage in stored)
         failures = candidate.failures + 1
         if failures <= self.run.failure_retries:  # asked again later, not reusing the failed answer
             MiningCandidate.objects.filter(pk=candidate.pk).update(
@@ -327,6 +328,18 @@ class Walker:
         except IntegrityError:  # another worker stored the same procedure a moment ago
             return Procedure.objects.get(identity=identity)
         return procedure
+
+
+def _stage_result_write(candidate: MiningCandidate, stage: str, fields: dict[str, Any], *, exists: bool) -> None:
+    """Store (or replace) one stage's result, committed at once. The candidate's own row
+    is written when its walk ends, not after every stage."""
+    if exists and StageResult.objects.filter(candidate=candidate, stage=stage).update(**fields):
+        return
+    try:
+        with transaction.atomic():
+            StageResult.objects.create(candidate=candidate, stage=stage, **fields)
+    except IntegrityError:  # written a moment ago by a worker that took over the claim
+        StageResult.objects.filter(candidate=candidate, stage=stage).update(**fields)
 
 
 def _procedure_discard(procedure_id: int, run: MiningRun) -> None:
