@@ -4,6 +4,8 @@ import hashlib
 
 from django.db import models
 
+from llm.models import LLMJob
+
 
 class Topic(models.Model):
     """One of the 14 WebOrganizer topics (seeded by a migration), or a user-created one."""
@@ -168,13 +170,9 @@ class SplitReport(models.Model):
         return f"split {self.pk}: {self.n_bench} bench / {self.n_train} train"
 
 
-class MiningRunStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    RUNNING = "running", "Running"
-    PAUSED = "paused", "Paused"
-    DONE = "done", "Done"
-    CANCELLED = "cancelled", "Cancelled"
-    FAILED = "failed", "Failed"
+# A run's status has the same six states as an LLM job's (pending, running, paused, done,
+# cancelled, failed).
+MiningRunStatus = LLMJob.Status
 
 
 class MiningRun(models.Model):

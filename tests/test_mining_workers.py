@@ -3,7 +3,6 @@ resumed finishes with no duplicated procedure and no completed request sent agai
 workers share one run through their claims."""
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
@@ -13,20 +12,12 @@ from mining.models import MiningRun, Procedure, StageResult
 from mining.run_services import mining_run_create, mining_run_resume
 from tests.scripted_miner import document_text, scripted_miner_server, stage_of
 from tests.services import celery_worker
-from tests.test_llm_workers import _database_url
+from tests.test_llm_workers import _database_url, _wait
 from tests.test_mining_runs import config, make_corpus, point_stages_at
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 N_DOCS = 30
-
-
-def _wait(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def _env(server) -> dict[str, str]:
