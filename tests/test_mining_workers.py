@@ -3,6 +3,7 @@ resumed finishes with no duplicated procedure and no completed request sent agai
 workers share one run through their claims."""
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from llm.models import LedgerEntry
 from mining.models import MiningRun, Procedure, StageResult
 from mining.run_services import mining_run_create, mining_run_resume
+from mining.tasks import mining_run_execute_task
 from tests.scripted_miner import document_text, scripted_miner_server, stage_of
 from tests.services import celery_worker
 from tests.test_llm_workers import _database_url, _wait
@@ -23,6 +25,13 @@ N_DOCS = 30
 def _env(server) -> dict[str, str]:
     return {"LLM_BASE_URL": server.base_url, "LLM_MODEL": "scripted", "LLM_API_KEY": "k",
             "DATABASE_URL": _database_url(), "LLM_BACKOFF_BASE_SECONDS": "0.01"}
+
+
+def _send(run, queue: str, n: int = 1) -> None:
+    """Hand the run to the workers of this test's own queue (messages other tests left in
+    the shared embedded broker never reach them)."""
+    for _ in range(n):
+        mining_run_execute_task.apply_async(args=[run.pk], queue=queue)
 
 
 def _corpus():
@@ -40,9 +49,11 @@ def test_worker_killed_mid_run_then_resumed_mines_each_procedure_once(settings, 
     with server:
         point_stages_at(settings, server)
         corpus = _corpus()
-        with celery_worker(tmp_path, env=_env(server)) as worker:
+        queue = f"mining-{uuid.uuid4().hex[:8]}"
+        with celery_worker(tmp_path, env=_env(server), queue=queue) as worker:
             run = mining_run_create(config_text=config("killed", concurrency=4), source="run.yaml",
-                                    corpus_name=corpus.name)
+                                    corpus_name=corpus.name, start=False)
+            _send(run, queue)
             _wait(lambda: StageResult.objects.filter(run=run).count() >= 40, 90, "the first stage results")
             worker.kill()  # SIGKILL: no chance to release claims or mark anything
             worker.wait()
@@ -53,8 +64,9 @@ def test_worker_killed_mid_run_then_resumed_mines_each_procedure_once(settings, 
         assert 0 < results_before < N_DOCS * 6
         sent_before = _sent_per_request(server)
 
-        mining_run_resume(run=run)
-        with celery_worker(tmp_path, env=_env(server)):
+        mining_run_resume(run=run, start=False)
+        with celery_worker(tmp_path, env=_env(server), queue=queue):
+            _send(run, queue)
             _wait(lambda: MiningRun.objects.get(pk=run.pk).status == "done", 120, "the resumed run")
 
         run.refresh_from_db()
@@ -78,12 +90,15 @@ def test_two_workers_share_a_run_without_taking_the_same_document(settings, tmp_
         corpus = _corpus()
         second = tmp_path / "second"
         second.mkdir()
-        with celery_worker(tmp_path, env=_env(server)), celery_worker(second, env=_env(server)):
+        queue = f"mining-{uuid.uuid4().hex[:8]}"
+        with celery_worker(tmp_path, env=_env(server), queue=queue), \
+                celery_worker(second, env=_env(server), queue=queue):
             run = mining_run_create(config_text=config("shared", concurrency=3, workers=2), source="run.yaml",
-                                    corpus_name=corpus.name)
+                                    corpus_name=corpus.name, start=False)
+            _send(run, queue, n=2)
             _wait(lambda: MiningRun.objects.get(pk=run.pk).status == "done", 120, "the run")
         assert run.candidates.filter(status="passed").count() == N_DOCS
         sent = _sent_per_request(server)
         assert sum(sent.values()) == N_DOCS * 5 and max(sent.values()) == 1  # no document walked twice
-        logs = [(tmp_path / "worker-celery.log").read_text(), (second / "worker-celery.log").read_text()]
+        logs = [(tmp_path / f"worker-{queue}.log").read_text(), (second / f"worker-{queue}.log").read_text()]
         assert all("mining.run_execute" in log for log in logs)  # both workers took part
