@@ -41,7 +41,7 @@ def test_system_page_says_clearly_when_no_worker_answers(admin_client_):
 
 def _round_trip(tmp_path, broker_url: str, backend_url: str) -> None:
     queue = f"test-{uuid.uuid4().hex[:8]}"
-    client = Celery("web-process", broker=broker_url, backend=backend_url)
+    client = Celery("web-process", broker=broker_url, backend=backend_url, set_as_current=False)
     env = {"CELERY_BROKER_URL": broker_url, "CELERY_RESULT_BACKEND": backend_url}
     try:
         with celery_worker(tmp_path, env=env, queue=queue) as worker:

@@ -96,7 +96,7 @@ def test_two_workers_share_the_concurrency_cap_through_redis(settings, tmp_path)
                    LLM_LIMITS_REDIS_URL=REDIS_URL)
         jobs = [llm_job_create(run=f"shared-{i}", role="llm_filter", requests=_requests(30, f"{prefix}-{i}"),
                                concurrency=8, start=False) for i in range(2)]
-        client = Celery("web-process", broker=REDIS_URL, backend=REDIS_URL)
+        client = Celery("web-process", broker=REDIS_URL, backend=REDIS_URL, set_as_current=False)
         second_dir = tmp_path / "second"
         second_dir.mkdir()
         try:
