@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import threading
 import time
 import uuid
@@ -39,7 +38,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from llm.client import LLMClient, LLMRequest, LLMResult, ledger_lookup
-from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE, OUTCOME_OK
+from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE
 from llm.endpoints import Endpoint, endpoint_require
 from llm.models import LedgerEntry
 from llm.prompts import Prompt, prompt_read
@@ -69,8 +68,6 @@ from mining.stages import (
     LLMStage,
     Verdict,
 )
-
-logger = logging.getLogger(__name__)
 
 GENUINE = (PASSED, REJECTED)  # stage outcomes; everything else is a failed call
 
