@@ -1,6 +1,7 @@
 """Which endpoint (base URL, API key, model) a role uses, with per-run overrides."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -45,3 +46,11 @@ def endpoint_require(role: str, **overrides: str | None) -> Endpoint:
             "(or the role's own *_BASE_URL / *_MODEL variables)"
         )
     return endpoint
+
+
+def endpoint_from_overrides(role: str, overrides: dict[str, str] | None) -> Endpoint:
+    """A run's endpoint: its role's, with the run's ``base_url`` / ``model`` overrides and
+    the API key read from the environment variable ``api_key_env`` names."""
+    overrides = overrides or {}
+    api_key = os.environ.get(overrides["api_key_env"], "") if overrides.get("api_key_env") else None
+    return endpoint_require(role, base_url=overrides.get("base_url"), model=overrides.get("model"), api_key=api_key)

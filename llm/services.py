@@ -1,7 +1,6 @@
 """Writes of the LLM layer: jobs (create, execute, pause, resume, cancel)."""
 from __future__ import annotations
 
-import os
 from collections import Counter
 from decimal import Decimal
 from typing import Any
@@ -12,22 +11,20 @@ from django.utils import timezone
 
 from llm.client import LLMClient, LLMRequest
 from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE, EXECUTORS
-from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_get, endpoint_require
+from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_from_overrides, endpoint_get
 from llm.models import LedgerEntry, LLMJob
 
 ACTIVE = (LLMJob.Status.PENDING, LLMJob.Status.RUNNING)
 
 
 def job_endpoint(job: LLMJob) -> Endpoint:
-    overrides = job.endpoint_overrides or {}
-    api_key = os.environ.get(overrides["api_key_env"], "") if overrides.get("api_key_env") else None
-    kwargs = {"base_url": overrides.get("base_url"), "model": overrides.get("model"), "api_key": api_key}
     if job.executor == EXECUTOR_VLLM_OFFLINE:  # a local engine: only the model matters
-        endpoint = endpoint_get(job.role, **kwargs)
+        overrides = job.endpoint_overrides or {}
+        endpoint = endpoint_get(job.role, base_url=overrides.get("base_url"), model=overrides.get("model"))
         if not endpoint.model:
             raise EndpointNotConfigured(f"no model for role {job.role!r}: set LLM_MODEL or the role's *_MODEL variable")
         return endpoint
-    return endpoint_require(job.role, **kwargs)
+    return endpoint_from_overrides(job.role, job.endpoint_overrides)
 
 
 @transaction.atomic

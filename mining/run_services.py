@@ -13,6 +13,7 @@ from django.utils import timezone
 from core.run_configs import RunConfigError
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.run_configs import mining_config_parse
+from mining.services import TopicResolver
 from mining.runner import stage_endpoint, stage_prompt
 from mining.stages import LLM_STAGES
 
@@ -51,17 +52,20 @@ def _topics(corpus: Corpus, wanted: Any, source: str) -> list[Topic]:
             raise RunConfigError(f"{source}: corpus {corpus.name!r} has no documents with a topic; a run samples "
                                  "documents per topic (import the corpus with --topic-field)")
         return topics
-    by_key = {}
-    for topic in Topic.objects.all():
-        by_key[topic.name.casefold()] = topic
-        by_key[topic.slug] = topic
+    resolver = TopicResolver(create=False)
     topics = []
     for name in wanted:
-        topic = by_key.get(name.casefold())
+        topic = resolver.resolve(name)
         if topic is None:
-            raise RunConfigError(f"{source}: topics: unknown topic {name!r}")
+            raise RunConfigError(f"{source}: topics: unknown topic {name!r} (known: {resolver.known()})")
         topics.append(topic)
     return topics
+
+
+def _stored_config(config: dict[str, Any], text: str) -> dict[str, Any]:
+    """The configuration as the run keeps it (JSON: the budget as text) with the YAML it came from."""
+    return {k: (str(v) if k == "budget_usd" and v is not None else v) for k, v in config.items()} | {
+        "source_text": text}
 
 
 def _enqueue(run: MiningRun) -> None:
@@ -96,8 +100,7 @@ def mining_run_create(*, config_text: str, source: str, corpus_name: str = "", c
         seed=config["seed"], min_steps=config["min_steps"], max_steps=config["max_steps"],
         stages=_resolve_stages(config, source), executor=config["executor"], concurrency=config["concurrency"],
         workers=config["workers"], budget_usd=config["budget_usd"], failure_retries=config["failure_retries"],
-        config={k: (str(v) if k == "budget_usd" and v is not None else v) for k, v in config.items()} | {
-            "source_text": config_text},
+        config=_stored_config(config, config_text),
         created_by=created_by)
     run.topics.set(topics)
     if start:
@@ -123,16 +126,13 @@ def mining_run_update_stages(*, run: MiningRun, config_text: str, source: str, s
             raise RunConfigError(f"{source}: {key} differs from run {run.name!r} ({old.get(key)!r}); "
                                  "it decides which documents the run takes: start a new run instead")
     stages = _resolve_stages(config, source)
-    changed = sorted(s for s in LLM_STAGES if {k: v for k, v in stages[s].items() if not k.startswith("resolved_")}
-                     != {k: v for k, v in run.stages[s].items() if not k.startswith("resolved_")}
-                     or stages[s].get("resolved_model") != run.stages[s].get("resolved_model"))
+    changed = [s for s in LLM_STAGES if stages[s] != run.stages[s]]
     if (config["min_steps"], config["max_steps"]) != (run.min_steps, run.max_steps):
         changed.append("heuristics")
     for key in CHANGEABLE - {"stages"}:
         setattr(run, key, config[key])
     run.stages = stages
-    run.config = {**old, **{k: (str(v) if k == "budget_usd" and v is not None else v)
-                            for k, v in config.items() if k in CHANGEABLE}, "source_text": config_text}
+    run.config = {**old, **_stored_config({k: v for k, v in config.items() if k in CHANGEABLE}, config_text)}
     run.status = MiningRunStatus.PENDING
     run.pause_reason = run.error = ""
     run.finished_at = None

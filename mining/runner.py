@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import threading
 import time
 import uuid
@@ -39,7 +40,7 @@ from django.utils import timezone
 
 from llm.client import LLMClient, LLMRequest, LLMResult, ledger_lookup
 from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE
-from llm.endpoints import Endpoint, endpoint_require
+from llm.endpoints import Endpoint, endpoint_from_overrides
 from llm.models import LedgerEntry
 from llm.prompts import Prompt, prompt_read
 from mining.constants import (
@@ -93,12 +94,7 @@ def stage_overrides(spec: dict[str, Any]) -> dict[str, str]:
 
 
 def stage_endpoint(spec: dict[str, Any]) -> Endpoint:
-    import os
-
-    overrides = stage_overrides(spec)
-    api_key = os.environ.get(overrides["api_key_env"], "") if overrides.get("api_key_env") else None
-    return endpoint_require(spec["role"], base_url=overrides.get("base_url"), model=overrides.get("model"),
-                            api_key=api_key)
+    return endpoint_from_overrides(spec["role"], stage_overrides(spec))
 
 
 def stage_prompt(stage: str, spec: dict[str, Any]) -> Prompt:
@@ -359,8 +355,6 @@ def _procedure_discard(procedure_id: int, run: MiningRun) -> None:
 
 def _topic_order(run: MiningRun, topic_id: int, slug: str) -> list[int]:
     """The run's seeded order of a topic's documents (those present when the run was created)."""
-    import random
-
     ids = list(run.corpus.documents.filter(topic_id=topic_id, pk__lte=run.config.get("max_document_id", 0))
                .order_by("pk").values_list("pk", flat=True))
     random.Random(f"{run.seed}:{slug}").shuffle(ids)
@@ -419,6 +413,12 @@ def _claim(run: MiningRun, token: str, n: int) -> list[int]:
 
 def _release(token: str) -> None:
     MiningCandidate.objects.filter(claim=token).update(claim="", claimed_at=None)
+
+
+def _pause(run: MiningRun, reason: str) -> str:
+    MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
+        status=MiningRunStatus.PAUSED, pause_reason=reason)
+    return f"paused: {reason}"
 
 
 def run_status(run_id: int) -> str | None:
@@ -519,9 +519,7 @@ def mining_run_work(run: MiningRun) -> str:
     marks the run done. Returns what happened."""
     outcome = OnlineRunner(run).run_all()
     if outcome.startswith("budget"):
-        MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
-            status=MiningRunStatus.PAUSED, pause_reason=outcome)
-        return f"paused: {outcome}"
+        return _pause(run, outcome)
     if outcome != "done":
         return outcome
     return "done" if run_finish_if_complete(run) or run_status(run.pk) == MiningRunStatus.DONE else "waiting for other workers"
@@ -542,9 +540,7 @@ def mining_run_batch_step(run: MiningRun) -> str:
         if job is None or job.status in (LLMJob.Status.DONE, LLMJob.Status.CANCELLED, LLMJob.Status.FAILED):
             continue
         if job.status == LLMJob.Status.PAUSED:
-            MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
-                status=MiningRunStatus.PAUSED, pause_reason=job.pause_reason)
-            return f"paused: {job.pause_reason}"
+            return _pause(run, job.pause_reason)
         outcome = llm_job_execute(job_id=job.pk)
         if outcome.startswith("waiting"):
             return outcome
@@ -568,9 +564,7 @@ def mining_run_batch_step(run: MiningRun) -> str:
                         group = (outcome.stage, json.dumps(plan.overrides, sort_keys=True))
                         needed.setdefault(group, []).append(outcome.request)
                 elif outcome == "stopped":
-                    MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
-                        status=MiningRunStatus.PAUSED, pause_reason=walker.stop_reason or "stopped")
-                    return f"paused: {walker.stop_reason}"
+                    return _pause(run, walker.stop_reason or "stopped")
             if needed:
                 remaining = None if run.budget_usd is None else max(Decimal(0), run.budget_usd - budget.spent)
                 job_ids = []

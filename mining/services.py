@@ -64,7 +64,7 @@ def topics_ensure() -> None:
         Topic.objects.get_or_create(name=name, defaults={"slug": slugify(name), "position": position})
 
 
-class _TopicResolver:
+class TopicResolver:
     """Map a topic as written in a file (name in any case, or slug) to a Topic row."""
 
     def __init__(self, *, create: bool):
@@ -105,7 +105,7 @@ def procedure_import(
         raise ValueError(f"split must be one of {', '.join(Split.values)}")
     created = existing = 0
     with transaction.atomic():
-        topics = _TopicResolver(create=create_topics)
+        topics = TopicResolver(create=create_topics)
         batch: list[Procedure] = []
         for position, raw in iter_records(path):
             try:
@@ -386,7 +386,7 @@ def corpus_import(
             corpus.description = description
             corpus.save(update_fields=["description"])
         stored_before = corpus.documents.order_by("-pk").values_list("pk", flat=True).first() or 0
-        topics = _TopicResolver(create=create_topics)
+        topics = TopicResolver(create=create_topics)
         batch: list[tuple[str, Document]] = []
         for file in files:
             for position, raw in iter_records(file):
@@ -415,7 +415,7 @@ def corpus_import(
     return report
 
 
-def _document_topic(record: DocumentRecord, topics: _TopicResolver, fields: DocumentFields) -> Topic | None:
+def _document_topic(record: DocumentRecord, topics: TopicResolver, fields: DocumentFields) -> Topic | None:
     if not record.topic:
         return None
     topic = topics.resolve(record.topic)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.run_configs import RunConfigError, config_read
@@ -58,10 +60,6 @@ class Command(BaseCommand):
         if options["wait"]:
             outcome = mining_run_execute(run_id=run.pk)
             while outcome.startswith("waiting") and outcome != "waiting for other workers":
-                import time
-
-                from django.conf import settings
-
                 time.sleep(settings.LLM_BATCH_POLL_SECONDS)
                 outcome = mining_run_execute(run_id=run.pk)
             self.stdout.write(f"finished: {outcome}")
