@@ -32,5 +32,6 @@ urlpatterns = [
     path("", include("mining.urls")),
     path("", include("judging.urls")),
     path("", include("goalstep.urls")),
+    path("", include("coscript.urls")),
     path("", include("annotate.urls")),
 ]

@@ -26,12 +26,14 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    # Project apps, bottom of the dependency chain first: annotate -> judging -> mining -> llm.
+    # Project apps, bottom of the dependency chain first:
+    # annotate -> goalstep, coscript -> judging -> mining -> llm -> core.
     "core",
     "llm",
     "mining",
     "judging",
     "goalstep",
+    "coscript",
     "annotate",
 ]
 
