@@ -35,12 +35,24 @@ def _stored(extractor: str, keys: Iterable[str]) -> dict[str, tuple[StepComponen
     return {row.steps_hash: tuple(components_from_dict(c) for c in row.components) for row in rows}
 
 
-def generation_scores(generations: Sequence[Generation]) -> dict[int, GenerationScore]:
-    """SCORE of every usable generation (outcome ok), by generation id.
+@dataclass(frozen=True)
+class GenerationComponents:
+    """The triples SCORE reads for one generation: its reference's (``gold``) and its
+    own (``pred``), both by the same ``extractor``."""
+
+    generation_id: int
+    gold: tuple[StepComponents, ...]
+    pred: tuple[StepComponents, ...]
+    extractor: str
+
+
+def generation_components(generations: Sequence[Generation]) -> dict[int, GenerationComponents]:
+    """The components of every usable generation (outcome ok), by generation id.
 
     A pair (reference, generation) uses the LLM components of its run's latest finished
     ``extract_components`` run when both step lists have them; otherwise both sides use the
-    rule-based components, so the two sides are always read by the same extractor."""
+    rule-based components, so the two sides are always read by the same extractor.
+    Generations without reference steps, or with a step the rule cannot read, are left out."""
     usable = [g for g in generations if g.outcome == "ok"]
     extractors: dict[int | None, str | None] = {}
     for generation in usable:
@@ -51,7 +63,7 @@ def generation_scores(generations: Sequence[Generation]) -> dict[int, Generation
         keys = {steps_hash(s) for g in usable if extractors[g.run_id] == extractor
                 for s in (g.procedure.steps, g.predicted_steps) if s}
         stored[extractor] = _stored(extractor, keys)
-    scores: dict[int, GenerationScore] = {}
+    components: dict[int, GenerationComponents] = {}
     for generation in usable:
         reference, predicted = generation.procedure.steps, generation.predicted_steps
         if not reference:
@@ -64,8 +76,15 @@ def generation_scores(generations: Sequence[Generation]) -> dict[int, Generation
             extractor, gold, pred = RULE_EXTRACTOR, rule_based_steps(reference), rule_based_steps(predicted)
         if gold is None or pred is None:
             continue
-        scores[generation.pk] = GenerationScore(generation.pk, score_steps(pred, gold), extractor)
-    return scores
+        components[generation.pk] = GenerationComponents(generation.pk, gold, pred, extractor or RULE_EXTRACTOR)
+    return components
+
+
+def generation_scores(generations: Sequence[Generation]) -> dict[int, GenerationScore]:
+    """SCORE of every usable generation (outcome ok), by generation id, from the components
+    ``generation_components`` chooses."""
+    return {pk: GenerationScore(pk, score_steps(c.pred, c.gold), c.extractor)
+            for pk, c in generation_components(generations).items()}
 
 
 def score_summary(scores: Iterable[GenerationScore]) -> dict[str, Any]:
