@@ -258,11 +258,8 @@ def _parse_lines(
         identity = key(row)
         if identity is not None:
             if identity in first_line:
-                raise AgreementInputError(
-                    source,
-                    number,
-                    f"duplicate of line {first_line[identity]} (same item_id {identity[0]!r} and {identity[1]!r})",
-                )
+                same = f"item_id {identity[0]!r}" + (f" and {identity[1]!r}" if identity[1] else "")
+                raise AgreementInputError(source, number, f"duplicate of line {first_line[identity]} (same {same})")
             first_line[identity] = number
         rows.append(row)
     return rows
