@@ -57,3 +57,32 @@ def annotator_scatter(table: list[dict[str, Any]]) -> str:
     figure.update_layout(height=340, xaxis_title="median active seconds per item",
                          yaxis_title="% agreement with the others' majority", margin={"l": 50, "r": 10, "t": 20, "b": 50})
     return figure.to_html(full_html=False, include_plotlyjs=False, div_id="annotator-scatter", config=_CONFIG)
+
+
+def metric_agreement_chart(report: dict[str, Any]) -> str:
+    """Each signal's AUC against the human majority (left) and Kendall's tau between the
+    model rankings (right), with 95 % intervals, in the report's rank order (best on top);
+    dashed lines at chance (AUC 0.5, tau 0)."""
+    from plotly.subplots import make_subplots
+
+    signals = list(report["signals"])
+    labels = [f"{s['rank']}. {s['label']}" for s in signals][::-1]
+    figure = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                           subplot_titles=("AUC for the human majority's has_failure", "Kendall's tau of model rankings"))
+    for column, key, ci_key, colour in ((1, "auc", "auc_ci95", "#2d5bd7"), (2, "kendall_tau", "kendall_tau_ci95", "#b54708")):
+        values = [s[key] for s in signals][::-1]
+        intervals = [s[ci_key] for s in signals][::-1]
+        figure.add_trace(go.Scatter(
+            x=values, y=labels, mode="markers", marker={"size": 9, "color": colour}, showlegend=False,
+            error_x={"type": "data", "symmetric": False,
+                     "array": [None if (ci is None or v is None) else ci[1] - v for v, ci in zip(values, intervals)],
+                     "arrayminus": [None if (ci is None or v is None) else v - ci[0] for v, ci in zip(values, intervals)]},
+            hovertemplate="%{y}: %{x:.3f}<extra></extra>",
+        ), row=1, col=column)
+    figure.add_vline(x=0.5, line_dash="dash", line_color="#9e9e9e", row=1, col=1)
+    figure.add_vline(x=0.0, line_dash="dash", line_color="#9e9e9e", row=1, col=2)
+    figure.update_xaxes(range=[0, 1.02], row=1, col=1)
+    figure.update_xaxes(range=[-1.05, 1.05], row=1, col=2)
+    figure.update_layout(height=120 + 28 * max(1, len(signals)), margin={"l": 10, "r": 10, "t": 40, "b": 30})
+    figure.update_yaxes(automargin=True)
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="metric-agreement-chart", config=_CONFIG)

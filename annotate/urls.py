@@ -1,7 +1,7 @@
 """Annotator entry points (/a/<study-slug>/) and the researchers' study pages (/studies/)."""
 from django.urls import path
 
-from annotate import report_views, study_views, views
+from annotate import metric_agreement_views, report_views, study_views, views
 
 app_name = "annotate"
 
@@ -30,4 +30,5 @@ urlpatterns = [
     path("studies/<slug:slug>/annotators/", report_views.annotators, name="report_annotators"),
     path("studies/<slug:slug>/disagreements/", report_views.disagreements, name="report_disagreements"),
     path("studies/<slug:slug>/items/<str:item_id>/", report_views.item_views, name="report_item"),
+    path("studies/<slug:slug>/metrics/", metric_agreement_views.metric_agreement, name="report_metric_agreement"),
 ]

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from rest_framework.routers import DefaultRouter
 
 from core.permissions import IsResearcher
+from annotate.metric_agreement_views import metric_agreement_api
 from annotate.report_views import agreement_api
 from judging.apis import RewardView
 from mining.apis import ProcedureViewSet, TopicViewSet
@@ -19,6 +20,7 @@ api_patterns = [
     path("", include(router.urls)),
     path("reward", RewardView.as_view(), name="reward"),
     path("studies/<slug:slug>/agreement", agreement_api, name="study-agreement"),
+    path("studies/<slug:slug>/metric-agreement", metric_agreement_api, name="study-metric-agreement"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[IsResearcher]), name="schema"),
     path("docs/", login_required(SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[IsResearcher])), name="api-docs"),
     path("redoc/", login_required(SpectacularRedocView.as_view(url_name="schema", permission_classes=[IsResearcher])), name="api-redoc"),
