@@ -338,6 +338,10 @@ DENOMINATORS: dict[str, str] = {
     ),
     "n": "items with a human majority and a value of this signal",
     "n_missing": "items with a human majority but no value of this signal (e.g. a judge that did not judge it)",
+    "n_unlabelled": (
+        "values of this signal on items without a human majority (tied or never annotated), left out; the "
+        "reference-based signals of a study or file are computed only for items with a majority"
+    ),
     "auc": (
         "roc_auc_score with positive class has_failure over the n items; the signal is read in its fixed "
         "orientation (higher_means); ties count 1/2; null when one class is missing"

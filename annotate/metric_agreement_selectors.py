@@ -104,7 +104,7 @@ def study_metric_inputs(study: Study) -> MetricInputs:
                             extractor=chosen.extractor)
         else:
             inputs.add_item(item_id, reference, candidate, model=model)
-    inputs.add_judgments(row for row in study_judgment_rows(study) if row.item_id in labelled)
+    inputs.add_judgments(study_judgment_rows(study))
     return inputs
 
 
