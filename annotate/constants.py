@@ -69,3 +69,13 @@ MAX_FAILURES_PER_ANNOTATION = 50
 MAX_TEXT_LENGTH = 5000
 MAX_EVENTS_PER_SAVE = 200
 MAX_CLICK_LOG = 5000
+
+# Constraint faithfulness (Yuan et al. 2023, CoScript). App. D / Figure 10 asks three questions
+# per item; the paper's HIT held 20 tasks ("$6/hour for 20 samples", Ethics), i.e. about three
+# minutes each on Amazon Mechanical Turk. Operational default of the minimum seconds per item:
+# half of How2Everything's 90 s (App. C.1), since one script is read instead of two lists.
+FAITHFULNESS_MIN_SECONDS_DEFAULT = 45
+# §4.4: Fleiss's kappa of three annotators on specific goals (0.86) and on scripts of
+# abstract goals (0.79); shown beside a study's figures.
+PAPER_FLEISS_KAPPA_GOALS = 0.86
+PAPER_FLEISS_KAPPA_SCRIPTS = 0.79

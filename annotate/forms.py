@@ -12,14 +12,17 @@ class StudyCreateForm(forms.Form):
     kind = forms.ChoiceField(choices=kind_choices, initial="critical_failure")
     items_file = forms.FileField(
         required=False, label="Items file (JSONL)",
-        help_text='One item per line: {"item_id", "topic", "goal", "reference_steps", "candidate_steps"}, '
+        help_text='One item per line in the shape of the kind (docs/annotation.md); critical failure: {"item_id", "topic", "goal", "reference_steps", "candidate_steps"}, '
         'optionally "attention_check": {"has_failure"} or "qualification": {"has_failure", "explanation"}.',
     )
     judge = forms.ChoiceField(required=False, label="Sample judged generations of judge", choices=())
     n_judged = forms.IntegerField(required=False, min_value=1, label="How many judged generations")
     seed = forms.IntegerField(required=False, initial=0)
     annotators_per_item = forms.IntegerField(min_value=1, max_value=100, initial=C.ANNOTATORS_PER_ITEM_DEFAULT)
-    min_seconds = forms.IntegerField(min_value=0, initial=C.MIN_SECONDS_DEFAULT)
+    min_seconds = forms.IntegerField(
+        required=False, min_value=0,
+        help_text=f"Empty: the kind's default ({C.MIN_SECONDS_DEFAULT} s; {C.FAITHFULNESS_MIN_SECONDS_DEFAULT} s for "
+        "constraint faithfulness).")
     lease_minutes = forms.IntegerField(min_value=1, initial=C.LEASE_MINUTES_DEFAULT)
     training_enabled = forms.BooleanField(required=False, initial=True, label="Training")
     qualification_enabled = forms.BooleanField(required=False, initial=True, label="Qualification test")

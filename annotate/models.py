@@ -13,6 +13,7 @@ from django.db import models
 from annotate import constants as C
 from annotate.kinds import kind_choices
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
+from annotate.kinds.constraint_faithfulness import answer_summary
 
 
 def text_hash(steps: list[str]) -> str:
@@ -107,6 +108,9 @@ class StudyItem(models.Model):
     expected_has_failure = models.BooleanField(null=True, blank=True, help_text="Known answer (checks and gold items).")
     expected_choice = models.SmallIntegerField(
         null=True, blank=True, help_text="Multiple choice: the 0-based index of the right candidate (the label).")
+    expected_answer = models.JSONField(
+        null=True, blank=True,
+        help_text="Known answers by question (constraint faithfulness attention checks and gold items).")
     explanation = models.TextField(blank=True)
     source = models.JSONField(default=dict, blank=True, help_text="Where the item came from (generation, judgment, file).")
     l1_hash = models.CharField(max_length=64, editable=False)
@@ -256,7 +260,8 @@ class Annotation(models.Model):
     participation = models.ForeignKey(Participation, on_delete=models.CASCADE, related_name="annotations")
     annotator = models.ForeignKey(Annotator, on_delete=models.PROTECT, related_name="annotations")
     source = models.CharField(max_length=20, choices=ItemRole.choices)
-    has_failure = models.BooleanField(null=True, help_text="Critical-failure studies; None for multiple choice.")
+    has_failure = models.BooleanField(
+        null=True, help_text="Critical-failure studies; None for multiple choice and constraint faithfulness.")
     failures = models.JSONField(default=list, blank=True)
     comments = models.TextField(blank=True)
     answer = models.JSONField(default=dict, blank=True, help_text="The kind's full cleaned answer.")
@@ -287,6 +292,8 @@ class Annotation(models.Model):
 
     @property
     def label(self) -> str:
+        if self.has_failure is None and "steps_correct" in self.answer:  # constraint faithfulness
+            return answer_summary(self.answer)
         if self.has_failure is None:  # multiple choice: the chosen option
             return f"choice {self.answer.get('choice')}"
         return "has_failure" if self.has_failure else "no_failure"

@@ -145,7 +145,8 @@ def _items_create(study: Study, items: list[ItemSpec]) -> None:
             study=study, item_id=spec.item_id, role=spec.role, position=positions[spec.role],
             topic=spec.topic, goal=spec.goal, reference_steps=spec.reference_steps,
             candidate_steps=spec.candidate_steps, expected_has_failure=spec.expected_has_failure,
-            expected_choice=spec.expected_choice, explanation=spec.explanation, source=spec.source,
+            expected_choice=spec.expected_choice, expected_answer=spec.expected_answer,
+            explanation=spec.explanation, source=spec.source,
         )
         row.save()  # save() computes the L1/L2 hashes
         rows.append(row)
@@ -154,7 +155,8 @@ def _items_create(study: Study, items: list[ItemSpec]) -> None:
 @dataclass
 class StudySettings:
     annotators_per_item: int = C.ANNOTATORS_PER_ITEM_DEFAULT
-    min_seconds: int = C.MIN_SECONDS_DEFAULT
+    # None: the kind's default (annotate/kinds: 90 s, 45 s for constraint faithfulness).
+    min_seconds: int | None = None
     lease_minutes: int = C.LEASE_MINUTES_DEFAULT
     training_enabled: bool = True
     qualification_enabled: bool = True
@@ -172,7 +174,7 @@ def _check_settings(s: StudySettings, items: list[ItemSpec]) -> list[str]:
     problems = []
     if not 1 <= s.annotators_per_item <= 100:
         problems.append("annotators per item must be between 1 and 100")
-    if s.min_seconds < 0:
+    if s.min_seconds is not None and s.min_seconds < 0:
         problems.append("the minimum seconds must be 0 or more")
     if s.lease_minutes < 1:
         problems.append("the lease must be at least 1 minute")
@@ -226,6 +228,9 @@ def study_create(
     qualification_pass = settings.qualification_pass
     if qualification_pass is None:
         qualification_pass = max(1, math.ceil(C.QUALIFICATION_PASS_FRACTION * n_qual)) if n_qual else 0
+    min_seconds = settings.min_seconds
+    if min_seconds is None:
+        min_seconds = kind_def.min_seconds_default if kind_def.min_seconds_default is not None else C.MIN_SECONDS_DEFAULT
     completion = settings.completion_code or _code()
     screened = settings.screened_out_code or _code()
     while screened == completion:
@@ -233,7 +238,7 @@ def study_create(
     study = Study.objects.create(
         kind=kind, slug=slug or _unique_slug(name), name=name,
         guideline_version=guideline_version_ensure(kind=kind, instructions=instructions or kind_def.default_instructions),
-        annotators_per_item=settings.annotators_per_item, min_seconds=settings.min_seconds,
+        annotators_per_item=settings.annotators_per_item, min_seconds=min_seconds,
         lease_minutes=settings.lease_minutes, training_enabled=settings.training_enabled and kind_def.codebook_path is not None,
         qualification_enabled=settings.qualification_enabled, qualification_pass=qualification_pass,
         attention_check_rate=settings.attention_check_rate, attention_max_failures=settings.attention_max_failures,
@@ -250,7 +255,8 @@ def _item_specs(study: Study) -> list[ItemSpec]:
         ItemSpec(
             item_id=i.item_id, topic=i.topic, goal=i.goal, reference_steps=list(i.reference_steps),
             candidate_steps=list(i.candidate_steps), role=i.role, expected_has_failure=i.expected_has_failure,
-            expected_choice=i.expected_choice, explanation=i.explanation, source=dict(i.source),
+            expected_choice=i.expected_choice, expected_answer=i.expected_answer, explanation=i.explanation,
+            source=dict(i.source),
         )
         for i in study.items.order_by("role", "position")
     ]

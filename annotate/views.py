@@ -201,6 +201,8 @@ def _item_context(study: Study, p: Participation, a: Any) -> dict[str, Any]:
         "l1": list(enumerate(item.reference_steps, start=1)), "l2": list(enumerate(item.candidate_steps, start=1)),
         "codebook": codebook_get(study.kind) or {}, "page_state": page_state,
         "in_qualification": p.state == ParticipationState.QUALIFICATION,
+        "kind_script": kind.item_script, "shortcuts_template": kind.shortcuts_template,
+        "kind_context": kind.item_context(item) if kind.item_context is not None else {},
     }
 
 

@@ -1,13 +1,13 @@
-"""The registry of study kinds: ``critical_failure`` and ``multiple_choice``; a
-constraint-faithfulness kind registers here beside them, each with its own templates,
-record parser and validators (see annotate/kinds/base.py)."""
+"""The registry of study kinds: ``critical_failure``, ``multiple_choice`` and
+``constraint_faithfulness``, each with its own templates, record parser and validators
+(see annotate/kinds/base.py)."""
 from __future__ import annotations
 
 import json
 from functools import lru_cache
 from typing import Any
 
-from annotate.kinds import critical_failure, multiple_choice
+from annotate.kinds import constraint_faithfulness, critical_failure, multiple_choice
 from annotate.kinds.base import StudyKind
 
 _KINDS: dict[str, StudyKind] = {}
@@ -42,3 +42,4 @@ def codebook_get(key: str) -> dict[str, Any] | None:
 
 kind_register(critical_failure.KIND)
 kind_register(multiple_choice.KIND)
+kind_register(constraint_faithfulness.KIND)

@@ -43,6 +43,9 @@ class ItemSpec:
     expected_choice: int | None = None
     explanation: str = ""
     source: dict[str, Any] = field(default_factory=dict)
+    # Kinds with several questions: the known answers of an attention check or gold item,
+    # by question (constraint faithfulness: {"steps_correct": "no", ...}).
+    expected_answer: dict[str, Any] | None = None
 
 
 @dataclass
@@ -81,3 +84,12 @@ class StudyKind:
     # The annotator page: None for the shared one-item page (annotate/item.html with
     # ``item_template``), else a template that shows a page of one or more items.
     page_template: str | None = None
+    # On the shared one-item page: the kind's script (window.AnnotateKind, loaded before
+    # annotate.js) and the keyboard help under the form.
+    item_script: str = "annotate/critical_failure.js"
+    shortcuts_template: str = "annotate/kinds/critical_failure_shortcuts.html"
+    # Extra template context of one item (e.g. the parts of a goal to highlight), or None.
+    item_context: "Callable[[Any], dict[str, Any]] | None" = None
+    # The minimum seconds per item of a new study that does not set its own (None: the
+    # How2Everything 90 s of annotate/constants.py).
+    min_seconds_default: int | None = None

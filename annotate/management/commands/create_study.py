@@ -24,7 +24,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--name", required=True)
-        parser.add_argument("--items", help='JSONL (optionally .gz/.zst/.bz2/.xz): {"item_id", "topic", "goal", '
+        parser.add_argument("--items", help='JSONL (optionally .gz/.zst/.bz2/.xz), one item per line in the shape of '
+                            'the --kind (docs/annotation.md); critical_failure: {"item_id", "topic", "goal", '
                             '"reference_steps", "candidate_steps"} + optional "attention_check" / "qualification"')
         parser.add_argument("--from-judge", metavar="JUDGE", help="also sample judged generations of this judge")
         parser.add_argument("--sample", type=int, default=200, help="how many judged generations (default 200, as in §4.3)")
@@ -32,7 +33,9 @@ class Command(BaseCommand):
         parser.add_argument("--kind", default="critical_failure", choices=[k for k, _ in kind_choices()])
         parser.add_argument("--slug")
         parser.add_argument("--annotators-per-item", type=int, default=C.ANNOTATORS_PER_ITEM_DEFAULT)
-        parser.add_argument("--min-seconds", type=int, default=C.MIN_SECONDS_DEFAULT)
+        parser.add_argument("--min-seconds", type=int,
+                            help=f"minimum seconds per item (default: the kind's, {C.MIN_SECONDS_DEFAULT} s for critical "
+                            f"failure, {C.FAITHFULNESS_MIN_SECONDS_DEFAULT} s for constraint faithfulness)")
         parser.add_argument("--lease-minutes", type=int, default=C.LEASE_MINUTES_DEFAULT)
         parser.add_argument("--no-training", action="store_true")
         parser.add_argument("--no-qualification", action="store_true")

@@ -1,5 +1,5 @@
-/* The annotation page, shared by every study kind: goal acknowledgement, step openings,
- * the progress bar, autosave (on every change and every few seconds), tab-visible time,
+/* The annotation page, shared by the one-item study kinds: goal acknowledgement, step
+ * openings and the progress bar (where the kind's template has them), autosave (on every change and every few seconds), tab-visible time,
  * the timer, keyboard shortcuts and Submit & Continue.
  *
  * The server decides everything: it records the goal acknowledgement and each step
@@ -135,6 +135,7 @@
   }
 
   function renderProgress() {
+    if (!$("step-progress")) return;  // a kind without required step openings
     const k = opened.size;
     const pct = totalSteps ? Math.round((100 * k) / totalSteps) : 100;
     $("step-progress-bar").style.width = pct + "%";
@@ -157,12 +158,14 @@
   });
   renderProgress();
 
-  const goal = $("goal-ack");
-  goal.checked = !!state.goalAcknowledged;
-  goal.addEventListener("change", () => {
-    log(goal.checked ? "goal_ack" : "goal_unack");
-    save();
-  });
+  const goal = $("goal-ack");  // absent for kinds without the goal acknowledgement
+  if (goal) {
+    goal.checked = !!state.goalAcknowledged;
+    goal.addEventListener("change", () => {
+      log(goal.checked ? "goal_ack" : "goal_unack");
+      save();
+    });
+  }
 
   // ---- the kind's part of the page; a newer local copy of the draft wins over the server's
   let draft = state.draft || {};
@@ -229,7 +232,7 @@
     }
     box.hidden = false;
     document.querySelectorAll("button.step").forEach((b) => b.classList.toggle("missing", (errors || []).some((e) => e.field === "steps") && !opened.has(b.dataset.step)));
-    $("goal-ack").closest(".goal-box").classList.toggle("missing", (errors || []).some((e) => e.field === "goal"));
+    if (goal) goal.closest(".goal-box").classList.toggle("missing", (errors || []).some((e) => e.field === "goal"));
     kind.showErrors(errors || []);
     box.focus();
   }
