@@ -563,6 +563,18 @@ def nominal_alpha(matrix: Sequence[Sequence[Hashable | None]]) -> float | None:
     return _package_alpha(p, _nominal_distance_matrix(len(p.domain)), nominal=True)
 
 
+def nominal_alpha_interval(
+    matrix: Sequence[Sequence[Hashable | None]], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: SeedLike = 0
+) -> list[float] | None:
+    """95 % percentile bootstrap interval of ``nominal_alpha`` over the same matrix, resampling
+    its items (rows with at least two values) with replacement ``bootstrap`` times; resamples
+    where alpha is undefined are left out. ``None`` when alpha is undefined or ``bootstrap`` is 0."""
+    _check_bootstrap(bootstrap)
+    p = _pairable(matrix)
+    inputs = {"nominal": _AlphaInput(p, _nominal_distance_matrix(len(p.domain)), True)}
+    return _alpha_bootstraps(inputs, bootstrap, np.random.default_rng(seed))["nominal"][0]
+
+
 def masi_alpha(matrix: Sequence[Sequence[frozenset[int] | None]]) -> float | None:
     """Krippendorff's alpha over sets with MASI distance (0 between two empty sets), with
     the krippendorff package and a custom distance. ``None`` when undefined."""
