@@ -229,3 +229,229 @@ def test_signal_modules_work_offline_without_django_or_nltk_data(tmp_path):
     env = {"PATH": "", "HOME": str(tmp_path), "NLTK_DATA": str(tmp_path / "none")}
     out = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, capture_output=True, text=True, check=True, env=env)
     assert out.stdout.split("\n")[:2] == ["1.0", "[]"]
+
+
+# --------------------------------------------------------------------------- a crafted study
+
+
+@pytest.fixture
+def crafted(tmp_path, db):
+    from tests.metric_study import crafted_study
+
+    return crafted_study(tmp_path)
+
+
+def _run(*args: str) -> str:
+    out = io.StringIO()
+    call_command("metric_agreement", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def test_crafted_study_ranks_the_judge_equal_to_the_majority_first(crafted):
+    from annotate.metric_agreement_selectors import study_metric_agreement_report
+
+    report = study_metric_agreement_report(crafted, bootstrap=200, seed=0)
+    assert (report["n_items"], report["n_ties"], report["n_models"]) == (36, 0, 3)
+    assert report["human_majority"] == {"has_failure": 18, "no_failure": 18, "n_ties": 0}
+    keys = [s["key"] for s in report["signals"]]
+    by_key = _by_key(report)
+    oracle, noisy, always = by_key["judge:oracle"], by_key["judge:noisy"], by_key["judge:always"]
+    assert keys[0] == "judge:oracle" and oracle["rank"] == 1
+    assert (oracle["auc"], oracle["best_threshold"]["accuracy"], oracle["kendall_tau"]) == (1.0, 1.0, 1.0)
+    assert oracle["auc_ci95"] == [1.0, 1.0]
+    assert noisy["auc"] == pytest.approx(5 / 6) and noisy["best_threshold"]["accuracy"] == pytest.approx(30 / 36)
+    assert noisy["kendall_tau"] == pytest.approx(1 / 3)
+    assert always["auc"] == 0.5 and always["kendall_tau"] is None
+    assert keys.index("judge:noisy") < keys.index("judge:always")
+    # Every reference-based signal is computed, on every item, and cannot reach AUC 1.
+    for key in ("score", "score_r_scale", "score_order", "score_semantics", "rouge_l", "bleu", "length_ratio",
+                "step_count_mismatch", "duplicate_step", "dup_ngram_rate"):
+        assert by_key[key]["n"] == 36 and by_key[key]["auc"] < 1.0, key
+    assert by_key["score"]["note"] == "components: 36 items by the rule-based fallback"
+    assert report["score_components"] == {"rule": 36}
+    for s in report["signals"]:
+        for point, interval in ((s["auc"], s["auc_ci95"]), (s["kendall_tau"], s["kendall_tau_ci95"])):
+            assert point is None or interval[0] <= point <= interval[1]
+
+
+def test_score_reads_stored_components_when_the_run_has_them(crafted):
+    from annotate.metric_agreement_selectors import study_metric_agreement_report
+    from judging.components import rule_based_steps
+    from judging.models import ComponentExtraction, ComponentsRun, GenerationRun, RunStatus
+    from judging.score_services import steps_hash
+
+    run = GenerationRun.objects.get(name="craft-model-a")
+    extractor = "llm:test-model@0123456789ab"
+    ComponentsRun.objects.create(name="craft-components", generation_run=run, extractor=extractor,
+                                 prompt_file="extract_components.txt", prompt_hash="0123456789ab", status=RunStatus.DONE)
+    step_lists = {tuple(s) for g in run.generations.select_related("procedure") for s in (g.procedure.steps, g.predicted_steps)}
+    ComponentExtraction.objects.bulk_create([
+        ComponentExtraction(steps_hash=steps_hash(list(steps)), extractor=extractor, steps=list(steps),
+                            components=[c.as_dict() for c in rule_based_steps(steps)]) for steps in step_lists])
+    report = study_metric_agreement_report(crafted, bootstrap=0)
+    assert report["score_components"] == {extractor: 12, "rule": 24}
+    assert _by_key(report)["score_r_scale"]["note"] == (
+        f"components: 12 items by {extractor}, 24 items by the rule-based fallback")
+
+
+def test_page_shows_the_ranking_chart_notes_and_downloads(crafted, researcher_client):
+    from annotate.metric_agreement_selectors import study_metric_agreement_report
+
+    url = reverse("annotate:report_metric_agreement", args=[crafted.slug])
+    html = researcher_client.get(url).content.decode()
+    rows = [line.split('data-signal="')[1].split('"')[0] for line in html.splitlines() if 'data-signal="' in line]
+    assert rows[0] == "judge:oracle" and rows.index("judge:noisy") < rows.index("judge:always") and len(rows) == 13
+    assert 'id="metric-agreement-chart"' in html and reverse("plotly_js") in html
+    assert "Orientation is fixed in advance" in html and "ties count ½" in html
+    report = researcher_client.get(url + "?format=json").json()
+    assert report == json.loads(json.dumps(study_metric_agreement_report(crafted)))
+    csv_lines = researcher_client.get(url + "?format=csv").content.decode().splitlines()
+    assert csv_lines[0].startswith("rank,key,label,family,higher_means,n,") and len(csv_lines) == 14
+    assert csv_lines[1].startswith("1,judge:oracle,How2Score · oracle,judge,has_failure,36,18,18,1.0,1.0,1.0,1.0,")
+
+
+def test_command_and_api_give_the_page_report(crafted, researcher_client, tmp_path):
+    url = reverse("annotate:report_metric_agreement", args=[crafted.slug])
+    page = researcher_client.get(url + "?format=json").json()
+    assert json.loads(_run("--study", crafted.slug)) == page
+    output = tmp_path / "report.json"
+    _run("--study", crafted.slug, "--bootstrap", "50", "--seed", "4", "--output", str(output))
+    api = researcher_client.get(f"/api/studies/{crafted.slug}/metric-agreement?bootstrap=50&seed=4")
+    assert api.status_code == 200 and api.json() == json.loads(output.read_text())
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".report")] == []  # no temporary file left
+    bad = researcher_client.get(f"/api/studies/{crafted.slug}/metric-agreement?bootstrap=lots")
+    assert bad.status_code == 400 and "bootstrap" in bad.json()
+    assert researcher_client.get(f"/api/studies/{crafted.slug}/metric-agreement?seed=-1").status_code == 400
+    item_id = crafted.items.order_by("item_id").values_list("item_id", flat=True).first()
+    again = _write(tmp_path / "again.jsonl", [{"item_id": item_id, "judge": "oracle", "has_failure": True}])
+    with pytest.raises(CommandError, match=f"two judgments of item '{item_id}' by judge 'oracle'"):
+        _run("--study", crafted.slug, "--judgments", str(again))
+
+
+def test_study_page_and_agreement_dashboard_link_to_the_metric_page(crafted, researcher_client):
+    url = reverse("annotate:report_metric_agreement", args=[crafted.slug])
+    for page in ("annotate:study_detail", "annotate:report_agreement"):
+        html = researcher_client.get(reverse(page, args=[crafted.slug])).content.decode()
+        assert f'href="{url}" id="metric-agreement-link"' in html, page
+
+
+def test_only_researchers_reach_the_page_and_the_api(crafted, client, django_user_model):
+    url = reverse("annotate:report_metric_agreement", args=[crafted.slug])
+    api = f"/api/studies/{crafted.slug}/metric-agreement"
+    assert client.get(url).status_code == 302  # to the login page
+    assert client.get(api).status_code in (401, 403)
+    nobody = django_user_model.objects.create_user(username="nobody", password="nobody-Password-1")
+    client.force_login(nobody)
+    assert client.get(url).status_code == 403 and client.get(api).status_code == 403
+
+
+def test_openapi_schema_lists_the_endpoint(researcher_client):
+    import yaml
+
+    schema = yaml.safe_load(researcher_client.get("/api/schema/").content)
+    operation = schema["paths"]["/api/studies/{slug}/metric-agreement"]["get"]
+    assert {p["name"] for p in operation["parameters"]} >= {"slug", "bootstrap", "seed"}
+
+
+def test_a_study_of_another_kind_is_refused(researcher_client, db):
+    from annotate.kinds.multiple_choice import KEY as MULTIPLE_CHOICE
+    from annotate.testing import study_make
+
+    study = study_make(n_items=2)
+    study.kind = MULTIPLE_CHOICE
+    study.save(update_fields=["kind"])
+    assert researcher_client.get(reverse("annotate:report_metric_agreement", args=[study.slug])).status_code == 404
+    with pytest.raises(CommandError, match="metric agreement needs has_failure labels"):
+        _run("--study", study.slug)
+    with pytest.raises(CommandError, match="no study with slug 'missing'"):
+        _run("--study", "missing")
+
+
+def test_a_study_without_labels_says_so(researcher_client, db):
+    from annotate.testing import study_make
+
+    study = study_make(n_items=2)
+    html = researcher_client.get(reverse("annotate:report_metric_agreement", args=[study.slug])).content.decode()
+    assert 'id="no-majority"' in html
+
+
+# --------------------------------------------------------------------------- the command on files
+
+
+def _write(path: Path, records: list) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+    return path
+
+
+def _annotation(item: str, annotator: str, has_failure: bool) -> dict:
+    failures = [{"description": "breaks it", "L1_steps": [1], "L2_steps": [1]}] if has_failure else []
+    return {"item_id": item, "annotator": annotator, "has_failure": has_failure, "failures": failures}
+
+
+@pytest.fixture
+def files(tmp_path):
+    annotations = [_annotation(i, a, label) for i, label in (("i1", True), ("i2", False), ("i3", True), ("i4", False))
+                   for a in ("x", "y")]
+    annotations += [_annotation("i5", "x", True), _annotation("i5", "y", False)]  # a tie
+    reference = ["Boil water.", "Add tea leaves.", "Wait three minutes.", "Pour the tea."]
+    generations = [
+        {"item_id": "i1", "model": "m1", "reference_steps": reference, "candidate_steps": ["Boil water.", "Pour the tea."]},
+        {"item_id": "i2", "model": "m1", "reference_steps": reference, "candidate_steps": list(reference)},
+        {"item_id": "i3", "source": {"model": "m2"}, "reference_steps": reference, "candidate_steps": ["Pour the tea."] * 3},
+        {"item_id": "i4", "model": "m2", "reference_steps": reference, "candidate_steps": reference[:3] + ["Pour it."]},
+        {"item_id": "i5", "model": "m2", "reference_steps": reference, "candidate_steps": ["Drink."]},
+    ]
+    judgments = [{"item_id": i, "judge": "j", "has_failure": label}
+                 for i, label in (("i1", True), ("i2", False), ("i3", False), ("i4", False), ("i5", True))]
+    return (_write(tmp_path / "annotations.jsonl", annotations), _write(tmp_path / "generations.jsonl", generations),
+            _write(tmp_path / "judgments.jsonl", judgments))
+
+
+def test_command_on_files_scores_file_items_from_their_steps(files):
+    annotations, generations, judgments = files
+    report = json.loads(_run("--annotations", str(annotations), "--generations", str(generations),
+                             "--judgments", str(judgments), "--bootstrap", "100"))
+    by_key = _by_key(report)
+    assert (report["n_items"], report["n_ties"], report["n_models"]) == (4, 1, 2)
+    assert by_key["judge:j"]["auc"] == 0.75  # has_failure i1 (flagged) i3 (missed); no_failure i2, i4 (right)
+    assert by_key["judge:j"]["n_unlabelled"] == 1  # i5 is tied
+    assert by_key["rouge_l"]["n"] == 4 and by_key["rouge_l"]["auc"] == 1.0  # failures overlap less here
+    assert by_key["score"]["note"] == "components: 4 items by the rule-based fallback"
+    assert by_key["duplicate_step"]["models"] == {"m1": {"n": 2, "human_no_failure": 0.5, "signal_mean": 0.0},
+                                                  "m2": {"n": 2, "human_no_failure": 0.5, "signal_mean": 0.5}}
+    only_judges = json.loads(_run("--annotations", str(annotations), "--judgments", str(judgments), "--bootstrap", "0"))
+    assert [s["key"] for s in only_judges["signals"]] == ["judge:j"] and only_judges["n_models"] == 0
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ('{"item_id": "i1", "reference_steps": ["a"], "candidate_steps": ["b", 3]}',
+     "generations.jsonl, line 2, field 'candidate_steps[1]': expected a string, got int"),
+    ('{"item_id": "i1", "reference_steps": [], "candidate_steps": []}',
+     "generations.jsonl, line 2, field 'reference_steps': expected at least one step"),
+    ('{"item_id": "i1", "candidate_steps": []}', "generations.jsonl, line 2, field 'reference_steps': missing"),
+    ('{"item_id": "i1", "reference_steps": ["a"], "candidate_steps": [], "model": 7}',
+     "generations.jsonl, line 2, field 'model': expected a non-empty string or null, got int 7"),
+    ('{"item_id": "i0", "reference_steps": ["a"], "candidate_steps": []}',
+     "generations.jsonl, line 2: duplicate of line 1 (same item_id 'i0')"),
+    ('{"item_id": "i1", ', "generations.jsonl, line 2: invalid JSON"),
+])
+def test_bad_generations_lines_name_file_line_and_field(tmp_path, files, line, expected):
+    annotations, _, _ = files
+    generations = _write(tmp_path / "generations.jsonl",
+                         ['{"item_id": "i0", "reference_steps": ["a"], "candidate_steps": ["b"]}', line])
+    output = tmp_path / "out.json"
+    with pytest.raises(CommandError) as error:
+        _run("--annotations", str(annotations), "--generations", str(generations), "--output", str(output))
+    assert expected in str(error.value)
+    assert not output.exists()
+
+
+def test_bad_annotations_judgments_and_options_are_refused(tmp_path, files):
+    annotations, generations, judgments = files
+    bad = _write(tmp_path / "bad-judgments.jsonl", [{"item_id": "i1", "judge": "j", "has_failure": "yes"}])
+    with pytest.raises(CommandError, match=r"bad-judgments.jsonl, line 1, field 'has_failure': expected true or false"):
+        _run("--annotations", str(annotations), "--judgments", str(bad))
+    with pytest.raises(CommandError, match=r"missing.jsonl: no such file"):
+        _run("--annotations", str(tmp_path / "missing.jsonl"))
+    with pytest.raises(CommandError, match="--generations goes with --annotations"):
+        _run("--study", "any", "--generations", str(generations))
