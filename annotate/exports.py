@@ -15,7 +15,7 @@ from annotate.models import Study
 from annotate.selectors import EXPORT_FIELDS, annotation_export_rows, choice_tier_records
 from mining.record_files import atomic_output
 
-JSON_CELLS = {"failures", "steps_opened", "click_log", "item_source"}
+JSON_CELLS = {"failures", "steps_opened", "click_log", "item_source", "answer"}
 
 
 def annotation_export(*, study: Study, output: str | Path) -> int:

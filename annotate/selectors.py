@@ -14,6 +14,8 @@ from django.utils import timezone
 from annotate import constants as C
 from annotate.agreement import krippendorff_alpha, parse_annotation_record
 from annotate.choice_results import ChoiceItem, study_results
+from annotate.faithfulness_results import FaithfulnessItem, study_results as faithfulness_results
+from annotate.kinds.constraint_faithfulness import KEY as CONSTRAINT_FAITHFULNESS
 from annotate.kinds.multiple_choice import KEY as MULTIPLE_CHOICE
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN
 from annotate.models import (
@@ -145,9 +147,19 @@ def study_round_summaries(study: Study) -> list[dict[str, Any]]:
             "study": round_study,
             "n_annotations": len(rows),
             "n_excluded": sum(1 for r in rows if r["excluded"]),
-            "alpha": _choice_alpha(round_study) if round_study.kind == MULTIPLE_CHOICE else _binary_alpha(rows),
+            "alpha": _round_alpha(round_study, rows),
         })
     return summaries
+
+
+def _round_alpha(study: Study, rows: list[dict[str, Any]]) -> float | None:
+    """The alpha of a round's row: multiple choice over the options; constraint faithfulness
+    over question 3 (steps correct); critical failure over the binary has_failure label."""
+    if study.kind == MULTIPLE_CHOICE:
+        return _choice_alpha(study)
+    if study.kind == CONSTRAINT_FAITHFULNESS:
+        return faithfulness_study_results(study, bootstrap=0)["questions"]["steps_correct"]["alpha"]
+    return _binary_alpha(rows)
 
 
 def _binary_alpha(rows: list[dict[str, Any]]) -> float | None:
@@ -180,6 +192,25 @@ def _choice_alpha(study: Study) -> float | None:
     """Nominal alpha over every answer of the study, all tasks together."""
     return study_results([ChoiceItem(i.item_id, "all", i.topic, i.label, i.answers) for i in choice_items([study])],
                          study.annotators_per_item).get("all", {}).get("alpha")
+
+
+def faithfulness_items(study: Study) -> list[FaithfulnessItem]:
+    """Main-pool items of a constraint-faithfulness study with the answers that count:
+    submitted, not excluded (failed attention checks) and not surplus, in submission order."""
+    answers: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    rows = (Annotation.objects.filter(study=study, source=ROLE_MAIN, excluded=False, surplus=False)
+            .order_by("submitted_at", "pk").values_list("item_id", "answer"))
+    for item_pk, answer in rows:
+        answers[item_pk].append(answer)
+    items = StudyItem.objects.filter(study=study, role=ROLE_MAIN).order_by("position")
+    return [FaithfulnessItem(item_id=i.item_id, constraint_type=(i.source or {}).get("constraint_type", ""),
+                             topic=i.topic, answers=tuple(answers.get(i.pk, ()))) for i in items]
+
+
+def faithfulness_study_results(study: Study, *, bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Fleiss' kappa, alpha, accuracy by constraint type and error-type counts of a
+    constraint-faithfulness study (annotate/faithfulness_results.py)."""
+    return faithfulness_results(faithfulness_items(study), study.annotators_per_item, bootstrap=bootstrap, seed=seed)
 
 
 def choice_human_accuracy(task: str) -> dict[str, Any] | None:
@@ -216,7 +247,7 @@ EXPORT_FIELDS = (
     # provenance
     "source", "surplus", "late", "correct", "expected_has_failure", "choice", "expected_choice", "kind", "topic", "l1_hash", "l2_hash",
     "interface_version", "first_served_at", "goal_acknowledged_at", "steps_opened", "click_log",
-    "prolific_study_id", "prolific_session_id", "item_source",
+    "prolific_study_id", "prolific_session_id", "item_source", "answer",
 )
 
 
@@ -263,6 +294,9 @@ def annotation_export_rows(study: Study) -> Iterator[dict[str, Any]]:
             "prolific_study_id": a.participation.prolific_study_id,
             "prolific_session_id": a.participation.prolific_session_id,
             "item_source": a.item.source,
+            # The kind's whole cleaned answer (constraint faithfulness: the three answers and
+            # the wrong steps with their error types; has_failure is null there).
+            "answer": a.answer,
         }
 
 

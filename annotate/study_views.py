@@ -17,10 +17,12 @@ from annotate.item_files import ItemFileError
 from annotate.item_sources import items_from_file, items_from_judgments, judge_names
 from annotate.links import prolific_entry_url
 from annotate.models import Participation
+from annotate.kinds.constraint_faithfulness import KEY as CONSTRAINT_FAITHFULNESS
 from annotate.kinds.multiple_choice import KEY as MULTIPLE_CHOICE
 from annotate.selectors import (
     choice_study_results,
     choice_tier_records,
+    faithfulness_study_results,
     annotation_export_rows,
     study_annotators,
     study_get,
@@ -117,6 +119,7 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "items": study_items_with_annotations(study),
         "rounds": study_round_summaries(study),
         "choice_results": choice_study_results(study) if study.kind == MULTIPLE_CHOICE else None,
+        "faithfulness_results": faithfulness_study_results(study) if study.kind == CONSTRAINT_FAITHFULNESS else None,
         "settings_form": StudySettingsForm(initial={"is_open": study.is_open, "payment_per_item": study.payment_per_item}),
         "round_form": RoundCreateForm(initial={"instructions": study.guideline_version.instructions}),
     })
