@@ -12,6 +12,7 @@ from typing import Any
 from annotate.agreement import (
     AnnotationRow, JudgmentRow, agreement_report, calibrated_score, human_majority, parse_annotation_record,
 )
+from annotate.kinds.critical_failure import KEY as CRITICAL_FAILURE
 from annotate.models import Annotation, Study, StudyItem
 from annotate.selectors import annotation_export_rows, study_rounds
 from judging.models import Judgment
@@ -150,7 +151,10 @@ def calibration_from_studies(judge: str, successes: list[bool]) -> dict[str, Any
     item_judge: dict[tuple[int, str], bool] = {}
     study_ids = set()
     generation_items = defaultdict(list)
-    for study_id, item_id, source in StudyItem.objects.exclude(source={}).values_list("study_id", "item_id", "source"):
+    # Only critical-failure studies hold has_failure labels (multiple-choice and
+    # constraint-faithfulness answers have none, even when their items name a generation).
+    items = StudyItem.objects.filter(study__kind=CRITICAL_FAILURE).exclude(source={})
+    for study_id, item_id, source in items.values_list("study_id", "item_id", "source"):
         generation_id = (source or {}).get("generation_id")
         if generation_id is not None:
             generation_items[int(generation_id)].append((study_id, item_id))
