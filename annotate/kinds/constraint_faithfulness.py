@@ -326,7 +326,7 @@ def validate_submission(answer: Any, n_reference: int, n_steps: int) -> tuple[di
         if not isinstance(types_in, list) or any(t not in ERROR_CHOICES for t in types_in):
             errors.append(FieldError(f"wrong_steps.{step}.error_types",
                                      f"Step {step}: error types must be among {', '.join(ERROR_CHOICES)}."))
-            types_in = []
+            continue
         if not isinstance(other, str) or len(other) > MAX_TEXT_LENGTH:
             errors.append(FieldError(f"wrong_steps.{step}.other",
                                      f"Step {step}: the description must be text of at most {MAX_TEXT_LENGTH} characters."))
