@@ -16,7 +16,7 @@ from annotate.metric_signals import SCORE_SIGNALS, item_signals
 from annotate.models import Study, StudyItem
 from annotate.reports import study_annotation_rows, study_judgment_rows
 from judging.models import Generation
-from judging.score_selectors import RULE_EXTRACTOR, generation_components
+from judging.score_selectors import RULE_EXTRACTOR, components_extractor, generation_components
 
 REPORT_SEED = 0
 
@@ -87,7 +87,11 @@ def study_metric_inputs(study: Study) -> MetricInputs:
     generations = {g.pk: g for g in Generation.objects.filter(pk__in=generation_ids)
                    .select_related("procedure", "run").only("id", "outcome", "model", "predicted_steps", "run",
                                                             "procedure__steps")}
-    components = generation_components(list(generations.values()))
+    # Only generations whose run has stored components need the judging selector; the
+    # others are read by the rule here, where the rule's readings are remembered.
+    extractors = {run_id: components_extractor(run) for run_id, run in
+                  {g.run_id: g.run for g in generations.values() if g.run_id is not None}.items()}
+    components = generation_components([g for g in generations.values() if extractors.get(g.run_id)])
     for item_id, reference, candidate, source in items:
         source = source if isinstance(source, dict) else {}
         generation = generations.get(int(source["generation_id"])) if source.get("generation_id") is not None else None
