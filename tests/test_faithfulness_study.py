@@ -543,3 +543,16 @@ def test_the_calibrated_how2score_never_reads_faithfulness_answers_as_has_failur
     p = _enter(study, "pid-cal")
     _submit(p, assignment_next(participation=p), _answer(q3="no", wrong=NO_CONSTRAINT))
     assert calibration_from_studies(judgment.judge, [True, False]) is None
+
+
+def test_the_kind_and_its_statistics_import_no_django():
+    # The pure modules are usable from any script without Django settings.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, annotate.fleiss_kappa, annotate.faithfulness_results, annotate.kinds.constraint_faithfulness; "
+            "print(sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                         capture_output=True, text=True, check=True, env={"PATH": ""})
+    assert out.stdout.strip() == "[]"
