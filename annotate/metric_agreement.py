@@ -337,7 +337,10 @@ DENOMINATORS: dict[str, str] = {
         "the item is left out of every statistic and counted in n_ties; a single annotation is its own majority"
     ),
     "n": "items with a human majority and a value of this signal",
-    "n_missing": "items with a human majority but no value of this signal (e.g. a judge that did not judge it)",
+    "n_missing": (
+        "items with a human majority but no value of this signal (e.g. a judge that did not judge it); NaN and "
+        "infinite values count as missing"
+    ),
     "n_unlabelled": (
         "values of this signal on items without a human majority (tied or never annotated), left out; the "
         "reference-based signals of a study or file are computed only for items with a majority"
@@ -367,6 +370,11 @@ DENOMINATORS: dict[str, str] = {
 }
 
 
+def _usable(value: float | None) -> bool:
+    """A value the statistics can use: present and finite (NaN or infinity count as missing)."""
+    return value is not None and math.isfinite(value)
+
+
 def _signal_result(
     spec: SignalSpec,
     items: Sequence[str],
@@ -375,7 +383,7 @@ def _signal_result(
     models: Mapping[str, str | None],
 ) -> tuple[dict[str, Any], npt.NDArray[np.intp]]:
     """Point estimates of one signal, and the positions (into ``items``) it is defined on."""
-    positions = np.array([i for i, item in enumerate(items) if values.get(item) is not None], dtype=np.intp)
+    positions = np.array([i for i, item in enumerate(items) if _usable(values.get(item))], dtype=np.intp)
     picked = [items[i] for i in positions]
     labels = [majority[item] for item in picked]
     raw = [float(values[item]) for item in picked]
@@ -438,7 +446,7 @@ def metric_agreement_report(
         result, positions = _signal_result(spec, items, labelled, signals[key], models)
         if notes and key in notes:
             result["note"] = notes[key]
-        result["n_unlabelled"] = sum(1 for item, v in signals[key].items() if v is not None and item not in labelled)
+        result["n_unlabelled"] = sum(1 for item, v in signals[key].items() if _usable(v) and item not in labelled)
         results[key] = result
         values = np.array([float(signals[key][items[i]]) for i in positions], dtype=np.float64)
         y = y_all[positions]

@@ -19,6 +19,7 @@ from judging.models import Generation
 from judging.score_selectors import RULE_EXTRACTOR, components_extractor, generation_components
 
 REPORT_SEED = 0
+_ID_BATCH = 5000
 
 
 @dataclass
@@ -79,14 +80,16 @@ def study_metric_inputs(study: Study) -> MetricInputs:
     the rule; any other item (from a file) takes ``source.model`` and the rule."""
     inputs = MetricInputs(majority=human_majority(study_annotation_rows(study)))
     labelled = {item for item, label in inputs.majority.items() if label is not None}
-    rows = (StudyItem.objects.filter(study=study, role=ROLE_MAIN, item_id__in=labelled)
-            .order_by("item_id").values_list("item_id", "reference_steps", "candidate_steps", "source"))
-    items = list(rows)
-    generation_ids = {int(source["generation_id"]) for _, _, _, source in items
-                      if isinstance(source, dict) and source.get("generation_id") is not None}
-    generations = {g.pk: g for g in Generation.objects.filter(pk__in=generation_ids)
-                   .select_related("procedure", "run").only("id", "outcome", "model", "predicted_steps", "run",
-                                                            "procedure__steps")}
+    rows = (StudyItem.objects.filter(study=study, role=ROLE_MAIN).order_by("item_id")
+            .values_list("item_id", "reference_steps", "candidate_steps", "source"))
+    items = [row for row in rows.iterator(chunk_size=2000) if row[0] in labelled]
+    generation_ids = sorted({int(source["generation_id"]) for _, _, _, source in items
+                             if isinstance(source, dict) and source.get("generation_id") is not None})
+    generations: dict[int, Generation] = {}
+    for start in range(0, len(generation_ids), _ID_BATCH):  # bounded IN lists (SQLite's variable limit)
+        batch = generation_ids[start:start + _ID_BATCH]
+        generations.update((g.pk, g) for g in Generation.objects.filter(pk__in=batch).select_related("procedure", "run")
+                           .only("id", "outcome", "model", "predicted_steps", "run", "procedure__steps"))
     # Only generations whose run has stored components need the judging selector; the
     # others are read by the rule here, where the rule's readings are remembered.
     extractors = {run_id: components_extractor(run) for run_id, run in
