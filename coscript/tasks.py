@@ -1,0 +1,20 @@
+from celery import shared_task
+from django.conf import settings
+
+
+def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
+    from coscript.models import CoScriptRun
+
+    CoScriptRun.objects.filter(pk=args[0] if args else kwargs.get("run_id")).exclude(
+        status__in=["done", "cancelled"]).update(status="failed", error=f"{exc.__class__.__name__}: {exc}")
+
+
+@shared_task(bind=True, name="coscript.run_execute", on_failure=_mark_failed)
+def coscript_run_execute_task(self, run_id: int) -> str:
+    """Advance a CoScript run; a Batch API job that is still waiting is polled again later."""
+    from coscript.services import coscript_run_execute
+
+    outcome = coscript_run_execute(run_id=run_id)
+    if outcome.startswith("waiting"):
+        self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    return outcome
