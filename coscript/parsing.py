@@ -100,7 +100,8 @@ def parse_specific_goals(completion: str, *, abstract_goal: str, seen: set[str] 
 
 def parse_screen_answer(completion: str) -> bool | None:
     """True for Yes (a sensitive domain), False for No, None when the answer says neither."""
-    match = re.search(r"[A-Za-z]+", strip_reasoning(completion))
+    text = re.sub(r"^\W*answer\s*:", "", strip_reasoning(completion).strip(), flags=re.IGNORECASE)
+    match = re.search(r"[A-Za-z]+", text)
     if not match:
         return None
     word = match.group(0).casefold()

@@ -52,7 +52,7 @@ from llm.client import LLMRequest
 from llm.models import LLMJob
 from llm.prompts import Prompt, prompt_read
 from llm.selectors import llm_job_results
-from llm.services import llm_job_cancel, llm_job_create, llm_job_execute, llm_job_resume
+from llm.services import llm_job_cancel, llm_job_create, llm_job_execute, llm_job_resume, llm_job_retry_errors
 from mining.embeddings import configured_model_name, embed_texts
 from mining.models import Procedure
 from mining.record_files import atomic_output
@@ -212,6 +212,12 @@ def coscript_run_execute(*, run_id: int, embed: Embed | None = None) -> str:
         outcome = _run_job(run, job)
         if outcome is not None:
             return outcome
+        errors = job.outcome_counts.get("api_error", 0)
+        if errors and run.phase not in run.report.get("accepted_errors", []):
+            _set(run, status=RunStatus.PAUSED, error=(
+                f"{errors} of {job.n_total} {Phase(run.phase).label} requests failed with API errors after "
+                f"retries (LLM job {job.pk}); resume to send them again, or resume without them"))
+            return f"paused: {errors} API errors"
         with transaction.atomic():
             if run.phase == Phase.GOALS:
                 _collect_goals(run)
@@ -387,16 +393,22 @@ def coscript_run_cancel(*, run: CoScriptRun) -> None:
 
 
 @transaction.atomic
-def coscript_run_resume(*, run: CoScriptRun, enqueue: bool = True) -> CoScriptRun:
-    """Put a paused, failed or interrupted run back in the queue; finished requests are not sent again."""
+def coscript_run_resume(*, run: CoScriptRun, without_errors: bool = False, enqueue: bool = True) -> CoScriptRun:
+    """Put a paused, failed or interrupted run back in the queue; finished requests are not
+    sent again. Requests that ended in API errors are sent again, or, with
+    ``without_errors``, the phase goes on without them (counted in the report)."""
     run = CoScriptRun.objects.select_for_update().get(pk=run.pk)
     if run.status in (RunStatus.DONE, RunStatus.CANCELLED):
         raise ValueError(f"run {run.pk} is {run.status}; it cannot be resumed")
     job = {Phase.GOALS: run.goals_job, Phase.SCREEN: run.screen_job, Phase.SCRIPTS: run.scripts_job}.get(run.phase)
+    if without_errors:
+        run.report = {**run.report, "accepted_errors": sorted({*run.report.get("accepted_errors", []), run.phase})}
+    elif job is not None and job.status == LLMJob.Status.DONE:
+        llm_job_retry_errors(job=job)
     if job is not None and job.status not in (LLMJob.Status.DONE, LLMJob.Status.PENDING, LLMJob.Status.RUNNING):
         llm_job_resume(job=job, enqueue=False)
     run.status, run.error = RunStatus.PENDING, ""
-    run.save(update_fields=["status", "error"])
+    run.save(update_fields=["status", "error", "report"])
     if enqueue:
         _enqueue(run)
     return run

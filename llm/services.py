@@ -10,7 +10,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from llm.client import LLMClient, LLMRequest
-from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE, EXECUTORS
+from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE, EXECUTORS, OUTCOME_API_ERROR
 from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_from_overrides, endpoint_get
 from llm.models import LedgerEntry, LLMJob
 
@@ -79,6 +79,21 @@ def llm_job_resume(*, job: LLMJob, budget_usd: Decimal | None = None, enqueue: b
     if enqueue:  # a run that owns the job enqueues its own task instead
         _enqueue(job)
     return job
+
+
+@transaction.atomic
+def llm_job_retry_errors(*, job: LLMJob, enqueue: bool = False) -> int:
+    """Put a finished job whose ledger holds API errors back in the queue: only those
+    requests are sent again (finished ones are skipped). Returns how many will be re-sent."""
+    job = LLMJob.objects.select_for_update().get(pk=job.pk)
+    errors = LedgerEntry.objects.filter(key__in=job.keys, outcome=OUTCOME_API_ERROR).count()
+    if job.status != LLMJob.Status.DONE or not errors:
+        return 0
+    job.status, job.finished_at, job.error = LLMJob.Status.PENDING, None, ""
+    job.save(update_fields=["status", "finished_at", "error", "updated_at"])
+    if enqueue:
+        _enqueue(job)
+    return errors
 
 
 def llm_job_refresh_counts(job: LLMJob) -> dict[str, Any]:
