@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.utils.text import slugify
+
 from coscript.constants import MAX_K
 from mining.models import Procedure, Topic
 from tests.scripted_llm import Reply, last_user_message
@@ -65,7 +67,7 @@ GENERIC = ["Get ready.", "Do the task carefully.", "Check the result.", "Clean u
 def make_procedures(split: str = "bench") -> dict[str, Procedure]:
     made = {}
     for n, (goal, (topic_name, steps)) in enumerate(PROCEDURES.items()):
-        topic, _ = Topic.objects.get_or_create(name=topic_name)
+        topic, _ = Topic.objects.get_or_create(name=topic_name, defaults={"slug": slugify(topic_name)})
         made[goal] = Procedure.objects.create(topic=topic, goal=goal, steps=steps, resources=["an oven"],
                                               source_example_id=f"doc-{n}", split=split)
     return made
