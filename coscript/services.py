@@ -54,7 +54,7 @@ from llm.prompts import Prompt, prompt_read
 from llm.selectors import llm_job_results
 from llm.services import llm_job_cancel, llm_job_create, llm_job_execute, llm_job_resume, llm_job_retry_errors
 from mining.embeddings import configured_model_name, embed_texts
-from mining.models import Procedure
+from mining.models import Procedure, Topic
 from mining.record_files import atomic_output
 from mining.words import normalise_text
 
@@ -469,13 +469,15 @@ def coscript_export(*, run: CoScriptRun, output: str | Path, candidates: str = "
 @transaction.atomic
 def coscript_add_to_benchmark(*, run: CoScriptRun) -> dict[str, int]:
     """Add each goal's chosen script as a procedure of the "constrained" split (goal: the
-    specific goal; steps: the script; topic: the abstract goal's; no resources, which the
+    specific goal; steps: the script; topic: the abstract goal's, or the topic of that name
+    when the abstract procedure is gone; no resources, which the
     paper's scripts do not list). Goals on the review list are left out; a goal already
     added is not added twice."""
     if run.phase != Phase.DONE:
         raise ValueError(f"run {run.pk} has not finished filtering; nothing to add yet")
     chosen = (CandidateScript.objects.filter(goal__run=run, selected=True)
               .select_related("goal__abstract_procedure__topic").order_by("goal_id"))
+    topics = {topic.name: topic for topic in Topic.objects.all()}
     counts = Counter()
     for c in chosen:
         goal = c.goal
@@ -485,12 +487,13 @@ def coscript_add_to_benchmark(*, run: CoScriptRun) -> dict[str, int]:
         if goal.benchmark_procedure_id:
             counts["already_added"] += 1
             continue
-        if goal.abstract_procedure is None:
-            counts["abstract_procedure_gone"] += 1
+        topic = goal.abstract_procedure.topic if goal.abstract_procedure else topics.get(goal.topic)
+        if topic is None:
+            counts["no_topic"] += 1
             continue
         procedure, created = Procedure.objects.get_or_create(
             source_example_id=f"coscript:{run.pk}:{goal.pk}", goal=goal.specific_goal,
-            defaults={"topic": goal.abstract_procedure.topic, "steps": list(c.steps), "resources": [],
+            defaults={"topic": topic, "steps": list(c.steps), "resources": [],
                       "split": CONSTRAINED_SPLIT,
                       "provenance": {"coscript_run": run.pk, "specific_goal_id": goal.pk, "candidate": c.index,
                                      "abstract_procedure_id": goal.abstract_procedure_id,

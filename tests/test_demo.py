@@ -74,3 +74,20 @@ def test_procedure_list_paginates(researcher_client, demo):
     html = researcher_client.get(reverse("procedure_list")).content.decode()
     assert "17 procedures" in html
     assert "Page 1 of 1" not in html  # 25 per page: a single page has no pager
+
+
+def test_demo_coscript_run_holds_the_papers_goals_and_scripts_filtered_for_real(demo):
+    from coscript import demo as coscript_demo
+    from coscript.models import CandidateScript, CoScriptRun
+
+    assert "18 specific goals, 5 scripts, filtered" in coscript_demo.load()
+    assert coscript_demo.load() == "CoScript demo run already loaded"
+    run = CoScriptRun.objects.get(name__startswith="CoScript paper examples")
+    assert (run.phase, run.status) == ("done", "done")
+    assert run.goals.count() == 18 and run.goals.filter(constraint_type="intent").count() == 5
+    twitter = CandidateScript.objects.get(goal__specific_goal="Link twitter accounts on flipboard")
+    assert twitter.steps[-1] == "Log into your Twitter account."
+    # The filter ran on the bundled model: the Twitter script beats its Facebook sibling.
+    assert twitter.kept and twitter.scores["best_sibling_goal"] is not None
+    assert twitter.scores["target_score"] > twitter.scores["best_sibling_score"]
+    assert run.report["filter"]["total"]["candidates"] == 5
