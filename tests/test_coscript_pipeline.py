@@ -244,8 +244,15 @@ def test_the_export_is_what_the_faithfulness_study_reads(world, server, tmp_path
     assert record["constraint_type"] == "intent" and record["topic"] == "Food & Dining"
     assert record["steps"][0] == "Replace sugar with a sweetener safe for diabetics."
     assert record["source"]["coscript_run"] == run.pk and record["source"]["selected"] is True
-    for record in lines:
-        parse_record(record)  # raises ItemRecordError on any line the study would refuse
+    for line in lines:
+        parse_record(line)  # raises ItemRecordError on any line the study would refuse
+    call_command("create_study", "--name", "Faithfulness of run r1", "--kind", "constraint_faithfulness",
+                 "--items", str(path), "--no-qualification")
+    from annotate.models import Study
+
+    study = Study.objects.get(name="Faithfulness of run r1")
+    item = study.items.get(item_id=record["id"])
+    assert item.goal == "Make a cake for diabetics" and item.candidate_steps == record["steps"]
     assert len(export_records(run, candidates="all")) == 16 and len(export_records(run, candidates="kept")) < 16
     with pytest.raises(ValueError, match="candidates must be one of"):
         export_records(run, candidates="some")
