@@ -219,6 +219,12 @@ def coscript_run_execute(*, run_id: int, embed: Embed | None = None) -> str:
                 f"retries (LLM job {job.pk}); resume to send them again, or resume without them"))
             return f"paused: {errors} API errors"
         with transaction.atomic():
+            # One worker moves a run to its next phase: another that finished the same job
+            # at the same time finds the phase already changed and follows it.
+            locked = CoScriptRun.objects.select_for_update().get(pk=run.pk)
+            if locked.phase != run.phase:
+                run.refresh_from_db()
+                continue
             if run.phase == Phase.GOALS:
                 _collect_goals(run)
                 if not run.goals.exists():  # nothing to screen or script: an empty filter report ends the run
