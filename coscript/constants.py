@@ -73,6 +73,3 @@ KEYWORD_BONUS = 0.1
 
 # App. C.2, Table 12: the sensitive-domain screen (medical and legal professions).
 SENSITIVE_DOMAINS = ("medical", "legal")
-
-# The split constrained procedures join when they are added to the benchmark.
-CONSTRAINED_SPLIT = "constrained"

@@ -24,7 +24,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from coscript.constants import (
-    CONSTRAINED_SPLIT,
     CONSTRAINT_DEFINITIONS,
     CONSTRAINT_TYPES,
     FILTER_KEYWORD,
@@ -54,7 +53,7 @@ from llm.prompts import Prompt, prompt_read
 from llm.selectors import llm_job_results
 from llm.services import llm_job_cancel, llm_job_create, llm_job_execute, llm_job_resume, llm_job_retry_errors
 from mining.embeddings import configured_model_name, embed_texts
-from mining.models import Procedure, Topic
+from mining.models import Procedure, Split, Topic
 from mining.record_files import atomic_output
 from mining.words import normalise_text
 
@@ -101,7 +100,7 @@ def _request(stage: str, text: str, language_model: LanguageModel, params: dict[
 def abstract_procedures(*, split: str, limit: int | None, seed: int) -> list[int]:
     """Procedure ids whose goals are the abstract goals: a split (or every procedure but the
     constrained ones), ``limit`` of them drawn with ``seed``, in id order."""
-    queryset = Procedure.objects.exclude(split=CONSTRAINED_SPLIT)
+    queryset = Procedure.objects.exclude(split=Split.CONSTRAINED)
     if split:
         queryset = queryset.filter(split=split)
     ids = list(queryset.order_by("id").values_list("id", flat=True))
@@ -311,7 +310,7 @@ def _collect_screen(run: CoScriptRun) -> None:
 def _script_requests(run: CoScriptRun, prompts: dict[str, Prompt]) -> list[LLMRequest]:
     """K requests per specific goal, each with its own seed (so each is its own ledger entry),
     with two retrieved procedures as examples (§4.3, Table 11)."""
-    pool = list(Procedure.objects.exclude(split=CONSTRAINED_SPLIT).order_by("id").values_list("goal", "steps"))
+    pool = list(Procedure.objects.exclude(split=Split.CONSTRAINED).order_by("id").values_list("goal", "steps"))
     index = ExampleIndex([goal for goal, _ in pool])
     examples: dict[str, str] = {}
     requests = []
@@ -500,7 +499,7 @@ def coscript_add_to_benchmark(*, run: CoScriptRun) -> dict[str, int]:
         procedure, created = Procedure.objects.get_or_create(
             source_example_id=f"coscript:{run.pk}:{goal.pk}", goal=goal.specific_goal,
             defaults={"topic": topic, "steps": list(c.steps), "resources": [],
-                      "split": CONSTRAINED_SPLIT,
+                      "split": Split.CONSTRAINED,
                       "provenance": {"coscript_run": run.pk, "specific_goal_id": goal.pk, "candidate": c.index,
                                      "abstract_procedure_id": goal.abstract_procedure_id,
                                      "abstract_goal": goal.abstract_goal, "constraint": goal.constraint,

@@ -69,7 +69,7 @@ class GenerationRun(RunFields):
 
     name = models.CharField(max_length=200, unique=True)
     language_model = models.ForeignKey(LanguageModel, on_delete=models.PROTECT, related_name="runs")
-    split = models.CharField(max_length=8, default="bench")
+    split = models.CharField(max_length=16, default="bench")
     sample_per_topic = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: the whole split.")
     seed = models.IntegerField(default=0)
     llm_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="generation_run")

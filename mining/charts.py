@@ -5,7 +5,8 @@ import plotly.graph_objects as go
 
 from mining.models import Split
 
-_SPLIT_COLOURS = {Split.BENCH.value: "#1f77b4", Split.TRAIN.value: "#2ca02c", Split.NONE.value: "#9e9e9e"}
+_SPLIT_COLOURS = {Split.BENCH.value: "#1f77b4", Split.TRAIN.value: "#2ca02c", Split.NONE.value: "#9e9e9e",
+                 Split.CONSTRAINED.value: "#ff7f0e"}
 
 
 def procedures_per_topic_chart(rows: list[dict]) -> str:

@@ -25,6 +25,9 @@ class Split(models.TextChoices):
     BENCH = "bench", "How2Bench"
     TRAIN = "train", "How2Train"
     NONE = "none", "No split"
+    # Chosen CoScript scripts (coscript app, docs/coscript.md): a benchmark slice of its own,
+    # never part of the How2Bench / How2Train split.
+    CONSTRAINED = "constrained", "Constrained (CoScript)"
 
 
 def procedure_identity(source_example_id: str, goal: str) -> str:
@@ -41,7 +44,7 @@ class Procedure(models.Model):
     steps = models.JSONField(default=list, help_text="Ordered list of strings; shown numbered from 1.")
     source_example_id = models.CharField(max_length=512, blank=True, db_index=True)
     source_url = models.TextField(blank=True)
-    split = models.CharField(max_length=8, choices=Split.choices, default=Split.NONE, db_index=True)
+    split = models.CharField(max_length=16, choices=Split.choices, default=Split.NONE, db_index=True)
     provenance = models.JSONField(default=dict, blank=True)
     identity = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

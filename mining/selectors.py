@@ -14,6 +14,7 @@ def topic_list() -> QuerySet[Topic]:
         n_procedures=Count("procedures"),
         n_bench=Count("procedures", filter=Q(procedures__split=Split.BENCH)),
         n_train=Count("procedures", filter=Q(procedures__split=Split.TRAIN)),
+        n_constrained=Count("procedures", filter=Q(procedures__split=Split.CONSTRAINED)),
     ).order_by("position", "name")
 
 
@@ -46,7 +47,8 @@ def procedure_counts_by_topic_and_split() -> list[dict]:
             "slug": topic.slug,
             Split.BENCH.value: topic.n_bench,
             Split.TRAIN.value: topic.n_train,
-            Split.NONE.value: topic.n_procedures - topic.n_bench - topic.n_train,
+            Split.CONSTRAINED.value: topic.n_constrained,
+            Split.NONE.value: topic.n_procedures - topic.n_bench - topic.n_train - topic.n_constrained,
             "total": topic.n_procedures,
         })
     return rows

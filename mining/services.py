@@ -557,7 +557,9 @@ def procedure_split(
         problem = output_problem(report_path)
         if problem:
             raise ValueError(problem)
-    rows = list(Procedure.objects.order_by("id").values_list("id", "topic__name", "goal", "steps"))
+    # Constrained procedures (CoScript) are a slice of their own and keep their split.
+    rows = list(Procedure.objects.exclude(split=Split.CONSTRAINED).order_by("id")
+                .values_list("id", "topic__name", "goal", "steps"))
     if not rows:
         raise ValueError("there are no procedures to split")
     model_name = configured_model_name(embedding_model or getattr(settings, "EMBEDDING_MODEL", ""))

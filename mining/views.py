@@ -32,7 +32,7 @@ SAMPLE_SIZE = 10
 @researcher_required
 def home(request: HttpRequest) -> HttpResponse:
     rows = procedure_counts_by_topic_and_split()
-    totals = {key: sum(row[key] for row in rows) for key in ("bench", "train", "none", "total")}
+    totals = {key: sum(row[key] for row in rows) for key in ("bench", "train", "constrained", "none", "total")}
     return render(
         request, "mining/home.html",
         {"rows": rows, "totals": totals, "chart": procedures_per_topic_chart(rows)},

@@ -166,6 +166,16 @@ def test_split_is_balanced_per_topic_and_the_rest_is_train(procedures, fake_embe
         assert record["cosine"] <= 0.65
 
 
+def test_constrained_procedures_keep_their_split_and_stay_out_of_the_split(procedures, fake_embedder):
+    constrained = [_procedure(procedures["Health"], 100 + n) for n in range(3)]
+    Procedure.objects.filter(pk__in=[p.pk for p in constrained]).update(split=Split.CONSTRAINED)
+    call_command("split_procedures", "--per-topic", "5", "--seed", "0")
+    assert set(Procedure.objects.filter(split=Split.CONSTRAINED).values_list("id", flat=True)) == {
+        p.pk for p in constrained}
+    report = SplitReport.objects.get()
+    assert report.n_procedures == 27 and report.n_bench + report.n_train == 27
+
+
 def test_the_same_seed_gives_the_same_split_and_another_seed_another(procedures, fake_embedder):
     call_command("split_procedures", "--per-topic", "4", "--seed", "7")
     first = _bench_ids()
