@@ -34,14 +34,23 @@ def judge_run_score(run: JudgeRun) -> dict[str, Any]:
     return result
 
 
-def leaderboard(judge: str) -> list[dict[str, Any]]:
-    """One row per model over the generations this judge judged: How2Score (100 × no_failure
-    / judged), judged and unusable counts, per-topic scores, step-count slices, average
-    generated tokens, the formatting proxies and SCORE (docs/score.md) over the same
-    generations."""
+def judged_splits(judge: str) -> list[str]:
+    """The procedure splits this judge has judged generations of."""
+    return sorted(Judgment.objects.filter(judge=judge).values_list("generation__procedure__split", flat=True)
+                  .distinct().order_by())
+
+
+def leaderboard(judge: str, split: str | None = None) -> list[dict[str, Any]]:
+    """One row per model over the generations this judge judged (of procedures of ``split``
+    when given: How2Bench, or the constrained slice): How2Score (100 × no_failure / judged),
+    judged and unusable counts, per-topic scores, step-count slices, average generated
+    tokens, the formatting proxies and SCORE (docs/score.md) over the same generations."""
     rows: dict[str, dict[str, Any]] = {}
-    judgments = (Judgment.objects.filter(judge=judge)
-                 .select_related("generation__procedure__topic", "generation__run").order_by("generation__model", "id"))
+    judgments = Judgment.objects.filter(judge=judge)
+    if split:
+        judgments = judgments.filter(generation__procedure__split=split)
+    judgments = judgments.select_related("generation__procedure__topic", "generation__run").order_by(
+        "generation__model", "id")
     for judgment in judgments:
         generation = judgment.generation
         row = rows.setdefault(generation.model, {

@@ -10,9 +10,10 @@ from core.permissions import admin_required, researcher_required
 from judging.charts import how2score_bars, topic_heatmap
 from judging.forms import GenerationRunForm, JudgeRunForm
 from judging.models import GenerationRun, JudgeRun
+from mining.models import Split
 from judging.selectors import (
     STEP_COUNT_SLICES, cross_judge_rankings, generation_run_list, generation_run_rows, judge_names, judge_run_score,
-    leaderboard,
+    judged_splits, leaderboard,
 )
 from judging.score_selectors import generation_run_score
 from judging.score_services import components_run_create
@@ -25,9 +26,17 @@ from llm.endpoints import EndpointNotConfigured
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
     judges = judge_names()
     judge = request.GET.get("judge") or (judges[0] if judges else "")
-    rows = leaderboard(judge) if judge else []
+    splits = judged_splits(judge) if judge else []
+    split = request.GET.get("split", "")
+    unknown_split = split if split and split not in splits else ""
+    if unknown_split:
+        split = ""
+    rows = leaderboard(judge, split or None) if judge else []
     return render(request, "judging/leaderboard.html", {
-        "judges": judges, "judge": judge, "rows": rows,
+        "judges": judges, "judge": judge, "rows": rows, "splits": [(s, Split(s).label if s in Split.values else s)
+                                                                   for s in splits],
+        "split": split, "split_label": Split(split).label if split in Split.values else "",
+        "unknown_split": unknown_split,
         "slices": [f"{lo}-{hi}" for lo, hi in STEP_COUNT_SLICES],
         "bars": how2score_bars(rows) if rows else "", "heatmap": topic_heatmap(rows) if rows else "",
     })

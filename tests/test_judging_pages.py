@@ -62,3 +62,30 @@ def test_admin_launch_without_an_endpoint_says_so(admin_client_, demo, settings)
     }, follow=True)
     assert "LLM_BASE_URL" in response.content.decode()
     assert GenerationRun.objects.count() == 0
+
+
+def test_the_leaderboard_shows_one_split_at_a_time(researcher_client, demo):
+    from judging.models import Generation
+    from judging.selectors import judged_splits, leaderboard
+    from mining.models import Procedure
+
+    # A constrained procedure (as CoScript adds them) judged for a model that has no other output.
+    base = Procedure.objects.filter(split="bench").first() or Procedure.objects.first()
+    constrained = Procedure.objects.create(topic=base.topic, goal="Make a cake for diabetics", split="constrained",
+                                           steps=["Use a sweetener.", "Bake."], source_example_id="coscript:1:1")
+    generation = Generation.objects.create(procedure=constrained, model="constrained-only-model",
+                                           predicted_steps=["Add sugar.", "Bake."])
+    Judgment.objects.create(generation=generation, judge="How2Judge", has_failure=True, critical_failures=[])
+    assert "constrained" in judged_splits("How2Judge")
+    assert [r["model"] for r in leaderboard("How2Judge", "constrained")] == ["constrained-only-model"]
+    assert "constrained-only-model" in [r["model"] for r in leaderboard("How2Judge")]
+    others = [s for s in judged_splits("How2Judge") if s != "constrained"]
+    for split in others:
+        assert "constrained-only-model" not in [r["model"] for r in leaderboard("How2Judge", split)]
+    html = researcher_client.get(reverse("leaderboard"), {"judge": "How2Judge", "split": "constrained"}).content.decode()
+    assert "Leaderboard: Constrained (CoScript)" in html and "constrained-only-model" in html
+    assert "Claude 4.5 Opus" not in html
+    assert '<option value="constrained" selected>' in html
+    html = researcher_client.get(reverse("leaderboard"), {"judge": "How2Judge", "split": "nonsense"}).content.decode()
+    assert "judged nothing of a split named “nonsense”; showing all splits" in html
+    assert "Claude 4.5 Opus" in html and "constrained-only-model" in html
