@@ -11,12 +11,21 @@ from django.shortcuts import get_object_or_404, render
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
+from annotate.kinds.critical_failure import KEY as CRITICAL_FAILURE
 from annotate.models import Study, StudyItem
 from annotate.report_charts import alpha_by_round, annotator_scatter, judge_agreement_bars
 from annotate.reports import (
     annotator_table, disagreement_list, item_failure_views, study_agreement_report, study_rounds_reports,
 )
 from core.permissions import IsResearcher, researcher_required
+
+
+def _other_kind(request: HttpRequest, study: Study, page: str) -> HttpResponse | None:
+    """These dashboards read has_failure; a study of another kind gets a note pointing to
+    its own results instead of numbers computed on nothing."""
+    if study.kind == CRITICAL_FAILURE:
+        return None
+    return render(request, "annotate/reports/other_kind.html", {"study": study, "page": page})
 
 
 def _csv_response(filename: str, header: list[str], rows: list[list]) -> HttpResponse:
@@ -32,6 +41,8 @@ def _csv_response(filename: str, header: list[str], rows: list[list]) -> HttpRes
 @researcher_required
 def agreement(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    if (note := _other_kind(request, study, "Agreement")) is not None:
+        return note
     rounds = study_rounds_reports(study)
     report = next(r["report"] for r in rounds if r["study"].pk == study.pk)
     fmt = request.GET.get("format")
@@ -56,6 +67,8 @@ def agreement(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 def annotators(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    if (note := _other_kind(request, study, "Annotators")) is not None:
+        return note
     report = study_agreement_report(study, bootstrap=0)
     table = annotator_table(study, report)
     sort = request.GET.get("sort", "annotator")
@@ -72,6 +85,8 @@ def annotators(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 def disagreements(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    if (note := _other_kind(request, study, "Disagreements")) is not None:
+        return note
     rows = disagreement_list(study)
     if request.GET.get("format") == "csv":
         return _csv_response(f"{study.slug}-disagreements.csv",
@@ -93,6 +108,10 @@ def item_views(request: HttpRequest, slug: str, item_id: str) -> HttpResponse:
 def agreement_api(request, slug: str) -> Response:
     """The agreement report of a study: the same JSON as `manage.py agreement_report --study SLUG`."""
     study = get_object_or_404(Study, slug=slug)
+    if study.kind != CRITICAL_FAILURE:
+        return Response({"detail": f"study {study.slug!r} is a {study.kind} study: its answers carry no has_failure, "
+                                   f"so there is no critical-failure agreement report; its results are on the study "
+                                   f"page"}, status=400)
     bootstrap = int(request.query_params.get("bootstrap", 1000))
     seed = int(request.query_params.get("seed", 0))
     return Response(study_agreement_report(study, bootstrap=max(0, min(bootstrap, 10000)), seed=seed))

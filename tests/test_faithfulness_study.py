@@ -556,3 +556,18 @@ def test_the_kind_and_its_statistics_import_no_django():
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
                          capture_output=True, text=True, check=True, env={"PATH": ""})
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.django_db
+def test_the_critical_failure_dashboards_say_where_a_faithfulness_studys_results_are(researcher_client):
+    from django.urls import reverse
+
+    study = _study([_line(1), _line(2)])
+    for name in ("annotate:report_agreement", "annotate:report_annotators", "annotate:report_disagreements"):
+        html = researcher_client.get(reverse(name, args=[study.slug])).content.decode()
+        assert 'id="other-kind-note"' in html and "carry no has_failure" in html, name
+        assert reverse("annotate:study_detail", args=[study.slug]) in html
+    response = researcher_client.get(f"/api/studies/{study.slug}/agreement")
+    assert response.status_code == 400 and "no critical-failure agreement report" in response.json()["detail"]
+    detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content.decode()
+    assert "Krippendorff's α (nominal, question 3: steps correct)" in detail
