@@ -8,7 +8,7 @@ Shapes (How2Mine's public export formats):
 * ``flat`` (also How2Bench rows): ``{"source_example_id", "topic", "goal", "steps",
   "resources"}``
 
-Both may carry ``split`` ("bench", "train" or "none") and the flat shape ``source_url``;
+Both may carry ``split`` ("bench", "train", "none" or "constrained") and the flat shape ``source_url``;
 these are written by our exports so that export -> import round-trips exactly, and
 ignored by tools that do not know them. In columnar files a nested object or list may
 also arrive as a JSON string (CSV cells always do)."""
@@ -20,7 +20,9 @@ from typing import Any
 
 HOW2MINE_SCHEMA_VERSION = "how2mine.v1"
 SHAPES = ("flat", HOW2MINE_SCHEMA_VERSION)
-SPLITS = ("bench", "train", "none")
+# The values of mining.models.Split (this module imports no Django): "constrained" is the
+# slice of chosen CoScript scripts (docs/coscript.md), exported and imported like the others.
+SPLITS = ("bench", "train", "none", "constrained")
 
 
 class RecordFieldError(ValueError):

@@ -94,3 +94,23 @@ def test_failed_export_leaves_no_partial_file(tmp_path, monkeypatch):
         procedure_export(output=out)
     assert out.read_text() == "previous export\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+
+
+def test_a_constrained_export_round_trips_with_its_split(tmp_path):
+    """Procedures of the constrained slice (CoScript) leave and come back as constrained,
+    and ``--split constrained`` exports them alone."""
+    _load_fixture(tmp_path)
+    call_command("import_procedures", str(write_records(tmp_path, "constrained", [
+        {"source_example_id": "coscript:1:1", "topic": FLAT[0]["topic"], "goal": "Make a sugar-free cake for a diabetic",
+         "steps": ["Mix flour with a sweetener.", "Bake for 30 minutes."], "resources": []},
+    ], "jsonl")), "--split", "constrained")
+    out = tmp_path / "constrained.jsonl"
+    call_command("export_procedures", "--output", str(out), "--split", "constrained")
+    from mining.record_files import iter_records
+
+    records = [r for _, r in iter_records(out)]
+    assert [(r["source_example_id"], r["split"], r["resources"]) for r in records] == [
+        ("coscript:1:1", "constrained", [])]
+    _wipe()
+    call_command("import_procedures", str(out))
+    assert list(Procedure.objects.values_list("source_example_id", "split")) == [("coscript:1:1", "constrained")]
