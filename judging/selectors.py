@@ -34,10 +34,10 @@ def judge_run_score(run: JudgeRun) -> dict[str, Any]:
     return result
 
 
-def judged_splits(judge: str) -> list[str]:
-    """The procedure splits this judge has judged generations of."""
-    return sorted(Judgment.objects.filter(judge=judge).values_list("generation__procedure__split", flat=True)
-                  .distinct().order_by())
+def judged_splits(judge: str | None = None) -> list[str]:
+    """The procedure splits this judge (any judge when None) has judged generations of."""
+    judgments = Judgment.objects.all() if judge is None else Judgment.objects.filter(judge=judge)
+    return sorted(judgments.values_list("generation__procedure__split", flat=True).distinct().order_by())
 
 
 def leaderboard(judge: str, split: str | None = None) -> list[dict[str, Any]]:
@@ -85,10 +85,12 @@ def leaderboard(judge: str, split: str | None = None) -> list[dict[str, Any]]:
     return result
 
 
-def cross_judge_rankings(judges: list[str]) -> dict[str, Any]:
-    """How2Score of every model under each judge, and the rank correlations between judges
-    over the models both judged (paper Figure 5)."""
-    scores = {judge: {row["model"]: row["how2score"] for row in leaderboard(judge) if row["how2score"] is not None}
+def cross_judge_rankings(judges: list[str], split: str | None = None) -> dict[str, Any]:
+    """How2Score of every model under each judge (over the procedures of ``split`` when
+    given), and the rank correlations between judges over the models both judged (paper
+    Figure 5)."""
+    scores = {judge: {row["model"]: row["how2score"] for row in leaderboard(judge, split)
+                      if row["how2score"] is not None}
               for judge in judges}
     pairs = []
     for i, a in enumerate(judges):
@@ -99,7 +101,7 @@ def cross_judge_rankings(judges: list[str]) -> dict[str, Any]:
             pairs.append({"judges": (a, b), "n_models": len(common), "kendall_tau": kendall_tau(x, y),
                           "spearman": spearman_rho(x, y)})
     models = sorted({m for s in scores.values() for m in s})
-    return {"judges": judges, "models": models, "scores": scores, "pairs": pairs}
+    return {"judges": judges, "split": split, "models": models, "scores": scores, "pairs": pairs}
 
 
 def generation_run_list() -> QuerySet[GenerationRun]:

@@ -10,7 +10,6 @@ from core.permissions import admin_required, researcher_required
 from judging.charts import how2score_bars, topic_heatmap
 from judging.forms import GenerationRunForm, JudgeRunForm
 from judging.models import GenerationRun, JudgeRun
-from mining.models import Split
 from judging.selectors import (
     STEP_COUNT_SLICES, cross_judge_rankings, generation_run_list, generation_run_rows, judge_names, judge_run_score,
     judged_splits, leaderboard,
@@ -20,6 +19,31 @@ from judging.score_services import components_run_create
 from judging.services import generation_run_create, judge_run_create, run_cancel, run_pause, run_resume
 from judging.prompts import PromptError
 from llm.endpoints import EndpointNotConfigured
+from mining.models import Split
+
+
+def _split_label(split: str) -> str:
+    return Split(split).label if split in Split.values else split
+
+
+def _slice_heading(split: str) -> str:
+    """What the leaderboard pages call the slice they show."""
+    if not split:
+        return "all splits"
+    if split == Split.BENCH:
+        return "How2Bench"
+    if split == Split.CONSTRAINED:
+        return "the constrained slice (CoScript)"
+    return _split_label(split)
+
+
+def _chosen_split(request: HttpRequest, offered: list[str]) -> tuple[str, str]:
+    """The ``split`` of the query string when it is one of ``offered``; an unknown one is
+    returned second (the page names it and shows all splits)."""
+    split = request.GET.get("split", "")
+    if split and split not in offered:
+        return "", split
+    return split, ""
 
 
 @researcher_required
@@ -27,15 +51,11 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     judges = judge_names()
     judge = request.GET.get("judge") or (judges[0] if judges else "")
     splits = judged_splits(judge) if judge else []
-    split = request.GET.get("split", "")
-    unknown_split = split if split and split not in splits else ""
-    if unknown_split:
-        split = ""
+    split, unknown_split = _chosen_split(request, splits)
     rows = leaderboard(judge, split or None) if judge else []
     return render(request, "judging/leaderboard.html", {
-        "judges": judges, "judge": judge, "rows": rows, "splits": [(s, Split(s).label if s in Split.values else s)
-                                                                   for s in splits],
-        "split": split, "split_label": Split(split).label if split in Split.values else "",
+        "judges": judges, "judge": judge, "rows": rows, "splits": [(s, _split_label(s)) for s in splits],
+        "split": split, "split_label": _split_label(split), "slice_heading": _slice_heading(split),
         "unknown_split": unknown_split,
         "slices": [f"{lo}-{hi}" for lo, hi in STEP_COUNT_SLICES],
         "bars": how2score_bars(rows) if rows else "", "heatmap": topic_heatmap(rows) if rows else "",
@@ -46,8 +66,13 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
 def cross_judge_page(request: HttpRequest) -> HttpResponse:
     available = judge_names()
     chosen = [j for j in request.GET.getlist("judge") if j in available] or available
-    return render(request, "judging/cross_judge.html", {"available": available, "chosen": chosen,
-                                                        "rankings": cross_judge_rankings(chosen)})
+    splits = judged_splits()
+    split, unknown_split = _chosen_split(request, splits)
+    return render(request, "judging/cross_judge.html", {
+        "available": available, "chosen": chosen, "rankings": cross_judge_rankings(chosen, split or None),
+        "splits": [(s, _split_label(s)) for s in splits], "split": split, "slice_heading": _slice_heading(split),
+        "unknown_split": unknown_split,
+    })
 
 
 @researcher_required
