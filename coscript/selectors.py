@@ -1,0 +1,175 @@
+"""Reads of constrained planning (CoScript, Yuan et al. 2023): the run list, a run's phases
+and report, its specific goals with their candidate scripts, the sensitive-domain review
+list (App. C.2), and How2Score of the constrained slice per constraint type."""
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+
+from coscript.constants import CONSTRAINT_TYPES
+from coscript.filtering import REASONS
+from coscript.models import CandidateScript, CoScriptRun, Phase, Review, SpecificGoal
+from judging.how2score import How2ScoreTally
+from judging.models import Judgment, RunStatus
+from mining.models import Split
+
+ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
+# The goal-table filters of the run page: "kept" = the goal has a chosen script.
+KEPT_FILTERS = ("yes", "no")
+REVIEW_FILTERS = {"not_flagged": Review.NOT_NEEDED, "pending": Review.PENDING, "approved": Review.APPROVED,
+                  "removed": Review.REMOVED}
+
+
+def coscript_run_list() -> QuerySet[CoScriptRun]:
+    """Runs, newest first, with their specific-goal and candidate counts."""
+    candidates = (CandidateScript.objects.filter(goal__run=OuterRef("pk")).order_by().values("goal__run")
+                  .annotate(n=Count("pk")).values("n"))
+    return (CoScriptRun.objects.select_related("language_model", "created_by")
+            .annotate(n_goals=Count("goals", distinct=True),
+                      n_candidates=Coalesce(Subquery(candidates, output_field=IntegerField()), 0))
+            .order_by("-id"))
+
+
+def run_kept_rate(run: CoScriptRun) -> float | None:
+    """Candidates kept / candidates, from the last filter report; None before filtering."""
+    return (run.report.get("filter") or {}).get("total", {}).get("kept_rate")
+
+
+def _job_row(label: str, phase: str, job, run: CoScriptRun) -> dict[str, Any]:
+    order = [p for p in Phase.values]
+    reached = order.index(run.phase) >= order.index(phase)
+    skipped = phase == Phase.SCREEN and not run.screen
+    return {
+        "phase": phase, "label": label, "job": job, "current": run.phase == phase,
+        "state": ("skipped" if skipped else job.status if job else ("not needed" if reached else "waiting")),
+        "n_done": job.n_done if job else 0, "n_total": job.n_total if job else 0,
+        "cost_usd": job.cost_usd if job else None, "outcomes": dict(job.outcome_counts) if job else {},
+        "projected_cost_usd": job.projected_cost_usd if job else None,
+    }
+
+
+def _filter_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    by_type = report.get("by_type", {})
+    for constraint_type in [*CONSTRAINT_TYPES, *sorted(set(by_type) - set(CONSTRAINT_TYPES))]:
+        row = by_type.get(constraint_type)
+        if row is not None:
+            rows.append({"constraint_type": constraint_type, **row,
+                         "reason_list": [(r, row.get("reasons", {}).get(r, 0)) for r in REASONS]})
+    return rows
+
+
+def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
+    """Everything the run page and the API show besides the goals: parameters, prompts,
+    each phase's LLM job, and the report (goals by type and dropped reasons, the screen,
+    script outcomes, the filter's kept rates per constraint type with reasons)."""
+    jobs = [_job_row(Phase.GOALS.label, Phase.GOALS, run.goals_job, run),
+            _job_row(Phase.SCREEN.label, Phase.SCREEN, run.screen_job, run),
+            _job_row(Phase.SCRIPTS.label, Phase.SCRIPTS, run.scripts_job, run)]
+    costs = [row["cost_usd"] for row in jobs if row["cost_usd"] is not None]
+    report = run.report or {}
+    filter_report = report.get("filter") or {}
+    reviews = dict(run.goals.exclude(review=Review.NOT_NEEDED).order_by().values_list("review")
+                   .annotate(n=Count("pk")).values_list("review", "n"))
+    goals = report.get("goals") or {}
+    return {
+        "run": run,
+        "active": run.status in ACTIVE,
+        "parameters": [
+            ("Model", run.language_model.name), ("Source split", Split(run.split).label if run.split in Split.values
+                                                  else run.split or "all procedures (but the constrained slice)"),
+            ("Abstract goals", f"{len(run.abstract_ids)}" + (f" (limit {run.limit}, seed {run.seed})" if run.limit
+                                                              else f" (seed {run.seed})")),
+            ("Candidates per goal (K)", run.k), ("Filter mode", run.filter_mode),
+            ("Keyword bonus", run.keyword_bonus), ("Embedding model", run.embedding_model or "—"),
+            ("Sensitive-domain screen", "on" if run.screen else "off"), ("Executor", run.executor),
+            ("Concurrency", run.concurrency),
+            ("Budget cap (USD)", run.budget_usd if run.budget_usd is not None else "none"),
+        ],
+        "prompts": [{"stage": stage, "path": spec.get("path", ""), "sha256": spec.get("sha256", "")}
+                    for stage, spec in sorted(run.prompts.items())],
+        "jobs": jobs,
+        "cost_usd": sum(costs, Decimal(0)) if costs else None,
+        "goals_report": {
+            "abstract_goals": goals.get("abstract_goals"), "specific_goals": goals.get("specific_goals"),
+            "requests": goals.get("requests", {}), "dropped": goals.get("dropped", {}),
+            "by_type": [(t, goals.get("by_type", {}).get(t, 0)) for t in CONSTRAINT_TYPES],
+        } if goals else None,
+        "screen_report": {**(report.get("screen") or {}), "reviews": reviews} if report.get("screen") else None,
+        "scripts_report": report.get("scripts"),
+        "filter": {
+            "mode": filter_report.get("mode"), "keyword_bonus": filter_report.get("keyword_bonus"),
+            "embedding_model": filter_report.get("embedding_model"),
+            "kept_without_siblings": filter_report.get("kept_without_siblings", 0),
+            "rows": _filter_rows(filter_report),
+            "total": filter_report.get("total"),
+            "total_reasons": [(r, (filter_report.get("total") or {}).get("reasons", {}).get(r, 0)) for r in REASONS],
+        } if filter_report else None,
+        "accepted_errors": report.get("accepted_errors", []),
+        "n_in_benchmark": run.goals.filter(benchmark_procedure__isnull=False).count(),
+    }
+
+
+def specific_goal_list(*, run: CoScriptRun, constraint_type: str = "", kept: str = "", review: str = "",
+                       q: str = "") -> QuerySet[SpecificGoal]:
+    """A run's specific goals with their candidates (in index order), filtered by
+    constraint type, whether a script was chosen (``kept``: yes / no), review state
+    (not_flagged / pending / approved / removed) and words of the goal or constraint."""
+    goals = run.goals.all()
+    if constraint_type:
+        goals = goals.filter(constraint_type=constraint_type)
+    if kept in KEPT_FILTERS:
+        chosen = Exists(CandidateScript.objects.filter(goal=OuterRef("pk"), selected=True))
+        goals = goals.filter(chosen if kept == "yes" else ~chosen)
+    if review in REVIEW_FILTERS:
+        goals = goals.filter(review=REVIEW_FILTERS[review])
+    if q.strip():
+        for word in q.split():
+            goals = goals.filter(Q(specific_goal__icontains=word) | Q(constraint__icontains=word)
+                                 | Q(abstract_goal__icontains=word))
+    return (goals.select_related("reviewed_by", "benchmark_procedure")
+            .prefetch_related(Prefetch("candidates", queryset=CandidateScript.objects.order_by("index")))
+            .order_by("id"))
+
+
+def sibling_goals(goals: list[SpecificGoal]) -> dict[int, str]:
+    """Goal id -> specific goal, for the goals named as best siblings in the candidates' scores."""
+    ids = {c.scores.get("best_sibling_goal") for g in goals for c in g.candidates.all()} - {None}
+    return dict(SpecificGoal.objects.filter(pk__in=ids).values_list("pk", "specific_goal"))
+
+
+def review_list() -> dict[str, QuerySet[SpecificGoal]]:
+    """The sensitive-domain review list across runs: flagged goals waiting for a decision
+    (oldest first), and the ones decided (latest first)."""
+    base = SpecificGoal.objects.select_related("run", "reviewed_by")
+    return {
+        "pending": base.filter(review=Review.PENDING).order_by("run_id", "id"),
+        "reviewed": base.filter(review__in=[Review.APPROVED, Review.REMOVED]).order_by("-reviewed_at", "-id"),
+    }
+
+
+def constrained_how2score() -> list[dict[str, Any]]:
+    """How2Score of the constrained slice per judge and model, overall and per constraint
+    type: judgments of generations for procedures of split "constrained" that carry
+    ``provenance.constraint_type``; 100 × no_failure / judged, unreadable verdicts counted
+    apart (How2Everything §4)."""
+    judgments = (Judgment.objects.filter(generation__procedure__split=Split.CONSTRAINED,
+                                         generation__procedure__provenance__constraint_type__in=CONSTRAINT_TYPES)
+                 .values_list("judge", "generation__model", "generation__procedure__provenance__constraint_type",
+                              "has_failure")
+                 .order_by("judge", "generation__model", "id"))
+    tallies: dict[tuple[str, str], How2ScoreTally] = {}
+    for judge, model, constraint_type, has_failure in judgments:
+        tallies.setdefault((judge, model), How2ScoreTally()).add(constraint_type, has_failure)
+    rows = []
+    for (judge, model), tally in tallies.items():
+        result = tally.result()
+        rows.append({"judge": judge, "model": model, "how2score": result["how2score"], "n": result["n"],
+                     "n_scored": result["n_scored"], "n_unusable": result["n_parse_failed"],
+                     "by_type": [{"constraint_type": t, **result["by_topic"].get(t, {"how2score": None, "n_scored": 0})}
+                                 for t in CONSTRAINT_TYPES]})
+    rows.sort(key=lambda r: (r["judge"], r["how2score"] is None, -(r["how2score"] or 0), r["model"]))
+    return rows

@@ -1,0 +1,195 @@
+"""Pages of constrained planning (CoScript): the run list with the launch form and the
+constrained slice's How2Score, a run's page (phases, report, goals and candidates, filter
+again, export, add to the benchmark), and the sensitive-domain review list."""
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from core.permissions import researcher_required
+from coscript.forms import CoScriptRunForm, ExportForm, GoalFilterForm, RefilterForm
+from coscript.models import CoScriptRun, Review, SpecificGoal
+from coscript.selectors import (
+    coscript_run_detail, coscript_run_list, constrained_how2score, review_list, run_kept_rate, sibling_goals,
+    specific_goal_list,
+)
+from coscript.services import (
+    coscript_add_to_benchmark, coscript_run_cancel, coscript_run_create, coscript_run_filter, coscript_run_resume,
+    export_records, specific_goal_review,
+)
+from llm.endpoints import EndpointNotConfigured
+from llm.prompts import PromptError
+from mining.embeddings import EmbeddingModelUnavailable
+
+GOALS_PER_PAGE = 25
+REVIEWED_SHOWN = 200
+
+
+def _index(request: HttpRequest, form: CoScriptRunForm, status: int = 200) -> HttpResponse:
+    runs = list(coscript_run_list()[:200])
+    for run in runs:
+        run.kept_rate = run_kept_rate(run)
+    return render(request, "coscript/run_list.html", {
+        "runs": runs, "form": form, "slice": constrained_how2score(),
+        "n_pending_review": SpecificGoal.objects.filter(review=Review.PENDING).count(),
+    }, status=status)
+
+
+@researcher_required
+def coscript_index(request: HttpRequest) -> HttpResponse:
+    return _index(request, CoScriptRunForm())
+
+
+@researcher_required
+@require_POST
+def coscript_run_launch(request: HttpRequest) -> HttpResponse:
+    """Create a run from the form; every refusal is shown beside its field and stores nothing."""
+    form = CoScriptRunForm(request.POST)
+    if not form.is_valid():
+        return _index(request, form, status=400)
+    data = form.cleaned_data
+    try:
+        run = coscript_run_create(
+            name=data["name"], language_model=data["language_model"], split=data["split"], limit=data["limit"],
+            seed=data["seed"], k=data["k"], filter_mode=data["filter_mode"], keyword_bonus=data["keyword_bonus"],
+            screen=data["screen"], executor=data["executor"], concurrency=data["concurrency"],
+            budget_usd=data["budget_usd"], created_by=request.user)
+    except EndpointNotConfigured as exc:
+        form.add_error("language_model", f"{exc}")
+        return _index(request, form, status=400)
+    except KeyError as exc:  # the model names an LLM role the settings do not define
+        form.add_error("language_model", str(exc.args[0]) if exc.args else "unknown LLM role")
+        return _index(request, form, status=400)
+    except PromptError as exc:
+        form.add_error(None, f"A prompt file is not usable: {exc}")
+        return _index(request, form, status=400)
+    except ValueError as exc:
+        form.add_service_error(str(exc))
+        return _index(request, form, status=400)
+    messages.success(request, f"CoScript run {run.name!r} started: {len(run.abstract_ids)} abstract goals.")
+    return redirect("coscript_run_detail", pk=run.pk)
+
+
+@researcher_required
+def coscript_run_page(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(CoScriptRun.objects.select_related(
+        "language_model", "created_by", "goals_job", "screen_job", "scripts_job"), pk=pk)
+    filters = GoalFilterForm(request.GET)
+    chosen = filters.cleaned_data if filters.is_valid() else {}
+    goals = specific_goal_list(run=run, constraint_type=chosen.get("constraint_type", ""),
+                               kept=chosen.get("kept", ""), review=chosen.get("review", ""), q=chosen.get("q", ""))
+    page = Paginator(goals, GOALS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "coscript/run_detail.html", {
+        **coscript_run_detail(run), "page": page, "siblings": sibling_goals(list(page)), "filters": filters,
+        "query": query.urlencode(), "export_form": ExportForm(),
+        "refilter_form": RefilterForm(initial={"mode": run.filter_mode, "keyword_bonus": run.keyword_bonus}),
+    })
+
+
+@researcher_required
+@require_POST
+def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    run = get_object_or_404(CoScriptRun, pk=pk)
+    actions = {
+        "cancel": lambda: coscript_run_cancel(run=run),
+        "resume": lambda: coscript_run_resume(run=run),
+        "resume-without-errors": lambda: coscript_run_resume(run=run, without_errors=True),
+    }
+    if action not in actions:
+        return HttpResponseBadRequest("unknown action")
+    try:
+        actions[action]()
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{run.name}: {action.replace('-', ' ')} requested.")
+    return redirect("coscript_run_detail", pk=run.pk)
+
+
+@researcher_required
+@require_POST
+def coscript_run_refilter(request: HttpRequest, pk: int) -> HttpResponse:
+    """Filter the run's candidates again with another mode or bonus (no model call; the
+    embedding model loads in this process)."""
+    run = get_object_or_404(CoScriptRun.objects.select_related("language_model"), pk=pk)
+    form = RefilterForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Not filtered again: " + "; ".join(
+            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
+        return redirect("coscript_run_detail", pk=run.pk)
+    try:
+        report = coscript_run_filter(run=run, mode=form.cleaned_data["mode"],
+                                     keyword_bonus=form.cleaned_data["keyword_bonus"])
+    except (ValueError, EmbeddingModelUnavailable) as exc:
+        messages.error(request, f"Not filtered again: {exc}")
+    else:
+        total = report["total"]
+        rate = "—" if total["kept_rate"] is None else f"{100 * total['kept_rate']:.1f} %"
+        messages.success(request, f"Filtered again ({report['mode']}, bonus {report['keyword_bonus']}): "
+                                  f"{total['kept']} of {total['candidates']} candidates kept ({rate}).")
+    return redirect(f"{reverse('coscript_run_detail', args=[run.pk])}#report")
+
+
+@researcher_required
+def coscript_run_export(request: HttpRequest, pk: int) -> HttpResponse:
+    """The run's scripts as JSONL in the constraint-faithfulness study's input shape, as a download."""
+    run = get_object_or_404(CoScriptRun.objects.select_related("language_model"), pk=pk)
+    form = ExportForm(request.GET)
+    if not form.is_valid():
+        return HttpResponseBadRequest("candidates must be one of selected, kept, all")
+    candidates = form.cleaned_data["candidates"]
+    body = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in export_records(run, candidates=candidates))
+    response = HttpResponse(body.encode("utf-8"), content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="coscript-run-{run.pk}-{candidates}.jsonl"'
+    return response
+
+
+@researcher_required
+@require_POST
+def coscript_run_benchmark(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(CoScriptRun.objects.select_related("language_model"), pk=pk)
+    try:
+        counts = coscript_add_to_benchmark(run=run)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        labels = {"added": "added", "already_added": "already in the benchmark", "held_by_review": "held by the review",
+                  "no_topic": "without a topic"}
+        parts = [f"{counts.get(key, 0)} {label}" for key, label in labels.items() if counts.get(key) or key == "added"]
+        messages.success(request, "Constrained split: " + ", ".join(parts) + ".")
+    return redirect("coscript_run_detail", pk=run.pk)
+
+
+@researcher_required
+def coscript_review(request: HttpRequest) -> HttpResponse:
+    lists = review_list()
+    return render(request, "coscript/review.html", {
+        "pending": lists["pending"], "reviewed": lists["reviewed"][:REVIEWED_SHOWN],
+        "n_reviewed": lists["reviewed"].count(),
+    })
+
+
+@researcher_required
+@require_POST
+def coscript_review_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    goal = get_object_or_404(SpecificGoal, pk=pk)
+    decision = request.POST.get("decision", "")
+    try:
+        specific_goal_review(goal=goal, decision=decision, user=request.user)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        verb = "approved" if decision == Review.APPROVED else "removed"
+        messages.success(request, f"“{goal.specific_goal}” {verb}.")
+    target = request.POST.get("next", "")
+    if target.startswith("/coscript/") and "//" not in target:
+        return redirect(target)
+    return redirect("coscript_review")
