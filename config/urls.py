@@ -7,12 +7,14 @@ from rest_framework.routers import DefaultRouter
 from core.permissions import IsResearcher
 from annotate.metric_agreement_views import metric_agreement_api
 from annotate.report_views import agreement_api
+from coscript.apis import CoScriptRunViewSet
 from judging.apis import RewardView
 from mining.apis import ProcedureViewSet, TopicViewSet
 
 router = DefaultRouter()
 router.register("topics", TopicViewSet, basename="topic")
 router.register("procedures", ProcedureViewSet, basename="procedure")
+router.register("coscript/runs", CoScriptRunViewSet, basename="coscript-run")
 
 # DRF views opt out of the login-redirect middleware and answer 401/403 themselves;
 # the browsable docs are pages for people, so anonymous users are sent to the login page.
