@@ -6,10 +6,10 @@ import csv
 import io
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
@@ -18,6 +18,7 @@ from annotate.kinds.critical_failure import KEY as CRITICAL_FAILURE
 from annotate.metric_agreement_selectors import REPORT_SEED, study_metric_agreement_report
 from annotate.models import Study
 from annotate.report_charts import metric_agreement_chart
+from annotate.report_views import other_kind_detail, other_kind_note
 from core.permissions import IsResearcher, researcher_required
 
 # Resamples the API accepts at most (one request must not hold a worker for minutes).
@@ -41,16 +42,13 @@ def report_csv_rows(report: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def _critical_failure_study(slug: str) -> Study:
-    study = get_object_or_404(Study, slug=slug)
-    if study.kind != CRITICAL_FAILURE:
-        raise Http404("Metric agreement compares signals with has_failure labels: a critical-failure study's")
-    return study
-
-
 @researcher_required
 def metric_agreement(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _critical_failure_study(slug)
+    study = get_object_or_404(Study, slug=slug)
+    note = other_kind_note(request, study, "Which metric agrees with people",
+                           "ranks automatic signals by their agreement with the human majority's has_failure")
+    if note is not None:
+        return note
     report = study_metric_agreement_report(study)
     fmt = request.GET.get("format")
     if fmt == "json":
@@ -95,12 +93,17 @@ def _query_int(request: Any, name: str, default: int, maximum: int | None = None
         OpenApiParameter("bootstrap", OpenApiTypes.INT, description=f"resamples, 0 to {MAX_API_BOOTSTRAP} (default {DEFAULT_BOOTSTRAP}; 0: no intervals)"),
         OpenApiParameter("seed", OpenApiTypes.INT, description=f"seed of the resamples, non-negative (default {REPORT_SEED})"),
     ],
-    responses={200: OpenApiTypes.OBJECT},
+    responses={200: OpenApiTypes.OBJECT,
+               400: OpenApiResponse(description="a bad bootstrap or seed, or a study of another kind (multiple "
+                                                "choice, constraint faithfulness: no has_failure labels)"),
+               404: OpenApiResponse(description="no study with this slug")},
 )
 @api_view(["GET"])
 @permission_classes([IsResearcher])
 def metric_agreement_api(request, slug: str) -> Response:
-    study = _critical_failure_study(slug)
+    study = get_object_or_404(Study, slug=slug)
+    if study.kind != CRITICAL_FAILURE:
+        return Response({"detail": other_kind_detail(study, "metric-agreement report")}, status=400)
     bootstrap = _query_int(request, "bootstrap", DEFAULT_BOOTSTRAP, MAX_API_BOOTSTRAP)
     if isinstance(bootstrap, Response):
         return bootstrap

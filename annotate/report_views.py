@@ -8,6 +8,8 @@ import json
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
@@ -20,12 +22,21 @@ from annotate.reports import (
 from core.permissions import IsResearcher, researcher_required
 
 
-def _other_kind(request: HttpRequest, study: Study, page: str) -> HttpResponse | None:
-    """These dashboards read has_failure; a study of another kind gets a note pointing to
-    its own results instead of numbers computed on nothing."""
+def other_kind_note(request: HttpRequest, study: Study, page: str,
+                    what: str = "compares critical-failure labels (has_failure) between annotators and with judges",
+                    ) -> HttpResponse | None:
+    """These dashboards read has_failure; a study of another kind (multiple choice,
+    constraint faithfulness) gets a note pointing to its own results on the study page
+    instead of numbers computed on nothing. None for a critical-failure study."""
     if study.kind == CRITICAL_FAILURE:
         return None
-    return render(request, "annotate/reports/other_kind.html", {"study": study, "page": page})
+    return render(request, "annotate/reports/other_kind.html", {"study": study, "page": page, "what": what})
+
+
+def other_kind_detail(study: Study, report: str) -> str:
+    """The API's answer (with status 400) for a study of another kind."""
+    return (f"study {study.slug!r} is a {study.kind} study: its answers carry no has_failure, so there is no "
+            f"{report}; its results are on the study page")
 
 
 def _csv_response(filename: str, header: list[str], rows: list[list]) -> HttpResponse:
@@ -41,7 +52,7 @@ def _csv_response(filename: str, header: list[str], rows: list[list]) -> HttpRes
 @researcher_required
 def agreement(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
-    if (note := _other_kind(request, study, "Agreement")) is not None:
+    if (note := other_kind_note(request, study, "Agreement")) is not None:
         return note
     rounds = study_rounds_reports(study)
     report = next(r["report"] for r in rounds if r["study"].pk == study.pk)
@@ -67,7 +78,7 @@ def agreement(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 def annotators(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
-    if (note := _other_kind(request, study, "Annotators")) is not None:
+    if (note := other_kind_note(request, study, "Annotators")) is not None:
         return note
     report = study_agreement_report(study, bootstrap=0)
     table = annotator_table(study, report)
@@ -85,7 +96,7 @@ def annotators(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 def disagreements(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
-    if (note := _other_kind(request, study, "Disagreements")) is not None:
+    if (note := other_kind_note(request, study, "Disagreements")) is not None:
         return note
     rows = disagreement_list(study)
     if request.GET.get("format") == "csv":
@@ -103,15 +114,27 @@ def item_views(request: HttpRequest, slug: str, item_id: str) -> HttpResponse:
     return render(request, "annotate/reports/item.html", {"study": study, "item": item, **item_failure_views(study, item)})
 
 
+@extend_schema(
+    summary="The agreement report of a critical-failure study",
+    description=("Krippendorff's alpha, the human majority, leave-one-out human agreement, judges against the "
+                 "majority and between each other, calibration: the same JSON as "
+                 "`manage.py agreement_report --study SLUG`."),
+    parameters=[
+        OpenApiParameter("bootstrap", OpenApiTypes.INT, description="resamples, 0 to 10000 (default 1000)"),
+        OpenApiParameter("seed", OpenApiTypes.INT, description="seed of the resamples (default 0)"),
+    ],
+    responses={200: OpenApiTypes.OBJECT,
+               400: OpenApiResponse(description="a study of another kind (multiple choice, constraint "
+                                                "faithfulness): its answers carry no has_failure"),
+               404: OpenApiResponse(description="no study with this slug")},
+)
 @api_view(["GET"])
 @permission_classes([IsResearcher])
 def agreement_api(request, slug: str) -> Response:
     """The agreement report of a study: the same JSON as `manage.py agreement_report --study SLUG`."""
     study = get_object_or_404(Study, slug=slug)
     if study.kind != CRITICAL_FAILURE:
-        return Response({"detail": f"study {study.slug!r} is a {study.kind} study: its answers carry no has_failure, "
-                                   f"so there is no critical-failure agreement report; its results are on the study "
-                                   f"page"}, status=400)
+        return Response({"detail": other_kind_detail(study, "critical-failure agreement report")}, status=400)
     bootstrap = int(request.query_params.get("bootstrap", 1000))
     seed = int(request.query_params.get("seed", 0))
     return Response(study_agreement_report(study, bootstrap=max(0, min(bootstrap, 10000)), seed=seed))

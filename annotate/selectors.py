@@ -138,8 +138,9 @@ def study_items_with_annotations(study: Study) -> list[dict[str, Any]]:
 
 
 def study_round_summaries(study: Study) -> list[dict[str, Any]]:
-    """One row per pilot round: annotations, exclusions and Krippendorff's alpha over the
-    binary label (How2Everything §4.3 reports 0.273 for its pilots and 0.593 at the end)."""
+    """One row per pilot round: annotations, exclusions and Krippendorff's alpha, over the
+    label the study's kind has (``_round_alpha``; for critical failure the binary has_failure,
+    for which How2Everything §4.3 reports 0.273 in its pilots and 0.593 at the end)."""
     summaries = []
     for round_study in study_rounds(study):
         rows = [r for r in annotation_export_rows(round_study) if r["source"] == ROLE_MAIN]

@@ -56,6 +56,10 @@ def test_agreement_page_shows_alpha_judges_and_downloads(researcher_client):
     assert report["n_items"] == 4
     api = researcher_client.get(f"/api/studies/{study.slug}/agreement?bootstrap=0").json()
     assert api["alpha"] == report["alpha"]
+    assert 'id="other-kind-note"' not in html
+    # The pilot-round column of a critical-failure study is the binary alpha over has_failure.
+    detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content.decode()
+    assert "Krippendorff's α (binary)" in detail and "Binary Krippendorff's α over has_failure" in detail
 
 
 def test_annotators_and_disagreement_pages_and_csv(researcher_client):
@@ -135,3 +139,13 @@ def test_generations_in_studies_are_kept_out_of_distillation(demo):
     items = items_from_judgments(judge="How2Judge", n=3, seed=0)
     study_create(name="Excluded", items=items, settings=StudySettings(training_enabled=False, qualification_enabled=False))
     assert human_annotated_generation_ids() == {item.source["generation_id"] for item in items}
+
+
+def test_openapi_schema_describes_the_agreement_endpoint_and_its_refusal(researcher_client):
+    import yaml
+
+    schema = yaml.safe_load(researcher_client.get("/api/schema/").content)
+    for path in ("/api/studies/{slug}/agreement", "/api/studies/{slug}/metric-agreement"):
+        operation = schema["paths"][path]["get"]
+        assert {p["name"] for p in operation["parameters"]} >= {"slug", "bootstrap", "seed"}, path
+        assert "another kind" in operation["responses"]["400"]["description"], path

@@ -136,6 +136,18 @@ def test_unknown_study_is_a_clear_error():
         run("--study", "pilot-1")
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["multiple_choice", "constraint_faithfulness"])
+def test_a_study_of_another_kind_has_no_critical_failure_report(kind):
+    from annotate.testing import study_make
+
+    study = study_make(n_items=2)
+    study.kind = kind
+    study.save(update_fields=["kind"])
+    with pytest.raises(CommandError, match=f"is a {kind} study: its answers carry no has_failure"):
+        run("--study", study.slug)
+
+
 def test_study_rows_come_from_the_single_seam(monkeypatch, files):
     from annotate.agreement import read_annotations, read_judgments
     from annotate.management.commands import agreement_report

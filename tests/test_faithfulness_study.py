@@ -571,3 +571,5 @@ def test_the_critical_failure_dashboards_say_where_a_faithfulness_studys_results
     assert response.status_code == 400 and "no critical-failure agreement report" in response.json()["detail"]
     detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content.decode()
     assert "Krippendorff's α (nominal, question 3: steps correct)" in detail
+    assert "Nominal Krippendorff's α over the Yes / No / Not sure answers to question 3" in detail
+    assert "0.273" not in detail  # How2Everything's critical-failure pilots are not this alpha

@@ -230,3 +230,35 @@ def test_the_critical_failure_kind_keeps_its_goal_acknowledgement_and_known_answ
     read_everything(p, main)
     stored = annotation_submit(participation=p, public_id=main.public_id, answer=NO_FAILURE, submission_id="t")
     assert stored.annotation.source == "main" and stored.annotation.correct is None
+
+
+@pytest.mark.django_db
+def test_the_critical_failure_dashboards_point_a_choice_study_to_its_own_results(researcher_client):
+    from django.urls import reverse
+
+    from annotate.selectors import study_round_summaries
+
+    lines = [_line(n, label=0) for n in range(3)]
+    study = _study(lines, items_per_page=3, annotators_per_item=2)
+    for pid, choices in {"p1": [0, 0, 1], "p2": [0, 2, 1]}.items():
+        p = _enter(study, pid)
+        by_id = {a.item.item_id: a for a in assignment_page(participation=p, size=3)}
+        for line, choice in zip(lines, choices):
+            _answer(p, by_id[line["id"]], choice)
+    detail = reverse("annotate:study_detail", args=[study.slug])
+    for name in ("annotate:report_agreement", "annotate:report_annotators", "annotate:report_disagreements",
+                 "annotate:report_metric_agreement"):
+        html = researcher_client.get(reverse(name, args=[study.slug])).content.decode()
+        assert 'id="other-kind-note"' in html and "is a Multiple choice (goal-step tasks) study" in html, name
+        assert "carry no has_failure" in html and f'href="{detail}"' in html, name
+        assert "Krippendorff's alpha over the options" in html, name
+    for api in ("agreement", "metric-agreement"):
+        response = researcher_client.get(f"/api/studies/{study.slug}/{api}")
+        assert response.status_code == 400 and "is a multiple_choice study" in response.json()["detail"]
+    # The pilot-round column is the nominal alpha over the chosen options, not a binary one.
+    page = researcher_client.get(detail).content.decode()
+    assert "Krippendorff's α (nominal, over the options)" in page and "(binary)" not in page
+    assert "Nominal Krippendorff's α over the options annotators chose" in page and "0.273" not in page
+    [round_] = study_round_summaries(study)
+    assert round_["alpha"] == pytest.approx(choice_study_results(study)["step_inference"]["alpha"])
+    assert f"{round_['alpha']:.3f}" in page

@@ -353,14 +353,26 @@ def test_openapi_schema_lists_the_endpoint(researcher_client):
     assert {p["name"] for p in operation["parameters"]} >= {"slug", "bootstrap", "seed"}
 
 
-def test_a_study_of_another_kind_is_refused(researcher_client, db):
-    from annotate.kinds.multiple_choice import KEY as MULTIPLE_CHOICE
+@pytest.mark.parametrize("kind", ["multiple_choice", "constraint_faithfulness"])
+def test_a_study_of_another_kind_is_refused(researcher_client, db, kind):
     from annotate.testing import study_make
 
     study = study_make(n_items=2)
-    study.kind = MULTIPLE_CHOICE
+    study.kind = kind
     study.save(update_fields=["kind"])
-    assert researcher_client.get(reverse("annotate:report_metric_agreement", args=[study.slug])).status_code == 404
+    # The page says why there is nothing to rank and where the kind's results are.
+    for query in ("", "?format=json", "?format=csv"):
+        response = researcher_client.get(reverse("annotate:report_metric_agreement", args=[study.slug]) + query)
+        html = response.content.decode()
+        assert response.status_code == 200 and response["Content-Type"].startswith("text/html"), query
+        assert 'id="other-kind-note"' in html and "carry no has_failure" in html
+        assert "ranks automatic signals by their agreement with the human majority" in html
+        assert f'href="{reverse("annotate:study_detail", args=[study.slug])}"' in html
+    response = researcher_client.get(f"/api/studies/{study.slug}/metric-agreement")
+    assert response.status_code == 400
+    assert response.json()["detail"] == (f"study {study.slug!r} is a {kind} study: its answers carry no has_failure, "
+                                         f"so there is no metric-agreement report; its results are on the study page")
+    assert researcher_client.get("/api/studies/missing/metric-agreement").status_code == 404
     with pytest.raises(CommandError, match="metric agreement needs has_failure labels"):
         _run("--study", study.slug)
     with pytest.raises(CommandError, match="no study with slug 'missing'"):

@@ -31,9 +31,14 @@ def study_agreement_rows(slug: str) -> tuple[list[AnnotationRow], list[JudgmentR
     from annotate.models import Study
     from annotate.reports import study_annotation_rows, study_judgment_rows
 
+    from annotate.kinds.critical_failure import KEY as CRITICAL_FAILURE
+
     study = Study.objects.filter(slug=slug).first()
     if study is None:
         raise CommandError(f"no study with slug {slug!r}")
+    if study.kind != CRITICAL_FAILURE:
+        raise CommandError(f"study {study.slug!r} is a {study.kind} study: its answers carry no has_failure, so there "
+                           f"is no critical-failure agreement report; its results are on the study page")
     return study_annotation_rows(study), study_judgment_rows(study)
 
 
