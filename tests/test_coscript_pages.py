@@ -153,6 +153,22 @@ def test_service_refusals_land_on_their_fields_and_never_500(researcher_client, 
     assert CoScriptRun.objects.count() == 1
 
 
+def test_an_unusable_prompt_file_is_named_above_the_form(researcher_client, world, server, model, tmp_path,
+                                                         monkeypatch):
+    from coscript import services
+
+    for name in services.PROMPT_FILES.values():
+        (tmp_path / name).write_text((services.PROMPTS_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "script.txt").write_text("Steps for {specific_goal} and {unknown}", encoding="utf-8")
+    monkeypatch.setattr(services, "PROMPTS_DIR", tmp_path)
+    response = researcher_client.post("/coscript/runs/new/", _form(model))
+    assert response.status_code == 400
+    errors = " ".join(response.context["form"].non_field_errors())
+    assert "A prompt file is not usable" in errors and "script.txt" in errors and "unknown" in errors
+    assert 'id="form-errors"' in response.content.decode()
+    assert not CoScriptRun.objects.exists()
+
+
 def test_a_run_launched_from_the_form_executes_and_its_page_shows_kept_rates_per_type(
         researcher_client, researcher, world, server, model):
     response = researcher_client.post("/coscript/runs/new/", _form(model, k="2", seed="3", limit="", screen=None))
@@ -381,6 +397,11 @@ def test_the_api_lists_runs_with_their_report_and_goals_with_candidates(research
     pending = researcher_client.get(f"/api/coscript/runs/{run.pk}/goals/", {"review": "pending"}).json()
     assert [g["specific_goal"] for g in pending["results"]] == [FLAGGED]
     assert researcher_client.get("/api/coscript/runs/999999/goals/").status_code == 404
+    assert researcher_client.get("/api/coscript/runs/", {"status": "done"}).json()["count"] == 1
+    assert researcher_client.get("/api/coscript/runs/", {"status": "running"}).json()["count"] == 0
+    assert researcher_client.get("/api/coscript/runs/", {"phase": "scripts"}).json()["count"] == 0
+    assert researcher_client.get("/api/coscript/runs/", {"search": "pages"}).json()["count"] == 1
+    assert researcher_client.get("/api/coscript/runs/", {"search": "nothing"}).json()["count"] == 0
 
 
 def test_the_openapi_schema_describes_the_coscript_endpoints(researcher_client):
