@@ -111,6 +111,9 @@ def disagreements(request: HttpRequest, slug: str) -> HttpResponse:
 def item_views(request: HttpRequest, slug: str, item_id: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     item = get_object_or_404(StudyItem, study=study, item_id=item_id)
+    if (note := other_kind_note(request, study, f"Item {item.item_id}",
+                                "shows each annotator's and each judge's critical failures on the steps")) is not None:
+        return note
     return render(request, "annotate/reports/item.html", {"study": study, "item": item, **item_failure_views(study, item)})
 
 

@@ -252,6 +252,8 @@ def test_the_critical_failure_dashboards_point_a_choice_study_to_its_own_results
         assert 'id="other-kind-note"' in html and "is a Multiple choice (goal-step tasks) study" in html, name
         assert "carry no has_failure" in html and f'href="{detail}"' in html, name
         assert "Krippendorff's alpha over the options" in html, name
+    html = researcher_client.get(reverse("annotate:report_item", args=[study.slug, lines[0]["id"]])).content.decode()
+    assert 'id="other-kind-note"' in html and "critical failures on the steps" in html
     for api in ("agreement", "metric-agreement"):
         response = researcher_client.get(f"/api/studies/{study.slug}/{api}")
         assert response.status_code == 400 and "is a multiple_choice study" in response.json()["detail"]
