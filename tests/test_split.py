@@ -176,6 +176,20 @@ def test_constrained_procedures_keep_their_split_and_stay_out_of_the_split(proce
     assert report.n_procedures == 27 and report.n_bench + report.n_train == 27
 
 
+
+def test_the_overview_and_the_procedure_list_show_the_constrained_slice(researcher_client, demo):
+    from django.urls import reverse
+
+    topic = Topic.objects.get(name="Health")
+    Procedure.objects.create(topic=topic, goal="Lower blood pressure without medication", split=Split.CONSTRAINED,
+                             steps=["Cut down on salt.", "Walk every day."], source_example_id="coscript:1:1")
+    html = researcher_client.get(reverse("home")).content.decode()
+    assert "18 procedures: 17 in How2Bench, 0 in How2Train, 1 in the constrained slice (CoScript), 0 without" in html
+    assert '<th class="num">Constrained</th>' in html
+    html = researcher_client.get(reverse("procedure_list"), {"split": "constrained"}).content.decode()
+    assert "1 procedure" in html and "Lower blood pressure without medication" in html
+    assert '<option value="constrained" selected>Constrained (CoScript)</option>' in html
+
 def test_the_same_seed_gives_the_same_split_and_another_seed_another(procedures, fake_embedder):
     call_command("split_procedures", "--per-topic", "4", "--seed", "7")
     first = _bench_ids()
