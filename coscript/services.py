@@ -379,10 +379,13 @@ def coscript_run_filter(*, run: CoScriptRun, mode: str | None = None, keyword_bo
     for c in candidates:
         verdict = verdicts[c.pk]
         c.kept, c.reason, c.selected, c.scores = verdict.kept, verdict.reason, c.pk in chosen, verdict.as_dict()
+    # A run stopped at the filter (say, the embedding model was missing) is finished by a filter that works.
+    finished = ({"status": RunStatus.DONE, "error": "", "finished_at": timezone.now()}
+                if run.phase == Phase.FILTER and run.status in (RunStatus.PAUSED, RunStatus.FAILED) else {})
     with transaction.atomic():
         CandidateScript.objects.bulk_update(candidates, ["kept", "reason", "selected", "scores"], batch_size=2000)
         _set(run, filter_mode=mode, keyword_bonus=bonus, embedding_model=report["embedding_model"],
-             report={**run.report, "filter": report}, phase=Phase.DONE)
+             report={**run.report, "filter": report}, phase=Phase.DONE, **finished)
     return report
 
 
