@@ -219,6 +219,34 @@ def test_filtering_again_in_keyword_mode_changes_the_report(researcher_client, r
     assert run.filter_mode == "keyword"
 
 
+def test_a_run_stopped_at_the_filter_is_finished_by_filtering_from_the_page(researcher_client, run):
+    # As when the worker could not load the embedding model: scripts collected, no verdicts.
+    report = {k: v for k, v in run.report.items() if k != "filter"}
+    CoScriptRun.objects.filter(pk=run.pk).update(phase="filter", status="failed", report=report, finished_at=None,
+                                                 error="EmbeddingModelUnavailable: EMBEDDING_MODEL=/x: no such folder")
+    CandidateScript.objects.filter(goal__run=run).update(kept=None, reason="", selected=False)
+    page = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
+    assert "The filter has not run yet." in page and "no such folder" in page
+    assert re.search(r'<button type="submit">Filter again</button>', page)  # offered, not disabled
+    page = researcher_client.post(f"/coscript/runs/{run.pk}/filter/", {"mode": "embedding+keyword", "keyword_bonus": "0.1"},
+                                  follow=True).content.decode()
+    run.refresh_from_db()
+    assert (run.phase, run.status, run.error) == ("done", "done", "") and run.finished_at
+    assert set(_kept_rate_cells(page)) == {"modifier", "method", "intent", "all"}
+    assert not CandidateScript.objects.filter(goal__run=run, kept=None).exists()
+
+
+def test_the_filter_is_not_offered_before_the_scripts_are_in(researcher_client, world, server, model):
+    run = coscript_run_create(name="early", language_model=model, split="bench", start=False)
+    page = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
+    assert '<button type="submit" disabled>Filter again</button>' in page
+    response = researcher_client.post(f"/coscript/runs/{run.pk}/filter/", {"mode": "keyword", "keyword_bonus": "0"},
+                                      follow=True)
+    assert "no candidate scripts to filter yet" in response.content.decode()
+    run.refresh_from_db()
+    assert run.phase == "goals" and "filter" not in run.report
+
+
 def test_the_goal_table_filters_by_type_kept_and_review_and_pages(researcher_client, run):
     url = f"/coscript/runs/{run.pk}/"
     page = researcher_client.get(url, {"constraint_type": "method"})
