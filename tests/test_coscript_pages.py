@@ -439,3 +439,19 @@ def test_the_openapi_schema_describes_the_coscript_endpoints(researcher_client):
     params = {p["name"] for p in paths["/api/coscript/runs/{id}/goals/"]["get"]["parameters"]}
     assert {"constraint_type", "kept", "review", "q", "page"} <= params
     assert "post" not in paths["/api/coscript/runs/"]  # read-only
+
+
+def test_the_demo_run_has_a_page(researcher_client):
+    from coscript import demo
+
+    demo.load()
+    run = CoScriptRun.objects.get()
+    response = researcher_client.get(f"/coscript/runs/{run.pk}/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert run.name in page and response.context["page"].paginator.count == run.goals.count() > 0
+    assert run.status == "done"  # the bundled embedding model filtered the paper's scripts
+    types = set(run.goals.values_list("constraint_type", flat=True))
+    assert set(_kept_rate_cells(page)) == {*types, "all"}
+    assert researcher_client.get("/coscript/").status_code == 200
+    assert researcher_client.get(f"/api/coscript/runs/{run.pk}/").json()["jobs"][0]["state"] == "not needed"
