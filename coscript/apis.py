@@ -10,8 +10,9 @@ from rest_framework.decorators import action
 from core.permissions import IsResearcher
 from coscript.constants import CONSTRAINT_TYPES
 from coscript.models import CandidateScript, CoScriptRun, SpecificGoal
-from coscript.selectors import KEPT_FILTERS, REVIEW_FILTERS, coscript_run_detail, coscript_run_list, run_kept_rate, \
-    specific_goal_list
+from coscript.selectors import (
+    KEPT_FILTERS, REVIEW_FILTERS, coscript_run_detail, coscript_run_list, run_kept_rate, specific_goal_list,
+)
 
 
 class CoScriptRunSerializer(serializers.ModelSerializer):
