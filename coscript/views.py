@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from core.permissions import researcher_required
+from core.permissions import admin_required, researcher_required
 from coscript.forms import CoScriptRunForm, ExportForm, GoalFilterForm, RefilterForm
 from coscript.models import CoScriptRun, Review, SpecificGoal
 from coscript.selectors import (
@@ -46,7 +46,7 @@ def coscript_index(request: HttpRequest) -> HttpResponse:
     return _index(request, CoScriptRunForm())
 
 
-@researcher_required
+@admin_required  # runs spend money on LLM calls: admins launch them, as mining and generation runs
 @require_POST
 def coscript_run_launch(request: HttpRequest) -> HttpResponse:
     """Create a run from the form; every refusal is shown beside its field and stores nothing."""
@@ -94,7 +94,7 @@ def coscript_run_page(request: HttpRequest, pk: int) -> HttpResponse:
     })
 
 
-@researcher_required
+@admin_required
 @require_POST
 def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     run = get_object_or_404(CoScriptRun, pk=pk)
@@ -152,7 +152,7 @@ def coscript_run_export(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
-@researcher_required
+@admin_required  # it changes the benchmark
 @require_POST
 def coscript_run_benchmark(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(CoScriptRun.objects.select_related("language_model"), pk=pk)

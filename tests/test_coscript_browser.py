@@ -1,4 +1,4 @@
-"""In Chromium: a researcher launches a CoScript run from the form (the scripted model
+"""In Chromium: an admin launches a CoScript run from the form (the scripted model
 answers), reads the run page's kept rates per constraint type, approves the flagged goal
 on the review list, and downloads the export, which the faithfulness study accepts."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from annotate.kinds.constraint_faithfulness import parse_record
-from core.roles import ROLE_RESEARCHER
+from core.roles import ROLE_ADMIN
 from core.services import user_create
 from coscript.models import CandidateScript, CoScriptRun, Review
 from coscript.services import coscript_run_execute
@@ -36,10 +36,10 @@ def server(settings):
         yield scripted
 
 
-def test_researcher_launches_a_run_reviews_and_downloads_the_export(live_server, page, server, tmp_path):
+def test_an_admin_launches_a_run_reviews_and_downloads_the_export(live_server, page, server, tmp_path):
     coscript_world.make_procedures()
     language_model_register(name="scripted-model")
-    user_create(username="rita", role=ROLE_RESEARCHER, password="rita-Password-1")
+    user_create(username="rita", role=ROLE_ADMIN, password="rita-Password-1")
     log_in(page, live_server.url, "rita", "rita-Password-1")
 
     page.get_by_role("link", name="CoScript").click()

@@ -100,11 +100,22 @@ def test_anonymous_users_are_sent_to_login_and_users_without_a_role_are_refused(
     assert not Procedure.objects.filter(split=Split.CONSTRAINED).exists()
 
 
+def test_researchers_cannot_launch_cancel_resume_or_change_the_benchmark(researcher_client, run, model):
+    assert researcher_client.post("/coscript/runs/new/", _form(model, name="by-a-researcher")).status_code == 403
+    for action in ("cancel", "resume", "resume-without-errors", "benchmark"):
+        assert researcher_client.post(f"/coscript/runs/{run.pk}/{action}/").status_code == 403, action
+    page = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
+    assert 'id="add-to-benchmark"' not in page and 'id="refilter-form"' in page and 'id="export-form"' in page
+    assert not CoScriptRun.objects.filter(name="by-a-researcher").exists()
+    assert not Procedure.objects.filter(split=Split.CONSTRAINED).exists()
+
+
 def test_researchers_see_the_pages_and_the_nav_link(researcher_client, run):
     index = researcher_client.get("/coscript/")
     assert index.status_code == 200
     assert b'href="/coscript/">CoScript</a>' in index.content
-    assert b"pages-run" in index.content and b'id="coscript-run-form"' in index.content
+    assert b"pages-run" in index.content and b'id="coscript-run-form"' not in index.content
+    assert b'id="launch-admins-only"' in index.content
     assert researcher_client.get(f"/coscript/runs/{run.pk}/").status_code == 200
     assert researcher_client.get("/coscript/review/").status_code == 200
     assert researcher_client.get("/coscript/runs/999999/").status_code == 404
@@ -126,8 +137,8 @@ def test_researchers_see_the_pages_and_the_nav_link(researcher_client, run):
     ({"budget_usd": "-1"}, "budget_usd", "greater than or equal to 0"),
     ({"language_model": "999999"}, "language_model", "Select a valid choice"),
 ])
-def test_a_bad_launch_field_is_refused_beside_the_field(researcher_client, world, server, model, changes, field, words):
-    response = researcher_client.post("/coscript/runs/new/", _form(model, **changes))
+def test_a_bad_launch_field_is_refused_beside_the_field(admin_client_, world, server, model, changes, field, words):
+    response = admin_client_.post("/coscript/runs/new/", _form(model, **changes))
     assert response.status_code == 400
     errors = response.context["form"].errors
     assert list(errors) == [field] and words in " ".join(errors[field]), errors
@@ -135,25 +146,25 @@ def test_a_bad_launch_field_is_refused_beside_the_field(researcher_client, world
     assert not CoScriptRun.objects.exists()
 
 
-def test_service_refusals_land_on_their_fields_and_never_500(researcher_client, world, server, model, run):
-    response = researcher_client.post("/coscript/runs/new/", _form(model, name="pages-run"))
+def test_service_refusals_land_on_their_fields_and_never_500(admin_client_, world, server, model, run):
+    response = admin_client_.post("/coscript/runs/new/", _form(model, name="pages-run"))
     assert response.status_code == 400 and "exists" in " ".join(response.context["form"].errors["name"])
     # No procedures in How2Train: the service says so, on the split field.
-    response = researcher_client.post("/coscript/runs/new/", _form(model, split="train"))
+    response = admin_client_.post("/coscript/runs/new/", _form(model, split="train"))
     assert response.status_code == 400
     assert "no procedures in split 'train'" in " ".join(response.context["form"].errors["split"])
     # A model whose role has no endpoint: on the model field.
     unconfigured = language_model_register(name="nowhere", role="how2score_judge")
-    response = researcher_client.post("/coscript/runs/new/", _form(unconfigured))
+    response = admin_client_.post("/coscript/runs/new/", _form(unconfigured))
     assert response.status_code == 400
     assert "no LLM endpoint for role 'how2score_judge'" in " ".join(response.context["form"].errors["language_model"])
     unknown = language_model_register(name="unknown-role", role="no-such-role")
-    response = researcher_client.post("/coscript/runs/new/", _form(unknown))
+    response = admin_client_.post("/coscript/runs/new/", _form(unknown))
     assert response.status_code == 400 and "unknown LLM role" in " ".join(response.context["form"].errors["language_model"])
     assert CoScriptRun.objects.count() == 1
 
 
-def test_an_unusable_prompt_file_is_named_above_the_form(researcher_client, world, server, model, tmp_path,
+def test_an_unusable_prompt_file_is_named_above_the_form(admin_client_, world, server, model, tmp_path,
                                                          monkeypatch):
     from coscript import services
 
@@ -161,7 +172,7 @@ def test_an_unusable_prompt_file_is_named_above_the_form(researcher_client, worl
         (tmp_path / name).write_text((services.PROMPTS_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "script.txt").write_text("Steps for {specific_goal} and {unknown}", encoding="utf-8")
     monkeypatch.setattr(services, "PROMPTS_DIR", tmp_path)
-    response = researcher_client.post("/coscript/runs/new/", _form(model))
+    response = admin_client_.post("/coscript/runs/new/", _form(model))
     assert response.status_code == 400
     errors = " ".join(response.context["form"].non_field_errors())
     assert "A prompt file is not usable" in errors and "script.txt" in errors and "unknown" in errors
@@ -170,19 +181,19 @@ def test_an_unusable_prompt_file_is_named_above_the_form(researcher_client, worl
 
 
 def test_a_run_launched_from_the_form_executes_and_its_page_shows_kept_rates_per_type(
-        researcher_client, researcher, world, server, model):
-    response = researcher_client.post("/coscript/runs/new/", _form(model, k="2", seed="3", limit="", screen=None))
+        admin_client_, admin_user, world, server, model):
+    response = admin_client_.post("/coscript/runs/new/", _form(model, k="2", seed="3", limit="", screen=None))
     run = CoScriptRun.objects.get(name="from-the-form")
     assert response.status_code == 302 and response["Location"] == f"/coscript/runs/{run.pk}/"
-    assert (run.created_by, run.k, run.seed, run.screen, run.split, run.concurrency) == (researcher, 2, 3, False, "bench", 4)
+    assert (run.created_by, run.k, run.seed, run.screen, run.split, run.concurrency) == (admin_user, 2, 3, False, "bench", 4)
     assert run.status == "pending" and run.goals_job.n_total == 4 * 3
-    page = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
+    page = admin_client_.get(f"/coscript/runs/{run.pk}/").content.decode()
     assert '<meta http-equiv="refresh" content="5">' in page  # active: the page refreshes itself
     assert "0 / 12" in page and "coscript_specific_goals" in page and run.prompts["coscript_script"]["sha256"][:12] in page
 
     assert coscript_run_execute(run_id=run.pk) == "done"  # the worker's part, in this process
     run.refresh_from_db()
-    page = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
+    page = admin_client_.get(f"/coscript/runs/{run.pk}/").content.decode()
     assert 'http-equiv="refresh"' not in page
     cells = _kept_rate_cells(page)
     assert set(cells) == {"modifier", "method", "intent", "all"}
@@ -318,10 +329,10 @@ def test_review_approve_and_remove_decide_what_the_export_holds(researcher_clien
     assert researcher_client.get(f"/coscript/review/{goal.pk}/").status_code == 405
 
 
-def test_add_to_benchmark_creates_constrained_procedures_once(researcher_client, run):
+def test_add_to_benchmark_creates_constrained_procedures_once(admin_client_, run):
     selected = CandidateScript.objects.filter(goal__run=run, selected=True)
     exportable = selected.exclude(goal__review=Review.PENDING).count()
-    response = researcher_client.post(f"/coscript/runs/{run.pk}/benchmark/", follow=True)
+    response = admin_client_.post(f"/coscript/runs/{run.pk}/benchmark/", follow=True)
     page = response.content.decode()
     constrained = Procedure.objects.filter(split=Split.CONSTRAINED)
     assert constrained.count() == exportable > 0
@@ -333,34 +344,34 @@ def test_add_to_benchmark_creates_constrained_procedures_once(researcher_client,
     assert procedure.provenance["constraint_type"] == "intent" and procedure.steps == [
         "Plan the wedding cake tiers.", "Bake three layers.", "Stack the tiers with dowels.", "Decorate with wedding flowers."]
 
-    response = researcher_client.post(f"/coscript/runs/{run.pk}/benchmark/", follow=True)
+    response = admin_client_.post(f"/coscript/runs/{run.pk}/benchmark/", follow=True)
     assert constrained.count() == exportable
     assert f"0 added, {exportable} already in the benchmark, 1 held by the review" in response.content.decode()
 
 
-def test_add_to_benchmark_before_the_filter_is_refused(researcher_client, world, server, model):
+def test_add_to_benchmark_before_the_filter_is_refused(admin_client_, world, server, model):
     run = coscript_run_create(name="unfinished", language_model=model, split="bench", start=False)
-    response = researcher_client.post(f"/coscript/runs/{run.pk}/benchmark/", follow=True)
+    response = admin_client_.post(f"/coscript/runs/{run.pk}/benchmark/", follow=True)
     assert "has not finished filtering" in response.content.decode()
     assert not Procedure.objects.filter(split=Split.CONSTRAINED).exists()
 
 
-def test_cancel_and_resume_from_the_run_page(researcher_client, world, server, model):
+def test_cancel_and_resume_from_the_run_page(admin_client_, world, server, model):
     run = coscript_run_create(name="to-cancel", language_model=model, split="bench", start=False)
-    page = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
+    page = admin_client_.get(f"/coscript/runs/{run.pk}/").content.decode()
     assert 'id="cancel-run"' in page and 'id="resume-run"' not in page
-    researcher_client.post(f"/coscript/runs/{run.pk}/cancel/")
+    admin_client_.post(f"/coscript/runs/{run.pk}/cancel/")
     run.refresh_from_db()
     assert run.status == "cancelled" and run.goals_job.status == "cancelled"
-    response = researcher_client.post(f"/coscript/runs/{run.pk}/resume/", follow=True)
+    response = admin_client_.post(f"/coscript/runs/{run.pk}/resume/", follow=True)
     assert "it cannot be resumed" in response.content.decode()
-    assert researcher_client.post(f"/coscript/runs/{run.pk}/explode/").status_code == 400
+    assert admin_client_.post(f"/coscript/runs/{run.pk}/explode/").status_code == 400
 
     paused = coscript_run_create(name="to-resume", language_model=model, split="bench", start=False)
     CoScriptRun.objects.filter(pk=paused.pk).update(status="paused", error="3 of 12 specific goals requests failed")
-    page = researcher_client.get(f"/coscript/runs/{paused.pk}/").content.decode()
+    page = admin_client_.get(f"/coscript/runs/{paused.pk}/").content.decode()
     assert 'id="resume-run"' in page and "3 of 12 specific goals requests failed" in page
-    researcher_client.post(f"/coscript/runs/{paused.pk}/resume-without-errors/")
+    admin_client_.post(f"/coscript/runs/{paused.pk}/resume-without-errors/")
     paused.refresh_from_db()
     assert paused.status == "pending" and paused.report["accepted_errors"] == ["goals"]
 
@@ -368,8 +379,8 @@ def test_cancel_and_resume_from_the_run_page(researcher_client, world, server, m
 # ----------------------------------------------------------------------------- the constrained slice
 
 
-def test_the_run_list_shows_how2score_of_the_constrained_slice_per_constraint_type(researcher_client, run):
-    researcher_client.post(f"/coscript/runs/{run.pk}/benchmark/")
+def test_the_run_list_shows_how2score_of_the_constrained_slice_per_constraint_type(admin_client_, run):
+    admin_client_.post(f"/coscript/runs/{run.pk}/benchmark/")
     procedures = {p.provenance["constraint_type"]: [] for p in Procedure.objects.filter(split=Split.CONSTRAINED)}
     for p in Procedure.objects.filter(split=Split.CONSTRAINED).order_by("id"):
         procedures[p.provenance["constraint_type"]].append(p)
@@ -385,7 +396,7 @@ def test_the_run_list_shows_how2score_of_the_constrained_slice_per_constraint_ty
     bench = Generation.objects.create(procedure=Procedure.objects.filter(split="bench").first(), model="model-a")
     Judgment.objects.create(generation=bench, judge="how2judge", has_failure=True)
 
-    response = researcher_client.get("/coscript/")
+    response = admin_client_.get("/coscript/")
     rows = {(r["judge"], r["model"]): r for r in response.context["slice"]}
     a = rows[("how2judge", "model-a")]
     n = {t: len(items) for t, items in procedures.items()}
