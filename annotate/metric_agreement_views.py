@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from annotate.agreement import DEFAULT_BOOTSTRAP
 from annotate.kinds.critical_failure import KEY as CRITICAL_FAILURE
+from annotate.api_params import query_int
 from annotate.metric_agreement_selectors import REPORT_SEED, study_metric_agreement_report
 from annotate.models import Study
 from annotate.report_charts import metric_agreement_chart
@@ -69,20 +70,6 @@ def metric_agreement(request: HttpRequest, slug: str) -> HttpResponse:
     })
 
 
-def _query_int(request: Any, name: str, default: int, maximum: int | None = None) -> int | Response:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0 or (maximum is not None and value > maximum):
-        limit = f" at most {maximum}" if maximum is not None else ""
-        return Response({name: [f"expected a non-negative integer{limit}, got {raw!r}"]}, status=400)
-    return value
-
-
 @extend_schema(
     summary="Which metric agrees with people",
     description=("Every automatic signal of a study (How2Score per judge, SCORE and its parts, ROUGE-L, BLEU, the "
@@ -104,10 +91,10 @@ def metric_agreement_api(request, slug: str) -> Response:
     study = get_object_or_404(Study, slug=slug)
     if study.kind != CRITICAL_FAILURE:
         return Response({"detail": other_kind_detail(study, "metric-agreement report")}, status=400)
-    bootstrap = _query_int(request, "bootstrap", DEFAULT_BOOTSTRAP, MAX_API_BOOTSTRAP)
+    bootstrap = query_int(request, "bootstrap", DEFAULT_BOOTSTRAP, MAX_API_BOOTSTRAP)
     if isinstance(bootstrap, Response):
         return bootstrap
-    seed = _query_int(request, "seed", REPORT_SEED)
+    seed = query_int(request, "seed", REPORT_SEED)
     if isinstance(seed, Response):
         return seed
     return Response(study_metric_agreement_report(study, bootstrap=bootstrap, seed=seed))

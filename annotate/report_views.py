@@ -13,6 +13,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
+from annotate.api_params import query_int
 from annotate.kinds.critical_failure import KEY as CRITICAL_FAILURE
 from annotate.models import Study, StudyItem
 from annotate.report_charts import alpha_by_round, annotator_scatter, judge_agreement_bars
@@ -138,6 +139,10 @@ def agreement_api(request, slug: str) -> Response:
     study = get_object_or_404(Study, slug=slug)
     if study.kind != CRITICAL_FAILURE:
         return Response({"detail": other_kind_detail(study, "critical-failure agreement report")}, status=400)
-    bootstrap = int(request.query_params.get("bootstrap", 1000))
-    seed = int(request.query_params.get("seed", 0))
-    return Response(study_agreement_report(study, bootstrap=max(0, min(bootstrap, 10000)), seed=seed))
+    bootstrap = query_int(request, "bootstrap", 1000, 10000)
+    if isinstance(bootstrap, Response):
+        return bootstrap
+    seed = query_int(request, "seed", 0)
+    if isinstance(seed, Response):
+        return seed
+    return Response(study_agreement_report(study, bootstrap=bootstrap, seed=seed))

@@ -56,6 +56,9 @@ def test_agreement_page_shows_alpha_judges_and_downloads(researcher_client):
     assert report["n_items"] == 4
     api = researcher_client.get(f"/api/studies/{study.slug}/agreement?bootstrap=0").json()
     assert api["alpha"] == report["alpha"]
+    for query, name in (("bootstrap=abc", "bootstrap"), ("bootstrap=10001", "bootstrap"), ("seed=-1", "seed")):
+        bad = researcher_client.get(f"/api/studies/{study.slug}/agreement?{query}")
+        assert bad.status_code == 400 and name in bad.json(), query
     assert 'id="other-kind-note"' not in html
     # The pilot-round column of a critical-failure study is the binary alpha over has_failure.
     detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content.decode()
