@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from annotate.kinds import kind_get
 from annotate.models import Annotation
@@ -69,7 +70,7 @@ def test_a_page_of_questions_answered_with_the_keyboard_in_chromium(live_server,
             page.keyboard.press("1")
             wanted[i] = "0"
     for i, value in wanted.items():
-        assert questions.nth(i).locator(f'input[value="{value}"]').is_checked()
+        expect(questions.nth(i).locator(f'input[value="{value}"]')).to_be_checked()  # waits for the key handler
     page.wait_for_function("document.getElementById('save-status').textContent === 'All changes saved'")
 
     # Too early: the server refuses, and says why.
@@ -83,7 +84,7 @@ def test_a_page_of_questions_answered_with_the_keyboard_in_chromium(live_server,
     page.reload()
     questions.first.wait_for()
     for i, value in wanted.items():
-        assert page.locator("fieldset.mc-item").nth(i).locator(f'input[value="{value}"]').is_checked()
+        expect(page.locator("fieldset.mc-item").nth(i).locator(f'input[value="{value}"]')).to_be_checked()
 
     page.wait_for_function("document.getElementById('timer-text').textContent.startsWith('Time elapsed')",
                            timeout=(MIN_SECONDS + 5) * 1000)
