@@ -5,13 +5,15 @@ script per specific goal)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.utils.text import slugify
 
 from coscript.constants import MAX_K
 from mining.models import Procedure, Topic
-from tests.scripted_llm import Reply, last_user_message
+from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
 
 # Abstract goal -> (topic, steps).
 PROCEDURES = {
@@ -94,3 +96,18 @@ def answer(body: dict[str, Any]) -> Reply:
         steps = FAITHFUL.get(goal, GENERIC) if k == 0 else GENERIC
         return Reply("\n".join(f"{n}. {s}" for n, s in enumerate(steps, start=1)))
     return Reply("I cannot help with that.")
+
+
+@contextmanager
+def scripted_server(settings) -> Iterator[ScriptedLLM]:
+    """The scripted server on 127.0.0.1 answering as :func:`answer`, set as the endpoint of the
+    ``generate`` role, with short back-offs and two attempts per request."""
+    settings.LLM_BACKOFF_BASE_SECONDS = 0.01
+    settings.LLM_MAX_ATTEMPTS = 2
+    with ScriptedLLM() as scripted:
+        roles = dict(settings.LLM_ROLES)
+        roles["generate"] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
+                             "max_tokens": None}
+        settings.LLM_ROLES = roles
+        scripted.default = answer
+        yield scripted

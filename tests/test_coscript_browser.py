@@ -16,7 +16,6 @@ from coscript.services import coscript_run_execute
 from judging.services import language_model_register
 from tests import coscript_world
 from tests.browser import log_in
-from tests.scripted_llm import ScriptedLLM
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -25,14 +24,7 @@ FLAGGED = "Clean your skin with medication"
 
 @pytest.fixture
 def server(settings):
-    settings.LLM_BACKOFF_BASE_SECONDS = 0.01
-    settings.LLM_MAX_ATTEMPTS = 2
-    with ScriptedLLM() as scripted:
-        roles = dict(settings.LLM_ROLES)
-        roles["generate"] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
-                             "max_tokens": None}
-        settings.LLM_ROLES = roles
-        scripted.default = coscript_world.answer
+    with coscript_world.scripted_server(settings) as scripted:
         yield scripted
 
 

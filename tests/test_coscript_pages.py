@@ -20,7 +20,6 @@ from judging.models import Generation, Judgment
 from judging.services import language_model_register
 from mining.models import Procedure, Split
 from tests import coscript_world
-from tests.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,14 +28,7 @@ FLAGGED = "Clean your skin with medication"  # the scripted screen answers Yes t
 
 @pytest.fixture
 def server(settings):
-    settings.LLM_BACKOFF_BASE_SECONDS = 0.01
-    settings.LLM_MAX_ATTEMPTS = 2
-    with ScriptedLLM() as scripted:
-        roles = dict(settings.LLM_ROLES)
-        roles["generate"] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
-                             "max_tokens": None}
-        settings.LLM_ROLES = roles
-        scripted.default = coscript_world.answer
+    with coscript_world.scripted_server(settings) as scripted:
         yield scripted
 
 

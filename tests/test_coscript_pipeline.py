@@ -25,19 +25,12 @@ from coscript.services import (
 from judging.services import language_model_register
 from mining.models import Procedure
 from tests import coscript_world
-from tests.scripted_llm import Reply, ScriptedLLM, Status, last_user_message
+from tests.scripted_llm import Reply, Status, last_user_message
 
 
 @pytest.fixture
 def server(settings):
-    settings.LLM_BACKOFF_BASE_SECONDS = 0.01
-    settings.LLM_MAX_ATTEMPTS = 2
-    with ScriptedLLM() as scripted:
-        roles = dict(settings.LLM_ROLES)
-        roles["generate"] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
-                             "max_tokens": None}
-        settings.LLM_ROLES = roles
-        scripted.default = coscript_world.answer
+    with coscript_world.scripted_server(settings) as scripted:
         yield scripted
 
 
