@@ -52,6 +52,20 @@ def _non_negative(value: str) -> int:
     return number
 
 
+def emit_report(command: BaseCommand, report: dict[str, Any], output: str | None, summary: str) -> None:
+    """A report as JSON: to ``output`` (atomically, a line naming it on stderr) or to stdout."""
+    text = json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    if not output:
+        command.stdout.write(text, ending="")
+        return
+    path = Path(output)
+    try:
+        write_atomically(path, text)
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    command.stderr.write(f"{path}: {summary} written")
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path`` and rename it into place, so a
     reader never sees a half-written report and a failure leaves any old file intact."""
@@ -103,13 +117,4 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         except ValueError as exc:  # e.g. a judge labelling the same item in the study and in --judgments
             raise CommandError(str(exc)) from exc
-        text = json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-        if options["output"]:
-            output = Path(options["output"])
-            try:
-                write_atomically(output, text)
-            except OSError as exc:
-                raise CommandError(f"{output}: cannot write: {exc.strerror or exc}") from exc
-            self.stderr.write(f"{output}: agreement report on {report['n_items']} items written")
-        else:
-            self.stdout.write(text, ending="")
+        emit_report(self, report, options["output"], f"agreement report on {report['n_items']} items")

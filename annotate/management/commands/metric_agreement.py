@@ -8,14 +8,12 @@ atomically to ``--output``. Malformed input stops the command with an error nami
 file, line and field, and a non-zero exit status. See docs/metric-agreement.md."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.agreement import DEFAULT_BOOTSTRAP, AgreementInputError, human_majority, read_annotations, read_judgments
-from annotate.management.commands.agreement_report import _non_negative, write_atomically
+from annotate.management.commands.agreement_report import _non_negative, emit_report
 from annotate.metric_agreement import read_generations
 
 
@@ -47,17 +45,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         except ValueError as exc:  # e.g. a judge labelling the same item in the study and in --judgments
             raise CommandError(str(exc)) from exc
-        text = json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-        if options["output"]:
-            output = Path(options["output"])
-            try:
-                write_atomically(output, text)
-            except OSError as exc:
-                raise CommandError(f"{output}: cannot write: {exc.strerror or exc}") from exc
-            self.stderr.write(f"{output}: metric agreement of {len(report['signals'])} signals on "
-                              f"{report['n_items']} items written")
-        else:
-            self.stdout.write(text, ending="")
+        emit_report(self, report, options["output"],
+                    f"metric agreement of {len(report['signals'])} signals on {report['n_items']} items")
 
     def _inputs(self, options: dict[str, Any]):
         from annotate.metric_agreement_selectors import file_metric_inputs, study_metric_inputs
