@@ -11,6 +11,7 @@ per topic. An answer that cannot be read is neither a pass nor a fail: it is lef
 the score and counted in ``n_parse_failed``."""
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -31,20 +32,26 @@ class JudgeAnswerError(ValueError):
         super().__init__(f"field '{field}': {message}" if field else message)
 
 
-def _step_list(value: Any, field: str) -> list[int]:
+def _step_list(value: Any, field: str, limit: int | None) -> list[int]:
     if not isinstance(value, list):
         raise JudgeAnswerError(f"expected a list of step numbers, got {type(value).__name__}", field)
     steps = []
+    list_name = field.rsplit(".", 1)[-1].split("_")[0]  # "L1" or "L2"
     for index, item in enumerate(value):
         # bool is an int subclass in Python; true/false are not step numbers.
         if isinstance(item, bool) or not isinstance(item, int) or item < 1:
             raise JudgeAnswerError(f"expected a step number (an integer >= 1), got {item!r}", f"{field}[{index}]")
+        if limit is not None and item > limit:
+            raise JudgeAnswerError(f"step {item} does not exist: {list_name} has steps 1 to {limit}", f"{field}[{index}]")
         steps.append(item)
     return steps
 
 
-def validate_judge_answer(value: Any) -> dict[str, Any]:
+def validate_judge_answer(value: Any, *, n_l1: int | None = None, n_l2: int | None = None) -> dict[str, Any]:
     """Check the shape of a decoded answer and return it with only the known fields.
+
+    With ``n_l1`` and ``n_l2`` (the step counts of the reference and of the candidate), a
+    failure may only link steps 1..n_l1 of L1 and 1..n_l2 of L2, as an annotator's may.
 
     Raises ``JudgeAnswerError`` naming the first wrong field, e.g.
     ``critical_failures[1].L2_steps[0]``."""
@@ -73,8 +80,8 @@ def validate_judge_answer(value: Any) -> dict[str, Any]:
             raise JudgeAnswerError(f"expected a non-empty string, got {text!r}", f"{where}.failure")
         failures.append({
             "failure": text,
-            "L1_steps": _step_list(raw["L1_steps"], f"{where}.L1_steps"),
-            "L2_steps": _step_list(raw["L2_steps"], f"{where}.L2_steps"),
+            "L1_steps": _step_list(raw["L1_steps"], f"{where}.L1_steps", n_l1),
+            "L2_steps": _step_list(raw["L2_steps"], f"{where}.L2_steps", n_l2),
         })
     return {"reasoning": reasoning, "critical_failures": failures}
 
@@ -218,3 +225,17 @@ JUDGE_SCHEMA: dict[str, Any] = {
     "required": ["reasoning", "critical_failures"],
     "additionalProperties": False,
 }
+
+
+def judge_schema(*, n_l1: int, n_l2: int) -> dict[str, Any]:
+    """``JUDGE_SCHEMA`` for one pair of step lists: L1 links are integers in 1..n_l1 and L2
+    links in 1..n_l2. A server that enforces the schema cannot link a missing step; the
+    client's own validation of the answer (llm/client.py) turns one that does into
+    ``parse_failed`` and re-asks with the validation message, which names the field.
+    Servers that refuse ``minimum``/``maximum`` fall back to JSON mode, where the same
+    validation applies."""
+    schema = copy.deepcopy(JUDGE_SCHEMA)
+    links = schema["properties"]["critical_failures"]["items"]["properties"]
+    links["L1_steps"]["items"].update(minimum=1, maximum=n_l1)
+    links["L2_steps"]["items"].update(minimum=1, maximum=n_l2)
+    return schema

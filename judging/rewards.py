@@ -43,7 +43,7 @@ def _verdict(client: LLMClient, prompt, item: RewardInput, steps: list[str], clo
         if not result.ok:
             return None
         try:
-            answer = validate_judge_answer(result.value)
+            answer = validate_judge_answer(result.value, n_l1=len(item.reference_steps), n_l2=len(steps))
         except JudgeAnswerError:
             return None
         return 0 if answer["critical_failures"] else 1

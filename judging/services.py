@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from judging.constants import GREEDY_TEMPERATURE, JUDGE_MAX_TOKENS, REASONING_TEMPERATURE, BASE_STOP
-from judging.how2score import JUDGE_SCHEMA, JudgeAnswerError, validate_judge_answer
+from judging.how2score import JudgeAnswerError, judge_schema, validate_judge_answer
 from judging.models import Generation, GenerationRun, Judgment, JudgeRun, LanguageModel, PromptStyle, RunStatus
 from judging.prompts import numbered, prompt_load, resource_list
 from judging.steps import parse_steps
@@ -128,8 +128,9 @@ def judge_request(goal: str, reference_steps: list[str], steps: list[str], promp
     params = {"temperature": temperature, "max_tokens": JUDGE_MAX_TOKENS}
     if seed is not None:
         params["seed"] = seed
+    # Links may only name steps that exist (the schema bounds them; see judge_schema).
     return LLMRequest(stage="how2score_judge", messages=[{"role": "user", "content": text}], params=params,
-                      schema=JUDGE_SCHEMA)
+                      schema=judge_schema(n_l1=len(reference_steps), n_l2=len(steps)))
 
 
 def _enqueue(kind: str, run_id: int) -> None:
@@ -186,16 +187,23 @@ def generation_run_collect(run: GenerationRun) -> int:
 def judge_run_collect(run: JudgeRun) -> int:
     """Store a Judgment for every finished judge request (idempotent). Answers that are not
     usable verdicts are stored with their outcome and no label: never scored."""
-    generations = list(run.generation_run.generations.filter(outcome="ok").order_by("id").values_list("id", flat=True))
+    rows = run.generation_run.generations.filter(outcome="ok").order_by("id").values_list(
+        "id", "procedure__steps", "predicted_steps")
+    step_counts = {pk: (len(reference), len(candidate)) for pk, reference, candidate in rows}
+    generations = list(step_counts)
     stored = set(run.judgments.values_list("generation_id", flat=True))
     new = []
     for generation_id, result in zip(generations, llm_job_results(run.llm_job)):
         if result is None or generation_id in stored or result.outcome == "api_error":
             continue
-        outcome, label, failures, reasoning = result.outcome, None, [], ""
+        # An answer that is no verdict keeps its reason (e.g. a link to a step that does not exist).
+        outcome, label, failures, reasoning = result.outcome, None, [], "" if result.ok else result.error
         if result.ok:
             try:
-                answer = validate_judge_answer(result.value)
+                # Range-checked here too: a ledger answer from before the bounded schema may
+                # link steps that do not exist, and is then no verdict.
+                n_l1, n_l2 = step_counts[generation_id]
+                answer = validate_judge_answer(result.value, n_l1=n_l1, n_l2=n_l2)
             except JudgeAnswerError as exc:
                 outcome, reasoning = "parse_failed", str(exc)
             else:

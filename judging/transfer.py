@@ -5,8 +5,9 @@ Generations: ``{"source_example_id", "topic", "goal", "steps" (reference), "reso
 "model", "predicted_steps", "model_completion"}``; on import ``predicted_steps`` may be
 absent (then parsed from ``model_completion``). Judgments: ``{"source_example_id", "topic",
 "model", "judge", "has_failure", "critical_failures", "reasoning"}``; on import
-``judge_completion`` (the raw answer) may replace ``has_failure``. Imports are all or
-nothing and name file, line and field on the first bad record."""
+``judge_completion`` (the raw answer) may replace ``has_failure``; a critical failure may
+only link steps that exist (L1 1..len(reference steps), L2 1..len(predicted steps)). Imports
+are all or nothing and name file, line and field on the first bad record."""
 from __future__ import annotations
 
 import json
@@ -94,10 +95,12 @@ def judgments_import(*, path: str | Path, judge: str | None = None) -> int:
         generations = Generation.objects.filter(procedure=procedure)
         if model:
             generations = generations.filter(model=model)
-        generation = generations.order_by("-id").first()
+        generation = generations.select_related("procedure").order_by("-id").first()
         if generation is None:
             raise RecordFileError(path, position, f"no generation of {model or 'any model'} for this procedure", "model")
         outcome, label, failures, reasoning = "ok", None, [], ""
+        # Links may only name steps that exist, as in a judge run.
+        counts = {"n_l1": len(generation.procedure.steps), "n_l2": len(generation.predicted_steps)}
         if "has_failure" in record:
             if not isinstance(record["has_failure"], bool):
                 raise RecordFileError(path, position, "must be true or false", "has_failure")
@@ -105,15 +108,21 @@ def judgments_import(*, path: str | Path, judge: str | None = None) -> int:
             failures = record.get("critical_failures") or []
             if failures:
                 try:
-                    failures = validate_judge_answer({"reasoning": "", "critical_failures": failures})["critical_failures"]
+                    failures = validate_judge_answer({"reasoning": "", "critical_failures": failures},
+                                                     **counts)["critical_failures"]
                 except JudgeAnswerError as exc:
                     raise RecordFileError(path, position, exc.detail, exc.field) from exc
         elif "judge_completion" in record:
             try:
                 answer = parse_judge_answer(record["judge_completion"])
-                failures, reasoning, label = answer["critical_failures"], answer["reasoning"], bool(answer["critical_failures"])
-            except JudgeAnswerError as exc:
+            except JudgeAnswerError as exc:  # an unreadable answer is the judge's failure: kept as such
                 outcome, reasoning = "parse_failed", str(exc)
+            else:
+                try:  # a readable answer linking missing steps is a broken file: refused
+                    answer = validate_judge_answer(answer, **counts)
+                except JudgeAnswerError as exc:
+                    raise RecordFileError(path, position, exc.detail, "judge_completion" + (f".{exc.field}" if exc.field else "")) from exc
+                failures, reasoning, label = answer["critical_failures"], answer["reasoning"], bool(answer["critical_failures"])
         else:
             raise RecordFileError(path, position, "give has_failure or judge_completion", "has_failure")
         if Judgment.objects.filter(generation=generation, judge=name).exists():
