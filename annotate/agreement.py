@@ -6,11 +6,13 @@ What is computed (How2Everything §4.3 and Figure 3):
   kinds: ``binary`` (nominal over has_failure), ``first_failure_location`` (nominal over
   ``"none"`` / the smallest linked L2 step / ``"unlocated"``) and ``l2_step_sets_masi``
   (each annotation's set of linked L2 steps, MASI distance).
-* **Human majority** per item (strict majority; a tie has no majority and is counted).
+* **Human majority** per item: a strict majority of at least ``min_annotations`` (default
+  2) non-excluded annotations; a tie has no majority, an item with fewer annotations has
+  none either, and both are counted (``HumanMajority``).
 * **Judge agreement** with the human majority: overall, per majority class, Cohen's kappa,
-  the confusion matrix, n and a bootstrap interval.
+  the confusion matrix, n and a bootstrap interval for each rate.
 * **Leave-one-out human agreement** per annotator (against the strict majority of the
-  *other* annotators of each item).
+  *other* annotators of each item, under the same threshold).
 * **Pairwise agreement** between every two judges and every two annotators.
 * **Calibrated judge score** (Rogan-Gladen), with a bootstrap interval.
 
@@ -36,6 +38,7 @@ import krippendorff
 import numpy as np
 import numpy.typing as npt
 
+from annotate import constants as C
 from mining.record_files import COMPRESSIONS, open_binary
 
 HAS_FAILURE = "has_failure"
@@ -340,7 +343,8 @@ def label_name(has_failure: bool) -> str:
 def majority_label(labels: Sequence[bool]) -> bool | None:
     """Strict majority of has_failure labels: ``True`` (has_failure) when more than half
     say has_failure, ``False`` (no_failure) when more than half say no_failure, ``None``
-    for a tie or an empty list. A single label is its own majority."""
+    for a tie or an empty list. How many labels make a *human majority* at all is decided
+    by ``human_majority`` (``min_annotations``), not here."""
     n_has = sum(1 for label in labels if label)
     n_no = len(labels) - n_has
     if 2 * n_has > len(labels):
@@ -387,11 +391,89 @@ def _labels_by_item(rows: Sequence[AnnotationRow]) -> dict[str, dict[str, bool]]
     return {item: dict(sorted(labels.items())) for item, labels in sorted(by_item.items())}
 
 
-def human_majority(annotations: Iterable[AnnotationRow]) -> dict[str, bool | None]:
-    """item_id -> strict-majority has_failure label over its non-excluded annotations
-    (``None`` for a tie). Items whose annotations are all excluded do not appear."""
+def check_min_annotations(min_annotations: int) -> int:
+    """``min_annotations`` if it is a whole number of at least 2; ``ValueError`` otherwise
+    (one annotation is a label, not a majority)."""
+    if isinstance(min_annotations, bool) or not isinstance(min_annotations, int):
+        raise ValueError(f"a human majority needs a whole number of annotations, got {min_annotations!r}")
+    if not C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN <= min_annotations <= C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX:
+        raise ValueError(
+            f"a human majority needs at least {C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN} annotations "
+            f"(and at most {C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX}), got {min_annotations}")
+    return min_annotations
+
+
+@dataclass(frozen=True)
+class HumanMajority:
+    """The human majority of every annotated item, and what has none.
+
+    ``labels``: item_id -> strict majority (``True`` has_failure, ``False`` no_failure,
+    ``None`` a tie) for the items with at least ``min_annotations`` non-excluded
+    annotations. ``too_few``: item_id -> its number of annotations, for the annotated items
+    with fewer (they have no majority: one annotation is a label, not a majority). Every
+    report that compares with "the human majority" reads it from here, so they count alike."""
+
+    labels: Mapping[str, bool | None]
+    too_few: Mapping[str, int] = field(default_factory=dict)
+    min_annotations: int = C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT
+
+    def label(self, item_id: str) -> bool | None:
+        """The item's majority, ``None`` for a tie, too few annotations or none at all."""
+        return self.labels.get(item_id)
+
+    def decided(self) -> dict[str, bool]:
+        """item_id -> majority for the items that have one, sorted by item."""
+        return {item: bool(label) for item, label in sorted(self.labels.items()) if label is not None}
+
+    def reason(self, item_id: str) -> str:
+        """Why an item has (or lacks) a majority: ``majority``, ``tie``, ``too_few`` or
+        ``no_annotations``."""
+        if item_id in self.too_few:
+            return "too_few"
+        if item_id not in self.labels:
+            return "no_annotations"
+        return "tie" if self.labels[item_id] is None else "majority"
+
+    def summary(self) -> dict[str, int]:
+        """The counts every page shows, which add up: ``n_items`` (annotated items) =
+        ``n_with_majority`` + ``n_ties`` + ``n_too_few``, and ``n_with_majority`` =
+        ``has_failure`` + ``no_failure``."""
+        has = sum(1 for label in self.labels.values() if label is True)
+        no = sum(1 for label in self.labels.values() if label is False)
+        return {
+            "min_annotations": self.min_annotations,
+            "n_items": len(self.labels) + len(self.too_few),
+            "n_with_majority": has + no,
+            "has_failure": has,
+            "no_failure": no,
+            "n_ties": len(self.labels) - has - no,
+            "n_too_few": len(self.too_few),
+        }
+
+
+def _majority_of_items(
+    by_item: Mapping[str, Mapping[str, bool]], min_annotations: int
+) -> HumanMajority:
+    check_min_annotations(min_annotations)
+    labels: dict[str, bool | None] = {}
+    too_few: dict[str, int] = {}
+    for item, by_annotator in by_item.items():
+        if len(by_annotator) < min_annotations:
+            too_few[item] = len(by_annotator)
+        else:
+            labels[item] = majority_label(list(by_annotator.values()))
+    return HumanMajority(labels=labels, too_few=too_few, min_annotations=min_annotations)
+
+
+def human_majority(
+    annotations: Iterable[AnnotationRow], *, min_annotations: int = C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT
+) -> HumanMajority:
+    """The strict-majority has_failure label of every item with at least ``min_annotations``
+    (>= 2) non-excluded annotations; items with fewer are counted in ``too_few``. Items whose
+    annotations are all excluded do not appear. Raises ``ValueError`` for a threshold below 2."""
+    check_min_annotations(min_annotations)
     rows, _ = _check_rows(annotations)
-    return {item: majority_label(list(labels.values())) for item, labels in _labels_by_item(rows).items()}
+    return _majority_of_items(_labels_by_item(rows), min_annotations)
 
 
 # --------------------------------------------------------------------------- alpha
@@ -820,8 +902,40 @@ def _confusion(human: Sequence[bool], judge: Sequence[bool]) -> dict[str, dict[s
     return table
 
 
+def _sub_seed(seed: SeedLike, label: str) -> np.random.SeedSequence:
+    """An independent stream for one more statistic under the same seed."""
+    word = int.from_bytes(hashlib.sha256(label.encode("utf-8")).digest()[:8], "big")
+    if isinstance(seed, np.random.SeedSequence):
+        return np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, word))
+    return _seed_sequence(seed, label)
+
+
+def kappa_interval(
+    a: Sequence[bool], b: Sequence[bool], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: SeedLike = 0
+) -> list[float] | None:
+    """95 % percentile bootstrap interval of ``cohen_kappa`` between two paired boolean label
+    sequences, resampling the pairs with replacement; resamples where kappa is undefined
+    (p_e = 1) are left out. ``None`` when kappa itself is undefined or ``bootstrap`` is 0."""
+    _check_bootstrap(bootstrap)
+    if bootstrap == 0 or cohen_kappa(list(a), list(b)) is None:
+        return None
+    left = np.asarray(a, dtype=bool)
+    right = np.asarray(b, dtype=bool)
+    rng = np.random.default_rng(seed)
+    values = []
+    for size in _blocks(bootstrap, 4 * left.size):
+        pick = _draws(rng, left.size, size)
+        x, y = left[pick], right[pick]
+        p_o = (x == y).mean(axis=1)
+        p_x, p_y = x.mean(axis=1), y.mean(axis=1)
+        p_e = p_x * p_y + (1.0 - p_x) * (1.0 - p_y)
+        defined = p_e < 1.0
+        values.append((p_o[defined] - p_e[defined]) / (1.0 - p_e[defined]))
+    return _percentile_interval(np.concatenate(values))
+
+
 def judge_agreement(
-    majority: Mapping[str, bool | None],
+    majority: HumanMajority,
     judge_labels: Mapping[str, bool],
     *,
     bootstrap: int = DEFAULT_BOOTSTRAP,
@@ -829,51 +943,69 @@ def judge_agreement(
 ) -> dict[str, Any]:
     """One judge against the human majority.
 
-    ``majority`` maps item_id to the strict human majority (``None`` for a tie);
-    ``judge_labels`` maps item_id to the judge's has_failure label. The denominator ``n``
-    is the number of items with both a human majority and a judge label. Returns
-    ``agreement`` (matches / n), ``agreement_has_failure`` (matches / majority-has_failure
-    items), ``agreement_no_failure`` (matches / majority-no_failure items),
-    ``cohen_kappa``, ``n``, ``n_has_failure``, ``n_no_failure``, ``ci95`` (percentile
-    bootstrap of ``agreement`` resampling the n items), ``confusion`` (human majority row x
-    judge column) and the items left out: ``n_judged`` (all items the judge labelled),
-    ``n_human_tie`` (judged items whose annotators tie) and ``n_no_human_labels`` (judged
-    items nobody annotated). Rates with a zero denominator are ``None``."""
-    items = sorted(item for item in judge_labels if majority.get(item) is not None)
-    human = [bool(majority[item]) for item in items]
+    ``majority`` is the items' human majority (``human_majority``); ``judge_labels`` maps
+    item_id to the judge's has_failure label. The denominator ``n`` is the number of items
+    with both a human majority and a judge label. Returns ``agreement`` (matches / n),
+    ``agreement_has_failure`` (matches / majority-has_failure items, ``n_has_failure``),
+    ``agreement_no_failure`` (matches / majority-no_failure items, ``n_no_failure``),
+    ``cohen_kappa``, ``n``, 95 % percentile bootstrap intervals ``ci95`` (resampling the n
+    items), ``ci95_has_failure`` and ``ci95_no_failure`` (resampling the items of that
+    class) and ``cohen_kappa_ci95``, ``confusion`` (human majority row x judge column) and
+    the judged items left out, by reason: ``n_human_tie`` (the annotators tie),
+    ``n_too_few_annotations`` (fewer than ``majority.min_annotations`` annotations) and
+    ``n_no_human_labels`` (nobody annotated it); ``n_judged`` = n + the three. Rates with a
+    zero denominator are ``None``."""
+    decided = majority.decided()
+    items = sorted(item for item in judge_labels if item in decided)
+    human = [decided[item] for item in items]
     judge = [judge_labels[item] for item in items]
     matches = [1.0 if h == j else 0.0 for h, j in zip(human, judge)]
-    n_has = sum(1 for h in human if h)
-    n_no = len(human) - n_has
-    match_has = sum(1 for h, j in zip(human, judge) if h and j)
-    match_no = sum(1 for h, j in zip(human, judge) if not h and not j)
+    on_has = [m for m, h in zip(matches, human) if h]
+    on_no = [m for m, h in zip(matches, human) if not h]
+    reasons = [majority.reason(item) for item in judge_labels]
     return {
-        "agreement": _rate(match_has + match_no, len(items)),
-        "agreement_has_failure": _rate(match_has, n_has),
-        "agreement_no_failure": _rate(match_no, n_no),
+        "agreement": _rate(int(sum(matches)), len(items)),
+        "agreement_has_failure": _rate(int(sum(on_has)), len(on_has)),
+        "agreement_no_failure": _rate(int(sum(on_no)), len(on_no)),
         "cohen_kappa": cohen_kappa(human, judge),
         "n": len(items),
-        "n_has_failure": n_has,
-        "n_no_failure": n_no,
+        "n_has_failure": len(on_has),
+        "n_no_failure": len(on_no),
         "ci95": bootstrap_mean_interval(matches, bootstrap=bootstrap, seed=seed),
+        "ci95_has_failure": bootstrap_mean_interval(on_has, bootstrap=bootstrap, seed=_sub_seed(seed, HAS_FAILURE)),
+        "ci95_no_failure": bootstrap_mean_interval(on_no, bootstrap=bootstrap, seed=_sub_seed(seed, NO_FAILURE)),
+        "cohen_kappa_ci95": kappa_interval(human, judge, bootstrap=bootstrap, seed=_sub_seed(seed, "kappa")),
         "confusion": _confusion(human, judge),
         "n_judged": len(judge_labels),
-        "n_human_tie": sum(1 for item in judge_labels if item in majority and majority[item] is None),
-        "n_no_human_labels": sum(1 for item in judge_labels if item not in majority),
+        "n_human_tie": reasons.count("tie"),
+        "n_too_few_annotations": reasons.count("too_few"),
+        "n_no_human_labels": reasons.count("no_annotations"),
     }
 
 
-def leave_one_out_agreement(annotations: Iterable[AnnotationRow]) -> dict[str, dict[str, Any]]:
+def leave_one_out_agreement(
+    annotations: Iterable[AnnotationRow],
+    *,
+    min_annotations: int = C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT,
+    bootstrap: int = 0,
+    seed: int = 0,
+) -> dict[str, dict[str, Any]]:
     """For each annotator (sorted): over the items they labelled, the fraction where their
-    label equals the strict majority of the *other* non-excluded annotators of that item.
+    label equals the strict majority of the *other* non-excluded annotators of that item,
+    under the same rule as the human majority: the others must number at least
+    ``min_annotations``.
 
-    Returns ``{"agreement", "n", "n_items", "n_others_tie", "n_no_others"}``: ``n`` is the
-    denominator (items where the others have a strict majority); ``n_others_tie`` items
-    (the others tie) and ``n_no_others`` items (nobody else labelled it) are left out, so
-    ``n_items = n + n_others_tie + n_no_others``."""
+    Returns ``{"agreement", "ci95", "n", "n_items", "n_others_tie", "n_others_too_few",
+    "n_no_others"}``: ``n`` is the denominator (items where the others have a majority);
+    ``n_others_tie`` items (the others tie), ``n_others_too_few`` items (fewer than
+    ``min_annotations`` others) and ``n_no_others`` items (nobody else labelled it) are left
+    out, so ``n_items = n + n_others_tie + n_others_too_few + n_no_others``. ``ci95`` is a
+    95 % percentile bootstrap over the annotator's n items (``None`` with ``bootstrap`` 0)."""
+    check_min_annotations(min_annotations)
     rows, _ = _check_rows(annotations)
     by_item = _labels_by_item(rows)
-    stats: dict[str, dict[str, int]] = defaultdict(lambda: {"match": 0, "n": 0, "n_items": 0, "tie": 0, "alone": 0})
+    stats: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"matches": [], "n_items": 0, "tie": 0, "few": 0, "alone": 0})
     for labels in by_item.values():
         for annotator, label in labels.items():
             entry = stats[annotator]
@@ -882,18 +1014,23 @@ def leave_one_out_agreement(annotations: Iterable[AnnotationRow]) -> dict[str, d
             if not others:
                 entry["alone"] += 1
                 continue
+            if len(others) < min_annotations:
+                entry["few"] += 1
+                continue
             others_majority = majority_label(others)
             if others_majority is None:
                 entry["tie"] += 1
                 continue
-            entry["n"] += 1
-            entry["match"] += int(label == others_majority)
+            entry["matches"].append(1.0 if label == others_majority else 0.0)
     return {
         annotator: {
-            "agreement": _rate(entry["match"], entry["n"]),
-            "n": entry["n"],
+            "agreement": _rate(int(sum(entry["matches"])), len(entry["matches"])),
+            "ci95": bootstrap_mean_interval(entry["matches"], bootstrap=bootstrap,
+                                            seed=_seed_sequence(seed, "leave_one_out", annotator)),
+            "n": len(entry["matches"]),
             "n_items": entry["n_items"],
             "n_others_tie": entry["tie"],
+            "n_others_too_few": entry["few"],
             "n_no_others": entry["alone"],
         }
         for annotator, entry in sorted(stats.items())
@@ -907,13 +1044,18 @@ def pair_key(a: str, b: str) -> str:
 
 
 def pairwise_agreement(
-    labels_by_item: Mapping[str, Mapping[str, bool]], *, raters: Iterable[str] | None = None
+    labels_by_item: Mapping[str, Mapping[str, bool]],
+    *,
+    raters: Iterable[str] | None = None,
+    bootstrap: int = 0,
+    seed: int = 0,
 ) -> dict[str, dict[str, Any]]:
     """Agreement between every two raters over the items both labelled.
 
     ``labels_by_item`` maps item_id to {rater: has_failure}. Keys are ``pair_key(A, B)``;
     each value holds ``raters`` ([A, B], sorted), ``agreement`` (equal labels / n),
-    ``cohen_kappa`` and ``n`` (shared items). Without ``raters`` only pairs with at least
+    ``ci95`` (95 % percentile bootstrap over the n shared items; ``None`` with
+    ``bootstrap`` 0), ``cohen_kappa`` and ``n`` (shared items). Without ``raters`` only pairs with at least
     one shared item appear; with ``raters`` every pair of them appears, ``agreement``
     ``None`` where they share no item. Raises ``ValueError`` if two different pairs would
     get the same key (names containing ``|``)."""
@@ -936,6 +1078,8 @@ def pairwise_agreement(
         result[key] = {
             "raters": [a, b],
             "agreement": _rate(sum(1 for x, y in shared if x == y), len(shared)),
+            "ci95": bootstrap_mean_interval([1.0 if x == y else 0.0 for x, y in shared], bootstrap=bootstrap,
+                                            seed=_seed_sequence(seed, "pair", key)),
             "cohen_kappa": cohen_kappa(left, right),
             "n": len(shared),
         }
@@ -1031,6 +1175,39 @@ def calibrated_score(
     }
 
 
+# --------------------------------------------------------------------------- what a number rests on
+
+
+def alpha_undefined_reason(details: Mapping[str, Any]) -> str | None:
+    """Why alpha is undefined, as a sentence, from one kind's ``alpha_details``; ``None``
+    when it is defined. Alpha needs items with two or more annotations (pairable units)
+    whose values vary: with no pairable item there is nothing to compare, and with one
+    value everywhere the expected disagreement D_e is 0 and alpha = 1 - D_o / D_e is 0/0."""
+    if details["n_units"] == 0:
+        single = details["n_single"]
+        return (f"no item has two annotations ({single} item{'' if single == 1 else 's'} "
+                f"ha{'s' if single == 1 else 've'} one), so no two annotators can be compared")
+    if details["n_distinct_values"] < 2:
+        return (f"every annotation of the {details['n_units']} items with two or more annotations gives the same "
+                f"value, so there is no variation to measure agreement against (expected disagreement 0)")
+    return None
+
+
+def sample_size_note(n: int, ci95: Sequence[float] | None) -> str | None:
+    """The note shown beside a number resting on a small sample: ``n`` items below
+    ``SMALL_SAMPLE_ITEMS`` (30), or a 95 % interval wider than ``WIDE_INTERVAL`` (0.3, on the
+    number's own scale). ``None`` when neither holds (annotate/constants.py says why)."""
+    width = None if not ci95 else ci95[1] - ci95[0]
+    reasons = []
+    if n < C.SMALL_SAMPLE_ITEMS:
+        reasons.append(f"n = {n} items, fewer than {C.SMALL_SAMPLE_ITEMS}")
+    if width is not None and width > C.WIDE_INTERVAL:
+        reasons.append(f"the 95% interval is {width:.2f} wide (more than {C.WIDE_INTERVAL})")
+    if not reasons:
+        return None
+    return "Small sample: " + " and ".join(reasons) + "; the interval is wide, read the number with it."
+
+
 # --------------------------------------------------------------------------- the report
 
 DENOMINATORS: dict[str, str] = {
@@ -1052,32 +1229,48 @@ DENOMINATORS: dict[str, str] = {
         "kinds); resamples where alpha is undefined are left out and counted in alpha_details.n_bootstrap_undefined"
     ),
     "human_majority": (
-        "strict majority of an item's non-excluded has_failure labels (more than half); an even split is a tie, "
-        "has no majority and is counted in n_ties; a single annotation is its own majority; "
-        "n_items = has_failure + no_failure + n_ties"
+        "strict majority (more than half) of an item's non-excluded has_failure labels, for items with at least "
+        "min_annotations (default 2, never fewer) of them: one annotation is a label, not a majority; items with "
+        "fewer are counted in n_too_few and left out of judge agreement, leave-one-out and calibration; an even "
+        "split is a tie, has no majority and is counted in n_ties; "
+        "n_items = n_with_majority + n_ties + n_too_few and n_with_majority = has_failure + no_failure"
     ),
     "leave_one_out": (
-        "per annotator: agreement = matches / n, n = their items where the OTHER annotators have a strict "
-        "majority; items where the others tie (n_others_tie) or nobody else labelled it (n_no_others) are left out"
+        "per annotator: agreement = matches / n, n = their items where the OTHER annotators, at least "
+        "min_annotations of them, have a strict majority; items where the others tie (n_others_tie), number fewer "
+        "than min_annotations (n_others_too_few) or nobody else labelled it (n_no_others) are left out; ci95 is a "
+        "95% percentile bootstrap over the n items"
     ),
     "judges": (
         "agreement = matches / n, n = items with a human majority and a label from this judge; "
         "agreement_has_failure and agreement_no_failure divide by n_has_failure and n_no_failure (the human "
-        "majority class); judged items with a human tie (n_human_tie) or without annotations (n_no_human_labels) "
-        "are left out; ci95 is a 95% percentile bootstrap of agreement resampling the n items"
+        "majority class); judged items with a human tie (n_human_tie), with fewer than min_annotations "
+        "annotations (n_too_few_annotations) or without annotations (n_no_human_labels) are left out, so "
+        "n_judged = n + n_human_tie + n_too_few_annotations + n_no_human_labels; ci95 is a 95% percentile "
+        "bootstrap of agreement resampling the n items, ci95_has_failure and ci95_no_failure resample the items "
+        "of that class, cohen_kappa_ci95 resamples the n items; confusion rows are the human majority, columns "
+        "the judge"
     ),
     "judge_pairs": (
         "agreement = equal labels / n, n = items both judges labelled (annotations not needed); every pair of "
-        "judges, keys 'A|B' with the names sorted"
+        "judges, keys 'A|B' with the names sorted; ci95 is a 95% percentile bootstrap over the n items"
     ),
     "annotator_pairs": (
-        "agreement = equal labels / n, n = items both annotators labelled (non-excluded); only pairs with n > 0"
+        "agreement = equal labels / n, n = items both annotators labelled (non-excluded); only pairs with n > 0; "
+        "ci95 is a 95% percentile bootstrap over the n items"
+    ),
+    "alpha_undefined": "per kind: null when alpha is defined, otherwise the sentence saying why it is not",
+    "alpha_small_sample": "per kind: the small-sample note of alpha over its n_units items and its interval, or null",
+    "small_sample": (
+        f"a number resting on fewer than {C.SMALL_SAMPLE_ITEMS} items, or whose 95% interval is wider than "
+        f"{C.WIDE_INTERVAL}, is shown with a note that its interval is wide"
     ),
     "calibration": (
         "Rogan-Gladen with positive class success = no_failure: corrected_score = (observed_score + tnr - 1) / "
         "(tpr + tnr - 1) clipped to [0, 1]; tpr = judge no_failure among human-majority no_failure (n_positive), "
         "tnr = judge has_failure among human-majority has_failure (n_negative), observed_score = the judge's "
-        "no_failure fraction over all n_target items it judged; null when tpr + tnr - 1 <= 0 or a class is missing"
+        "no_failure fraction over all n_target items it judged; null when tpr + tnr - 1 <= 0 or a class is missing; "
+        "only items with a human majority (see human_majority) give tpr and tnr"
     ),
     "null": "a rate whose denominator is 0, or a statistic that is undefined, is null",
 }
@@ -1089,30 +1282,39 @@ def agreement_report(
     *,
     bootstrap: int = DEFAULT_BOOTSTRAP,
     seed: int = 0,
+    min_annotations: int = C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT,
 ) -> dict[str, Any]:
     """The whole agreement report as a JSON-ready dict.
 
     Required keys (the command's interface): ``n_items``, ``n_annotators``,
     ``n_annotations``, ``alpha`` {binary, first_failure_location, l2_step_sets_masi},
-    ``human_majority`` {n_items, n_ties, has_failure, no_failure}, ``leave_one_out``
+    ``human_majority`` {min_annotations, n_items, n_with_majority, has_failure, no_failure,
+    n_ties, n_too_few} (``HumanMajority.summary``), ``leave_one_out``
     {annotator: {agreement, n, ...}}, ``judges`` {judge: {agreement,
     agreement_has_failure, agreement_no_failure, cohen_kappa, n, ci95, ...}},
     ``judge_pairs`` {"A|B": {agreement, n, ...}}. Also: ``n_excluded``, ``n_judgments``,
-    ``alpha_ci95``, ``alpha_details``, ``annotator_pairs``, ``calibration``,
-    ``bootstrap`` and ``denominators`` (the text of every denominator and tie rule).
+    ``alpha_ci95``, ``alpha_details``, ``alpha_undefined`` (per kind, why alpha is null),
+    ``alpha_small_sample`` and each judge's ``small_sample`` (``sample_size_note``),
+    ``annotator_pairs``, ``calibration``, ``bootstrap`` and ``denominators`` (the text of
+    every denominator and tie rule).
+
+    ``min_annotations`` (>= 2) is how many non-excluded annotations an item needs for a
+    human majority; items with fewer count in ``human_majority.n_too_few``.
 
     Bootstrap intervals use ``bootstrap`` resamples (0 turns them off: ``null``) and a
     generator seeded from ``seed`` and the statistic's name, so the report is the same on
     every run and for any order of the input rows. Raises ``ValueError`` for a negative
-    ``bootstrap`` or ``seed``, duplicate (item, annotator) or (item, judge) rows, or an
-    annotation with has_failure false and failures listed."""
+    ``bootstrap`` or ``seed``, a ``min_annotations`` below 2, duplicate (item, annotator)
+    or (item, judge) rows, or an annotation with has_failure false and failures listed."""
     _check_bootstrap(bootstrap)
     _seed_sequence(seed)  # validates the seed
+    check_min_annotations(min_annotations)
     rows, n_excluded = _check_rows(annotations)
     judgment_list = list(judgments)
     by_judge = _judgment_labels(judgment_list)
     by_item = _labels_by_item(rows)
-    majority = {item: majority_label(list(labels.values())) for item, labels in by_item.items()}
+    majority = _majority_of_items(by_item, min_annotations)
+    decided = majority.decided()
 
     alpha: dict[str, float | None] = {}
     alpha_ci95: dict[str, list[float] | None] = {}
@@ -1139,16 +1341,18 @@ def agreement_report(
         judge: judge_agreement(majority, labels, bootstrap=bootstrap, seed=_seed_sequence(seed, "judge", judge))
         for judge, labels in by_judge.items()
     }
+    for result in judges.values():
+        result["small_sample"] = sample_size_note(result["n"], result["ci95"]) if result["n"] else None
     judge_items: dict[str, dict[str, bool]] = defaultdict(dict)
     for judge, labels in by_judge.items():
         for item, label in labels.items():
             judge_items[item][judge] = label
     calibration = {}
     for judge, labels in by_judge.items():
-        labelled = sorted(item for item in labels if majority.get(item) is not None)
+        labelled = sorted(item for item in labels if item in decided)
         calibration[judge] = calibrated_score(
             [labels[item] for item in labelled],
-            [bool(majority[item]) for item in labelled],
+            [decided[item] for item in labelled],
             list(labels.values()),
             bootstrap=bootstrap,
             seed=_seed_sequence(seed, "calibration", judge),
@@ -1163,16 +1367,15 @@ def agreement_report(
         "alpha": alpha,
         "alpha_ci95": alpha_ci95,
         "alpha_details": alpha_details,
-        "human_majority": {
-            "n_items": len(majority),
-            "n_ties": sum(1 for label in majority.values() if label is None),
-            "has_failure": sum(1 for label in majority.values() if label is True),
-            "no_failure": sum(1 for label in majority.values() if label is False),
-        },
-        "leave_one_out": leave_one_out_agreement(rows),
-        "annotator_pairs": pairwise_agreement(by_item),
+        "alpha_undefined": {kind: alpha_undefined_reason(alpha_details[kind]) if alpha[kind] is None else None
+                            for kind in ALPHA_KINDS},
+        "alpha_small_sample": {kind: sample_size_note(alpha_details[kind]["n_units"], alpha_ci95[kind])
+                               if alpha[kind] is not None else None for kind in ALPHA_KINDS},
+        "human_majority": majority.summary(),
+        "leave_one_out": leave_one_out_agreement(rows, min_annotations=min_annotations, bootstrap=bootstrap, seed=seed),
+        "annotator_pairs": pairwise_agreement(by_item, bootstrap=bootstrap, seed=seed),
         "judges": judges,
-        "judge_pairs": pairwise_agreement(judge_items, raters=by_judge),
+        "judge_pairs": pairwise_agreement(judge_items, raters=by_judge, bootstrap=bootstrap, seed=seed),
         "calibration": calibration,
         "bootstrap": {
             "resamples": bootstrap,

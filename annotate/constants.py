@@ -79,3 +79,20 @@ FAITHFULNESS_MIN_SECONDS_DEFAULT = 45
 # abstract goals (0.79); shown beside a study's figures.
 PAPER_FLEISS_KAPPA_GOALS = 0.86
 PAPER_FLEISS_KAPPA_SCRIPTS = 0.79
+
+# §4.3 compares judges with "the human majority labels" of three annotators per item. A
+# majority needs at least this many non-excluded annotations of an item (operational: one
+# annotation is a label, not a majority; a study may ask for more). Items with fewer are
+# left out of judge-human agreement, leave-one-out agreement, calibration and the
+# metric-agreement report, and counted as such (docs/agreement.md).
+MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT = 2
+MIN_ANNOTATIONS_FOR_MAJORITY_MIN = 2
+MIN_ANNOTATIONS_FOR_MAJORITY_MAX = 100
+
+# Operational: an agreement number gets a visible "small sample" note when it rests on fewer
+# than this many items, or when its 95 % interval is wider than WIDE_INTERVAL (on the
+# number's own scale). At 30 items a percent agreement near 80 % has a 95 % interval about
+# 0.28 wide, so below 30 the interval alone spans most differences worth reporting
+# (How2Everything §4.3: the five judges lie within 76.5-83.0 % on 200 items).
+SMALL_SAMPLE_ITEMS = 30
+WIDE_INTERVAL = 0.3

@@ -33,6 +33,11 @@ class StudyCreateForm(forms.Form):
     completion_code = forms.CharField(required=False, max_length=64)
     screened_out_code = forms.CharField(required=False, max_length=64)
     payment_per_item = forms.DecimalField(required=False, min_value=0, max_digits=8, decimal_places=2)
+    min_annotations_for_majority = forms.IntegerField(
+        min_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN, max_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX,
+        initial=C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT, label="Annotations for a human majority",
+        help_text="An item needs at least this many counted annotations (at least 2: one annotation is not a "
+                  "majority) to be compared with judges; items with fewer are left out and counted.")
     instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 10}),
                                    help_text="Empty: the kind's default guidelines.")
 
@@ -53,6 +58,9 @@ class StudySettingsForm(forms.Form):
     is_open = forms.BooleanField(required=False, label="Open to new annotators")
     payment_per_item = forms.DecimalField(required=False, min_value=0, max_digits=8, decimal_places=2,
                                           label="Payment per item (USD)")
+    min_annotations_for_majority = forms.IntegerField(
+        required=False, min_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN, max_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX,
+        label="Annotations for a human majority")
 
 
 class RoundCreateForm(forms.Form):

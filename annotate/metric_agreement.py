@@ -28,10 +28,13 @@ n-gram rate point to failure; SCORE and its parts, ROUGE-L, BLEU and the length 
 to success. It is never flipped to fit the labels: a signal that works backwards shows an
 AUC below 0.5 and a negative tau.
 
-**Items**: only items with a strict human majority (annotate/agreement.py
-``majority_label``: more than half of the item's non-excluded labels; an even split is a
-tie and the item is left out of everything, counted in ``n_ties``). A signal uses the items
-with a majority *and* a value for it (``n``); Kendall's tau also needs the item's model.
+**Items**: only items with a human majority (annotate/agreement.py ``human_majority``: more
+than half of the item's non-excluded labels, on items with at least ``min_annotations``
+(default 2) of them; an even split is a tie, counted in ``n_ties``, and an item with fewer
+annotations is counted in ``n_too_few``; both are left out of everything). The report's
+``human_majority`` block is ``HumanMajority.summary()``, the same counts as the agreement
+report's. A signal uses the items with a majority *and* a value for it (``n``); Kendall's
+tau also needs the item's model.
 
 **Intervals**: 95 % percentile bootstrap (2.5th and 97.5th percentiles) over items:
 ``bootstrap`` resamples (default 1,000) of the majority-labelled items with replacement,
@@ -60,7 +63,9 @@ from annotate.agreement import (
     DEFAULT_BOOTSTRAP,
     HAS_FAILURE,
     NO_FAILURE,
+    HumanMajority,
     JudgmentRow,
+    sample_size_note,
     _blocks,
     _bootstrap_counts,
     _check_bootstrap,
@@ -333,8 +338,10 @@ def _weighted_tau(count: npt.NDArray[np.float64], goodness: npt.NDArray[np.float
 
 DENOMINATORS: dict[str, str] = {
     "human_majority": (
-        "strict majority of an item's non-excluded has_failure labels (more than half); an even split is a tie: "
-        "the item is left out of every statistic and counted in n_ties; a single annotation is its own majority"
+        "strict majority (more than half) of an item's non-excluded has_failure labels, for items with at least "
+        "min_annotations (default 2, never fewer) of them; an even split is a tie (n_ties) and an item with fewer "
+        "annotations has no majority (n_too_few); both are left out of every statistic; the same counts as the "
+        "agreement report's human_majority; n_items at the top level = human_majority.n_with_majority"
     ),
     "n": "items with a human majority and a value of this signal",
     "n_missing": (
@@ -342,7 +349,8 @@ DENOMINATORS: dict[str, str] = {
         "infinite values count as missing"
     ),
     "n_unlabelled": (
-        "values of this signal on items without a human majority (tied or never annotated), left out; the "
+        "values of this signal on items without a human majority (tied, too few annotations or never "
+        "annotated), left out; the "
         "reference-based signals of a study or file are computed only for items with a majority"
     ),
     "auc": (
@@ -366,6 +374,10 @@ DENOMINATORS: dict[str, str] = {
         "is undefined are left out and counted in n_bootstrap_undefined"
     ),
     "ranking": "signals ordered by AUC, highest first; signals without an AUC last; equal AUC by key",
+    "small_sample": (
+        "per signal: a note when n is below 30 items or the AUC interval is wider than 0.3 "
+        "(annotate/agreement.py sample_size_note); null otherwise"
+    ),
     "null": "a statistic that is undefined, or an interval around an undefined statistic, is null",
 }
 
@@ -408,7 +420,7 @@ def _signal_result(
 
 def metric_agreement_report(
     *,
-    majority: Mapping[str, bool | None],
+    majority: HumanMajority,
     signals: Mapping[str, Mapping[str, float | None]],
     models: Mapping[str, str | None] | None = None,
     notes: Mapping[str, str] | None = None,
@@ -417,15 +429,15 @@ def metric_agreement_report(
 ) -> dict[str, Any]:
     """Every signal ranked by AUC against the human majority, as a JSON-ready dict.
 
-    ``majority``: item_id -> human majority has_failure (``None`` for a tie; see
-    ``annotate.agreement.majority_label``). ``signals``: signal key (a key of
+    ``majority``: the items' human majority (``annotate.agreement.human_majority``; ties
+    and items with too few annotations are left out). ``signals``: signal key (a key of
     ``SIGNAL_SPECS`` or ``judge:<name>``) -> item_id -> value. ``models``: item_id -> the
     model that wrote the item's generation (``None`` or absent: unknown; such items count
     for AUC and agreement but not for Kendall's tau). ``notes``: signal key -> a sentence
     shown with the signal (e.g. which components SCORE used).
 
     Returns ``n_items`` (items with a majority), ``n_ties``, ``human_majority``
-    {has_failure, no_failure, n_ties}, ``n_models``, ``signals`` (a list, ranked: each with
+    (``HumanMajority.summary()``: the agreement report's counts), ``n_models``, ``signals`` (a list, ranked: each with
     ``rank``, its spec, ``n``, ``auc``, ``auc_ci95``, ``best_threshold`` {accuracy, ci95,
     threshold, rule, n_flagged, baseline_accuracy}, ``kendall_tau``, ``kendall_tau_ci95``,
     ``n_models``, ``models`` and ``n_bootstrap_undefined``), ``bootstrap`` and
@@ -435,8 +447,8 @@ def metric_agreement_report(
     rng = np.random.default_rng(_seed_sequence(seed, "metric_agreement"))
     models = models or {}
     specs = {key: signal_spec(key) for key in signals}
-    items = sorted(item for item, label in majority.items() if label is not None)
-    labelled = {item: bool(majority[item]) for item in items}
+    labelled = majority.decided()
+    items = list(labelled)
     y_all = np.array([labelled[item] for item in items], dtype=bool)
 
     results: dict[str, dict[str, Any]] = {}
@@ -498,17 +510,17 @@ def metric_agreement_report(
             else:
                 result["kendall_tau_ci95"] = interval
         result["n_bootstrap_undefined"] = undefined if bootstrap > 0 else {"auc": 0, "accuracy": 0, "tau": 0}
+        result["small_sample"] = sample_size_note(result["n"], result["auc_ci95"])
 
     ranked = sorted(results.values(), key=lambda r: (r["auc"] is None, -(r["auc"] or 0.0), r["key"]))
     for rank, result in enumerate(ranked, start=1):
         result["rank"] = rank
     all_models = {models[item] for item in items if models.get(item)}
-    n_positive = int(y_all.sum())
-    n_ties = sum(1 for label in majority.values() if label is None)
+    summary = majority.summary()
     return {
         "n_items": len(items),
-        "n_ties": n_ties,
-        "human_majority": {"has_failure": n_positive, "no_failure": len(items) - n_positive, "n_ties": n_ties},
+        "n_ties": summary["n_ties"],
+        "human_majority": summary,
         "n_models": len(all_models),
         "signals": [{"rank": r.pop("rank"), **r} for r in ranked],
         "bootstrap": {

@@ -9,12 +9,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from annotate.agreement import DEFAULT_BOOTSTRAP, JudgmentRow, human_majority
+from annotate.agreement import DEFAULT_BOOTSTRAP, HumanMajority, JudgmentRow
 from annotate.kinds.base import ROLE_MAIN
 from annotate.metric_agreement import GenerationRow, judge_signals, metric_agreement_report
 from annotate.metric_signals import SCORE_SIGNALS, item_signals
 from annotate.models import Study, StudyItem
-from annotate.reports import study_annotation_rows, study_judgment_rows
+from annotate.reports import study_human_majority, study_judgment_rows
 from judging.models import Generation
 from judging.score_selectors import RULE_EXTRACTOR, components_extractor, generation_components
 
@@ -24,10 +24,11 @@ _ID_BATCH = 5000
 
 @dataclass
 class MetricInputs:
-    """What the report needs: item_id -> human majority (None: tie), -> model, and signal
-    key -> item_id -> value; ``extractors`` counts which components SCORE read."""
+    """What the report needs: the human majority of the items (annotate/agreement.py
+    ``HumanMajority``), item_id -> model, and signal key -> item_id -> value;
+    ``extractors`` counts which components SCORE read."""
 
-    majority: dict[str, bool | None]
+    majority: HumanMajority
     models: dict[str, str | None] = field(default_factory=dict)
     signals: dict[str, dict[str, float]] = field(default_factory=dict)
     extractors: Counter[str] = field(default_factory=Counter)
@@ -69,17 +70,20 @@ class MetricInputs:
         return report
 
 
-def study_metric_inputs(study: Study) -> MetricInputs:
+def study_metric_inputs(study: Study, *, min_annotations: int | None = None) -> MetricInputs:
     """The inputs of a study's report, in a fixed number of queries.
 
-    Items: the study's main items with a strict human majority (tied and unannotated items
-    carry no label to predict, so their signals are not computed). An item built from a
+    Items: the study's main items with a human majority under the study's
+    ``min_annotations_for_majority`` (the agreement page's majority, annotate/reports.py
+    ``study_human_majority``; tied items, items with too few annotations and unannotated
+    items carry no label to predict, so their signals are not computed); ``min_annotations``
+    overrides the study's setting. An item built from a
     judged generation (``source.generation_id``) takes its model from the generation, its
     judges from every stored verdict on it, and SCORE's components from the generation's run
     when they are stored (judging/score_selectors.py ``generation_components``), else from
     the rule; any other item (from a file) takes ``source.model`` and the rule."""
-    inputs = MetricInputs(majority=human_majority(study_annotation_rows(study)))
-    labelled = {item for item, label in inputs.majority.items() if label is not None}
+    inputs = MetricInputs(majority=study_human_majority(study, min_annotations=min_annotations))
+    labelled = set(inputs.majority.decided())
     rows = (StudyItem.objects.filter(study=study, role=ROLE_MAIN).order_by("item_id")
             .values_list("item_id", "reference_steps", "candidate_steps", "source"))
     items = [row for row in rows.iterator(chunk_size=2000) if row[0] in labelled]
@@ -115,14 +119,14 @@ def study_metric_inputs(study: Study) -> MetricInputs:
     return inputs
 
 
-def file_metric_inputs(majority: dict[str, bool | None], generations: Iterable[GenerationRow]) -> MetricInputs:
+def file_metric_inputs(majority: HumanMajority, generations: Iterable[GenerationRow]) -> MetricInputs:
     """The inputs from files: the majority of an annotations file and, for each item in a
     generations file, its reference-based signals (rule-based SCORE components) and model.
     Judgments are added with ``MetricInputs.add_judgments``."""
     inputs = MetricInputs(majority=majority)
     for row in generations:
-        if majority.get(row.item_id) is None:
-            continue  # no label to predict: tied or not annotated
+        if majority.label(row.item_id) is None:
+            continue  # no label to predict: tied, too few annotations or not annotated
         inputs.add_item(row.item_id, list(row.reference_steps), list(row.candidate_steps), model=row.model)
     return inputs
 

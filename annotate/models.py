@@ -8,6 +8,7 @@ import hashlib
 import uuid
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from annotate import constants as C
@@ -64,6 +65,11 @@ class Study(models.Model):
     attention_check_rate = models.FloatField(default=C.ATTENTION_CHECK_RATE_DEFAULT)
     attention_max_failures = models.PositiveSmallIntegerField(default=C.ATTENTION_MAX_FAILURES_DEFAULT)
     max_items_per_annotator = models.PositiveIntegerField(null=True, blank=True)
+    min_annotations_for_majority = models.PositiveSmallIntegerField(
+        default=C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT,
+        validators=[MinValueValidator(C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN), MaxValueValidator(C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX)],
+        help_text="Non-excluded annotations an item needs for a human majority (at least 2); items with fewer are "
+                  "left out of judge-human agreement and counted (docs/agreement.md).")
     items_per_page = models.PositiveSmallIntegerField(
         default=1, help_text="Items shown on one page (multiple-choice studies); 1 = one at a time.")
     completion_code = models.CharField(max_length=64)

@@ -8,16 +8,30 @@ import plotly.graph_objects as go
 _CONFIG = {"displaylogo": False}
 
 
+def _error_bars(values: list[float | None], intervals: list[list[float] | None], scale: float = 1.0) -> dict[str, Any]:
+    """Plotly asymmetric error bars from 95 % intervals (none where a value or interval is missing)."""
+    return {"type": "data", "symmetric": False,
+            "array": [None if (ci is None or v is None) else scale * (ci[1] - v) for v, ci in zip(values, intervals)],
+            "arrayminus": [None if (ci is None or v is None) else scale * (v - ci[0]) for v, ci in zip(values, intervals)]}
+
+
 def judge_agreement_bars(report: dict[str, Any]) -> str:
-    """Judge vs human-majority agreement, overall and per class, with the range of
-    leave-one-out human agreement drawn as a band (How2Everything Figure 3)."""
-    judges = sorted(report["judges"])
+    """Judge vs human-majority agreement, overall and per class, with 95 % intervals and the
+    range of leave-one-out human agreement drawn as a band (How2Everything Figure 3). Empty
+    when no judge could be compared with a human majority (nothing to draw)."""
+    judges = sorted(j for j, result in report["judges"].items() if result["n"])
+    if not judges:
+        return ""
     figure = go.Figure()
-    for key, label in (("agreement", "overall"), ("agreement_has_failure", "has_failure"),
-                       ("agreement_no_failure", "no_failure")):
+    for key, ci_key, n_key, label in (("agreement", "ci95", "n", "overall"),
+                                      ("agreement_has_failure", "ci95_has_failure", "n_has_failure", "has_failure"),
+                                      ("agreement_no_failure", "ci95_no_failure", "n_no_failure", "no_failure")):
         values = [report["judges"][j][key] for j in judges]
+        intervals = [report["judges"][j].get(ci_key) for j in judges]
         figure.add_bar(name=label, x=judges, y=[None if v is None else 100 * v for v in values],
-                       text=["—" if v is None else f"{100 * v:.1f}" for v in values], textposition="outside")
+                       error_y=_error_bars(values, intervals, 100.0),
+                       text=["—" if v is None else f"{100 * v:.1f} (n={report['judges'][j][n_key]})"
+                             for j, v in zip(judges, values)], textposition="outside")
     humans = [v["agreement"] for v in report["leave_one_out"].values() if v["agreement"] is not None]
     if humans:
         low, high = 100 * min(humans), 100 * max(humans)
@@ -29,17 +43,17 @@ def judge_agreement_bars(report: dict[str, Any]) -> str:
 
 
 def alpha_by_round(rounds: list[dict[str, Any]]) -> str:
+    """Alpha of each kind per pilot round with 95 % intervals; empty when no round has a
+    defined alpha (the page says why in words instead of drawing an empty axis)."""
+    if all(value is None for r in rounds for value in r["report"]["alpha"].values()):
+        return ""
     figure = go.Figure()
     kinds = (("binary", "binary"), ("first_failure_location", "first-failure location"), ("l2_step_sets_masi", "L2 step sets (MASI)"))
     for key, label in kinds:
         values = [r["report"]["alpha"][key] for r in rounds]
         intervals = [r["report"].get("alpha_ci95", {}).get(key) for r in rounds]
-        figure.add_bar(
-            name=label, x=[f"round {r['study'].round}" for r in rounds], y=values,
-            error_y={"type": "data", "symmetric": False,
-                     "array": [None if (ci is None or v is None) else ci[1] - v for v, ci in zip(values, intervals)],
-                     "arrayminus": [None if (ci is None or v is None) else v - ci[0] for v, ci in zip(values, intervals)]},
-        )
+        figure.add_bar(name=label, x=[f"round {r['study'].round}" for r in rounds], y=values,
+                       error_y=_error_bars(values, intervals))
     figure.update_layout(barmode="group", height=340, yaxis_title="Krippendorff's alpha",
                          margin={"l": 50, "r": 10, "t": 20, "b": 40}, legend_orientation="h")
     return figure.to_html(full_html=False, include_plotlyjs=False, div_id="alpha-rounds", config=_CONFIG)
@@ -74,9 +88,7 @@ def metric_agreement_chart(report: dict[str, Any]) -> str:
         intervals = [s[ci_key] for s in signals][::-1]
         figure.add_trace(go.Scatter(
             x=values, y=labels, mode="markers", marker={"size": 9, "color": colour}, showlegend=False,
-            error_x={"type": "data", "symmetric": False,
-                     "array": [None if (ci is None or v is None) else ci[1] - v for v, ci in zip(values, intervals)],
-                     "arrayminus": [None if (ci is None or v is None) else v - ci[0] for v, ci in zip(values, intervals)]},
+            error_x=_error_bars(values, intervals),
             hovertemplate="%{y}: %{x:.3f}<extra></extra>",
         ), row=1, col=column)
     figure.add_vline(x=0.5, line_dash="dash", line_color="#9e9e9e", row=1, col=1)

@@ -18,7 +18,8 @@ from annotate.kinds.critical_failure import KEY as CRITICAL_FAILURE
 from annotate.models import Study, StudyItem
 from annotate.report_charts import alpha_by_round, annotator_scatter, judge_agreement_bars
 from annotate.reports import (
-    annotator_table, disagreement_list, item_failure_views, study_agreement_report, study_rounds_reports,
+    agreement_display, annotator_table, disagreement_list, item_failure_views, study_agreement_report,
+    study_rounds_reports,
 )
 from core.permissions import IsResearcher, researcher_required
 
@@ -64,15 +65,23 @@ def agreement(request: HttpRequest, slug: str) -> HttpResponse:
         return response
     if fmt == "judges.csv":
         return _csv_response(f"{study.slug}-judges.csv",
-                             ["judge", "agreement", "agreement_has_failure", "agreement_no_failure", "cohen_kappa", "n",
-                              "ci95_low", "ci95_high"],
-                             [[j, v["agreement"], v["agreement_has_failure"], v["agreement_no_failure"], v["cohen_kappa"],
-                               v["n"], *(v["ci95"] or [None, None])] for j, v in sorted(report["judges"].items())])
+                             ["judge", "agreement", "ci95_low", "ci95_high", "n",
+                              "agreement_has_failure", "ci95_has_failure_low", "ci95_has_failure_high", "n_has_failure",
+                              "agreement_no_failure", "ci95_no_failure_low", "ci95_no_failure_high", "n_no_failure",
+                              "cohen_kappa", "cohen_kappa_ci95_low", "cohen_kappa_ci95_high",
+                              "n_judged", "n_human_tie", "n_too_few_annotations", "n_no_human_labels",
+                              "min_annotations"],
+                             [[j, v["agreement"], *(v["ci95"] or [None, None]), v["n"],
+                               v["agreement_has_failure"], *(v["ci95_has_failure"] or [None, None]), v["n_has_failure"],
+                               v["agreement_no_failure"], *(v["ci95_no_failure"] or [None, None]), v["n_no_failure"],
+                               v["cohen_kappa"], *(v["cohen_kappa_ci95"] or [None, None]),
+                               v["n_judged"], v["n_human_tie"], v["n_too_few_annotations"], v["n_no_human_labels"],
+                               report["human_majority"]["min_annotations"]]
+                              for j, v in sorted(report["judges"].items())])
     return render(request, "annotate/reports/agreement.html", {
-        "study": study, "report": report, "rounds": rounds,
-        "judge_chart": judge_agreement_bars(report) if report["judges"] else "",
+        "study": study, "report": report, "rounds": rounds, "display": agreement_display(study, report),
+        "judge_chart": judge_agreement_bars(report),
         "alpha_chart": alpha_by_round(rounds),
-        "report_json": json.dumps(report, indent=2),
     })
 
 
@@ -81,17 +90,21 @@ def annotators(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
     if (note := other_kind_note(request, study, "Annotators")) is not None:
         return note
-    report = study_agreement_report(study, bootstrap=0)
+    report = study_agreement_report(study)
     table = annotator_table(study, report)
     sort = request.GET.get("sort", "annotator")
     if sort in ("n_main", "loo_agreement", "median_active_seconds", "checks_failed"):
         table.sort(key=lambda r: (r[sort] is None, r[sort] if r[sort] is not None else 0), reverse=sort != "median_active_seconds")
     if request.GET.get("format") == "csv":
-        fields = ["annotator", "n_main", "loo_agreement", "loo_n", "median_active_seconds", "checks_passed", "checks_failed",
-                  "excluded", "exclusion_reason"]
-        return _csv_response(f"{study.slug}-annotators.csv", fields, [[r[f] for f in fields] for r in table])
+        header = ["annotator", "n_main", "loo_agreement", "loo_n", "loo_ci95_low", "loo_ci95_high",
+                  "median_active_seconds", "checks_passed", "checks_failed", "excluded", "exclusion_reason", "n_counted"]
+        rows = [[r["annotator"], r["n_main"], r["loo_agreement"], r["loo_n"], *(r["loo_ci95"] or [None, None]),
+                 r["median_active_seconds"], r["checks_passed"], r["checks_failed"], r["excluded"],
+                 r["exclusion_reason"], r["n_counted"]] for r in table]
+        return _csv_response(f"{study.slug}-annotators.csv", header, rows)
     return render(request, "annotate/reports/annotators.html",
-                  {"study": study, "table": table, "scatter": annotator_scatter(table), "sort": sort})
+                  {"study": study, "table": table, "scatter": annotator_scatter(table), "sort": sort,
+                   "min_annotations": report["human_majority"]["min_annotations"]})
 
 
 @researcher_required

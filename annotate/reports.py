@@ -10,11 +10,13 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from annotate.agreement import (
-    AnnotationRow, JudgmentRow, agreement_report, calibrated_score, human_majority, parse_annotation_record,
+    AnnotationRow, HumanMajority, JudgmentRow, agreement_report, calibrated_score, human_majority,
+    parse_annotation_record, sample_size_note,
 )
+from annotate import constants as C
 from annotate.kinds.critical_failure import KEY as CRITICAL_FAILURE
 from annotate.models import Annotation, Study, StudyItem
-from annotate.selectors import annotation_export_rows, study_rounds
+from annotate.selectors import annotation_export_rows, study_annotators, study_rounds
 from judging.models import Judgment
 
 REPORT_BOOTSTRAP = 1000
@@ -47,8 +49,17 @@ def study_judgment_rows(study: Study) -> list[JudgmentRow]:
     return rows
 
 
+def study_human_majority(study: Study, *, min_annotations: int | None = None) -> HumanMajority:
+    """The human majority of the study's items under its ``min_annotations_for_majority``
+    (or ``min_annotations``): the one the agreement page, the metric page and calibration read."""
+    threshold = study.min_annotations_for_majority if min_annotations is None else min_annotations
+    return human_majority(study_annotation_rows(study), min_annotations=threshold)
+
+
 def study_agreement_report(study: Study, *, bootstrap: int = REPORT_BOOTSTRAP, seed: int = REPORT_SEED) -> dict[str, Any]:
-    return agreement_report(study_annotation_rows(study), study_judgment_rows(study), bootstrap=bootstrap, seed=seed)
+    """The agreement report of a study under its ``min_annotations_for_majority``."""
+    return agreement_report(study_annotation_rows(study), study_judgment_rows(study), bootstrap=bootstrap, seed=seed,
+                            min_annotations=study.min_annotations_for_majority)
 
 
 def study_rounds_reports(study: Study, *, bootstrap: int = REPORT_BOOTSTRAP) -> list[dict[str, Any]]:
@@ -57,29 +68,64 @@ def study_rounds_reports(study: Study, *, bootstrap: int = REPORT_BOOTSTRAP) -> 
 
 
 def annotator_table(study: Study, report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per annotator: items labelled, leave-one-out agreement, median active seconds,
-    attention checks passed/failed, exclusion."""
-    stats: dict[str, dict[str, Any]] = defaultdict(lambda: {"n_main": 0, "active": [], "checks_passed": 0,
-                                                            "checks_failed": 0, "excluded": False, "reason": ""})
-    for row in annotation_export_rows(study):
-        entry = stats[row["annotator"]]
-        if row["source"] == "main":
-            entry["n_main"] += 1
-            if row["active_seconds"] is not None:
-                entry["active"].append(row["active_seconds"])
-        elif row["source"] == "attention" and row["correct"] is not None:
-            entry["checks_passed" if row["correct"] else "checks_failed"] += 1
-        if row["excluded"]:
-            entry["excluded"], entry["reason"] = True, row["exclusion_reason"]
+    """Per annotator (by PID): the study page's counts (``study_annotators``: items labelled,
+    reservations, attention checks passed/failed, median active seconds, exclusion) and the
+    leave-one-out agreement of ``report`` with its n, interval and small-sample note."""
     table = []
-    for annotator, entry in sorted(stats.items()):
-        loo = report["leave_one_out"].get(annotator, {})
-        median = statistics.median(entry["active"]) if entry["active"] else None
-        table.append({"annotator": annotator, "n_main": entry["n_main"], "loo_agreement": loo.get("agreement"),
-                      "loo_n": loo.get("n", 0), "median_active_seconds": median,
-                      "checks_passed": entry["checks_passed"], "checks_failed": entry["checks_failed"],
-                      "excluded": entry["excluded"], "exclusion_reason": entry["reason"]})
+    for row in sorted(study_annotators(study), key=lambda r: r["pid"]):
+        loo = report["leave_one_out"].get(row["pid"], {})
+        table.append({"annotator": row["pid"], "n_main": row["n_main"], "n_counted": row["n_counted"],
+                      "loo_agreement": loo.get("agreement"), "loo_n": loo.get("n", 0), "loo_ci95": loo.get("ci95"),
+                      "loo_small_sample": sample_size_note(loo["n"], loo.get("ci95")) if loo.get("n") else None,
+                      "median_active_seconds": row["median_active_seconds"],
+                      "checks_passed": row["checks_passed"], "checks_failed": row["checks_failed"],
+                      "excluded": row["excluded"], "exclusion_reason": row["exclusion_reason"]})
     return table
+
+
+def confusion_table(confusion: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """A judge's confusion matrix (``judges[...]["confusion"]``: human-majority rows, judge
+    columns) turned for display: one row per judge label, one column per human-majority
+    label, with row and column totals."""
+    labels = ("has_failure", "no_failure")
+    rows = []
+    for judge in labels:
+        cells = [confusion[f"human_{human}"][f"judge_{judge}"] for human in labels]
+        rows.append({"label": judge, "cells": cells, "total": sum(cells)})
+    totals = [sum(row["cells"][k] for row in rows) for k in range(len(labels))]
+    return {"columns": list(labels), "rows": rows, "totals": totals, "total": sum(totals)}
+
+
+ALPHA_LABELS = {"binary": "binary", "first_failure_location": "first-failure location",
+                "l2_step_sets_masi": "L2 step sets (MASI)"}
+
+
+def agreement_display(study: Study, report: dict[str, Any]) -> dict[str, Any]:
+    """What the agreement page shows beside the report: one row per judge with its
+    confusion table and calibration, the sentences saying why alpha is undefined (kinds
+    sharing a reason together), the warning when items lack a majority, and the page's
+    small-sample note (on the items with a human majority, ``sample_size_note``)."""
+    majority = report["human_majority"]
+    judges = [{"name": name, "result": result, "confusion": confusion_table(result["confusion"]),
+               "calibration": report["calibration"].get(name, {})} for name, result in report["judges"].items()]
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for kind, reason in report["alpha_undefined"].items():
+        if reason:
+            reasons[reason].append(ALPHA_LABELS[kind])
+    n = majority["n_with_majority"]
+    small = None
+    if n and sample_size_note(n, None):
+        small = (f"Small sample: judge–human agreement rests on {n} item{'' if n == 1 else 's'} with a human "
+                 f"majority (fewer than {C.SMALL_SAMPLE_ITEMS}), so every interval on this page is wide; read each "
+                 f"number with its interval.")
+    return {
+        "judges": judges,
+        "any_judge_compared": any(j["result"]["n"] for j in judges),
+        "alpha_undefined": [{"kinds": kinds, "reason": reason} for reason, kinds in reasons.items()],
+        "majority": majority,
+        "annotators_per_item": study.annotators_per_item,
+        "small_sample": small,
+    }
 
 
 def _entropy(labels: list[bool]) -> float:
@@ -90,8 +136,10 @@ def _entropy(labels: list[bool]) -> float:
 
 def disagreement_list(study: Study) -> list[dict[str, Any]]:
     """Items ranked by disagreement among their annotators (binary entropy of the labels,
-    1.0 for an even split), then by how many judges differ from the human majority."""
+    1.0 for an even split), then by how many judges differ from the human majority (the
+    study's, ``study_human_majority``: ``None`` for a tie or too few annotations)."""
     rows = [r for r in study_annotation_rows(study) if not r.excluded]
+    majority_of = human_majority(rows, min_annotations=study.min_annotations_for_majority)
     by_item: dict[str, list[bool]] = defaultdict(list)
     for row in rows:
         by_item[row.item_id].append(row.has_failure)
@@ -102,10 +150,11 @@ def disagreement_list(study: Study) -> list[dict[str, Any]]:
     result = []
     for item_id, labels in by_item.items():
         n_yes = sum(labels)
-        majority = True if n_yes * 2 > len(labels) else False if n_yes * 2 < len(labels) else None
+        majority = majority_of.label(item_id)
         judge_dissent = sum(1 for label in judges[item_id] if majority is not None and label != majority)
         result.append({"item": items.get(item_id), "item_id": item_id, "n": len(labels), "n_has_failure": n_yes,
-                       "entropy": _entropy(labels), "majority": majority, "judge_dissent": judge_dissent})
+                       "entropy": _entropy(labels), "majority": majority,
+                       "majority_reason": majority_of.reason(item_id), "judge_dissent": judge_dissent})
     result.sort(key=lambda r: (-r["entropy"], -r["judge_dissent"], r["item_id"]))
     return result
 
@@ -167,9 +216,8 @@ def calibration_from_studies(judge: str, successes: list[bool]) -> dict[str, Any
         return None
     judge_labels, human_labels = [], []
     for study in Study.objects.filter(pk__in=study_ids):
-        majority = human_majority([r for r in study_annotation_rows(study) if not r.excluded])
-        for item_id, label in majority.items():
-            if label is not None and (study.pk, item_id) in item_judge:
+        for item_id, label in study_human_majority(study).decided().items():
+            if (study.pk, item_id) in item_judge:
                 judge_labels.append(item_judge[(study.pk, item_id)])
                 human_labels.append(label)
     if not judge_labels:

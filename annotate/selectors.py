@@ -108,21 +108,42 @@ def study_progress_get(study: Study) -> dict[str, Any]:
 
 
 def study_annotators(study: Study) -> list[dict[str, Any]]:
-    rows = []
-    participations = Participation.objects.filter(study=study).select_related("annotator").annotate(
-        n_main=Count("annotations", filter=Q(annotations__source=ROLE_MAIN)),
-        n_reserved=Count("assignments", filter=Q(assignments__status=AssignmentStatus.RESERVED)),
-    ).order_by("started_at")
+    """One row per annotator who started the study (oldest first): the counts the study page,
+    the annotators report and its CSV all show, so they cannot disagree.
+
+    ``n_main``: submitted main-pool annotations (excluded and surplus ones included);
+    ``n_counted``: those not excluded (the ones the agreement statistics use);
+    ``n_reserved``: items reserved now; ``checks_passed`` / ``checks_failed``: graded
+    attention-check answers; ``median_active_seconds`` over the main-pool annotations;
+    ``excluded`` / ``exclusion_reason`` of the participation. Each count is its own grouped
+    query over one table: two ``Count``s over one join would multiply each other."""
+    def grouped(queryset: QuerySet) -> dict[int, int]:
+        counts = queryset.order_by().values("participation_id").annotate(n=Count("pk"))
+        return dict(counts.values_list("participation_id", "n"))
+
+    main = Annotation.objects.filter(study=study, source=ROLE_MAIN)
+    attention = Annotation.objects.filter(study=study, source=ROLE_ATTENTION, correct__isnull=False)
+    n_main = grouped(main)
+    n_counted = grouped(main.filter(excluded=False))
+    n_reserved = grouped(Assignment.objects.filter(study=study, status=AssignmentStatus.RESERVED))
+    passed = grouped(attention.filter(correct=True))
+    failed = grouped(attention.filter(correct=False))
     active = defaultdict(list)
-    for pid, seconds in Annotation.objects.filter(study=study, source=ROLE_MAIN).values_list("participation_id", "active_seconds"):
+    for pid, seconds in main.values_list("participation_id", "active_seconds"):
         active[pid].append(seconds)
-    for p in participations:
+    rows = []
+    for p in Participation.objects.filter(study=study).select_related("annotator").order_by("started_at", "pk"):
         rows.append({
             "participation": p,
             "pid": p.annotator.pid,
-            "n_main": p.n_main,
-            "n_reserved": p.n_reserved,
+            "n_main": n_main.get(p.pk, 0),
+            "n_counted": n_counted.get(p.pk, 0),
+            "n_reserved": n_reserved.get(p.pk, 0),
+            "checks_passed": passed.get(p.pk, 0),
+            "checks_failed": failed.get(p.pk, 0),
             "median_active_seconds": _median(active[p.pk]),
+            "excluded": p.excluded,
+            "exclusion_reason": p.exclusion_reason,
         })
     return rows
 

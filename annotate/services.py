@@ -28,6 +28,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from annotate import constants as C
+from annotate.agreement import check_min_annotations
 from annotate.kinds import codebook_get, kind_get
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError, ItemSpec
 from annotate.models import (
@@ -168,6 +169,18 @@ class StudySettings:
     screened_out_code: str | None = None
     payment_per_item: Decimal | None = None
     items_per_page: int = 1
+    # Annotations an item needs for a human majority (analysis only; docs/agreement.md).
+    min_annotations_for_majority: int = C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT
+
+
+def _majority_threshold_problems(value: Any) -> list[str]:
+    try:
+        check_min_annotations(value)
+    except ValueError:
+        return [f"a human majority needs at least {C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN} annotations per item "
+                f"(min annotations for majority between {C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN} and "
+                f"{C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX}, got {value!r})"]
+    return []
 
 
 def _check_settings(s: StudySettings, items: list[ItemSpec]) -> list[str]:
@@ -184,6 +197,7 @@ def _check_settings(s: StudySettings, items: list[ItemSpec]) -> list[str]:
         problems.append(f"items per page must be between 1 and {C.MAX_ITEMS_PER_PAGE}")
     if s.max_items_per_annotator is not None and s.max_items_per_annotator < 1:
         problems.append("the maximum items per annotator must be at least 1")
+    problems += _majority_threshold_problems(s.min_annotations_for_majority)
     for name in ("completion_code", "screened_out_code"):
         code = getattr(s, name)
         if code is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", code):
@@ -244,7 +258,7 @@ def study_create(
         attention_check_rate=settings.attention_check_rate, attention_max_failures=settings.attention_max_failures,
         max_items_per_annotator=settings.max_items_per_annotator, completion_code=completion,
         screened_out_code=screened, payment_per_item=settings.payment_per_item, created_by=created_by,
-        items_per_page=settings.items_per_page,
+        items_per_page=settings.items_per_page, min_annotations_for_majority=settings.min_annotations_for_majority,
     )
     _items_create(study, items)
     return study
@@ -274,6 +288,7 @@ def study_round_create(*, study: Study, instructions: str, created_by: Any = Non
         qualification_enabled=study.qualification_enabled, qualification_pass=study.qualification_pass or None,
         attention_check_rate=study.attention_check_rate, attention_max_failures=study.attention_max_failures,
         max_items_per_annotator=study.max_items_per_annotator, payment_per_item=study.payment_per_item,
+        min_annotations_for_majority=study.min_annotations_for_majority,
     )
     new = study_create(
         name=f"{root.name} (round {last + 1})", items=_item_specs(study), kind=study.kind,
@@ -289,10 +304,12 @@ def study_round_create(*, study: Study, instructions: str, created_by: Any = Non
 @transaction.atomic
 def study_update(
     *, study: Study, is_open: bool | None = None, payment_per_item: Decimal | None = None,
-    clear_payment: bool = False, instructions: str | None = None,
+    clear_payment: bool = False, instructions: str | None = None, min_annotations_for_majority: int | None = None,
 ) -> Study:
-    """Open/close, set the payment, or edit the guidelines (a new version; only before anyone
-    has started, since annotators already trained on the old text: use a new round instead)."""
+    """Open/close, set the payment, set the annotations a human majority needs (analysis
+    only: it changes no annotator's work), or edit the guidelines (a new version; only before
+    anyone has started, since annotators already trained on the old text: use a new round
+    instead)."""
     study = Study.objects.select_for_update().get(pk=study.pk)
     fields = []
     if is_open is not None:
@@ -303,6 +320,11 @@ def study_update(
             raise StudyInvalid("The payment must not be negative.")
         study.payment_per_item = None if clear_payment else payment_per_item
         fields.append("payment_per_item")
+    if min_annotations_for_majority is not None:
+        if problems := _majority_threshold_problems(min_annotations_for_majority):
+            raise StudyInvalid(problems[0][0].upper() + problems[0][1:] + ".")
+        study.min_annotations_for_majority = min_annotations_for_majority
+        fields.append("min_annotations_for_majority")
     if instructions is not None:
         version = guideline_version_ensure(kind=study.kind, instructions=instructions)
         if version.pk != study.guideline_version_id:

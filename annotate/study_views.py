@@ -94,6 +94,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
                     completion_code=data.get("completion_code") or None,
                     screened_out_code=data.get("screened_out_code") or None,
                     payment_per_item=data.get("payment_per_item"),
+                    min_annotations_for_majority=data["min_annotations_for_majority"],
                 ),
             )
         except ItemFileError as exc:
@@ -120,7 +121,8 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "rounds": study_round_summaries(study),
         "choice_results": choice_study_results(study) if study.kind == MULTIPLE_CHOICE else None,
         "faithfulness_results": faithfulness_study_results(study) if study.kind == CONSTRAINT_FAITHFULNESS else None,
-        "settings_form": StudySettingsForm(initial={"is_open": study.is_open, "payment_per_item": study.payment_per_item}),
+        "settings_form": StudySettingsForm(initial={"is_open": study.is_open, "payment_per_item": study.payment_per_item,
+                                                    "min_annotations_for_majority": study.min_annotations_for_majority}),
         "round_form": RoundCreateForm(initial={"instructions": study.guideline_version.instructions}),
     })
 
@@ -133,7 +135,8 @@ def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     if form.is_valid():
         payment = form.cleaned_data.get("payment_per_item")
         study_update(study=study, is_open=form.cleaned_data["is_open"], payment_per_item=payment,
-                     clear_payment=payment is None)
+                     clear_payment=payment is None,
+                     min_annotations_for_majority=form.cleaned_data.get("min_annotations_for_majority"))
         messages.success(request, "Settings saved.")
     else:
         messages.error(request, "Settings not saved: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))

@@ -154,7 +154,8 @@ def test_study_rows_come_from_the_single_seam(monkeypatch, files):
 
     annotations, judgments = files
     monkeypatch.setattr(
-        agreement_report, "study_agreement_rows", lambda slug: (read_annotations(annotations), read_judgments(judgments))
+        agreement_report, "study_agreement_rows",
+        lambda slug: (read_annotations(annotations), read_judgments(judgments), 2),
     )
     from_study = json.loads(run("--study", "final", "--bootstrap", "50")[0])
     from_files = json.loads(run("--annotations", str(annotations), "--judgments", str(judgments), "--bootstrap", "50")[0])

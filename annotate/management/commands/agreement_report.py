@@ -1,5 +1,5 @@
 """``python manage.py agreement_report (--study SLUG | --annotations FILE.jsonl)
-[--judgments FILE.jsonl] [--output FILE.json] [--bootstrap 1000] [--seed 0]``
+[--judgments FILE.jsonl] [--min-annotations N] [--output FILE.json] [--bootstrap 1000] [--seed 0]``
 
 Prints the agreement report (``annotate.agreement.agreement_report``) as one JSON object,
 or writes it atomically to ``--output``. Malformed input stops the command with an error
@@ -21,13 +21,36 @@ from annotate.agreement import (
     AnnotationRow,
     JudgmentRow,
     agreement_report,
+    check_min_annotations,
     read_annotations,
     read_judgments,
 )
+from annotate.constants import MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT
 
 
-def study_agreement_rows(slug: str) -> tuple[list[AnnotationRow], list[JudgmentRow]]:
-    """The annotations (excluded ones included, flagged) and judge labels of a study."""
+def _min_annotations(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 2, got {value!r}") from None
+    try:
+        return check_min_annotations(number)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_min_annotations_argument(parser: CommandParser) -> None:
+    """``--min-annotations N``: annotations an item needs for a human majority (>= 2);
+    default: the study's setting with ``--study``, 2 with ``--annotations``."""
+    parser.add_argument(
+        "--min-annotations", metavar="N", type=_min_annotations, default=None,
+        help=f"non-excluded annotations an item needs for a human majority, at least 2 (default: the study's "
+             f"setting with --study, {MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT} with --annotations)")
+
+
+def study_agreement_rows(slug: str) -> tuple[list[AnnotationRow], list[JudgmentRow], int]:
+    """The annotations (excluded ones included, flagged) and judge labels of a study, and
+    its ``min_annotations_for_majority``."""
     from annotate.models import Study
     from annotate.reports import study_annotation_rows, study_judgment_rows
 
@@ -39,7 +62,7 @@ def study_agreement_rows(slug: str) -> tuple[list[AnnotationRow], list[JudgmentR
     if study.kind != CRITICAL_FAILURE:
         raise CommandError(f"study {study.slug!r} is a {study.kind} study: its answers carry no has_failure, so there "
                            f"is no critical-failure agreement report; its results are on the study page")
-    return study_annotation_rows(study), study_judgment_rows(study)
+    return study_annotation_rows(study), study_judgment_rows(study), study.min_annotations_for_majority
 
 
 def _non_negative(value: str) -> int:
@@ -103,16 +126,21 @@ class Command(BaseCommand):
             "--bootstrap", metavar="N", type=_non_negative, default=DEFAULT_BOOTSTRAP, help="resamples (0: no intervals)"
         )
         parser.add_argument("--seed", metavar="N", type=_non_negative, default=0, help="seed of the resamples")
+        add_min_annotations_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             if options["study"]:
-                annotations, judgments = study_agreement_rows(options["study"])
+                annotations, judgments, min_annotations = study_agreement_rows(options["study"])
             else:
                 annotations, judgments = read_annotations(options["annotations"]), []
+                min_annotations = MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT
+            if options["min_annotations"] is not None:
+                min_annotations = options["min_annotations"]
             if options["judgments"]:
                 judgments = [*judgments, *read_judgments(options["judgments"])]
-            report = agreement_report(annotations, judgments, bootstrap=options["bootstrap"], seed=options["seed"])
+            report = agreement_report(annotations, judgments, bootstrap=options["bootstrap"], seed=options["seed"],
+                                      min_annotations=min_annotations)
         except AgreementInputError as exc:
             raise CommandError(str(exc)) from exc
         except ValueError as exc:  # e.g. a judge labelling the same item in the study and in --judgments

@@ -45,6 +45,9 @@ class Command(BaseCommand):
         parser.add_argument("--max-items", type=int, help="items per annotator (default: until none are left)")
         parser.add_argument("--items-per-page", type=int, default=1,
                             help="multiple-choice studies: items shown on one page (default 1; the paper: 15, or 30 for step ordering)")
+        parser.add_argument("--min-annotations-for-majority", type=int, default=C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT,
+                            help="annotations an item needs for a human majority, at least 2 (default "
+                                 f"{C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT}; docs/agreement.md)")
         parser.add_argument("--completion-code")
         parser.add_argument("--screened-out-code")
         parser.add_argument("--payment-per-item", help="USD per item, for the implied hourly pay")
@@ -86,7 +89,7 @@ class Command(BaseCommand):
             training_enabled=not o["no_training"], qualification_enabled=not o["no_qualification"],
             qualification_pass=o["qualification_pass"], attention_check_rate=o["attention_rate"],
             attention_max_failures=o["attention_max_failures"], max_items_per_annotator=o["max_items"],
-            items_per_page=o["items_per_page"],
+            items_per_page=o["items_per_page"], min_annotations_for_majority=o["min_annotations_for_majority"],
             completion_code=o["completion_code"], screened_out_code=o["screened_out_code"], payment_per_item=payment,
         )
         try:

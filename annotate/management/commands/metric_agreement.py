@@ -1,6 +1,6 @@
 """``python manage.py metric_agreement (--study SLUG | --annotations FILE.jsonl
-[--judgments FILE.jsonl] [--generations FILE.jsonl]) [--bootstrap N] [--seed S]
-[--output FILE.json]``
+[--judgments FILE.jsonl] [--generations FILE.jsonl]) [--min-annotations N] [--bootstrap N]
+[--seed S] [--output FILE.json]``
 
 Prints the metric-agreement report (annotate/metric_agreement.py: every automatic signal
 ranked by AUC against the human majority's has_failure) as one JSON object, or writes it
@@ -13,7 +13,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.agreement import DEFAULT_BOOTSTRAP, AgreementInputError, human_majority, read_annotations, read_judgments
+from annotate.management.commands.agreement_report import add_min_annotations_argument
 from annotate.management.commands.agreement_report import _non_negative, emit_report
+from annotate.constants import MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT as MIN_DEFAULT
 from annotate.metric_agreement import read_generations
 
 
@@ -36,6 +38,7 @@ class Command(BaseCommand):
         parser.add_argument("--bootstrap", metavar="N", type=_non_negative, default=DEFAULT_BOOTSTRAP,
                             help="resamples (0: no intervals)")
         parser.add_argument("--seed", metavar="N", type=_non_negative, default=0, help="seed of the resamples")
+        add_min_annotations_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -63,9 +66,10 @@ class Command(BaseCommand):
             if study.kind != CRITICAL_FAILURE:
                 raise CommandError(f"study {study.slug!r} is a {study.kind} study; metric agreement needs "
                                    f"has_failure labels (a {CRITICAL_FAILURE} study)")
-            inputs = study_metric_inputs(study)
+            inputs = study_metric_inputs(study, min_annotations=options["min_annotations"])
         else:
-            majority = human_majority(read_annotations(options["annotations"]))
+            majority = human_majority(read_annotations(options["annotations"]),
+                                      min_annotations=options["min_annotations"] or MIN_DEFAULT)
             generations = read_generations(options["generations"]) if options["generations"] else []
             inputs = file_metric_inputs(majority, generations)
         if options["judgments"]:
