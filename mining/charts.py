@@ -32,9 +32,15 @@ def documents_per_topic_chart(rows: list[dict]) -> str:
 
 
 def mining_funnel_chart(funnel: list[dict], documents: int) -> str:
-    """How2Everything Figure 2: documents left after each stage."""
+    """How2Everything Figure 2: documents left after each stage. Documents still being
+    worked on are drawn apart, as in flight, so only rejections and failures narrow it."""
     labels = ["documents"] + [row["stage"] for row in funnel]
-    values = [documents] + [row["passed"] for row in funnel]
-    figure = go.Figure(go.Funnel(y=labels, x=values, textinfo="value+percent initial", marker_color="#1f77b4"))
-    figure.update_layout(height=360, margin={"l": 130, "r": 10, "t": 10, "b": 20})
+    passed = [documents] + [row["passed"] for row in funnel]
+    in_flight = [0] + [row["in_flight"] for row in funnel]
+    figure = go.Figure()
+    figure.add_funnel(name="passed", y=labels, x=passed, textinfo="value+percent initial", marker_color="#1f77b4")
+    if any(in_flight):
+        figure.add_funnel(name="in flight", y=labels, x=in_flight, textinfo="value", marker_color="#c6dbef")
+    figure.update_layout(height=360, margin={"l": 130, "r": 10, "t": 10, "b": 20}, funnelmode="stack",
+                         legend_orientation="h", legend_y=-0.05)
     return figure.to_html(full_html=False, include_plotlyjs=False, div_id="mining-funnel", config={"displaylogo": False})

@@ -1,6 +1,8 @@
 """Reads of mining runs: progress (the funnel of How2Everything Figure 2 per topic and
-stage, yield, throughput, ETA, tokens and USD per stage), and the documents a run
-rejected or failed, for tuning prompts."""
+stage with the documents still in flight, yield, throughput, ETA, tokens and USD per stage
+and model), and the documents a run rejected or failed, for tuning prompts. Planned
+documents, ETA and projected cost count only the documents the run can actually sample
+(mining/run_estimates.py has the estimates and their intervals)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -13,10 +15,15 @@ from django.utils import timezone
 
 from llm.models import LedgerEntry
 from mining.models import CandidateStatus, MiningCandidate, MiningRun, StageResult
-from mining.stages import PASSED, PIPELINE, REJECTED, reason_code
+from mining.run_estimates import cost_projection, eta_estimate
+from mining.stages import LLM_STAGES, PASSED, PIPELINE, REJECTED, reason_code
 
 # Documents finished in this window set the throughput (and so the ETA).
 THROUGHPUT_WINDOW = timedelta(minutes=5)
+
+# A run in one of these states has stopped for good: it has an amount spent, no ETA and no
+# projection. (Paused and failed runs can be resumed, so they keep both.)
+FINISHED_STATUSES = ("done", "done_with_failures", "cancelled")
 
 
 def mining_run_list() -> QuerySet[MiningRun]:
@@ -26,9 +33,54 @@ def mining_run_list() -> QuerySet[MiningRun]:
     ).order_by("-id")
 
 
-def _planned(run: MiningRun, n_topics: int) -> int:
-    """Documents the run will take at most: the sampling budget of every topic."""
-    return run.candidates_per_topic * n_topics
+def _planned_per_topic(run: MiningRun, topic_ids: list[int], per_topic_status: dict[int, Counter]) -> dict[int, int]:
+    """Documents the run can still take per topic, at most: its sampling budget, or what
+    the corpus holds for the topic (the documents present when the run was created, as
+    the sampler sees them) when that is fewer; a topic that met
+    ``desired_valid_per_topic`` and has nothing pending takes no more than it has."""
+    available = dict(run.corpus.documents.filter(topic_id__in=topic_ids, pk__lte=run.config.get("max_document_id", 0))
+                     .values_list("topic_id").annotate(n=Count("id")))
+    planned = {}
+    for topic_id in topic_ids:
+        counts = per_topic_status[topic_id]
+        planned[topic_id] = min(run.candidates_per_topic, available.get(topic_id, 0))
+        if (run.desired_valid_per_topic and counts[CandidateStatus.PASSED] >= run.desired_valid_per_topic
+                and not counts[CandidateStatus.PENDING]):
+            planned[topic_id] = sum(counts.values())
+    return planned
+
+
+def _funnel_cell(stage: str, documents: int, pending: int, reached: int, passed: int, passed_pending: int) -> dict:
+    """One stage of the funnel. ``in_flight``: documents still being worked on that have
+    not passed the stage yet (they may); ``dropped``: rejected or failed at or before it."""
+    in_flight = max(pending - passed_pending, 0)
+    return {"stage": stage, "reached": reached, "passed": passed, "in_flight": in_flight,
+            "dropped": max(documents - passed - in_flight, 0)}
+
+
+def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
+    """Requests, tokens and USD per stage and per model that served them (the ledger
+    entry's model), so requests made before *Change stages* stay under their own model.
+    ``current`` marks the model the stage asks now; a stage without requests yet shows
+    its current model with zeros."""
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in (LedgerEntry.objects.filter(run=run.ledger_run).values("stage", "model").order_by("stage", "model")
+                .annotate(requests=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"),
+                          cost_usd=Sum("cost_usd"))):
+        rows[row["stage"]].append(row)
+    table = []
+    for stage in LLM_STAGES:
+        spec = run.stages.get(stage, {})
+        current_model = spec.get("resolved_model", "")
+        stage_rows = rows.get(stage) or [{"model": current_model, "requests": 0, "tokens_in": 0, "tokens_out": 0,
+                                          "cost_usd": None}]
+        for row in sorted(stage_rows, key=lambda r: (r["model"] != current_model, r["model"])):
+            current = row["model"] == current_model
+            table.append({"stage": stage, "model": row["model"], "current": current, "requests": row["requests"],
+                          "tokens_in": row["tokens_in"] or 0, "tokens_out": row["tokens_out"] or 0,
+                          "cost_usd": row["cost_usd"], "prompt_hash": spec.get("prompt_hash", "") if current else "",
+                          "prompt_file": spec.get("prompt_file", "") if current else ""})
+    return table
 
 
 def mining_run_progress(run: MiningRun) -> dict[str, Any]:
@@ -39,32 +91,40 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
                                 .annotate(n=Count("id"))):
         per_topic_status[topic_id][status] = n
 
-    # The funnel: per topic and stage, how many documents reached the stage and passed it.
+    # The funnel: per topic and stage, how many documents reached the stage and passed it,
+    # and how many of those still pending passed it (the rest of the pending are in flight).
     reached: dict[tuple[int, str], int] = Counter()
     passed: dict[tuple[int, str], int] = Counter()
+    passed_pending: dict[tuple[int, str], int] = Counter()
     outcome_counts: Counter = Counter()
-    for topic_id, stage, status, n in (StageResult.objects.filter(run=run)
-                                       .values_list("candidate__topic_id", "stage", "status").annotate(n=Count("id"))):
+    for topic_id, stage, status, candidate_status, n in (
+            StageResult.objects.filter(run=run).values_list("candidate__topic_id", "stage", "status", "candidate__status")
+            .annotate(n=Count("id"))):
         reached[(topic_id, stage)] += n
         if status == PASSED:
             passed[(topic_id, stage)] += n
+            if candidate_status == CandidateStatus.PENDING:
+                passed_pending[(topic_id, stage)] += n
         outcome_counts[status] += n
 
     funnel_topics = []
     for topic in topics:
-        sampled = sum(per_topic_status[topic["id"]].values())
+        counts = per_topic_status[topic["id"]]
+        documents, pending = sum(counts.values()), counts[CandidateStatus.PENDING]
         funnel_topics.append({
-            "topic": topic["name"], "slug": topic["slug"], "documents": sampled,
-            "stages": [{"stage": s, "reached": reached[(topic["id"], s)], "passed": passed[(topic["id"], s)]}
-                       for s in PIPELINE],
-            "procedures": per_topic_status[topic["id"]][CandidateStatus.PASSED],
+            "topic": topic["name"], "slug": topic["slug"], "documents": documents,
+            "stages": [_funnel_cell(s, documents, pending, reached[(topic["id"], s)], passed[(topic["id"], s)],
+                                    passed_pending[(topic["id"], s)]) for s in PIPELINE],
+            "procedures": counts[CandidateStatus.PASSED],
         })
-    funnel_total = [{"stage": s, "reached": sum(reached[(t["id"], s)] for t in topics),
-                     "passed": sum(passed[(t["id"], s)] for t in topics)} for s in PIPELINE]
+    sampled = sum(by_status.values())
+    funnel_total = [_funnel_cell(s, sampled, by_status[CandidateStatus.PENDING],
+                                 sum(reached[(t["id"], s)] for t in topics), sum(passed[(t["id"], s)] for t in topics),
+                                 sum(passed_pending[(t["id"], s)] for t in topics)) for s in PIPELINE]
 
     finished = by_status[CandidateStatus.PASSED] + by_status[CandidateStatus.REJECTED] + by_status[CandidateStatus.FAILED]
-    sampled = sum(by_status.values())
-    planned = _planned(run, len(topics))
+    planned = sum(_planned_per_topic(run, [t["id"] for t in topics], per_topic_status).values())
+    over = run.status in FINISHED_STATUSES
     now = timezone.now()
     recent = MiningCandidate.objects.filter(run=run, finished_at__gte=now - THROUGHPUT_WINDOW).count()
     started = run.started_at
@@ -72,15 +132,23 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     if started and now - started < THROUGHPUT_WINDOW:
         window_minutes = max((now - started).total_seconds() / 60, 1 / 60)
     per_minute = recent / window_minutes if recent else 0.0
-    remaining = max(planned - finished, 0) if run.status not in ("done", "cancelled") else 0
-    eta_minutes = remaining / per_minute if per_minute and remaining else None
+    remaining = 0 if over else max(planned - finished, 0)
+    eta = eta_estimate(remaining=remaining, finished_in_window=recent, window_minutes=window_minutes)
 
-    costs = list(LedgerEntry.objects.filter(run=run.ledger_run).values("stage").annotate(
-        requests=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost_usd=Sum("cost_usd")))
-    by_stage = {row["stage"]: row for row in costs}
-    spent = sum((row["cost_usd"] or Decimal(0) for row in costs), Decimal(0))
-    priced = all(row["cost_usd"] is not None for row in costs)
-    projected = spent * planned / finished if finished and priced else None
+    stage_costs = _stage_costs(run)
+    spent = sum((row["cost_usd"] or Decimal(0) for row in stage_costs), Decimal(0))
+    priced = all(row["cost_usd"] is not None for row in stage_costs if row["requests"])
+    projection = {"usd": None, "ci95": None, "n": finished}
+    if priced and not over:  # a finished run shows what it spent, not a projection
+        finished_costs, in_flight_paid = [], Decimal(0)
+        for status, usd in (MiningCandidate.objects.filter(run=run).annotate(usd=Sum("stage_results__cost_usd"))
+                            .values_list("status", "usd")):
+            if status == CandidateStatus.PENDING:
+                in_flight_paid += usd or Decimal(0)
+            else:
+                finished_costs.append(usd or Decimal(0))
+        projection = cost_projection(spent=spent, planned=planned, finished_costs=finished_costs,
+                                     in_flight_paid=in_flight_paid)
 
     rejections = Counter()
     for stage, reason, n in (MiningCandidate.objects.filter(run=run, status=CandidateStatus.REJECTED)
@@ -94,16 +162,15 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
             "finished": finished, "procedures": by_status[CandidateStatus.PASSED],
             "rejected": by_status[CandidateStatus.REJECTED], "failed": by_status[CandidateStatus.FAILED],
             "yield": by_status[CandidateStatus.PASSED] / finished if finished else None,
-            "documents_per_minute": round(per_minute, 2), "eta_minutes": round(eta_minutes, 1) if eta_minutes else None,
-            "cost_usd": spent if priced else None, "projected_cost_usd": projected,
-            "budget_usd": run.budget_usd,
+            "documents_per_minute": round(per_minute, 2), "eta_minutes": eta["minutes"],
+            "eta_ci95_minutes": eta["ci95"], "eta_n": eta["n"],
+            "cost_usd": spent if priced else None, "projected_cost_usd": projection["usd"],
+            "projected_ci95_usd": projection["ci95"], "projected_n": projection["n"],
+            "budget_usd": run.budget_usd, "over": over,
         },
         "funnel": funnel_total,
         "funnel_by_topic": funnel_topics,
-        "stage_costs": [{"stage": s, "requests": by_stage.get(s, {}).get("requests", 0),
-                         "tokens_in": by_stage.get(s, {}).get("tokens_in") or 0,
-                         "tokens_out": by_stage.get(s, {}).get("tokens_out") or 0,
-                         "cost_usd": by_stage.get(s, {}).get("cost_usd")} for s in PIPELINE if s != "heuristics"],
+        "stage_costs": stage_costs,
         "outcomes": {status: outcome_counts[status] for status in
                      (PASSED, REJECTED, "parse_failed", "truncated", "refused", "api_error")},
         "rejection_reasons": [{"stage": stage, "reason": code, "documents": n}

@@ -112,7 +112,8 @@ def test_mine_run_command_starts_reconfigures_and_reports(miner, corpus, tmp_pat
     assert run.candidates.filter(status="rejected", stage="heuristics").count() == 2  # 6 steps > 5
     call_command("mine_run", "--status", "cli-run")
     status = json.loads(capsys.readouterr().out)
-    assert status["totals"]["rejected"] == 2 and status["funnel"][1] == {"stage": "heuristics", "reached": 2, "passed": 0}
+    assert status["totals"]["rejected"] == 2 and status["funnel"][1] == {"stage": "heuristics", "reached": 2, "passed": 0,
+                                                                    "in_flight": 0, "dropped": 2}
     with pytest.raises(CommandError, match="no mining run named 'nope'"):
         call_command("mine_run", "--status", "nope")
     path.write_text("name: [broken\n")

@@ -1,0 +1,74 @@
+"""How long a mining run still needs and what it will cost, with the n each estimate
+rests on and a 95 % interval. Pure Python and SciPy, no Django.
+
+* ``eta_estimate``: ``k`` documents finished in the last ``window_minutes`` give the rate
+  k / window; the ETA is the documents left at that rate. Its interval comes from the exact
+  (Garwood) 95 % Poisson interval of k: the slowest plausible rate gives the late end, the
+  fastest the early end. With k = 0 there is no rate and no ETA.
+* ``cost_projection``: the run's spending extrapolated to the documents it can sample:
+  what is spent, plus the mean cost of a finished document for every planned document not
+  yet finished, minus what the documents in flight have already cost (so they are not paid
+  for twice); a normal 95 % interval on that mean from the spread of the finished
+  documents' own costs (needs two of them). Never below what is already spent."""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from scipy.stats import chi2
+
+Z_95 = 1.959963984540054  # two-sided 95 % normal quantile
+POISSON_ALPHA = 0.05
+
+
+def poisson_interval(k: int) -> tuple[float, float]:
+    """Exact (Garwood) 95 % interval of a Poisson count ``k``."""
+    low = 0.0 if k == 0 else chi2.ppf(POISSON_ALPHA / 2, 2 * k) / 2
+    high = chi2.ppf(1 - POISSON_ALPHA / 2, 2 * k + 2) / 2
+    return float(low), float(high)
+
+
+def eta_estimate(*, remaining: int, finished_in_window: int, window_minutes: float) -> dict[str, Any]:
+    """``{"minutes", "ci95", "n"}``: minutes until ``remaining`` documents are finished
+    (None without a rate or without work left), its 95 % interval ([low, None] when the
+    slowest plausible rate is zero) and n, the documents the rate was measured on."""
+    k = finished_in_window
+    if remaining <= 0 or k <= 0 or window_minutes <= 0:
+        return {"minutes": None, "ci95": None, "n": k}
+    low_count, high_count = poisson_interval(k)
+    return {
+        "minutes": round(remaining * window_minutes / k, 1),
+        "ci95": [round(remaining * window_minutes / high_count, 1),
+                 round(remaining * window_minutes / low_count, 1) if low_count > 0 else None],
+        "n": k,
+    }
+
+
+def cost_projection(*, spent: Decimal, planned: int, finished_costs: Sequence[Decimal],
+                    in_flight_paid: Decimal = Decimal(0)) -> dict[str, Any]:
+    """``{"usd", "ci95", "n"}``: the projected total for ``planned`` documents.
+
+    ``finished_costs`` holds what each finished document cost (n of them, mean m);
+    ``in_flight_paid`` what the documents still in flight have cost so far, which ``spent``
+    already holds. The total is spent + (planned - n) x m - in_flight_paid (never below
+    spent), with a normal 95 % interval on m from the spread of the finished documents'
+    costs (needs two). None when no document has finished."""
+    n = len(finished_costs)
+    if n == 0:
+        return {"usd": None, "ci95": None, "n": 0}
+    costs = [float(c) for c in finished_costs]
+    left = max(planned - n, 0)
+    mean = statistics.fmean(costs)
+    base = float(spent) - float(in_flight_paid)
+
+    def total(per_document: float) -> float:
+        return max(float(spent), base + left * per_document)
+
+    interval = None
+    if n >= 2:
+        half = Z_95 * statistics.stdev(costs) / math.sqrt(n)
+        interval = [total(mean - half), total(mean + half)]
+    return {"usd": total(mean), "ci95": interval, "n": n}
