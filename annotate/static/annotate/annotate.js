@@ -265,9 +265,7 @@
   // ---- keyboard shortcuts
   document.addEventListener("keydown", (e) => {
     if ((e.ctrlKey || e.metaKey) && e.key === "Enter") { submit(e); return; }
-    const t = e.target;
-    const typing = t && (t.tagName === "TEXTAREA" || (t.tagName === "INPUT" && t.type === "text"));
-    if (typing || e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.defaultPrevented || window.AnnotateKeys.ignore(e)) return;
     const action = kind.shortcuts[e.key.toLowerCase()];
     if (action) { e.preventDefault(); action(); }
   });

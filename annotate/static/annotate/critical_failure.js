@@ -1,6 +1,11 @@
 /* The critical_failure study kind on the annotation page: the has_failure choice, the list
  * of failures (description + linked L1/L2 steps) and the comments. It knows nothing about
- * saving or submitting: annotate.js calls init(), getDraft() and showErrors(). */
+ * saving or submitting: annotate.js calls init(), getDraft() and showErrors().
+ *
+ * Keyboard: choosing "critical failures identified" (F or a click) puts the cursor in an
+ * empty failure's description, so what is typed next is text. Each failure's L1 and L2 step
+ * toggles are one Tab stop each (the arrow keys move within them); while one has focus,
+ * digits link or unlink step n of that list (two digits in a row for steps 10 and above). */
 "use strict";
 window.AnnotateKind = (function () {
   let ctx = null;
@@ -17,11 +22,19 @@ window.AnnotateKind = (function () {
     hasFailure = value;
     $("has-failure-yes").checked = value === true;
     $("has-failure-no").checked = value === false;
-    if (value === true && failures.length === 0) {
-      failures.push({ description: "", L1_steps: [], L2_steps: [] });
-    }
+    const created = value === true && failures.length === 0;
+    if (created) failures.push({ description: "", L1_steps: [], L2_steps: [] });
     render();
     changed(viaShortcut ? "shortcut" : "choice", value === true ? "has_failure" : "no_failure");
+    if (created) focusDescription(0);
+  }
+
+  // F: "critical failures identified", then the cursor in an empty description (adding a
+  // failure, as A does, when every failure already has one).
+  function identifyFailures() {
+    if (hasFailure !== true) setChoice(true, true);
+    const empty = failures.findIndex((f) => !f.description.trim());
+    if (empty >= 0) focusDescription(empty); else addFailure(true);
   }
 
   function stepToggle(list, n, index) {
@@ -29,8 +42,58 @@ window.AnnotateKind = (function () {
     const key = list + "_steps";
     const at = failure[key].indexOf(n);
     if (at >= 0) failure[key].splice(at, 1); else { failure[key].push(n); failure[key].sort((a, b) => a - b); }
-    renderFailures(index, list + "." + n);
+    const button = document.querySelector("#failure-" + (index + 1) + " [data-link='" + list + "." + n + "']");
+    if (button) button.setAttribute("aria-pressed", at >= 0 ? "false" : "true");
     changed(at >= 0 ? "unlink_step" : "link_step", "failure" + (index + 1) + ":" + list + "." + n);
+  }
+
+  // Digits typed on a failure's step toggles: "1" then "2" within DIGIT_WAIT_MS is step 12; a
+  // digit that cannot start a longer step number in this list acts at once.
+  const DIGIT_WAIT_MS = 700;
+  let pending = null;   // {group, list, index, count, text, timer}
+
+  function commitDigits() {
+    if (!pending) return;
+    const p = pending;
+    pending = null;
+    clearTimeout(p.timer);
+    const n = parseInt(p.text, 10);
+    if (n >= 1 && n <= p.count) stepToggle(p.list, n, p.index);
+  }
+
+  function onDigit(group, list, index, count, digit) {
+    if (pending && pending.group !== group) commitDigits();
+    const text = (pending ? pending.text : "") + digit;
+    if (pending) clearTimeout(pending.timer);
+    pending = { group: group, list: list, index: index, count: count, text: text, timer: null };
+    if (text.length >= String(count).length || parseInt(text, 10) * 10 > count) commitDigits();
+    else pending.timer = setTimeout(commitDigits, DIGIT_WAIT_MS);
+  }
+
+  // One Tab stop per list (roving tabindex): the focused toggle is the group's stop.
+  function rove(group, button) {
+    group.querySelectorAll("button.toggle").forEach((b) => { b.tabIndex = b === button ? 0 : -1; });
+  }
+
+  function onGroupKey(e, group, list, index, count) {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (/^[0-9]$/.test(e.key)) {
+      e.preventDefault();
+      onDigit(group, list, index, count, e.key);
+      return;
+    }
+    commitDigits();
+    const buttons = Array.from(group.querySelectorAll("button.toggle"));
+    const at = buttons.indexOf(document.activeElement);
+    let to = null;
+    if (e.key === "ArrowRight" || e.key === "ArrowDown") to = Math.min(buttons.length - 1, at + 1);
+    else if (e.key === "ArrowLeft" || e.key === "ArrowUp") to = Math.max(0, at - 1);
+    else if (e.key === "Home") to = 0;
+    else if (e.key === "End") to = buttons.length - 1;
+    if (to === null || at < 0) return;
+    e.preventDefault();
+    rove(group, buttons[to]);
+    buttons[to].focus();
   }
 
   function addFailure(viaShortcut) {
@@ -65,6 +128,8 @@ window.AnnotateKind = (function () {
     label.className = "toggle-label";
     label.textContent = list + " step(s)";
     group.appendChild(label);
+    const linked = failures[index][list + "_steps"];
+    const stop = linked.length && linked[0] <= count ? linked[0] : 1;
     for (let n = 1; n <= count; n++) {
       const b = document.createElement("button");
       b.type = "button";
@@ -74,13 +139,18 @@ window.AnnotateKind = (function () {
       b.setAttribute("aria-pressed", on ? "true" : "false");
       b.setAttribute("aria-label", "Failure " + (index + 1) + ": link step " + list + "." + n);
       b.textContent = list + "." + n;
-      b.addEventListener("click", () => stepToggle(list, n, index));
+      b.tabIndex = n === stop ? 0 : -1;
+      b.addEventListener("click", () => { commitDigits(); stepToggle(list, n, index); });
+      b.addEventListener("focus", () => rove(group, b));
       group.appendChild(b);
     }
+    group.addEventListener("keydown", (e) => onGroupKey(e, group, list, index, count));
+    group.addEventListener("focusout", (e) => { if (!group.contains(e.relatedTarget)) commitDigits(); });
     return group;
   }
 
-  function renderFailures(keepIndex, keepLink) {
+  function renderFailures() {
+    commitDigits();
     const ol = $("failures");
     ol.textContent = "";
     failures.forEach((failure, index) => {
@@ -119,10 +189,6 @@ window.AnnotateKind = (function () {
       li.appendChild(fs);
       ol.appendChild(li);
     });
-    if (keepIndex !== undefined && keepLink) {
-      const again = document.querySelector("#failure-" + (keepIndex + 1) + " [data-link='" + keepLink + "']");
-      if (again) again.focus();
-    }
   }
 
   function render() {
@@ -184,7 +250,7 @@ window.AnnotateKind = (function () {
     showErrors: showErrors,
     shortcuts: {
       n: () => setChoice(false, true),
-      f: () => setChoice(true, true),
+      f: identifyFailures,
       a: () => addFailure(true),
     },
   };

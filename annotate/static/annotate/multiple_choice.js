@@ -139,7 +139,7 @@
   $("mc-page").addEventListener("submit", submitPage);
   document.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); submitPage(); return; }
-    if (e.ctrlKey || e.metaKey || e.altKey || (e.target && e.target.tagName === "TEXTAREA")) return;
+    if (window.AnnotateKeys.ignore(e)) return;
     const options = cards[current].querySelectorAll("input[type=radio]").length - 1;
     if (/^[1-9]$/.test(e.key) && Number(e.key) <= options) { e.preventDefault(); choose(current, String(Number(e.key) - 1)); }
     else if (e.key === "0") { e.preventDefault(); const extra = cards[current].querySelector(".mc-extra input"); if (extra) choose(current, extra.value); }
