@@ -14,7 +14,8 @@ from judging.how2score import JUDGE_SCHEMA, JudgeAnswerError, judge_schema, vali
 from judging.models import Judgment
 from judging.services import generation_run_create, generation_run_execute, judge_run_create, judge_run_execute, \
     language_model_register
-from tests.scripted_llm import Reply, ScriptedLLM
+from tests.scripted_llm import Reply
+from tests.test_judging_runs import server  # noqa: F401  (fixture: the scripted server with the demo data)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,18 +35,6 @@ def _failure(l2_steps):
 
 def _no_failure():
     return Reply(json.dumps({"reasoning": "Equivalent.", "critical_failures": []}))
-
-
-@pytest.fixture
-def server(settings, demo):
-    settings.LLM_BACKOFF_BASE_SECONDS = 0.01
-    with ScriptedLLM() as scripted:
-        roles = dict(settings.LLM_ROLES)
-        for role in ("generate", "how2score_judge"):
-            roles[role] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
-                           "max_tokens": None}
-        settings.LLM_ROLES = roles
-        yield scripted
 
 
 def _judge_with(server, crime_answer):

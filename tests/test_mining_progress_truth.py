@@ -20,7 +20,6 @@ from mining.run_estimates import cost_projection, eta_estimate, poisson_interval
 from mining.run_selectors import mining_run_progress
 from mining.run_services import mining_run_create, mining_run_resume, mining_run_update_stages
 from mining.runner import candidates_sample
-from mining.stages import PIPELINE
 from tests.scripted_miner import document_text, scripted_miner_server
 from tests.test_mining_runs import config, execute, make_corpus, miner, point_stages_at  # noqa: F401  (fixture)
 
@@ -158,13 +157,18 @@ def test_a_rejection_is_a_drop_off_and_stays_one(miner):
     assert funnel["llm_filter"]["dropped"] == 1 and funnel["final_validation"]["passed"] == 1
 
 
-def test_the_cost_table_keeps_requests_under_the_model_that_served_them(miner):
-    corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(3)])
+def _run_then_change_the_rewrite_model(n_documents: int) -> MiningRun:
+    corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(n_documents)])
     run = mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name, start=False)
     execute(run)
     mining_run_update_stages(run=run, config_text=config() + "stages:\n  rewrite: {model: other-model}\n",
                              source="run-v2.yaml", start=False)
     execute(run)
+    return run
+
+
+def test_the_cost_table_keeps_requests_under_the_model_that_served_them(miner):
+    run = _run_then_change_the_rewrite_model(3)
     rows = [row for row in mining_run_progress(run)["stage_costs"] if row["stage"] == "rewrite"]
     assert {(row["model"], row["requests"], row["current"]) for row in rows} == {
         ("scripted", 3, False), ("other-model", 3, True)}
@@ -173,12 +177,7 @@ def test_the_cost_table_keeps_requests_under_the_model_that_served_them(miner):
 
 
 def test_the_cost_table_on_the_page_names_each_model(miner, researcher_client):
-    corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(2)])
-    run = mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name, start=False)
-    execute(run)
-    mining_run_update_stages(run=run, config_text=config() + "stages:\n  rewrite: {model: other-model}\n",
-                             source="run-v2.yaml", start=False)
-    execute(run)
+    run = _run_then_change_the_rewrite_model(2)
     page = researcher_client.get(reverse("mining_run_detail", args=[run.pk])).content.decode()
     table = page[page.index('id="stage-costs"'):]
     table = table[:table.index("</table>")]
