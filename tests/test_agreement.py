@@ -19,6 +19,7 @@ import pytest
 from annotate.agreement import (
     AgreementInputError,
     AnnotationRow,
+    HumanMajority,
     JudgmentRow,
     agreement_report,
     annotation_l2_steps,
@@ -267,9 +268,10 @@ def test_human_majority_counts_ties_and_leaves_out_excluded_rows():
             "i3": {"a": False, "b": False, "c": True},
         }
     ) + [ann("i2", "c", False, excluded=True), ann("i4", "a", True, failure(2), excluded=True)]
-    assert human_majority(rows) == {"i1": True, "i2": None, "i3": False}
+    assert human_majority(rows).labels == {"i1": True, "i2": None, "i3": False}
     report = agreement_report(rows, [], bootstrap=0)
-    assert report["human_majority"] == {"n_items": 3, "n_ties": 1, "has_failure": 1, "no_failure": 1}
+    assert report["human_majority"] == {"min_annotations": 2, "n_items": 3, "n_with_majority": 2, "n_ties": 1,
+                                        "has_failure": 1, "no_failure": 1, "n_too_few": 0}
     assert (report["n_items"], report["n_annotators"], report["n_annotations"], report["n_excluded"]) == (3, 3, 8, 2)
 
 
@@ -278,14 +280,17 @@ def test_leave_one_out_uses_the_other_annotators_and_counts_what_it_leaves_out()
         {
             "i1": {"a": True, "b": True, "c": False},  # a: others b,c tie; b: others a,c tie; c: others T -> miss
             "i2": {"a": True, "b": True, "c": True},  # everyone matches the others
-            "i3": {"a": False, "b": True},  # a: others {b} = T -> miss; b: others {a} = F -> miss
+            "i3": {"a": False, "b": True},  # a and b: one other annotation is not a majority
             "i4": {"c": False},  # c alone
         }
     )
     result = leave_one_out_agreement(rows)
-    assert result["a"] == {"agreement": 1 / 2, "n": 2, "n_items": 3, "n_others_tie": 1, "n_no_others": 0}
-    assert result["b"] == {"agreement": 1 / 2, "n": 2, "n_items": 3, "n_others_tie": 1, "n_no_others": 0}
-    assert result["c"] == {"agreement": 1 / 2, "n": 2, "n_items": 3, "n_others_tie": 0, "n_no_others": 1}
+    assert result["a"] == {"agreement": 1.0, "ci95": None, "n": 1, "n_items": 3, "n_others_tie": 1,
+                           "n_others_too_few": 1, "n_no_others": 0}
+    assert result["b"] == {"agreement": 1.0, "ci95": None, "n": 1, "n_items": 3, "n_others_tie": 1,
+                           "n_others_too_few": 1, "n_no_others": 0}
+    assert result["c"] == {"agreement": 1 / 2, "ci95": None, "n": 2, "n_items": 3, "n_others_tie": 0,
+                           "n_others_too_few": 0, "n_no_others": 1}
 
 
 def test_leave_one_out_agreement_is_null_when_the_others_always_tie():
@@ -293,9 +298,11 @@ def test_leave_one_out_agreement_is_null_when_the_others_always_tie():
     assert leave_one_out_agreement(rows)["c"]["agreement"] == 0.0  # the others (T, T) outvote c (F)
     assert leave_one_out_agreement(rows)["a"] == {
         "agreement": None,
+        "ci95": None,
         "n": 0,
         "n_items": 1,
         "n_others_tie": 1,
+        "n_others_too_few": 0,
         "n_no_others": 0,
     }
 
@@ -304,7 +311,7 @@ def test_leave_one_out_agreement_is_null_when_the_others_always_tie():
 
 
 def test_judge_agreement_per_class_and_kappa_by_hand():
-    majority = {"i1": True, "i2": True, "i3": True, "i4": False, "i5": False, "i6": None}
+    majority = HumanMajority(labels={"i1": True, "i2": True, "i3": True, "i4": False, "i5": False, "i6": None})
     judge = {"i1": True, "i2": True, "i3": False, "i4": False, "i5": True, "i6": True, "i7": False}
     result = judge_agreement(majority, judge, bootstrap=0)
     # n = 5 (i6 is a human tie, i7 has no annotations). Matches: i1, i2, i4 -> 3/5.
@@ -330,7 +337,7 @@ def test_a_judge_that_always_says_has_failure_has_kappa_zero_and_no_failure_agre
     assert result["cohen_kappa"] == 0.0
     assert result["agreement_no_failure"] == 0.0
     assert result["agreement_has_failure"] == 1.0
-    majority = human_majority(rows)
+    majority = human_majority(rows).decided()
     assert result["agreement"] == pytest.approx(sum(majority.values()) / len(majority))
     assert report["calibration"]["always"]["corrected_score"] is None  # TPR + TNR - 1 = 0
 
@@ -363,7 +370,8 @@ def test_judge_pairs_are_keyed_in_sorted_order_over_shared_items():
     assert sorted(pairs) == ["alone|gpt-5", "alone|how2judge", "gpt-5|how2judge"]
     assert pairs["gpt-5|how2judge"]["n"] == 3
     assert pairs["gpt-5|how2judge"]["agreement"] == pytest.approx(2 / 3)
-    assert pairs["alone|gpt-5"] == {"raters": ["alone", "gpt-5"], "agreement": None, "cohen_kappa": None, "n": 0}
+    assert pairs["alone|gpt-5"] == {"raters": ["alone", "gpt-5"], "agreement": None, "ci95": None, "cohen_kappa": None,
+                                    "n": 0}
 
 
 def test_annotator_pairs_cover_only_annotators_with_shared_items():
@@ -486,7 +494,8 @@ def test_report_has_the_required_keys_and_is_strict_json():
     assert {"n_items", "n_annotators", "n_annotations", "alpha", "human_majority", "leave_one_out", "judges",
             "judge_pairs"} <= set(report)
     assert set(report["alpha"]) == {"binary", "first_failure_location", "l2_step_sets_masi"}
-    assert set(report["human_majority"]) == {"n_items", "n_ties", "has_failure", "no_failure"}
+    assert set(report["human_majority"]) == {"min_annotations", "n_items", "n_with_majority", "n_ties", "n_too_few",
+                                             "has_failure", "no_failure"}
     assert {"agreement", "n"} <= set(report["leave_one_out"]["a"])
     assert {"agreement", "agreement_has_failure", "agreement_no_failure", "cohen_kappa", "n", "ci95"} <= set(
         report["judges"]["gpt-5"]

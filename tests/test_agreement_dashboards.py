@@ -114,24 +114,39 @@ def test_leaderboard_shows_the_judge_score_calibrated_with_human_labels(research
 
     items = items_from_judgments(judge="How2Judge", n=10, seed=0)
     study = study_create(name="Calibration", items=items, settings=StudySettings(
-        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=1))
-    participation = annotator_start(study, "h1")
-    # The human agrees with the judge everywhere: TPR = TNR = 1, so nothing is corrected.
-    while True:
-        assignment = assignment_next(participation=participation)
-        if assignment is None:
-            break
-        judgment = Judgment.objects.get(pk=assignment.item.source["judgment_id"])
-
-        read_everything(participation, assignment)
-        annotation_submit(participation=participation, public_id=assignment.public_id,
-                          answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE, submission_id="t")
+        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=2))
+    # Both humans agree with the judge everywhere: TPR = TNR = 1, so nothing is corrected.
+    # (Two per item: one annotation is not a human majority.)
+    for pid in ("h1", "h2"):
+        participation = annotator_start(study, pid)
+        while True:
+            assignment = assignment_next(participation=participation)
+            if assignment is None:
+                break
+            judgment = Judgment.objects.get(pk=assignment.item.source["judgment_id"])
+            read_everything(participation, assignment)
+            annotation_submit(participation=participation, public_id=assignment.public_id,
+                              answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE, submission_id="t")
     rows = {r["model"]: r for r in leaderboard("How2Judge")}
     claude = rows["claude-opus-4.5"]
     assert claude["calibrated"]["corrected_score"] == pytest.approx(claude["how2score"])
     assert claude["calibrated"]["tpr"] == 1.0 and claude["calibrated"]["tnr"] == 1.0
     html = researcher_client.get(reverse("leaderboard") + "?judge=How2Judge").content.decode()
     assert "over 10 human-labelled items" in html
+
+
+def test_one_annotator_per_item_gives_the_leaderboard_no_calibration(demo):
+    from annotate.item_sources import items_from_judgments
+    from annotate.reports import calibration_from_studies
+    from annotate.services import StudySettings, study_create
+
+    items = items_from_judgments(judge="How2Judge", n=10, seed=0)
+    study = study_create(name="Single labels", items=items, settings=StudySettings(
+        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=1))
+    participation = annotator_start(study, "h1")
+    while annotate_next(participation, label=True) is not None:
+        pass
+    assert calibration_from_studies("How2Judge", [True, False, True]) is None
 
 
 def test_generations_in_studies_are_kept_out_of_distillation(demo):

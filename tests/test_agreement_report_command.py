@@ -66,11 +66,14 @@ def test_prints_the_report_as_json_with_the_required_keys(files):
     assert REQUIRED_KEYS <= set(report)
     assert (report["n_items"], report["n_annotators"], report["n_annotations"], report["n_excluded"]) == (3, 3, 8, 1)
     # i1: T T F -> has_failure; i2: F F F -> no_failure; i3: T F (c excluded) -> tie.
-    assert report["human_majority"] == {"n_items": 3, "n_ties": 1, "has_failure": 1, "no_failure": 1}
+    assert report["human_majority"] == {"min_annotations": 2, "n_items": 3, "n_with_majority": 2, "n_ties": 1,
+                                        "has_failure": 1, "no_failure": 1, "n_too_few": 0}
     assert list(report["judge_pairs"]) == ["gpt-5|how2judge"]
-    assert report["judge_pairs"]["gpt-5|how2judge"] == {
+    pair = report["judge_pairs"]["gpt-5|how2judge"]
+    assert {k: v for k, v in pair.items() if k != "ci95"} == {
         "raters": ["gpt-5", "how2judge"], "agreement": 0.5, "cohen_kappa": 0.0, "n": 2,
     }
+    assert len(pair["ci95"]) == 2
     assert report["judges"]["gpt-5"]["agreement"] == 1.0
     assert report["judges"]["how2judge"]["agreement_no_failure"] == 0.0
     assert len(report["judges"]["gpt-5"]["ci95"]) == 2

@@ -19,6 +19,7 @@ from sacrebleu import sentence_bleu
 from scipy.stats import kendalltau
 from sklearn.metrics import roc_auc_score
 
+from annotate.agreement import HumanMajority
 from annotate.metric_agreement import (
     _accuracy_by_cut,
     _best_accuracy,
@@ -86,7 +87,8 @@ def test_kendall_tau_by_hand_over_model_means():
     score = {"a1": 0.9, "a2": 0.9, "b1": 0.1, "b2": 0.3, "c1": 0.5, "c2": 0.5}
     # A judge flagging A 0/2, B 2/2, C 1/2: success A 1 > C 0.5 > B 0: the same tau.
     judge = {"a1": 0.0, "a2": 0.0, "b1": 1.0, "b2": 1.0, "c1": 1.0, "c2": 0.0}
-    report = metric_agreement_report(majority=majority, models=models, signals={"score": score, "judge:j": judge},
+    report = metric_agreement_report(majority=HumanMajority(majority), models=models,
+                                     signals={"score": score, "judge:j": judge},
                                      bootstrap=0)
     by_key = _by_key(report)
     assert by_key["score"]["kendall_tau"] == pytest.approx(1 / 3)
@@ -98,9 +100,10 @@ def test_kendall_tau_by_hand_over_model_means():
 def test_ties_and_missing_values_are_left_out_and_counted():
     majority = {"i1": True, "i2": False, "i3": None, "i4": True}
     signals = {"judge:j": {"i1": 1.0, "i2": 0.0, "i3": 1.0, "other": 0.0}}
-    report = metric_agreement_report(majority=majority, signals=signals, bootstrap=0)
+    report = metric_agreement_report(majority=HumanMajority(majority), signals=signals, bootstrap=0)
     judge = report["signals"][0]
-    assert report["human_majority"] == {"has_failure": 2, "no_failure": 1, "n_ties": 1}
+    assert report["human_majority"] == {"min_annotations": 2, "n_items": 4, "n_with_majority": 3, "has_failure": 2,
+                                        "no_failure": 1, "n_ties": 1, "n_too_few": 0}
     assert (judge["n"], judge["n_missing"], judge["n_unlabelled"]) == (2, 1, 2)  # i4 unjudged; i3 tied, other unannotated
     assert judge["auc"] == 1.0 and judge["kendall_tau"] is None and judge["auc_ci95"] is None
 
@@ -151,7 +154,8 @@ def _noisy_inputs(seed: int = 3, n: int = 200):
 
 def test_intervals_contain_the_point_estimates_and_the_seed_fixes_them():
     majority, models, signals = _noisy_inputs()
-    report = metric_agreement_report(majority=majority, models=models, signals=signals, bootstrap=400, seed=5)
+    report = metric_agreement_report(majority=HumanMajority(majority), models=models, signals=signals,
+                                     bootstrap=400, seed=5)
     for s in report["signals"]:
         for point, interval in ((s["auc"], s["auc_ci95"]), (s["best_threshold"]["accuracy"], s["best_threshold"]["ci95"]),
                                 (s["kendall_tau"], s["kendall_tau_ci95"])):
@@ -159,11 +163,12 @@ def test_intervals_contain_the_point_estimates_and_the_seed_fixes_them():
                 assert interval is None
             else:
                 assert interval[0] <= point <= interval[1], (s["key"], point, interval)
-    again = metric_agreement_report(majority=dict(reversed(majority.items())), models=models,
+    again = metric_agreement_report(majority=HumanMajority(dict(reversed(majority.items()))), models=models,
                                     signals={k: dict(reversed(v.items())) for k, v in reversed(signals.items())},
                                     bootstrap=400, seed=5)
     assert again == report  # input order does not matter
-    other = metric_agreement_report(majority=majority, models=models, signals=signals, bootstrap=400, seed=6)
+    other = metric_agreement_report(majority=HumanMajority(majority), models=models, signals=signals,
+                                    bootstrap=400, seed=6)
     assert _by_key(other)["score"]["auc_ci95"] != _by_key(report)["score"]["auc_ci95"]
     assert _by_key(other)["score"]["auc"] == _by_key(report)["score"]["auc"]
 
@@ -171,7 +176,8 @@ def test_intervals_contain_the_point_estimates_and_the_seed_fixes_them():
 def test_constant_signal_sits_at_chance_and_its_undefined_resamples_are_counted():
     majority, models, signals = _noisy_inputs()
     signals["judge:sparse"] = {"i000": 1.0 if majority["i000"] else 0.0, "i001": 1.0 if majority["i001"] else 0.0}
-    report = metric_agreement_report(majority=majority, models=models, signals=signals, bootstrap=300, seed=0)
+    report = metric_agreement_report(majority=HumanMajority(majority), models=models, signals=signals,
+                                     bootstrap=300, seed=0)
     by_key = _by_key(report)
     assert by_key["bleu"]["auc"] == 0.5 and by_key["bleu"]["auc_ci95"] == [0.5, 0.5]
     assert by_key["bleu"]["kendall_tau"] is None and by_key["bleu"]["n_bootstrap_undefined"]["tau"] == 300
@@ -186,11 +192,11 @@ def test_constant_signal_sits_at_chance_and_its_undefined_resamples_are_counted(
 
 def test_bad_bootstrap_seed_or_signal_is_refused():
     with pytest.raises(ValueError, match="bootstrap"):
-        metric_agreement_report(majority={}, signals={}, bootstrap=-1)
+        metric_agreement_report(majority=HumanMajority({}), signals={}, bootstrap=-1)
     with pytest.raises(ValueError, match="seed"):
-        metric_agreement_report(majority={}, signals={}, seed=-2)
+        metric_agreement_report(majority=HumanMajority({}), signals={}, seed=-2)
     with pytest.raises(ValueError, match="unknown signal 'meteor'"):
-        metric_agreement_report(majority={"i": True}, signals={"meteor": {"i": 1.0}})
+        metric_agreement_report(majority=HumanMajority({"i": True}), signals={"meteor": {"i": 1.0}})
 
 
 # --------------------------------------------------------------------------- signals
@@ -252,7 +258,8 @@ def test_crafted_study_ranks_the_judge_equal_to_the_majority_first(crafted):
 
     report = study_metric_agreement_report(crafted, bootstrap=200, seed=0)
     assert (report["n_items"], report["n_ties"], report["n_models"]) == (36, 0, 3)
-    assert report["human_majority"] == {"has_failure": 18, "no_failure": 18, "n_ties": 0}
+    assert report["human_majority"] == {"min_annotations": 2, "n_items": 36, "n_with_majority": 36,
+                                        "has_failure": 18, "no_failure": 18, "n_ties": 0, "n_too_few": 0}
     keys = [s["key"] for s in report["signals"]]
     by_key = _by_key(report)
     oracle, noisy, always = by_key["judge:oracle"], by_key["judge:noisy"], by_key["judge:always"]
