@@ -8,7 +8,7 @@ from core.permissions import IsResearcher
 from annotate.metric_agreement_views import metric_agreement_api
 from annotate.report_views import agreement_api
 from coscript.apis import CoScriptRunViewSet
-from judging.apis import RewardView
+from judging.apis import LeaderboardCompareView, LeaderboardView, RewardView
 from mining.apis import ProcedureViewSet, TopicViewSet
 
 router = DefaultRouter()
@@ -21,6 +21,8 @@ router.register("coscript/runs", CoScriptRunViewSet, basename="coscript-run")
 api_patterns = [
     path("", include(router.urls)),
     path("reward", RewardView.as_view(), name="reward"),
+    path("leaderboard", LeaderboardView.as_view(), name="leaderboard-api"),
+    path("leaderboard/compare", LeaderboardCompareView.as_view(), name="leaderboard-compare-api"),
     path("studies/<slug:slug>/agreement", agreement_api, name="study-agreement"),
     path("studies/<slug:slug>/metric-agreement", metric_agreement_api, name="study-metric-agreement"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[IsResearcher]), name="schema"),

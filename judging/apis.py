@@ -1,4 +1,5 @@
-"""REST API of the judging app: the reward endpoint for RL trainers."""
+"""REST API of the judging app: the reward endpoint for RL trainers; the leaderboard and the
+paired comparison of two models, every How2Score with its interval and coverage."""
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
@@ -8,7 +9,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.permissions import IsResearcher
+from judging.constants import LEADERBOARD_MIN_COVERAGE
+from judging.coverage import BASES, BASIS_COMMON
+from judging.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MAX_RESAMPLES
 from judging.rewards import RewardInput, rewards_compute
+from judging.selectors import judge_names, judged_splits, leaderboard_models, leaderboard_ranking, model_comparison
 from llm.endpoints import EndpointNotConfigured
 
 MAX_BATCH = 256
@@ -60,3 +65,95 @@ class RewardView(APIView):
         except EndpointNotConfigured as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         return Response({"items": results} if batched else results[0])
+
+
+class LeaderboardQuerySerializer(serializers.Serializer):
+    """The query of a leaderboard (page and API); each bad value is a 400 naming it."""
+
+    judge = serializers.CharField(required=False, help_text="The judge; default: the first judge by name")
+    split = serializers.CharField(required=False, allow_blank=True, default="",
+                                  help_text="Only procedures of this split (bench, constrained, ...); empty: all")
+    basis = serializers.ChoiceField(choices=BASES, required=False, default=BASIS_COMMON, help_text=(
+        "common: complete models ranked over the items every complete model has a usable verdict for; "
+        "all: each model over all its judged items"))
+    min_coverage = serializers.FloatField(required=False, default=LEADERBOARD_MIN_COVERAGE, min_value=0.0,
+                                          max_value=1.0, help_text="Rows with a lower coverage are unranked")
+
+    def validate_judge(self, value: str) -> str:
+        if value not in judge_names():
+            raise serializers.ValidationError(f"no judgments by a judge named {value!r}")
+        return value
+
+    def validate(self, attrs):
+        attrs["judge"] = attrs.get("judge") or next(iter(judge_names()), None)
+        if attrs["judge"] is None:
+            raise serializers.ValidationError({"judge": ["there are no judgments yet"]})
+        if attrs["split"] and attrs["split"] not in judged_splits(attrs["judge"]):
+            raise serializers.ValidationError(
+                {"split": [f"judge {attrs['judge']!r} has judged nothing of a split named {attrs['split']!r}"]})
+        return attrs
+
+
+class CompareQuerySerializer(serializers.Serializer):
+    """Two models under one judge (page and API); each bad value is a 400 naming it."""
+
+    judge = serializers.CharField(help_text="The judge")
+    split = serializers.CharField(required=False, allow_blank=True, default="")
+    a = serializers.CharField(help_text="Model A (the model name, as in the leaderboard's rows)")
+    b = serializers.CharField(help_text="Model B")
+    resamples = serializers.IntegerField(required=False, default=BOOTSTRAP_RESAMPLES, min_value=1,
+                                         max_value=MAX_RESAMPLES, help_text="Bootstrap resamples")
+    seed = serializers.IntegerField(required=False, default=BOOTSTRAP_SEED, min_value=0, max_value=2**32 - 1)
+
+    def validate_judge(self, value: str) -> str:
+        if value not in judge_names():
+            raise serializers.ValidationError(f"no judgments by a judge named {value!r}")
+        return value
+
+    def validate(self, attrs):
+        if attrs["split"] and attrs["split"] not in judged_splits(attrs["judge"]):
+            raise serializers.ValidationError(
+                {"split": [f"judge {attrs['judge']!r} has judged nothing of a split named {attrs['split']!r}"]})
+        models = set(leaderboard_models(attrs["judge"], attrs["split"] or None))
+        errors = {field: [f"judge {attrs['judge']!r} has judged no generation of a model named {attrs[field]!r}"
+                          + (f" in split {attrs['split']!r}" if attrs["split"] else "")]
+                  for field in ("a", "b") if attrs[field] not in models}
+        if not errors and attrs["a"] == attrs["b"]:
+            errors["b"] = ["choose a model other than a"]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+
+class LeaderboardView(APIView):
+    """GET the leaderboard of one judge: the same rows, order, intervals and coverage as the
+    leaderboard page (docs/how2bench.md, "Uncertainty, coverage and the ranking rule")."""
+
+    @extend_schema(parameters=[LeaderboardQuerySerializer])
+    def get(self, request):
+        query = LeaderboardQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        board = leaderboard_ranking(data["judge"], data["split"] or None, basis=data["basis"],
+                                    min_coverage=data["min_coverage"])
+        board["rows"] = [{key: row[key] for key in API_ROW_FIELDS} for row in board["rows"]]
+        return Response(board)
+
+
+API_ROW_FIELDS = ("model", "label", "rank", "complete", "scored_on", "how2score", "ci95", "interval", "n_judged",
+                  "n_unusable", "n_items", "n_items_judged", "coverage", "all_items", "common_items", "by_topic",
+                  "score", "score_n")
+
+
+class LeaderboardCompareView(APIView):
+    """GET ``?judge=J&a=M1&b=M2``: is A better than B under this judge? Both How2Scores on the
+    procedures both have a usable verdict for, and the difference A - B with a seeded paired
+    bootstrap interval resampling those procedures."""
+
+    @extend_schema(parameters=[CompareQuerySerializer])
+    def get(self, request):
+        query = CompareQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        return Response(model_comparison(data["judge"], data["a"], data["b"], data["split"] or None,
+                                         resamples=data["resamples"], seed=data["seed"]))

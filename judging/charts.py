@@ -8,11 +8,18 @@ import plotly.graph_objects as go
 
 def how2score_bars(rows: list[dict[str, Any]]) -> str:
     scored = [r for r in rows if r["how2score"] is not None]
+    # Error bars: each row's 95 % Wilson interval; incomplete rows (below the coverage threshold) in grey.
     figure = go.Figure(go.Bar(
         x=[r["label"] for r in scored], y=[r["how2score"] for r in scored],
         text=[f"{r['how2score']:.1f}" for r in scored], textposition="outside",
-        customdata=[[r["n_scored"], r["metrics"]["avg_gen_tokens"] or 0] for r in scored],
-        hovertemplate="%{x}<br>How2Score %{y:.1f} over %{customdata[0]} judged<br>%{customdata[1]:.1f} generated tokens<extra></extra>",
+        error_y={"type": "data", "symmetric": False,
+                 "array": [r["ci95"][1] - r["how2score"] for r in scored],
+                 "arrayminus": [r["how2score"] - r["ci95"][0] for r in scored]},
+        marker_color=["#2d5bd7" if r.get("complete", True) else "#98a2b3" for r in scored],
+        customdata=[[r["n_judged"], r["metrics"]["avg_gen_tokens"] or 0, r["ci95"][0], r["ci95"][1],
+                     100 * (r["coverage"] or 0)] for r in scored],
+        hovertemplate=("%{x}<br>How2Score %{y:.1f} [%{customdata[2]:.1f}, %{customdata[3]:.1f}] over %{customdata[0]} "
+                       "judged<br>coverage %{customdata[4]:.0f}%<br>%{customdata[1]:.1f} generated tokens<extra></extra>"),
     ))
     figure.update_layout(height=360, margin={"l": 40, "r": 10, "t": 20, "b": 80}, yaxis_title="How2Score", yaxis_range=[0, 105])
     return figure.to_html(full_html=False, include_plotlyjs=False, div_id="how2score-bars", config={"displaylogo": False})

@@ -30,6 +30,13 @@ LENGTH_REWARD_DECAY_SPAN = 1.0 - LENGTH_REWARD_TOLERANCE
 # no_failure.
 HOW2SCORE_SCALE = 100.0
 
+# Not from a paper (the papers report How2Score without coverage): a leaderboard row whose
+# model has a usable verdict on fewer than this share of the slice's items (procedures) is
+# "incomplete": marked, shown unranked below the complete rows, and left out of the items the
+# ranking is computed over. The leaderboard page and API accept ?min_coverage= to change it
+# (docs/how2bench.md, "Uncertainty, coverage and the ranking rule").
+LEADERBOARD_MIN_COVERAGE = 0.95
+
 # Decoding (How2Everything App. D.1): greedy for non-reasoning endpoints, with the stop
 # sequence "\n\n" for base models; temperature 0.6 for reasoning-enabled endpoints.
 GREEDY_TEMPERATURE = 0.0

@@ -8,7 +8,8 @@ The judge answers (How2Everything App. H.3) with one JSON object::
 ``has_failure`` is true when the list holds at least one critical failure (§4.2). How2Score
 of a set of generations is 100 x (number labelled no_failure) / (number judged), overall and
 per topic. An answer that cannot be read is neither a pass nor a fail: it is left out of
-the score and counted in ``n_parse_failed``."""
+the score and counted in ``n_unusable`` (``n_parse_failed`` in files). Every score comes
+with its 95 % Wilson interval and its coverage (``how2score_estimate``)."""
 from __future__ import annotations
 
 import copy
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judging.constants import HOW2SCORE_SCALE
+from judging.intervals import WILSON, wilson_interval
 from judging.metrics import RecordFieldError, example_identity
 from llm.json_extract import JSONExtractError, extract_json_object
 
@@ -111,50 +113,83 @@ def how2score(has_failure_labels: Iterable[bool]) -> float | None:
     return HOW2SCORE_SCALE * sum(1 for label in labels if not label) / len(labels)
 
 
+def how2score_estimate(n_no_failure: int, n_judged: int, *, n_unusable: int = 0, n_items: int | None = None,
+                       n_items_judged: int | None = None) -> dict[str, Any]:
+    """How2Score with its uncertainty and its coverage: the one shape every page, export and
+    API answer gives a score in.
+
+    ``how2score`` = 100 x n_no_failure / n_judged (None when nothing was judged); ``ci95``
+    its 95 % Wilson score interval on the same scale (``interval`` names it); ``n_judged``
+    the generations with a usable verdict; ``n_unusable`` those whose judge answer was not
+    usable (never scored); ``coverage`` = n_items_judged / n_items, the share of the slice's
+    items (procedures) with at least one usable verdict (None when ``n_items`` is unknown)."""
+    interval = wilson_interval(n_no_failure, n_judged)
+    return {
+        "how2score": HOW2SCORE_SCALE * n_no_failure / n_judged if n_judged else None,
+        "ci95": [HOW2SCORE_SCALE * interval[0], HOW2SCORE_SCALE * interval[1]] if interval else None,
+        "interval": WILSON,
+        "n_judged": n_judged,
+        "n_unusable": n_unusable,
+        "n_items": n_items,
+        "n_items_judged": n_items_judged,
+        "coverage": n_items_judged / n_items if n_items and n_items_judged is not None else None,
+    }
+
+
 class How2ScoreTally:
     """Counts verdicts as they come, overall and per topic.
 
-    ``add(topic, None)`` records an answer that could not be read: counted in ``n`` and
-    ``n_parse_failed``, left out of every score and of ``n_scored``."""
+    ``add(topic, None)`` records an answer that could not be used: counted in ``n`` and
+    ``n_unusable``, left out of every score and of ``n_judged``. ``item`` names what was
+    judged (a procedure); without it every verdict is its own item."""
 
     def __init__(self) -> None:
         self.n = 0
         self.n_parse_failed = 0
         self._scored = 0
         self._passed = 0
-        self._topics: dict[str, list[int]] = {}  # topic -> [n_scored, n_no_failure]
+        self._topics: dict[str, list[int]] = {}  # topic -> [n_scored, n_no_failure, n_unusable]
+        self._items: set[Any] = set()
+        self._items_judged: set[Any] = set()
 
-    def add(self, topic: str, has_failure_label: bool | None) -> None:
+    @property
+    def n_unusable(self) -> int:
+        return self.n_parse_failed
+
+    def add(self, topic: str, has_failure_label: bool | None, item: Any = None) -> None:
+        key = ("verdict", self.n) if item is None else ("item", item)
         self.n += 1
-        counts = self._topics.setdefault(topic, [0, 0])
+        self._items.add(key)
+        counts = self._topics.setdefault(topic, [0, 0, 0])
         if has_failure_label is None:
             self.n_parse_failed += 1
+            counts[2] += 1
             return
+        self._items_judged.add(key)
         self._scored += 1
         counts[0] += 1
         if not has_failure_label:
             self._passed += 1
             counts[1] += 1
 
-    @staticmethod
-    def _score(passed: int, scored: int) -> float | None:
-        return HOW2SCORE_SCALE * passed / scored if scored else None
+    def result(self, n_items: int | None = None) -> dict[str, Any]:
+        """``how2score_estimate`` over everything added (``coverage`` against ``n_items``
+        when given, else against the items seen), with ``n``, ``n_scored`` and
+        ``n_parse_failed`` (the names of files written before: the same counts as
+        ``n_judged`` and ``n_unusable``) and ``by_topic``.
 
-    def result(self) -> dict[str, Any]:
-        """``{"how2score", "n", "n_scored", "n_parse_failed", "by_topic"}``.
-
-        ``by_topic`` has every topic seen, sorted by name, each ``{"how2score",
-        "n_scored"}``; a score is None where nothing was scored."""
-        return {
-            "how2score": self._score(self._passed, self._scored),
-            "n": self.n,
-            "n_scored": self._scored,
-            "n_parse_failed": self.n_parse_failed,
-            "by_topic": {
-                topic: {"how2score": self._score(passed, scored), "n_scored": scored}
-                for topic, (scored, passed) in sorted(self._topics.items())
-            },
-        }
+        ``by_topic`` has every topic seen, sorted by name, each ``{"how2score", "ci95",
+        "n_scored", "n_unusable"}``; a score is None where nothing was scored."""
+        estimate = how2score_estimate(
+            self._passed, self._scored, n_unusable=self.n_parse_failed,
+            n_items=len(self._items) if n_items is None else n_items, n_items_judged=len(self._items_judged))
+        by_topic = {}
+        for topic, (scored, passed, unusable) in sorted(self._topics.items()):
+            topic_estimate = how2score_estimate(passed, scored)
+            by_topic[topic] = {"how2score": topic_estimate["how2score"], "ci95": topic_estimate["ci95"],
+                               "n_scored": scored, "n_unusable": unusable}
+        return {**estimate, "n": self.n, "n_scored": self._scored, "n_parse_failed": self.n_parse_failed,
+                "by_topic": by_topic}
 
 
 def how2score_aggregate(verdicts: Iterable[tuple[str, bool | None]]) -> dict[str, Any]:

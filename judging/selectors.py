@@ -1,4 +1,5 @@
-"""Reads of the judging app: How2Score per run, leaderboards, cross-judge rankings."""
+"""Reads of the judging app: How2Score per run, leaderboards, model comparisons, cross-judge
+rankings. Every How2Score comes with its interval and its coverage (judging/coverage.py)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -7,7 +8,10 @@ from typing import Any
 from django.db.models import QuerySet
 
 from judging.calibration import judge_calibration
+from judging.constants import LEADERBOARD_MIN_COVERAGE
+from judging.coverage import BASIS_ALL, BASIS_COMMON, estimate_over, paired_comparison, ranking
 from judging.how2score import How2ScoreTally
+from judging.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, rank_correlation_intervals
 from judging.metrics import MetricsSummary, record_metrics
 from judging.models import Generation, GenerationRun, Judgment, JudgeRun
 from judging.rankings import kendall_tau, spearman_rho
@@ -21,16 +25,27 @@ def judge_names() -> list[str]:
     return list(Judgment.objects.values_list("judge", flat=True).distinct().order_by("judge"))
 
 
+def usable_verdict(outcome: str, has_failure: bool | None) -> bool | None:
+    """The verdict a judgment counts with: its has_failure when the judge's answer was
+    usable (outcome ok), else None (counted as unusable, never scored)."""
+    return has_failure if outcome == "ok" else None
+
+
 def judge_run_score(run: JudgeRun) -> dict[str, Any]:
-    """How2Score of a judge run, overall and per topic, with every exclusion counted."""
+    """How2Score of a judge run, overall and per topic, with its 95 % Wilson interval, every
+    exclusion counted, and its coverage: the share of the generation run's procedures with
+    a usable verdict."""
     tally = How2ScoreTally()
     outcomes: dict[str, int] = defaultdict(int)
     for judgment in run.judgments.select_related("generation__procedure__topic"):
         outcomes[judgment.outcome] += 1
-        tally.add(judgment.generation.procedure.topic.name, judgment.has_failure)
-    result = tally.result()
+        procedure = judgment.generation.procedure
+        tally.add(procedure.topic.name, usable_verdict(judgment.outcome, judgment.has_failure), item=procedure.pk)
+    generation_run = run.generation_run
+    items = set(generation_run.procedure_ids) | set(generation_run.generations.values_list("procedure_id", flat=True))
+    result = tally.result(n_items=len(items))
     result["outcomes"] = dict(outcomes)
-    result["n_generation_failed"] = run.generation_run.generations.exclude(outcome="ok").count()
+    result["n_generation_failed"] = generation_run.generations.exclude(outcome="ok").count()
     return result
 
 
@@ -40,68 +55,149 @@ def judged_splits(judge: str | None = None) -> list[str]:
     return sorted(judgments.values_list("generation__procedure__split", flat=True).distinct().order_by())
 
 
-def leaderboard(judge: str, split: str | None = None) -> list[dict[str, Any]]:
-    """One row per model over the generations this judge judged (of procedures of ``split``
-    when given: How2Bench, or the constrained slice): How2Score (100 × no_failure / judged),
-    judged and unusable counts, per-topic scores, step-count slices, average generated
-    tokens, the formatting proxies and SCORE (docs/score.md) over the same generations."""
-    rows: dict[str, dict[str, Any]] = {}
+def _judgments(judge: str, split: str | None) -> QuerySet[Judgment]:
     judgments = Judgment.objects.filter(judge=judge)
-    if split:
-        judgments = judgments.filter(generation__procedure__split=split)
-    judgments = judgments.select_related("generation__procedure__topic", "generation__run").order_by(
+    return judgments.filter(generation__procedure__split=split) if split else judgments
+
+
+def verdict_counts(judge: str, split: str | None = None) -> tuple[dict[str, dict[int, tuple[int, int, int]]], set[int]]:
+    """Per model, per procedure judged: ``(no_failure, judged, unusable)`` under this judge
+    (on procedures of ``split`` when given), and the slice's items: every procedure the
+    judge judged for at least one model. Every How2Score of the leaderboard, the comparison
+    and the cross-judge page is computed from these counts (judging/coverage.py)."""
+    counts: dict[str, dict[int, list[int]]] = defaultdict(dict)
+    items: set[int] = set()
+    rows = _judgments(judge, split).values_list("generation__model", "generation__procedure_id", "outcome",
+                                                "has_failure")
+    for model, procedure_id, outcome, has_failure in rows:
+        items.add(procedure_id)
+        cell = counts[model].setdefault(procedure_id, [0, 0, 0])
+        verdict = usable_verdict(outcome, has_failure)
+        if verdict is None:
+            cell[2] += 1
+        else:
+            cell[1] += 1
+            cell[0] += 0 if verdict else 1
+    return {m: {i: (c[0], c[1], c[2]) for i, c in cells.items()} for m, cells in counts.items()}, items
+
+
+def leaderboard_ranking(judge: str, split: str | None = None, *, basis: str = BASIS_COMMON,
+                        min_coverage: float = LEADERBOARD_MIN_COVERAGE) -> dict[str, Any]:
+    """The leaderboard of one judge (over the procedures of ``split`` when given: How2Bench,
+    or the constrained slice), ranked by the rule of judging/coverage.py.
+
+    Returns the ranking's summary (``basis``, ``min_coverage``, ``n_items``,
+    ``n_common_items``, ``n_complete``) and ``rows``, one per model in the order shown. Each
+    row has the score it shows under ``basis`` (``how2score``, ``ci95``, ``interval``,
+    ``n_judged``, ``scored_on``), the model's coverage of the slice (``n_unusable``,
+    ``n_items``, ``n_items_judged``, ``coverage``), ``complete`` and ``rank`` (None:
+    unranked), both estimates (``all_items``, ``common_items``), and over all its judged
+    generations: per-topic scores, step-count slices, the formatting proxies, the
+    calibrated score and SCORE (docs/score.md)."""
+    counts, items = verdict_counts(judge, split)
+    ranked = ranking(counts, n_items=len(items), basis=basis, min_coverage=min_coverage)
+    details: dict[str, dict[str, Any]] = {}
+    judgments = _judgments(judge, split).select_related("generation__procedure__topic", "generation__run").order_by(
         "generation__model", "id")
     for judgment in judgments:
         generation = judgment.generation
-        row = rows.setdefault(generation.model, {
-            "model": generation.model, "label": generation.display_name, "tally": How2ScoreTally(),
+        row = details.setdefault(generation.model, {
+            "label": generation.display_name, "tally": How2ScoreTally(),
             "slices": {s: How2ScoreTally() for s in STEP_COUNT_SLICES}, "metrics": MetricsSummary(), "successes": [],
             "generations": [],
         })
         row["generations"].append(generation)
-        if judgment.has_failure is not None:
-            row["successes"].append(not judgment.has_failure)
+        verdict = usable_verdict(judgment.outcome, judgment.has_failure)
+        if verdict is not None:
+            row["successes"].append(not verdict)
         procedure = generation.procedure
-        row["tally"].add(procedure.topic.name, judgment.has_failure)
+        row["tally"].add(procedure.topic.name, verdict, item=procedure.pk)
         for low, high in STEP_COUNT_SLICES:
             if low <= len(procedure.steps) <= high:
-                row["slices"][(low, high)].add(procedure.topic.name, judgment.has_failure)
+                row["slices"][(low, high)].add(procedure.topic.name, verdict, item=procedure.pk)
         if generation.predicted_steps:
             row["metrics"].add(record_metrics(reference_steps=procedure.steps, predicted_steps=generation.predicted_steps))
-    scores = generation_scores([g for row in rows.values() for g in row["generations"]])
-    result = []
-    for row in rows.values():
-        score = row["tally"].result()
+    scores = generation_scores([g for row in details.values() for g in row["generations"]])
+    rows = []
+    for model in ranked["order"]:
+        rule, row = ranked["models"][model], details[model]
+        shown, slice_ = rule["shown"], rule["all_items"]
+        topics = row["tally"].result()
         structured = score_summary(scores[g.pk] for g in row["generations"] if g.pk in scores)
-        result.append({
-            "model": row["model"], "label": row["label"], "how2score": score["how2score"], "n": score["n"],
-            "n_scored": score["n_scored"], "n_unusable": score["n_parse_failed"], "by_topic": score["by_topic"],
-            "slices": {f"{lo}-{hi}": row["slices"][(lo, hi)].result()["how2score"] for lo, hi in STEP_COUNT_SLICES},
+        rows.append({
+            "model": model, "label": row["label"], "rank": rule["rank"], "complete": rule["complete"],
+            "scored_on": rule["scored_on"], "how2score": shown["how2score"], "ci95": shown["ci95"],
+            "interval": shown["interval"], "n_judged": shown["n_judged"],
+            "n_unusable": slice_["n_unusable"], "n_items": slice_["n_items"],
+            "n_items_judged": slice_["n_items_judged"], "coverage": slice_["coverage"],
+            "all_items": slice_, "common_items": rule["common_items"],
+            "n": topics["n"], "n_scored": slice_["n_judged"], "by_topic": topics["by_topic"],
+            "slices": {f"{lo}-{hi}": row["slices"][(lo, hi)].result() for lo, hi in STEP_COUNT_SLICES},
             "metrics": row["metrics"].result(),
             "calibrated": judge_calibration(judge, row["successes"]) if row["successes"] else None,
             "score": structured["score"], "score_n": structured["n_scored"],
         })
-    result.sort(key=lambda r: (r["how2score"] is None, -(r["how2score"] or 0), r["model"]))
-    return result
+    return {key: ranked[key] for key in ("basis", "min_coverage", "n_items", "n_common_items", "n_complete")} | {
+        "judge": judge, "split": split, "n_items_not_common": ranked["n_items"] - ranked["n_common_items"], "rows": rows}
+
+
+def leaderboard(judge: str, split: str | None = None, *, basis: str = BASIS_ALL) -> list[dict[str, Any]]:
+    """The rows of ``leaderboard_ranking`` (by default each scored over all its judged items)."""
+    return leaderboard_ranking(judge, split, basis=basis)["rows"]
+
+
+def leaderboard_models(judge: str, split: str | None = None) -> list[str]:
+    """The models this judge judged (on procedures of ``split`` when given)."""
+    return sorted(set(_judgments(judge, split).values_list("generation__model", flat=True)))
+
+
+def model_comparison(judge: str, a: str, b: str, split: str | None = None, *,
+                     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """Is model ``a`` better than model ``b`` under this judge? Both scores on the
+    procedures both have a usable verdict for and the difference with a paired bootstrap
+    interval (judging/coverage.py ``paired_comparison``). Raises ``KeyError`` naming ``a``
+    or ``b`` when this judge has judged nothing of that model in the slice."""
+    counts, _ = verdict_counts(judge, split)
+    for field, model in (("a", a), ("b", b)):
+        if model not in counts:
+            raise KeyError(field)
+    return {"judge": judge, "split": split, "model_a": a, "model_b": b,
+            **paired_comparison(counts[a], counts[b], resamples=resamples, seed=seed)}
+
+
+def _count_matrices(counts: dict[str, dict[int, tuple[int, int, int]]], models: list[str],
+                    items: list[int]) -> tuple[list[list[int]], list[list[int]]]:
+    """(no_failure, judged) matrices, models x items."""
+    passes = [[counts[m].get(i, (0, 0, 0))[0] for i in items] for m in models]
+    judged = [[counts[m].get(i, (0, 0, 0))[1] for i in items] for m in models]
+    return passes, judged
 
 
 def cross_judge_rankings(judges: list[str], split: str | None = None) -> dict[str, Any]:
-    """How2Score of every model under each judge (over the procedures of ``split`` when
-    given), and the rank correlations between judges over the models both judged (paper
-    Figure 5)."""
-    scores = {judge: {row["model"]: row["how2score"] for row in leaderboard(judge, split)
-                      if row["how2score"] is not None}
-              for judge in judges}
+    """How2Score of every model under each judge over all its judged items (on the
+    procedures of ``split`` when given), each with its interval and its coverage of that
+    judge's slice, and the rank correlations between judges over the models both judged
+    (paper Figure 5), with bootstrap intervals resampling the procedures (judging/intervals.py)."""
+    counted = {judge: verdict_counts(judge, split) for judge in judges}
+    estimates = {judge: {model: estimate_over(c, n_items=len(items)) for model, c in counts.items()}
+                 for judge, (counts, items) in counted.items()}
+    scores = {judge: {m: e["how2score"] for m, e in by_model.items() if e["how2score"] is not None}
+              for judge, by_model in estimates.items()}
     pairs = []
     for i, a in enumerate(judges):
         for b in judges[i + 1:]:
             common = sorted(set(scores[a]) & set(scores[b]))
             x = [scores[a][m] for m in common]
             y = [scores[b][m] for m in common]
+            items = sorted(counted[a][1] | counted[b][1])
+            intervals = rank_correlation_intervals(
+                _count_matrices(counted[a][0], common, items), _count_matrices(counted[b][0], common, items))
             pairs.append({"judges": (a, b), "n_models": len(common), "kendall_tau": kendall_tau(x, y),
-                          "spearman": spearman_rho(x, y)})
-    models = sorted({m for s in scores.values() for m in s})
-    return {"judges": judges, "split": split, "models": models, "scores": scores, "pairs": pairs}
+                          "spearman": spearman_rho(x, y), **intervals})
+    models = sorted({m for s in estimates.values() for m in s})
+    table = [{"model": m, "cells": [estimates[j].get(m) for j in judges]} for m in models]
+    return {"judges": judges, "split": split, "models": models, "scores": scores, "estimates": estimates,
+            "table": table, "pairs": pairs}
 
 
 def generation_run_list() -> QuerySet[GenerationRun]:

@@ -10,9 +10,13 @@ from core.permissions import admin_required, researcher_required
 from judging.charts import how2score_bars, topic_heatmap
 from judging.forms import GenerationRunForm, JudgeRunForm
 from judging.models import GenerationRun, JudgeRun
+from judging.apis import CompareQuerySerializer, LeaderboardQuerySerializer
+from judging.constants import LEADERBOARD_MIN_COVERAGE
+from judging.coverage import BASIS_COMMON
+from judging.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from judging.selectors import (
     STEP_COUNT_SLICES, cross_judge_rankings, generation_run_list, generation_run_rows, judge_names, judge_run_score,
-    judged_splits, leaderboard,
+    judged_splits, leaderboard_ranking, model_comparison,
 )
 from judging.score_selectors import generation_run_score
 from judging.score_services import components_run_create
@@ -46,20 +50,43 @@ def _chosen_split(request: HttpRequest, offered: list[str]) -> tuple[str, str]:
     return split, ""
 
 
+def _query_errors(serializer) -> list[str]:
+    """A query serializer's errors as sentences that name the field."""
+    return [f"{field}: {' '.join(str(m) for m in messages_)}" for field, messages_ in serializer.errors.items()]
+
+
 @researcher_required
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
     judges = judge_names()
     judge = request.GET.get("judge") or (judges[0] if judges else "")
     splits = judged_splits(judge) if judge else []
     split, unknown_split = _chosen_split(request, splits)
-    rows = leaderboard(judge, split or None) if judge else []
+    # basis and min_coverage are checked as the API checks them; a bad value is named and the page answers 400.
+    query = LeaderboardQuerySerializer(data={
+        key: request.GET[key] for key in ("basis", "min_coverage") if request.GET.get(key, "") != ""})
+    errors = [] if query.is_valid() else _query_errors(query)
+    options = query.validated_data if not errors else {"basis": BASIS_COMMON, "min_coverage": LEADERBOARD_MIN_COVERAGE}
+    board = (leaderboard_ranking(judge, split or None, basis=options["basis"], min_coverage=options["min_coverage"])
+             if judge else None)
+    rows = board["rows"] if board else []
+    comparison = None
+    if judge and (request.GET.get("a") or request.GET.get("b")):
+        compare = CompareQuerySerializer(data={"judge": judge, "split": split, "a": request.GET.get("a", ""),
+                                               "b": request.GET.get("b", "")})
+        if compare.is_valid():
+            data = compare.validated_data
+            comparison = model_comparison(judge, data["a"], data["b"], split or None)
+        else:
+            errors += _query_errors(compare)
     return render(request, "judging/leaderboard.html", {
-        "judges": judges, "judge": judge, "rows": rows, "splits": [(s, _split_label(s)) for s in splits],
+        "judges": judges, "judge": judge, "rows": rows, "board": board, "splits": [(s, _split_label(s)) for s in splits],
         "split": split, "split_label": _split_label(split), "slice_heading": _slice_heading(split),
-        "unknown_split": unknown_split,
+        "unknown_split": unknown_split, "query_errors": errors, "comparison": comparison,
+        "compare_a": request.GET.get("a", ""), "compare_b": request.GET.get("b", ""),
+        "bootstrap_resamples": BOOTSTRAP_RESAMPLES, "bootstrap_seed": BOOTSTRAP_SEED,
         "slices": [f"{lo}-{hi}" for lo, hi in STEP_COUNT_SLICES],
         "bars": how2score_bars(rows) if rows else "", "heatmap": topic_heatmap(rows) if rows else "",
-    })
+    }, status=400 if errors else 200)
 
 
 @researcher_required
@@ -70,6 +97,7 @@ def cross_judge_page(request: HttpRequest) -> HttpResponse:
     split, unknown_split = _chosen_split(request, splits)
     return render(request, "judging/cross_judge.html", {
         "available": available, "chosen": chosen, "rankings": cross_judge_rankings(chosen, split or None),
+        "bootstrap_resamples": BOOTSTRAP_RESAMPLES, "bootstrap_seed": BOOTSTRAP_SEED,
         "splits": [(s, _split_label(s)) for s in splits], "split": split, "slice_heading": _slice_heading(split),
         "unknown_split": unknown_split,
     })

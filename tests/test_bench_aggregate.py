@@ -118,20 +118,31 @@ def test_parse_failures_are_counted_but_never_scored():
         ("Religion", None),
     ])
     # Health: 1 no_failure of 2 scored -> 50; the None is neither a pass nor a fail.
+    # 1 of 2: the 95 % Wilson interval is [9.45, 90.55].
+    ci = [pytest.approx(9.4531, abs=1e-4), pytest.approx(90.5469, abs=1e-4)]
     assert result == {
         "how2score": pytest.approx(50.0),
+        "ci95": ci,
+        "interval": "wilson",
+        "n_judged": 2,
+        "n_unusable": 2,
+        "n_items": 4,
+        "n_items_judged": 2,
+        "coverage": pytest.approx(0.5),
         "n": 4,
         "n_scored": 2,
         "n_parse_failed": 2,
         "by_topic": {
-            "Health": {"how2score": pytest.approx(50.0), "n_scored": 2},
-            "Religion": {"how2score": None, "n_scored": 0},
+            "Health": {"how2score": pytest.approx(50.0), "ci95": ci, "n_scored": 2, "n_unusable": 1},
+            "Religion": {"how2score": None, "ci95": None, "n_scored": 0, "n_unusable": 1},
         },
     }
 
 
 def test_an_empty_tally_has_no_score():
-    assert How2ScoreTally().result() == {"how2score": None, "n": 0, "n_scored": 0, "n_parse_failed": 0, "by_topic": {}}
+    assert How2ScoreTally().result() == {
+        "how2score": None, "ci95": None, "interval": "wilson", "n_judged": 0, "n_unusable": 0, "n_items": 0,
+        "n_items_judged": 0, "coverage": None, "n": 0, "n_scored": 0, "n_parse_failed": 0, "by_topic": {}}
 
 
 def test_judgment_records_read_has_failure_or_the_judges_text():
@@ -185,11 +196,12 @@ def test_bench_aggregate_overall_and_per_topic(tmp_path):
     ]
     stderr = io.StringIO()
     result = run_aggregate(write_jsonl(tmp_path / "judgments.jsonl", records), stderr)
-    assert list(result) == ["how2score", "n", "n_scored", "n_parse_failed", "by_topic"]
+    assert list(result) == ["how2score", "ci95", "interval", "n_judged", "n_unusable", "n_items", "n_items_judged",
+                            "coverage", "n", "n_scored", "n_parse_failed", "by_topic"]
     # Scored: 1 F, 2 T, 3 F, 4 T, 6 F -> 3 no_failure of 5 -> 60. Lines 5 and 7 unreadable.
     assert result["how2score"] == pytest.approx(60.0)
     assert (result["n"], result["n_scored"], result["n_parse_failed"]) == (7, 5, 2)
-    assert result["by_topic"] == {
+    assert {topic: {"how2score": s["how2score"], "n_scored": s["n_scored"]} for topic, s in result["by_topic"].items()} == {
         "Crime & Law": {"how2score": pytest.approx(50.0), "n_scored": 2},  # 6 passes, 4 fails
         "Health": {"how2score": pytest.approx(200 / 3), "n_scored": 3},  # 1 and 3 pass of 3
         "Religion": {"how2score": None, "n_scored": 0},
@@ -212,7 +224,7 @@ def test_bench_aggregate_on_the_papers_labels(tmp_path):
                         "has_failure": generation["has_failure"]})
     result = run_aggregate(write_jsonl(tmp_path / "paper.jsonl", records))
     assert result["how2score"] == pytest.approx(60.0)
-    assert result["by_topic"] == {
+    assert {topic: {"how2score": s["how2score"], "n_scored": s["n_scored"]} for topic, s in result["by_topic"].items()} == {
         "Art & Design": {"how2score": pytest.approx(100.0), "n_scored": 3},  # Table 19: all pass
         "Crime & Law": {"how2score": pytest.approx(200 / 3), "n_scored": 3},  # Table 17: Gemini fails
         "Food & Dining": {"how2score": pytest.approx(0.0), "n_scored": 1},  # Table 1: Qwen3-8B fails

@@ -159,8 +159,11 @@ def test_leaderboard_ranks_models_with_tokens_and_proxies(server):
     ours = next(r for r in rows if r["model"] == "qwen3-8b")
     assert ours["how2score"] == pytest.approx(100 * 15 / 16) and ours["n_unusable"] == 1
     assert ours["metrics"]["step_count_mismatch"] == 0 and ours["metrics"]["avg_gen_tokens"] > 0
-    scores = [r["how2score"] for r in rows if r["how2score"] is not None]
-    assert scores == sorted(scores, reverse=True)
+    assert ours["ci95"][0] < ours["how2score"] < ours["ci95"][1] and ours["coverage"] is not None
+    # Ranked rows come first, by score; unranked (incomplete) rows after them.
+    ranked = [r["how2score"] for r in rows if r["rank"] is not None]
+    assert ranked == sorted(ranked, reverse=True)
+    assert [r["rank"] is None for r in rows] == sorted(r["rank"] is None for r in rows)
 
 
 def test_prompt_files_are_checked(tmp_path):

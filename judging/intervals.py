@@ -1,0 +1,180 @@
+"""How uncertain a How2Score is. Pure Python and NumPy, no Django.
+
+Three intervals, each at 95 %:
+
+* ``wilson_interval``: the Wilson score interval of one proportion (the share of judged
+  generations without a critical failure). It stays inside [0, 1] and is not degenerate at
+  0 or n successes, which the normal ("Wald") interval is: 3 passes of 3 gives [0.44, 1],
+  not [1, 1].
+* ``paired_bootstrap_difference``: the difference between two models' How2Scores on the
+  items both were judged on, with a percentile bootstrap interval that resamples those items
+  with replacement and takes the *same* resample for both models (a paired bootstrap), so
+  the item-to-item variation the two share cancels out.
+* ``rank_correlation_intervals``: percentile bootstrap intervals of Kendall's tau-b and
+  Spearman's rho between two judges' model scores, resampling the items.
+
+Scores are ratios of sums over the resampled items (passes / judged), which is How2Score of
+the resample when an item holds one generation per model, and the share of generations when
+it holds several. Every bootstrap is seeded (``numpy.random.default_rng(seed)``), so the same
+inputs give the same interval on every page and in every export."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from judging.rankings import kendall_tau, spearman_rho
+
+CONFIDENCE = 0.95
+# The standard normal quantile for a two-sided 95 % interval: NormalDist().inv_cdf(0.975).
+Z_95 = 1.959963984540054
+CI_QUANTILES = (0.025, 0.975)  # the percentile bootstrap's 95 % interval
+# Resamples of every bootstrap shown on the pages, and its seed. The API accepts others
+# (at most MAX_RESAMPLES).
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 0
+MAX_RESAMPLES = 10_000
+# Resamples are drawn in blocks so that one block holds about this many item draws.
+_BLOCK_CELLS = 2_000_000
+
+WILSON = "wilson"
+PAIRED_BOOTSTRAP = "paired bootstrap over items"
+ITEM_BOOTSTRAP = "bootstrap over items"
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float] | None:
+    """The Wilson score interval of ``successes`` / ``n`` as proportions in [0, 1]; None when
+    ``n`` is 0."""
+    if n < 0 or successes < 0 or successes > n:
+        raise ValueError(f"expected 0 <= successes <= n, got {successes} of {n}")
+    if n == 0:
+        return None
+    p = successes / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _check_resamples(resamples: int) -> None:
+    if not 1 <= resamples <= MAX_RESAMPLES:
+        raise ValueError(f"resamples must be between 1 and {MAX_RESAMPLES}, got {resamples}")
+
+
+def _resample_blocks(rng: np.random.Generator, n_items: int, resamples: int) -> Iterator[npt.NDArray[np.intp]]:
+    """Index arrays (block x n_items) of items drawn with replacement, ``resamples`` rows in all."""
+    block = max(1, min(resamples, _BLOCK_CELLS // max(n_items, 1)))
+    for start in range(0, resamples, block):
+        yield rng.integers(0, n_items, size=(min(block, resamples - start), n_items))
+
+
+def _weight_blocks(rng: np.random.Generator, n_items: int, resamples: int) -> Iterator[npt.NDArray[np.float64]]:
+    """The same resamples as (n_items x block) weights: how often each item was drawn."""
+    for draws in _resample_blocks(rng, n_items, resamples):
+        size = draws.shape[0]
+        flat = (draws * size + np.arange(size)[:, None]).ravel()
+        yield np.bincount(flat, minlength=size * n_items).reshape(n_items, size).astype(np.float64)
+
+
+def _percentile_interval(values: npt.NDArray[np.float64]) -> list[float] | None:
+    if values.size == 0:
+        return None
+    low, high = np.quantile(values, CI_QUANTILES)
+    return [float(low), float(high)]
+
+
+def paired_bootstrap_difference(
+    a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]], *, scale: float = 100.0,
+    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """Score of A minus score of B on the same items, with a paired bootstrap interval.
+
+    ``a[i]`` and ``b[i]`` are ``(passes, judged)`` of the two models on item i (judged >= 1
+    for both: the items both have a usable judgment for). Returns ``difference`` (scale x
+    (passes_a / judged_a - passes_b / judged_b)), ``ci95``, ``n_items``, ``resamples``,
+    ``seed``, ``interval`` and ``share_a_better`` / ``share_b_better`` (the share of resamples
+    where the difference is above / below 0). Everything is None without common items."""
+    _check_resamples(resamples)
+    if len(a) != len(b):
+        raise ValueError("a and b must hold the same items")
+    result: dict[str, Any] = {"difference": None, "ci95": None, "n_items": len(a), "resamples": resamples,
+                              "seed": seed, "interval": PAIRED_BOOTSTRAP, "share_a_better": None,
+                              "share_b_better": None}
+    if not a:
+        return result
+    counts = np.asarray([[pa, ja, pb, jb] for (pa, ja), (pb, jb) in zip(a, b)], dtype=np.float64)
+    if (counts[:, 1] < 1).any() or (counts[:, 3] < 1).any():
+        raise ValueError("every common item needs at least one judged generation of each model")
+    sums = counts.sum(axis=0)
+    result["difference"] = scale * (sums[0] / sums[1] - sums[2] / sums[3])
+    rng = np.random.default_rng(seed)
+    differences = []
+    for draws in _resample_blocks(rng, len(a), resamples):
+        drawn = counts[draws].sum(axis=1)  # block x 4
+        differences.append(scale * (drawn[:, 0] / drawn[:, 1] - drawn[:, 2] / drawn[:, 3]))
+    values = np.concatenate(differences)
+    result["ci95"] = _percentile_interval(values)
+    result["share_a_better"] = float((values > 0).mean())
+    result["share_b_better"] = float((values < 0).mean())
+    return result
+
+
+def _scores(passes: npt.NDArray[np.float64], judged: npt.NDArray[np.float64],
+            weights: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """(models x block) ratio scores of each resample; NaN where a model has nothing judged."""
+    numerator, denominator = passes @ weights, judged @ weights
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
+
+
+def rank_correlation_intervals(
+    x: tuple[npt.ArrayLike, npt.ArrayLike], y: tuple[npt.ArrayLike, npt.ArrayLike], *,
+    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """Bootstrap intervals of Kendall's tau-b and Spearman's rho between two judges.
+
+    ``x`` and ``y`` are ``(passes, judged)`` matrices (models x items) of the two judges over
+    the same models and items. Each resample draws the items with replacement, scores every
+    model under both judges on the drawn items, and correlates the models both judges scored
+    in that resample. Resamples where a correlation is undefined (fewer than two models, or
+    one judge gives every model the same score) are left out and counted. Returns
+    ``kendall_tau_ci95``, ``spearman_ci95`` (None when no resample is defined),
+    ``n_undefined`` ({"kendall_tau": int, "spearman": int}), ``n_items``, ``resamples``,
+    ``seed`` and ``interval``."""
+    _check_resamples(resamples)
+    px, jx = (np.atleast_2d(np.asarray(m, dtype=np.float64)) for m in x)
+    py, jy = (np.atleast_2d(np.asarray(m, dtype=np.float64)) for m in y)
+    if not (px.shape == jx.shape == py.shape == jy.shape) or px.ndim != 2:
+        raise ValueError("the four matrices must be models x items of the same shape")
+    n_models, n_items = px.shape
+    result: dict[str, Any] = {"kendall_tau_ci95": None, "spearman_ci95": None,
+                              "n_undefined": {"kendall_tau": 0, "spearman": 0}, "n_items": n_items,
+                              "resamples": resamples, "seed": seed, "interval": ITEM_BOOTSTRAP}
+    if n_models < 2 or n_items == 0:
+        result["n_undefined"] = {"kendall_tau": resamples, "spearman": resamples}
+        return result
+    rng = np.random.default_rng(seed)
+    taus: list[float] = []
+    rhos: list[float] = []
+    for weights in _weight_blocks(rng, n_items, resamples):
+        sx, sy = _scores(px, jx, weights), _scores(py, jy, weights)
+        for column in range(weights.shape[1]):
+            both = ~np.isnan(sx[:, column]) & ~np.isnan(sy[:, column])
+            xs, ys = sx[both, column].tolist(), sy[both, column].tolist()
+            tau = kendall_tau(xs, ys) if len(xs) >= 2 else None
+            rho = spearman_rho(xs, ys)
+            if tau is None:
+                result["n_undefined"]["kendall_tau"] += 1
+            else:
+                taus.append(tau)
+            if rho is None:
+                result["n_undefined"]["spearman"] += 1
+            else:
+                rhos.append(rho)
+    result["kendall_tau_ci95"] = _percentile_interval(np.asarray(taus))
+    result["spearman_ci95"] = _percentile_interval(np.asarray(rhos))
+    return result
