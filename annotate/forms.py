@@ -34,12 +34,17 @@ class StudyCreateForm(forms.Form):
     screened_out_code = forms.CharField(required=False, max_length=64)
     payment_per_item = forms.DecimalField(required=False, min_value=0, max_digits=8, decimal_places=2)
     min_annotations_for_majority = forms.IntegerField(
-        min_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN, max_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX,
+        required=False, min_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN, max_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX,
         initial=C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT, label="Annotations for a human majority",
-        help_text="An item needs at least this many counted annotations (at least 2: one annotation is not a "
-                  "majority) to be compared with judges; items with fewer are left out and counted.")
+        help_text=f"An item needs at least this many counted annotations (at least 2: one annotation is not a "
+                  f"majority) to be compared with judges; items with fewer are left out and counted. Empty: "
+                  f"{C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT}.")
     instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 10}),
                                    help_text="Empty: the kind's default guidelines.")
+
+    def clean_min_annotations_for_majority(self) -> int:
+        value = self.cleaned_data.get("min_annotations_for_majority")
+        return C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT if value is None else value
 
     def __init__(self, *args, judges: list[str] = (), **kwargs):
         super().__init__(*args, **kwargs)
