@@ -67,53 +67,54 @@ class RewardView(APIView):
         return Response({"items": results} if batched else results[0])
 
 
-class LeaderboardQuerySerializer(serializers.Serializer):
-    """The query of a leaderboard (page and API); each bad value is a 400 naming it."""
+class _JudgedSliceQuery(serializers.Serializer):
+    """A judge and a split of what it judged; each bad value is a 400 naming it."""
 
-    judge = serializers.CharField(required=False, help_text="The judge; default: the first judge by name")
     split = serializers.CharField(required=False, allow_blank=True, default="",
                                   help_text="Only procedures of this split (bench, constrained, ...); empty: all")
+
+    def validate_judge(self, value: str) -> str:
+        if value not in judge_names():
+            raise serializers.ValidationError(f"no judgments by a judge named {value!r}")
+        return value
+
+    @staticmethod
+    def check_split(attrs) -> None:
+        if attrs["split"] and attrs["split"] not in judged_splits(attrs["judge"]):
+            raise serializers.ValidationError(
+                {"split": [f"judge {attrs['judge']!r} has judged nothing of a split named {attrs['split']!r}"]})
+
+
+class LeaderboardQuerySerializer(_JudgedSliceQuery):
+    """The query of a leaderboard (page and API)."""
+
+    judge = serializers.CharField(required=False, help_text="The judge; default: the first judge by name")
     basis = serializers.ChoiceField(choices=BASES, required=False, default=BASIS_COMMON, help_text=(
         "common: complete models ranked over the items every complete model has a usable verdict for; "
         "all: each model over all its judged items"))
     min_coverage = serializers.FloatField(required=False, default=LEADERBOARD_MIN_COVERAGE, min_value=0.0,
                                           max_value=1.0, help_text="Rows with a lower coverage are unranked")
 
-    def validate_judge(self, value: str) -> str:
-        if value not in judge_names():
-            raise serializers.ValidationError(f"no judgments by a judge named {value!r}")
-        return value
-
     def validate(self, attrs):
         attrs["judge"] = attrs.get("judge") or next(iter(judge_names()), None)
         if attrs["judge"] is None:
             raise serializers.ValidationError({"judge": ["there are no judgments yet"]})
-        if attrs["split"] and attrs["split"] not in judged_splits(attrs["judge"]):
-            raise serializers.ValidationError(
-                {"split": [f"judge {attrs['judge']!r} has judged nothing of a split named {attrs['split']!r}"]})
+        self.check_split(attrs)
         return attrs
 
 
-class CompareQuerySerializer(serializers.Serializer):
-    """Two models under one judge (page and API); each bad value is a 400 naming it."""
+class CompareQuerySerializer(_JudgedSliceQuery):
+    """Two models under one judge (page and API)."""
 
     judge = serializers.CharField(help_text="The judge")
-    split = serializers.CharField(required=False, allow_blank=True, default="")
     a = serializers.CharField(help_text="Model A (the model name, as in the leaderboard's rows)")
     b = serializers.CharField(help_text="Model B")
     resamples = serializers.IntegerField(required=False, default=BOOTSTRAP_RESAMPLES, min_value=1,
                                          max_value=MAX_RESAMPLES, help_text="Bootstrap resamples")
     seed = serializers.IntegerField(required=False, default=BOOTSTRAP_SEED, min_value=0, max_value=2**32 - 1)
 
-    def validate_judge(self, value: str) -> str:
-        if value not in judge_names():
-            raise serializers.ValidationError(f"no judgments by a judge named {value!r}")
-        return value
-
     def validate(self, attrs):
-        if attrs["split"] and attrs["split"] not in judged_splits(attrs["judge"]):
-            raise serializers.ValidationError(
-                {"split": [f"judge {attrs['judge']!r} has judged nothing of a split named {attrs['split']!r}"]})
+        self.check_split(attrs)
         models = set(leaderboard_models(attrs["judge"], attrs["split"] or None))
         errors = {field: [f"judge {attrs['judge']!r} has judged no generation of a model named {attrs[field]!r}"
                           + (f" in split {attrs['split']!r}" if attrs["split"] else "")]

@@ -72,7 +72,7 @@ def _resample_blocks(rng: np.random.Generator, n_items: int, resamples: int) -> 
         yield rng.integers(0, n_items, size=(min(block, resamples - start), n_items))
 
 
-def _weight_blocks(rng: np.random.Generator, n_items: int, resamples: int) -> Iterator[npt.NDArray[np.float64]]:
+def bootstrap_weights(rng: np.random.Generator, n_items: int, resamples: int) -> Iterator[npt.NDArray[np.float64]]:
     """The same resamples as (n_items x block) weights: how often each item was drawn."""
     for draws in _resample_blocks(rng, n_items, resamples):
         size = draws.shape[0]
@@ -80,7 +80,8 @@ def _weight_blocks(rng: np.random.Generator, n_items: int, resamples: int) -> It
         yield np.bincount(flat, minlength=size * n_items).reshape(n_items, size).astype(np.float64)
 
 
-def _percentile_interval(values: npt.NDArray[np.float64]) -> list[float] | None:
+def percentile_interval(values: npt.NDArray[np.float64]) -> list[float] | None:
+    """The 95 % percentile interval of bootstrap values; None when there are none."""
     if values.size == 0:
         return None
     low, high = np.quantile(values, CI_QUANTILES)
@@ -117,7 +118,7 @@ def paired_bootstrap_difference(
         drawn = counts[draws].sum(axis=1)  # block x 4
         differences.append(scale * (drawn[:, 0] / drawn[:, 1] - drawn[:, 2] / drawn[:, 3]))
     values = np.concatenate(differences)
-    result["ci95"] = _percentile_interval(values)
+    result["ci95"] = percentile_interval(values)
     result["share_a_better"] = float((values > 0).mean())
     result["share_b_better"] = float((values < 0).mean())
     return result
@@ -160,7 +161,7 @@ def rank_correlation_intervals(
     rng = np.random.default_rng(seed)
     taus: list[float] = []
     rhos: list[float] = []
-    for weights in _weight_blocks(rng, n_items, resamples):
+    for weights in bootstrap_weights(rng, n_items, resamples):
         sx, sy = _scores(px, jx, weights), _scores(py, jy, weights)
         for column in range(weights.shape[1]):
             both = ~np.isnan(sx[:, column]) & ~np.isnan(sy[:, column])
@@ -175,6 +176,6 @@ def rank_correlation_intervals(
                 result["n_undefined"]["spearman"] += 1
             else:
                 rhos.append(rho)
-    result["kendall_tau_ci95"] = _percentile_interval(np.asarray(taus))
-    result["spearman_ci95"] = _percentile_interval(np.asarray(rhos))
+    result["kendall_tau_ci95"] = percentile_interval(np.asarray(taus))
+    result["spearman_ci95"] = percentile_interval(np.asarray(rhos))
     return result

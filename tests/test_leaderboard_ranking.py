@@ -150,3 +150,8 @@ def test_cross_judge_correlations_and_scores_carry_intervals(researcher_client, 
     assert few["n_unusable"] == 14 and few["coverage"] == pytest.approx(3 / 23)
     html = researcher_client.get(reverse("cross_judge")).content.decode()
     assert "95% CI" in html and "coverage 3 / 23" in html and "1000 resamples, seed 0" in html
+
+
+def test_leaderboard_api_needs_a_researcher(client, bench_world):
+    assert client.get("/api/leaderboard", {"judge": "how2judge"}).status_code in (401, 403)
+    assert client.get("/api/leaderboard/compare", {"judge": "how2judge", "a": "strong", "b": "weak"}).status_code in (401, 403)
