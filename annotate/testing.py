@@ -78,3 +78,25 @@ def annotate_next(p: Participation, answer: dict | None = None, *, label: bool |
     if answer is None:
         answer = ONE_FAILURE if label else NO_FAILURE
     return annotation_submit(participation=p, public_id=a.public_id, answer=answer, submission_id="t")
+
+
+def judged_generation_study(*, name: str, annotators_per_item: int, judge: str = "How2Judge", n: int = 10,
+                            **settings: Any) -> Study:
+    """A study of ``n`` judged generations of ``judge`` (seed 0), without training or
+    qualification: what the agreement tests compare judges and people on."""
+    from annotate.item_sources import items_from_judgments
+
+    defaults: dict[str, Any] = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0,
+                                "annotators_per_item": annotators_per_item}
+    defaults.update(settings)
+    return study_create(name=name, items=items_from_judgments(judge=judge, n=n, seed=0),
+                        settings=StudySettings(**defaults))
+
+
+def annotate_all(p: Participation, label: Any) -> int:
+    """Label every item the participant is given; ``label(k)`` is the k-th item's has_failure
+    (or a constant). Returns how many were submitted."""
+    k = 0
+    while annotate_next(p, label=label(k) if callable(label) else label) is not None:
+        k += 1
+    return k

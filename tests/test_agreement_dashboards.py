@@ -10,7 +10,10 @@ from django.urls import reverse
 
 from annotate.reports import disagreement_list, study_agreement_report
 from annotate.services import annotation_submit, assignment_next
-from annotate.testing import NO_FAILURE, ONE_FAILURE, annotate_next, annotator_start, read_everything, study_make
+from annotate.testing import (
+    NO_FAILURE, ONE_FAILURE, annotate_all, annotate_next, annotator_start, judged_generation_study, read_everything,
+    study_make,
+)
 from judging.models import Judgment
 
 pytestmark = pytest.mark.django_db
@@ -87,17 +90,9 @@ def test_item_page_draws_each_annotators_failures_on_the_steps(researcher_client
 
 
 def test_judges_on_generated_items_are_compared_with_the_majority(researcher_client, demo):
-    from annotate.services import StudySettings, study_create
-    from annotate.item_sources import items_from_judgments
-
-    items = items_from_judgments(judge="How2Judge", n=10, seed=0)
-    study = study_create(name="From judgments", items=items,
-                         settings=StudySettings(training_enabled=False, qualification_enabled=False, min_seconds=0,
-                                                annotators_per_item=2))
+    study = judged_generation_study(name="From judgments", annotators_per_item=2)
     for pid in ("h1", "h2"):
-        participation = annotator_start(study, pid)
-        while annotate_next(participation, label=True) is not None:
-            pass
+        annotate_all(annotator_start(study, pid), True)
     report = study_agreement_report(study, bootstrap=0)
     judge = report["judges"]["How2Judge"]
     n_judged_failure = Judgment.objects.filter(judge="How2Judge", has_failure=True).count()
@@ -108,13 +103,9 @@ def test_judges_on_generated_items_are_compared_with_the_majority(researcher_cli
 
 
 def test_leaderboard_shows_the_judge_score_calibrated_with_human_labels(researcher_client, demo):
-    from annotate.item_sources import items_from_judgments
-    from annotate.services import StudySettings, study_create
     from judging.selectors import leaderboard
 
-    items = items_from_judgments(judge="How2Judge", n=10, seed=0)
-    study = study_create(name="Calibration", items=items, settings=StudySettings(
-        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=2))
+    study = judged_generation_study(name="Calibration", annotators_per_item=2)
     # Both humans agree with the judge everywhere: TPR = TNR = 1, so nothing is corrected.
     # (Two per item: one annotation is not a human majority.)
     for pid in ("h1", "h2"):
@@ -136,16 +127,10 @@ def test_leaderboard_shows_the_judge_score_calibrated_with_human_labels(research
 
 
 def test_one_annotator_per_item_gives_the_leaderboard_no_calibration(demo):
-    from annotate.item_sources import items_from_judgments
     from annotate.reports import calibration_from_studies
-    from annotate.services import StudySettings, study_create
 
-    items = items_from_judgments(judge="How2Judge", n=10, seed=0)
-    study = study_create(name="Single labels", items=items, settings=StudySettings(
-        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=1))
-    participation = annotator_start(study, "h1")
-    while annotate_next(participation, label=True) is not None:
-        pass
+    study = judged_generation_study(name="Single labels", annotators_per_item=1)
+    annotate_all(annotator_start(study, "h1"), True)
     assert calibration_from_studies("How2Judge", [True, False, True]) is None
 
 

@@ -25,7 +25,7 @@ from annotate.agreement import (
 )
 from annotate.metric_agreement import metric_agreement_report
 from annotate.reports import study_agreement_report
-from annotate.testing import annotate_next, annotator_start, study_make
+from annotate.testing import annotate_all, annotate_next, annotator_start, judged_generation_study, study_make
 
 pytestmark = pytest.mark.django_db
 
@@ -146,18 +146,9 @@ def test_leave_one_out_needs_a_majority_of_the_others_too():
 # --------------------------------------------------------------------------- the study setting
 
 
-def _k1_study_with_a_judge(min_annotations: int | None = None):
-    from annotate.item_sources import items_from_judgments
-    from annotate.services import StudySettings, study_create
-
-    extra = {} if min_annotations is None else {"min_annotations_for_majority": min_annotations}
-    items = items_from_judgments(judge="How2Judge", n=10, seed=0)
-    study = study_create(name="One annotator per item", items=items, settings=StudySettings(
-        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=1, **extra))
-    participation = annotator_start(study, "solo")
-    k = 0
-    while annotate_next(participation, label=k % 3 == 0) is not None:
-        k += 1
+def _k1_study_with_a_judge():
+    study = judged_generation_study(name="One annotator per item", annotators_per_item=1)
+    annotate_all(annotator_start(study, "solo"), lambda k: k % 3 == 0)
     return study
 
 
@@ -271,16 +262,9 @@ def test_agreement_page_and_metric_page_show_the_same_counts_that_add_up(researc
 
 
 def test_confusion_matrix_is_a_table_with_totals(researcher_client, demo):
-    from annotate.item_sources import items_from_judgments
-    from annotate.services import StudySettings, study_create
-
-    items = items_from_judgments(judge="How2Judge", n=10, seed=0)
-    study = study_create(name="Two each", items=items, settings=StudySettings(
-        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=2))
+    study = judged_generation_study(name="Two each", annotators_per_item=2)
     for pid in ("h1", "h2"):
-        participation = annotator_start(study, pid)
-        while annotate_next(participation, label=True) is not None:
-            pass
+        annotate_all(annotator_start(study, pid), True)
     html = researcher_client.get(reverse("annotate:report_agreement", args=[study.slug])).content.decode()
     assert "human_has_failure" not in html and "{'" not in html  # no raw dict
     judge = study_agreement_report(study, bootstrap=0)["judges"]["How2Judge"]
