@@ -28,9 +28,18 @@ def how2score_bars(rows: list[dict[str, Any]]) -> str:
 def topic_heatmap(rows: list[dict[str, Any]]) -> str:
     topics = sorted({t for r in rows for t in r["by_topic"]})
     z = [[r["by_topic"].get(t, {}).get("how2score") for t in topics] for r in rows]
+
+    def cell(row: dict[str, Any], topic: str) -> list[Any]:
+        score = row["by_topic"].get(topic) or {}
+        ci = score.get("ci95") or [None, None]
+        return [score.get("n_scored", 0), ci[0], ci[1]]
+
     figure = go.Figure(go.Heatmap(
         z=z, x=topics, y=[r["label"] for r in rows], colorscale="RdYlGn", zmin=0, zmax=100,
-        hovertemplate="%{y}<br>%{x}<br>How2Score %{z:.1f}<extra></extra>", colorbar={"title": "How2Score"},
+        customdata=[[cell(r, t) for t in topics] for r in rows],
+        hovertemplate=("%{y}<br>%{x}<br>How2Score %{z:.1f} [%{customdata[1]:.1f}, %{customdata[2]:.1f}] "
+                       "over %{customdata[0]} judged<extra></extra>"),
+        colorbar={"title": "How2Score"},
     ))
     figure.update_layout(height=120 + 40 * max(1, len(rows)), margin={"l": 140, "r": 10, "t": 20, "b": 140})
     return figure.to_html(full_html=False, include_plotlyjs=False, div_id="topic-heatmap", config={"displaylogo": False})
