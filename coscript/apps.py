@@ -4,3 +4,14 @@ from django.apps import AppConfig
 class CoscriptConfig(AppConfig):
     name = "coscript"
     verbose_name = "CoScript: constrained goals and over-generate-then-filter scripts"
+
+    def ready(self) -> None:
+        # The jobs of a CoScript run's phases are driven through the run.
+        from coscript import services
+        from coscript.models import CoScriptRun
+        from llm.runs import job_owner, job_owner_register
+
+        job_owner_register(job_owner(
+            "coscript:", CoScriptRun.objects.get, noun="CoScript run",
+            resume=lambda run: services.coscript_run_resume(run=run),
+            retry_failed=lambda run: services.coscript_run_retry_failed(run=run)))

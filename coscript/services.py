@@ -51,7 +51,8 @@ from llm.client import LLMRequest
 from llm.models import LLMJob
 from llm.prompts import Prompt, prompt_read
 from llm.selectors import llm_job_results
-from llm.services import llm_job_cancel, llm_job_create, llm_job_execute, llm_job_resume, llm_job_retry_errors
+from llm.models import FINISHED
+from llm.services import llm_job_cancel, llm_job_create, llm_job_execute, llm_job_failed_count, llm_job_resume
 from mining.embeddings import configured_model_name, embed_texts
 from mining.models import Procedure, Split, Topic
 from mining.record_files import atomic_output
@@ -183,9 +184,9 @@ def _set(run: CoScriptRun, **fields: Any) -> None:
 def _run_job(run: CoScriptRun, job: LLMJob) -> str | None:
     """Execute a phase's job. None when it is done; otherwise what happened, with the run's
     status following the job's (paused, cancelled, failed, or waiting for a Batch API)."""
-    outcome = "done" if job.status == LLMJob.Status.DONE else llm_job_execute(job_id=job.pk)
+    outcome = "done" if job.status in FINISHED else llm_job_execute(job_id=job.pk)
     job.refresh_from_db()
-    if job.status == LLMJob.Status.DONE:
+    if job.status in FINISHED:
         return None
     if job.status == LLMJob.Status.PAUSED:
         _set(run, status=RunStatus.PAUSED, error=job.pause_reason)
@@ -211,12 +212,13 @@ def coscript_run_execute(*, run_id: int, embed: Embed | None = None) -> str:
         outcome = _run_job(run, job)
         if outcome is not None:
             return outcome
-        errors = job.outcome_counts.get("api_error", 0)
-        if errors and run.phase not in run.report.get("accepted_errors", []):
+        failed = llm_job_failed_count(job) if job.status == RunStatus.DONE_WITH_FAILURES else 0
+        if failed and run.phase not in run.report.get("accepted_errors", []):
+            counts = ", ".join(f"{o} {n}" for o, n in sorted(job.outcome_counts.items()) if o != "ok" and n)
             _set(run, status=RunStatus.PAUSED, error=(
-                f"{errors} of {job.n_total} {Phase(run.phase).label} requests failed with API errors after "
-                f"retries (LLM job {job.pk}); resume to send them again, or resume without them"))
-            return f"paused: {errors} API errors"
+                f"{failed} of {job.n_total} {Phase(run.phase).label} requests have no usable answer ({counts}; "
+                f"LLM job {job.pk}); Retry failed sends exactly those again, or resume without them"))
+            return f"paused: {failed} failed requests"
         with transaction.atomic():
             # One worker moves a run to its next phase: another that finished the same job
             # at the same time finds the phase already changed and follows it.
@@ -242,8 +244,9 @@ def coscript_run_execute(*, run_id: int, embed: Embed | None = None) -> str:
             elif run.phase == Phase.SCRIPTS:
                 _collect_scripts(run)
                 _set(run, phase=Phase.FILTER)
-    _set(run, status=RunStatus.DONE, finished_at=timezone.now())
-    return "done"
+    final = RunStatus.DONE_WITH_FAILURES if run.report.get("accepted_errors") else RunStatus.DONE
+    _set(run, status=final, finished_at=timezone.now())
+    return final
 
 
 def _goal_key(text: str) -> str:
@@ -396,7 +399,7 @@ def coscript_run_cancel(*, run: CoScriptRun) -> None:
     for _, job in run.jobs:
         if job is not None:
             llm_job_cancel(job=job)
-    CoScriptRun.objects.filter(pk=run.pk).exclude(status=RunStatus.DONE).update(
+    CoScriptRun.objects.filter(pk=run.pk).exclude(status__in=FINISHED).update(
         status=RunStatus.CANCELLED, finished_at=timezone.now())
 
 
@@ -406,20 +409,33 @@ def coscript_run_resume(*, run: CoScriptRun, without_errors: bool = False, enque
     sent again. Requests that ended in API errors are sent again, or, with
     ``without_errors``, the phase goes on without them (counted in the report)."""
     run = CoScriptRun.objects.select_for_update().get(pk=run.pk)
-    if run.status in (RunStatus.DONE, RunStatus.CANCELLED):
+    if run.status in (*FINISHED, RunStatus.CANCELLED):
         raise ValueError(f"run {run.pk} is {run.status}; it cannot be resumed")
     job = {Phase.GOALS: run.goals_job, Phase.SCREEN: run.screen_job, Phase.SCRIPTS: run.scripts_job}.get(run.phase)
     if without_errors:
         run.report = {**run.report, "accepted_errors": sorted({*run.report.get("accepted_errors", []), run.phase})}
-    elif job is not None and job.status == LLMJob.Status.DONE:
-        llm_job_retry_errors(job=job)
-    if job is not None and job.status not in (LLMJob.Status.DONE, LLMJob.Status.PENDING, LLMJob.Status.RUNNING):
-        llm_job_resume(job=job, enqueue=False)
+    if job is not None and (job.status in (LLMJob.Status.PAUSED, LLMJob.Status.FAILED)
+                            or (job.status == LLMJob.Status.DONE_WITH_FAILURES and not without_errors)):
+        llm_job_resume(job=job, enqueue=False)  # its requests without an ok answer are asked again
     run.status, run.error = RunStatus.PENDING, ""
     run.save(update_fields=["status", "error", "report"])
     if enqueue:
         _enqueue(run)
     return run
+
+
+def coscript_run_retry_failed(*, run: CoScriptRun, enqueue: bool = True) -> int:
+    """*Retry failed*: a run stopped at a phase whose requests have no usable answer asks
+    exactly those again. Returns how many. A finished run's accepted failures stay in its
+    report (start a new run to ask them: the ledger re-asks only what failed)."""
+    if run.status in (*FINISHED, RunStatus.CANCELLED):
+        raise ValueError(f"run {run.pk} is {run.status}; only a stopped run's failed requests can be retried")
+    if run.status in ACTIVE:
+        raise ValueError(f"run {run.pk} is {run.status}; its failures are retried once it has stopped")
+    job = {Phase.GOALS: run.goals_job, Phase.SCREEN: run.screen_job, Phase.SCRIPTS: run.scripts_job}.get(run.phase)
+    failed = llm_job_failed_count(job) if job is not None else 0
+    coscript_run_resume(run=run, enqueue=enqueue)
+    return failed
 
 
 def specific_goal_review(*, goal: SpecificGoal, decision: str, user=None) -> SpecificGoal:

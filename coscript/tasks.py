@@ -6,7 +6,7 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
     from coscript.models import CoScriptRun
 
     CoScriptRun.objects.filter(pk=args[0] if args else kwargs.get("run_id")).exclude(
-        status__in=["done", "cancelled"]).update(status="failed", error=f"{exc.__class__.__name__}: {exc}")
+        status__in=["done", "done_with_failures", "cancelled"]).update(status="failed", error=f"{exc.__class__.__name__}: {exc}")
 
 
 @shared_task(bind=True, name="coscript.run_execute", on_failure=_mark_failed)

@@ -18,9 +18,10 @@ from goalstep.items import BuildResult, FilterSettings, PoolProcedure, build_ite
 from goalstep.models import TaskEvaluation, TaskItem, TaskPrediction, TaskSet
 from judging.models import LanguageModel, PromptStyle
 from judging.prompts import PLACEHOLDERS, Prompt, prompt_load
-from judging.services import _run_execute, decoding_params
+from judging.services import decoding_params
 from llm.client import LLMRequest
 from llm.selectors import llm_job_results
+from llm.runs import owned_run_execute, owned_run_resume, owned_run_retry_failed
 from llm.services import llm_job_create
 from mining.embeddings import configured_model_name, embed_texts
 from mining.models import Procedure, Split
@@ -122,15 +123,37 @@ def task_evaluation_create(
         start=False)
     evaluation.save(update_fields=["llm_job"])
     if start:
-        from goalstep.tasks import task_evaluation_execute_task
-
-        transaction.on_commit(lambda: task_evaluation_execute_task.delay(evaluation.pk))
+        _evaluation_enqueue(evaluation)()
     return evaluation
 
 
 def task_evaluation_execute(*, evaluation_id: int) -> str:
     evaluation = TaskEvaluation.objects.select_related("llm_job", "task_set").filter(pk=evaluation_id).first()
-    return "gone" if evaluation is None else _run_execute(evaluation, task_evaluation_collect)
+    return "gone" if evaluation is None else owned_run_execute(
+        evaluation, collect=task_evaluation_collect, unusable=task_evaluation_unusable)
+
+
+def task_evaluation_unusable(evaluation: TaskEvaluation) -> int:
+    """Stored predictions whose call had no usable answer (truncated, refused, ...). An
+    answer naming no candidate (``unparseable``) is the model's answer, counted as wrong."""
+    return evaluation.predictions.exclude(outcome__in=["ok", "unparseable"]).count()
+
+
+def _evaluation_enqueue(evaluation: TaskEvaluation):
+    from goalstep.tasks import task_evaluation_execute_task
+
+    return lambda: transaction.on_commit(lambda: task_evaluation_execute_task.delay(evaluation.pk))
+
+
+def task_evaluation_retry_failed(*, evaluation: TaskEvaluation) -> int:
+    """*Retry failed* of a goal-step evaluation: exactly its requests without an ``ok`` answer."""
+    return owned_run_retry_failed(
+        evaluation, enqueue=_evaluation_enqueue(evaluation),
+        discard_unusable=lambda e: e.predictions.exclude(outcome__in=["ok", "unparseable"]).delete()[0])
+
+
+def task_evaluation_resume(*, evaluation: TaskEvaluation) -> None:
+    owned_run_resume(evaluation, enqueue=_evaluation_enqueue(evaluation))
 
 
 def task_evaluation_collect(evaluation: TaskEvaluation) -> int:

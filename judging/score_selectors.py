@@ -11,6 +11,7 @@ from judging.components import StepComponents, components_from_dict, rule_based_
 from judging.models import ComponentExtraction, ComponentsRun, Generation, GenerationRun, RunStatus
 from judging.score_metric import ScoreResult, score_steps
 from judging.score_services import steps_hash
+from llm.models import FINISHED
 
 RULE_EXTRACTOR = "rule"
 
@@ -26,7 +27,7 @@ class GenerationScore:
 
 def components_extractor(generation_run: GenerationRun) -> str | None:
     """The extractor of the run's latest finished ``extract_components`` run, if any."""
-    return (ComponentsRun.objects.filter(generation_run=generation_run, status=RunStatus.DONE)
+    return (ComponentsRun.objects.filter(generation_run=generation_run, status__in=FINISHED)
             .order_by("-id").values_list("extractor", flat=True).first())
 
 

@@ -14,9 +14,9 @@ from judging.components import COMPONENTS_SCHEMA, ComponentsError, components_an
 from judging.constants import COMPONENTS_MAX_TOKENS, GREEDY_TEMPERATURE
 from judging.models import ComponentExtraction, ComponentsRun, GenerationRun
 from judging.prompts import Prompt, numbered, prompt_load
-from judging.services import _run_execute
 from llm.client import LLMRequest
 from llm.endpoints import endpoint_require
+from llm.runs import owned_run_execute, owned_run_resume, owned_run_retry_failed
 from llm.selectors import llm_job_results
 from llm.services import llm_job_create
 
@@ -79,15 +79,39 @@ def components_run_create(
                                  executor=executor, concurrency=concurrency, budget_usd=budget_usd, start=False)
     run.save(update_fields=["llm_job"])
     if start:
-        from judging.tasks import components_run_execute_task
-
-        transaction.on_commit(lambda: components_run_execute_task.delay(run.pk))
+        _components_enqueue(run)()
     return run
 
 
 def components_run_execute(*, run_id: int) -> str:
     run = ComponentsRun.objects.select_related("llm_job", "generation_run").filter(pk=run_id).first()
-    return "gone" if run is None else _run_execute(run, components_run_collect)
+    return "gone" if run is None else owned_run_execute(run, collect=components_run_collect, unusable=components_run_unusable)
+
+
+def components_run_unusable(run: ComponentsRun) -> int:
+    """Step lists of the run whose extraction has no usable components."""
+    return (ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes)
+            .exclude(outcome="ok").count())
+
+
+def _components_discard_unusable(run: ComponentsRun) -> int:
+    return (ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes)
+            .exclude(outcome="ok").delete()[0])
+
+
+def _components_enqueue(run: ComponentsRun):
+    from judging.tasks import components_run_execute_task
+
+    return lambda: transaction.on_commit(lambda: components_run_execute_task.delay(run.pk))
+
+
+def components_run_retry_failed(*, run: ComponentsRun) -> int:
+    """*Retry failed* of a components run: exactly its requests without an ``ok`` answer."""
+    return owned_run_retry_failed(run, enqueue=_components_enqueue(run), discard_unusable=_components_discard_unusable)
+
+
+def components_run_resume(*, run: ComponentsRun) -> None:
+    owned_run_resume(run, enqueue=_components_enqueue(run))
 
 
 def components_run_collect(run: ComponentsRun) -> int:

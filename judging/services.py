@@ -6,18 +6,17 @@ from collections import defaultdict
 from decimal import Decimal
 
 from django.db import transaction
-from django.utils import timezone
 
 from judging.constants import GREEDY_TEMPERATURE, JUDGE_MAX_TOKENS, REASONING_TEMPERATURE, BASE_STOP
 from judging.how2score import JudgeAnswerError, judge_schema, validate_judge_answer
-from judging.models import Generation, GenerationRun, Judgment, JudgeRun, LanguageModel, PromptStyle, RunStatus
+from judging.models import Generation, GenerationRun, Judgment, JudgeRun, LanguageModel, PromptStyle
 from judging.prompts import numbered, prompt_load, resource_list
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
 from llm.client import LLMRequest
-from llm.models import LLMJob
 from llm.selectors import llm_job_results
-from llm.services import llm_job_cancel, llm_job_create, llm_job_execute, llm_job_pause, llm_job_resume
+from llm.runs import owned_run_cancel, owned_run_execute, owned_run_pause, owned_run_resume, owned_run_retry_failed
+from llm.services import llm_job_create
 from mining.models import Procedure
 
 DEFAULT_PROMPTS = {PromptStyle.BASE: "generate_base.txt", PromptStyle.INST: "generate_inst.txt"}
@@ -140,32 +139,14 @@ def _enqueue(kind: str, run_id: int) -> None:
     transaction.on_commit(lambda: task.delay(run_id))
 
 
-def _run_execute(run: GenerationRun | JudgeRun, collect) -> str:
-    """Execute a run's LLM job, then store its results. Returns what happened."""
-    if run.status in (RunStatus.DONE, RunStatus.CANCELLED):
-        return f"not active ({run.status})"
-    type(run).objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
-    job = run.llm_job
-    outcome = "done" if job.status == LLMJob.Status.DONE else llm_job_execute(job_id=job.pk)
-    job.refresh_from_db()
-    collect(run)  # what finished so far is stored even when the job paused
-    if job.status == LLMJob.Status.DONE:
-        type(run).objects.filter(pk=run.pk).update(status=RunStatus.DONE, finished_at=timezone.now())
-    elif job.status == LLMJob.Status.PAUSED:
-        type(run).objects.filter(pk=run.pk).update(status=RunStatus.PAUSED, error=job.pause_reason)
-    elif job.status in (LLMJob.Status.CANCELLED, LLMJob.Status.FAILED):
-        type(run).objects.filter(pk=run.pk).update(status=job.status, error=job.error)
-    return outcome
-
-
 def generation_run_execute(*, run_id: int) -> str:
     run = GenerationRun.objects.select_related("llm_job", "language_model").filter(pk=run_id).first()
-    return "gone" if run is None else _run_execute(run, generation_run_collect)
+    return "gone" if run is None else owned_run_execute(run, collect=generation_run_collect, unusable=generation_run_unusable)
 
 
 def judge_run_execute(*, run_id: int) -> str:
     run = JudgeRun.objects.select_related("llm_job").filter(pk=run_id).first()
-    return "gone" if run is None else _run_execute(run, judge_run_collect)
+    return "gone" if run is None else owned_run_execute(run, collect=judge_run_collect, unusable=judge_run_unusable)
 
 
 def generation_run_collect(run: GenerationRun) -> int:
@@ -216,17 +197,60 @@ def judge_run_collect(run: JudgeRun) -> int:
     return len(new)
 
 
+def generation_run_unusable(run: GenerationRun) -> int:
+    """Stored generations without a usable completion (truncated, refused, ...)."""
+    return run.generations.exclude(outcome="ok").count()
+
+
+def judge_run_unusable(run: JudgeRun) -> int:
+    """Stored judgments without a verdict (the answer failed validation, was cut off, ...)."""
+    return run.judgments.exclude(outcome="ok").count()
+
+
+def _discard_unusable(run: GenerationRun | JudgeRun) -> int:
+    """Before *Retry failed*: drop the stored items without a usable outcome, so the new
+    answers are stored in their place (usable ones are kept)."""
+    items = run.generations if isinstance(run, GenerationRun) else run.judgments
+    return items.exclude(outcome="ok").delete()[0]
+
+
+def _kind(run: GenerationRun | JudgeRun) -> str:
+    return "generation" if isinstance(run, GenerationRun) else "judge"
+
+
 def run_pause(*, run: GenerationRun | JudgeRun) -> None:
-    llm_job_pause(job=run.llm_job)
-    type(run).objects.filter(pk=run.pk, status__in=[RunStatus.PENDING, RunStatus.RUNNING]).update(status=RunStatus.PAUSED)
+    owned_run_pause(run)
 
 
 def run_resume(*, run: GenerationRun | JudgeRun, budget_usd: Decimal | None = None) -> None:
-    llm_job_resume(job=run.llm_job, budget_usd=budget_usd, enqueue=False)
-    type(run).objects.filter(pk=run.pk).update(status=RunStatus.PENDING, error="")
-    _enqueue("generation" if isinstance(run, GenerationRun) else "judge", run.pk)
+    owned_run_resume(run, budget_usd=budget_usd, enqueue=lambda: _enqueue(_kind(run), run.pk))
 
 
 def run_cancel(*, run: GenerationRun | JudgeRun) -> None:
-    llm_job_cancel(job=run.llm_job)
-    type(run).objects.filter(pk=run.pk).exclude(status=RunStatus.DONE).update(status=RunStatus.CANCELLED)
+    owned_run_cancel(run)
+
+
+def run_control(*, run, action: str) -> int:
+    """Pause, resume, cancel or *Retry failed* a generation, judge or components run (the
+    pages, the API and ``bench_run`` share this). Returns how many requests a retry re-asks."""
+    from judging.models import ComponentsRun
+    from judging.score_services import components_run_resume, components_run_retry_failed
+
+    components = isinstance(run, ComponentsRun)
+    if action == "pause":
+        owned_run_pause(run)
+    elif action == "cancel":
+        owned_run_cancel(run)
+    elif action == "resume":
+        components_run_resume(run=run) if components else run_resume(run=run)
+    elif action == "retry":
+        return components_run_retry_failed(run=run) if components else run_retry_failed(run=run)
+    else:
+        raise ValueError(f"unknown action {action!r}: pause, resume, cancel or retry")
+    return 0
+
+
+def run_retry_failed(*, run: GenerationRun | JudgeRun) -> int:
+    """*Retry failed* of a generation or judge run: exactly its requests without an ``ok``
+    answer are asked again. Returns how many."""
+    return owned_run_retry_failed(run, enqueue=lambda: _enqueue(_kind(run), run.pk), discard_unusable=_discard_unusable)

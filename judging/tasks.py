@@ -7,7 +7,7 @@ def _mark_failed(model_name: str):
         from django.apps import apps
 
         model = apps.get_model("judging", model_name)
-        model.objects.filter(pk=args[0] if args else kwargs.get("run_id")).exclude(status__in=["done", "cancelled"]).update(
+        model.objects.filter(pk=args[0] if args else kwargs.get("run_id")).exclude(status__in=["done", "done_with_failures", "cancelled"]).update(
             status="failed", error=f"{exc.__class__.__name__}: {exc}")
     return on_failure
 

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_POST
 from core.permissions import admin_required, researcher_required
 from judging.charts import how2score_bars, topic_heatmap
 from judging.forms import GenerationRunForm, JudgeRunForm
-from judging.models import GenerationRun, JudgeRun
+from judging.models import ComponentsRun, GenerationRun, JudgeRun
 from judging.apis import CompareQuerySerializer, LeaderboardQuerySerializer
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASIS_COMMON
@@ -20,9 +20,10 @@ from judging.selectors import (
 )
 from judging.score_selectors import generation_run_score
 from judging.score_services import components_run_create
-from judging.services import generation_run_create, judge_run_create, run_cancel, run_pause, run_resume
+from judging.services import generation_run_create, judge_run_create, run_control
 from judging.prompts import PromptError
 from llm.endpoints import EndpointNotConfigured
+from llm.runs import owned_run_state
 from mining.models import Split
 
 
@@ -105,18 +106,27 @@ def cross_judge_page(request: HttpRequest) -> HttpResponse:
 
 @researcher_required
 def run_list(request: HttpRequest) -> HttpResponse:
+    runs = list(generation_run_list()[:200])
+    for run in runs:
+        run.state = owned_run_state(run, live=False) if run.llm_job else None
     return render(request, "judging/run_list.html", {
-        "runs": generation_run_list()[:200], "generation_form": GenerationRunForm(), "judge_form": JudgeRunForm(),
+        "runs": runs, "generation_form": GenerationRunForm(), "judge_form": JudgeRunForm(),
     })
 
 
 @researcher_required
 def generation_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(GenerationRun.objects.select_related("language_model", "llm_job"), pk=pk)
+    run.state = owned_run_state(run, id=f"generation-{run.pk}")
     judge_runs = [{"run": jr, "score": judge_run_score(jr)} for jr in run.judge_runs.select_related("llm_job")]
+    for row in judge_runs:
+        row["run"].state = owned_run_state(row["run"], id=f"judge-{row['run'].pk}")
+    components_runs = list(run.components_runs.select_related("llm_job"))
+    for cr in components_runs:
+        cr.state = owned_run_state(cr, id=f"components-{cr.pk}")
     return render(request, "judging/generation_run.html", {
         "run": run, "judge_runs": judge_runs, "rows": generation_run_rows(run)[:500],
-        "score": generation_run_score(run), "components_runs": run.components_runs.select_related("llm_job"),
+        "score": generation_run_score(run), "components_runs": components_runs,
     })
 
 
@@ -172,15 +182,16 @@ def components_run_launch(request: HttpRequest, pk: int) -> HttpResponse:
 @admin_required
 @require_POST
 def run_action(request: HttpRequest, kind: str, pk: int, action: str) -> HttpResponse:
-    model = {"generation": GenerationRun, "judge": JudgeRun}.get(kind)
-    if model is None or action not in ("pause", "resume", "cancel"):
+    model = {"generation": GenerationRun, "judge": JudgeRun, "components": ComponentsRun}.get(kind)
+    if model is None or action not in ("pause", "resume", "cancel", "retry"):
         return HttpResponseBadRequest("unknown run kind or action")
     run = get_object_or_404(model, pk=pk)
     try:
-        {"pause": run_pause, "resume": run_resume, "cancel": run_cancel}[action](run=run)
+        n = run_control(run=run, action=action)
     except ValueError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{run.name}: {action} requested.")
+        messages.success(request, f"{run.name}: {n} failed request(s) will be asked again." if action == "retry"
+                         else f"{run.name}: {action} requested.")
     target = run.pk if kind == "generation" else run.generation_run_id
     return redirect("generation_run_detail", pk=target)

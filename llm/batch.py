@@ -62,7 +62,7 @@ class BatchExecutor:
             # Keys this job already sent are followed up by _poll (resubmission or a final
             # api_error); only keys never sent and without an answer go into new batches.
             sent_keys: set[str] = set()
-            for batch in self.job.batches.all():
+            for batch in self.job.batches.exclude(status=BatchJob.Status.SUPERSEDED):
                 sent_keys.update(batch.requests)
             todo = [k for k in dict.fromkeys(self.job.keys) if k not in sent_keys and ledger_lookup(k) is None]
             if todo:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ except ImportError:  # pragma: no cover - older openai releases
     import httpx as _http
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from llm.constants import (
     EXECUTOR_ONLINE,
@@ -55,6 +57,8 @@ from llm.models import LedgerEntry
 from llm.prices import request_cost
 
 logger = logging.getLogger(__name__)
+
+RETRY_SLEEP_SLICE_SECONDS = 0.25  # how often a waiting retry checks that its run still wants it
 
 # Sampling parameters that are part of a request's identity.
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty", "reasoning_effort")
@@ -130,41 +134,76 @@ class LLMResult:
         )
 
 
-def ledger_lookup(key: str, *, reuse_failures: bool = True) -> LedgerEntry | None:
-    """The finished entry for a key. ``api_error`` entries are never reused: the request
-    never got an answer, so a re-run asks again."""
-    entry = LedgerEntry.objects.filter(key=key).first()
-    if entry is None or entry.outcome == OUTCOME_API_ERROR:
-        return None
-    if not reuse_failures and entry.outcome != OUTCOME_OK:
-        return None
-    return entry
+def ledger_lookup(key: str) -> LedgerEntry | None:
+    """The entry that answers a key from the cache: only an ``ok`` answer. A failure
+    (``parse_failed``, ``truncated``, ``refused``, ``api_error``) is never an answer, so a
+    new run, a resumed run or *Retry failed* asks again; the failure stays in the entry's
+    history."""
+    return LedgerEntry.objects.filter(key=key, outcome=OUTCOME_OK).first()
 
 
 def finished_keys(keys: list[str], chunk: int = 2000) -> set[str]:
-    """The keys among ``keys`` with a finished (reusable) ledger entry, in few queries."""
+    """The keys among ``keys`` with an ``ok`` ledger entry (the ones not sent again), in few queries."""
     found: set[str] = set()
     for start in range(0, len(keys), chunk):
-        found.update(LedgerEntry.objects.filter(key__in=keys[start:start + chunk])
-                     .exclude(outcome=OUTCOME_API_ERROR).values_list("key", flat=True))
+        found.update(LedgerEntry.objects.filter(key__in=keys[start:start + chunk], outcome=OUTCOME_OK)
+                     .values_list("key", flat=True))
     return found
 
 
+def _header_seconds(value: str | None, scale: float = 1.0) -> float | None:
+    """A finite, non-negative number of seconds from a header value, or None (absent,
+    negative, ``nan``, ``inf``, an HTTP date or anything else unreadable)."""
+    if not value:
+        return None
+    try:
+        seconds = float(value) * scale
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return seconds
+
+
 def _retry_after_seconds(error: openai.APIStatusError) -> float | None:
+    """The wait an error asks for (``retry-after-ms`` or ``retry-after``), capped at
+    LLM_RETRY_AFTER_MAX_SECONDS so that one odd header cannot stall an endpoint for hours;
+    None when the header is absent or unreadable (the client's own backoff applies)."""
     headers = error.response.headers if error.response is not None else {}
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return float(value) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value:
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+    seconds = _header_seconds(headers.get("retry-after-ms"), 0.001)
+    if seconds is None:
+        seconds = _header_seconds(headers.get("retry-after"))
+    if seconds is None:
+        return None
+    return min(seconds, settings.LLM_RETRY_AFTER_MAX_SECONDS)
+
+
+class MalformedResponse(Exception):
+    """The endpoint answered 200 with a body that is not a chat completion (an HTML error
+    page, ``[]``, ``{"choices": [null]}``, non-string content, ...). Retried like a server
+    error; the request ends ``api_error`` with this message when retries run out."""
+
+
+class Interrupted(Exception):
+    """The caller's run was paused or cancelled while the request waited for a retry: it
+    is left unfinished (no ledger entry), to be asked when the run resumes."""
+
+
+class CallWatch:
+    """What a run learns from its calls while they happen, and how it stops them. The
+    default watches nothing; ``llm.runs.RunWatch`` counts retries and trips the breaker."""
+
+    def attempt_failed(self, error: str, endpoint: str = "") -> None:
+        pass
+
+    def attempt_succeeded(self) -> None:
+        pass
+
+    def waiting(self, delta: int) -> None:
+        """+1 when a request starts waiting for a retry, -1 when it stops waiting."""
+
+    def should_stop(self) -> bool:
+        return False
 
 
 class _Attempt:
@@ -194,6 +233,7 @@ class LLMClient:
         self.limits = limits or endpoint_limits_default()
         self.executor = executor
         self.endpoint_id = f"{endpoint.base_url}|{endpoint.model}"
+        self.endpoint_label = f"{endpoint.base_url} ({endpoint.model})"
         self.openai = openai.OpenAI(
             base_url=endpoint.base_url, api_key=endpoint.api_key or "none",
             max_retries=0, timeout=settings.LLM_TIMEOUT_SECONDS,
@@ -204,15 +244,17 @@ class LLMClient:
 
     # -- public ---------------------------------------------------------------------
 
-    def complete(self, request: LLMRequest, *, run: str = "", role: str = "", reuse_failures: bool = True,
-                 known_unfinished: bool = False) -> LLMResult:
+    def complete(self, request: LLMRequest, *, run: str = "", role: str = "", known_unfinished: bool = False,
+                 watch: CallWatch | None = None) -> LLMResult:
         """``known_unfinished``: the caller has just checked the ledger for this key (an
-        executor does it for all its keys at once), so the per-call lookup is skipped."""
+        executor does it for all its keys at once), so the per-call lookup is skipped.
+        ``watch`` hears of every failed attempt and may stop the call between attempts
+        (``Interrupted``: nothing is recorded)."""
         key = request.key(self.endpoint.model)
-        entry = None if known_unfinished else ledger_lookup(key, reuse_failures=reuse_failures)
+        entry = None if known_unfinished else ledger_lookup(key)
         if entry is not None:
             return LLMResult.from_entry(entry, cached=True)
-        result, response_body = self._call(request, key)
+        result, response_body = self._call(request, key, watch or CallWatch())
         self._record(request, result, response_body, run=run, role=role)
         return result
 
@@ -224,12 +266,14 @@ class LLMClient:
         unsupported = self._unsupported.get(self.endpoint_id, set())
         return [p for p in (PATH_JSON_SCHEMA, PATH_JSON_OBJECT, PATH_TEXT) if p not in unsupported]
 
-    def _call(self, request: LLMRequest, key: str) -> tuple[LLMResult, dict | None]:
+    def _call(self, request: LLMRequest, key: str, watch: CallWatch) -> tuple[LLMResult, dict | None]:
         state = _Attempt(request, request.params.get("max_tokens") or settings.LLM_DEFAULT_MAX_TOKENS)
         paths = self._paths(request)
         path_index = 0
         last_body: dict | None = None
         while True:
+            if watch.should_stop():
+                raise Interrupted("the run stopped")
             path = paths[path_index]
             state.attempts += 1
             try:
@@ -240,10 +284,13 @@ class LLMClient:
                     self._unsupported.setdefault(self.endpoint_id, set()).add(path)
                     path_index += 1
                     continue
+                watch.attempt_failed(f"400: {exc}", self.endpoint_label)
                 return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=f"400: {exc}"), last_body
             except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, openai.APITimeoutError,
-                    openai.ConflictError) as exc:
+                    openai.ConflictError, MalformedResponse) as exc:
                 state.api_failures += 1
+                error = _describe(exc)
+                watch.attempt_failed(error, self.endpoint_label)
                 wait = self._backoff(state.api_failures)
                 if isinstance(exc, openai.APIStatusError):
                     retry_after = _retry_after_seconds(exc)
@@ -252,17 +299,19 @@ class LLMClient:
                     if isinstance(exc, openai.RateLimitError):
                         limits_get().pause(self.endpoint_id, wait)
                 if state.attempts >= settings.LLM_MAX_ATTEMPTS:
-                    return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=_describe(exc)), last_body
-                time.sleep(wait)
+                    return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=error), last_body
+                self._sleep(wait, watch)
                 continue
             except openai.APIStatusError as exc:  # other 4xx: retrying the same request cannot help
+                watch.attempt_failed(_describe(exc), self.endpoint_label)
                 return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=_describe(exc)), last_body
 
+            watch.attempt_succeeded()
             last_body = body
             state.latency_ms += latency_ms
-            usage = body.get("usage") or {}
-            state.tokens_in += int(usage.get("prompt_tokens") or 0)
-            state.tokens_out += int(usage.get("completion_tokens") or 0)
+            tokens_in, tokens_out = _usage(body)
+            state.tokens_in += tokens_in
+            state.tokens_out += tokens_out
             verdict = classify_completion(request, body)
             if verdict.outcome == OUTCOME_TRUNCATED and state.truncation_retries < settings.LLM_TRUNCATION_RETRIES \
                     and state.attempts < settings.LLM_MAX_ATTEMPTS:
@@ -284,6 +333,21 @@ class LLMClient:
             return self._result(key, request, state, verdict.outcome, path=path, text=verdict.text, value=verdict.value,
                                 finish_reason=verdict.finish_reason, error=verdict.error), body
 
+    def _sleep(self, seconds: float, watch: CallWatch) -> None:
+        """Wait before a retry, counted as retrying, and give up waiting as soon as the run stops."""
+        watch.waiting(+1)
+        try:
+            deadline = time.monotonic() + seconds
+            while True:
+                if watch.should_stop():
+                    raise Interrupted("the run stopped while a request waited for a retry")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                time.sleep(min(left, RETRY_SLEEP_SLICE_SECONDS))
+        finally:
+            watch.waiting(-1)
+
     def _send(self, request: LLMRequest, state: _Attempt, path: str) -> tuple[dict, int]:
         body = request_body(request, self.endpoint.model, path=path, max_tokens=state.max_tokens)
         if request.prompt is None:
@@ -300,7 +364,7 @@ class LLMClient:
             response = self.openai.post(request.path_url, body={"model": self.endpoint.model, **body},
                                         cast_to=_http.Response)
             latency_ms = int((time.perf_counter() - started) * 1000)
-        return json.loads(response.content), latency_ms
+        return completion_envelope(response.content), latency_ms
 
     def _backoff(self, failures: int) -> float:
         """Exponential backoff with full jitter."""
@@ -349,7 +413,7 @@ def _validator(schema_json: str):
 
 def classify_completion(request: LLMRequest, body: dict[str, Any]) -> Verdict:
     """Decide the outcome of one chat-completion body (used by every executor)."""
-    choice = (body.get("choices") or [{}])[0]
+    choice = body["choices"][0]
     message = choice.get("message") or {}
     text = message.get("content") or choice.get("text") or ""
     finish_reason = choice.get("finish_reason") or ""
@@ -366,6 +430,55 @@ def classify_completion(request: LLMRequest, body: dict[str, Any]) -> Verdict:
     except (JSONExtractError, jsonschema.ValidationError) as exc:
         return Verdict(OUTCOME_PARSE_FAILED, text=text, finish_reason=finish_reason, error=_parse_problem(exc))
     return Verdict(OUTCOME_OK, value=value, text=text, finish_reason=finish_reason)
+
+
+def completion_envelope(raw: bytes | str | dict) -> dict[str, Any]:
+    """Check the shape of a completion body before anything reads it. Raises
+    ``MalformedResponse`` naming what is wrong: the server's envelope is not the model's
+    answer, so a broken one is an API error (retried), never a verdict."""
+    if isinstance(raw, dict):
+        body = raw
+    else:
+        try:
+            body = json.loads(raw)
+        except (ValueError, TypeError):
+            text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            raise MalformedResponse(f"200 with a body that is not JSON: {text[:120]!r}") from None
+    if not isinstance(body, dict):
+        raise MalformedResponse(f"200 with a JSON {type(body).__name__} instead of a completion object")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise MalformedResponse("200 with no choices in the completion")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise MalformedResponse(f"200 with choices[0] = {json.dumps(choice)[:40]} instead of an object")
+    message = choice.get("message")
+    if message is not None and not isinstance(message, dict):
+        raise MalformedResponse("200 with a message that is not an object")
+    content = (message or {}).get("content") if message is not None else choice.get("text")
+    if content is not None and not isinstance(content, str):
+        raise MalformedResponse(f"200 with non-string content ({type(content).__name__})")
+    if message is not None and message.get("refusal") is not None and not isinstance(message.get("refusal"), str):
+        raise MalformedResponse("200 with a refusal that is not a string")
+    finish_reason = choice.get("finish_reason")
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        raise MalformedResponse("200 with a finish_reason that is not a string")
+    return body
+
+
+def _usage(body: dict[str, Any]) -> tuple[int, int]:
+    """Prompt and completion tokens; anything that is not a non-negative whole number counts as 0."""
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return 0, 0
+
+    def count(name: str) -> int:
+        value = usage.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            return 0
+        return int(value)
+
+    return count("prompt_tokens"), count("completion_tokens")
 
 
 def request_body(request: LLMRequest, model: str, *, path: str, max_tokens: int | None = None) -> dict[str, Any]:
@@ -386,17 +499,42 @@ def request_body(request: LLMRequest, model: str, *, path: str, max_tokens: int 
     return body
 
 
+HISTORY_TEXT_CHARS = 2000  # of a failed answer kept in an entry's history
+
+
+def _history_item(entry: LedgerEntry) -> dict[str, Any]:
+    return {
+        "outcome": entry.outcome, "error": entry.error, "run": entry.run, "attempts": entry.attempts,
+        "tokens_in": entry.tokens_in, "tokens_out": entry.tokens_out, "latency_ms": entry.latency_ms,
+        "cost_usd": None if entry.cost_usd is None else str(entry.cost_usd), "path": entry.path,
+        "response_text": (entry.response_text or "")[:HISTORY_TEXT_CHARS], "at": entry.created_at.isoformat(),
+    }
+
+
 def ledger_write(key: str, fields: dict[str, Any]) -> None:
-    """Store a finished request. A finished entry is never replaced by a worse one: if a
-    concurrent worker already stored a non-error answer for the key, keep it."""
+    """Store a finished request. An ``ok`` entry is never replaced (a concurrent worker's
+    answer is kept). A failed entry is replaced by the newer attempt, and moves into the
+    entry's ``history``, so every failed attempt stays visible on the ledger pages."""
     try:
         with transaction.atomic():
             LedgerEntry.objects.create(key=key, **fields)
+        return
     except IntegrityError:
-        LedgerEntry.objects.filter(key=key, outcome=OUTCOME_API_ERROR).update(**fields)
+        pass
+    with transaction.atomic():
+        entry = LedgerEntry.objects.select_for_update().filter(key=key).exclude(outcome=OUTCOME_OK).first()
+        if entry is None:
+            return
+        history = [*(entry.history or []), _history_item(entry)]
+        if fields.get("cost_usd") is not None and entry.cost_usd is not None:
+            # cost_usd is what this key has cost, failed attempts included (itemised in history)
+            fields = {**fields, "cost_usd": fields["cost_usd"] + entry.cost_usd}
+        LedgerEntry.objects.filter(pk=entry.pk).update(history=history, created_at=timezone.now(), **fields)
 
 
 def _describe(exc: Exception) -> str:
+    if isinstance(exc, MalformedResponse):
+        return f"malformed response: {exc}"
     if isinstance(exc, openai.APIStatusError):
         return f"{exc.status_code}: {exc.message}"
     return f"{exc.__class__.__name__}: {exc}"

@@ -9,9 +9,10 @@ from decimal import Decimal
 
 from django.db import close_old_connections, connections
 
-from llm.client import LLMClient, LLMRequest, finished_keys
+from llm.client import Interrupted, LLMClient, LLMRequest, finished_keys
 from llm.models import LLMJob
-from llm.services import llm_client_for, llm_job_finish, llm_job_refresh_counts
+from llm.runs import RunWatch
+from llm.services import llm_client_for, llm_job_finish, llm_job_heartbeat, llm_job_refresh_counts, llm_job_trip
 
 STATUS_CHECK_SECONDS = 1.0
 
@@ -21,6 +22,7 @@ class OnlineExecutor:
         self.job = job
         self.spent = Decimal(0)
         self.lock = threading.Lock()
+        self.watch = RunWatch()
 
     def run(self) -> str:
         job = self.job
@@ -32,6 +34,10 @@ class OnlineExecutor:
             stopped = self._run_all(client, todo)
         finally:
             client.close()
+        if self.watch.tripped is not None:
+            llm_job_trip(job, self.watch.tripped)
+            llm_job_refresh_counts(job)
+            return "paused: circuit breaker"
         if stopped:
             llm_job_refresh_counts(job)
             return stopped
@@ -41,7 +47,11 @@ class OnlineExecutor:
     def _call(self, client: LLMClient, index: int):
         request = LLMRequest.from_dict(self.job.requests[index])
         # run() read the finished keys of the whole job in a few queries just before.
-        result = client.complete(request, run=self.job.run, role=self.job.role, known_unfinished=True)
+        try:
+            result = client.complete(request, run=self.job.run, role=self.job.role, known_unfinished=True,
+                                     watch=self.watch)
+        except Interrupted:
+            return None  # left unfinished: asked again when the job resumes
         if result.cost_usd and not result.cached:
             with self.lock:
                 self.spent += result.cost_usd
@@ -73,6 +83,8 @@ class OnlineExecutor:
             try:
                 while True:
                     with lock:
+                        if state["stop"] is None and self.watch.tripped is not None:
+                            state["stop"] = "circuit breaker"
                         if state["stop"] is None:
                             state["stop"] = self._budget_reached()
                         if state["stop"] is not None or not queue:
@@ -94,10 +106,13 @@ class OnlineExecutor:
             for thread in threads:
                 thread.join(timeout=STATUS_CHECK_SECONDS / max(1, len(threads)))
             close_old_connections()
+            llm_job_heartbeat(self.job, n_retrying=self.watch.retrying)
             reason = self._stop_reason()
             if reason is not None:
                 with lock:
                     state["stop"] = state["stop"] or reason
+            if state["stop"] is not None:
+                self.watch.stop()  # calls waiting for a retry give up now
         if state["error"] is not None:
             raise state["error"]  # type: ignore[misc]
         return state["stop"]  # type: ignore[return-value]

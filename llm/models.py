@@ -31,6 +31,7 @@ class LedgerEntry(models.Model):
     tokens_out = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True, help_text="null when the model has no price")
+    history = models.JSONField(default=list, blank=True, help_text="earlier failed attempts at this key, oldest first")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -49,6 +50,7 @@ class BatchJob(models.Model):
         SUBMITTED = "submitted"
         COMPLETED = "completed"  # results mapped back into the ledger
         FAILED = "failed"
+        SUPERSEDED = "superseded"  # its requests without an ok answer went to a later batch (resume, Retry failed)
 
     job = models.ForeignKey("LLMJob", on_delete=models.CASCADE, related_name="batches")
     base_url = models.CharField(max_length=500)
@@ -73,20 +75,42 @@ class BatchJob(models.Model):
         return f"{self.batch_id} ({self.status})"
 
 
-class LLMJob(models.Model):
+class RunStatus(models.TextChoices):
+    """The states of every run (LLM jobs, mining, generation, judge, components, goal-step
+    and CoScript runs). A run is ``done`` only when every request it owns has a usable
+    outcome; when it finished with some that have none, it is ``done_with_failures``."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    PAUSED = "paused"
+    DONE = "done"
+    DONE_WITH_FAILURES = "done_with_failures"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+FINISHED = (RunStatus.DONE, RunStatus.DONE_WITH_FAILURES)
+
+
+class LiveRunState(models.Model):
+    """What a run shows while it works: requests waiting for a retry, and the circuit
+    breaker's record when the endpoint failed persistently (llm/runs.py)."""
+
+    n_retrying = models.PositiveIntegerField(default=0, help_text="requests waiting for a retry right now")
+    breaker = models.JSONField(default=dict, blank=True, help_text="endpoint, since, last_error, reason: why the run paused itself")
+
+    class Meta:
+        abstract = True
+
+
+class LLMJob(LiveRunState):
     """A list of requests executed as Celery work by one executor, resumable.
 
     Generation, judge and mining runs hand their requests to a job; the results land in
     the ledger as each request finishes, so a killed worker loses only what was in flight
     and a resumed job asks only for what has no finished ledger entry."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        PAUSED = "paused"
-        DONE = "done"
-        CANCELLED = "cancelled"
-        FAILED = "failed"
+    Status = RunStatus
 
     run = models.CharField(max_length=200, db_index=True)
     role = models.CharField(max_length=100)
@@ -107,6 +131,8 @@ class LLMJob(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=64, blank=True, help_text="the task executing the job now")
+    claim_expires = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -116,7 +142,8 @@ class LLMJob(models.Model):
 
     @property
     def projected_cost_usd(self):
-        """Cost so far scaled to all requests (from the first finished ones)."""
-        if not self.n_done:
+        """Cost so far scaled to all requests (from the first finished ones); None once the
+        job has finished (what it spent is then the whole story)."""
+        if not self.n_done or self.status in FINISHED or self.n_done >= self.n_total:
             return None
         return self.cost_usd * self.n_total / self.n_done

@@ -1,18 +1,22 @@
 """Writes of the LLM layer: jobs (create, execute, pause, resume, cancel)."""
 from __future__ import annotations
 
+import uuid
 from collections import Counter
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import F, Q, Sum, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from llm.client import LLMClient, LLMRequest
-from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE, EXECUTORS, OUTCOME_API_ERROR
+from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE, EXECUTORS, OUTCOME_OK
 from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_from_overrides, endpoint_get
-from llm.models import LedgerEntry, LLMJob
+from llm.models import FINISHED, BatchJob, LedgerEntry, LLMJob
 
 ACTIVE = (LLMJob.Status.PENDING, LLMJob.Status.RUNNING)
 
@@ -59,14 +63,14 @@ def llm_job_pause(*, job: LLMJob, reason: str = "paused by a user") -> None:
 
 
 def llm_job_cancel(*, job: LLMJob) -> None:
-    LLMJob.objects.filter(pk=job.pk).exclude(status=LLMJob.Status.DONE).update(
+    LLMJob.objects.filter(pk=job.pk).exclude(status__in=FINISHED).update(
         status=LLMJob.Status.CANCELLED, finished_at=timezone.now())
 
 
 @transaction.atomic
 def llm_job_resume(*, job: LLMJob, budget_usd: Decimal | None = None, enqueue: bool = True) -> LLMJob:
-    """Put a paused, failed or interrupted job back in the queue. Requests with a finished
-    ledger entry are not sent again."""
+    """Put a paused, failed, interrupted or finished-with-failures job back in the queue.
+    Only requests with an ``ok`` ledger entry are skipped: every other one is asked again."""
     job = LLMJob.objects.select_for_update().get(pk=job.pk)
     if job.status in (LLMJob.Status.DONE, LLMJob.Status.CANCELLED):
         raise ValueError(f"job {job.pk} is {job.status}; it cannot be resumed")
@@ -75,25 +79,35 @@ def llm_job_resume(*, job: LLMJob, budget_usd: Decimal | None = None, enqueue: b
     job.status = LLMJob.Status.PENDING
     job.pause_reason = ""
     job.error = ""
-    job.save(update_fields=["status", "pause_reason", "error", "budget_usd", "updated_at"])
+    job.breaker = {}
+    job.finished_at = None
+    job.save(update_fields=["status", "pause_reason", "error", "breaker", "finished_at", "budget_usd", "updated_at"])
+    # Batch API: requests of closed batches that have no ok answer go into new batches.
+    job.batches.exclude(status=BatchJob.Status.SUBMITTED).update(status=BatchJob.Status.SUPERSEDED)
     if enqueue:  # a run that owns the job enqueues its own task instead
         _enqueue(job)
     return job
 
 
+def llm_job_failed_count(job: LLMJob) -> int:
+    """How many of the job's requests have no ``ok`` answer (what *Retry failed* re-asks)."""
+    keys = set(job.keys)
+    ok = LedgerEntry.objects.filter(key__in=keys, outcome=OUTCOME_OK).count()
+    return len(keys) - ok
+
+
 @transaction.atomic
-def llm_job_retry_errors(*, job: LLMJob, enqueue: bool = False) -> int:
-    """Put a finished job whose ledger holds API errors back in the queue: only those
-    requests are sent again (finished ones are skipped). Returns how many will be re-sent."""
+def llm_job_retry_failed(*, job: LLMJob, enqueue: bool = False) -> int:
+    """*Retry failed*: put a job that finished with failures (or stopped) back in the queue;
+    exactly its requests without an ``ok`` answer are sent again. Returns how many."""
     job = LLMJob.objects.select_for_update().get(pk=job.pk)
-    errors = LedgerEntry.objects.filter(key__in=job.keys, outcome=OUTCOME_API_ERROR).count()
-    if job.status != LLMJob.Status.DONE or not errors:
+    if job.status in (LLMJob.Status.PENDING, LLMJob.Status.RUNNING, LLMJob.Status.CANCELLED):
         return 0
-    job.status, job.finished_at, job.error = LLMJob.Status.PENDING, None, ""
-    job.save(update_fields=["status", "finished_at", "error", "updated_at"])
-    if enqueue:
-        _enqueue(job)
-    return errors
+    failed = llm_job_failed_count(job)
+    if not failed:
+        return 0
+    llm_job_resume(job=job, enqueue=enqueue)
+    return failed
 
 
 def llm_job_refresh_counts(job: LLMJob) -> dict[str, Any]:
@@ -101,46 +115,78 @@ def llm_job_refresh_counts(job: LLMJob) -> dict[str, Any]:
     entries = LedgerEntry.objects.filter(key__in=job.keys)
     counts = Counter(entries.values_list("outcome", flat=True))
     cost = LedgerEntry.objects.filter(key__in=job.keys, run=job.run).aggregate(total=Sum("cost_usd"))["total"] or Decimal(0)
-    fields = {"outcome_counts": dict(counts), "n_done": sum(n for o, n in counts.items() if o != "api_error"),
-              "cost_usd": cost}
+    fields = {"outcome_counts": dict(counts), "n_done": sum(counts.values()), "cost_usd": cost}
     LLMJob.objects.filter(pk=job.pk).update(**fields)
     for name, value in fields.items():
         setattr(job, name, value)
     return fields
 
 
+def _claim(job_id: int, token: str) -> bool:
+    """Take the job for this task: nobody holds it, or the holder's lease ran out (a killed
+    worker). A redelivered task finds a live claim and leaves the job alone."""
+    now = timezone.now()
+    lease = timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS)
+    return bool(LLMJob.objects.filter(pk=job_id, status__in=ACTIVE).filter(
+        Q(claimed_by="") | Q(claim_expires__isnull=True) | Q(claim_expires__lt=now)
+    ).update(claimed_by=token, claim_expires=now + lease, status=LLMJob.Status.RUNNING,
+             started_at=Coalesce(F("started_at"), Value(now)), updated_at=now))
+
+
+def llm_job_heartbeat(job: LLMJob, **fields: Any) -> None:
+    """Renew the executing task's claim (and store live fields such as ``n_retrying``)."""
+    token = getattr(job, "claim_token", "")
+    lease = timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS)
+    LLMJob.objects.filter(pk=job.pk, claimed_by=token).update(claim_expires=timezone.now() + lease, **fields)
+
+
+def llm_job_trip(job: LLMJob, record: dict[str, Any]) -> None:
+    """The circuit breaker tripped: the job pauses itself and says why."""
+    from llm.runs import breaker_message
+
+    LLMJob.objects.filter(pk=job.pk, status__in=ACTIVE).update(
+        status=LLMJob.Status.PAUSED, pause_reason=breaker_message(record)[:200], breaker=record, n_retrying=0)
+
+
 def llm_job_execute(*, job_id: int) -> str:
-    """Run a job to completion with its executor. Returns what happened (for the task log)."""
-    with transaction.atomic():
-        job = LLMJob.objects.select_for_update().filter(pk=job_id).first()
-        if job is None:
+    """Run a job to completion with its executor. Returns what happened (for the task log).
+    One task at a time: the job is claimed first, and a task that finds it claimed returns."""
+    token = uuid.uuid4().hex
+    if not _claim(job_id, token):
+        status = LLMJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+        if status is None:
             return "gone"
-        if job.status not in ACTIVE:
-            return f"not active ({job.status})"
-        job.status = LLMJob.Status.RUNNING
-        job.started_at = job.started_at or timezone.now()
-        job.save(update_fields=["status", "started_at", "updated_at"])
-    if job.executor == EXECUTOR_ONLINE:
-        from llm.executors import OnlineExecutor
+        if status not in ACTIVE:
+            return f"not active ({status})"
+        return "claimed by another worker"
+    job = LLMJob.objects.get(pk=job_id)
+    job.claim_token = token
+    try:
+        if job.executor == EXECUTOR_ONLINE:
+            from llm.executors import OnlineExecutor
 
-        outcome = OnlineExecutor(job).run()
-    elif job.executor == EXECUTOR_BATCH:
-        from llm.batch import BatchExecutor
+            outcome = OnlineExecutor(job).run()
+        elif job.executor == EXECUTOR_BATCH:
+            from llm.batch import BatchExecutor
 
-        outcome = BatchExecutor(job).run()
-    elif job.executor == EXECUTOR_VLLM_OFFLINE:
-        from llm.vllm_offline import VLLMOfflineExecutor
+            outcome = BatchExecutor(job).run()
+        elif job.executor == EXECUTOR_VLLM_OFFLINE:
+            from llm.vllm_offline import VLLMOfflineExecutor
 
-        outcome = VLLMOfflineExecutor(job).run()
-    else:  # pragma: no cover - validated on creation
-        raise ValueError(job.executor)
+            outcome = VLLMOfflineExecutor(job).run()
+        else:  # pragma: no cover - validated on creation
+            raise ValueError(job.executor)
+    finally:
+        LLMJob.objects.filter(pk=job_id, claimed_by=token).update(claimed_by="", claim_expires=None, n_retrying=0)
     return outcome
 
 
 def llm_job_finish(job: LLMJob) -> None:
+    """The executor asked everything: ``done`` when every request has an ``ok`` answer,
+    otherwise ``done_with_failures`` (the counts per outcome say what failed)."""
     llm_job_refresh_counts(job)
-    LLMJob.objects.filter(pk=job.pk, status=LLMJob.Status.RUNNING).update(
-        status=LLMJob.Status.DONE, finished_at=timezone.now())
+    status = LLMJob.Status.DONE if llm_job_failed_count(job) == 0 else LLMJob.Status.DONE_WITH_FAILURES
+    LLMJob.objects.filter(pk=job.pk, status=LLMJob.Status.RUNNING).update(status=status, finished_at=timezone.now())
 
 
 def llm_client_for(job: LLMJob) -> LLMClient:

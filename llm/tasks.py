@@ -5,8 +5,10 @@ from llm.models import LLMJob
 
 def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
     job_id = args[0] if args else kwargs.get("job_id")
-    LLMJob.objects.filter(pk=job_id).exclude(status__in=[LLMJob.Status.DONE, LLMJob.Status.CANCELLED]).update(
-        status=LLMJob.Status.FAILED, error=f"{exc.__class__.__name__}: {exc}")
+    from llm.models import FINISHED
+
+    LLMJob.objects.filter(pk=job_id).exclude(status__in=[*FINISHED, LLMJob.Status.CANCELLED]).update(
+        status=LLMJob.Status.FAILED, error=f"{exc.__class__.__name__}: {exc}", claimed_by="", claim_expires=None)
 
 
 @shared_task(bind=True, name="llm.job_execute", on_failure=_mark_failed)

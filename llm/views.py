@@ -10,12 +10,18 @@ from django.views.decorators.http import require_POST
 from core.permissions import admin_required
 from llm.models import LedgerEntry, LLMJob
 from llm.selectors import endpoint_stats, job_list, ledger_filter_choices, ledger_list
-from llm.services import llm_job_cancel, llm_job_pause, llm_job_resume
+from llm.runs import job_owner_for, run_state
+from llm.services import llm_job_cancel, llm_job_pause, llm_job_resume, llm_job_retry_failed
 
 
 @admin_required
 def overview(request: HttpRequest) -> HttpResponse:
     jobs = Paginator(job_list(), 20).get_page(request.GET.get("page"))
+    for job in jobs:
+        owner = job_owner_for(job)
+        job.owner = owner.describe(job) if owner else ""
+        job.state = run_state(status=job.status, jobs=[job], reason=job.pause_reason or job.error,
+                              extra={"id": f"job-{job.pk}"})
     return render(request, "llm/overview.html", {"endpoints": endpoint_stats(), "jobs": jobs})
 
 
@@ -23,11 +29,17 @@ def overview(request: HttpRequest) -> HttpResponse:
 @require_POST
 def job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     job = get_object_or_404(LLMJob, pk=pk)
+    owner = job_owner_for(job)  # a run's job is driven through its run, so the run stores the answers
     try:
         if action == "pause":
             llm_job_pause(job=job)
         elif action == "resume":
-            llm_job_resume(job=job)
+            owner.resume(job) if owner else llm_job_resume(job=job)
+        elif action == "retry":
+            n = owner.retry_failed(job) if owner else llm_job_retry_failed(job=job, enqueue=True)
+            messages.success(request, f"Job {job.pk}: {n} failed request(s) will be asked again"
+                             + (f" through its {owner.describe(job)}." if owner else "."))
+            return redirect("llm_overview")
         elif action == "cancel":
             llm_job_cancel(job=job)
         else:
@@ -36,7 +48,8 @@ def job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     except ValueError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Job {job.pk}: {action} requested.")
+        through = f" (through its {owner.describe(job)})" if owner and action == "resume" else ""
+        messages.success(request, f"Job {job.pk}: {action} requested{through}.")
     return redirect("llm_overview")
 
 

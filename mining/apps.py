@@ -4,3 +4,14 @@ from django.apps import AppConfig
 class MiningConfig(AppConfig):
     name = "mining"
     verbose_name = "Mining: topics, procedures, corpora"
+
+    def ready(self) -> None:
+        # The Batch API jobs of a mining run are driven through the run.
+        from llm.runs import job_owner, job_owner_register
+        from mining import run_services
+        from mining.models import MiningRun
+
+        job_owner_register(job_owner(
+            "mining-run:", MiningRun.objects.get, noun="mining run",
+            resume=lambda run: run_services.mining_run_resume(run=run),
+            retry_failed=lambda run: run_services.mining_run_retry_failures(run=run)))

@@ -4,7 +4,7 @@ import hashlib
 
 from django.db import models
 
-from llm.models import LLMJob
+from llm.models import LiveRunState, LLMJob
 
 
 class Topic(models.Model):
@@ -173,12 +173,13 @@ class SplitReport(models.Model):
         return f"split {self.pk}: {self.n_bench} bench / {self.n_train} train"
 
 
-# A run's status has the same six states as an LLM job's (pending, running, paused, done,
-# cancelled, failed).
+# A run's status has the same states as every run's (llm.models.RunStatus): ``done`` only
+# when every document passed or was rejected by a stage's decision, ``done_with_failures``
+# when some ended failed (their stage calls had no usable answer).
 MiningRunStatus = LLMJob.Status
 
 
-class MiningRun(models.Model):
+class MiningRun(LiveRunState):
     """One How2Mine run over a corpus (How2Everything §3): which documents it samples per
     topic, and how each of the six stages is asked (prompt file, endpoint, sampling)."""
 

@@ -11,6 +11,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from core.run_configs import RunConfigError
+from llm.models import FINISHED
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.run_configs import mining_config_parse
 from mining.services import TopicResolver
@@ -150,7 +151,7 @@ def mining_run_pause(*, run: MiningRun, reason: str = "paused by a user") -> Non
 
 
 def mining_run_cancel(*, run: MiningRun) -> None:
-    MiningRun.objects.filter(pk=run.pk).exclude(status=MiningRunStatus.DONE).update(
+    MiningRun.objects.filter(pk=run.pk).exclude(status__in=FINISHED).update(
         status=MiningRunStatus.CANCELLED, finished_at=timezone.now())
 
 
@@ -159,13 +160,14 @@ def mining_run_resume(*, run: MiningRun, budget_usd=None, start: bool = True) ->
     """Put a paused, failed or interrupted run back in the queue. Claims left by a worker
     that died are released; finished stage results and ledger entries are reused."""
     run = MiningRun.objects.select_for_update().get(pk=run.pk)
-    if run.status in (MiningRunStatus.DONE, MiningRunStatus.CANCELLED):
-        raise ValueError(f"run {run.name!r} is {run.status}; it cannot be resumed")
+    if run.status in (*FINISHED, MiningRunStatus.CANCELLED):
+        raise ValueError(f"run {run.name!r} is {run.status}; it cannot be resumed (Retry failed asks its failures again)")
     if budget_usd is not None:
         run.budget_usd = budget_usd
     run.status = MiningRunStatus.PENDING
     run.pause_reason = run.error = ""
-    run.save(update_fields=["status", "pause_reason", "error", "budget_usd"])
+    run.breaker = {}
+    run.save(update_fields=["status", "pause_reason", "error", "budget_usd", "breaker"])
     MiningCandidate.objects.filter(run=run).exclude(claim="").update(claim="", claimed_at=None)
     if start:
         _enqueue(run)
@@ -184,7 +186,7 @@ def mining_run_retry_failures(*, run: MiningRun, start: bool = True) -> int:
         status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None)
     if n:
         MiningRun.objects.filter(pk=run.pk).update(status=MiningRunStatus.PENDING, finished_at=None, pause_reason="",
-                                                   error="")
+                                                   error="", breaker={})
         if start:
             _enqueue(run)
     return n

@@ -38,10 +38,11 @@ from django.db import IntegrityError, close_old_connections, connections, transa
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from llm.client import LLMClient, LLMRequest, LLMResult, ledger_lookup
+from llm.client import Interrupted, LLMClient, LLMRequest, LLMResult, ledger_lookup
 from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE
 from llm.endpoints import Endpoint, endpoint_from_overrides
-from llm.models import LedgerEntry
+from llm.models import FINISHED, LedgerEntry
+from llm.runs import RunWatch, breaker_message
 from llm.prompts import Prompt, prompt_read
 from mining.constants import (
     MINING_CLAIM_FACTOR,
@@ -171,6 +172,7 @@ class Walker:
         self.heuristics = HeuristicsStage(min_steps=run.min_steps, max_steps=run.max_steps)
         self.budget = budget
         self.stop_reason: str | None = None
+        self.watch = RunWatch()
 
     def client(self, stage: str) -> LLMClient:
         plan = self.plans[stage]
@@ -228,7 +230,9 @@ class Walker:
     def _answer(self, stage: str, request: LLMRequest, key: str, *, retry: bool,
                 collect: bool) -> LLMResult | NeedsRequest | str:
         if collect and not retry:
-            entry = ledger_lookup(key)
+            # An ok answer from anywhere; a failure only when this run's batch produced it
+            # (a failure left by another run is never an answer: it is asked again).
+            entry = ledger_lookup(key) or LedgerEntry.objects.filter(key=key, run=self.run.ledger_run).first()
             if entry is None:
                 return NeedsRequest(stage, request)
             return LLMResult.from_entry(entry, cached=entry.run != self.run.ledger_run)
@@ -237,8 +241,15 @@ class Walker:
         if self.budget is not None and self.budget.reached():
             self.stop_reason = f"budget of {self.budget.cap} USD reached"
             return "stopped"
-        result = self.client(stage).complete(request, run=self.run.ledger_run, role=self.plans[stage].endpoint.role,
-                                             reuse_failures=not retry)
+        if self.watch.tripped is not None:
+            self.stop_reason = self.stop_reason or "circuit breaker"
+            return "stopped"
+        try:
+            result = self.client(stage).complete(request, run=self.run.ledger_run,
+                                                 role=self.plans[stage].endpoint.role, watch=self.watch)
+        except Interrupted:
+            self.stop_reason = self.stop_reason or ("circuit breaker" if self.watch.tripped else "stopped")
+            return "stopped"
         if self.budget is not None and not result.cached:
             self.budget.add(result.cost_usd)
         return result
@@ -417,7 +428,7 @@ def _release(token: str) -> None:
 
 def _pause(run: MiningRun, reason: str) -> str:
     MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
-        status=MiningRunStatus.PAUSED, pause_reason=reason)
+        status=MiningRunStatus.PAUSED, pause_reason=reason[:300])
     return f"paused: {reason}"
 
 
@@ -426,13 +437,16 @@ def run_status(run_id: int) -> str | None:
 
 
 def run_finish_if_complete(run: MiningRun) -> bool:
-    """Mark the run done when nothing is pending and no topic needs more documents."""
+    """Finish the run when nothing is pending and no topic needs more documents: ``done``
+    when every document passed or was rejected, ``done_with_failures`` when some failed."""
     if MiningCandidate.objects.filter(run=run, status=CandidateStatus.PENDING).exists():
         return False
     if candidates_sample(run):
         return False
+    failed = MiningCandidate.objects.filter(run=run, status=CandidateStatus.FAILED).exists()
+    status = MiningRunStatus.DONE_WITH_FAILURES if failed else MiningRunStatus.DONE
     return bool(MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
-        status=MiningRunStatus.DONE, finished_at=timezone.now()))
+        status=status, finished_at=timezone.now(), n_retrying=0))
 
 
 class OnlineRunner:
@@ -505,6 +519,9 @@ class OnlineRunner:
                 status = run_status(self.run.pk)
                 if status != MiningRunStatus.RUNNING:
                     self.walker.stop_reason = self.walker.stop_reason or (status or "gone")
+                if self.walker.stop_reason is not None:
+                    self.walker.watch.stop()  # calls waiting for a retry give up now
+                MiningRun.objects.filter(pk=self.run.pk).update(n_retrying=self.walker.watch.retrying)
                 self.budget.refresh()
         finally:
             _release(self.token)
@@ -517,12 +534,18 @@ class OnlineRunner:
 def mining_run_work(run: MiningRun) -> str:
     """Execute one worker's share of an online run; the last worker to find nothing left
     marks the run done. Returns what happened."""
-    outcome = OnlineRunner(run).run_all()
+    runner = OnlineRunner(run)
+    outcome = runner.run_all()
+    MiningRun.objects.filter(pk=run.pk).update(n_retrying=0)
+    if runner.walker.watch.tripped is not None:
+        record = runner.walker.watch.tripped
+        MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(breaker=record)
+        return _pause(run, breaker_message(record))
     if outcome.startswith("budget"):
         return _pause(run, outcome)
     if outcome != "done":
         return outcome
-    return "done" if run_finish_if_complete(run) or run_status(run.pk) == MiningRunStatus.DONE else "waiting for other workers"
+    return "done" if run_finish_if_complete(run) or run_status(run.pk) in FINISHED else "waiting for other workers"
 
 
 # -- Batch API execution --------------------------------------------------------------
@@ -537,7 +560,7 @@ def mining_run_batch_step(run: MiningRun) -> str:
 
     for job_id in run.batch_job_ids:
         job = LLMJob.objects.filter(pk=job_id).first()
-        if job is None or job.status in (LLMJob.Status.DONE, LLMJob.Status.CANCELLED, LLMJob.Status.FAILED):
+        if job is None or job.status in (*FINISHED, LLMJob.Status.CANCELLED, LLMJob.Status.FAILED):
             continue
         if job.status == LLMJob.Status.PAUSED:
             return _pause(run, job.pause_reason)

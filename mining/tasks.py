@@ -31,7 +31,7 @@ def _mark_run_failed(self, exc, task_id, args, kwargs, einfo) -> None:
 
     run_id = args[0] if args else kwargs.get("run_id")
     MiningRun.objects.filter(pk=run_id).exclude(
-        status__in=[MiningRunStatus.DONE, MiningRunStatus.CANCELLED]).update(
+        status__in=[MiningRunStatus.DONE, MiningRunStatus.DONE_WITH_FAILURES, MiningRunStatus.CANCELLED]).update(
         status=MiningRunStatus.FAILED, error=f"{exc.__class__.__name__}: {exc}")
 
 

@@ -176,7 +176,7 @@ def test_api_errors_pause_the_run_and_resume_sends_them_again(world, server):
     outcome = coscript_run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert outcome.startswith("paused") and run.status == "paused" and run.phase == "scripts"
-    assert "2 of 18 candidate scripts requests failed with API errors" in run.error
+    assert "2 of 18 candidate scripts requests have no usable answer (api_error 2" in run.error
     assert not CandidateScript.objects.filter(goal__run=run).exists()  # nothing half-collected
     failing["on"] = False
     coscript_run_resume(run=run, enqueue=False)
@@ -194,7 +194,7 @@ def test_resuming_without_the_failed_requests_counts_them_as_no_script(world, se
     run = coscript_run_create(name="r1", language_model=model, split="bench", start=False, screen=False)
     coscript_run_execute(run_id=run.pk)
     coscript_run_resume(run=CoScriptRun.objects.get(pk=run.pk), without_errors=True, enqueue=False)
-    assert coscript_run_execute(run_id=run.pk) == "done"
+    assert coscript_run_execute(run_id=run.pk) == "done_with_failures"  # going on without them is not "done"
     run.refresh_from_db()
     assert run.report["accepted_errors"] == ["scripts"]
     assert run.report["filter"]["by_type"]["modifier"]["reasons"]["no_script"] == 2

@@ -43,7 +43,8 @@ def test_overview_shows_endpoint_figures_and_the_job(admin_client_, finished_job
     assert server.base_url in html
     assert "ok 2 · parse_failed 0 · truncated 0 · refused 0 · api_error 1" in html
     assert "33%" in html  # 1 error in 3 requests
-    assert "filter-run:7" in html and "2 / 3" in html
+    assert "filter-run:7" in html and "2 ok · 1 api_error" in html and "done_with_failures" in html
+    assert "top-errors" in html and "api_error: 500: " in html  # the most frequent error, shown with the job
 
 
 def test_ledger_filters_by_outcome_and_opens_an_entry(admin_client_, finished_job):

@@ -60,6 +60,18 @@ def llm_settings() -> dict:
         "LLM_DEFAULT_MAX_TOKENS": env_int("LLM_DEFAULT_MAX_TOKENS", 4096),
         "LLM_BACKOFF_BASE_SECONDS": env_float("LLM_BACKOFF_BASE_SECONDS", 1.0),
         "LLM_BACKOFF_MAX_SECONDS": env_float("LLM_BACKOFF_MAX_SECONDS", 60.0),
+        # A retry-after (or retry-after-ms) header is obeyed up to this many seconds; a
+        # larger, negative or unreadable value cannot stall an endpoint for hours.
+        "LLM_RETRY_AFTER_MAX_SECONDS": env_float("LLM_RETRY_AFTER_MAX_SECONDS", 60.0),
+        # The circuit breaker: a run pauses itself (and says why) after this many failed
+        # attempts in a row at its endpoint, or when more than LLM_BREAKER_WINDOW_FAILURES
+        # of the last LLM_BREAKER_WINDOW attempts failed (docs/llm.md, "Run states").
+        "LLM_BREAKER_CONSECUTIVE": env_int("LLM_BREAKER_CONSECUTIVE", 20),
+        "LLM_BREAKER_WINDOW": env_int("LLM_BREAKER_WINDOW", 50),
+        "LLM_BREAKER_WINDOW_FAILURES": env_float("LLM_BREAKER_WINDOW_FAILURES", 0.5),
+        # A job is executed by one task at a time: the task holds a claim renewed every few
+        # seconds; a claim not renewed for this long (a killed worker) can be taken over.
+        "LLM_JOB_LEASE_SECONDS": env_float("LLM_JOB_LEASE_SECONDS", 60.0),
         # Limits per endpoint (base URL + model), shared by every worker process when
         # LLM_LIMITS_REDIS_URL (default: the broker URL, if it is Redis) is set.
         "LLM_MAX_CONCURRENCY": env_int("LLM_MAX_CONCURRENCY", 16),

@@ -5,7 +5,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from judging.models import GenerationRun, JudgeRun
+from judging.models import ComponentsRun, GenerationRun, JudgeRun
 from judging.prompts import PromptError
 from judging.run_configs import RunConfigError, generation_config_load, judge_config_load
 from judging.score_selectors import generation_run_score
@@ -13,13 +13,15 @@ from judging.score_services import components_run_create, components_run_execute
 from judging.selectors import judge_run_score
 from judging.services import (
     generation_run_create, generation_run_execute, judge_run_create, judge_run_execute, language_model_register,
+    run_control,
 )
 from llm.endpoints import EndpointNotConfigured
+from llm.runs import owned_run_state, run_state_json
 
 
 class Command(BaseCommand):
     help = ("bench_run generate|judge --config FILE.yaml [--wait]; bench_run components --run NAME [--wait]; "
-            "bench_run status NAME")
+            "bench_run status NAME; bench_run retry NAME [--wait]")
 
     def add_arguments(self, parser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -34,6 +36,11 @@ class Command(BaseCommand):
                                 help="run in this process until done instead of handing it to a Celery worker")
         status = sub.add_parser("status", help="print a run's status (and How2Score for a judge run) as JSON")
         status.add_argument("name")
+        retry = sub.add_parser("retry", help="Retry failed: ask exactly the requests of a generation, judge or "
+                                             "components run that have no ok answer again")
+        retry.add_argument("name")
+        retry.add_argument("--wait", action="store_true",
+                           help="run in this process until done instead of handing it to a Celery worker")
 
     def handle(self, *args, **options) -> None:
         try:
@@ -43,6 +50,8 @@ class Command(BaseCommand):
                 self._judge(options)
             elif options["action"] == "components":
                 self._components(options)
+            elif options["action"] == "retry":
+                self._retry(options)
             else:
                 self._status(options["name"])
         except (RunConfigError, PromptError, EndpointNotConfigured, ValueError) as exc:
@@ -78,17 +87,35 @@ class Command(BaseCommand):
             self.stdout.write(f"finished: {components_run_execute(run_id=run.pk)}")
             self.stdout.write(json.dumps(generation_run_score(generation_run)))
 
+    @staticmethod
+    def _find(name: str):
+        for model in (JudgeRun, GenerationRun, ComponentsRun):
+            run = model.objects.filter(name=name).select_related("llm_job").first()
+            if run is not None:
+                return run
+        raise CommandError(f"no generation, judge or components run named {name!r}")
+
+    def _retry(self, options) -> None:
+        run = self._find(options["name"])
+        n = run_control(run=run, action="retry")
+        self.stdout.write(f"{run.name}: {n} failed request(s) to ask again")
+        if options["wait"]:  # executed here; the queued task then finds the run finished
+            execute = {JudgeRun: judge_run_execute, GenerationRun: generation_run_execute,
+                       ComponentsRun: components_run_execute}[type(run)]
+            self.stdout.write(f"finished: {execute(run_id=run.pk)}")
+        self._status(run.name)
+
     def _status(self, name: str) -> None:
-        judge_run = JudgeRun.objects.filter(name=name).select_related("llm_job").first()
-        generation_run = None if judge_run else GenerationRun.objects.filter(name=name).select_related("llm_job").first()
-        run = judge_run or generation_run
-        if run is None:
-            raise CommandError(f"no generation or judge run named {name!r}")
+        run = self._find(name)
         job = run.llm_job
-        status = {"name": run.name, "status": run.status, "prompt_hash": run.prompt_hash,
-                  "requests": job.n_total if job else None, "done": job.n_done if job else None,
-                  "outcomes": job.outcome_counts if job else None, "cost_usd": float(job.cost_usd) if job else None}
-        if judge_run:
+        judge_run = run if isinstance(run, JudgeRun) else None
+        generation_run = run if isinstance(run, GenerationRun) else None
+        status = {"name": run.name, **run_state_json(owned_run_state(run)), "prompt_hash": run.prompt_hash,
+                  "requests": job.n_total if job else None, "finished_requests": job.n_done if job else None,
+                  "cost_usd": float(job.cost_usd) if job else None}
+        if isinstance(run, ComponentsRun):
+            status["score"] = generation_run_score(run.generation_run)
+        elif judge_run:
             status["how2score"] = judge_run_score(judge_run)
         else:
             status["score"] = generation_run_score(generation_run)

@@ -1,0 +1,349 @@
+"""The one mechanism behind every run's state (LLM jobs, mining, generation, judge,
+components, goal-step and CoScript runs).
+
+* ``CircuitBreaker`` and ``RunWatch``: what a run learns from its calls as they happen —
+  requests waiting for a retry, and an endpoint that fails persistently, which pauses the
+  run with the reason (endpoint, since when, last error).
+* ``run_state``: what a page, the API or a command says about a run — its status, the
+  count of requests per outcome (plus pending and retrying), the most frequent errors and
+  the breaker's record — read from the ledger, the source of truth.
+* ``job_owner_register``: a run that owns LLM jobs registers how they are resumed and
+  retried, so a job is only ever driven through its run (the LLM pages call the owner).
+
+The statuses themselves are ``llm.models.RunStatus``; docs/llm.md ("Run states")
+describes them for users."""
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass
+from datetime import datetime, timezone as dt_timezone
+from typing import Any, Callable, Iterable
+
+from django.conf import settings
+from django.utils import timezone
+
+from llm.client import CallWatch
+from llm.constants import OUTCOME_OK, OUTCOMES
+from llm.models import FINISHED, LedgerEntry, LLMJob, RunStatus
+
+TOP_ERRORS = 5  # the most frequent error messages shown for a run
+ERROR_CHARS = 300  # of one error message, as grouped and shown
+
+
+def _now_iso() -> str:
+    return datetime.now(dt_timezone.utc).isoformat(timespec="seconds")
+
+
+class CircuitBreaker:
+    """Trips after ``consecutive`` failed attempts in a row, or when more than
+    ``window_failures`` (a share) of the last ``window`` attempts failed. Thread-safe.
+    Pure: no Django, no I/O."""
+
+    def __init__(self, *, consecutive: int, window: int, window_failures: float):
+        self.consecutive = consecutive
+        self.window = window
+        self.window_failures = window_failures
+        self._recent: deque[bool] = deque(maxlen=max(1, window))
+        self._streak = 0
+        self._streak_since: str | None = None
+        self._lock = threading.Lock()
+        self.tripped: dict[str, Any] | None = None
+
+    def record(self, ok: bool, *, error: str = "", endpoint: str = "") -> dict[str, Any] | None:
+        """Record one attempt. Returns the breaker's record the moment it trips (once)."""
+        with self._lock:
+            self._recent.append(ok)
+            if ok:
+                self._streak, self._streak_since = 0, None
+                return None
+            self._streak += 1
+            self._streak_since = self._streak_since or _now_iso()
+            if self.tripped is not None:
+                return None
+            failed = self._recent.count(False)
+            reason = None
+            if self.consecutive > 0 and self._streak >= self.consecutive:
+                reason = f"{self._streak} failed attempts in a row"
+            elif len(self._recent) >= self.window and failed > self.window_failures * self.window:
+                reason = f"{failed} of the last {self.window} attempts failed"
+            if reason is None:
+                return None
+            self.tripped = {"endpoint": endpoint, "since": self._streak_since, "tripped_at": _now_iso(),
+                            "last_error": error[:ERROR_CHARS], "reason": reason}
+            return self.tripped
+
+
+def breaker_default() -> CircuitBreaker:
+    return CircuitBreaker(consecutive=settings.LLM_BREAKER_CONSECUTIVE, window=settings.LLM_BREAKER_WINDOW,
+                          window_failures=settings.LLM_BREAKER_WINDOW_FAILURES)
+
+
+def breaker_message(record: dict[str, Any]) -> str:
+    """The sentence a paused run shows in its banner."""
+    return (f"paused by the circuit breaker: the endpoint {record.get('endpoint') or '(unknown)'} is failing "
+            f"({record.get('reason')}, since {record.get('since')}); last error: {record.get('last_error')}. "
+            f"Resume when it answers again.")
+
+
+class RunWatch(CallWatch):
+    """Watches one run's calls: counts requests waiting for a retry, feeds the breaker,
+    and tells every call to stop once the run stops (pause, cancel, breaker)."""
+
+    def __init__(self, breaker: CircuitBreaker | None = None):
+        self.breaker = breaker or breaker_default()
+        self.retrying = 0
+        self.tripped: dict[str, Any] | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def attempt_failed(self, error: str, endpoint: str = "") -> None:
+        record = self.breaker.record(False, error=error, endpoint=endpoint)
+        if record is not None:
+            self.tripped = record
+            self._stop.set()
+
+    def attempt_succeeded(self) -> None:
+        self.breaker.record(True)
+
+    def waiting(self, delta: int) -> None:
+        with self._lock:
+            self.retrying = max(0, self.retrying + delta)
+
+    def should_stop(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+# -- reading a run's state ----------------------------------------------------------
+
+
+def outcome_counts(keys: Iterable[str], chunk: int = 2000) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """For a run's request keys: how many ended in each outcome (``pending``: none yet),
+    and the most frequent error messages of those that did not end ``ok``."""
+    keys = list(keys)
+    counts: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    seen = 0
+    for start in range(0, len(keys), chunk):
+        rows = LedgerEntry.objects.filter(key__in=keys[start:start + chunk]).values_list("outcome", "error")
+        for outcome, error in rows:
+            counts[outcome] += 1
+            seen += 1
+            if outcome != OUTCOME_OK:
+                errors[f"{outcome}: {(error or '').strip()[:ERROR_CHARS]}"] += 1
+    counts["pending"] = len(set(keys)) - seen
+    return _ordered(counts), [{"error": e, "n": n} for e, n in errors.most_common(TOP_ERRORS)]
+
+
+def ledger_run_counts(run_label: str) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """The same counts for the ledger entries a run paid for (mining asks as it goes, so
+    its requests are found by the run's ledger label rather than a fixed list of keys)."""
+    counts: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    for outcome, error in LedgerEntry.objects.filter(run=run_label).values_list("outcome", "error").iterator():
+        counts[outcome] += 1
+        if outcome != OUTCOME_OK:
+            errors[f"{outcome}: {(error or '').strip()[:ERROR_CHARS]}"] += 1
+    return _ordered(counts), [{"error": e, "n": n} for e, n in errors.most_common(TOP_ERRORS)]
+
+
+def _ordered(counts: Counter[str]) -> dict[str, int]:
+    result = {outcome: counts.get(outcome, 0) for outcome in OUTCOMES}
+    result["pending"] = counts.get("pending", 0)
+    return result
+
+
+def jobs_state(jobs: Iterable[LLMJob | None], *, live: bool = True) -> dict[str, Any]:
+    """Outcomes, errors, retrying and breaker of one or more jobs (a CoScript run owns one per
+    phase). ``live``: counted from the ledger now; otherwise from the counts the job stored
+    when it last stopped (for long lists of runs)."""
+    outcomes: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    retrying = 0
+    breaker: dict[str, Any] = {}
+    n_total = 0
+    for job in jobs:
+        if job is None:
+            continue
+        if live:
+            counts, top = outcome_counts(job.keys)
+        else:
+            stored = dict(job.outcome_counts or {})
+            counts = {**stored, "pending": max(0, job.n_total - sum(stored.values()))}
+            top = []
+        outcomes.update(counts)
+        errors.update({row["error"]: row["n"] for row in top})
+        n_total += len(set(job.keys))
+        if job.status in (RunStatus.PENDING, RunStatus.RUNNING):
+            retrying += job.n_retrying
+        breaker = job.breaker or breaker
+    ordered = _ordered(outcomes)
+    ordered["retrying"] = min(retrying, ordered["pending"])
+    return {"outcomes": ordered, "top_errors": [{"error": e, "n": n} for e, n in errors.most_common(TOP_ERRORS)],
+            "n_total": n_total, "breaker": breaker}
+
+
+def run_state(*, status: str, jobs: Iterable[LLMJob | None] = (), reason: str = "", live: bool = True,
+              counts: tuple[dict[str, int], list[dict[str, Any]]] | None = None, retrying: int = 0,
+              breaker: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What every page, API response and command shows about a run. ``jobs``: the LLM jobs
+    it owns; or ``counts`` (from ``ledger_run_counts``) for a run that asks as it goes."""
+    if counts is not None:
+        outcomes, top = counts
+        outcomes = {**outcomes, "retrying": retrying}
+        state = {"outcomes": outcomes, "top_errors": top, "n_total": sum(outcomes[o] for o in OUTCOMES) + outcomes["pending"],
+                 "breaker": breaker or {}}
+    else:
+        state = jobs_state(jobs, live=live)
+        if breaker:
+            state["breaker"] = breaker
+    outcomes = state["outcomes"]
+    n_failed = sum(outcomes[o] for o in OUTCOMES if o != OUTCOME_OK)
+    state.update({
+        "status": status, "reason": reason, "n_failed": n_failed, "n_ok": outcomes[OUTCOME_OK],
+        "finished": status in FINISHED, "has_failures": n_failed > 0,
+        "can_retry_failed": status in (*FINISHED, RunStatus.PAUSED, RunStatus.FAILED) and n_failed > 0,
+        **(extra or {}),
+    })
+    return state
+
+
+def run_state_json(state: dict[str, Any]) -> dict[str, Any]:
+    """The part of a run's state that commands print and the API returns (keys ``status``
+    and ``outcomes`` first)."""
+    return {"status": state["status"], "outcomes": state["outcomes"], "n_failed": state["n_failed"],
+            "top_errors": state["top_errors"], "reason": state["reason"], "breaker": state["breaker"]}
+
+
+# -- who owns a job -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobOwner:
+    """How the run that owns a job (its ``run`` label starts with ``prefix``) resumes it and
+    retries its failed requests: through the run, so the run's own step (storing
+    judgments, moving to the next phase) is never skipped."""
+
+    prefix: str
+    resume: Callable[[LLMJob], Any]
+    retry_failed: Callable[[LLMJob], int]
+    describe: Callable[[LLMJob], str]
+
+
+_OWNERS: list[JobOwner] = []
+
+
+def job_owner(prefix: str, load: Callable[[int], Any], *, resume: Callable[[Any], Any],
+              retry_failed: Callable[[Any], int], noun: str) -> JobOwner:
+    """An owner whose jobs are labelled ``<prefix><run id>[:...]``; ``load`` fetches the run."""
+
+    def run_of(job: LLMJob):
+        return load(int(job.run[len(prefix):].split(":")[0]))
+
+    return JobOwner(prefix=prefix, resume=lambda job: resume(run_of(job)),
+                    retry_failed=lambda job: retry_failed(run_of(job)), describe=lambda job: f"{noun} {run_of(job)}")
+
+
+def job_owner_register(owner: JobOwner) -> None:
+    """Called from an app's ``AppConfig.ready``; registering a prefix twice keeps the last."""
+    _OWNERS[:] = [o for o in _OWNERS if o.prefix != owner.prefix] + [owner]
+
+
+def job_owner_for(job: LLMJob) -> JobOwner | None:
+    for owner in _OWNERS:
+        if job.run.startswith(owner.prefix):
+            return owner
+    return None
+
+
+# -- runs that own one LLM job (generation, judge, components, goal-step evaluations) ----
+
+
+def _update(run, **fields: Any) -> None:
+    type(run).objects.filter(pk=run.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(run, name, value)
+
+
+def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[[Any], int] | None = None) -> str:
+    """Execute a run's LLM job, store what it answered (``collect``, idempotent), and give
+    the run the state that is true: ``done`` only when every request has an ``ok`` answer
+    and nothing stored is unusable (``unusable`` counts the run's stored items without a
+    usable outcome, such as judge answers that failed validation); ``done_with_failures``
+    otherwise; paused (with the job's reason, e.g. the breaker's), cancelled or failed as
+    the job is. Returns what happened, for the task log."""
+    from llm.services import llm_job_execute
+
+    if run.status in (*FINISHED, RunStatus.CANCELLED):
+        return f"not active ({run.status})"
+    job = run.llm_job
+    _update(run, status=RunStatus.RUNNING)
+    outcome = "done" if job.status in FINISHED else llm_job_execute(job_id=job.pk)
+    job.refresh_from_db()
+    collect(run)  # what finished so far is stored even when the job paused
+    if job.status in FINISHED:
+        failed = job.status == RunStatus.DONE_WITH_FAILURES or bool(unusable and unusable(run))
+        _update(run, status=RunStatus.DONE_WITH_FAILURES if failed else RunStatus.DONE, error="",
+                finished_at=timezone.now())
+    elif job.status == RunStatus.PAUSED:
+        _update(run, status=RunStatus.PAUSED, error=job.pause_reason)
+    elif job.status in (RunStatus.CANCELLED, RunStatus.FAILED):
+        _update(run, status=job.status, error=job.error)
+    return outcome
+
+
+def owned_run_pause(run) -> None:
+    from llm.services import llm_job_pause
+
+    llm_job_pause(job=run.llm_job)
+    type(run).objects.filter(pk=run.pk, status__in=[RunStatus.PENDING, RunStatus.RUNNING]).update(
+        status=RunStatus.PAUSED, error="paused by a user")
+
+
+def owned_run_resume(run, *, enqueue: Callable[[], None], budget_usd=None) -> None:
+    """Continue a paused, failed or interrupted run: every request without an ``ok``
+    answer is asked again, then the run stores the answers (never the job alone)."""
+    from llm.services import llm_job_resume
+
+    if run.status in (*FINISHED, RunStatus.CANCELLED):
+        raise ValueError(f"{run} is {run.status}; it cannot be resumed (Retry failed asks its failures again)")
+    llm_job_resume(job=run.llm_job, budget_usd=budget_usd, enqueue=False)
+    _update(run, status=RunStatus.PENDING, error="", finished_at=None)
+    enqueue()
+
+
+def owned_run_cancel(run) -> None:
+    from llm.services import llm_job_cancel
+
+    llm_job_cancel(job=run.llm_job)
+    type(run).objects.filter(pk=run.pk).exclude(status__in=FINISHED).update(status=RunStatus.CANCELLED)
+
+
+def owned_run_retry_failed(run, *, enqueue: Callable[[], None], discard_unusable: Callable[[Any], int] | None = None) -> int:
+    """*Retry failed*: ask exactly the run's requests without an ``ok`` answer again, and
+    store their new answers in place of the unusable ones. Returns how many are re-asked."""
+    from llm.services import llm_job_failed_count, llm_job_resume
+
+    if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+        raise ValueError(f"{run} is {run.status}; its failures are retried once it has stopped")
+    if run.status == RunStatus.CANCELLED:
+        raise ValueError(f"{run} was cancelled")
+    job = run.llm_job
+    failed = llm_job_failed_count(job)
+    if discard_unusable is not None:
+        discard_unusable(run)
+    if not failed and run.status == RunStatus.DONE:
+        return 0
+    if job.status != RunStatus.DONE or failed:
+        llm_job_resume(job=job, enqueue=False)
+    _update(run, status=RunStatus.PENDING, error="", finished_at=None)
+    enqueue()
+    return failed
+
+
+def owned_run_state(run, *, live: bool = True, **extra: Any) -> dict[str, Any]:
+    """The state of a run that owns one LLM job, as every page, API and command shows it."""
+    return run_state(status=run.status, jobs=[run.llm_job], reason=run.error, live=live, extra=extra)
