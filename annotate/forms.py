@@ -6,6 +6,8 @@ from django import forms
 from annotate import constants as C
 from annotate.kinds import kind_choices
 
+QUALIFICATION_AUTO = "auto"
+
 
 class StudyCreateForm(forms.Form):
     name = forms.CharField(max_length=200)
@@ -25,14 +27,28 @@ class StudyCreateForm(forms.Form):
         "constraint faithfulness).")
     lease_minutes = forms.IntegerField(min_value=1, initial=C.LEASE_MINUTES_DEFAULT)
     training_enabled = forms.BooleanField(required=False, initial=True, label="Training")
-    qualification_enabled = forms.BooleanField(required=False, initial=True, label="Qualification test")
-    qualification_pass = forms.IntegerField(required=False, min_value=1, label="Gold items needed to pass")
-    attention_check_rate = forms.FloatField(min_value=0, max_value=0.99, initial=C.ATTENTION_CHECK_RATE_DEFAULT)
+    qualification_enabled = forms.ChoiceField(
+        required=False, initial=QUALIFICATION_AUTO, label="Qualification test", choices=[
+            (QUALIFICATION_AUTO, "When the items include gold qualification items"),
+            ("on", "On (the items must include gold qualification items)"), ("off", "Off")])
+    qualification_pass = forms.IntegerField(required=False, min_value=1, label="Gold items needed to pass",
+                                            help_text="Empty: 80 % of the gold items.")
+    attention_check_rate = forms.FloatField(
+        required=False, min_value=0, max_value=0.99,
+        help_text=f"Share of attention checks among the items an annotator sees. Empty: {C.ATTENTION_CHECK_RATE_DEFAULT} when "
+        "the items include attention-check items, else none; a rate above 0 needs attention-check items.")
     attention_max_failures = forms.IntegerField(min_value=0, initial=C.ATTENTION_MAX_FAILURES_DEFAULT)
     max_items_per_annotator = forms.IntegerField(required=False, min_value=1)
     completion_code = forms.CharField(required=False, max_length=64)
     screened_out_code = forms.CharField(required=False, max_length=64)
     payment_per_item = forms.DecimalField(required=False, min_value=0, max_digits=8, decimal_places=2)
+    items_per_page = forms.IntegerField(
+        required=False, min_value=1, max_value=C.MAX_ITEMS_PER_PAGE, initial=1, label="Items per page",
+        help_text=f"Multiple-choice studies: questions shown on one page (1-{C.MAX_ITEMS_PER_PAGE}; the paper: 15, or 30 for "
+        "step ordering; empty: 1). The other kinds show one item at a time.")
+    slug = forms.CharField(required=False, max_length=100, label="Slug",
+                           help_text="The study's address (/a/<slug>/): lowercase letters, digits and '-'. Empty: made "
+                                     "from the name.")
     min_annotations_for_majority = forms.IntegerField(
         required=False, min_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN, max_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX,
         initial=C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT, label="Annotations for a human majority",
@@ -49,6 +65,11 @@ class StudyCreateForm(forms.Form):
     def __init__(self, *args, judges: list[str] = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["judge"].choices = [("", "— none —")] + [(j, j) for j in judges]
+
+    def clean_qualification_enabled(self) -> bool | None:
+        """None: decided by the items (the service's default); an older form's unticked box
+        posts nothing, which means off."""
+        return {QUALIFICATION_AUTO: None, "on": True}.get(self.cleaned_data.get("qualification_enabled"), False)
 
     def clean(self):
         data = super().clean()

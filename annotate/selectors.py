@@ -17,7 +17,7 @@ from annotate.choice_results import ChoiceItem, study_results
 from annotate.faithfulness_results import FaithfulnessItem, study_results as faithfulness_results
 from annotate.kinds.constraint_faithfulness import KEY as CONSTRAINT_FAITHFULNESS
 from annotate.kinds.multiple_choice import KEY as MULTIPLE_CHOICE
-from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.models import (
     FINISHED_STATES,
     Annotation,
@@ -329,3 +329,14 @@ def participation_for_session(*, slug: str, participation_id: Any) -> Participat
     return Participation.objects.select_related("study__guideline_version", "annotator").filter(
         pk=participation_id, study__slug=slug
     ).first()
+
+
+def study_item_counts(study: Study) -> dict[str, int]:
+    """The study's items by role (main, attention, qualification), zeros included."""
+    counts = dict(StudyItem.objects.filter(study=study).order_by().values("role").annotate(n=Count("pk")).values_list("role", "n"))
+    return {role: counts.get(role, 0) for role in (ROLE_MAIN, ROLE_ATTENTION, ROLE_QUALIFICATION)}
+
+
+def participation_reserved_count(participation: Participation) -> int:
+    """How many slots the participant holds reserved now (what a release gives back)."""
+    return Assignment.objects.filter(participation=participation, status=AssignmentStatus.RESERVED).count()

@@ -30,7 +30,7 @@ from django.utils.text import slugify
 from annotate import constants as C
 from annotate.agreement import check_min_annotations
 from annotate.kinds import codebook_get, kind_get
-from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError, ItemSpec
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError, ItemSpec, StudyKind
 from annotate.models import (
     Annotation,
     Annotator,
@@ -160,9 +160,13 @@ class StudySettings:
     min_seconds: int | None = None
     lease_minutes: int = C.LEASE_MINUTES_DEFAULT
     training_enabled: bool = True
-    qualification_enabled: bool = True
+    # None: on exactly when the items include gold qualification items (so the defaults work
+    # for every source of items); True with no gold items is refused.
+    qualification_enabled: bool | None = None
     qualification_pass: int | None = None
-    attention_check_rate: float = C.ATTENTION_CHECK_RATE_DEFAULT
+    # None: ATTENTION_CHECK_RATE_DEFAULT when the items include attention checks, else 0; a rate
+    # above 0 with no attention-check items is refused (a study must not claim checks it lacks).
+    attention_check_rate: float | None = None
     attention_max_failures: int = C.ATTENTION_MAX_FAILURES_DEFAULT
     max_items_per_annotator: int | None = None
     completion_code: str | None = None
@@ -183,35 +187,63 @@ def _majority_threshold_problems(value: Any) -> list[str]:
     return []
 
 
-def _check_settings(s: StudySettings, items: list[ItemSpec]) -> list[str]:
-    problems = []
+def _resolved(s: StudySettings, items: list[ItemSpec]) -> tuple[bool, float]:
+    """The qualification switch and attention-check rate a study gets: as given, or (None)
+    decided by the items it has."""
+    n_qual = sum(1 for i in items if i.role == ROLE_QUALIFICATION)
+    n_attention = sum(1 for i in items if i.role == ROLE_ATTENTION)
+    qualification = s.qualification_enabled if s.qualification_enabled is not None else n_qual > 0
+    rate = s.attention_check_rate
+    if rate is None:
+        rate = C.ATTENTION_CHECK_RATE_DEFAULT if n_attention else 0.0
+    return qualification, rate
+
+
+def _check_settings(s: StudySettings, items: list[ItemSpec], kind_def: StudyKind) -> list[FieldError]:
+    """Every problem of the settings, each naming its field (the StudySettings attribute, which
+    is also the New-study form's field)."""
+    problems: list[FieldError] = []
+
+    def problem(field: str, message: str) -> None:
+        problems.append(FieldError(field, message))
+
+    qualification, rate = _resolved(s, items)
     if not 1 <= s.annotators_per_item <= 100:
-        problems.append("annotators per item must be between 1 and 100")
+        problem("annotators_per_item", "annotators per item must be between 1 and 100")
     if s.min_seconds is not None and s.min_seconds < 0:
-        problems.append("the minimum seconds must be 0 or more")
+        problem("min_seconds", "the minimum seconds must be 0 or more")
     if s.lease_minutes < 1:
-        problems.append("the lease must be at least 1 minute")
-    if not 0 <= s.attention_check_rate < 1:
-        problems.append("the attention-check rate must be at least 0 and below 1")
+        problem("lease_minutes", "the lease must be at least 1 minute")
+    if not 0 <= rate < 1:
+        problem("attention_check_rate", "the attention-check rate must be at least 0 and below 1")
     if not 1 <= s.items_per_page <= C.MAX_ITEMS_PER_PAGE:
-        problems.append(f"items per page must be between 1 and {C.MAX_ITEMS_PER_PAGE}")
+        problem("items_per_page", f"items per page must be between 1 and {C.MAX_ITEMS_PER_PAGE}")
+    elif s.items_per_page != 1 and kind_def.page_template is None:
+        problem("items_per_page", f"items per page applies to kinds that show a page of items (multiple choice); "
+                f"a {kind_def.label} study shows one item at a time (1)")
     if s.max_items_per_annotator is not None and s.max_items_per_annotator < 1:
-        problems.append("the maximum items per annotator must be at least 1")
-    problems += _majority_threshold_problems(s.min_annotations_for_majority)
+        problem("max_items_per_annotator", "the maximum items per annotator must be at least 1")
+    for message in _majority_threshold_problems(s.min_annotations_for_majority):
+        problem("min_annotations_for_majority", message)
     for name in ("completion_code", "screened_out_code"):
         code = getattr(s, name)
         if code is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", code):
-            problems.append(f"the {name.replace('_', ' ')} must be 1-64 letters, digits, '_' or '-'")
+            problem(name, f"the {name.replace('_', ' ')} must be 1-64 letters, digits, '_' or '-'")
     if s.completion_code and s.completion_code == s.screened_out_code:
-        problems.append("the completion code and the screened-out code must differ")
+        problem("screened_out_code", "the completion code and the screened-out code must differ")
     n_main = sum(1 for i in items if i.role == ROLE_MAIN)
     n_qual = sum(1 for i in items if i.role == ROLE_QUALIFICATION)
+    n_attention = sum(1 for i in items if i.role == ROLE_ATTENTION)
     if n_main == 0:
-        problems.append("the study has no main-pool items (items without attention_check or qualification)")
-    if s.qualification_enabled and n_qual == 0:
-        problems.append("qualification is on but no item has a \"qualification\" answer; add gold items or turn qualification off")
-    if s.qualification_enabled and s.qualification_pass is not None and not 1 <= s.qualification_pass <= n_qual:
-        problems.append(f"the qualification pass mark must be between 1 and {n_qual} (the number of gold items)")
+        problem("items", "the study has no main-pool items (items without attention_check or qualification)")
+    if qualification and n_qual == 0:
+        problem("qualification_enabled", "qualification is on but no item has a \"qualification\" answer; add gold "
+                "items or turn qualification off")
+    if qualification and s.qualification_pass is not None and not 1 <= s.qualification_pass <= n_qual:
+        problem("qualification_pass", f"the qualification pass mark must be between 1 and {n_qual} (the number of gold items)")
+    if rate > 0 and n_attention == 0:
+        problem("attention_check_rate", f"the attention-check rate is {rate:g} but no item is an attention check (an "
+                "item with \"attention_check\"); add attention-check items or set the rate to 0")
     return problems
 
 
@@ -230,14 +262,15 @@ def study_create(
     kind_def = kind_get(kind)
     settings = settings or StudySettings()
     name = (name or "").strip()
-    problems = [] if name else ["the study needs a name"]
-    problems += _check_settings(settings, items)
+    problems = [] if name else [FieldError("name", "the study needs a name")]
+    problems += _check_settings(settings, items, kind_def)
     if len({i.item_id for i in items}) != len(items):
-        problems.append("two items have the same item_id")
+        problems.append(FieldError("items", "two items have the same item_id"))
     if slug is not None and (not re.fullmatch(r"[a-z0-9-]{1,100}", slug) or Study.objects.filter(slug=slug).exists()):
-        problems.append(f"the slug {slug!r} is taken or not made of lowercase letters, digits and '-'")
+        problems.append(FieldError("slug", f"the slug {slug!r} is taken or not made of lowercase letters, digits and '-'"))
     if problems:
-        raise StudyInvalid("The study was not created: " + "; ".join(problems) + ".")
+        raise StudyInvalid("The study was not created: " + "; ".join(p.message for p in problems) + ".", errors=problems)
+    qualification_enabled, attention_check_rate = _resolved(settings, items)
     n_qual = sum(1 for i in items if i.role == ROLE_QUALIFICATION)
     qualification_pass = settings.qualification_pass
     if qualification_pass is None:
@@ -254,8 +287,8 @@ def study_create(
         guideline_version=guideline_version_ensure(kind=kind, instructions=instructions or kind_def.default_instructions),
         annotators_per_item=settings.annotators_per_item, min_seconds=min_seconds,
         lease_minutes=settings.lease_minutes, training_enabled=settings.training_enabled and kind_def.codebook_path is not None,
-        qualification_enabled=settings.qualification_enabled, qualification_pass=qualification_pass,
-        attention_check_rate=settings.attention_check_rate, attention_max_failures=settings.attention_max_failures,
+        qualification_enabled=qualification_enabled, qualification_pass=qualification_pass,
+        attention_check_rate=attention_check_rate, attention_max_failures=settings.attention_max_failures,
         max_items_per_annotator=settings.max_items_per_annotator, completion_code=completion,
         screened_out_code=screened, payment_per_item=settings.payment_per_item, created_by=created_by,
         items_per_page=settings.items_per_page, min_annotations_for_majority=settings.min_annotations_for_majority,

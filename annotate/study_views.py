@@ -9,6 +9,7 @@ from pathlib import Path
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.exports import annotation_csv_lines
@@ -24,8 +25,10 @@ from annotate.selectors import (
     choice_tier_records,
     faithfulness_study_results,
     annotation_export_rows,
+    participation_reserved_count,
     study_annotators,
     study_get,
+    study_item_counts,
     study_items_with_annotations,
     study_list,
     study_progress_get,
@@ -39,6 +42,7 @@ from annotate.services import (
     study_round_create,
     study_update,
 )
+from core.confirm import confirm_page, confirmed
 from core.permissions import researcher_required
 
 
@@ -50,6 +54,18 @@ def entry_url(request: HttpRequest, slug: str) -> str:
 @researcher_required
 def study_index(request: HttpRequest) -> HttpResponse:
     return render(request, "annotate/study_list.html", {"studies": study_list()})
+
+
+def _problems_beside_fields(form: StudyCreateForm, exc: AnnotateError) -> list[str]:
+    """Each of the service's problems beside the form field it names; the rest (and the whole
+    message, when none names a field) at the top."""
+    beside = [e for e in exc.errors if e.field in form.fields]
+    for e in beside:
+        form.add_error(e.field, e.message[:1].upper() + e.message[1:] + ".")
+    if not beside:
+        return [exc.message]
+    rest = [e.message for e in exc.errors if e.field not in form.fields]
+    return ["The study was not created" + (": " + "; ".join(rest) if rest else "; see the fields marked below") + "."]
 
 
 @researcher_required
@@ -84,13 +100,14 @@ def study_new(request: HttpRequest) -> HttpResponse:
                 items += file_items
             study = study_create(
                 name=data["name"], kind=data["kind"], items=items, instructions=data.get("instructions") or None,
-                created_by=request.user,
+                slug=data.get("slug") or None, created_by=request.user,
                 settings=StudySettings(
                     annotators_per_item=data["annotators_per_item"], min_seconds=data["min_seconds"],
                     lease_minutes=data["lease_minutes"], training_enabled=data["training_enabled"],
                     qualification_enabled=data["qualification_enabled"], qualification_pass=data.get("qualification_pass"),
-                    attention_check_rate=data["attention_check_rate"], attention_max_failures=data["attention_max_failures"],
-                    max_items_per_annotator=data.get("max_items_per_annotator"),
+                    attention_check_rate=data.get("attention_check_rate"),
+                    attention_max_failures=data["attention_max_failures"],
+                    max_items_per_annotator=data.get("max_items_per_annotator"), items_per_page=data.get("items_per_page") or 1,
                     completion_code=data.get("completion_code") or None,
                     screened_out_code=data.get("screened_out_code") or None,
                     payment_per_item=data.get("payment_per_item"),
@@ -101,7 +118,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
             problems = [f"{upload.name}, {p}" for p in exc.problems] + ([f"... and {exc.more} more"] if exc.more else [])
             problems.append("Nothing was created.")
         except AnnotateError as exc:
-            problems = [exc.message]
+            problems = _problems_beside_fields(form, exc)
         else:
             messages.success(request, f"Study created with {len(items)} items.")
             return redirect("annotate:study_detail", slug=study.slug)
@@ -117,6 +134,7 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "entry_url": entry_url(request, slug),
         "progress": study_progress_get(study),
         "annotators": study_annotators(study),
+        "item_counts": study_item_counts(study),
         "items": study_items_with_annotations(study),
         "rounds": study_round_summaries(study),
         "choice_results": choice_study_results(study) if study.kind == MULTIPLE_CHOICE else None,
@@ -161,10 +179,20 @@ def study_round_new(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @researcher_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def participant_release(request: HttpRequest, slug: str, participation_id: int) -> HttpResponse:
+    """Releasing asks first: a GET, or a POST without confirm=yes, shows the confirmation page."""
     study = study_get(slug=slug)
     p = get_object_or_404(Participation.objects.select_related("annotator"), pk=participation_id, study=study)
+    if not confirmed(request):
+        n = participation_reserved_count(p)
+        return confirm_page(
+            request, title=f"Release the slots of {p.annotator.pid}?",
+            question=f"Release {n} reserved slot{'s' if n != 1 else ''} of {p.annotator.pid} in {study.name}? They return "
+                     f"to the pool for other annotators and {p.annotator.pid} is marked returned (their drafts stay "
+                     "stored; a late submit is still kept).",
+            action=request.path, confirm_label="Yes, release", back_url=reverse("annotate:study_detail", args=[slug]),
+        )
     released = participation_release(participation=p)
     messages.success(request, f"Released {released} reserved slot(s) of {p.annotator.pid}; they return to the pool.")
     return redirect("annotate:study_detail", slug=slug)

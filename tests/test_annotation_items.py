@@ -95,9 +95,9 @@ def test_a_study_that_cannot_work_is_refused_before_anything_is_created(tmp_path
     only_checks = _write(tmp_path / "checks.jsonl", [_item(1, attention_check={"has_failure": True})])
     with pytest.raises(CommandError, match="no main-pool items"):
         call_command("create_study", "--name", "X", "--items", str(only_checks), "--no-qualification", stdout=StringIO())
-    no_gold = _write(tmp_path / "main.jsonl", [_item(1)])
-    with pytest.raises(CommandError, match="qualification is on but no item"):
-        call_command("create_study", "--name", "X", "--items", str(no_gold), stdout=StringIO())
+    no_checks = _write(tmp_path / "main.jsonl", [_item(1)])
+    with pytest.raises(CommandError, match="no item is an attention check"):
+        call_command("create_study", "--name", "X", "--items", str(no_checks), "--attention-rate", "0.1", stdout=StringIO())
     with pytest.raises(CommandError, match="no such file"):
         call_command("create_study", "--name", "X", "--items", str(tmp_path / "missing.jsonl"), stdout=StringIO())
     assert not Study.objects.exists()

@@ -86,7 +86,7 @@ def test_release_frees_a_returned_participants_slots(researcher_client):
     study = study_make(n_items=2)
     p = annotator_start(study, "returner")
     a = assignment_next(participation=p)
-    response = researcher_client.post(reverse("annotate:participant_release", args=[study.slug, p.pk]))
+    response = researcher_client.post(reverse("annotate:participant_release", args=[study.slug, p.pk]), {"confirm": "yes"})
     assert response.status_code == 302
     assert Assignment.objects.get(pk=a.pk).status == AssignmentStatus.RELEASED
     assert Participation.objects.get(pk=p.pk).state == "returned"

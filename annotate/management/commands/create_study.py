@@ -38,9 +38,12 @@ class Command(BaseCommand):
                             f"failure, {C.FAITHFULNESS_MIN_SECONDS_DEFAULT} s for constraint faithfulness)")
         parser.add_argument("--lease-minutes", type=int, default=C.LEASE_MINUTES_DEFAULT)
         parser.add_argument("--no-training", action="store_true")
-        parser.add_argument("--no-qualification", action="store_true")
+        parser.add_argument("--no-qualification", action="store_true",
+                            help="no qualification test (default: one when the items include gold qualification items)")
         parser.add_argument("--qualification-pass", type=int, help="gold items needed to pass (default: 80 %% of them)")
-        parser.add_argument("--attention-rate", type=float, default=C.ATTENTION_CHECK_RATE_DEFAULT)
+        parser.add_argument("--attention-rate", type=float,
+                            help=f"share of attention checks (default: {C.ATTENTION_CHECK_RATE_DEFAULT} when the items include "
+                            "attention-check items, else 0; above 0 without any is refused)")
         parser.add_argument("--attention-max-failures", type=int, default=C.ATTENTION_MAX_FAILURES_DEFAULT)
         parser.add_argument("--max-items", type=int, help="items per annotator (default: until none are left)")
         parser.add_argument("--items-per-page", type=int, default=1,
@@ -86,7 +89,7 @@ class Command(BaseCommand):
             items += file_items
         settings = StudySettings(
             annotators_per_item=o["annotators_per_item"], min_seconds=o["min_seconds"], lease_minutes=o["lease_minutes"],
-            training_enabled=not o["no_training"], qualification_enabled=not o["no_qualification"],
+            training_enabled=not o["no_training"], qualification_enabled=False if o["no_qualification"] else None,
             qualification_pass=o["qualification_pass"], attention_check_rate=o["attention_rate"],
             attention_max_failures=o["attention_max_failures"], max_items_per_annotator=o["max_items"],
             items_per_page=o["items_per_page"], min_annotations_for_majority=o["min_annotations_for_majority"],
