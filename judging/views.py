@@ -66,7 +66,10 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     query = LeaderboardQuerySerializer(data={
         key: request.GET[key] for key in ("basis", "min_coverage") if request.GET.get(key, "") != ""})
     errors = [] if query.is_valid() else _query_errors(query)
-    options = query.validated_data if not errors else {"basis": BASIS_COMMON, "min_coverage": LEADERBOARD_MIN_COVERAGE}
+    if judge and judge not in judges:
+        errors.append(f"judge: no judgments by a judge named {judge!r}")
+        judge = ""
+    options = query.validated_data if query.is_valid() else {"basis": BASIS_COMMON, "min_coverage": LEADERBOARD_MIN_COVERAGE}
     board = (leaderboard_ranking(judge, split or None, basis=options["basis"], min_coverage=options["min_coverage"])
              if judge else None)
     rows = board["rows"] if board else []

@@ -155,3 +155,21 @@ def test_cross_judge_correlations_and_scores_carry_intervals(researcher_client, 
 def test_leaderboard_api_needs_a_researcher(client, bench_world):
     assert client.get("/api/leaderboard", {"judge": "how2judge"}).status_code in (401, 403)
     assert client.get("/api/leaderboard/compare", {"judge": "how2judge", "a": "strong", "b": "weak"}).status_code in (401, 403)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", "0.9.5"])
+def test_a_non_number_threshold_is_a_400_not_a_500(researcher_client, bench_world, value):
+    response = researcher_client.get("/api/leaderboard", {"judge": "how2judge", "min_coverage": value})
+    assert response.status_code == 400 and "min_coverage" in response.json()
+    page = researcher_client.get(reverse("leaderboard"), {"judge": "how2judge", "min_coverage": value})
+    assert page.status_code == 400 and "min_coverage:" in page.content.decode()
+
+
+def test_an_empty_threshold_means_the_default(researcher_client, bench_world):
+    body = researcher_client.get("/api/leaderboard", {"judge": "how2judge", "min_coverage": ""}).json()
+    assert body["min_coverage"] == 0.95
+
+
+def test_an_unknown_judge_on_the_page_is_a_400_naming_it(researcher_client, bench_world):
+    response = researcher_client.get(reverse("leaderboard"), {"judge": "no\x00body"})
+    assert response.status_code == 400 and "judge: no judgments by a judge named" in response.content.decode()
