@@ -192,3 +192,15 @@ def test_release_asks_for_confirmation_and_the_server_requires_it(researcher_cli
     assert done.status_code == 302
     assert Assignment.objects.get(pk=a.pk).status == AssignmentStatus.RELEASED
     assert Participation.objects.get(pk=p.pk).state == "returned"
+
+
+@pytest.mark.parametrize("field, value", [
+    ("attention_check_rate", "lots"), ("attention_check_rate", "1.5"), ("items_per_page", "many"),
+    ("items_per_page", "0"), ("qualification_enabled", "sometimes"), ("slug", "Not A Slug!"),
+])
+def test_hostile_settings_get_a_400_naming_the_field(researcher_client, field, value):
+    data = _defaults(name="Hostile", items_file=_upload([_critical_failure(1)]), **{field: value})
+    response = researcher_client.post(reverse("annotate:study_new"), data)
+    assert response.status_code == 400
+    assert field in response.context["form"].errors
+    assert not Study.objects.exists()
