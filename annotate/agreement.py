@@ -1210,6 +1210,51 @@ def sample_size_note(n: int, ci95: Sequence[float] | None) -> str | None:
 
 # --------------------------------------------------------------------------- the report
 
+def _alpha_section(rows: Sequence[AnnotationRow], bootstrap: int, seed: int) -> dict[str, Any]:
+    """The report's alpha keys from checked rows (``_check_rows``): ``alpha``, ``alpha_ci95``,
+    ``alpha_details``, ``alpha_undefined`` and ``alpha_small_sample``."""
+    alpha: dict[str, float | None] = {}
+    alpha_ci95: dict[str, list[float] | None] = {}
+    alpha_details: dict[str, dict[str, Any]] = {}
+    inputs: dict[str, _AlphaInput] = {}
+    for kind in ALPHA_KINDS:
+        p = _pairable(_kind_units(rows, kind))
+        inputs[kind] = _AlphaInput(p, _kind_delta(p, kind), nominal=kind != "l2_step_sets_masi")
+        alpha[kind] = _package_alpha(p, inputs[kind].delta, inputs[kind].nominal)
+    # One stream of resamples for the three kinds, so their intervals are paired.
+    intervals = _alpha_bootstraps(inputs, bootstrap, np.random.default_rng(_seed_sequence(seed, "alpha")))
+    for kind, x in inputs.items():
+        interval, undefined = intervals[kind]
+        alpha_ci95[kind] = interval if alpha[kind] is not None else None
+        alpha_details[kind] = {
+            "n_units": x.pairable.n_units,
+            "n_values": x.pairable.n_values,
+            "n_single": x.pairable.n_single,
+            "n_distinct_values": len(x.pairable.domain),
+            "n_bootstrap_undefined": undefined if alpha[kind] is not None else 0,
+        }
+    return {
+        "alpha": alpha,
+        "alpha_ci95": alpha_ci95,
+        "alpha_details": alpha_details,
+        "alpha_undefined": {kind: alpha_undefined_reason(alpha_details[kind]) if alpha[kind] is None else None
+                            for kind in ALPHA_KINDS},
+        "alpha_small_sample": {kind: sample_size_note(alpha_details[kind]["n_units"], alpha_ci95[kind])
+                               if alpha[kind] is not None else None for kind in ALPHA_KINDS},
+    }
+
+
+def alpha_report(
+    annotations: Iterable[AnnotationRow], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0
+) -> dict[str, Any]:
+    """The alpha keys of ``agreement_report`` alone (the same values and intervals for the
+    same rows, bootstrap and seed): for pages that show alpha without the rest."""
+    _check_bootstrap(bootstrap)
+    _seed_sequence(seed)
+    rows, _ = _check_rows(annotations)
+    return _alpha_section(rows, bootstrap, seed)
+
+
 DENOMINATORS: dict[str, str] = {
     "n_items": "distinct item_id values with at least one non-excluded annotation",
     "n_annotators": "distinct annotators with at least one non-excluded annotation",
@@ -1316,26 +1361,7 @@ def agreement_report(
     majority = _majority_of_items(by_item, min_annotations)
     decided = majority.decided()
 
-    alpha: dict[str, float | None] = {}
-    alpha_ci95: dict[str, list[float] | None] = {}
-    alpha_details: dict[str, dict[str, Any]] = {}
-    inputs: dict[str, _AlphaInput] = {}
-    for kind in ALPHA_KINDS:
-        p = _pairable(_kind_units(rows, kind))
-        inputs[kind] = _AlphaInput(p, _kind_delta(p, kind), nominal=kind != "l2_step_sets_masi")
-        alpha[kind] = _package_alpha(p, inputs[kind].delta, inputs[kind].nominal)
-    # One stream of resamples for the three kinds, so their intervals are paired.
-    intervals = _alpha_bootstraps(inputs, bootstrap, np.random.default_rng(_seed_sequence(seed, "alpha")))
-    for kind, x in inputs.items():
-        interval, undefined = intervals[kind]
-        alpha_ci95[kind] = interval if alpha[kind] is not None else None
-        alpha_details[kind] = {
-            "n_units": x.pairable.n_units,
-            "n_values": x.pairable.n_values,
-            "n_single": x.pairable.n_single,
-            "n_distinct_values": len(x.pairable.domain),
-            "n_bootstrap_undefined": undefined if alpha[kind] is not None else 0,
-        }
+    alphas = _alpha_section(rows, bootstrap, seed)
 
     judges = {
         judge: judge_agreement(majority, labels, bootstrap=bootstrap, seed=_seed_sequence(seed, "judge", judge))
@@ -1364,13 +1390,7 @@ def agreement_report(
         "n_annotations": len(rows),
         "n_excluded": n_excluded,
         "n_judgments": len(judgment_list),
-        "alpha": alpha,
-        "alpha_ci95": alpha_ci95,
-        "alpha_details": alpha_details,
-        "alpha_undefined": {kind: alpha_undefined_reason(alpha_details[kind]) if alpha[kind] is None else None
-                            for kind in ALPHA_KINDS},
-        "alpha_small_sample": {kind: sample_size_note(alpha_details[kind]["n_units"], alpha_ci95[kind])
-                               if alpha[kind] is not None else None for kind in ALPHA_KINDS},
+        **alphas,
         "human_majority": majority.summary(),
         "leave_one_out": leave_one_out_agreement(rows, min_annotations=min_annotations, bootstrap=bootstrap, seed=seed),
         "annotator_pairs": pairwise_agreement(by_item, bootstrap=bootstrap, seed=seed),

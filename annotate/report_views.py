@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render

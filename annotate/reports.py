@@ -5,12 +5,11 @@ disagreements item by item, judges' failures next to annotators')."""
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
 from annotate.agreement import (
-    AnnotationRow, HumanMajority, JudgmentRow, agreement_report, calibrated_score, human_majority,
+    DEFAULT_BOOTSTRAP, AnnotationRow, HumanMajority, JudgmentRow, agreement_report, calibrated_score, human_majority,
     parse_annotation_record, sample_size_note,
 )
 from annotate import constants as C
@@ -19,7 +18,7 @@ from annotate.models import Annotation, Study, StudyItem
 from annotate.selectors import annotation_export_rows, study_annotators, study_rounds
 from judging.models import Judgment
 
-REPORT_BOOTSTRAP = 1000
+REPORT_BOOTSTRAP = DEFAULT_BOOTSTRAP  # the study page's round alphas use the same (annotate/selectors.py)
 REPORT_SEED = 0
 
 

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from annotate import constants as C
-from annotate.agreement import krippendorff_alpha, parse_annotation_record
+from annotate.agreement import DEFAULT_BOOTSTRAP, alpha_report, parse_annotation_record
 from annotate.choice_results import ChoiceItem, study_results
 from annotate.faithfulness_results import FaithfulnessItem, study_results as faithfulness_results
 from annotate.kinds.constraint_faithfulness import KEY as CONSTRAINT_FAITHFULNESS
@@ -161,7 +161,8 @@ def study_items_with_annotations(study: Study) -> list[dict[str, Any]]:
 def study_round_summaries(study: Study) -> list[dict[str, Any]]:
     """One row per pilot round: annotations, exclusions and Krippendorff's alpha, over the
     label the study's kind has (``_round_alpha``; for critical failure the binary has_failure,
-    for which How2Everything §4.3 reports 0.273 in its pilots and 0.593 at the end)."""
+    for which How2Everything §4.3 reports 0.273 in its pilots and 0.593 at the end, with its
+    95 % interval and n as the agreement page shows them)."""
     summaries = []
     for round_study in study_rounds(study):
         rows = [r for r in annotation_export_rows(round_study) if r["source"] == ROLE_MAIN]
@@ -169,27 +170,25 @@ def study_round_summaries(study: Study) -> list[dict[str, Any]]:
             "study": round_study,
             "n_annotations": len(rows),
             "n_excluded": sum(1 for r in rows if r["excluded"]),
-            "alpha": _round_alpha(round_study, rows),
+            **_round_alpha(round_study, rows),
         })
     return summaries
 
 
-def _round_alpha(study: Study, rows: list[dict[str, Any]]) -> float | None:
-    """The alpha of a round's row: multiple choice over the options; constraint faithfulness
-    over question 3 (steps correct); critical failure over the binary has_failure label."""
+def _round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The alpha of a round's row (``alpha``, and for critical failure ``alpha_ci95``,
+    ``alpha_n`` items with two or more annotations and ``alpha_undefined``): multiple choice
+    over the options; constraint faithfulness over question 3 (steps correct); critical
+    failure over the binary has_failure label, computed by the agreement report's own alpha
+    (``alpha_report``, the same resamples and seed), so the study page and the agreement page
+    show the same numbers."""
     if study.kind == MULTIPLE_CHOICE:
-        return _choice_alpha(study)
+        return {"alpha": _choice_alpha(study)}
     if study.kind == CONSTRAINT_FAITHFULNESS:
-        return faithfulness_study_results(study, bootstrap=0)["questions"]["steps_correct"]["alpha"]
-    return _binary_alpha(rows)
-
-
-def _binary_alpha(rows: list[dict[str, Any]]) -> float | None:
-    """Binary alpha over export rows, read the way the agreement report reads them."""
-    kept = [row for row in map(parse_annotation_record, rows) if not row.excluded]
-    if len({r.item_id for r in kept}) < 2:
-        return None
-    return krippendorff_alpha(kept, "binary")
+        return {"alpha": faithfulness_study_results(study, bootstrap=0)["questions"]["steps_correct"]["alpha"]}
+    alphas = alpha_report(map(parse_annotation_record, rows), bootstrap=DEFAULT_BOOTSTRAP)
+    return {"alpha": alphas["alpha"]["binary"], "alpha_ci95": alphas["alpha_ci95"]["binary"],
+            "alpha_n": alphas["alpha_details"]["binary"]["n_units"], "alpha_undefined": alphas["alpha_undefined"]["binary"]}
 
 
 def choice_items(studies: QuerySet[Study] | list[Study]) -> list[ChoiceItem]:

@@ -321,3 +321,12 @@ def test_judge_numbers_carry_n_intervals_and_a_small_sample_note(researcher_clie
     assert report["leave_one_out"]["p1"]["ci95"] is not None
     html = researcher_client.get(reverse("annotate:report_agreement", args=[study.slug])).content.decode()
     assert "fewer than 30" in _text(html, "small-sample")
+
+
+def test_study_page_shows_the_agreement_pages_alpha_with_its_interval_and_n(researcher_client):
+    study = _majority_study()
+    report = study_agreement_report(study)
+    row = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).context["rounds"][0]
+    assert row["alpha"] == report["alpha"]["binary"] and row["alpha"] is not None
+    assert row["alpha_ci95"] == report["alpha_ci95"]["binary"] and row["alpha_ci95"] is not None
+    assert row["alpha_n"] == report["alpha_details"]["binary"]["n_units"] == 6
