@@ -12,6 +12,6 @@ class CoscriptConfig(AppConfig):
         from llm.runs import job_owner, job_owner_register
 
         job_owner_register(job_owner(
-            "coscript:", CoScriptRun.objects.get, noun="CoScript run",
+            "coscript:", CoScriptRun, noun="CoScript run",
             resume=lambda run: services.coscript_run_resume(run=run),
             retry_failed=lambda run: services.coscript_run_retry_failed(run=run)))

@@ -12,6 +12,6 @@ class GoalstepConfig(AppConfig):
         from llm.runs import job_owner, job_owner_register
 
         job_owner_register(job_owner(
-            "goalstep-evaluation:", TaskEvaluation.objects.get, noun="goal-step evaluation",
+            "goalstep-evaluation:", TaskEvaluation, noun="goal-step evaluation",
             resume=lambda evaluation: services.task_evaluation_resume(evaluation=evaluation),
             retry_failed=lambda evaluation: services.task_evaluation_retry_failed(evaluation=evaluation)))

@@ -19,9 +19,9 @@ class JudgingConfig(AppConfig):
         for prefix, model, noun in (("generation-run:", GenerationRun, "generation run"),
                                     ("judge-run:", JudgeRun, "judge run")):
             job_owner_register(job_owner(
-                prefix, model.objects.get, noun=noun, resume=lambda run: services.run_resume(run=run),
+                prefix, model, noun=noun, resume=lambda run: services.run_resume(run=run),
                 retry_failed=lambda run: services.run_retry_failed(run=run)))
         job_owner_register(job_owner(
-            "components-run:", ComponentsRun.objects.get, noun="components run",
+            "components-run:", ComponentsRun, noun="components run",
             resume=lambda run: score_services.components_run_resume(run=run),
             retry_failed=lambda run: score_services.components_run_retry_failed(run=run)))

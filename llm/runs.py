@@ -236,12 +236,12 @@ class JobOwner:
 _OWNERS: list[JobOwner] = []
 
 
-def job_owner(prefix: str, load: Callable[[int], Any], *, resume: Callable[[Any], Any],
+def job_owner(prefix: str, model: type, *, resume: Callable[[Any], Any],
               retry_failed: Callable[[Any], int], noun: str) -> JobOwner:
-    """An owner whose jobs are labelled ``<prefix><run id>[:...]``; ``load`` fetches the run."""
+    """An owner whose jobs are labelled ``<prefix><run id>[:...]``, runs of ``model``."""
 
     def run_of(job: LLMJob):
-        return load(int(job.run[len(prefix):].split(":")[0]))
+        return model.objects.get(pk=int(job.run[len(prefix):].split(":")[0]))
 
     return JobOwner(prefix=prefix, resume=lambda job: resume(run_of(job)),
                     retry_failed=lambda job: retry_failed(run_of(job)), describe=lambda job: f"{noun} {run_of(job)}")

@@ -12,6 +12,6 @@ class MiningConfig(AppConfig):
         from mining.models import MiningRun
 
         job_owner_register(job_owner(
-            "mining-run:", MiningRun.objects.get, noun="mining run",
+            "mining-run:", MiningRun, noun="mining run",
             resume=lambda run: run_services.mining_run_resume(run=run),
             retry_failed=lambda run: run_services.mining_run_retry_failures(run=run)))

@@ -38,7 +38,18 @@ class Status:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Responder = Callable[[dict[str, Any]], "Reply | Status"]
+@dataclass
+class Raw:
+    """Any answer at all, byte for byte: an HTML error page with status 200, ``[]``,
+    ``{"choices": [null]}``, ... (a server that misbehaves)."""
+
+    body: bytes | str
+    code: int = 200
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Responder = Callable[[dict[str, Any]], "Reply | Status | Raw"]
 
 
 def last_user_message(body: dict[str, Any]) -> str:
@@ -231,6 +242,16 @@ class ScriptedLLM:
                         return self._send(400, {"error": {"message": "response_format json_schema is not supported",
                                                           "type": "invalid_request_error"}})
                     reply = scripted._answer(body)
+                    if isinstance(reply, Raw):
+                        data = reply.body.encode() if isinstance(reply.body, str) else reply.body
+                        self.send_response(reply.code)
+                        self.send_header("Content-Type", reply.content_type)
+                        self.send_header("Content-Length", str(len(data)))
+                        for name, value in reply.headers.items():
+                            self.send_header(name, value)
+                        self.end_headers()
+                        self.wfile.write(data)
+                        return None
                     if isinstance(reply, Status):
                         return self._send(reply.code, {"error": {"message": reply.message}}, reply.headers)
                     return self._send(200, scripted.completion_body(body, reply))

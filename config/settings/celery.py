@@ -26,6 +26,13 @@ def celery_settings() -> dict:
         "CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP": True,
         "CELERY_BROKER_TRANSPORT_OPTIONS": {},
     }
+    if broker_url.startswith(("redis://", "rediss://", "sqs://")):
+        # A task not acknowledged within this time is delivered again. It is far longer than
+        # an LLM job's claim (LLM_JOB_LEASE_SECONDS, renewed every second while the job
+        # runs), so a redelivered task finds a live job claimed and leaves it alone, and a
+        # killed worker's job (its claim long expired) is taken over.
+        settings["CELERY_BROKER_TRANSPORT_OPTIONS"] = {
+            "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 4 * 3600)}
     if broker_url.startswith("filesystem://"):
         queue = local / "celery" / "queue"
         processed = local / "celery" / "processed"
