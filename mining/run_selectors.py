@@ -13,8 +13,10 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
+from llm.constants import OUTCOMES
 from llm.models import LedgerEntry
-from mining.models import CandidateStatus, MiningCandidate, MiningRun, StageResult
+from llm.runs import ledger_run_counts, run_state
+from mining.models import CandidateStatus, MiningCandidate, MiningRun, MiningRunStatus, StageResult
 from mining.run_estimates import cost_projection, eta_estimate
 from mining.stages import LLM_STAGES, PASSED, PIPELINE, REJECTED, reason_code
 
@@ -30,7 +32,40 @@ def mining_run_list() -> QuerySet[MiningRun]:
     return MiningRun.objects.select_related("corpus").annotate(
         n_candidates=Count("candidates", distinct=True),
         n_passed=Count("candidates", filter=Q(candidates__status=CandidateStatus.PASSED), distinct=True),
+        n_failed=Count("candidates", filter=Q(candidates__status=CandidateStatus.FAILED), distinct=True),
     ).order_by("-id")
+
+
+def mining_run_state(run: MiningRun, *, counts: tuple[dict[str, int], list] | None = None,
+                     n_failed_documents: int | None = None) -> dict[str, Any]:
+    """The run's state as every run shows it (llm/runs.py run_state; the page, the run list,
+    the API and ``mine_run --status``): its status, its requests in the ledger per outcome
+    with the most frequent errors, those waiting for a retry, the circuit breaker's record
+    and why it stopped. *Retry failed* walks the failed documents again (re-asking their
+    failed requests), so it is offered when the run has stopped with failed documents.
+    ``counts``: precomputed outcome counts (the run list counts every run in one query)."""
+    if n_failed_documents is None:
+        n_failed_documents = MiningCandidate.objects.filter(run=run, status=CandidateStatus.FAILED).count()
+    stopped = run.status not in (MiningRunStatus.PENDING, MiningRunStatus.RUNNING, MiningRunStatus.CANCELLED)
+    return run_state(status=run.status, counts=counts or ledger_run_counts(run.ledger_run), retrying=run.n_retrying,
+                     breaker=run.breaker, reason=run.pause_reason or run.error,
+                     extra={"id": f"mining-run-{run.pk}", "n_failed_documents": n_failed_documents,
+                            "can_retry_failed": stopped and n_failed_documents > 0})
+
+
+def mining_run_list_states() -> list[MiningRun]:
+    """The run list, each run with its ``state``; the outcome counts of every run come from
+    one grouped query (no error messages: the run page lists those)."""
+    runs = list(mining_run_list())
+    by_label: dict[str, Counter] = defaultdict(Counter)
+    for label, outcome, n in (LedgerEntry.objects.filter(run__in=[run.ledger_run for run in runs]).order_by()
+                              .values_list("run", "outcome").annotate(n=Count("id"))):
+        by_label[label][outcome] = n
+    for run in runs:
+        counts = by_label[run.ledger_run]
+        run.state = mining_run_state(run, counts=({**{o: counts[o] for o in OUTCOMES}, "pending": 0}, []),
+                                     n_failed_documents=run.n_failed)
+    return runs
 
 
 def _planned_per_topic(run: MiningRun, topic_ids: list[int], per_topic_status: dict[int, Counter]) -> dict[int, int]:

@@ -15,7 +15,8 @@ from mining.charts import mining_funnel_chart
 from mining.forms import DEFAULT_RUN_CONFIG, MiningRunForm
 from mining.models import CandidateStatus, MiningRun
 from mining.run_selectors import (
-    mining_candidate_get, mining_candidate_list, mining_run_list, mining_run_progress, stage_result_list,
+    mining_candidate_get, mining_candidate_list, mining_run_list_states, mining_run_progress, mining_run_state,
+    stage_result_list,
 )
 from mining.run_services import (
     mining_run_cancel, mining_run_create, mining_run_pause, mining_run_resume, mining_run_retry_failures,
@@ -30,7 +31,7 @@ ACTIVE = ("pending", "running")
 @researcher_required
 def mining_run_index(request: HttpRequest) -> HttpResponse:
     form = MiningRunForm(initial={"config": DEFAULT_RUN_CONFIG}) if is_admin(request.user) else None
-    return render(request, "mining/run_list.html", {"runs": mining_run_list(), "form": form})
+    return render(request, "mining/run_list.html", {"runs": mining_run_list_states(), "form": form})
 
 
 @admin_required
@@ -38,13 +39,13 @@ def mining_run_index(request: HttpRequest) -> HttpResponse:
 def mining_run_launch(request: HttpRequest) -> HttpResponse:
     form = MiningRunForm(request.POST)
     if not form.is_valid():
-        return render(request, "mining/run_list.html", {"runs": mining_run_list(), "form": form}, status=400)
+        return render(request, "mining/run_list.html", {"runs": mining_run_list_states(), "form": form}, status=400)
     try:
         run = mining_run_create(config_text=form.cleaned_data["config"], source="the configuration",
                                 corpus_name=form.cleaned_data["corpus"].name, created_by=request.user.get_username())
     except RunConfigError as exc:
         form.add_error("config", str(exc))
-        return render(request, "mining/run_list.html", {"runs": mining_run_list(), "form": form}, status=400)
+        return render(request, "mining/run_list.html", {"runs": mining_run_list_states(), "form": form}, status=400)
     messages.success(request, f"Mining run {run.name!r} started.")
     return redirect("mining_run_detail", pk=run.pk)
 
@@ -54,7 +55,7 @@ def mining_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(MiningRun.objects.select_related("corpus"), pk=pk)
     progress = mining_run_progress(run)
     return render(request, "mining/run_detail.html", {
-        "run": run, "progress": progress, "active": run.status in ACTIVE,
+        "run": run, "progress": progress, "state": mining_run_state(run), "active": run.status in ACTIVE,
         "chart": mining_funnel_chart(progress["funnel"], progress["totals"]["sampled"]),
         "stage_form": MiningRunForm(initial={"corpus": run.corpus, "config": run.config.get("source_text", "")}),
     })

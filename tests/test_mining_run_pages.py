@@ -45,7 +45,7 @@ def test_admin_launches_a_run_and_reads_its_live_page(miner, corpus, admin_clien
     page = admin_client_.get(reverse("mining_run_detail", args=[run.pk])).content.decode()
     assert 'id="mining-funnel"' in page and 'id="funnel-table"' in page
     assert 'id="total-procedures">6<' in page and ">1</a>" in page  # one rejected, one failed
-    assert "excluded" in page and "Retry 1 failed" in page
+    assert "excluded" in page and "Retry failed (1)" in page
     documents = admin_client_.get(reverse("mining_run_documents", args=[run.pk])).content.decode()
     assert "d6" in documents and "d7" not in documents  # rejected ones by default; the failure is not a rejection
     failed = admin_client_.get(reverse("mining_run_documents", args=[run.pk]) + "?status=failed").content.decode()

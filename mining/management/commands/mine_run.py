@@ -1,4 +1,5 @@
-"""Start a How2Mine run from a YAML file, change a run's stages, or show a run's progress."""
+"""Start a How2Mine run from a YAML file, change a run's stages, show a run's state and
+progress, or retry its failed documents."""
 from __future__ import annotations
 
 import json
@@ -10,31 +11,45 @@ from django.core.management.base import BaseCommand, CommandError
 from core.run_configs import RunConfigError, config_read
 from mining.models import MiningRun
 from mining.run_configs import mining_config_parse
-from mining.run_selectors import mining_run_progress
-from mining.run_services import mining_run_create, mining_run_update_stages
+from llm.runs import run_state_json
+from mining.run_selectors import mining_run_progress, mining_run_state
+from mining.run_services import mining_run_create, mining_run_retry_failures, mining_run_update_stages
 from mining.runner import mining_run_execute
 
 
 class Command(BaseCommand):
     help = ("mine_run --corpus NAME --config FILE.yaml [--wait]: start a run, or, when a run of that name exists, "
-            "apply the file's changed stages to it and re-run only what changed; mine_run --status NAME")
+            "apply the file's changed stages to it and re-run only what changed; mine_run --status NAME; "
+            "mine_run --retry NAME [--wait]")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--corpus", help="the corpus to sample documents from (or the file's corpus key)")
         parser.add_argument("--config", help="the run's YAML file")
         parser.add_argument("--wait", action="store_true",
                             help="run in this process until done instead of handing it to Celery workers")
-        parser.add_argument("--status", metavar="NAME", help="print a run's progress as JSON")
+        parser.add_argument("--status", metavar="NAME",
+                            help="print a run's state (status, requests per outcome, top errors) and progress as JSON")
+        parser.add_argument("--retry", metavar="NAME",
+                            help="Retry failed: walk the run's failed documents again, asking their failed "
+                                 "requests again (and nothing else)")
 
     def handle(self, *args, **options) -> None:
         if options["status"]:
-            run = MiningRun.objects.filter(name=options["status"]).first()
-            if run is None:
-                raise CommandError(f"no mining run named {options['status']!r}")
-            self.stdout.write(json.dumps(mining_run_progress(run), indent=2, default=str))
+            self._status(self._run(options["status"]))
+            return
+        if options["retry"]:
+            run = self._run(options["retry"])
+            try:
+                n = mining_run_retry_failures(run=run, start=not options["wait"])
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(f"{run.name}: {n} failed document(s) queued again")
+            if options["wait"] and n:
+                self._execute(run)
+            self._status(run)
             return
         if not options["config"]:
-            raise CommandError("give --config FILE.yaml (or --status NAME)")
+            raise CommandError("give --config FILE.yaml (or --status NAME, or --retry NAME)")
         source = options["config"]
         try:
             text = config_read(source)
@@ -58,9 +73,31 @@ class Command(BaseCommand):
         except (RunConfigError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         if options["wait"]:
-            outcome = mining_run_execute(run_id=run.pk)
-            while outcome.startswith("waiting") and outcome != "waiting for other workers":
-                time.sleep(settings.LLM_BATCH_POLL_SECONDS)
-                outcome = mining_run_execute(run_id=run.pk)
-            self.stdout.write(f"finished: {outcome}")
+            self._execute(run)
             self.stdout.write(json.dumps(mining_run_progress(run)["totals"], default=str))
+
+    @staticmethod
+    def _run(name: str) -> MiningRun:
+        run = MiningRun.objects.filter(name=name).first()
+        if run is None:
+            raise CommandError(f"no mining run named {name!r}")
+        return run
+
+    def _execute(self, run: MiningRun) -> None:
+        """Run in this process until done (polling Batch API jobs)."""
+        outcome = mining_run_execute(run_id=run.pk)
+        while outcome.startswith("waiting") and outcome != "waiting for other workers":
+            time.sleep(settings.LLM_BATCH_POLL_SECONDS)
+            outcome = mining_run_execute(run_id=run.pk)
+        run.refresh_from_db()
+        self.stdout.write(f"finished: {outcome} ({run.status})")
+
+    def _status(self, run: MiningRun) -> None:
+        """The run's state (keys ``status`` and ``outcomes``: requests per outcome, from the
+        ledger), then its progress; the stage results' own counts are ``stage_outcomes``."""
+        run.refresh_from_db()
+        progress = mining_run_progress(run)
+        state = {"name": run.name, **run_state_json(mining_run_state(run)),
+                 **{k: v for k, v in progress.items() if k not in ("run", "status", "outcomes")},
+                 "stage_outcomes": progress["outcomes"]}
+        self.stdout.write(json.dumps(state, indent=2, default=str))
