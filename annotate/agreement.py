@@ -868,6 +868,21 @@ def bootstrap_mean_interval(
     return _percentile_interval(np.concatenate(means))
 
 
+def bootstrap_share_interval(
+    successes: int, n: int, *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: SeedLike = 0
+) -> list[float] | None:
+    """95 % percentile bootstrap interval of a share of 0/1 outcomes (``successes`` of
+    ``n`` items), resampling the n items with replacement ``bootstrap`` times. For 0/1 values
+    the resampled share is exactly Binomial(n, successes / n) / n, so it is drawn directly:
+    the same interval as ``bootstrap_mean_interval`` in distribution, at a cost that does not
+    grow with n. ``None`` when n is 0 or ``bootstrap`` is 0."""
+    _check_bootstrap(bootstrap)
+    if n == 0 or bootstrap == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    return _percentile_interval(rng.binomial(n, successes / n, size=bootstrap) / n)
+
+
 def _rate(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None
 
@@ -972,8 +987,10 @@ def judge_agreement(
         "n_has_failure": len(on_has),
         "n_no_failure": len(on_no),
         "ci95": bootstrap_mean_interval(matches, bootstrap=bootstrap, seed=seed),
-        "ci95_has_failure": bootstrap_mean_interval(on_has, bootstrap=bootstrap, seed=_sub_seed(seed, HAS_FAILURE)),
-        "ci95_no_failure": bootstrap_mean_interval(on_no, bootstrap=bootstrap, seed=_sub_seed(seed, NO_FAILURE)),
+        "ci95_has_failure": bootstrap_share_interval(int(sum(on_has)), len(on_has), bootstrap=bootstrap,
+                                                     seed=_sub_seed(seed, HAS_FAILURE)),
+        "ci95_no_failure": bootstrap_share_interval(int(sum(on_no)), len(on_no), bootstrap=bootstrap,
+                                                    seed=_sub_seed(seed, NO_FAILURE)),
         "cohen_kappa_ci95": kappa_interval(human, judge, bootstrap=bootstrap, seed=_sub_seed(seed, "kappa")),
         "confusion": _confusion(human, judge),
         "n_judged": len(judge_labels),
@@ -1025,8 +1042,8 @@ def leave_one_out_agreement(
     return {
         annotator: {
             "agreement": _rate(int(sum(entry["matches"])), len(entry["matches"])),
-            "ci95": bootstrap_mean_interval(entry["matches"], bootstrap=bootstrap,
-                                            seed=_seed_sequence(seed, "leave_one_out", annotator)),
+            "ci95": bootstrap_share_interval(int(sum(entry["matches"])), len(entry["matches"]), bootstrap=bootstrap,
+                                             seed=_seed_sequence(seed, "leave_one_out", annotator)),
             "n": len(entry["matches"]),
             "n_items": entry["n_items"],
             "n_others_tie": entry["tie"],
@@ -1078,8 +1095,8 @@ def pairwise_agreement(
         result[key] = {
             "raters": [a, b],
             "agreement": _rate(sum(1 for x, y in shared if x == y), len(shared)),
-            "ci95": bootstrap_mean_interval([1.0 if x == y else 0.0 for x, y in shared], bootstrap=bootstrap,
-                                            seed=_seed_sequence(seed, "pair", key)),
+            "ci95": bootstrap_share_interval(sum(1 for x, y in shared if x == y), len(shared), bootstrap=bootstrap,
+                                             seed=_seed_sequence(seed, "pair", key)),
             "cohen_kappa": cohen_kappa(left, right),
             "n": len(shared),
         }

@@ -20,6 +20,8 @@ from annotate.agreement import (
     JudgmentRow,
     agreement_report,
     human_majority,
+    bootstrap_mean_interval,
+    bootstrap_share_interval,
     judge_agreement,
     sample_size_note,
 )
@@ -330,3 +332,13 @@ def test_study_page_shows_the_agreement_pages_alpha_with_its_interval_and_n(rese
     assert row["alpha"] == report["alpha"]["binary"] and row["alpha"] is not None
     assert row["alpha_ci95"] == report["alpha_ci95"]["binary"] and row["alpha_ci95"] is not None
     assert row["alpha_n"] == report["alpha_details"]["binary"]["n_units"] == 6
+
+
+def test_share_interval_is_the_item_bootstrap_of_a_share_of_0_1_outcomes():
+    for successes, n in ((7, 20), (45, 50), (3, 3)):
+        values = [1.0] * successes + [0.0] * (n - successes)
+        by_items = bootstrap_mean_interval(values, bootstrap=20000, seed=1)
+        direct = bootstrap_share_interval(successes, n, bootstrap=20000, seed=1)
+        assert direct == pytest.approx(by_items, abs=0.051), (successes, n)
+    assert bootstrap_share_interval(0, 0, bootstrap=100) is None
+    assert bootstrap_share_interval(3, 4, bootstrap=0) is None
