@@ -1,10 +1,16 @@
-"""REST API for topics and procedures (read-only; researchers and admins)."""
+"""REST API for topics, procedures and mining runs (read-only; researchers and admins)."""
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, viewsets
 
-from mining.models import Procedure, Split, Topic
+from llm.runs import run_state_json
+from mining.models import MiningRun, Procedure, Split, Topic
+from mining.run_selectors import mining_run_list, mining_run_state
 from mining.selectors import procedure_list, topic_list
 
 
@@ -58,3 +64,64 @@ class ProcedureViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return procedure_list()
+
+
+class MiningRunSerializer(serializers.ModelSerializer):
+    """A mining run with its state as every run reports it (llm/runs.py: status, requests
+    per outcome from the ledger, the most frequent errors, why it stopped, the breaker)."""
+
+    corpus = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    outcomes = serializers.SerializerMethodField(help_text="Requests per outcome: ok, parse_failed, truncated, "
+                                                           "refused, api_error, pending, retrying.")
+    n_failed = serializers.SerializerMethodField(help_text="Requests without an ok answer.")
+    top_errors = serializers.SerializerMethodField(help_text="The most frequent errors: [{error, n}].")
+    reason = serializers.SerializerMethodField(help_text="Why the run paused or failed.")
+    breaker = serializers.SerializerMethodField(help_text="The circuit breaker's record when it paused the run "
+                                                          "(endpoint, since, last_error, reason); {} otherwise.")
+    documents = serializers.IntegerField(source="n_candidates", read_only=True, help_text="Documents sampled.")
+    procedures = serializers.IntegerField(source="n_passed", read_only=True)
+    failed_documents = serializers.IntegerField(source="n_failed", read_only=True,
+                                                help_text="Documents whose stage call had no usable answer.")
+
+    class Meta:
+        model = MiningRun
+        fields = ["id", "name", "corpus", "status", "outcomes", "n_failed", "top_errors", "reason", "breaker",
+                  "documents", "procedures", "failed_documents", "executor", "created_by", "created_at",
+                  "started_at", "finished_at"]
+
+    def _state(self, run: MiningRun) -> dict[str, Any]:
+        if not hasattr(run, "state_json"):
+            run.state_json = run_state_json(mining_run_state(run, n_failed_documents=run.n_failed))
+        return run.state_json
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_outcomes(self, run: MiningRun) -> dict[str, int]:
+        return self._state(run)["outcomes"]
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_n_failed(self, run: MiningRun) -> int:
+        return self._state(run)["n_failed"]
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_top_errors(self, run: MiningRun) -> list[dict[str, Any]]:
+        return self._state(run)["top_errors"]
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_reason(self, run: MiningRun) -> str:
+        return self._state(run)["reason"]
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_breaker(self, run: MiningRun) -> dict[str, Any]:
+        return self._state(run)["breaker"]
+
+
+class MiningRunViewSet(viewsets.ReadOnlyModelViewSet):
+    """Mining runs, newest first, each with its state (docs/mining.md, "Run states")."""
+
+    serializer_class = MiningRunSerializer
+    filterset_fields = ["status"]
+    search_fields = ["name"]
+    ordering_fields = ["id", "created_at"]
+
+    def get_queryset(self):
+        return mining_run_list()
