@@ -9,6 +9,7 @@ from goalstep.answers import AccuracyTally
 from goalstep.constants import PAPER_HUMAN_ACCURACY, PAPER_ROBERTA_ACCURACY, TASKS
 from goalstep.models import TaskEvaluation, TaskSet
 from goalstep.validation import human_accuracy
+from llm.runs import owned_run_state
 
 
 def task_set_list(*, task: str | None = None) -> QuerySet[TaskSet]:
@@ -30,6 +31,13 @@ def task_evaluation_accuracy(evaluation: TaskEvaluation) -> dict[str, Any]:
     return result
 
 
+def task_evaluation_state(evaluation: TaskEvaluation, *, live: bool = True) -> dict[str, Any]:
+    """The evaluation's state as every run shows it (llm/runs.py): status, requests per
+    outcome, top errors, why it stopped. ``live=False`` (lists): the counts its LLM job stored
+    when it last stopped, without error messages."""
+    return owned_run_state(evaluation, live=live, id=f"evaluation-{evaluation.pk}")
+
+
 def leaderboard(task: str, *, task_set_id: int | None = None) -> dict[str, Any]:
     """The evaluations of one task set of ``task`` (the chosen one, else the newest with an
     evaluation, else the newest), best first, with the paper's figures and the human accuracy
@@ -44,6 +52,7 @@ def leaderboard(task: str, *, task_set_id: int | None = None) -> dict[str, Any]:
     if chosen is not None:
         for evaluation in chosen.evaluations.select_related("language_model", "llm_job"):
             rows.append({"evaluation": evaluation, "model": evaluation.language_model.name,
+                         "state": task_evaluation_state(evaluation, live=False),
                          **task_evaluation_accuracy(evaluation)})
     rows.sort(key=lambda r: (r["accuracy"] is None, -(r["accuracy"] or 0.0), r["model"]))
     topics = sorted({topic for row in rows for topic in row["by_topic"]})

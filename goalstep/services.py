@@ -145,10 +145,11 @@ def _evaluation_enqueue(evaluation: TaskEvaluation):
     return lambda: transaction.on_commit(lambda: task_evaluation_execute_task.delay(evaluation.pk))
 
 
-def task_evaluation_retry_failed(*, evaluation: TaskEvaluation) -> int:
-    """*Retry failed* of a goal-step evaluation: exactly its requests without an ``ok`` answer."""
+def task_evaluation_retry_failed(*, evaluation: TaskEvaluation, start: bool = True) -> int:
+    """*Retry failed* of a goal-step evaluation: exactly its requests without an ``ok`` answer.
+    ``start``: hand it to a Celery worker (else the caller executes it, as the command does)."""
     return owned_run_retry_failed(
-        evaluation, enqueue=_evaluation_enqueue(evaluation),
+        evaluation, enqueue=_evaluation_enqueue(evaluation) if start else (lambda: None),
         discard_unusable=lambda e: e.predictions.exclude(outcome__in=["ok", "unparseable"]).delete()[0])
 
 

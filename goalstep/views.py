@@ -1,9 +1,10 @@
-"""Pages of the goal-step app: task sets with their build reports, a leaderboard per task,
-and (admins) starting an evaluation."""
+"""Pages of the goal-step app: task sets with their build reports, a leaderboard per task
+(each evaluation with its run state), and (admins) starting an evaluation, resuming it and
+retrying its failed requests."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -12,9 +13,9 @@ from core.permissions import admin_required, researcher_required
 from goalstep.constants import TASKS
 from goalstep.forms import TaskEvaluationForm
 from goalstep.items import report_lines
-from goalstep.models import TaskSet
+from goalstep.models import TaskEvaluation, TaskSet
 from goalstep.selectors import leaderboard, task_set_list
-from goalstep.services import task_evaluation_create
+from goalstep.services import task_evaluation_create, task_evaluation_resume, task_evaluation_retry_failed
 from judging.prompts import PromptError
 from llm.endpoints import EndpointNotConfigured
 
@@ -61,4 +62,25 @@ def evaluation_launch(request: HttpRequest) -> HttpResponse:
     else:
         messages.success(request, f"Evaluation of {data['language_model'].name} started.")
     task_set = data["task_set"]
+    return redirect(f"{reverse('goalstep_leaderboard', args=[task_set.task])}?set={task_set.pk}")
+
+
+@admin_required
+@require_POST
+def evaluation_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    """*Retry failed* (exactly the requests without an ok answer) or *Resume* (a paused or
+    failed evaluation) of one evaluation; back to its leaderboard."""
+    actions = {"retry": task_evaluation_retry_failed, "resume": task_evaluation_resume}
+    if action not in actions:
+        return HttpResponseBadRequest("unknown action: retry or resume")
+    evaluation = get_object_or_404(TaskEvaluation.objects.select_related("llm_job", "task_set", "language_model"),
+                                   pk=pk)
+    try:
+        n = actions[action](evaluation=evaluation)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{evaluation}: {n} failed request(s) will be asked again." if action == "retry"
+                         else f"{evaluation}: resume requested.")
+    task_set = evaluation.task_set
     return redirect(f"{reverse('goalstep_leaderboard', args=[task_set.task])}?set={task_set.pk}")

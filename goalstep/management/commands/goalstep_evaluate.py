@@ -1,25 +1,50 @@
+import json
+
 from django.core.management.base import BaseCommand, CommandError
 
-from goalstep.models import TaskSet
-from goalstep.selectors import task_evaluation_accuracy
-from goalstep.services import task_evaluation_create, task_evaluation_execute
+from goalstep.models import TaskEvaluation, TaskSet
+from goalstep.selectors import task_evaluation_accuracy, task_evaluation_state
+from goalstep.services import task_evaluation_create, task_evaluation_execute, task_evaluation_retry_failed
 from judging.models import LanguageModel
 from judging.prompts import PromptError
 from llm.constants import EXECUTORS
 from llm.endpoints import EndpointNotConfigured
+from llm.runs import run_state_json
 
 
 class Command(BaseCommand):
-    help = "Evaluate a registered model on a stored goal-step task set through the LLM layer and print its accuracy."
+    help = ("Evaluate a registered model on a stored goal-step task set through the LLM layer and print its accuracy "
+            "(--task-set ID --model NAME); print an evaluation's state as JSON (--status ID); or ask its failed "
+            "requests again (--retry ID).")
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--task-set", type=int, required=True, help="task set id (printed by goalstep_build)")
-        parser.add_argument("--model", required=True, help="a registered model's name (judging LanguageModel)")
+        parser.add_argument("--task-set", type=int, help="task set id (printed by goalstep_build)")
+        parser.add_argument("--model", help="a registered model's name (judging LanguageModel)")
         parser.add_argument("--prompt", help="prompt file (default: goalstep/prompts/<task>.txt)")
         parser.add_argument("--executor", choices=EXECUTORS, default="online")
         parser.add_argument("--concurrency", type=int, default=16)
+        parser.add_argument("--status", type=int, metavar="ID",
+                            help="print an evaluation's state (status, requests per outcome, top errors) as JSON")
+        parser.add_argument("--retry", type=int, metavar="ID",
+                            help="Retry failed: ask exactly the evaluation's requests without an ok answer again, "
+                                 "in this process, then print its accuracy and state")
 
     def handle(self, *args, **options) -> None:
+        if options["status"] is not None:
+            self._status(self._evaluation(options["status"]))
+            return
+        if options["retry"] is not None:
+            evaluation = self._evaluation(options["retry"])
+            try:
+                n = task_evaluation_retry_failed(evaluation=evaluation, start=False)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(f"evaluation {evaluation.pk}: {n} failed request(s) to ask again")
+            self._report(evaluation, task_evaluation_execute(evaluation_id=evaluation.pk))
+            self._status(evaluation)
+            return
+        if options["task_set"] is None or not options["model"]:
+            raise CommandError("give --task-set ID and --model NAME (or --status ID, or --retry ID)")
         task_set = TaskSet.objects.filter(pk=options["task_set"]).first()
         if task_set is None:
             raise CommandError(f"no task set {options['task_set']}")
@@ -32,13 +57,29 @@ class Command(BaseCommand):
                 executor=options["executor"], concurrency=options["concurrency"], start=False)
         except (ValueError, PromptError, EndpointNotConfigured) as exc:
             raise CommandError(str(exc)) from exc
-        outcome = task_evaluation_execute(evaluation_id=evaluation.pk)
+        self._report(evaluation, task_evaluation_execute(evaluation_id=evaluation.pk))
+
+    @staticmethod
+    def _evaluation(pk: int) -> TaskEvaluation:
+        evaluation = TaskEvaluation.objects.select_related("llm_job", "task_set", "language_model").filter(pk=pk).first()
+        if evaluation is None:
+            raise CommandError(f"no goal-step evaluation {pk}")
+        return evaluation
+
+    def _report(self, evaluation: TaskEvaluation, outcome: str) -> None:
         evaluation.refresh_from_db()
+        task_set, language_model = evaluation.task_set, evaluation.language_model
         result = task_evaluation_accuracy(evaluation)
         accuracy = "—" if result["accuracy"] is None else f"{result['accuracy']:.3f}"
         self.stdout.write(
-            f"evaluation {evaluation.pk} ({outcome}): {language_model.name} on task set {task_set.pk} "
-            f"({task_set.task}): accuracy {accuracy} = {result['correct']} / {result['answered']} answered, "
-            f"{result['unparseable']} unparseable, {result['n_items']} items")
+            f"evaluation {evaluation.pk} ({outcome}, {evaluation.status}): {language_model.name} on task set "
+            f"{task_set.pk} ({task_set.task}): accuracy {accuracy} = {result['correct']} / {result['answered']} "
+            f"answered, {result['unparseable']} unparseable, {result['n_items']} items")
         for topic, row in result["by_topic"].items():
             self.stdout.write(f"  {topic}: {row['accuracy']:.3f} ({row['correct']} / {row['answered']})")
+
+    def _status(self, evaluation: TaskEvaluation) -> None:
+        evaluation.refresh_from_db()
+        state = run_state_json(task_evaluation_state(evaluation))
+        self.stdout.write(json.dumps({**state, "evaluation": evaluation.pk, "task_set": evaluation.task_set_id,
+                                      "model": evaluation.language_model.name}, indent=2))
