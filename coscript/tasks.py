@@ -1,5 +1,4 @@
 from celery import shared_task
-from django.conf import settings
 
 
 def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
@@ -13,8 +12,10 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
 def coscript_run_execute_task(self, run_id: int) -> str:
     """Advance a CoScript run; a Batch API job that is still waiting is polled again later."""
     from coscript.services import coscript_run_execute
+    from llm.services import poll_countdown
 
     outcome = coscript_run_execute(run_id=run_id)
-    if outcome.startswith("waiting"):
-        self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    countdown = poll_countdown(outcome)
+    if countdown is not None:
+        self.apply_async(args=[run_id], countdown=countdown)
     return outcome

@@ -1,5 +1,4 @@
 from celery import shared_task
-from django.conf import settings
 
 
 def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
@@ -12,8 +11,10 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
 @shared_task(bind=True, name="goalstep.task_evaluation_execute", on_failure=_mark_failed)
 def task_evaluation_execute_task(self, evaluation_id: int) -> str:
     from goalstep.services import task_evaluation_execute
+    from llm.services import poll_countdown
 
     outcome = task_evaluation_execute(evaluation_id=evaluation_id)
-    if outcome.startswith("waiting"):  # Batch API: come back later
-        self.apply_async(args=[evaluation_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    countdown = poll_countdown(outcome)
+    if countdown is not None:  # Batch API, or another task holds the job: come back later
+        self.apply_async(args=[evaluation_id], countdown=countdown)
     return outcome

@@ -1,5 +1,4 @@
 from celery import shared_task
-from django.conf import settings
 
 
 def _mark_failed(model_name: str):
@@ -14,9 +13,12 @@ def _mark_failed(model_name: str):
 
 def _execute(task, execute, run_id: int) -> str:
     """Run a run's service; a Batch API job that is still waiting is polled again later."""
+    from llm.services import poll_countdown
+
     outcome = execute(run_id=run_id)
-    if outcome.startswith("waiting"):
-        task.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    countdown = poll_countdown(outcome)
+    if countdown is not None:
+        task.apply_async(args=[run_id], countdown=countdown)
     return outcome
 
 

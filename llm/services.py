@@ -19,6 +19,21 @@ from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_from_overrid
 from llm.models import FINISHED, BatchJob, LedgerEntry, LLMJob
 
 ACTIVE = (LLMJob.Status.PENDING, LLMJob.Status.RUNNING)
+# What a task finds when another task holds the job: it comes back after a lease, when a
+# killed holder's claim has run out (and finds the job finished if the holder was alive).
+CLAIMED = "waiting: claimed by another worker"
+
+
+def poll_countdown(outcome: str) -> float | None:
+    """Seconds after which a run's task should come back, or None when it is finished:
+    a Batch API job still running, or a job another task holds."""
+    from django.conf import settings
+
+    if outcome == CLAIMED:
+        return settings.LLM_JOB_LEASE_SECONDS
+    if outcome.startswith("waiting"):
+        return settings.LLM_BATCH_POLL_SECONDS
+    return None
 
 
 def job_endpoint(job: LLMJob) -> Endpoint:
@@ -158,7 +173,7 @@ def llm_job_execute(*, job_id: int) -> str:
             return "gone"
         if status not in ACTIVE:
             return f"not active ({status})"
-        return "claimed by another worker"
+        return CLAIMED
     job = LLMJob.objects.get(pk=job_id)
     job.claim_token = token
     try:

@@ -15,11 +15,10 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
 def llm_job_execute_task(self, job_id: int) -> str:
     """Execute one LLM job (ids only; the job row holds the work). A Batch API job that is
     still waiting for its batches comes back after LLM_BATCH_POLL_SECONDS."""
-    from django.conf import settings
-
-    from llm.services import llm_job_execute
+    from llm.services import llm_job_execute, poll_countdown
 
     outcome = llm_job_execute(job_id=job_id)
-    if outcome.startswith("waiting"):
-        self.apply_async(args=[job_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+    countdown = poll_countdown(outcome)
+    if countdown is not None:
+        self.apply_async(args=[job_id], countdown=countdown)
     return outcome

@@ -44,8 +44,10 @@ def _point_role_at(settings, server: ScriptedLLM) -> dict[str, str]:
     roles["llm_filter"] = {"base_url": server.base_url, "api_key": "sk-test", "model": "scripted-model",
                            "temperature": None, "max_tokens": None}
     settings.LLM_ROLES = roles
+    # A killed worker's claim on its job runs out after the lease; the resumed job's task
+    # comes back after one lease and takes the job over.
     return {"LLM_BASE_URL": server.base_url, "LLM_MODEL": "scripted-model", "LLM_API_KEY": "sk-test",
-            "DATABASE_URL": _database_url()}
+            "DATABASE_URL": _database_url(), "LLM_JOB_LEASE_SECONDS": "3"}
 
 
 def _wait(condition, timeout: float, what: str) -> None:

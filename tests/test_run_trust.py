@@ -218,7 +218,7 @@ def test_a_job_is_executed_by_one_task_at_a_time(quick):
         job = _job(server, quick)
         LLMJob.objects.filter(pk=job.pk).update(claimed_by="another-task",
                                                 claim_expires=timezone.now() + timezone.timedelta(seconds=60))
-        assert llm_job_execute(job_id=job.pk) == "claimed by another worker"
+        assert llm_job_execute(job_id=job.pk) == "waiting: claimed by another worker"
         assert server.chat_requests() == []
         # The holder died: its lease runs out and the job is taken over.
         LLMJob.objects.filter(pk=job.pk).update(claim_expires=timezone.now() - timezone.timedelta(seconds=1))
