@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from annotate import constants as C
+from judging.intervals import percentile_interval
 from mining.record_files import COMPRESSIONS, open_binary
 
 HAS_FAILURE = "has_failure"
@@ -50,7 +51,6 @@ AlphaKind = Literal["binary", "first_failure_location", "l2_step_sets_masi"]
 ALPHA_KINDS: tuple[AlphaKind, ...] = ("binary", "first_failure_location", "l2_step_sets_masi")
 
 DEFAULT_BOOTSTRAP = 1000
-CI_QUANTILES = (0.025, 0.975)  # 95 % percentile interval
 PAIR_SEPARATOR = "|"
 
 # The krippendorff package builds dense arrays of (units x values x values) floats. Above
@@ -746,13 +746,6 @@ def _bootstrap_counts(rng: np.random.Generator, n_units: int, size: int) -> npt.
     return np.bincount(flat, minlength=size * n_units).reshape(n_units, size).astype(np.float64)
 
 
-def _percentile_interval(values: npt.NDArray[np.float64]) -> list[float] | None:
-    if values.size == 0:
-        return None
-    low, high = np.quantile(values, CI_QUANTILES)
-    return [float(low), float(high)]
-
-
 @dataclass(frozen=True)
 class _ResampleIndex:
     """What the vectorised alpha of weighted units needs, computed once per matrix."""
@@ -829,7 +822,7 @@ def _alpha_bootstraps(
     for kind in usable:
         values = np.concatenate(alphas[kind])
         defined = ~np.isnan(values)
-        result[kind] = (_percentile_interval(values[defined]), int((~defined).sum()))
+        result[kind] = (percentile_interval(values[defined]), int((~defined).sum()))
     return result
 
 
@@ -865,7 +858,7 @@ def bootstrap_mean_interval(
         return None
     rng = np.random.default_rng(seed)
     means = [data[_draws(rng, data.size, size)].mean(axis=1) for size in _blocks(bootstrap, 2 * data.size)]
-    return _percentile_interval(np.concatenate(means))
+    return percentile_interval(np.concatenate(means))
 
 
 def bootstrap_share_interval(
@@ -880,7 +873,7 @@ def bootstrap_share_interval(
     if n == 0 or bootstrap == 0:
         return None
     rng = np.random.default_rng(seed)
-    return _percentile_interval(rng.binomial(n, successes / n, size=bootstrap) / n)
+    return percentile_interval(rng.binomial(n, successes / n, size=bootstrap) / n)
 
 
 def _rate(numerator: int, denominator: int) -> float | None:
@@ -946,7 +939,7 @@ def kappa_interval(
         p_e = p_x * p_y + (1.0 - p_x) * (1.0 - p_y)
         defined = p_e < 1.0
         values.append((p_o[defined] - p_e[defined]) / (1.0 - p_e[defined]))
-    return _percentile_interval(np.concatenate(values))
+    return percentile_interval(np.concatenate(values))
 
 
 def judge_agreement(
@@ -1175,7 +1168,7 @@ def calibrated_score(
             undefined += int((~defined).sum())
             corrected_b = (observed_b[defined] + tnr_b[defined] - 1.0) / youden[defined]
             values.append(np.clip(corrected_b, 0.0, 1.0))
-        interval = _percentile_interval(np.concatenate(values))
+        interval = percentile_interval(np.concatenate(values))
     if corrected is None:
         interval = None  # no interval around an undefined value
     return {

@@ -72,11 +72,11 @@ from annotate.agreement import (
     _FieldError,
     _name_field,
     _parse_lines,
-    _percentile_interval,
     _read,
     _seed_sequence,
     _type_name,
 )
+from judging.intervals import percentile_interval
 
 JUDGE_PREFIX = "judge:"
 
@@ -502,7 +502,7 @@ def metric_agreement_report(
             values = np.concatenate(draws[statistic]) if draws[statistic] else np.full(bootstrap if items else 0, np.nan)
             defined = ~np.isnan(values)
             undefined[statistic] = int((~defined).sum())
-            interval = _percentile_interval(values[defined]) if bootstrap > 0 and point is not None else None
+            interval = percentile_interval(values[defined]) if bootstrap > 0 and point is not None else None
             if statistic == "auc":
                 result["auc_ci95"] = interval
             elif statistic == "accuracy":
