@@ -18,6 +18,16 @@ def confirmed(request: HttpRequest) -> bool:
     return request.method == "POST" and request.POST.get(CONFIRM_FIELD) == CONFIRM_VALUE
 
 
+def refuse_unconfirmed(request: HttpRequest, *, what: str, back_url: str) -> HttpResponse | None:
+    """For a POST that cancels something: None when it carries the confirmation, otherwise
+    the confirmation page (400, nothing done)."""
+    if confirmed(request):
+        return None
+    return confirm_page(request, title=f"Cancel {what}?", question=f"Cancel {what}? Work in flight stops; what is "
+                        f"already answered is kept, and a cancelled run cannot be resumed.", action=request.path,
+                        confirm_label="Yes, cancel", back_url=back_url)
+
+
 def confirm_page(
     request: HttpRequest, *, title: str, question: str, action: str, confirm_label: str, back_url: str,
 ) -> HttpResponse:

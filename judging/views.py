@@ -4,8 +4,10 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from core.confirm import refuse_unconfirmed
 from core.permissions import admin_required, researcher_required
 from judging.charts import how2score_bars, topic_heatmap
 from judging.forms import GenerationRunForm, JudgeRunForm
@@ -189,6 +191,12 @@ def run_action(request: HttpRequest, kind: str, pk: int, action: str) -> HttpRes
     if model is None or action not in ("pause", "resume", "cancel", "retry"):
         return HttpResponseBadRequest("unknown run kind or action")
     run = get_object_or_404(model, pk=pk)
+    target = run.pk if kind == "generation" else run.generation_run_id
+    if action == "cancel":
+        refusal = refuse_unconfirmed(request, what=f"{kind} run {run.name}",
+                                     back_url=reverse("generation_run_detail", args=[target]))
+        if refusal is not None:
+            return refusal
     try:
         n = run_control(run=run, action=action)
     except ValueError as exc:

@@ -5,8 +5,10 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from core.confirm import refuse_unconfirmed
 from core.permissions import admin_required
 from llm.models import LedgerEntry, LLMJob
 from llm.selectors import endpoint_stats, job_list, ledger_filter_choices, ledger_list
@@ -30,6 +32,10 @@ def overview(request: HttpRequest) -> HttpResponse:
 def job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     job = get_object_or_404(LLMJob, pk=pk)
     owner = job_owner_for(job)  # a run's job is driven through its run, so the run stores the answers
+    if action == "cancel":
+        refusal = refuse_unconfirmed(request, what=f"LLM job {job.pk}", back_url=reverse("llm_overview"))
+        if refusal is not None:
+            return refusal
     try:
         if action == "pause":
             llm_job_pause(job=job)

@@ -6,8 +6,10 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from core.confirm import refuse_unconfirmed
 from core.permissions import admin_required, researcher_required
 from core.roles import is_admin
 from core.run_configs import RunConfigError
@@ -69,6 +71,10 @@ def mining_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
                "retry-failures": mining_run_retry_failures}
     if action not in actions:
         return HttpResponseBadRequest("unknown action")
+    if action == "cancel":
+        refusal = refuse_unconfirmed(request, what=f"mining run {run.name}", back_url=reverse("mining_run_detail", args=[run.pk]))
+        if refusal is not None:
+            return refusal
     try:
         result = actions[action](run=run)
     except ValueError as exc:

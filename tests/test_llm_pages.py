@@ -66,7 +66,10 @@ def test_pause_resume_and_cancel_from_the_page(admin_client_, settings):
     assert LLMJob.objects.get(pk=job.pk).status == "paused"
     admin_client_.post(reverse("llm_job_action", args=[job.pk, "resume"]))
     assert LLMJob.objects.get(pk=job.pk).status == "pending"
-    admin_client_.post(reverse("llm_job_action", args=[job.pk, "cancel"]))
+    refused = admin_client_.post(reverse("llm_job_action", args=[job.pk, "cancel"]))
+    assert refused.status_code == 400 and "confirm" in refused.content.decode()  # asks first, changes nothing
+    assert LLMJob.objects.get(pk=job.pk).status != "cancelled"
+    admin_client_.post(reverse("llm_job_action", args=[job.pk, "cancel"]), {"confirm": "yes"})
     assert LLMJob.objects.get(pk=job.pk).status == "cancelled"
     response = admin_client_.post(reverse("llm_job_action", args=[job.pk, "resume"]), follow=True)
     assert "cannot be resumed" in response.content.decode()

@@ -77,7 +77,9 @@ def test_admin_pauses_resumes_cancels_and_retries_from_the_page(miner, corpus, a
     assert mining_run_execute(run_id=run.pk) == "done"
     admin_client_.post(reverse("mining_run_action", args=[run.pk, "retry-failures"]))
     assert run.candidates.filter(status="pending").count() == 1
-    admin_client_.post(reverse("mining_run_action", args=[run.pk, "cancel"]))
+    refused = admin_client_.post(reverse("mining_run_action", args=[run.pk, "cancel"]))
+    assert refused.status_code == 400 and MiningRun.objects.get(pk=run.pk).status != "cancelled"  # asks first
+    admin_client_.post(reverse("mining_run_action", args=[run.pk, "cancel"]), {"confirm": "yes"})
     run.refresh_from_db()
     assert run.status == "cancelled"
 

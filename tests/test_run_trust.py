@@ -262,3 +262,16 @@ def test_the_breaker_trips_on_a_streak_or_a_failing_window():
     outcomes = [False, True] * 3 + [False, False, True, False]  # 6 of 10 failed, never 3 in a row
     tripped = [window.record(ok) for ok in outcomes]
     assert tripped[-1]["reason"] == "6 of the last 10 attempts failed" and all(t is None for t in tripped[:-1])
+
+
+def test_cancelling_a_run_asks_first_and_a_post_without_the_confirmation_changes_nothing(server, admin_client_):  # noqa: F811
+    run = _generate()
+    judge = judge_run_create(name="j", generation_run=run, judge="how2judge", start=False)
+    url = reverse("judging_run_action", args=["judge", judge.pk, "cancel"])
+    page = admin_client_.get(reverse("generation_run_detail", args=[run.pk])).content.decode()
+    assert "Yes, cancel" in page and 'name="confirm" value="yes"' in page  # the question, no JavaScript needed
+    refused = admin_client_.post(url)
+    assert refused.status_code == 400 and "confirm" in refused.content.decode()
+    assert JudgeRun.objects.get(pk=judge.pk).status == "pending"
+    admin_client_.post(url, {"confirm": "yes"})
+    assert JudgeRun.objects.get(pk=judge.pk).status == "cancelled"
