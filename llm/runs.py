@@ -281,9 +281,11 @@ def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[
         return f"not active ({run.status})"
     job = run.llm_job
     _update(run, status=RunStatus.RUNNING)
-    outcome = "done" if job.status in FINISHED else llm_job_execute(job_id=job.pk)
-    job.refresh_from_db()
-    collect(run)  # what finished so far is stored even when the job paused
+    try:
+        outcome = "done" if job.status in FINISHED else llm_job_execute(job_id=job.pk)
+    finally:  # what finished so far is stored even when the job paused or failed
+        job.refresh_from_db()
+        collect(run)
     if job.status in FINISHED:
         failed = job.status == RunStatus.DONE_WITH_FAILURES or bool(unusable and unusable(run))
         _update(run, status=RunStatus.DONE_WITH_FAILURES if failed else RunStatus.DONE, error="",

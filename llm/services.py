@@ -191,6 +191,10 @@ def llm_job_execute(*, job_id: int) -> str:
             outcome = VLLMOfflineExecutor(job).run()
         else:  # pragma: no cover - validated on creation
             raise ValueError(job.executor)
+    except Exception as exc:  # never leave a job "running" behind a task that died on an error
+        LLMJob.objects.filter(pk=job_id, status=LLMJob.Status.RUNNING).update(
+            status=LLMJob.Status.FAILED, error=f"{exc.__class__.__name__}: {exc}"[:2000])
+        raise
     finally:
         LLMJob.objects.filter(pk=job_id, claimed_by=token).update(claimed_by="", claim_expires=None, n_retrying=0)
     return outcome

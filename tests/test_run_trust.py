@@ -275,3 +275,28 @@ def test_cancelling_a_run_asks_first_and_a_post_without_the_confirmation_changes
     assert JudgeRun.objects.get(pk=judge.pk).status == "pending"
     admin_client_.post(url, {"confirm": "yes"})
     assert JudgeRun.objects.get(pk=judge.pk).status == "cancelled"
+
+
+def test_a_task_that_dies_on_an_error_leaves_its_answers_stored_and_the_run_resumable(server, quick, monkeypatch):  # noqa: F811
+    run = _generate()
+    judge = judge_run_create(name="j", generation_run=run, judge="how2judge", start=False, concurrency=1)
+    real = LLMClient.complete
+    calls = {"n": 0}
+
+    def flaky(self, request, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise RuntimeError("a bug in the worker")
+        return real(self, request, **kwargs)
+
+    monkeypatch.setattr(LLMClient, "complete", flaky)
+    with pytest.raises(RuntimeError):
+        judge_run_execute(run_id=judge.pk)
+    job = LLMJob.objects.get(pk=judge.llm_job_id)
+    assert job.status == "failed" and "a bug in the worker" in job.error and job.claimed_by == ""
+    assert JudgeRun.objects.get(pk=judge.pk).judgments.count() == 5  # paid-for answers became judgments
+    monkeypatch.setattr(LLMClient, "complete", real)
+    JudgeRun.objects.filter(pk=judge.pk).update(status="failed")  # what the task's on_failure does
+    run_control(run=JudgeRun.objects.get(pk=judge.pk), action="resume")
+    judge_run_execute(run_id=judge.pk)
+    assert JudgeRun.objects.get(pk=judge.pk).judgments.count() == 17
