@@ -11,23 +11,30 @@ from core.permissions import IsResearcher
 from coscript.constants import CONSTRAINT_TYPES
 from coscript.models import CandidateScript, CoScriptRun, SpecificGoal
 from coscript.selectors import (
-    KEPT_FILTERS, REVIEW_FILTERS, coscript_run_detail, coscript_run_list, run_kept_rate, specific_goal_list,
+    KEPT_FILTERS, REVIEW_FILTERS, coscript_run_detail, coscript_run_list, coscript_run_state, run_kept_rate,
+    specific_goal_list,
 )
+from mining.apis import RunStateFields
 
 
-class CoScriptRunSerializer(serializers.ModelSerializer):
+class CoScriptRunSerializer(RunStateFields, serializers.ModelSerializer):
     model = serializers.CharField(source="language_model.name", read_only=True)
     n_goals = serializers.IntegerField(read_only=True, help_text="Specific goals stored.")
     n_candidates = serializers.IntegerField(read_only=True, help_text="Candidate scripts stored.")
     kept_rate = serializers.SerializerMethodField(help_text="Candidates kept / candidates, from the last filter; "
                                                             "null before filtering.")
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    live_state = False  # lists: the counts the phases' jobs stored when they last stopped; a detail: the ledger's
 
     class Meta:
         model = CoScriptRun
         fields = ["id", "name", "model", "split", "limit", "seed", "k", "filter_mode", "keyword_bonus",
-                  "embedding_model", "screen", "executor", "concurrency", "budget_usd", "phase", "status", "error",
-                  "n_goals", "n_candidates", "kept_rate", "created_by", "created_at", "finished_at"]
+                  "embedding_model", "screen", "executor", "concurrency", "budget_usd", "phase", "status", "outcomes",
+                  "n_failed", "error", "n_goals", "n_candidates", "kept_rate", "created_by", "created_at",
+                  "finished_at"]
+
+    def run_state(self, run: CoScriptRun) -> dict:
+        return coscript_run_state(run, live=self.live_state)
 
     @extend_schema_field(OpenApiTypes.FLOAT)
     def get_kept_rate(self, run: CoScriptRun) -> float | None:
@@ -52,13 +59,15 @@ class PromptSerializer(serializers.Serializer):
 class CoScriptRunDetailSerializer(CoScriptRunSerializer):
     prompts = serializers.SerializerMethodField()
     jobs = serializers.SerializerMethodField()
+    live_state = True
     report = serializers.JSONField(read_only=True, help_text=(
         "goals (abstract_goals, requests, specific_goals, by_type, dropped), screen (cleared, sensitive, "
         "unreadable, flagged), scripts (candidates, outcomes), filter (mode, by_type and total with goals, "
         "goals_with_script, candidates, kept, kept_rate, goal_rate, reasons; keyword_bonus, embedding_model)."))
 
     class Meta(CoScriptRunSerializer.Meta):
-        fields = [*CoScriptRunSerializer.Meta.fields, "abstract_ids", "prompts", "jobs", "report"]
+        fields = [*CoScriptRunSerializer.Meta.fields, "top_errors", "breaker", "abstract_ids", "prompts", "jobs",
+                  "report"]
 
     @extend_schema_field(PromptSerializer(many=True))
     def get_prompts(self, run: CoScriptRun) -> list[dict]:

@@ -14,6 +14,8 @@ from coscript.filtering import REASONS
 from coscript.models import CandidateScript, CoScriptRun, Phase, Review, SpecificGoal
 from judging.how2score import How2ScoreTally
 from judging.models import Judgment, RunStatus
+from llm.models import FINISHED
+from llm.runs import run_state
 from mining.models import Split
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
@@ -27,10 +29,21 @@ def coscript_run_list() -> QuerySet[CoScriptRun]:
     """Runs, newest first, with their specific-goal and candidate counts."""
     candidates = (CandidateScript.objects.filter(goal__run=OuterRef("pk")).order_by().values("goal__run")
                   .annotate(n=Count("pk")).values("n"))
-    return (CoScriptRun.objects.select_related("language_model", "created_by")
+    return (CoScriptRun.objects.select_related("language_model", "created_by", "goals_job", "screen_job", "scripts_job")
             .annotate(n_goals=Count("goals", distinct=True),
                       n_candidates=Coalesce(Subquery(candidates, output_field=IntegerField()), 0))
             .order_by("-id"))
+
+
+def coscript_run_state(run: CoScriptRun, *, live: bool = True) -> dict[str, Any]:
+    """The run's state as every run shows it (llm/runs.py): status, the requests of all its
+    phases per outcome, top errors, the breaker, why it stopped. *Retry failed* asks a
+    stopped phase's failed requests again, so a finished run does not offer it (a new run
+    asks what it left failed). ``live=False`` (lists): the counts the jobs stored."""
+    state = run_state(status=run.status, jobs=[job for _, job in run.jobs], reason=run.error, live=live,
+                      extra={"id": f"coscript-run-{run.pk}"})
+    state["can_retry_failed"] = state["can_retry_failed"] and run.status not in FINISHED
+    return state
 
 
 def run_kept_rate(run: CoScriptRun) -> float | None:
@@ -77,6 +90,7 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
     goals = report.get("goals") or {}
     return {
         "run": run,
+        "state": coscript_run_state(run),
         "active": run.status in ACTIVE,
         "parameters": [
             ("Model", run.language_model.name), ("Source split", Split(run.split).label if run.split in Split.values

@@ -16,12 +16,12 @@ from core.permissions import admin_required, researcher_required
 from coscript.forms import CoScriptRunForm, ExportForm, GoalFilterForm, RefilterForm
 from coscript.models import CoScriptRun, Review, SpecificGoal
 from coscript.selectors import (
-    coscript_run_detail, coscript_run_list, constrained_how2score, review_list, run_kept_rate, sibling_goals,
-    specific_goal_list,
+    coscript_run_detail, coscript_run_list, coscript_run_state, constrained_how2score, review_list, run_kept_rate,
+    sibling_goals, specific_goal_list,
 )
 from coscript.services import (
     coscript_add_to_benchmark, coscript_run_cancel, coscript_run_create, coscript_run_filter, coscript_run_resume,
-    export_records, specific_goal_review,
+    coscript_run_retry_failed, export_records, specific_goal_review,
 )
 from llm.endpoints import EndpointNotConfigured
 from llm.prompts import PromptError
@@ -35,6 +35,7 @@ def _index(request: HttpRequest, form: CoScriptRunForm, status: int = 200) -> Ht
     runs = list(coscript_run_list()[:200])
     for run in runs:
         run.kept_rate = run_kept_rate(run)
+        run.state = coscript_run_state(run, live=False)
     return render(request, "coscript/run_list.html", {
         "runs": runs, "form": form, "slice": constrained_how2score(),
         "n_pending_review": SpecificGoal.objects.filter(review=Review.PENDING).count(),
@@ -102,15 +103,17 @@ def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
         "cancel": lambda: coscript_run_cancel(run=run),
         "resume": lambda: coscript_run_resume(run=run),
         "resume-without-errors": lambda: coscript_run_resume(run=run, without_errors=True),
+        "retry-failed": lambda: coscript_run_retry_failed(run=run),
     }
     if action not in actions:
         return HttpResponseBadRequest("unknown action")
     try:
-        actions[action]()
+        result = actions[action]()
     except ValueError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{run.name}: {action.replace('-', ' ')} requested.")
+        messages.success(request, f"{run.name}: {result} failed request(s) will be asked again."
+                         if action == "retry-failed" else f"{run.name}: {action.replace('-', ' ')} requested.")
     return redirect("coscript_run_detail", pk=run.pk)
 
 

@@ -66,11 +66,12 @@ class ProcedureViewSet(viewsets.ReadOnlyModelViewSet):
         return procedure_list()
 
 
-class MiningRunSerializer(serializers.ModelSerializer):
-    """A mining run with its state as every run reports it (llm/runs.py: status, requests
-    per outcome from the ledger, the most frequent errors, why it stopped, the breaker)."""
+class RunStateFields(serializers.Serializer):
+    """The state of a run as every API response gives it (llm/runs.py ``run_state_json``:
+    outcomes, n_failed, top_errors, reason, breaker; ``status`` is the run's own field).
+    A serializer of runs inherits it and says how its run's state is read (``run_state``);
+    it lists the fields it shows in ``Meta.fields``. (CoScript runs use it too.)"""
 
-    corpus = serializers.SlugRelatedField(slug_field="name", read_only=True)
     outcomes = serializers.SerializerMethodField(help_text="Requests per outcome: ok, parse_failed, truncated, "
                                                            "refused, api_error, pending, retrying.")
     n_failed = serializers.SerializerMethodField(help_text="Requests without an ok answer.")
@@ -78,6 +79,40 @@ class MiningRunSerializer(serializers.ModelSerializer):
     reason = serializers.SerializerMethodField(help_text="Why the run paused or failed.")
     breaker = serializers.SerializerMethodField(help_text="The circuit breaker's record when it paused the run "
                                                           "(endpoint, since, last_error, reason); {} otherwise.")
+
+    def run_state(self, run) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _state(self, run) -> dict[str, Any]:
+        if not hasattr(run, "state_json"):
+            run.state_json = run_state_json(self.run_state(run))
+        return run.state_json
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_outcomes(self, run) -> dict[str, int]:
+        return self._state(run)["outcomes"]
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_n_failed(self, run) -> int:
+        return self._state(run)["n_failed"]
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_top_errors(self, run) -> list[dict[str, Any]]:
+        return self._state(run)["top_errors"]
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_reason(self, run) -> str:
+        return self._state(run)["reason"]
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_breaker(self, run) -> dict[str, Any]:
+        return self._state(run)["breaker"]
+
+
+class MiningRunSerializer(RunStateFields, serializers.ModelSerializer):
+    """A mining run with its state (requests per outcome from the ledger) and documents."""
+
+    corpus = serializers.SlugRelatedField(slug_field="name", read_only=True)
     documents = serializers.IntegerField(source="n_candidates", read_only=True, help_text="Documents sampled.")
     procedures = serializers.IntegerField(source="n_passed", read_only=True)
     failed_documents = serializers.IntegerField(source="n_failed", read_only=True,
@@ -89,30 +124,8 @@ class MiningRunSerializer(serializers.ModelSerializer):
                   "documents", "procedures", "failed_documents", "executor", "created_by", "created_at",
                   "started_at", "finished_at"]
 
-    def _state(self, run: MiningRun) -> dict[str, Any]:
-        if not hasattr(run, "state_json"):
-            run.state_json = run_state_json(mining_run_state(run, n_failed_documents=run.n_failed))
-        return run.state_json
-
-    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
-    def get_outcomes(self, run: MiningRun) -> dict[str, int]:
-        return self._state(run)["outcomes"]
-
-    @extend_schema_field(OpenApiTypes.INT)
-    def get_n_failed(self, run: MiningRun) -> int:
-        return self._state(run)["n_failed"]
-
-    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
-    def get_top_errors(self, run: MiningRun) -> list[dict[str, Any]]:
-        return self._state(run)["top_errors"]
-
-    @extend_schema_field(OpenApiTypes.STR)
-    def get_reason(self, run: MiningRun) -> str:
-        return self._state(run)["reason"]
-
-    @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_breaker(self, run: MiningRun) -> dict[str, Any]:
-        return self._state(run)["breaker"]
+    def run_state(self, run: MiningRun) -> dict[str, Any]:
+        return mining_run_state(run, n_failed_documents=run.n_failed)
 
 
 class MiningRunViewSet(viewsets.ReadOnlyModelViewSet):

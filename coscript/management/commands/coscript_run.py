@@ -16,12 +16,15 @@ from coscript.services import (
     coscript_run_create,
     coscript_run_execute,
     coscript_run_filter,
+    coscript_run_retry_failed,
 )
+from coscript.selectors import coscript_run_state
 from judging.models import LanguageModel, PromptStyle
 from judging.services import language_model_register
 from llm.constants import EXECUTORS
 from llm.endpoints import EndpointNotConfigured
 from llm.prompts import PromptError
+from llm.runs import run_state_json
 from mining.embeddings import EmbeddingModelUnavailable
 from mining.record_files import RecordFileError
 
@@ -34,7 +37,7 @@ def _decimal(value: str) -> Decimal:
 
 
 class Command(BaseCommand):
-    help = ("coscript_run start --name N --model M [...] [--wait] | status N | filter N --mode MODE | "
+    help = ("coscript_run start --name N --model M [...] [--wait] | status N | retry N [--wait] | filter N --mode MODE | "
             "export N --output FILE.jsonl [--candidates selected|kept|all] | add-to-benchmark N")
 
     def add_arguments(self, parser) -> None:
@@ -63,8 +66,14 @@ class Command(BaseCommand):
         start.add_argument("--prompts-dir", help="a folder with replacement prompt files of the same names")
         start.add_argument("--wait", action="store_true",
                            help="run in this process until done instead of handing it to a Celery worker")
-        status = sub.add_parser("status", help="print a run's phase, status and report as JSON")
+        status = sub.add_parser("status", help="print a run's state (status, requests per outcome, top errors), "
+                                               "phase and report as JSON")
         status.add_argument("name")
+        retry = sub.add_parser("retry", help="Retry failed: a run stopped at a phase asks exactly that phase's "
+                                             "requests without an ok answer again, then goes on")
+        retry.add_argument("name")
+        retry.add_argument("--wait", action="store_true",
+                           help="run in this process until done instead of handing it to a Celery worker")
         refilter = sub.add_parser("filter", help="apply the filter again with another mode or keyword bonus")
         refilter.add_argument("name")
         refilter.add_argument("--mode", choices=FILTER_MODES)
@@ -124,8 +133,16 @@ class Command(BaseCommand):
         jobs = {phase: None if job is None else {"status": job.status, "requests": job.n_total, "done": job.n_done,
                                                  "outcomes": job.outcome_counts, "cost_usd": float(job.cost_usd)}
                 for phase, job in run.jobs}
-        self.stdout.write(json.dumps({"name": run.name, "phase": run.phase, "status": run.status, "error": run.error,
-                                      "jobs": jobs, "report": run.report}, indent=2))
+        self.stdout.write(json.dumps({"name": run.name, **run_state_json(coscript_run_state(run)), "phase": run.phase,
+                                      "error": run.error, "jobs": jobs, "report": run.report}, indent=2))
+
+    def _retry(self, options) -> None:
+        run = self._run(options["name"])
+        n = coscript_run_retry_failed(run=run, enqueue=not options["wait"])
+        self.stdout.write(f"{run.name}: {n} failed request(s) to ask again")
+        if options["wait"]:
+            self.stdout.write(f"finished: {coscript_run_execute(run_id=run.pk)}")
+        self._status(options)
 
     def _filter(self, options) -> None:
         run = self._run(options["name"])
