@@ -8,7 +8,7 @@ from core.permissions import IsResearcher
 from annotate.metric_agreement_views import metric_agreement_api
 from annotate.report_views import agreement_api
 from coscript.apis import CoScriptRunViewSet
-from judging.apis import LeaderboardCompareView, LeaderboardView, RewardView
+from judging.apis import GenerationRunViewSet, JudgeRunViewSet, LeaderboardCompareView, LeaderboardView, RewardView
 from mining.apis import MiningRunViewSet, ProcedureViewSet, TopicViewSet
 
 router = DefaultRouter()
@@ -16,6 +16,8 @@ router.register("topics", TopicViewSet, basename="topic")
 router.register("procedures", ProcedureViewSet, basename="procedure")
 router.register("coscript/runs", CoScriptRunViewSet, basename="coscript-run")
 router.register("mining/runs", MiningRunViewSet, basename="mining-run")
+router.register("judging/generation-runs", GenerationRunViewSet, basename="generation-run")
+router.register("judging/judge-runs", JudgeRunViewSet, basename="judge-run")
 
 # DRF views opt out of the login-redirect middleware and answer 401/403 themselves;
 # the browsable docs are pages for people, so anonymous users are sent to the login page.

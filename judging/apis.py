@@ -2,8 +2,11 @@
 paired comparison of two models, every How2Score with its interval and coverage."""
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers, status, viewsets
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -13,8 +16,14 @@ from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASES, BASIS_COMMON
 from judging.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MAX_RESAMPLES
 from judging.rewards import RewardInput, rewards_compute
-from judging.selectors import judge_names, judged_splits, leaderboard_models, leaderboard_ranking, model_comparison
+from judging.models import GenerationRun, JudgeRun
+from judging.selectors import (
+    generation_run_list, judge_names, judge_run_score, judged_splits, leaderboard_models, leaderboard_ranking,
+    model_comparison,
+)
 from llm.endpoints import EndpointNotConfigured
+from llm.runs import owned_run_state
+from mining.apis import RunStateFields
 
 MAX_BATCH = 256
 
@@ -158,3 +167,65 @@ class LeaderboardCompareView(APIView):
         data = query.validated_data
         return Response(model_comparison(data["judge"], data["a"], data["b"], data["split"] or None,
                                          resamples=data["resamples"], seed=data["seed"]))
+
+
+class _OwnedRunState(RunStateFields):
+    def run_state(self, run) -> dict[str, Any]:
+        # One run (detail) is counted from the ledger now; a page of runs from stored counts.
+        return owned_run_state(run, live=self.context.get("live", False))
+
+
+class JudgeRunSerializer(_OwnedRunState, serializers.ModelSerializer):
+    """A judge run with its state and its How2Score (interval, n judged, n unusable, coverage)."""
+
+    generation_run = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    how2score = serializers.SerializerMethodField(help_text="judge_run_score: how2score, ci95 (Wilson), n_judged, "
+                                                            "n_unusable, coverage, per topic")
+
+    class Meta:
+        model = JudgeRun
+        fields = ["id", "name", "generation_run", "judge", "status", "outcomes", "n_failed", "top_errors", "reason",
+                  "breaker", "prompt_hash", "executor", "created_at", "finished_at", "how2score"]
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_how2score(self, run: JudgeRun) -> dict[str, Any]:
+        return judge_run_score(run)
+
+
+class GenerationRunSerializer(_OwnedRunState, serializers.ModelSerializer):
+    """A generation run with its state; its judge runs are at /api/judging/judge-runs/."""
+
+    model = serializers.CharField(source="language_model.name", read_only=True)
+
+    class Meta:
+        model = GenerationRun
+        fields = ["id", "name", "model", "split", "status", "outcomes", "n_failed", "top_errors", "reason", "breaker",
+                  "prompt_hash", "executor", "created_at", "finished_at"]
+
+
+class _RunViewSet(viewsets.ReadOnlyModelViewSet):
+    permission_classes = [IsResearcher]
+    filterset_fields = ["status"]
+    search_fields = ["name"]
+    ordering_fields = ["id", "created_at"]
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "live": self.action == "retrieve"}
+
+
+class GenerationRunViewSet(_RunViewSet):
+    """Generation runs, newest first, each with its state (docs/llm.md, "Run states")."""
+
+    serializer_class = GenerationRunSerializer
+
+    def get_queryset(self):
+        return generation_run_list()
+
+
+class JudgeRunViewSet(_RunViewSet):
+    """Judge runs, newest first, each with its state and How2Score (docs/how2bench.md)."""
+
+    serializer_class = JudgeRunSerializer
+
+    def get_queryset(self):
+        return JudgeRun.objects.select_related("llm_job", "generation_run").order_by("-id")

@@ -300,3 +300,20 @@ def test_a_task_that_dies_on_an_error_leaves_its_answers_stored_and_the_run_resu
     run_control(run=JudgeRun.objects.get(pk=judge.pk), action="resume")
     judge_run_execute(run_id=judge.pk)
     assert JudgeRun.objects.get(pk=judge.pk).judgments.count() == 17
+
+
+def test_the_api_gives_each_judge_run_its_status_outcomes_errors_and_score(server, quick, researcher_client):  # noqa: F811
+    run = _generate()
+    judge = judge_run_create(name="j", generation_run=run, judge="how2judge", start=False)
+    judge_run_execute(run_id=judge.pk)  # the scripted judge never answers one generation in JSON
+    listed = researcher_client.get("/api/judging/judge-runs/").json()["results"][0]
+    detail = researcher_client.get(f"/api/judging/judge-runs/{judge.pk}/").json()
+    for body in (listed, detail):
+        assert body["status"] == "done_with_failures" and body["n_failed"] == 1
+        assert body["outcomes"]["ok"] == 16 and body["outcomes"]["parse_failed"] == 1
+        assert body["how2score"]["n_judged"] == 16 and body["how2score"]["n_unusable"] == 1
+    assert detail["top_errors"][0]["error"].startswith("parse_failed")
+    generation = researcher_client.get(f"/api/judging/generation-runs/{run.pk}/").json()
+    assert generation["status"] == "done" and generation["outcomes"]["ok"] == 17
+    schema = researcher_client.get("/api/schema/").content.decode()
+    assert "/api/judging/judge-runs/" in schema
