@@ -15,6 +15,7 @@ from llm.runs import RunWatch
 from llm.services import llm_client_for, llm_job_finish, llm_job_heartbeat, llm_job_refresh_counts, llm_job_trip
 
 STATUS_CHECK_SECONDS = 1.0
+COUNTS_REFRESH_SECONDS = 5.0  # how often a running job's stored outcome counts (run lists) are brought up to date
 
 
 class OnlineExecutor:
@@ -102,11 +103,15 @@ class OnlineExecutor:
                    for n in range(min(self.job.concurrency, len(todo)))]
         for thread in threads:
             thread.start()
+        counted = time.monotonic()
         while any(thread.is_alive() for thread in threads):
             for thread in threads:
                 thread.join(timeout=STATUS_CHECK_SECONDS / max(1, len(threads)))
             close_old_connections()
             llm_job_heartbeat(self.job, n_retrying=self.watch.retrying)
+            if time.monotonic() - counted >= COUNTS_REFRESH_SECONDS:
+                llm_job_refresh_counts(self.job)
+                counted = time.monotonic()
             reason = self._stop_reason()
             if reason is not None:
                 with lock:

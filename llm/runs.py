@@ -172,7 +172,7 @@ def jobs_state(jobs: Iterable[LLMJob | None], *, live: bool = True) -> dict[str,
             counts, top = outcome_counts(job.keys)
         else:
             stored = dict(job.outcome_counts or {})
-            counts = {**stored, "pending": max(0, job.n_total - sum(stored.values()))}
+            counts = {**stored, "pending": max(0, len(set(job.keys)) - sum(stored.values()))}
             top = []
         outcomes.update(counts)
         errors.update({row["error"]: row["n"] for row in top})
