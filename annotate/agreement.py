@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from annotate import constants as C
-from judging.intervals import percentile_interval
+from core.intervals import percentile_interval
 from mining.record_files import COMPRESSIONS, open_binary
 
 HAS_FAILURE = "has_failure"

@@ -25,7 +25,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-CI_QUANTILES = (0.025, 0.975)  # 95 % percentile interval, as in annotate/agreement.py
+from core.intervals import percentile_interval
 
 
 def count_table(ratings: Sequence[Sequence[Hashable]], categories: Sequence[Hashable]) -> npt.NDArray[np.float64]:
@@ -102,8 +102,4 @@ def fleiss_kappa_interval(
         share = table.T @ weights / (n_items * n)
         values.append(_kappa(agreement, share))
     kappas = np.concatenate(values)
-    kappas = kappas[~np.isnan(kappas)]
-    if kappas.size == 0:
-        return None
-    low, high = np.quantile(kappas, CI_QUANTILES)
-    return [float(low), float(high)]
+    return percentile_interval(kappas[~np.isnan(kappas)])

@@ -76,7 +76,7 @@ from annotate.agreement import (
     _seed_sequence,
     _type_name,
 )
-from judging.intervals import percentile_interval
+from core.intervals import percentile_interval
 
 JUDGE_PREFIX = "judge:"
 

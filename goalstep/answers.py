@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from goalstep.items import normalise_text, wilson_interval
+from core.intervals import wilson_interval
+from goalstep.items import normalise_text
 
 LETTERS = string.ascii_uppercase
 

@@ -61,6 +61,3 @@ SEARCH_BLOCK_FLOATS = 64 * 1024 * 1024
 # Operational: positives handled per batch of the construction; a --limit build stops
 # after the batch that reached the limit instead of searching for every positive.
 BUILD_BATCH = 2048
-
-# 1.96: the normal quantile of a two-sided 95 % interval (Wilson interval of an accuracy).
-Z95 = 1.96

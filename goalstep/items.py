@@ -30,7 +30,6 @@ so an item does not depend on the batch size or on ``limit``."""
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -39,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from core.intervals import wilson_interval
 from goalstep.constants import (
     BUILD_BATCH,
     GOAL_INFERENCE,
@@ -54,7 +54,6 @@ from goalstep.constants import (
     STEP_INFERENCE,
     STEP_ORDERING,
     TASKS,
-    Z95,
 )
 from mining.split_dedup import top_neighbours
 from mining.words import STOPWORDS, content_words, lemma, normalise_text, words  # noqa: F401 - re-exported
@@ -143,16 +142,6 @@ class _Draft:
 def item_id(task: str, prompt: str, candidates: Sequence[str]) -> str:
     payload = "\x1f".join([task, prompt, *candidates]).encode("utf-8")
     return f"{task}-{hashlib.sha256(payload).hexdigest()[:16]}"
-
-
-def wilson_interval(correct: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """The Wilson score interval of a proportion (None without observations)."""
-    if n == 0:
-        return None
-    p = correct / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 # ----------------------------------------------------------------------------- the pool

@@ -11,10 +11,10 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MAX_RESAMPLES
 from core.permissions import IsResearcher
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASES, BASIS_COMMON
-from judging.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MAX_RESAMPLES
 from judging.rewards import RewardInput, rewards_compute
 from judging.models import GenerationRun, JudgeRun
 from judging.selectors import (

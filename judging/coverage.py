@@ -17,14 +17,14 @@ The rule (docs/how2bench.md, "Uncertainty, coverage and the ranking rule"):
   first), each scored over its own judged items, so a model judged on 3 of 17 procedures
   can never top the table silently.
 * Two models are compared on the items both have a usable verdict for, with a paired
-  bootstrap interval (``judging.intervals.paired_bootstrap_difference``)."""
+  bootstrap interval (``core.intervals.paired_bootstrap_difference``)."""
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping
 from typing import Any
 
+from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, paired_bootstrap_difference
 from judging.how2score import how2score_estimate
-from judging.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, paired_bootstrap_difference
 
 BASIS_COMMON = "common"
 BASIS_ALL = "all"

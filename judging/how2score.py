@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from core.intervals import WILSON, wilson_interval
 from judging.constants import HOW2SCORE_SCALE
-from judging.intervals import WILSON, wilson_interval
 from judging.metrics import RecordFieldError, example_identity
 from llm.json_extract import JSONExtractError, extract_json_object
 

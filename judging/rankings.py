@@ -1,11 +1,21 @@
-"""Rank correlations between judges' model scores. Pure Python.
+"""Rank correlations between judges' model scores. Pure Python and NumPy, no Django.
 
 Kendall's tau-b (ties in either list handled) and Spearman's rho (Pearson correlation of
-average ranks). Both are None with fewer than two models or when a list is constant."""
+average ranks). Both are None with fewer than two models or when a list is constant.
+``rank_correlation_intervals``: percentile bootstrap intervals of both between two judges'
+model scores, resampling the items (core/intervals.py draws the resamples)."""
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from core.intervals import (
+    BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ITEM_BOOTSTRAP, bootstrap_weights, check_resamples, percentile_interval,
+)
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -56,3 +66,60 @@ def spearman_rho(x: Sequence[float], y: Sequence[float]) -> float | None:
     sxx = sum((a - mx) ** 2 for a in rx)
     syy = sum((b - my) ** 2 for b in ry)
     return None if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
+
+
+def _scores(passes: npt.NDArray[np.float64], judged: npt.NDArray[np.float64],
+            weights: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """(models x block) ratio scores of each resample; NaN where a model has nothing judged."""
+    numerator, denominator = passes @ weights, judged @ weights
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
+
+
+def rank_correlation_intervals(
+    x: tuple[npt.ArrayLike, npt.ArrayLike], y: tuple[npt.ArrayLike, npt.ArrayLike], *,
+    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """Bootstrap intervals of Kendall's tau-b and Spearman's rho between two judges.
+
+    ``x`` and ``y`` are ``(passes, judged)`` matrices (models x items) of the two judges over
+    the same models and items. Each resample draws the items with replacement, scores every
+    model under both judges on the drawn items, and correlates the models both judges scored
+    in that resample. Resamples where a correlation is undefined (fewer than two models, or
+    one judge gives every model the same score) are left out and counted. Returns
+    ``kendall_tau_ci95``, ``spearman_ci95`` (None when no resample is defined),
+    ``n_undefined`` ({"kendall_tau": int, "spearman": int}), ``n_items``, ``resamples``,
+    ``seed`` and ``interval``."""
+    check_resamples(resamples)
+    px, jx = (np.atleast_2d(np.asarray(m, dtype=np.float64)) for m in x)
+    py, jy = (np.atleast_2d(np.asarray(m, dtype=np.float64)) for m in y)
+    if not (px.shape == jx.shape == py.shape == jy.shape) or px.ndim != 2:
+        raise ValueError("the four matrices must be models x items of the same shape")
+    n_models, n_items = px.shape
+    result: dict[str, Any] = {"kendall_tau_ci95": None, "spearman_ci95": None,
+                              "n_undefined": {"kendall_tau": 0, "spearman": 0}, "n_items": n_items,
+                              "resamples": resamples, "seed": seed, "interval": ITEM_BOOTSTRAP}
+    if n_models < 2 or n_items == 0:
+        result["n_undefined"] = {"kendall_tau": resamples, "spearman": resamples}
+        return result
+    rng = np.random.default_rng(seed)
+    taus: list[float] = []
+    rhos: list[float] = []
+    for weights in bootstrap_weights(rng, n_items, resamples):
+        sx, sy = _scores(px, jx, weights), _scores(py, jy, weights)
+        for column in range(weights.shape[1]):
+            both = ~np.isnan(sx[:, column]) & ~np.isnan(sy[:, column])
+            xs, ys = sx[both, column].tolist(), sy[both, column].tolist()
+            tau = kendall_tau(xs, ys) if len(xs) >= 2 else None
+            rho = spearman_rho(xs, ys)
+            if tau is None:
+                result["n_undefined"]["kendall_tau"] += 1
+            else:
+                taus.append(tau)
+            if rho is None:
+                result["n_undefined"]["spearman"] += 1
+            else:
+                rhos.append(rho)
+    result["kendall_tau_ci95"] = percentile_interval(np.asarray(taus))
+    result["spearman_ci95"] = percentile_interval(np.asarray(rhos))
+    return result

@@ -7,14 +7,14 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from judging.calibration import judge_calibration
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASIS_ALL, BASIS_COMMON, estimate_over, paired_comparison, ranking
 from judging.how2score import How2ScoreTally
-from judging.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, rank_correlation_intervals
 from judging.metrics import MetricsSummary, record_metrics
 from judging.models import Generation, GenerationRun, Judgment, JudgeRun
-from judging.rankings import kendall_tau, spearman_rho
+from judging.rankings import kendall_tau, rank_correlation_intervals, spearman_rho
 from judging.score_selectors import generation_scores, score_summary
 
 # Difficulty slices by the reference's step count (How2Bench procedures have 5-15 steps, App. B.3).
@@ -177,7 +177,7 @@ def cross_judge_rankings(judges: list[str], split: str | None = None) -> dict[st
     """How2Score of every model under each judge over all its judged items (on the
     procedures of ``split`` when given), each with its interval and its coverage of that
     judge's slice, and the rank correlations between judges over the models both judged
-    (paper Figure 5), with bootstrap intervals resampling the procedures (judging/intervals.py)."""
+    (paper Figure 5), with bootstrap intervals resampling the procedures (judging/rankings.py)."""
     counted = {judge: verdict_counts(judge, split) for judge in judges}
     estimates = {judge: {model: estimate_over(c, n_items=len(items)) for model, c in counts.items()}
                  for judge, (counts, items) in counted.items()}

@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from core.confirm import refuse_unconfirmed
+from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from core.permissions import admin_required, researcher_required
 from judging.charts import how2score_bars, topic_heatmap
 from judging.forms import GenerationRunForm, JudgeRunForm
@@ -15,7 +16,6 @@ from judging.models import ComponentsRun, GenerationRun, JudgeRun
 from judging.apis import CompareQuerySerializer, LeaderboardQuerySerializer
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASIS_COMMON
-from judging.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from judging.selectors import (
     STEP_COUNT_SLICES, cross_judge_rankings, generation_run_list, generation_run_rows, judge_names, judge_run_score,
     judged_splits, leaderboard_ranking, model_comparison,

@@ -14,9 +14,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from core.intervals import wilson_interval
 from goalstep.items import (
     REASON_AMBIGUOUS, REASON_LEAKAGE, REASON_LENGTH, REASON_LEXICAL_OVERLAP, REASON_SIMILARITY, FilterSettings,
-    PoolProcedure, build_items, content_words, hub_choice, normalise_text, report_lines, wilson_interval,
+    PoolProcedure, build_items, content_words, hub_choice, normalise_text, report_lines,
 )
 from mining.split_dedup import l2_normalise, top_neighbours
 

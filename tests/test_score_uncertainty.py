@@ -9,10 +9,11 @@ import json
 import pytest
 from django.core.management import call_command
 
+from core.intervals import paired_bootstrap_difference, wilson_interval
 from judging.coverage import paired_comparison, ranking
 from judging.how2score import How2ScoreTally, how2score_estimate
-from judging.intervals import paired_bootstrap_difference, rank_correlation_intervals, wilson_interval
 from judging.models import GenerationRun, Judgment, JudgeRun, LanguageModel
+from judging.rankings import rank_correlation_intervals
 from judging.selectors import judge_run_score
 from tests.judged_world import judge_model, procedures
 

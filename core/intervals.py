@@ -1,17 +1,20 @@
-"""How uncertain a How2Score is. Pure Python and NumPy, no Django.
+"""How uncertain a share or a score is: the intervals every app shows (How2Score, mining
+yield, kept rates, goal-step accuracy, agreement). Pure Python and NumPy, no Django; the
+lowest layer, so every app may import it.
 
-Three intervals, each at 95 %:
+The intervals, each at 95 %:
 
 * ``wilson_interval``: the Wilson score interval of one proportion (the share of judged
-  generations without a critical failure). It stays inside [0, 1] and is not degenerate at
-  0 or n successes, which the normal ("Wald") interval is: 3 passes of 3 gives [0.44, 1],
-  not [1, 1].
+  generations without a critical failure, the share of mined documents that became
+  procedures, ...). It stays inside [0, 1] and is not degenerate at 0 or n successes, which
+  the normal ("Wald") interval is: 3 passes of 3 gives [0.44, 1], not [1, 1].
+* ``percentile_interval``: the 95 % percentile interval of bootstrap values.
 * ``paired_bootstrap_difference``: the difference between two models' How2Scores on the
   items both were judged on, with a percentile bootstrap interval that resamples those items
   with replacement and takes the *same* resample for both models (a paired bootstrap), so
   the item-to-item variation the two share cancels out.
-* ``rank_correlation_intervals``: percentile bootstrap intervals of Kendall's tau-b and
-  Spearman's rho between two judges' model scores, resampling the items.
+
+(``judging/rankings.py`` builds the rank-correlation intervals between judges on these.)
 
 Scores are ratios of sums over the resampled items (passes / judged), which is How2Score of
 the resample when an item holds one generation per model, and the share of generations when
@@ -25,8 +28,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from judging.rankings import kendall_tau, spearman_rho
 
 CONFIDENCE = 0.95
 # The standard normal quantile for a two-sided 95 % interval: NormalDist().inv_cdf(0.975).
@@ -60,7 +61,7 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _check_resamples(resamples: int) -> None:
+def check_resamples(resamples: int) -> None:
     if not 1 <= resamples <= MAX_RESAMPLES:
         raise ValueError(f"resamples must be between 1 and {MAX_RESAMPLES}, got {resamples}")
 
@@ -99,7 +100,7 @@ def paired_bootstrap_difference(
     (passes_a / judged_a - passes_b / judged_b)), ``ci95``, ``n_items``, ``resamples``,
     ``seed``, ``interval`` and ``share_a_better`` / ``share_b_better`` (the share of resamples
     where the difference is above / below 0). Everything is None without common items."""
-    _check_resamples(resamples)
+    check_resamples(resamples)
     if len(a) != len(b):
         raise ValueError("a and b must hold the same items")
     result: dict[str, Any] = {"difference": None, "ci95": None, "n_items": len(a), "resamples": resamples,
@@ -121,61 +122,4 @@ def paired_bootstrap_difference(
     result["ci95"] = percentile_interval(values)
     result["share_a_better"] = float((values > 0).mean())
     result["share_b_better"] = float((values < 0).mean())
-    return result
-
-
-def _scores(passes: npt.NDArray[np.float64], judged: npt.NDArray[np.float64],
-            weights: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """(models x block) ratio scores of each resample; NaN where a model has nothing judged."""
-    numerator, denominator = passes @ weights, judged @ weights
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
-
-
-def rank_correlation_intervals(
-    x: tuple[npt.ArrayLike, npt.ArrayLike], y: tuple[npt.ArrayLike, npt.ArrayLike], *,
-    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-) -> dict[str, Any]:
-    """Bootstrap intervals of Kendall's tau-b and Spearman's rho between two judges.
-
-    ``x`` and ``y`` are ``(passes, judged)`` matrices (models x items) of the two judges over
-    the same models and items. Each resample draws the items with replacement, scores every
-    model under both judges on the drawn items, and correlates the models both judges scored
-    in that resample. Resamples where a correlation is undefined (fewer than two models, or
-    one judge gives every model the same score) are left out and counted. Returns
-    ``kendall_tau_ci95``, ``spearman_ci95`` (None when no resample is defined),
-    ``n_undefined`` ({"kendall_tau": int, "spearman": int}), ``n_items``, ``resamples``,
-    ``seed`` and ``interval``."""
-    _check_resamples(resamples)
-    px, jx = (np.atleast_2d(np.asarray(m, dtype=np.float64)) for m in x)
-    py, jy = (np.atleast_2d(np.asarray(m, dtype=np.float64)) for m in y)
-    if not (px.shape == jx.shape == py.shape == jy.shape) or px.ndim != 2:
-        raise ValueError("the four matrices must be models x items of the same shape")
-    n_models, n_items = px.shape
-    result: dict[str, Any] = {"kendall_tau_ci95": None, "spearman_ci95": None,
-                              "n_undefined": {"kendall_tau": 0, "spearman": 0}, "n_items": n_items,
-                              "resamples": resamples, "seed": seed, "interval": ITEM_BOOTSTRAP}
-    if n_models < 2 or n_items == 0:
-        result["n_undefined"] = {"kendall_tau": resamples, "spearman": resamples}
-        return result
-    rng = np.random.default_rng(seed)
-    taus: list[float] = []
-    rhos: list[float] = []
-    for weights in bootstrap_weights(rng, n_items, resamples):
-        sx, sy = _scores(px, jx, weights), _scores(py, jy, weights)
-        for column in range(weights.shape[1]):
-            both = ~np.isnan(sx[:, column]) & ~np.isnan(sy[:, column])
-            xs, ys = sx[both, column].tolist(), sy[both, column].tolist()
-            tau = kendall_tau(xs, ys) if len(xs) >= 2 else None
-            rho = spearman_rho(xs, ys)
-            if tau is None:
-                result["n_undefined"]["kendall_tau"] += 1
-            else:
-                taus.append(tau)
-            if rho is None:
-                result["n_undefined"]["spearman"] += 1
-            else:
-                rhos.append(rho)
-    result["kendall_tau_ci95"] = percentile_interval(np.asarray(taus))
-    result["spearman_ci95"] = percentile_interval(np.asarray(rhos))
     return result
