@@ -43,6 +43,19 @@ def _command_json(capsys, *args) -> dict:
     return json.loads(out[out.index("{"):])
 
 
+def _retry_failed(via: str, server, failing: dict, *, client, url: str, execute, command: tuple) -> list[dict]:
+    """The endpoint recovers; *Retry failed* from the page (then the worker executes the run)
+    or from the command. Returns the requests the server received meanwhile."""
+    failing["on"] = False
+    before = len(server.chat_requests())
+    if via == "page":
+        assert client.post(url).status_code == 302
+        execute()
+    else:
+        call_command(*command)
+    return server.chat_requests()[before:]
+
+
 # -- mining ---------------------------------------------------------------------------
 
 
@@ -77,15 +90,11 @@ def test_a_mining_run_with_failed_documents_says_so_and_retry_failed_asks_only_t
     assert status["status"] == "done_with_failures" and status["outcomes"]["api_error"] == 2
     assert status["outcomes"]["ok"] == 22 and status["totals"]["failed"] == 2
 
-    failing["on"] = False
-    before = len(server.chat_requests())
-    if via == "page":
-        response = admin_client_.post(reverse("mining_run_action", args=[run.pk, "retry-failures"]))
-        assert response.status_code == 302
-        mining_run_execute(run_id=run.pk)
-    else:
-        call_command("mine_run", "--retry", "flaky-mine", "--wait")
-    asked = [(stage_of(body), _doc(body)) for body in server.chat_requests()[before:]]
+    sent = _retry_failed(via, server, failing, client=admin_client_,
+                         url=reverse("mining_run_action", args=[run.pk, "retry-failures"]),
+                         execute=lambda: mining_run_execute(run_id=run.pk),
+                         command=("mine_run", "--retry", "flaky-mine", "--wait"))
+    asked = [(stage_of(body), _doc(body)) for body in sent]
     # the two failed calls again, then the later stages of those two documents, nothing else
     assert sorted(asked) == sorted((stage, doc) for doc in broken for stage in
                                    ("llm_filter", "rewrite", "extract_resources", "final_validation"))
@@ -95,6 +104,23 @@ def test_a_mining_run_with_failed_documents_says_so_and_retry_failed_asks_only_t
     assert status["status"] == "done" and status["outcomes"]["api_error"] == 0 and status["outcomes"]["ok"] == 30
     page = admin_client_.get(reverse("mining_run_detail", args=[run.pk])).content.decode()
     assert 'data-status="done"' in page and "Retry failed" not in page
+
+
+def test_a_mining_run_whose_endpoint_is_down_pauses_with_the_breakers_banner_on_its_page(miner, admin_client_,
+                                                                                        settings):
+    server, _ = miner
+    _one_attempt(settings)
+    settings.LLM_BREAKER_CONSECUTIVE = 3
+    server.default = lambda body: Status(503, "service unavailable")
+    corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Prepare item {i}")) for i in range(8)])
+    run = mining_run_create(config_text=config("down-mine", failure_retries=0, concurrency=1), source="run.yaml",
+                            corpus_name=corpus.name, start=False)
+    mining_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == "paused" and run.breaker["reason"] == "3 failed attempts in a row"
+    page = admin_client_.get(reverse("mining_run_detail", args=[run.pk])).content.decode()
+    assert f'id="mining-run-{run.pk}-breaker"' in page and "Paused by the circuit breaker" in page
+    assert server.base_url in page and "service unavailable" in page
 
 
 def test_mining_run_states_are_in_the_api(miner, researcher_client, settings):
@@ -147,15 +173,11 @@ def test_a_goalstep_evaluation_with_failed_requests_says_so_and_retry_failed_ask
     assert status["status"] == "done_with_failures" and status["outcomes"]["api_error"] == 2
     assert status["outcomes"]["ok"] == 2 and "upstream down" in status["top_errors"][0]["error"]
 
-    failing["on"] = False
-    before = len(server.chat_requests())
-    if via == "page":
-        response = admin_client_.post(reverse("goalstep_evaluation_action", args=[evaluation.pk, "retry"]))
-        assert response.status_code == 302
-        task_evaluation_execute(evaluation_id=evaluation.pk)
-    else:
-        call_command("goalstep_evaluate", "--retry", str(evaluation.pk))
-    asked = [last_user_message(body) for body in server.chat_requests()[before:]]
+    sent = _retry_failed(via, server, failing, client=admin_client_,
+                         url=reverse("goalstep_evaluation_action", args=[evaluation.pk, "retry"]),
+                         execute=lambda: task_evaluation_execute(evaluation_id=evaluation.pk),
+                         command=("goalstep_evaluate", "--retry", str(evaluation.pk)))
+    asked = [last_user_message(body) for body in sent]
     assert sorted(next(item for item in FAILING_ITEMS if item in text) for text in asked) == sorted(FAILING_ITEMS)
     evaluation.refresh_from_db()
     assert evaluation.status == "done" and evaluation.predictions.count() == 4
@@ -217,15 +239,11 @@ def test_a_coscript_run_with_failed_requests_pauses_says_so_and_retry_failed_ask
     assert api["status"] == "paused" and api["outcomes"]["api_error"] == 2 and api["n_failed"] == 2
     assert researcher_client.get("/api/coscript/runs/").json()["results"][0]["outcomes"]["api_error"] == 2
 
-    failing["on"] = False
-    before = len(coscript_server.chat_requests())
-    if via == "page":
-        response = admin_client_.post(reverse("coscript_run_action", args=[run.pk, "retry-failed"]))
-        assert response.status_code == 302
-        coscript_run_execute(run_id=run.pk)
-    else:
-        call_command("coscript_run", "retry", "flaky-plan", "--wait")
-    asked = [last_user_message(body) for body in coscript_server.chat_requests()[before:]]
+    sent = _retry_failed(via, coscript_server, failing, client=admin_client_,
+                         url=reverse("coscript_run_action", args=[run.pk, "retry-failed"]),
+                         execute=lambda: coscript_run_execute(run_id=run.pk),
+                         command=("coscript_run", "retry", "flaky-plan", "--wait"))
+    asked = [last_user_message(body) for body in sent]
     assert len(asked) == 2 and all("vanilla" in text.lower() for text in asked)
     run = CoScriptRun.objects.get(pk=run.pk)
     assert run.status == "done"
