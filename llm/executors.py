@@ -108,7 +108,7 @@ class OnlineExecutor:
             for thread in threads:
                 thread.join(timeout=STATUS_CHECK_SECONDS / max(1, len(threads)))
             close_old_connections()
-            llm_job_heartbeat(self.job, n_retrying=self.watch.retrying)
+            llm_job_heartbeat(self.job, n_retrying=self.watch.retrying, breaker=self.watch.breaker.streak())
             if time.monotonic() - counted >= COUNTS_REFRESH_SECONDS:
                 llm_job_refresh_counts(self.job)
                 counted = time.monotonic()

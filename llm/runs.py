@@ -48,7 +48,18 @@ class CircuitBreaker:
         self._streak = 0
         self._streak_since: str | None = None
         self._lock = threading.Lock()
+        self._last_error = ""
+        self._endpoint = ""
         self.tripped: dict[str, Any] | None = None
+
+    def streak(self) -> dict[str, Any]:
+        """The failures happening now (before any trip): endpoint, since, last error and how
+        many in a row; {} while the last attempt succeeded."""
+        with self._lock:
+            if not self._streak:
+                return {}
+            return {"endpoint": self._endpoint, "since": self._streak_since, "last_error": self._last_error,
+                    "failed_in_a_row": self._streak}
 
     def record(self, ok: bool, *, error: str = "", endpoint: str = "") -> dict[str, Any] | None:
         """Record one attempt. Returns the breaker's record the moment it trips (once)."""
@@ -59,6 +70,7 @@ class CircuitBreaker:
                 return None
             self._streak += 1
             self._streak_since = self._streak_since or _now_iso()
+            self._last_error, self._endpoint = error[:ERROR_CHARS], endpoint
             if self.tripped is not None:
                 return None
             failed = self._recent.count(False)

@@ -197,6 +197,8 @@ def llm_job_execute(*, job_id: int) -> str:
         raise
     finally:
         LLMJob.objects.filter(pk=job_id, claimed_by=token).update(claimed_by="", claim_expires=None, n_retrying=0)
+        # The failures seen while it ran are history now; a breaker's record stays with the pause it caused.
+        LLMJob.objects.filter(pk=job_id).exclude(status=LLMJob.Status.PAUSED).update(breaker={})
     return outcome
 
 

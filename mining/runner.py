@@ -521,7 +521,8 @@ class OnlineRunner:
                     self.walker.stop_reason = self.walker.stop_reason or (status or "gone")
                 if self.walker.stop_reason is not None:
                     self.walker.watch.stop()  # calls waiting for a retry give up now
-                MiningRun.objects.filter(pk=self.run.pk).update(n_retrying=self.walker.watch.retrying)
+                MiningRun.objects.filter(pk=self.run.pk).update(n_retrying=self.walker.watch.retrying,
+                                                                breaker=self.walker.watch.breaker.streak())
                 self.budget.refresh()
         finally:
             _release(self.token)
@@ -536,7 +537,7 @@ def mining_run_work(run: MiningRun) -> str:
     marks the run done. Returns what happened."""
     runner = OnlineRunner(run)
     outcome = runner.run_all()
-    MiningRun.objects.filter(pk=run.pk).update(n_retrying=0)
+    MiningRun.objects.filter(pk=run.pk).update(n_retrying=0, breaker={})
     if runner.walker.watch.tripped is not None:
         record = runner.walker.watch.tripped
         MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(breaker=record)

@@ -244,6 +244,8 @@ def test_requests_waiting_for_a_retry_count_as_retrying_and_pause_stops_them(set
         from llm.runs import jobs_state
 
         assert jobs_state([LLMJob.objects.get(pk=job.pk)])["outcomes"]["retrying"] == 2
+        live = LLMJob.objects.get(pk=job.pk).breaker  # what the page says while it retries
+        assert "503" in live["last_error"] and live["failed_in_a_row"] >= 2 and "reason" not in live
         LLMJob.objects.filter(pk=job.pk).update(status="paused", pause_reason="paused by a user")
         worker.join(timeout=15)
         assert not worker.is_alive()  # the 30 s waits were abandoned
