@@ -14,7 +14,7 @@ from coscript.selectors import (
     KEPT_FILTERS, REVIEW_FILTERS, coscript_run_detail, coscript_run_list, coscript_run_state, run_kept_rate,
     specific_goal_list,
 )
-from mining.apis import RunStateFields
+from llm.apis import RunStateFields
 
 
 class CoScriptRunSerializer(RunStateFields, serializers.ModelSerializer):

@@ -21,9 +21,9 @@ from judging.selectors import (
     generation_run_list, judge_names, judge_run_score, judged_splits, leaderboard_models, leaderboard_ranking,
     model_comparison,
 )
+from llm.apis import RunStateFields
 from llm.endpoints import EndpointNotConfigured
 from llm.runs import owned_run_state
-from mining.apis import RunStateFields
 
 MAX_BATCH = 256
 

@@ -8,9 +8,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, viewsets
 
-from llm.runs import run_state_json
+from llm.apis import RunStateFields
 from mining.models import MiningRun, Procedure, Split, Topic
-from mining.run_selectors import mining_run_list, mining_run_state
+from mining.run_selectors import mining_run_list, mining_run_state, mining_run_yield
 from mining.selectors import procedure_list, topic_list
 
 
@@ -66,49 +66,6 @@ class ProcedureViewSet(viewsets.ReadOnlyModelViewSet):
         return procedure_list()
 
 
-class RunStateFields(serializers.Serializer):
-    """The state of a run as every API response gives it (llm/runs.py ``run_state_json``:
-    outcomes, n_failed, top_errors, reason, breaker; ``status`` is the run's own field).
-    A serializer of runs inherits it and says how its run's state is read (``run_state``);
-    it lists the fields it shows in ``Meta.fields``. (CoScript runs use it too.)"""
-
-    outcomes = serializers.SerializerMethodField(help_text="Requests per outcome: ok, parse_failed, truncated, "
-                                                           "refused, api_error, pending, retrying.")
-    n_failed = serializers.SerializerMethodField(help_text="Requests without an ok answer.")
-    top_errors = serializers.SerializerMethodField(help_text="The most frequent errors: [{error, n}].")
-    reason = serializers.SerializerMethodField(help_text="Why the run paused or failed.")
-    breaker = serializers.SerializerMethodField(help_text="The circuit breaker's record when it paused the run "
-                                                          "(endpoint, since, last_error, reason); {} otherwise.")
-
-    def run_state(self, run) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _state(self, run) -> dict[str, Any]:
-        if not hasattr(run, "state_json"):
-            run.state_json = run_state_json(self.run_state(run))
-        return run.state_json
-
-    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
-    def get_outcomes(self, run) -> dict[str, int]:
-        return self._state(run)["outcomes"]
-
-    @extend_schema_field(OpenApiTypes.INT)
-    def get_n_failed(self, run) -> int:
-        return self._state(run)["n_failed"]
-
-    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
-    def get_top_errors(self, run) -> list[dict[str, Any]]:
-        return self._state(run)["top_errors"]
-
-    @extend_schema_field(OpenApiTypes.STR)
-    def get_reason(self, run) -> str:
-        return self._state(run)["reason"]
-
-    @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_breaker(self, run) -> dict[str, Any]:
-        return self._state(run)["breaker"]
-
-
 class MiningRunSerializer(RunStateFields, serializers.ModelSerializer):
     """A mining run with its state (requests per outcome from the ledger) and documents."""
 
@@ -124,8 +81,20 @@ class MiningRunSerializer(RunStateFields, serializers.ModelSerializer):
                   "documents", "procedures", "failed_documents", "executor", "created_by", "created_at",
                   "started_at", "finished_at"]
 
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # "yield" is a Python keyword, so the field is added here rather than declared.
+        fields = super().get_fields()
+        fields["yield"] = serializers.SerializerMethodField(
+            method_name="get_yield", help_text="Procedures / decided documents (passed or rejected by a stage): "
+            "share, ci95 (95% Wilson), successes, n, interval, and left_out {in_flight, failed} (docs/mining.md, Yield).")
+        return fields
+
     def run_state(self, run: MiningRun) -> dict[str, Any]:
         return mining_run_state(run, n_failed_documents=run.n_failed)
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_yield(self, run: MiningRun) -> dict[str, Any]:
+        return mining_run_yield(run)
 
 
 class MiningRunViewSet(viewsets.ReadOnlyModelViewSet):
