@@ -8,6 +8,7 @@ The intervals, each at 95 %:
   generations without a critical failure, the share of mined documents that became
   procedures, ...). It stays inside [0, 1] and is not degenerate at 0 or n successes, which
   the normal ("Wald") interval is: 3 passes of 3 gives [0.44, 1], not [1, 1].
+  ``share_estimate`` gives a share with its n and this interval, as every page shows a rate.
 * ``percentile_interval``: the 95 % percentile interval of bootstrap values.
 * ``paired_bootstrap_difference``: the difference between two models' How2Scores on the
   items both were judged on, with a percentile bootstrap interval that resamples those items
@@ -59,6 +60,15 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     centre = (p + z2 / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def share_estimate(successes: int, n: int) -> dict[str, Any]:
+    """A share with its n and its 95 % Wilson interval, the one shape every rate is shown in
+    (mining yield, kept rates, accuracy): ``{"share", "ci95", "successes", "n", "interval"}``;
+    ``share`` and ``ci95`` are None when ``n`` is 0 (nothing to divide)."""
+    interval = wilson_interval(successes, n)
+    return {"share": successes / n if n else None, "ci95": list(interval) if interval else None,
+            "successes": successes, "n": n, "interval": WILSON}
 
 
 def check_resamples(resamples: int) -> None:

@@ -33,12 +33,14 @@ def documents_per_topic_chart(rows: list[dict]) -> str:
 
 def mining_funnel_chart(funnel: list[dict], documents: int) -> str:
     """How2Everything Figure 2: documents left after each stage. Documents still being
-    worked on are drawn apart, as in flight, so only rejections and failures narrow it."""
+    worked on are drawn apart, as in flight, so only rejections and failures narrow it.
+    Counts only: the shares (yield, pass rates) are in the page's tables with their n and
+    intervals."""
     labels = ["documents"] + [row["stage"] for row in funnel]
     passed = [documents] + [row["passed"] for row in funnel]
     in_flight = [0] + [row["in_flight"] for row in funnel]
     figure = go.Figure()
-    figure.add_funnel(name="passed", y=labels, x=passed, textinfo="value+percent initial", marker_color="#1f77b4")
+    figure.add_funnel(name="passed", y=labels, x=passed, textinfo="value", marker_color="#1f77b4")
     if any(in_flight):
         figure.add_funnel(name="in flight", y=labels, x=in_flight, textinfo="value", marker_color="#c6dbef")
     figure.update_layout(height=360, margin={"l": 130, "r": 10, "t": 10, "b": 20}, funnelmode="stack",

@@ -20,7 +20,7 @@ from typing import Any
 
 from scipy.stats import chi2
 
-Z_95 = 1.959963984540054  # two-sided 95 % normal quantile
+from core.intervals import Z_95
 POISSON_ALPHA = 0.05
 
 

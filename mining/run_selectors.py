@@ -2,7 +2,9 @@
 stage with the documents still in flight, yield, throughput, ETA, tokens and USD per stage
 and model), and the documents a run rejected or failed, for tuning prompts. Planned
 documents, ETA and projected cost count only the documents the run can actually sample
-(mining/run_estimates.py has the estimates and their intervals)."""
+(mining/run_estimates.py has the estimates and their intervals). Yield and the stage pass
+rates carry their n and a 95 % Wilson interval and count only decided documents
+(``mining_yield``)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -13,6 +15,7 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
+from core.intervals import share_estimate
 from llm.constants import OUTCOMES
 from llm.models import LedgerEntry
 from llm.runs import ledger_run_counts, run_state
@@ -33,7 +36,24 @@ def mining_run_list() -> QuerySet[MiningRun]:
         n_candidates=Count("candidates", distinct=True),
         n_passed=Count("candidates", filter=Q(candidates__status=CandidateStatus.PASSED), distinct=True),
         n_failed=Count("candidates", filter=Q(candidates__status=CandidateStatus.FAILED), distinct=True),
+        n_rejected=Count("candidates", filter=Q(candidates__status=CandidateStatus.REJECTED), distinct=True),
     ).order_by("-id")
+
+
+def mining_yield(*, procedures: int, rejected: int, failed: int, in_flight: int) -> dict[str, Any]:
+    """Yield: procedures / decided documents (passed every stage, or rejected by a stage's
+    decision), with n (the decided documents) and its 95 % Wilson interval
+    (``core.intervals.share_estimate``), and what it leaves out: documents still in flight
+    (not decided yet) and failed documents (a stage call had no usable answer, which decides
+    nothing about the document; *Retry failed* asks again). The one rule of the run page,
+    the API and ``mine_run --status`` (docs/mining.md, "Yield")."""
+    return {**share_estimate(procedures, procedures + rejected), "left_out": {"in_flight": in_flight, "failed": failed}}
+
+
+def mining_run_yield(run: MiningRun) -> dict[str, Any]:
+    """``mining_yield`` of a run of ``mining_run_list`` (from its document counts)."""
+    return mining_yield(procedures=run.n_passed, rejected=run.n_rejected, failed=run.n_failed,
+                        in_flight=run.n_candidates - run.n_passed - run.n_rejected - run.n_failed)
 
 
 def mining_run_state(run: MiningRun, *, counts: tuple[dict[str, int], list] | None = None,
@@ -85,12 +105,17 @@ def _planned_per_topic(run: MiningRun, topic_ids: list[int], per_topic_status: d
     return planned
 
 
-def _funnel_cell(stage: str, documents: int, pending: int, reached: int, passed: int, passed_pending: int) -> dict:
+def _funnel_cell(stage: str, documents: int, pending: int, reached: int, passed: int, passed_pending: int,
+                 rejected: int = 0) -> dict:
     """One stage of the funnel. ``in_flight``: documents still being worked on that have
-    not passed the stage yet (they may); ``dropped``: rejected or failed at or before it."""
+    not passed the stage yet (they may); ``dropped``: rejected or failed at or before it.
+    ``pass_rate``: passed / decided at this stage (passed or rejected by it), with its
+    Wilson interval; ``undecided``: documents whose call at this stage had no usable answer
+    (yet), left out of the rate."""
     in_flight = max(pending - passed_pending, 0)
     return {"stage": stage, "reached": reached, "passed": passed, "in_flight": in_flight,
-            "dropped": max(documents - passed - in_flight, 0)}
+            "dropped": max(documents - passed - in_flight, 0), "rejected": rejected,
+            "pass_rate": share_estimate(passed, passed + rejected), "undecided": max(reached - passed - rejected, 0)}
 
 
 def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
@@ -131,6 +156,7 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     reached: dict[tuple[int, str], int] = Counter()
     passed: dict[tuple[int, str], int] = Counter()
     passed_pending: dict[tuple[int, str], int] = Counter()
+    rejected: dict[tuple[int, str], int] = Counter()
     outcome_counts: Counter = Counter()
     for topic_id, stage, status, candidate_status, n in (
             StageResult.objects.filter(run=run).values_list("candidate__topic_id", "stage", "status", "candidate__status")
@@ -140,6 +166,8 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
             passed[(topic_id, stage)] += n
             if candidate_status == CandidateStatus.PENDING:
                 passed_pending[(topic_id, stage)] += n
+        elif status == REJECTED:
+            rejected[(topic_id, stage)] += n
         outcome_counts[status] += n
 
     funnel_topics = []
@@ -149,13 +177,16 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
         funnel_topics.append({
             "topic": topic["name"], "slug": topic["slug"], "documents": documents,
             "stages": [_funnel_cell(s, documents, pending, reached[(topic["id"], s)], passed[(topic["id"], s)],
-                                    passed_pending[(topic["id"], s)]) for s in PIPELINE],
+                                    passed_pending[(topic["id"], s)], rejected[(topic["id"], s)]) for s in PIPELINE],
             "procedures": counts[CandidateStatus.PASSED],
+            "yield": mining_yield(procedures=counts[CandidateStatus.PASSED], rejected=counts[CandidateStatus.REJECTED],
+                                  failed=counts[CandidateStatus.FAILED], in_flight=pending),
         })
     sampled = sum(by_status.values())
     funnel_total = [_funnel_cell(s, sampled, by_status[CandidateStatus.PENDING],
                                  sum(reached[(t["id"], s)] for t in topics), sum(passed[(t["id"], s)] for t in topics),
-                                 sum(passed_pending[(t["id"], s)] for t in topics)) for s in PIPELINE]
+                                 sum(passed_pending[(t["id"], s)] for t in topics),
+                                 sum(rejected[(t["id"], s)] for t in topics)) for s in PIPELINE]
 
     finished = by_status[CandidateStatus.PASSED] + by_status[CandidateStatus.REJECTED] + by_status[CandidateStatus.FAILED]
     planned = sum(_planned_per_topic(run, [t["id"] for t in topics], per_topic_status).values())
@@ -196,7 +227,9 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
             "planned": planned, "sampled": sampled, "pending": by_status[CandidateStatus.PENDING],
             "finished": finished, "procedures": by_status[CandidateStatus.PASSED],
             "rejected": by_status[CandidateStatus.REJECTED], "failed": by_status[CandidateStatus.FAILED],
-            "yield": by_status[CandidateStatus.PASSED] / finished if finished else None,
+            "yield": mining_yield(procedures=by_status[CandidateStatus.PASSED],
+                                  rejected=by_status[CandidateStatus.REJECTED], failed=by_status[CandidateStatus.FAILED],
+                                  in_flight=by_status[CandidateStatus.PENDING]),
             "documents_per_minute": round(per_minute, 2), "eta_minutes": eta["minutes"],
             "eta_ci95_minutes": eta["ci95"], "eta_n": eta["n"],
             "cost_usd": spent if priced else None, "projected_cost_usd": projection["usd"],

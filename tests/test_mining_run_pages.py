@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
+from core.intervals import share_estimate
 from mining.models import MiningRun, Procedure
 from mining.record_files import iter_records
 from mining.runner import mining_run_execute
@@ -115,7 +116,8 @@ def test_mine_run_command_starts_reconfigures_and_reports(miner, corpus, tmp_pat
     call_command("mine_run", "--status", "cli-run")
     status = json.loads(capsys.readouterr().out)
     assert status["totals"]["rejected"] == 2 and status["funnel"][1] == {"stage": "heuristics", "reached": 2, "passed": 0,
-                                                                    "in_flight": 0, "dropped": 2}
+                                                                    "in_flight": 0, "dropped": 2, "rejected": 2,
+                                                                    "pass_rate": share_estimate(0, 2), "undecided": 0}
     with pytest.raises(CommandError, match="no mining run named 'nope'"):
         call_command("mine_run", "--status", "nope")
     path.write_text("name: [broken\n")

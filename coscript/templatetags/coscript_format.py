@@ -1,17 +1,9 @@
-"""Small formatting filters of the CoScript pages."""
+"""Small formatting filters of the CoScript pages (``percent`` is core's share_format)."""
 from __future__ import annotations
 
 from django import template
 
 register = template.Library()
-
-
-@register.filter
-def percent(value, digits: int = 1) -> str:
-    """0.5 -> "50.0 %"; None (nothing to divide) -> "—"."""
-    if value is None or value == "":
-        return "—"
-    return f"{100 * float(value):.{int(digits)}f} %"
 
 
 @register.filter

@@ -1,0 +1,109 @@
+"""Every rate shown outside the How2Score leaderboard carries its n and a 95 % Wilson
+interval, says what it left out, and reads the same on the page, in the API and in the
+command: mining yield (overall, per topic) and stage pass rates, CoScript kept and goal
+rates per constraint type, How2Score of the constrained slice per constraint type (n judged,
+n unusable, coverage, interval; an incomplete row is never ranked above complete ones), and
+goal-step accuracy (calls without a usable answer left out and counted)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.core.management import call_command
+
+from core.intervals import share_estimate, wilson_interval
+from core.templatetags.share_format import percent
+from mining.run_selectors import mining_run_progress
+from mining.run_services import mining_run_create
+from mining.runner import mining_run_execute
+from tests.scripted_miner import document_text
+from tests.test_mining_runs import config, make_corpus, miner  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _command_json(capsys, *args) -> dict:
+    capsys.readouterr()
+    call_command(*args)
+    out = capsys.readouterr().out
+    return json.loads(out[out.index("{"):])
+
+
+def _shown_share(cell_html: str) -> tuple[str, str, str, int, int]:
+    """(share, low, high, successes, n) as the share_estimate include prints them."""
+    text = re.sub(r"<[^>]+>", "", cell_html)
+    found = re.search(r"([\d.]+ %) \[([\d.]+ %)–([\d.]+ %)\] (\d+) / (\d+)", text)
+    assert found, text
+    return found.group(1), found.group(2), found.group(3), int(found.group(4)), int(found.group(5))
+
+
+def _expected_shown(successes: int, n: int) -> tuple[str, str, str, int, int]:
+    low, high = wilson_interval(successes, n)
+    return percent(successes / n), percent(low), percent(high), successes, n
+
+
+# -- the shared shape -------------------------------------------------------------------
+
+
+def test_a_share_estimate_is_the_wilson_interval_of_its_counts():
+    estimate = share_estimate(3, 4)
+    assert estimate["share"] == 0.75 and estimate["n"] == 4 and estimate["successes"] == 3
+    assert estimate["ci95"] == pytest.approx(list(wilson_interval(3, 4))) and estimate["interval"] == "wilson"
+    assert share_estimate(0, 0) == {"share": None, "ci95": None, "successes": 0, "n": 0, "interval": "wilson"}
+
+
+# -- mining yield -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def mined(miner):
+    """A finished run: health has 4 procedures, 1 rejection and 1 failed document (its
+    llm_filter answer is never readable); food-dining 2 procedures and 1 rejection."""
+    docs = [(f"d{i}", "health", document_text(f"d{i}", f"Prepare item {i}")) for i in range(4)]
+    docs += [("d4", "health", document_text("d4", "Visit the shop", flags="reject:llm_filter")),
+             ("d5", "health", document_text("d5", "Sort the mail", flags="malformed:llm_filter"))]
+    docs += [(f"d{i}", "food-dining", document_text(f"d{i}", f"Cook dish {i}")) for i in (6, 7)]
+    docs += [("d8", "food-dining", document_text("d8", "Visit the market", flags="reject:llm_filter"))]
+    corpus = make_corpus(docs)
+    run = mining_run_create(config_text=config("rates-run", failure_retries=0), source="run.yaml",
+                            corpus_name=corpus.name, start=False)
+    mining_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == "done_with_failures"
+    return run
+
+
+def test_mining_yield_counts_decided_documents_and_says_what_it_left_out(mined):
+    progress = mining_run_progress(mined)
+    totals = progress["totals"]
+    assert (totals["procedures"], totals["rejected"], totals["failed"]) == (6, 2, 1)
+    # Failed documents decide nothing: 6 of 8 decided, not 6 of 9 finished.
+    assert totals["yield"] == {**share_estimate(6, 8), "left_out": {"in_flight": 0, "failed": 1}}
+    assert totals["yield"]["ci95"] == pytest.approx(list(wilson_interval(6, 8)))
+    by_topic = {t["slug"]: t["yield"] for t in progress["funnel_by_topic"]}
+    assert by_topic["health"] == {**share_estimate(4, 5), "left_out": {"in_flight": 0, "failed": 1}}
+    assert by_topic["food-dining"] == {**share_estimate(2, 3), "left_out": {"in_flight": 0, "failed": 0}}
+    llm_filter = next(row for row in progress["funnel"] if row["stage"] == "llm_filter")
+    assert llm_filter["pass_rate"] == share_estimate(6, 8) and llm_filter["undecided"] == 1
+
+
+def test_the_run_page_api_and_command_show_the_same_yield(mined, researcher_client, capsys):
+    expected = mining_run_progress(mined)["totals"]["yield"]
+    html = researcher_client.get(f"/mining/runs/{mined.pk}/").content.decode()
+    cell = re.search(r'id="total-yield">(.*?)</td>', html, re.S).group(1)
+    assert _shown_share(cell) == _expected_shown(6, 8)
+    assert "decided documents" in cell and "left out: 0 in flight, 1 failed" in cell
+    health = re.search(r'class="num topic-yield" data-topic="health">(.*?)</td>', html, re.S).group(1)
+    assert _shown_share(health) == _expected_shown(4, 5)
+    stage = re.search(r'class="num stage-pass-rate" data-stage="llm_filter">(.*?)</td>', html, re.S).group(1)
+    assert _shown_share(stage) == _expected_shown(6, 8) and "1 undecided left out" in stage
+    assert "Yield = procedures / decided documents" in html
+
+    roundtrip = json.loads(json.dumps(expected))
+    listing = researcher_client.get("/api/mining/runs/").json()
+    row = listing["results"][0] if isinstance(listing, dict) else listing[0]
+    assert row["yield"] == roundtrip
+    assert researcher_client.get(f"/api/mining/runs/{mined.pk}/").json()["yield"] == roundtrip
+    status = _command_json(capsys, "mine_run", "--status", "rates-run")
+    assert status["totals"]["yield"] == roundtrip
