@@ -11,8 +11,8 @@ from core.permissions import IsResearcher
 from coscript.constants import CONSTRAINT_TYPES
 from coscript.models import CandidateScript, CoScriptRun, SpecificGoal
 from coscript.selectors import (
-    KEPT_FILTERS, REVIEW_FILTERS, coscript_run_detail, coscript_run_list, coscript_run_state, run_kept_rate,
-    specific_goal_list,
+    KEPT_FILTERS, REVIEW_FILTERS, coscript_report, coscript_run_detail, coscript_run_list, coscript_run_state,
+    run_kept_rate, specific_goal_list,
 )
 from llm.apis import RunStateFields
 
@@ -23,6 +23,9 @@ class CoScriptRunSerializer(RunStateFields, serializers.ModelSerializer):
     n_candidates = serializers.IntegerField(read_only=True, help_text="Candidate scripts stored.")
     kept_rate = serializers.SerializerMethodField(help_text="Candidates kept / candidates, from the last filter; "
                                                             "null before filtering.")
+    kept_rate_ci95 = serializers.SerializerMethodField(help_text="The kept rate's 95% Wilson interval [low, high]; "
+                                                                 "null before filtering.")
+    kept_rate_n = serializers.SerializerMethodField(help_text="Candidates the kept rate is computed over.")
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     live_state = False  # lists: the counts the phases' jobs stored when they last stopped; a detail: the ledger's
 
@@ -30,7 +33,7 @@ class CoScriptRunSerializer(RunStateFields, serializers.ModelSerializer):
         model = CoScriptRun
         fields = ["id", "name", "model", "split", "limit", "seed", "k", "filter_mode", "keyword_bonus",
                   "embedding_model", "screen", "executor", "concurrency", "budget_usd", "phase", "status", "outcomes",
-                  "n_failed", "error", "n_goals", "n_candidates", "kept_rate", "created_by", "created_at",
+                  "n_failed", "error", "n_goals", "n_candidates", "kept_rate", "kept_rate_ci95", "kept_rate_n", "created_by", "created_at",
                   "finished_at"]
 
     def run_state(self, run: CoScriptRun) -> dict:
@@ -38,7 +41,15 @@ class CoScriptRunSerializer(RunStateFields, serializers.ModelSerializer):
 
     @extend_schema_field(OpenApiTypes.FLOAT)
     def get_kept_rate(self, run: CoScriptRun) -> float | None:
-        return run_kept_rate(run)
+        return run_kept_rate(run)["share"]
+
+    @extend_schema_field(serializers.ListField(child=serializers.FloatField(), allow_null=True))
+    def get_kept_rate_ci95(self, run: CoScriptRun) -> list[float] | None:
+        return run_kept_rate(run)["ci95"]
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_kept_rate_n(self, run: CoScriptRun) -> int:
+        return run_kept_rate(run)["n"]
 
 
 class PhaseJobSerializer(serializers.Serializer):
@@ -60,10 +71,11 @@ class CoScriptRunDetailSerializer(CoScriptRunSerializer):
     prompts = serializers.SerializerMethodField()
     jobs = serializers.SerializerMethodField()
     live_state = True
-    report = serializers.JSONField(read_only=True, help_text=(
+    report = serializers.SerializerMethodField(help_text=(
         "goals (abstract_goals, requests, specific_goals, by_type, dropped), screen (cleared, sensitive, "
         "unreadable, flagged), scripts (candidates, outcomes), filter (mode, by_type and total with goals, "
-        "goals_with_script, candidates, kept, kept_rate, goal_rate, reasons; keyword_bonus, embedding_model)."))
+        "goals_with_script, candidates, kept, kept_rate, kept_rate_ci95, goal_rate, goal_rate_ci95 (95% Wilson "
+        "intervals; n: candidates, goals), kept_share, goal_share, reasons; keyword_bonus, embedding_model)."))
 
     class Meta(CoScriptRunSerializer.Meta):
         fields = [*CoScriptRunSerializer.Meta.fields, "top_errors", "breaker", "abstract_ids", "prompts", "jobs",
@@ -73,6 +85,10 @@ class CoScriptRunDetailSerializer(CoScriptRunSerializer):
     def get_prompts(self, run: CoScriptRun) -> list[dict]:
         return [{"stage": stage, "path": spec.get("path", ""), "sha256": spec.get("sha256", "")}
                 for stage, spec in sorted(run.prompts.items())]
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_report(self, run: CoScriptRun) -> dict:
+        return coscript_report(run)
 
     @extend_schema_field(PhaseJobSerializer(many=True))
     def get_jobs(self, run: CoScriptRun) -> list[dict]:

@@ -1,6 +1,8 @@
 """Reads of constrained planning (CoScript, Yuan et al. 2023): the run list, a run's phases
 and report, its specific goals with their candidate scripts, the sensitive-domain review
-list (App. C.2), and How2Score of the constrained slice per constraint type."""
+list (App. C.2), and How2Score of the constrained slice per constraint type. Every kept rate,
+goal rate and How2Score carries its n and a 95 % Wilson interval (core/intervals.py,
+judging/how2score.py)."""
 from __future__ import annotations
 
 from decimal import Decimal
@@ -9,14 +11,17 @@ from typing import Any
 from django.db.models import Count, Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from core.intervals import WILSON, share_estimate
 from coscript.constants import CONSTRAINT_TYPES
 from coscript.filtering import REASONS
 from coscript.models import CandidateScript, CoScriptRun, Phase, Review, SpecificGoal
-from judging.how2score import How2ScoreTally
+from judging.constants import LEADERBOARD_MIN_COVERAGE
+from judging.coverage import BASIS_ALL, estimate_over, ranking
 from judging.models import Judgment, RunStatus
+from judging.selectors import verdict_counts
 from llm.models import FINISHED
 from llm.runs import run_state
-from mining.models import Split
+from mining.models import Procedure, Split
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
 # The goal-table filters of the run page: "kept" = the goal has a chosen script.
@@ -46,9 +51,41 @@ def coscript_run_state(run: CoScriptRun, *, live: bool = True) -> dict[str, Any]
     return state
 
 
-def run_kept_rate(run: CoScriptRun) -> float | None:
-    """Candidates kept / candidates, from the last filter report; None before filtering."""
-    return (run.report.get("filter") or {}).get("total", {}).get("kept_rate")
+def _with_intervals(row: dict[str, Any]) -> dict[str, Any]:
+    """A filter report row with the 95 % Wilson intervals of its kept rate (n: candidates)
+    and goal rate (n: specific goals), and ``kept_share`` / ``goal_share``
+    (``core.intervals.share_estimate``) for the pages."""
+    kept = share_estimate(row["kept"], row["candidates"])
+    goal = share_estimate(row["goals_with_script"], row["goals"])
+    return {**row, "kept_rate_ci95": kept["ci95"], "goal_rate_ci95": goal["ci95"], "interval": WILSON,
+            "kept_share": kept, "goal_share": goal}
+
+
+def coscript_filter_report(run: CoScriptRun) -> dict[str, Any] | None:
+    """The last filter report (None before filtering), each row of ``by_type`` and ``total``
+    with its intervals: the one reading of kept rates the run page, the run list, the API and
+    ``coscript_run`` share."""
+    report = (run.report or {}).get("filter")
+    if not report:
+        return None
+    return {**report, "by_type": {t: _with_intervals(row) for t, row in report.get("by_type", {}).items()},
+            "total": _with_intervals(report["total"])}
+
+
+def coscript_report(run: CoScriptRun) -> dict[str, Any]:
+    """The run's report with the filter's rows carrying their intervals (the API's and the
+    command's ``report``)."""
+    report = dict(run.report or {})
+    if report.get("filter"):
+        report["filter"] = coscript_filter_report(run)
+    return report
+
+
+def run_kept_rate(run: CoScriptRun) -> dict[str, Any]:
+    """Candidates kept / candidates from the last filter report, as ``share_estimate``
+    (share, ci95, successes, n); share None before filtering."""
+    report = coscript_filter_report(run)
+    return report["total"]["kept_share"] if report else share_estimate(0, 0)
 
 
 def _job_row(label: str, phase: str, job, run: CoScriptRun) -> dict[str, Any]:
@@ -84,7 +121,7 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
             _job_row(Phase.SCRIPTS.label, Phase.SCRIPTS, run.scripts_job, run)]
     costs = [row["cost_usd"] for row in jobs if row["cost_usd"] is not None]
     report = run.report or {}
-    filter_report = report.get("filter") or {}
+    filter_report = coscript_filter_report(run) or {}
     reviews = dict(run.goals.exclude(review=Review.NOT_NEEDED).order_by().values_list("review")
                    .annotate(n=Count("pk")).values_list("review", "n"))
     goals = report.get("goals") or {}
@@ -165,25 +202,34 @@ def review_list() -> dict[str, QuerySet[SpecificGoal]]:
     }
 
 
-def constrained_how2score() -> list[dict[str, Any]]:
+def constrained_how2score(*, min_coverage: float = LEADERBOARD_MIN_COVERAGE) -> list[dict[str, Any]]:
     """How2Score of the constrained slice per judge and model, overall and per constraint
-    type: judgments of generations for procedures of split "constrained" that carry
-    ``provenance.constraint_type``; 100 × no_failure / judged, unreadable verdicts counted
-    apart (How2Everything §4)."""
-    judgments = (Judgment.objects.filter(generation__procedure__split=Split.CONSTRAINED,
-                                         generation__procedure__provenance__constraint_type__in=CONSTRAINT_TYPES)
-                 .values_list("judge", "generation__model", "generation__procedure__provenance__constraint_type",
-                              "has_failure")
-                 .order_by("judge", "generation__model", "id"))
-    tallies: dict[tuple[str, str], How2ScoreTally] = {}
-    for judge, model, constraint_type, has_failure in judgments:
-        tallies.setdefault((judge, model), How2ScoreTally()).add(constraint_type, has_failure)
+    type, as the leaderboard computes it (judging's ``verdict_counts`` on split
+    "constrained": unusable verdicts counted apart, never scored). Each row and each type's
+    cell is a ``how2score_estimate`` (how2score, ci95 (Wilson), n_judged, n_unusable,
+    n_items, n_items_judged, coverage) with ``complete`` (coverage >= ``min_coverage``);
+    a cell's items are the slice's procedures of that constraint type. Per judge, rows
+    follow the leaderboard's ranking rule over each model's judged items: complete rows
+    ranked by score (``rank``), incomplete ones after them, unranked, by coverage, so a
+    barely covered model never tops the table (How2Everything §4; docs/coscript.md)."""
+    types = dict(Procedure.objects.filter(split=Split.CONSTRAINED,
+                                          provenance__constraint_type__in=CONSTRAINT_TYPES)
+                 .values_list("pk", "provenance__constraint_type"))
+    judges = (Judgment.objects.filter(generation__procedure__split=Split.CONSTRAINED).order_by("judge")
+              .values_list("judge", flat=True).distinct())
     rows = []
-    for (judge, model), tally in tallies.items():
-        result = tally.result()
-        rows.append({"judge": judge, "model": model, "how2score": result["how2score"], "n": result["n"],
-                     "n_scored": result["n_scored"], "n_unusable": result["n_parse_failed"],
-                     "by_type": [{"constraint_type": t, **result["by_topic"].get(t, {"how2score": None, "n_scored": 0})}
-                                 for t in CONSTRAINT_TYPES]})
-    rows.sort(key=lambda r: (r["judge"], r["how2score"] is None, -(r["how2score"] or 0), r["model"]))
+    for judge in judges:
+        counts, items = verdict_counts(judge, Split.CONSTRAINED)
+        ranked = ranking(counts, n_items=len(items), basis=BASIS_ALL, min_coverage=min_coverage)
+        items_of = {t: {i for i in items if types.get(i) == t} for t in CONSTRAINT_TYPES}
+        for model in ranked["order"]:
+            entry = ranked["models"][model]
+            cells = []
+            for constraint_type in CONSTRAINT_TYPES:
+                cell = estimate_over(counts[model], n_items=len(items_of[constraint_type]),
+                                     items=items_of[constraint_type])
+                cells.append({"constraint_type": constraint_type, **cell,
+                              "complete": (cell["coverage"] or 0.0) >= min_coverage})
+            rows.append({"judge": judge, "model": model, **entry["all_items"], "complete": entry["complete"],
+                         "rank": entry["rank"], "by_type": cells})
     return rows

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from core.intervals import share_estimate
 from core.permissions import admin_required, researcher_required
 from coscript.forms import CoScriptRunForm, ExportForm, GoalFilterForm, RefilterForm
 from coscript.models import CoScriptRun, Review, SpecificGoal
@@ -23,6 +24,7 @@ from coscript.services import (
     coscript_add_to_benchmark, coscript_run_cancel, coscript_run_create, coscript_run_filter, coscript_run_resume,
     coscript_run_retry_failed, export_records, specific_goal_review,
 )
+from judging.constants import LEADERBOARD_MIN_COVERAGE
 from llm.endpoints import EndpointNotConfigured
 from llm.prompts import PromptError
 from mining.embeddings import EmbeddingModelUnavailable
@@ -37,7 +39,7 @@ def _index(request: HttpRequest, form: CoScriptRunForm, status: int = 200) -> Ht
         run.kept_rate = run_kept_rate(run)
         run.state = coscript_run_state(run, live=False)
     return render(request, "coscript/run_list.html", {
-        "runs": runs, "form": form, "slice": constrained_how2score(),
+        "runs": runs, "form": form, "slice": constrained_how2score(), "min_coverage": LEADERBOARD_MIN_COVERAGE,
         "n_pending_review": SpecificGoal.objects.filter(review=Review.PENDING).count(),
     }, status=status)
 
@@ -135,7 +137,9 @@ def coscript_run_refilter(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, f"Not filtered again: {exc}")
     else:
         total = report["total"]
-        rate = "—" if total["kept_rate"] is None else f"{100 * total['kept_rate']:.1f} %"
+        kept = share_estimate(total["kept"], total["candidates"])
+        rate = "—" if kept["share"] is None else (f"{100 * kept['share']:.1f} %, 95 % Wilson "
+                                                  f"{100 * kept['ci95'][0]:.1f}–{100 * kept['ci95'][1]:.1f} %")
         messages.success(request, f"Filtered again ({report['mode']}, bonus {report['keyword_bonus']}): "
                                   f"{total['kept']} of {total['candidates']} candidates kept ({rate}).")
     return redirect(f"{reverse('coscript_run_detail', args=[run.pk])}#report")

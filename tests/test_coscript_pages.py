@@ -392,15 +392,16 @@ def test_the_run_list_shows_how2score_of_the_constrained_slice_per_constraint_ty
     rows = {(r["judge"], r["model"]): r for r in response.context["slice"]}
     a = rows[("how2judge", "model-a")]
     n = {t: len(items) for t, items in procedures.items()}
-    assert a["n_scored"] == sum(n.values())
+    assert a["n_judged"] == sum(n.values()) and a["coverage"] == 1.0 and a["rank"] == 1
     assert a["how2score"] == pytest.approx(100 * (n["modifier"] + n["method"]) / sum(n.values()))
     assert {c["constraint_type"]: c["how2score"] for c in a["by_type"]} == {"modifier": 100.0, "method": 100.0,
                                                                             "intent": 0.0}
     b = rows[("how2judge", "model-b")]
-    assert b["how2score"] is None and b["n_unusable"] == 1
+    assert b["how2score"] is None and b["n_unusable"] == 1 and b["rank"] is None and not b["complete"]
     html = response.content.decode()
     table = re.search(r'id="constrained-how2score">(.*?)</table>', html, re.S).group(1)
-    assert '<td class="num" data-type="intent">0.0' in table and '<td class="num" data-type="method">100.0' in table
+    assert re.search(r'data-type="intent"><strong>0.0</strong>', table)
+    assert re.search(r'data-type="method"><strong>100.0</strong>', table)
 
 
 # ----------------------------------------------------------------------------- the API

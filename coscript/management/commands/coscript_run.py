@@ -18,7 +18,7 @@ from coscript.services import (
     coscript_run_filter,
     coscript_run_retry_failed,
 )
-from coscript.selectors import coscript_run_state
+from coscript.selectors import coscript_filter_report, coscript_report, coscript_run_state
 from judging.models import LanguageModel, PromptStyle
 from judging.services import language_model_register
 from llm.constants import EXECUTORS
@@ -134,7 +134,7 @@ class Command(BaseCommand):
                                                  "outcomes": job.outcome_counts, "cost_usd": float(job.cost_usd)}
                 for phase, job in run.jobs}
         self.stdout.write(json.dumps({"name": run.name, **run_state_json(coscript_run_state(run)), "phase": run.phase,
-                                      "error": run.error, "jobs": jobs, "report": run.report}, indent=2))
+                                      "error": run.error, "jobs": jobs, "report": coscript_report(run)}, indent=2))
 
     def _retry(self, options) -> None:
         run = self._run(options["name"])
@@ -162,12 +162,13 @@ class Command(BaseCommand):
                           or "no chosen scripts to add")
 
     def _print_filter(self, run: CoScriptRun) -> None:
-        report = run.report.get("filter")
+        report = coscript_filter_report(run)
         if not report:
             self.stdout.write(f"phase {run.phase}, status {run.status}")
             return
         self.stdout.write(f"filter {report['mode']} (keyword bonus {report['keyword_bonus']}):")
         for name, row in [*report["by_type"].items(), ("total", report["total"])]:
-            rate = "—" if row["kept_rate"] is None else f"{row['kept_rate']:.3f}"
+            rate = "—" if row["kept_rate"] is None else (
+                f"{row['kept_rate']:.3f}, 95% Wilson {row['kept_rate_ci95'][0]:.3f}–{row['kept_rate_ci95'][1]:.3f}")
             self.stdout.write(f"  {name}: kept {row['kept']} / {row['candidates']} candidates ({rate}); "
                               f"{row['goals_with_script']} / {row['goals']} specific goals have a script")
