@@ -14,10 +14,16 @@ from django.core.management import call_command
 
 from core.intervals import share_estimate, wilson_interval
 from core.templatetags.share_format import percent
+from coscript.selectors import constrained_how2score
+from judging.how2score import how2score_estimate
+from judging.models import Generation, Judgment
+from judging.selectors import leaderboard_ranking
+from mining.models import Procedure, Split, Topic
 from mining.run_selectors import mining_run_progress
 from mining.run_services import mining_run_create
 from mining.runner import mining_run_execute
 from tests.scripted_miner import document_text
+from tests.test_coscript_pages import model, run, server, world  # noqa: F401  (fixtures)
 from tests.test_mining_runs import config, make_corpus, miner  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -107,3 +113,91 @@ def test_the_run_page_api_and_command_show_the_same_yield(mined, researcher_clie
     assert researcher_client.get(f"/api/mining/runs/{mined.pk}/").json()["yield"] == roundtrip
     status = _command_json(capsys, "mine_run", "--status", "rates-run")
     assert status["totals"]["yield"] == roundtrip
+
+
+# -- CoScript kept rates ----------------------------------------------------------------
+
+def test_kept_rates_per_constraint_type_carry_n_and_wilson_intervals_everywhere(run, researcher_client, capsys):
+    report = run.report["filter"]
+    html = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
+    table = re.search(r'<table class="table" id="kept-rates">(.*?)</table>', html, re.S).group(1)
+    for constraint_type, row in [*report["by_type"].items(), ("all", report["total"])]:
+        cells = re.search(rf'data-type="{constraint_type}">(.*?)</tr>', table, re.S).group(1)
+        kept_cell = re.search(r'kept-rate">(.*?)</t[dh]>', cells, re.S).group(1)
+        assert _shown_share(kept_cell) == _expected_shown(row["kept"], row["candidates"])
+        goal_cell = re.search(r'goal-rate">(.*?)</t[dh]>', cells, re.S).group(1)
+        assert _shown_share(goal_cell) == _expected_shown(row["goals_with_script"], row["goals"])
+
+    total = report["total"]
+    expected_total = list(wilson_interval(total["kept"], total["candidates"]))
+    listing = researcher_client.get("/api/coscript/runs/").json()["results"][0]
+    assert listing["kept_rate_ci95"] == pytest.approx(expected_total) and listing["kept_rate_n"] == total["candidates"]
+    detail = researcher_client.get(f"/api/coscript/runs/{run.pk}/").json()["report"]["filter"]
+    for constraint_type, row in report["by_type"].items():
+        shown = detail["by_type"][constraint_type]
+        assert shown["kept_rate_ci95"] == pytest.approx(list(wilson_interval(row["kept"], row["candidates"])))
+        assert shown["goal_rate_ci95"] == pytest.approx(list(wilson_interval(row["goals_with_script"], row["goals"])))
+    assert detail["total"]["kept_rate_ci95"] == pytest.approx(expected_total)
+
+    status = _command_json(capsys, "coscript_run", "status", run.name)
+    assert status["report"]["filter"] == detail
+    index = researcher_client.get("/coscript/").content.decode()
+    row_html = re.search(rf'{run.name}</a>.*?class="num kept-rate">(.*?)</td>', index, re.S).group(1)
+    assert _shown_share(row_html) == _expected_shown(total["kept"], total["candidates"])
+
+
+# -- How2Score of the constrained slice -----------------------------------------------------
+
+
+@pytest.fixture
+def constrained_slice(db):
+    """Twelve constrained procedures, four per type. "complete-model" is judged on all of
+    them (modifier and method pass, intent fails); "few-model" passes the one intent
+    procedure it has a usable verdict for, and two of its answers were unusable."""
+    topic, _ = Topic.objects.get_or_create(name="Health", defaults={"slug": "health"})
+    procedures = {t: [Procedure.objects.create(topic=topic, goal=f"{t} goal {i}", steps=["a", "b"], split=Split.CONSTRAINED,
+                                               source_example_id=f"{t}-{i}", provenance={"constraint_type": t})
+                      for i in range(4)] for t in ("modifier", "method", "intent")}
+    for constraint_type, items in procedures.items():
+        for procedure in items:
+            generation = Generation.objects.create(procedure=procedure, model="complete-model", predicted_steps=["x"])
+            Judgment.objects.create(generation=generation, judge="how2judge", has_failure=constraint_type == "intent")
+    few = [Generation.objects.create(procedure=procedures["intent"][i], model="few-model", predicted_steps=["x"])
+           for i in range(3)]
+    Judgment.objects.create(generation=few[0], judge="how2judge", has_failure=False)
+    for generation in few[1:]:
+        Judgment.objects.create(generation=generation, judge="how2judge", has_failure=None, outcome="parse_failed")
+    return procedures
+
+
+def test_the_constrained_slice_never_ranks_a_barely_covered_model_above_a_complete_one(constrained_slice,
+                                                                                      researcher_client):
+    rows = constrained_how2score()
+    assert [(r["model"], r["rank"], r["complete"]) for r in rows] == [("complete-model", 1, True),
+                                                                      ("few-model", None, False)]
+    complete, few = rows
+    # Each score is judging's estimate: n judged, unusable, coverage and the Wilson interval.
+    assert {k: complete[k] for k in ("how2score", "ci95", "n_judged", "n_unusable", "coverage")} == {
+        k: how2score_estimate(8, 12, n_items=12, n_items_judged=12)[k]
+        for k in ("how2score", "ci95", "n_judged", "n_unusable", "coverage")}
+    assert (few["how2score"], few["n_judged"], few["n_unusable"]) == (100.0, 1, 2)
+    assert few["coverage"] == pytest.approx(1 / 12)
+    intent = {c["constraint_type"]: c for c in few["by_type"]}["intent"]
+    assert intent == {"constraint_type": "intent", **how2score_estimate(1, 1, n_unusable=2, n_items=4, n_items_judged=1),
+                      "complete": False}
+    modifier = {c["constraint_type"]: c for c in complete["by_type"]}["modifier"]
+    assert modifier["how2score"] == 100.0 and modifier["ci95"] == how2score_estimate(4, 4)["ci95"] and modifier["complete"]
+    # The same numbers as the constrained leaderboard over all judged items.
+    board = {r["model"]: r for r in leaderboard_ranking("how2judge", Split.CONSTRAINED, basis="all")["rows"]}
+    for row in rows:
+        assert row["ci95"] == board[row["model"]]["all_items"]["ci95"]
+        assert row["coverage"] == board[row["model"]]["all_items"]["coverage"]
+
+    html = researcher_client.get("/coscript/").content.decode()
+    table = re.search(r'id="constrained-how2score">(.*?)</table>', html, re.S).group(1)
+    assert table.index('data-model="complete-model"') < table.index('data-model="few-model"')
+    few_row = re.search(r'data-model="few-model" class="incomplete">(.*?)</tr>', table, re.S).group(1)
+    assert "incomplete" in few_row and "1 judged · 2 unusable" in few_row and "coverage 1 / 12" in few_row
+    intent_cell = re.search(r'data-type="intent" class="incomplete">(.*?)</td>', few_row, re.S).group(1)
+    low, high = intent["ci95"]
+    assert f"[{low:.1f}–{high:.1f}]" in intent_cell and "coverage 1 / 4" in intent_cell
