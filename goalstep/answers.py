@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.intervals import wilson_interval
+from core.intervals import share_estimate
 from goalstep.items import normalise_text
 
 LETTERS = string.ascii_uppercase
@@ -58,13 +58,17 @@ def parse_choice(text: str, candidates: Sequence[str]) -> int | None:
 @dataclass
 class AccuracyTally:
     """Accuracy overall and per topic. Denominators, stated: ``accuracy`` = correct / answered
-    (answered = every item the model returned a completion for, unparseable ones included,
-    which count as not correct); ``accuracy_parsed`` = correct / parsed."""
+    (answered = every item the model returned a usable completion for, unparseable ones
+    included, which count as not correct), with its 95 % Wilson interval (n = answered);
+    ``accuracy_parsed`` = correct / parsed. Calls without a usable completion (truncated,
+    refused, parse_failed, ...) are no answer: left out of both and counted in
+    ``n_unusable`` by outcome (``add_unusable``)."""
 
     correct: int = 0
     answered: int = 0
     unparseable: int = 0
     by_topic: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    unusable: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def add(self, topic: str, correct: bool | None) -> None:
         """``correct`` None: the answer was unparseable."""
@@ -76,14 +80,19 @@ class AccuracyTally:
             self.correct += 1
             self.by_topic[topic][0] += 1
 
+    def add_unusable(self, outcome: str) -> None:
+        """A call that returned no usable completion: left out of accuracy, counted."""
+        self.unusable[outcome] += 1
+
     def result(self) -> dict[str, Any]:
         parsed = self.answered - self.unparseable
-        interval = wilson_interval(self.correct, self.answered)
+        overall = share_estimate(self.correct, self.answered)
         return {
             "correct": self.correct, "answered": self.answered, "unparseable": self.unparseable,
-            "accuracy": self.correct / self.answered if self.answered else None,
-            "ci95": list(interval) if interval else None,
+            "accuracy": overall["share"], "ci95": overall["ci95"], "interval": overall["interval"],
             "accuracy_parsed": self.correct / parsed if parsed else None,
-            "by_topic": {topic: {"correct": c, "answered": n, "accuracy": c / n if n else None}
+            "n_unusable": sum(self.unusable.values()), "unusable": dict(sorted(self.unusable.items())),
+            "by_topic": {topic: {"correct": c, "answered": n, "accuracy": c / n if n else None,
+                                 "ci95": share_estimate(c, n)["ci95"]}
                          for topic, (c, n) in sorted(self.by_topic.items())},
         }

@@ -61,3 +61,8 @@ SEARCH_BLOCK_FLOATS = 64 * 1024 * 1024
 # Operational: positives handled per batch of the construction; a --limit build stops
 # after the batch that reached the limit instead of searching for every positive.
 BUILD_BATCH = 2048
+
+# A prediction's outcome when the model returned a usable completion: "ok" (it names one
+# candidate) or "unparseable" (it names none: the model's answer, counted as not correct).
+# Any other outcome (truncated, refused, parse_failed) is no answer: left out of accuracy.
+USABLE_OUTCOMES = ("ok", "unparseable")

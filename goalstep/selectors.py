@@ -6,7 +6,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from goalstep.answers import AccuracyTally
-from goalstep.constants import PAPER_HUMAN_ACCURACY, PAPER_ROBERTA_ACCURACY, TASKS
+from goalstep.constants import PAPER_HUMAN_ACCURACY, PAPER_ROBERTA_ACCURACY, TASKS, USABLE_OUTCOMES
 from goalstep.models import TaskEvaluation, TaskSet
 from goalstep.validation import human_accuracy
 from llm.runs import owned_run_state
@@ -18,16 +18,22 @@ def task_set_list(*, task: str | None = None) -> QuerySet[TaskSet]:
 
 
 def task_evaluation_accuracy(evaluation: TaskEvaluation) -> dict[str, Any]:
-    """Accuracy overall and per topic (denominators in goalstep.answers.AccuracyTally), with
-    the outcomes of calls that returned no completion counted apart."""
+    """Accuracy overall and per topic with n (answered) and the 95 % Wilson interval
+    (denominators in goalstep.answers.AccuracyTally), and what is left out: calls that
+    returned no usable completion (``n_unusable``, by outcome in ``unusable``) and items
+    without a stored answer (``n_unanswered``: not asked yet, or an api_error)."""
     tally = AccuracyTally()
     outcomes: dict[str, int] = {}
     for outcome, correct, topic in evaluation.predictions.values_list("outcome", "correct", "item__topic"):
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
-        tally.add(topic, correct)
+        if outcome in USABLE_OUTCOMES:
+            tally.add(topic, correct)
+        else:
+            tally.add_unusable(outcome)
     result = tally.result()
     result["outcomes"] = outcomes
     result["n_items"] = len(evaluation.item_ids)
+    result["n_unanswered"] = max(result["n_items"] - sum(outcomes.values()), 0)
     return result
 
 

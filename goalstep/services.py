@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from goalstep.answers import candidate_list, letter_list, parse_choice
-from goalstep.constants import STEP_ORDERING, TASKS
+from goalstep.constants import STEP_ORDERING, TASKS, USABLE_OUTCOMES
 from goalstep.items import BuildResult, FilterSettings, PoolProcedure, build_items
 from goalstep.models import TaskEvaluation, TaskItem, TaskPrediction, TaskSet
 from judging.models import LanguageModel, PromptStyle
@@ -136,7 +136,7 @@ def task_evaluation_execute(*, evaluation_id: int) -> str:
 def task_evaluation_unusable(evaluation: TaskEvaluation) -> int:
     """Stored predictions whose call had no usable answer (truncated, refused, ...). An
     answer naming no candidate (``unparseable``) is the model's answer, counted as wrong."""
-    return evaluation.predictions.exclude(outcome__in=["ok", "unparseable"]).count()
+    return evaluation.predictions.exclude(outcome__in=USABLE_OUTCOMES).count()
 
 
 def _evaluation_enqueue(evaluation: TaskEvaluation):
@@ -150,7 +150,7 @@ def task_evaluation_retry_failed(*, evaluation: TaskEvaluation, start: bool = Tr
     ``start``: hand it to a Celery worker (else the caller executes it, as the command does)."""
     return owned_run_retry_failed(
         evaluation, enqueue=_evaluation_enqueue(evaluation) if start else (lambda: None),
-        discard_unusable=lambda e: e.predictions.exclude(outcome__in=["ok", "unparseable"]).delete()[0])
+        discard_unusable=lambda e: e.predictions.exclude(outcome__in=USABLE_OUTCOMES).delete()[0])
 
 
 def task_evaluation_resume(*, evaluation: TaskEvaluation) -> None:

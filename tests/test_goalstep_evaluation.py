@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
+from core.intervals import wilson_interval
 from goalstep.answers import candidate_list, letter_list, parse_choice
 from goalstep.models import TaskItem, TaskSet
 from goalstep.selectors import leaderboard, task_evaluation_accuracy
@@ -95,7 +96,8 @@ def test_accuracy_counts_unparseable_answers_and_never_guesses(task_set, server)
     assert (result["correct"], result["answered"], result["unparseable"]) == (2, 4, 1)
     assert result["accuracy"] == pytest.approx(0.5)
     assert result["accuracy_parsed"] == pytest.approx(2 / 3)
-    assert result["by_topic"]["Home & Hobbies"] == {"correct": 1, "answered": 2, "accuracy": 0.5}
+    assert result["by_topic"]["Home & Hobbies"] == {"correct": 1, "answered": 2, "accuracy": 0.5,
+                                                    "ci95": list(wilson_interval(1, 2))}
     assert result["by_topic"]["Health"]["accuracy"] == 1.0
     unparseable = evaluation.predictions.get(item__prompt="Clean silver")
     assert unparseable.outcome == "unparseable" and unparseable.choice is None and unparseable.correct is None
@@ -133,8 +135,9 @@ def test_the_evaluate_command_prints_accuracy_per_topic(task_set, server, capsys
     language_model_register(name="scripted-model")
     call_command("goalstep_evaluate", "--task-set", str(task_set.pk), "--model", "scripted-model")
     out = capsys.readouterr().out
-    assert "accuracy 0.500 = 2 / 4 answered, 1 unparseable, 4 items" in out
-    assert "Health: 1.000 (1 / 1)" in out
+    assert ("accuracy 0.500 (95% Wilson 0.150–0.850) = 2 / 4 answered, 1 unparseable, 4 items; "
+            "left out: 0 unusable (none), 0 unanswered") in out
+    assert "Health: 1.000 (1 / 1; 95% Wilson 0.207–1.000)" in out
 
 
 @pytest.mark.django_db(transaction=True)

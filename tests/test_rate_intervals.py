@@ -11,19 +11,25 @@ import re
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from core.intervals import share_estimate, wilson_interval
 from core.templatetags.share_format import percent
 from coscript.selectors import constrained_how2score
+from goalstep.selectors import leaderboard, task_evaluation_accuracy
+from goalstep.services import task_evaluation_create, task_evaluation_execute
 from judging.how2score import how2score_estimate
 from judging.models import Generation, Judgment
 from judging.selectors import leaderboard_ranking
+from judging.services import language_model_register
 from mining.models import Procedure, Split, Topic
 from mining.run_selectors import mining_run_progress
 from mining.run_services import mining_run_create
 from mining.runner import mining_run_execute
+from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
 from tests.scripted_miner import document_text
 from tests.test_coscript_pages import model, run, server, world  # noqa: F401  (fixtures)
+from tests.test_goalstep_evaluation import ANSWERS, task_set  # noqa: F401  (fixture)
 from tests.test_mining_runs import config, make_corpus, miner  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -201,3 +207,56 @@ def test_the_constrained_slice_never_ranks_a_barely_covered_model_above_a_comple
     intent_cell = re.search(r'data-type="intent" class="incomplete">(.*?)</td>', few_row, re.S).group(1)
     low, high = intent["ci95"]
     assert f"[{low:.1f}–{high:.1f}]" in intent_cell and "coverage 1 / 4" in intent_cell
+
+
+# -- goal-step accuracy -----------------------------------------------------------------
+
+
+@pytest.fixture
+def truncating_server(settings):
+    """The goal-step scripted model, except that its answer to "Keep a cat calm" runs out of
+    tokens (finish_reason length): a call without a usable completion."""
+    settings.LLM_BACKOFF_BASE_SECONDS = 0.01
+    settings.LLM_MAX_ATTEMPTS = 1
+    with ScriptedLLM() as scripted:
+        roles = dict(settings.LLM_ROLES)
+        roles["generate"] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
+                             "max_tokens": None}
+        settings.LLM_ROLES = roles
+
+        def answer(body):
+            text = last_user_message(body)
+            prompt = next(p for p in ANSWERS if p in text)
+            return Reply("B", finish_reason="length") if prompt == "Keep a cat calm" else Reply(ANSWERS[prompt])
+
+        scripted.default = answer
+        yield scripted
+
+
+def test_goal_step_accuracy_leaves_out_calls_without_a_usable_answer_and_says_so(task_set, truncating_server,
+                                                                                 researcher_client, capsys):
+    scripted_model = language_model_register(name="scripted-model")
+    evaluation = task_evaluation_create(task_set=task_set, language_model=scripted_model, start=False)
+    task_evaluation_execute(evaluation_id=evaluation.pk)
+    evaluation.refresh_from_db()
+    assert evaluation.predictions.get(item__prompt="Keep a cat calm").outcome == "truncated"
+    result = task_evaluation_accuracy(evaluation)
+    # The truncated call is no answer: 2 correct of 3 answered (not of 4), 1 unusable left out.
+    assert (result["correct"], result["answered"], result["unparseable"]) == (2, 3, 1)
+    assert result["accuracy"] == pytest.approx(2 / 3) and result["ci95"] == pytest.approx(list(wilson_interval(2, 3)))
+    assert (result["n_unusable"], result["unusable"], result["n_unanswered"]) == (1, {"truncated": 1}, 0)
+    assert result["by_topic"]["Home & Hobbies"]["ci95"] == pytest.approx(list(wilson_interval(1, 2)))
+
+    html = researcher_client.get(reverse("goalstep_leaderboard", args=["step_inference"])).content.decode()
+    row = re.search(r"<tr><td>1</td><td>scripted-model</td>(.*?)</tr>", html, re.S).group(1)
+    low, high = wilson_interval(2, 3)
+    assert f"{low:.3f}–{high:.3f}" in row and '<td class="num unusable" title="truncated 1 ">1' in row
+    assert "Left out of both and counted" in html
+    [board_row] = leaderboard("step_inference")["rows"]
+    assert board_row["ci95"] == result["ci95"] and board_row["n_unusable"] == 1
+
+    capsys.readouterr()
+    call_command("goalstep_evaluate", "--task-set", str(task_set.pk), "--model", "scripted-model")
+    out = capsys.readouterr().out
+    assert f"accuracy 0.667 (95% Wilson {low:.3f}–{high:.3f}) = 2 / 3 answered" in out
+    assert "left out: 1 unusable (truncated 1), 0 unanswered" in out

@@ -70,13 +70,17 @@ class Command(BaseCommand):
         evaluation.refresh_from_db()
         task_set, language_model = evaluation.task_set, evaluation.language_model
         result = task_evaluation_accuracy(evaluation)
-        accuracy = "—" if result["accuracy"] is None else f"{result['accuracy']:.3f}"
+        accuracy = "—" if result["accuracy"] is None else (
+            f"{result['accuracy']:.3f} (95% Wilson {result['ci95'][0]:.3f}–{result['ci95'][1]:.3f})")
+        left_out = ", ".join(f"{outcome} {n}" for outcome, n in result["unusable"].items()) or "none"
         self.stdout.write(
             f"evaluation {evaluation.pk} ({outcome}, {evaluation.status}): {language_model.name} on task set "
             f"{task_set.pk} ({task_set.task}): accuracy {accuracy} = {result['correct']} / {result['answered']} "
-            f"answered, {result['unparseable']} unparseable, {result['n_items']} items")
+            f"answered, {result['unparseable']} unparseable, {result['n_items']} items; left out: "
+            f"{result['n_unusable']} unusable ({left_out}), {result['n_unanswered']} unanswered")
         for topic, row in result["by_topic"].items():
-            self.stdout.write(f"  {topic}: {row['accuracy']:.3f} ({row['correct']} / {row['answered']})")
+            self.stdout.write(f"  {topic}: {row['accuracy']:.3f} ({row['correct']} / {row['answered']}; "
+                              f"95% Wilson {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f})")
 
     def _status(self, evaluation: TaskEvaluation) -> None:
         evaluation.refresh_from_db()
