@@ -26,7 +26,7 @@ from mining.models import Procedure, Split, Topic
 from mining.run_selectors import mining_run_progress
 from mining.run_services import mining_run_create
 from mining.runner import mining_run_execute
-from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
+from tests.scripted_llm import Reply, last_user_message
 from tests.scripted_miner import document_text
 from tests.test_coscript_pages import model, run, server, world  # noqa: F401  (fixtures)
 from tests.test_goalstep_evaluation import ANSWERS, task_set  # noqa: F401  (fixture)
@@ -212,29 +212,16 @@ def test_the_constrained_slice_never_ranks_a_barely_covered_model_above_a_comple
 # -- goal-step accuracy -----------------------------------------------------------------
 
 
-@pytest.fixture
-def truncating_server(settings):
+def _truncating(body):
     """The goal-step scripted model, except that its answer to "Keep a cat calm" runs out of
     tokens (finish_reason length): a call without a usable completion."""
-    settings.LLM_BACKOFF_BASE_SECONDS = 0.01
-    settings.LLM_MAX_ATTEMPTS = 1
-    with ScriptedLLM() as scripted:
-        roles = dict(settings.LLM_ROLES)
-        roles["generate"] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
-                             "max_tokens": None}
-        settings.LLM_ROLES = roles
-
-        def answer(body):
-            text = last_user_message(body)
-            prompt = next(p for p in ANSWERS if p in text)
-            return Reply("B", finish_reason="length") if prompt == "Keep a cat calm" else Reply(ANSWERS[prompt])
-
-        scripted.default = answer
-        yield scripted
+    prompt = next(p for p in ANSWERS if p in last_user_message(body))
+    return Reply("B", finish_reason="length") if prompt == "Keep a cat calm" else Reply(ANSWERS[prompt])
 
 
-def test_goal_step_accuracy_leaves_out_calls_without_a_usable_answer_and_says_so(task_set, truncating_server,
+def test_goal_step_accuracy_leaves_out_calls_without_a_usable_answer_and_says_so(task_set, server,
                                                                                  researcher_client, capsys):
+    server.default = _truncating  # the scripted server of the generate role
     scripted_model = language_model_register(name="scripted-model")
     evaluation = task_evaluation_create(task_set=task_set, language_model=scripted_model, start=False)
     task_evaluation_execute(evaluation_id=evaluation.pk)
