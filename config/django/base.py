@@ -2,6 +2,7 @@
 with embedded defaults (SQLite and a file-based Celery broker under var/)."""
 from config.env import BASE_DIR, env_bool, env_list, env_str, local_secret_key, var_dir
 from config.settings.celery import celery_settings
+from config.settings.csp import csp_settings
 from config.settings.database import database_settings
 from config.settings.llm import judging_settings, llm_settings, mining_settings
 
@@ -39,6 +40,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The Content-Security-Policy header of every response (config/settings/csp.py).
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -121,6 +124,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 globals().update(celery_settings())
+globals().update(csp_settings())
 globals().update(llm_settings())
 globals().update(judging_settings())
 globals().update(mining_settings())
