@@ -4,7 +4,6 @@ A file export is written to a temporary file beside the target and renamed when 
 so a failed export never leaves a partial file."""
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Iterable, Iterator
@@ -13,6 +12,7 @@ from typing import Any
 
 from annotate.models import Study
 from annotate.selectors import EXPORT_FIELDS, annotation_export_rows, choice_tier_records
+from core.csv_cells import csv_writer
 from mining.record_files import atomic_output
 
 JSON_CELLS = {"failures", "steps_opened", "click_log", "item_source", "answer"}
@@ -40,9 +40,10 @@ def _csv_cell(name: str, value: Any) -> Any:
 
 
 def annotation_csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
-    """CSV text, one chunk per row (for a streaming HTTP response); list cells are JSON."""
+    """CSV text, one chunk per row (for a streaming HTTP response); list cells are JSON, and no
+    cell starts a formula (core/csv_cells.py)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = csv_writer(buffer)
     writer.writerow(EXPORT_FIELDS)
     yield buffer.getvalue()
     for row in rows:

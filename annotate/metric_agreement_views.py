@@ -2,7 +2,6 @@
 report over the API (docs/metric-agreement.md)."""
 from __future__ import annotations
 
-import csv
 import io
 from typing import Any
 
@@ -20,6 +19,7 @@ from annotate.metric_agreement_selectors import REPORT_SEED, study_metric_agreem
 from annotate.models import Study
 from annotate.report_charts import metric_agreement_chart
 from annotate.report_views import other_kind_detail, other_kind_note
+from core.csv_cells import csv_writer
 from core.permissions import IsResearcher, researcher_required
 
 # Resamples the API accepts at most (one request must not hold a worker for minutes).
@@ -58,7 +58,7 @@ def metric_agreement(request: HttpRequest, slug: str) -> HttpResponse:
         return response
     if fmt == "csv":
         buffer = io.StringIO()
-        writer = csv.writer(buffer)
+        writer = csv_writer(buffer)  # no cell starts a formula (core/csv_cells.py)
         writer.writerow(CSV_FIELDS)
         writer.writerows(report_csv_rows(report))
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")

@@ -2,7 +2,6 @@
 disagreements item by item; CSV and JSON downloads; the report over the API."""
 from __future__ import annotations
 
-import csv
 import io
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -20,6 +19,7 @@ from annotate.reports import (
     agreement_display, annotator_table, disagreement_list, item_failure_views, study_agreement_report,
     study_rounds_reports,
 )
+from core.csv_cells import csv_writer
 from core.permissions import IsResearcher, researcher_required
 
 
@@ -42,7 +42,7 @@ def other_kind_detail(study: Study, report: str) -> str:
 
 def _csv_response(filename: str, header: list[str], rows: list[list]) -> HttpResponse:
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = csv_writer(buffer)  # no cell starts a formula (core/csv_cells.py)
     writer.writerow(header)
     writer.writerows(rows)
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
