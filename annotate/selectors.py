@@ -24,6 +24,7 @@ from annotate.models import (
     Assignment,
     AssignmentStatus,
     Participation,
+    ParticipationState,
     Qualification,
     Study,
     StudyItem,
@@ -115,7 +116,10 @@ def study_annotators(study: Study) -> list[dict[str, Any]]:
     ``n_counted``: those not excluded (the ones the agreement statistics use);
     ``n_reserved``: items reserved now; ``checks_passed`` / ``checks_failed``: graded
     attention-check answers; ``median_active_seconds`` over the main-pool annotations;
-    ``excluded`` / ``exclusion_reason`` of the participation. Each count is its own grouped
+    ``excluded`` / ``exclusion_reason`` come from the participation alone (never from the
+    rows of check and qualification items, which are always set aside): excluded when its
+    answers were excluded (failed attention checks) or it was screened out (a failed
+    qualification), with the participation's reason. Each count is its own grouped
     query over one table: two ``Count``s over one join would multiply each other."""
     def grouped(queryset: QuerySet) -> dict[int, int]:
         counts = queryset.order_by().values("participation_id").annotate(n=Count("pk"))
@@ -142,10 +146,19 @@ def study_annotators(study: Study) -> list[dict[str, Any]]:
             "checks_passed": passed.get(p.pk, 0),
             "checks_failed": failed.get(p.pk, 0),
             "median_active_seconds": _median(active[p.pk]),
-            "excluded": p.excluded,
-            "exclusion_reason": p.exclusion_reason,
+            **_participation_exclusion(p),
         })
     return rows
+
+
+def _participation_exclusion(p: Participation) -> dict[str, Any]:
+    """Whether the participation is excluded, and why: its own exclusion (failed attention
+    checks), else a screening-out (qualification) with the state's reason."""
+    if p.excluded:
+        return {"excluded": True, "exclusion_reason": p.exclusion_reason or p.state_reason}
+    if p.state == ParticipationState.SCREENED_OUT:
+        return {"excluded": True, "exclusion_reason": p.state_reason or "screened out"}
+    return {"excluded": False, "exclusion_reason": ""}
 
 
 def study_items_with_annotations(study: Study) -> list[dict[str, Any]]:
