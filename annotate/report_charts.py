@@ -1,9 +1,11 @@
-"""Plotly figures of the agreement dashboards (HTML fragments)."""
+"""Plotly figures of the agreement dashboards (HTML fragments drawn by static/js/charts.js: core/charts.py)."""
 from __future__ import annotations
 
 from typing import Any
 
 import plotly.graph_objects as go
+
+from core.charts import figure_html
 
 _CONFIG = {"displaylogo": False}
 
@@ -39,7 +41,7 @@ def judge_agreement_bars(report: dict[str, Any]) -> str:
                          annotation_text=f"humans (leave-one-out) {low:.1f}–{high:.1f}", annotation_position="top left")
     figure.update_layout(barmode="group", height=380, yaxis_title="% agreement with the human majority",
                          yaxis_range=[0, 105], margin={"l": 50, "r": 10, "t": 30, "b": 60}, legend_orientation="h")
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="judge-agreement", config=_CONFIG)
+    return figure_html(figure, div_id="judge-agreement", config=_CONFIG)
 
 
 def alpha_by_round(rounds: list[dict[str, Any]]) -> str:
@@ -56,7 +58,7 @@ def alpha_by_round(rounds: list[dict[str, Any]]) -> str:
                        error_y=_error_bars(values, intervals))
     figure.update_layout(barmode="group", height=340, yaxis_title="Krippendorff's alpha",
                          margin={"l": 50, "r": 10, "t": 20, "b": 40}, legend_orientation="h")
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="alpha-rounds", config=_CONFIG)
+    return figure_html(figure, div_id="alpha-rounds", config=_CONFIG)
 
 
 def annotator_scatter(table: list[dict[str, Any]]) -> str:
@@ -70,7 +72,7 @@ def annotator_scatter(table: list[dict[str, Any]]) -> str:
     ))
     figure.update_layout(height=340, xaxis_title="median active seconds per item",
                          yaxis_title="% agreement with the others' majority", margin={"l": 50, "r": 10, "t": 20, "b": 50})
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="annotator-scatter", config=_CONFIG)
+    return figure_html(figure, div_id="annotator-scatter", config=_CONFIG)
 
 
 def metric_agreement_chart(report: dict[str, Any]) -> str:
@@ -97,4 +99,4 @@ def metric_agreement_chart(report: dict[str, Any]) -> str:
     figure.update_xaxes(range=[-1.05, 1.05], row=1, col=2)
     figure.update_layout(height=120 + 28 * max(1, len(signals)), margin={"l": 10, "r": 10, "t": 40, "b": 30})
     figure.update_yaxes(automargin=True)
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="metric-agreement-chart", config=_CONFIG)
+    return figure_html(figure, div_id="metric-agreement-chart", config=_CONFIG)

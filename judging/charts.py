@@ -1,9 +1,11 @@
-"""Plotly figures for the judging pages (HTML fragments)."""
+"""Plotly figures for the judging pages (HTML fragments drawn by static/js/charts.js: core/charts.py)."""
 from __future__ import annotations
 
 from typing import Any
 
 import plotly.graph_objects as go
+
+from core.charts import figure_html
 
 
 def how2score_bars(rows: list[dict[str, Any]]) -> str:
@@ -22,7 +24,7 @@ def how2score_bars(rows: list[dict[str, Any]]) -> str:
                        "judged<br>coverage %{customdata[4]:.0f}%<br>%{customdata[1]:.1f} generated tokens<extra></extra>"),
     ))
     figure.update_layout(height=360, margin={"l": 40, "r": 10, "t": 20, "b": 80}, yaxis_title="How2Score", yaxis_range=[0, 105])
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="how2score-bars", config={"displaylogo": False})
+    return figure_html(figure, div_id="how2score-bars", config={"displaylogo": False})
 
 
 def topic_heatmap(rows: list[dict[str, Any]]) -> str:
@@ -42,4 +44,4 @@ def topic_heatmap(rows: list[dict[str, Any]]) -> str:
         colorbar={"title": "How2Score"},
     ))
     figure.update_layout(height=120 + 40 * max(1, len(rows)), margin={"l": 140, "r": 10, "t": 20, "b": 140})
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="topic-heatmap", config={"displaylogo": False})
+    return figure_html(figure, div_id="topic-heatmap", config={"displaylogo": False})

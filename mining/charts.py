@@ -1,8 +1,9 @@
-"""Plotly figures for mining pages (HTML fragments; plotly.js is loaded once by the page frame)."""
+"""Plotly figures for mining pages (HTML fragments drawn by static/js/charts.js: core/charts.py)."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from core.charts import figure_html
 from mining.models import Split
 
 _SPLIT_COLOURS = {Split.BENCH.value: "#1f77b4", Split.TRAIN.value: "#2ca02c", Split.NONE.value: "#9e9e9e",
@@ -21,14 +22,14 @@ def procedures_per_topic_chart(rows: list[dict]) -> str:
         barmode="stack", height=420, margin={"l": 40, "r": 10, "t": 30, "b": 140},
         yaxis_title="procedures", legend_orientation="h", legend_y=1.1,
     )
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="procedures-per-topic", config={"displaylogo": False})
+    return figure_html(figure, div_id="procedures-per-topic", config={"displaylogo": False})
 
 
 def documents_per_topic_chart(rows: list[dict]) -> str:
     figure = go.Figure()
     figure.add_bar(x=[row["topic"] for row in rows], y=[row["documents"] for row in rows], marker_color="#1f77b4")
     figure.update_layout(height=380, margin={"l": 50, "r": 10, "t": 20, "b": 140}, yaxis_title="documents")
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="documents-per-topic", config={"displaylogo": False})
+    return figure_html(figure, div_id="documents-per-topic", config={"displaylogo": False})
 
 
 def mining_funnel_chart(funnel: list[dict], documents: int) -> str:
@@ -45,4 +46,4 @@ def mining_funnel_chart(funnel: list[dict], documents: int) -> str:
         figure.add_funnel(name="in flight", y=labels, x=in_flight, textinfo="value", marker_color="#c6dbef")
     figure.update_layout(height=360, margin={"l": 130, "r": 10, "t": 10, "b": 20}, funnelmode="stack",
                          legend_orientation="h", legend_y=-0.05)
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id="mining-funnel", config={"displaylogo": False})
+    return figure_html(figure, div_id="mining-funnel", config={"displaylogo": False})

@@ -187,10 +187,7 @@ def test_the_cost_table_on_the_page_names_each_model(miner, researcher_client):
 
 
 def _chart_data(html: str) -> list[dict]:
-    """The traces of a Plotly fragment (the JSON passed to Plotly.newPlot)."""
-    start = html.index("Plotly.newPlot(")
-    decoder = json.JSONDecoder()
-    rest = html[start + len("Plotly.newPlot("):]
-    rest = rest[rest.index(",") + 1:].lstrip()  # skip the div id
-    data, _ = decoder.raw_decode(rest)
-    return data
+    """The traces of a chart fragment (its figure's JSON block, drawn by static/js/charts.js)."""
+    start = html.index('class="plotly-figure"')
+    payload = html[html.index(">", start) + 1:html.index("</script>", start)]
+    return json.loads(payload)["figure"]["data"]
