@@ -1,0 +1,65 @@
+"""Request checks that hold for every URL, before any view runs.
+
+* A parameter (query string or form field, its name or its value) with a NUL character is
+  answered 400 naming the parameter: no database takes NUL in text (PostgreSQL refuses it),
+  and no legitimate form or link sends one.
+* A path integer beyond the 64-bit range of the database's keys is answered 404 ("no such
+  object") instead of an overflow inside the ORM.
+
+Bodies sent as JSON are checked by the views and the REST API's parser (core/parsers.py,
+core/strict_json.py); this middleware only reads what Django has already parsed."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+
+from core.strict_json import INT64_MAX
+
+
+def _nul_field(request: HttpRequest) -> str | None:
+    sources = [("query", request.GET)]
+    if request.method == "POST" and request.content_type in (
+        "application/x-www-form-urlencoded", "multipart/form-data",
+    ):
+        sources.append(("form", request.POST))
+    for _, params in sources:
+        for name, values in params.lists():
+            if "\x00" in name:
+                return ascii(name)[1:-1][:60]
+            if any("\x00" in value for value in values):
+                return name[:60]
+    return None
+
+
+def wants_json(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/") or request.content_type == "application/json" or (
+        "application/json" in request.headers.get("Accept", "")
+    )
+
+
+def bad_request(request: HttpRequest, field: str, message: str) -> HttpResponse:
+    """A 400 that names the field, as JSON for API and JSON clients, else as the error page."""
+    if wants_json(request):
+        return JsonResponse({"detail": f"{field}: {message}", "field": field, "message": message}, status=400)
+    html = render_to_string("400.html", {"message": f"{field}: {message}"}, request=request)
+    return HttpResponse(html, status=400)
+
+
+class HostileRequestMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        field = _nul_field(request)
+        if field is not None:
+            return bad_request(request, field, "must not contain a NUL character")
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: dict[str, Any]) -> None:
+        for value in view_kwargs.values():
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT64_MAX:
+                raise Http404("No such object.")
+        return None

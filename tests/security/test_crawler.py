@@ -1,0 +1,238 @@
+"""Every URL pattern, as every role, with hostile values in every parameter and form field:
+no answer is a 500 (the test client re-raises a view's exception, so a crash fails here with
+its traceback).
+
+The parameter names are not listed by hand: they are read from the source (every
+``GET``/``POST``/``query_params``/``data`` lookup of a literal name) and from every form class
+of the project's apps, so a parameter added later is attacked too."""
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+from django import forms
+from django.conf import settings
+from django.core.management import call_command
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+pytestmark = pytest.mark.django_db
+
+PROJECT_APPS = ("core", "llm", "mining", "judging", "goalstep", "coscript", "annotate")
+
+HOSTILE_VALUES = [
+    "NaN",
+    "Infinity",
+    "-1",
+    "99999999999999999999",
+    "2147483648",
+    "a\x00b",
+    "<script>alert(1)</script>",
+    "javascript:alert(1)//",
+    "=cmd|' /C calc'!A0",
+    "x" * 5000,
+    "[" * 500,
+    "%",
+    "' OR '1'='1",
+]
+
+#: Values of path parameters, by converter and name: real ones (so views reach their
+#: deeper code) and hostile ones (beyond every integer column, odd strings).
+INT_PATH_VALUES = ["1", "2", "2147483648", "99999999999999999999"]
+STR_PATH_VALUES = {
+    "action": ["pause", "resume", "cancel", "retry", "release", "x" * 300],
+    "kind": ["generation", "judge", "components", "<script>"],
+    "fmt": ["csv", "jsonl", "json", "exe"],
+    "tier": ["gold", "harder", "../etc"],
+    "task": ["step_inference", "goal_inference", "step_ordering", "NaN"],
+    "item_id": ["1", "99999999999999999999", "<b>"],
+    "format": ["json", "api", "csv"],
+}
+DEFAULT_STR_PATH_VALUES = ["x", "%00", "9" * 30]
+
+_LOOKUP = re.compile(r"""\b(?:GET|POST|query_params|data)\s*(?:\.get(?:list)?\(|\[)\s*["']([A-Za-z_][\w-]*)["']""")
+
+
+def parameter_names() -> list[str]:
+    """Every literal parameter name the project's code reads from a request, and every
+    field of every form class of its apps."""
+    names: set[str] = set()
+    base = Path(settings.BASE_DIR)
+    for app in PROJECT_APPS:
+        for path in (base / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            names.update(_LOOKUP.findall(path.read_text(encoding="utf-8")))
+        try:
+            module = importlib.import_module(f"{app}.forms")
+        except ModuleNotFoundError:
+            continue
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if issubclass(obj, forms.BaseForm) and obj.__module__ == module.__name__:
+                names.update(getattr(obj, "base_fields", {}).keys())
+    names.update({"PROLIFIC_PID", "STUDY_ID", "SESSION_ID", "page", "confirm", "next"})
+    return sorted(names)
+
+
+def routes() -> list[tuple[str, URLPattern]]:
+    """(route text, pattern) of every URL of the project except the Django admin."""
+    found: list[tuple[str, URLPattern]] = []
+
+    def walk(patterns, prefix: str) -> None:
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                if str(p.pattern).startswith("admin/"):
+                    continue
+                walk(p.url_patterns, prefix + str(p.pattern))
+            else:
+                found.append((prefix + str(p.pattern), p))
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+_PARAM = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>|\(\?P<(?P<rname>\w+)>[^)]*\)")
+
+
+def concrete_urls(route: str, slugs: list[str], uuids: list[str]) -> list[str]:
+    """Concrete paths for a route: each parameter in turn takes its values while the others
+    keep their first (real) value."""
+    if route.startswith("api/^") or "(?P<" in route:
+        # DRF router patterns are regular expressions.
+        route = route.replace("^", "").replace("$", "").replace("\\.", ".")
+        route = re.sub(r"/\?$", "/", route)
+    params: list[tuple[str, list[str]]] = []
+    for match in _PARAM.finditer(route):
+        conv = match.group("conv") or ""
+        name = match.group("name") or match.group("rname")
+        if conv == "int" or name in ("pk",):
+            values = INT_PATH_VALUES
+        elif conv == "slug" or name == "slug":
+            values = [*slugs, "no-such-study", "-" * 60]
+        elif conv == "uuid":
+            values = [*uuids, str(uuid.UUID(int=0))]
+        elif conv == "drf_format_suffix":
+            values = [".json", ".csv"]
+        else:
+            values = STR_PATH_VALUES.get(name, DEFAULT_STR_PATH_VALUES)
+        params.append((match.group(0), values))
+    if not params:
+        return ["/" + route]
+    urls = []
+    for index, (_, values) in enumerate(params):
+        for value in values:
+            path = route
+            for other, (token, other_values) in enumerate(params):
+                path = path.replace(token, value if other == index else other_values[0], 1)
+            urls.append("/" + path)
+    return sorted(set(urls))
+
+
+def _crash_free(client: Client, method: str, url: str, value: str, **kwargs) -> str | None:
+    try:
+        response = getattr(client, method)(url, **kwargs)
+    except Exception as exc:  # the test client re-raises what the view raised
+        return f"{method.upper()} {url[:120]} with {value[:40]!r}: {exc.__class__.__name__}: {str(exc)[:200]}"
+    if response.status_code >= 500:
+        return f"{method.upper()} {url[:120]} with {value[:40]!r}: HTTP {response.status_code}"
+    return None
+
+
+@pytest.fixture
+def world(db):
+    call_command("load_demo", verbosity=0)
+    from annotate.models import Study
+
+    return {"slugs": list(Study.objects.order_by("pk").values_list("slug", flat=True)[:3])}
+
+
+def _annotator_client(slug: str) -> tuple[Client, list[str]]:
+    """An anonymous annotator who entered a study through its Prolific link and holds an item."""
+    from annotate.models import Assignment
+
+    client = Client()
+    pid = "5f" + "0" * 21 + "a"
+    client.get(f"/a/{slug}/", {"PROLIFIC_PID": pid, "STUDY_ID": "s", "SESSION_ID": "t"})
+    client.post(f"/a/{slug}/consent/", {"agree": "on"})
+    client.get(f"/a/{slug}/work/")
+    held = [str(u) for u in Assignment.objects.filter(participation__annotator__pid=pid).values_list("public_id", flat=True)]
+    return client, held
+
+
+def _crawl(client: Client, slugs: list[str], uuids: list[str]) -> list[str]:
+    """Every crash, one line per route and kind of error (a defect that crashes a route for
+    every value is reported once, so it hides no other)."""
+    names = parameter_names()
+    failures: list[str] = []
+    seen: set[tuple[str, str]] = set()
+
+    def note(route: str, problem: str | None) -> None:
+        if problem is None:
+            return
+        key = (route, problem.split(": ", 1)[-1][:80])
+        if key not in seen:
+            seen.add(key)
+            failures.append(problem)
+
+    for route, _ in routes():
+        if route.startswith(("api/schema", "api/docs", "api/redoc", "vendor/", "logout/")):
+            continue
+        for url in concrete_urls(route, slugs, uuids):
+            for value in HOSTILE_VALUES:
+                params = {name: value for name in names}
+                note(route, _crash_free(client, "get", url, value, data=params))
+                note(route, _crash_free(client, "post", url, value, data=params))
+            for body in (
+                '{"a": ' * 2000 + "1" + "}" * 2000,
+                '{"draft": {"verdict": NaN}, "seq": 1e999, "active_ms": Infinity}',
+                json.dumps({name: "a\u0000b" for name in names}),
+                json.dumps({name: 10**30 for name in names}),
+                json.dumps([{"goal": "g", "reference_steps": ["a"], "completion": "1. a"}] * 3),
+                "not json at all",
+            ):
+                note(route, _crash_free(client, "post", url, body[:40], data=body, content_type="application/json"))
+    return failures
+
+
+def _report(failures: list[str]) -> str:
+    return f"{len(failures)} kinds of crash:\n" + "\n".join(failures[:60])
+
+
+def test_no_url_crashes_for_an_anonymous_visitor_with_hostile_values(world):
+    failures = _crawl(Client(), world["slugs"], [str(uuid.uuid4())])
+    assert not failures, _report(failures)
+
+
+def test_no_url_crashes_for_an_annotator_with_hostile_values(world):
+    client, held = _annotator_client(world["slugs"][0])
+    assert held, "the annotator should hold an item of the demo study"
+    failures = _crawl(client, world["slugs"], held)
+    assert not failures, _report(failures)
+
+
+def test_no_url_crashes_for_a_researcher_with_hostile_values(world, researcher_client):
+    failures = _crawl(researcher_client, world["slugs"], [str(uuid.uuid4())])
+    assert not failures, _report(failures)
+
+
+def test_no_url_crashes_for_an_admin_with_hostile_values(world, admin_client_):
+    failures = _crawl(admin_client_, world["slugs"], [str(uuid.uuid4())])
+    assert not failures, _report(failures)
+
+
+def test_the_crawler_finds_the_parameters_and_urls_it_attacks():
+    """The crawl is only as good as its lists: they must hold what the product reads."""
+    names = parameter_names()
+    for expected in ("q", "judge", "split", "seed", "items_file", "PROLIFIC_PID", "min_annotations_for_majority"):
+        assert expected in names
+    all_routes = [route for route, _ in routes()]
+    assert len(all_routes) > 60
+    assert any(route.startswith("a/<slug:slug>/work/<uuid:public_id>/save") for route in all_routes)
+    urls = concrete_urls("runs/<str:kind>/<int:pk>/<str:action>/", ["s"], [])
+    assert "/runs/generation/99999999999999999999/pause/" in urls
+    assert "/runs/<script>/1/pause/" in urls
