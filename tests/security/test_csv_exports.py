@@ -48,12 +48,15 @@ def _study(name: str = "CSV study", **settings):
 
 
 def _hostile_annotator(client, study) -> Participation:
-    """An annotator who enters through the study link with formula strings as STUDY_ID and
-    SESSION_ID and writes a formula as their comment."""
-    entry = client.get(f"/a/{study.slug}/", {"PROLIFIC_PID": PID, "STUDY_ID": FORMULA, "SESSION_ID": AT_FORMULA})
+    """An annotator who enters through the study link, writes a formula as their comment and
+    whose stored STUDY_ID and SESSION_ID are formula strings. (The entry link now refuses such
+    ids; rows stored before that check, or by any other path, must still export safely, so
+    the test writes them to the participation directly.)"""
+    entry = client.get(f"/a/{study.slug}/", {"PROLIFIC_PID": PID, "STUDY_ID": "study1", "SESSION_ID": "session1"})
     assert entry.status_code == 302, entry.content[:500]
+    Participation.objects.filter(study=study, annotator__pid=PID).update(
+        prolific_study_id=FORMULA, prolific_session_id=AT_FORMULA)
     p = Participation.objects.get(study=study, annotator__pid=PID)
-    assert p.prolific_study_id == FORMULA and p.prolific_session_id == AT_FORMULA
     from annotate.services import participation_consent
 
     p = participation_consent(participation=p)
@@ -89,7 +92,7 @@ def test_item_ids_from_an_uploaded_file_are_neutralised_in_the_disagreements_csv
     items[0].item_id, items[1].item_id = "=1+2", "-3+4"
     study = study_create(name="Hostile ids", items=items, settings=StudySettings(
         training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=2))
-    for n, pid in enumerate(("a1", "a2")):
+    for n, pid in enumerate((f"{1:024x}", f"{2:024x}")):
         p = annotator_start(study, pid)
         while annotate_next(p, label=bool(n)) is not None:
             pass
@@ -105,7 +108,7 @@ def test_judge_names_are_neutralised_in_the_judges_csv(researcher_client, demo):
     hostile = '=HYPERLINK("http://example.invalid","x")'
     for item in study.items.filter(role=ROLE_MAIN):
         Judgment.objects.create(generation_id=item.source["generation_id"], judge=hostile, has_failure=True)
-    for pid in ("h1", "h2"):
+    for pid in (f"{1:024x}", f"{2:024x}"):
         p = annotator_start(study, pid)
         while annotate_next(p, label=True) is not None:
             pass
