@@ -87,11 +87,10 @@ def main() -> None:
         from django.contrib.auth import get_user_model
 
         from core.roles import ROLE_RESEARCHER
-        from core.services import user_create
-        from rest_framework.authtoken.models import Token
+        from core.services import api_token_create, user_create
 
         user = user_create(username=f"trainer-{tag}", role=ROLE_RESEARCHER)
-        token = Token.objects.create(user=get_user_model().objects.get(username=user.username)).key
+        token = api_token_create(user=get_user_model().objects.get(username=user.username)).secret
         port = 8700 + os.getpid() % 200
         gunicorn = subprocess.Popen([sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
                                      "--workers", "2", "--threads", "8", "--log-level", "warning"],

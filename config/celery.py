@@ -2,9 +2,22 @@
 import os
 
 from celery import Celery
+from celery.signals import after_setup_logger, after_setup_task_logger
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.django.base")
 
 app = Celery("how2everything")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def mask_secrets_in_worker_logs(logger=None, **kwargs) -> None:
+    """Celery replaces the root logger's handlers in a worker: give its handlers the same
+    secret-masking filter as the web server's (core/log_filters.py)."""
+    from core.log_filters import SecretMaskingFilter
+
+    for handler in getattr(logger, "handlers", []):
+        if not any(isinstance(existing, SecretMaskingFilter) for existing in handler.filters):
+            handler.addFilter(SecretMaskingFilter())

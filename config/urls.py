@@ -44,3 +44,7 @@ urlpatterns = [
     path("", include("coscript.urls")),
     path("", include("annotate.urls")),
 ]
+
+# A 400 page in the page frame that says what was wrong when a view raised BadRequest with a
+# message (core/errors.py); 403, 404 and 500 are templates/403.html, 404.html and 500.html.
+handler400 = "core.views.bad_request"

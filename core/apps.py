@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core.signals import setting_changed
 from django.db.models.signals import post_migrate
 
 
@@ -10,6 +11,7 @@ class CoreConfig(AppConfig):
         from core.roles import roles_ensure
 
         post_migrate.connect(_ensure_roles, sender=self, dispatch_uid="core.roles_ensure")
+        setting_changed.connect(_forget_known_secrets, dispatch_uid="core.known_secrets")
         self._roles_ensure = roles_ensure
 
 
@@ -17,3 +19,10 @@ def _ensure_roles(sender, **kwargs) -> None:
     from core.roles import roles_ensure
 
     roles_ensure()
+
+
+def _forget_known_secrets(**kwargs) -> None:
+    """Secret values are collected once per process; a changed setting (tests) recollects them."""
+    from core.error_reports import known_secrets
+
+    known_secrets.cache_clear()

@@ -5,6 +5,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import QuerySet
+
+from core.api_tokens import MAX_SECRET_LENGTH, secret_digest
+from core.models import ApiToken
 
 
 def _mask_url(url: str) -> str:
@@ -36,3 +40,15 @@ def system_status_get() -> dict:
         "debug": settings.DEBUG,
         "var_dir": str(settings.VAR_DIR),
     }
+
+
+def api_token_list(*, user) -> QuerySet[ApiToken]:
+    """``user``'s API tokens, newest first (expired ones included, marked by ``is_expired``)."""
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+def api_token_get_by_secret(*, secret: str) -> ApiToken | None:
+    """The token whose secret this is (with its user), or None. Expiry is the caller's to check."""
+    if not secret or len(secret) > MAX_SECRET_LENGTH:
+        return None
+    return ApiToken.objects.select_related("user").filter(digest=secret_digest(secret)).first()

@@ -1,5 +1,5 @@
 """Pages of the core app: login (Django's), the admin's system page, the API-token page,
-and the bundled plotly.js."""
+the bundled plotly.js, and the 400 page (handler400)."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -9,12 +9,18 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import requires_csrf_token
 from django.views.decorators.http import require_http_methods
-from rest_framework.authtoken.models import Token
 
+from core.errors import bad_request_message, bad_request_response
 from core.permissions import admin_required, researcher_required
-from core.selectors import system_status_get
+from core.selectors import api_token_list, system_status_get
+from core.services import ApiTokenLabelError, api_token_create, api_token_revoke
 from core.tasks import ping
+
+# A token id in a form: digits only, and short enough for any integer column.
+_MAX_ID_DIGITS = 18
 
 
 @login_not_required
@@ -51,13 +57,54 @@ def system(request: HttpRequest) -> HttpResponse:
 
 
 @researcher_required
+@never_cache  # the page may show a new token's secret: no cache, no back-button copy
 @require_http_methods(["GET", "POST"])
 def account(request: HttpRequest) -> HttpResponse:
-    token = Token.objects.filter(user=request.user).first()
+    """The user's API tokens: create one (its secret is shown in this response only), revoke one."""
+    created = None
+    label_error = ""
     if request.method == "POST":
-        if token is not None:
-            token.delete()
-        token = Token.objects.create(user=request.user)
-        messages.success(request, "A new API token was created; the old one no longer works.")
-        return redirect("account")
-    return render(request, "core/account.html", {"token": token})
+        action = request.POST.get("action", "create")
+        if action == "revoke":
+            token_id = request.POST.get("token", "")
+            if not (token_id.isascii() and token_id.isdigit() and len(token_id) <= _MAX_ID_DIGITS):
+                return bad_request_response(request, "a token id is a whole number", field="token")
+            if api_token_revoke(user=request.user, token_id=int(token_id)):
+                messages.success(request, "The token was revoked; it no longer works.")
+            else:
+                messages.error(request, "You have no such token (it may have been revoked already).")
+            return redirect("account")
+        if action != "create":
+            return bad_request_response(request, "must be create or revoke", field="action")
+        try:
+            created = api_token_create(user=request.user, label=request.POST.get("label", ""))
+        except ApiTokenLabelError as exc:
+            label_error = str(exc)
+    context = {
+        "tokens": api_token_list(user=request.user),
+        "created": created,
+        "label_error": label_error,
+        "token_days": settings.API_TOKEN_DAYS,
+    }
+    return render(request, "core/account.html", context, status=400 if label_error else 200)
+
+
+def login_locked_out(request: HttpRequest, original_response=None, credentials: dict | None = None) -> HttpResponse:
+    """AXES_LOCKOUT_CALLABLE: the page shown instead of the login form once a username is
+    locked out from this address (429), on /login/ and /admin/login/ alike."""
+    from axes.helpers import get_client_username, get_cool_off, get_failure_limit
+
+    cool_off = get_cool_off(request)
+    minutes = max(1, round(cool_off.total_seconds() / 60)) if cool_off else None
+    context = {
+        "failure_limit": get_failure_limit(request, credentials),
+        "username": (get_client_username(request, credentials) or "")[:150],
+        "lockout_minutes": minutes,
+    }
+    return render(request, "registration/locked_out.html", context, status=settings.AXES_HTTP_RESPONSE_CODE)
+
+
+@requires_csrf_token
+def bad_request(request: HttpRequest, exception: BaseException | None = None) -> HttpResponse:
+    """handler400: the 400 page, with the message of a BadRequest a view raised."""
+    return bad_request_response(request, bad_request_message(exception))

@@ -7,10 +7,10 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status, viewsets
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.authentication import ApiTokenAuthentication
 from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MAX_RESAMPLES
 from core.permissions import IsResearcher
 from judging.constants import LEADERBOARD_MIN_COVERAGE
@@ -60,7 +60,7 @@ class RewardSerializer(serializers.Serializer):
 class RewardView(APIView):
     """POST one item, or ``{"items": [...]}`` for a batch; returns the rewards in the same shape."""
 
-    authentication_classes = [TokenAuthentication]
+    authentication_classes = [ApiTokenAuthentication]
     permission_classes = [IsResearcher]
 
     @extend_schema(request=RewardItemSerializer, responses=RewardSerializer)
@@ -139,7 +139,7 @@ class LeaderboardView(APIView):
     """GET the leaderboard of one judge: the same rows, order, intervals and coverage as the
     leaderboard page (docs/how2bench.md, "Uncertainty, coverage and the ranking rule")."""
 
-    @extend_schema(parameters=[LeaderboardQuerySerializer])
+    @extend_schema(parameters=[LeaderboardQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
         query = LeaderboardQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -160,7 +160,7 @@ class LeaderboardCompareView(APIView):
     procedures both have a usable verdict for, and the difference A - B with a seeded paired
     bootstrap interval resampling those procedures."""
 
-    @extend_schema(parameters=[CompareQuerySerializer])
+    @extend_schema(parameters=[CompareQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
         query = CompareQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)

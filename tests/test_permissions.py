@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
+
+from core.models import ApiToken
+from core.services import api_token_create
 
 pytestmark = pytest.mark.django_db
 
@@ -94,9 +96,9 @@ def test_logged_in_user_without_a_role_is_refused(db):
 
 
 def test_api_token_authenticates_without_a_session(researcher, demo):
-    token = Token.objects.create(user=researcher)
+    secret = api_token_create(user=researcher).secret
     client = Client()
-    response = client.get("/api/procedures/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    response = client.get("/api/procedures/", HTTP_AUTHORIZATION=f"Token {secret}")
     assert response.status_code == 200
     assert response.json()["count"] == 17
 
@@ -106,11 +108,14 @@ def test_wrong_token_is_refused(demo):
     assert response.status_code == 401
 
 
-def test_account_page_creates_and_replaces_the_api_token(researcher_client, researcher):
-    researcher_client.post(reverse("account"))
-    first = Token.objects.get(user=researcher).key
-    researcher_client.post(reverse("account"))
-    assert Token.objects.get(user=researcher).key != first
+def test_account_page_creates_a_token_and_revokes_it(researcher_client, researcher):
+    researcher_client.post(reverse("account"), {"action": "create"})
+    first = ApiToken.objects.get(user=researcher)
+    researcher_client.post(reverse("account"), {"action": "create"})
+    assert ApiToken.objects.filter(user=researcher).count() == 2
+    researcher_client.post(reverse("account"), {"action": "revoke", "token": first.pk})
+    assert ApiToken.objects.filter(user=researcher).count() == 1
+    assert not ApiToken.objects.filter(pk=first.pk).exists()
 
 
 def test_login_with_password_then_logout(researcher):

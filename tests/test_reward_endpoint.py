@@ -4,8 +4,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+
+from core.services import api_token_create
 
 from judging.metrics import length_reward
 from judging.tokens import procedure_tokens
@@ -36,7 +37,7 @@ def judge(settings):
 @pytest.fixture
 def api(researcher):
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=researcher).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=researcher).secret}")
     return client
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 import subprocess
 import sys
@@ -29,7 +30,7 @@ def test_production_mode_refuses_to_start_without_secret_key(tmp_path):
 
 
 def test_production_mode_starts_with_secret_key_and_debug_off(tmp_path):
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.django.production", VAR_DIR=str(tmp_path), SECRET_KEY="x" * 50)
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.django.production", VAR_DIR=str(tmp_path), SECRET_KEY=secrets.token_urlsafe(50))
     result = _django_setup(env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("False")

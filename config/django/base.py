@@ -5,11 +5,13 @@ from config.settings.celery import celery_settings
 from config.settings.csp import csp_settings
 from config.settings.database import database_settings
 from config.settings.llm import judging_settings, llm_settings, mining_settings
+from config.settings.security import accounts_settings
 
 VAR_DIR = var_dir()
 
 SECRET_KEY = env_str("SECRET_KEY") or local_secret_key(VAR_DIR)
-DEBUG = env_bool("DEBUG", True)
+# Off unless asked for: a 500 must never show the technical page to a stranger (docs/security.md).
+DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -23,7 +25,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
+    # Failed-login throttling on /login/ and /admin/login/ (config/settings/security.py).
+    "axes",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -52,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout page (429).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -86,6 +91,11 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+# django-axes first: a locked-out username is refused before its password is even hashed.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
@@ -100,7 +110,8 @@ STATIC_ROOT.mkdir(exist_ok=True)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first, so an unauthenticated API call gets 401 with a WWW-Authenticate header.
-        "rest_framework.authentication.TokenAuthentication",
+        # The product's own tokens, stored hashed, with an expiry (core/authentication.py).
+        "core.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["core.permissions.IsResearcher"],
@@ -128,19 +139,37 @@ globals().update(csp_settings())
 globals().update(llm_settings())
 globals().update(judging_settings())
 globals().update(mining_settings())
+globals().update(accounts_settings())
 
+# Every handler masks secrets (URL credentials, known secret values) in each line and
+# traceback (core/log_filters.py). Django's own handlers are replaced, so its records
+# (requests, 500s) reach these handlers too.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"mask_secrets": {"()": "core.log_filters.SecretMaskingFilter"}},
+    "formatters": {
+        "django.server": {"()": "django.utils.log.ServerFormatter", "format": "[{server_time}] {message}", "style": "{"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["mask_secrets"]},
+        "django.server": {"class": "logging.StreamHandler", "formatter": "django.server", "filters": ["mask_secrets"]},
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
         "django.db.backends": {"level": "WARNING"},
         # One line per HTTP request to an LLM endpoint is noise; the ledger records them.
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
     },
 }
+
+# Error reports (the technical 500 page with DEBUG on, e-mailed reports) mask URL
+# credentials and secret values everywhere, sensitive POST parameters included (core/error_reports.py).
+DEFAULT_EXCEPTION_REPORTER = "core.error_reports.MaskingExceptionReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "core.error_reports.MaskingReporterFilter"
 
 # Seconds the admin's "check worker" button waits for a Celery worker to answer.
 WORKER_PING_TIMEOUT_SECONDS = 10
