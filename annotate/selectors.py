@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -31,11 +32,21 @@ from annotate.models import (
 )
 
 
+def _count_per_study(queryset: QuerySet) -> Coalesce:
+    """The number of ``queryset``'s rows of each study, as a correlated subquery (one
+    grouped count per study row, using the table's study index), 0 when it has none."""
+    counts = queryset.filter(study=OuterRef("pk")).order_by().values("study").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counts, output_field=IntegerField()), 0)
+
+
 def study_list() -> QuerySet[Study]:
+    """Studies with their main items, main-pool annotations and participants. Each count is
+    its own subquery: counting all three over one join would read items × annotations ×
+    participants rows per study (tests/security/test_query_linearity.py)."""
     return Study.objects.select_related("guideline_version").annotate(
-        n_items=Count("items", filter=Q(items__role=ROLE_MAIN), distinct=True),
-        n_annotations=Count("annotations", filter=Q(annotations__source=ROLE_MAIN), distinct=True),
-        n_participants=Count("participations", distinct=True),
+        n_items=_count_per_study(StudyItem.objects.filter(role=ROLE_MAIN)),
+        n_annotations=_count_per_study(Annotation.objects.filter(source=ROLE_MAIN)),
+        n_participants=_count_per_study(Participation.objects.all()),
     )
 
 
