@@ -8,6 +8,7 @@
   docs/score.md)."""
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -215,6 +216,16 @@ COMPONENTS_SCHEMA: dict[str, Any] = {
     "required": ["steps"],
     "additionalProperties": False,
 }
+
+
+def components_schema(n_steps: int) -> dict[str, Any]:
+    """``COMPONENTS_SCHEMA`` for one list of ``n_steps`` steps: exactly that many triples
+    (``minItems`` = ``maxItems``). An answer with another count is then ``parse_failed`` in
+    the ledger and re-asked with the error, as ``judge_schema`` does for step links; it is
+    never an ``ok`` answer that storing would have to refuse."""
+    schema = copy.deepcopy(COMPONENTS_SCHEMA)
+    schema["properties"]["steps"].update(minItems=n_steps, maxItems=n_steps)
+    return schema
 
 
 def components_answer(value: Any, n_steps: int) -> tuple[StepComponents, ...]:

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from judging.components import COMPONENTS_SCHEMA, ComponentsError, components_answer
+from judging.components import ComponentsError, components_answer, components_schema
 from judging.constants import COMPONENTS_MAX_TOKENS, GREEDY_TEMPERATURE
 from judging.models import ComponentExtraction, ComponentsRun, GenerationRun
 from judging.prompts import Prompt, numbered, prompt_load
@@ -18,7 +18,7 @@ from llm.client import LLMRequest
 from llm.endpoints import endpoint_require
 from llm.runs import owned_run_execute, owned_run_resume, owned_run_retry_failed
 from llm.selectors import llm_job_results
-from llm.services import llm_job_create
+from llm.services import ledger_entry_reject, llm_job_create
 
 DEFAULT_COMPONENTS_PROMPT = "extract_components.txt"
 COMPONENTS_STAGE = "extract_components"
@@ -46,12 +46,13 @@ def generation_run_step_lists(generation_run: GenerationRun) -> dict[str, list[s
 
 
 def components_request(steps: Sequence[str], prompt: Prompt) -> LLMRequest:
-    """One ``extract_components`` request for a step list: greedy, strict JSON schema."""
+    """One ``extract_components`` request for a step list: greedy, strict JSON schema that
+    asks for exactly one triple per step (a wrong count is parse_failed and re-asked)."""
     return LLMRequest(
         stage=COMPONENTS_STAGE,
         messages=[{"role": "user", "content": prompt.render(steps=numbered(list(steps)))}],
         params={"temperature": GREEDY_TEMPERATURE, "max_tokens": COMPONENTS_MAX_TOKENS},
-        schema=COMPONENTS_SCHEMA,
+        schema=components_schema(len(steps)),
     )
 
 
@@ -61,13 +62,13 @@ def components_run_create(
     executor: str = "online", concurrency: int = 16, budget_usd: Decimal | None = None, start: bool = True,
 ) -> ComponentsRun:
     """Extract the components of a generation run's step lists. Lists this extractor (model
-    and prompt) already has stored are reused and not sent again. The default name is
-    ``<generation run>-components-<n>``."""
+    and prompt) already has usable components of are reused and not sent again; a list whose
+    extraction failed is asked again. The default name is ``<generation run>-components-<n>``."""
     name = name or f"{generation_run.name}-components-{generation_run.components_runs.count() + 1}"
     prompt = prompt_load(prompt_file or DEFAULT_COMPONENTS_PROMPT, kind=COMPONENTS_STAGE)
     extractor = llm_extractor_name(endpoint_require(role).model, prompt.sha256)
     lists = generation_run_step_lists(generation_run)
-    stored = set(ComponentExtraction.objects.filter(extractor=extractor, steps_hash__in=list(lists))
+    stored = set(ComponentExtraction.objects.filter(extractor=extractor, steps_hash__in=list(lists), outcome="ok")
                  .values_list("steps_hash", flat=True))
     todo = [key for key in lists if key not in stored]
     run = ComponentsRun.objects.create(
@@ -117,23 +118,33 @@ def components_run_resume(*, run: ComponentsRun) -> None:
 def components_run_collect(run: ComponentsRun) -> int:
     """Store the components of every finished request (idempotent). An answer that is not
     one valid triple per step is stored as ``parse_failed`` with the reason and no
-    components: SCORE then uses the rule-based components for that pair, never a guess."""
+    components: SCORE then uses the rule-based components for that pair, never a guess. An
+    ``ok`` ledger answer refused here (from a ledger written before the count was bounded)
+    is marked failed in the ledger, so *Retry failed* and new runs ask it again. A stored
+    extraction without usable components is replaced by a newer answer."""
     lists = generation_run_step_lists(run.generation_run)
-    stored = set(ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes)
-                 .values_list("steps_hash", flat=True))
-    new = []
+    existing = dict(ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes)
+                    .values_list("steps_hash", "outcome"))
+    new, replaced = [], []
     for key, result in zip(run.steps_hashes, llm_job_results(run.llm_job)):
-        if result is None or key in stored or key not in lists or result.outcome == "api_error":
+        if result is None or existing.get(key) == "ok" or key not in lists or result.outcome == "api_error":
             continue
         steps = lists[key]
-        outcome, components, error = result.outcome, [], ""
+        outcome, components, error = result.outcome, [], result.error
         if result.ok:
             try:
                 components = [triple.as_dict() for triple in components_answer(result.value, len(steps))]
             except ComponentsError as exc:
                 outcome, error = "parse_failed", str(exc)
+                ledger_entry_reject(key=result.key, reason=error, run=run.llm_job.run)
+        if key in existing:
+            if existing[key] == outcome:
+                continue  # the same failure, stored already
+            replaced.append(key)
         new.append(ComponentExtraction(steps_hash=key, extractor=run.extractor, steps=steps, components=components,
                                        outcome=outcome, error=error, prompt_hash=run.prompt_hash,
                                        ledger_key=result.key))
-    ComponentExtraction.objects.bulk_create(new, ignore_conflicts=True)
+    with transaction.atomic():
+        ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=replaced).exclude(outcome="ok").delete()
+        ComponentExtraction.objects.bulk_create(new, ignore_conflicts=True)
     return len(new)

@@ -271,6 +271,26 @@ def job_owner_for(job: LLMJob) -> JobOwner | None:
     return None
 
 
+def llm_job_control(*, job: LLMJob, action: str) -> int:
+    """Pause, resume, cancel or *Retry failed* one LLM job (``action``: pause, resume,
+    cancel, retry). A job owned by a run is resumed and retried through its run, so the
+    run's own step is never skipped. Returns how many requests a retry re-asks."""
+    from llm.services import llm_job_cancel, llm_job_pause, llm_job_resume, llm_job_retry_failed
+
+    owner = job_owner_for(job)
+    if action == "pause":
+        llm_job_pause(job=job)
+    elif action == "cancel":
+        llm_job_cancel(job=job)
+    elif action == "resume":
+        owner.resume(job) if owner else llm_job_resume(job=job)
+    elif action == "retry":
+        return owner.retry_failed(job) if owner else llm_job_retry_failed(job=job, enqueue=True)
+    else:
+        raise ValueError(f"unknown action {action!r}: pause, resume, cancel or retry")
+    return 0
+
+
 # -- runs that own one LLM job (generation, judge, components, goal-step evaluations) ----
 
 
@@ -287,7 +307,7 @@ def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[
     usable outcome, such as judge answers that failed validation); ``done_with_failures``
     otherwise; paused (with the job's reason, e.g. the breaker's), cancelled or failed as
     the job is. Returns what happened, for the task log."""
-    from llm.services import llm_job_execute
+    from llm.services import llm_job_execute, llm_job_recount
 
     if run.status in (*FINISHED, RunStatus.CANCELLED):
         return f"not active ({run.status})"
@@ -299,6 +319,7 @@ def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[
         job.refresh_from_db()
         collect(run)
     if job.status in FINISHED:
+        llm_job_recount(job)  # collect may have refused an ok answer (ledger_entry_reject)
         failed = job.status == RunStatus.DONE_WITH_FAILURES or bool(unusable and unusable(run))
         _update(run, status=RunStatus.DONE_WITH_FAILURES if failed else RunStatus.DONE, error="",
                 finished_at=timezone.now())

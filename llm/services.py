@@ -14,7 +14,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from llm.client import LLMClient, LLMRequest
-from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE, EXECUTORS, OUTCOME_OK
+from llm.constants import (
+    EXECUTOR_BATCH, EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE, EXECUTORS, OUTCOME_OK, OUTCOME_PARSE_FAILED,
+)
 from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_from_overrides, endpoint_get
 from llm.models import FINISHED, BatchJob, LedgerEntry, LLMJob
 
@@ -87,7 +89,8 @@ def llm_job_resume(*, job: LLMJob, budget_usd: Decimal | None = None, enqueue: b
     """Put a paused, failed, interrupted or finished-with-failures job back in the queue.
     Only requests with an ``ok`` ledger entry are skipped: every other one is asked again."""
     job = LLMJob.objects.select_for_update().get(pk=job.pk)
-    if job.status in (LLMJob.Status.DONE, LLMJob.Status.CANCELLED):
+    # A done job whose answer a run refused when storing it (ledger_entry_reject) has a failure again.
+    if job.status == LLMJob.Status.CANCELLED or (job.status == LLMJob.Status.DONE and not llm_job_failed_count(job)):
         raise ValueError(f"job {job.pk} is {job.status}; it cannot be resumed")
     if budget_usd is not None:
         job.budget_usd = budget_usd
@@ -123,6 +126,27 @@ def llm_job_retry_failed(*, job: LLMJob, enqueue: bool = False) -> int:
         return 0
     llm_job_resume(job=job, enqueue=enqueue)
     return failed
+
+
+def ledger_entry_reject(*, key: str, reason: str, run: str = "") -> bool:
+    """A run could not use an ``ok`` answer when storing it (a judge's link to a step that
+    does not exist, components with the wrong number of steps: answers from a ledger written
+    before the request's schema bounded them). The entry becomes ``parse_failed`` with the
+    reason, so *Retry failed*, a resumed run and a new run ask it again; the refused answer
+    stays in the entry (``response_text``) and moves into its ``history`` when the new
+    answer arrives. Returns whether an entry changed."""
+    where = f" by {run}" if run else ""
+    return bool(LedgerEntry.objects.filter(key=key, outcome=OUTCOME_OK).update(
+        outcome=OUTCOME_PARSE_FAILED, parsed=None, error=f"refused when stored{where}: {reason}"[:5000]))
+
+
+def llm_job_recount(job: LLMJob) -> None:
+    """After a run stored a finished job's answers: recount them, and a ``done`` job whose
+    answer the run refused (``ledger_entry_reject``) becomes ``done_with_failures``."""
+    llm_job_refresh_counts(job)
+    if job.status == LLMJob.Status.DONE and llm_job_failed_count(job):
+        LLMJob.objects.filter(pk=job.pk, status=LLMJob.Status.DONE).update(status=LLMJob.Status.DONE_WITH_FAILURES)
+        job.status = LLMJob.Status.DONE_WITH_FAILURES
 
 
 def llm_job_refresh_counts(job: LLMJob) -> dict[str, Any]:

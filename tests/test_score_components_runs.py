@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from judging.components import COMPONENTS_SCHEMA, rule_based_components
+from judging.components import COMPONENTS_SCHEMA, components_schema, rule_based_components
 from judging.constants import SCORE_MAX
 from judging.models import ComponentExtraction, ComponentsRun, Generation, Judgment
 from judging.prompts import prompt_load
@@ -17,7 +17,8 @@ from judging.score_metric import score_steps
 from judging.score_selectors import RULE_EXTRACTOR, generation_run_score, generation_scores
 from judging.score_services import components_run_create, components_run_execute, llm_extractor_name, steps_hash
 from judging.selectors import leaderboard
-from judging.services import generation_run_create, generation_run_execute, language_model_register
+from judging.services import generation_run_create, generation_run_execute, language_model_register, run_control
+from llm.models import LedgerEntry, LLMJob
 from tests.scripted_llm import Reply, last_user_message
 # The generation run fixture's scripted server (generate and how2score_judge roles).
 from tests.test_judging_runs import server  # noqa: F401
@@ -71,7 +72,11 @@ def test_components_requests_use_the_prompt_file_and_a_strict_schema(components_
     requests = components_server.chat_requests()[sent_before:]
     assert requests and len(requests) == run.llm_job.n_total
     body = requests[0]
-    assert body["response_format"]["json_schema"] == {"name": "extract_components", "schema": COMPONENTS_SCHEMA, "strict": True}
+    n_steps = len(_numbered_steps(last_user_message(body)))
+    schema = components_schema(n_steps)  # exactly one triple per step
+    assert body["response_format"]["json_schema"] == {"name": "extract_components", "schema": schema, "strict": True}
+    assert schema["properties"]["steps"]["minItems"] == schema["properties"]["steps"]["maxItems"] == n_steps
+    assert schema["properties"]["steps"]["items"] == COMPONENTS_SCHEMA["properties"]["steps"]["items"]
     assert body["temperature"] == 0
     prompt = prompt_load("extract_components.txt", kind="extract_components")
     assert run.prompt_hash == prompt.sha256
@@ -92,6 +97,7 @@ def test_components_are_stored_once_per_step_list(components_server, generation_
 
 
 def test_a_second_run_reuses_stored_components_and_sends_nothing(components_server, generation_run):
+    _answer_every_list(components_server)
     _extract(generation_run)
     sent = len(components_server.chat_requests())
     again = _extract(generation_run, name="components-2")
@@ -104,7 +110,7 @@ def test_a_wrong_count_is_stored_as_parse_failed_and_falls_back_to_rules(compone
     run = _extract(generation_run)
     failed = ComponentExtraction.objects.get(extractor=run.extractor, outcome="parse_failed")
     assert failed.components == []
-    assert failed.error.startswith("field 'steps': expected ")
+    assert "steps" in failed.error and "too short" in failed.error  # the bounded schema's reason
     assert "reticello" in " ".join(failed.steps).lower()
     summary = generation_run_score(generation_run)
     assert summary["extractor"] == run.extractor
@@ -208,3 +214,94 @@ def test_bench_run_components_names_an_unknown_run(components_server):
 
     with pytest.raises(CommandError, match="no generation run named 'nope'"):
         call_command("bench_run", "components", "--run", "nope")
+
+
+# -- failures are never answers: a wrong count is re-asked, by Retry failed and by a new run --
+
+
+def _components_requests(server):
+    return [r for r in server.chat_requests() if r.get("response_format")]
+
+
+def _answer_every_list(server):
+    """The extractor recovers: one triple per step for every list, "reticello" included."""
+    generate = server.default
+
+    def answer(body):
+        if not body.get("response_format"):
+            return generate(body)
+        steps = _numbered_steps(last_user_message(body))
+        return Reply(json.dumps({"steps": [{"action": "do", "objects": [], "parameters": []} for _ in steps]}))
+
+    server.default = answer
+
+
+def _reticello_hash(generation_run):
+    [steps] = {tuple(s) for g in generation_run.generations.select_related("procedure")
+               for s in (g.procedure.steps, g.predicted_steps) if any("reticello" in x.lower() for x in s)}
+    return steps_hash(list(steps))
+
+
+def _extract_with_one_failure(generation_run, name="components-1"):
+    run = components_run_create(name=name, generation_run=generation_run, start=False)
+    components_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == "done_with_failures"
+    return run
+
+
+def test_a_wrong_count_is_refused_by_the_schema_and_retry_failed_asks_exactly_that_list(components_server,
+                                                                                        generation_run):
+    run = _extract_with_one_failure(generation_run)
+    key = run.llm_job.keys[run.steps_hashes.index(_reticello_hash(generation_run))]
+    entry = LedgerEntry.objects.get(key=key)
+    assert entry.outcome == "parse_failed" and "steps" in entry.error  # never an ok answer in the ledger
+    assert run.llm_job.outcome_counts == {"ok": len(run.steps_hashes) - 1, "parse_failed": 1}
+
+    _answer_every_list(components_server)
+    before = len(_components_requests(components_server))
+    assert run_control(run=run, action="retry") == 1
+    assert components_run_execute(run_id=run.pk) == "done"
+    run.refresh_from_db()
+    sent = _components_requests(components_server)[before:]
+    assert len(sent) == 1 and "reticello" in last_user_message(sent[0]).lower()
+    assert run.status == "done"
+    extraction = ComponentExtraction.objects.get(extractor=run.extractor, steps_hash=_reticello_hash(generation_run))
+    assert extraction.outcome == "ok" and len(extraction.components) == len(extraction.steps)
+    assert LedgerEntry.objects.get(key=key).history[0]["outcome"] == "parse_failed"
+
+
+def test_a_new_components_run_asks_again_for_the_lists_whose_extraction_failed(components_server, generation_run):
+    first = _extract_with_one_failure(generation_run)
+    _answer_every_list(components_server)
+    before = len(_components_requests(components_server))
+    second = components_run_create(name="components-2", generation_run=generation_run, start=False)
+    assert second.steps_hashes == [_reticello_hash(generation_run)]  # the ok extractions are reused
+    assert components_run_execute(run_id=second.pk) == "done"
+    second.refresh_from_db()
+    assert second.status == "done" and len(_components_requests(components_server)) - before == 1
+    assert not ComponentExtraction.objects.filter(extractor=first.extractor).exclude(outcome="ok").exists()
+    assert generation_run_score(generation_run)["n_rule_based"] == 0
+
+
+def test_an_ok_answer_from_an_older_ledger_with_a_wrong_count_is_marked_failed_and_asked_again(
+        components_server, generation_run, monkeypatch):
+    # Jobs created before the count was bounded asked with the unbounded schema: the ledger
+    # holds the wrong count as ok. Storing it refuses it, and the ledger entry says so.
+    monkeypatch.setattr("judging.score_services.components_schema", lambda n_steps: COMPONENTS_SCHEMA)
+    run = _extract_with_one_failure(generation_run)
+    key = run.llm_job.keys[run.steps_hashes.index(_reticello_hash(generation_run))]
+    entry = LedgerEntry.objects.get(key=key)
+    assert entry.outcome == "parse_failed" and entry.parsed is None
+    assert "expected" in entry.error and "steps" in entry.error and entry.response_text
+    job = LLMJob.objects.get(pk=run.llm_job_id)
+    assert job.status == "done_with_failures" and job.outcome_counts.get("parse_failed") == 1
+
+    _answer_every_list(components_server)
+    before = len(_components_requests(components_server))
+    assert run_control(run=run, action="retry") == 1
+    assert components_run_execute(run_id=run.pk) == "done"
+    run.refresh_from_db()
+    assert run.status == "done" and len(_components_requests(components_server)) - before == 1
+    history = LedgerEntry.objects.get(key=key).history
+    assert len(history) == 1 and history[0]["outcome"] == "parse_failed" and "expected" in history[0]["error"]
