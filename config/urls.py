@@ -1,7 +1,9 @@
+from csp.constants import SELF
+from csp.decorators import csp_update
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
 from core.permissions import IsResearcher
@@ -29,8 +31,10 @@ api_patterns = [
     path("studies/<slug:slug>/agreement", agreement_api, name="study-agreement"),
     path("studies/<slug:slug>/metric-agreement", metric_agreement_api, name="study-metric-agreement"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[IsResearcher]), name="schema"),
-    path("docs/", login_required(SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[IsResearcher])), name="api-docs"),
-    path("redoc/", login_required(SpectacularRedocView.as_view(url_name="schema", permission_classes=[IsResearcher])), name="api-redoc"),
+    # The split view serves Swagger UI's start-up script as a file (?script): no inline script.
+    path("docs/", login_required(SpectacularSwaggerSplitView.as_view(url_name="schema", permission_classes=[IsResearcher])), name="api-docs"),
+    # Redoc builds its search index in a worker made from a blob: URL (its own script).
+    path("redoc/", csp_update({"worker-src": [SELF, "blob:"]})(login_required(SpectacularRedocView.as_view(url_name="schema", permission_classes=[IsResearcher]))), name="api-redoc"),
 ]
 
 urlpatterns = [
