@@ -14,6 +14,12 @@ ANNOTATORS_PER_ITEM_DEFAULT = 3
 # (about 15x the 1-2 minutes per instance the guidelines ask for, App. C.1 Figure 7).
 LEASE_MINUTES_DEFAULT = 30
 
+# Operational (issue 18, slot hoarding): a participant whose page has not yet reported any
+# activity (a save with an event or a draft) holds a reservation this long; the first such
+# save lengthens it to the study's lease. Someone who reserves and never acts frees the slot
+# after 3 minutes instead of 30 (a reader clicks a step or the goal box well within that).
+INITIAL_LEASE_SECONDS = 180
+
 # §4.3: "we screened annotators with a short qualification test". The paper gives no
 # threshold; operational default: at least 80 % of the gold items right (4 of 5).
 QUALIFICATION_PASS_FRACTION = 0.8
@@ -40,9 +46,6 @@ AUTOSAVE_SECONDS = 5
 # Operational: an annotator counts as "live" on the study page if seen this recently.
 LIVE_WINDOW_SECONDS = 300
 
-# Operational: at most this many seconds of "tab visible" time are credited per save beyond
-# the wall time since the previous save (clock jitter between browser and server).
-ACTIVE_TIME_SLACK_SECONDS = 2.0
 
 # Zhang et al. 2020 §3.4: "Every HIT includes 15 examples" (30 for step ordering); a
 # multiple-choice study shows up to this many items per page (1 = one at a time).
@@ -59,16 +62,34 @@ PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}
 # Seconds the completion page waits before redirecting to Prolific.
 COMPLETION_REDIRECT_SECONDS = 5
 
-# Prolific participant ids are 24 hexadecimal characters; we accept any 1-64 letters, digits,
-# "_" or "-" (so test and demo ids work) and refuse everything else as malformed.
+# Prolific participant ids are 24 hexadecimal characters, and a study accepts only those unless
+# it allows other ids (Study.allow_other_pids: demos, pilots with colleagues, tests), which
+# must still be 1-64 letters, digits, "_" or "-"; everything else is refused as malformed.
+PROLIFIC_PID_PATTERN = r"^[0-9a-fA-F]{24}$"
 PID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 PID_MAX_LENGTH = 64
+# STUDY_ID and SESSION_ID of the entry URL (Prolific's are 24 hexadecimal characters; the
+# unfilled placeholder "{{%STUDY_ID%}}" of a researcher's own test passes too).
+PROLIFIC_PARAM_PATTERN = r"^[A-Za-z0-9_.{}%-]{0,100}$"
+PROLIFIC_PARAM_MAX_LENGTH = 100
+# A study's Prolific study id, as the researcher enters it.
+PROLIFIC_STUDY_ID_PATTERN = r"^[A-Za-z0-9_-]{1,100}$"
 
 # Limits that keep one request small: a draft or submit with more than this is refused.
 MAX_FAILURES_PER_ANNOTATION = 50
 MAX_TEXT_LENGTH = 5000
 MAX_EVENTS_PER_SAVE = 200
 MAX_CLICK_LOG = 5000
+# Bounds of the annotation page's requests (issue 18): what a save or submit may carry. Integers
+# go into 32-bit columns (draft_seq) and JSON; anything beyond is a 400 naming the field.
+MAX_REQUEST_BYTES = 1_000_000
+MAX_JSON_DEPTH = 16
+MAX_DRAFT_STRING_LENGTH = 4 * MAX_TEXT_LENGTH
+MAX_SEQ = 2**31 - 1
+MAX_ACTIVE_MS = 2**31 - 1
+MAX_CLIENT_T = 2**53
+MAX_EVENT_TARGET_LENGTH = 60
+SUBMISSION_ID_MAX_LENGTH = 64
 
 # Constraint faithfulness (Yuan et al. 2023, CoScript). App. D / Figure 10 asks three questions
 # per item; the paper's HIT held 20 tasks ("$6/hour for 20 samples", Ethics), i.e. about three

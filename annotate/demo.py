@@ -111,7 +111,7 @@ def _agreement_study_load() -> str:
         items=[item_from_judgment(j) for j in judgments],
         settings=StudySettings(annotators_per_item=3, min_seconds=0, training_enabled=False, qualification_enabled=False,
                                attention_check_rate=0.0, max_items_per_annotator=8, completion_code="DEMO-SIM",
-                               screened_out_code="DEMO-SIM-OUT"),
+                               screened_out_code="DEMO-SIM-OUT", allow_other_pids=True),
     )
     by_judgment = {j.pk: j for j in judgments}
     for k, pid in enumerate(SIMULATED_ANNOTATORS):
@@ -162,8 +162,9 @@ def _live_study_load() -> str:
         name="Demo: critical failures in model-written procedures",
         slug=DEMO_SLUG,
         items=items,
+        # Any PID works in the demo (demo-annotator-1, ...), not only Prolific's 24 hex characters.
         settings=StudySettings(attention_check_rate=0.2, attention_max_failures=1, qualification_pass=3, completion_code="DEMO-DONE",
-                               screened_out_code="DEMO-SCREENED"),
+                               screened_out_code="DEMO-SCREENED", allow_other_pids=True),
     )
     return (
         f"demo study {study.slug!r}: {len(main)} items, {len(gold)} qualification items, "

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 from django import forms
+from django.core.validators import RegexValidator
 
 from annotate import constants as C
 from annotate.kinds import kind_choices
 
 QUALIFICATION_AUTO = "auto"
+PROLIFIC_STUDY_ID = RegexValidator(C.PROLIFIC_STUDY_ID_PATTERN, "Letters, digits, '_' or '-' only (Prolific's study ids "
+                                   "are 24 hexadecimal characters).")
 
 
 class StudyCreateForm(forms.Form):
@@ -55,6 +58,14 @@ class StudyCreateForm(forms.Form):
         help_text=f"An item needs at least this many counted annotations (at least 2: one annotation is not a "
                   f"majority) to be compared with judges; items with fewer are left out and counted. Empty: "
                   f"{C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT}.")
+    prolific_study_id = forms.CharField(
+        required=False, max_length=100, label="Prolific study id", validators=[PROLIFIC_STUDY_ID],
+        help_text="When set, only links carrying this STUDY_ID may enter (Prolific fills it in); can be set later on "
+                  "the study page. Empty: any STUDY_ID.")
+    allow_other_pids = forms.BooleanField(
+        required=False, initial=False, label="Accept participant ids that are not Prolific's",
+        help_text="Off: the PROLIFIC_PID must be 24 hexadecimal characters, as Prolific's are. On: any 1-64 letters, "
+                  "digits, '_' or '-' (demos, pilots with colleagues).")
     instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 10}),
                                    help_text="Empty: the kind's default guidelines.")
 
@@ -87,6 +98,9 @@ class StudySettingsForm(forms.Form):
     min_annotations_for_majority = forms.IntegerField(
         required=False, min_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN, max_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX,
         label="Annotations for a human majority")
+    prolific_study_id = forms.CharField(required=False, max_length=100, label="Prolific study id",
+                                        validators=[PROLIFIC_STUDY_ID])
+    allow_other_pids = forms.BooleanField(required=False, label="Accept participant ids that are not Prolific's")
 
 
 class RoundCreateForm(forms.Form):

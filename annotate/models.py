@@ -79,6 +79,13 @@ class Study(models.Model):
         help_text="USD paid per annotated item; with the median active time it gives the implied hourly pay.",
     )
     is_open = models.BooleanField(default=True, help_text="Closed studies accept no new annotators.")
+    prolific_study_id = models.CharField(
+        max_length=100, blank=True,
+        help_text="Prolific's id of this study: when set, the entry URL's STUDY_ID must equal it.")
+    allow_other_pids = models.BooleanField(
+        default=False,
+        help_text="Accept participant ids that do not look like Prolific's (24 hexadecimal characters): "
+                  "for demos, pilots with colleagues and tests.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -176,6 +183,9 @@ class Participation(models.Model):
     attention_passed = models.PositiveIntegerField(default=0)
     excluded = models.BooleanField(default=False)
     exclusion_reason = models.CharField(max_length=200, blank=True)
+    attention_seed = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="Seed of this participant's attention-check positions and order (annotate/attention_plan.py).")
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
@@ -239,6 +249,9 @@ class Assignment(models.Model):
     draft_saved_at = models.DateTimeField(null=True, blank=True)
     active_seconds = models.FloatField(default=0.0)
     last_activity_at = models.DateTimeField(null=True, blank=True)
+    activity_seen_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="The server's time of the first save with an event or a draft (until then the lease is short).")
     submitted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -8,7 +8,14 @@ Rules the server enforces (How2Everything App. C.1 and the annotation issue):
 * a submit is idempotent (one annotation per assignment), a draft never overwrites it;
 * an item is live for at most k annotators at once (reservations are atomic: the item row
   is locked while its live slots are counted); a lease expires and the slot returns to the
-  pool; a late submit is stored and marked surplus when the item was already filled.
+  pool; a late submit is stored and marked surplus when the item was already filled;
+* slots cannot be hoarded (issue 18): new participants per client address and study are
+  rate-limited, a participant's reservations hold their slot only briefly until the page
+  reports activity, the PID must look like Prolific's unless the study allows others, and
+  STUDY_ID must match the study's Prolific id when one is set;
+* active time is what the server can vouch for: never more than its own elapsed time;
+* every value from the page is bounded and checked (core/strict_json.py): a bad one is a
+  400 naming the field, and nothing is stored.
 
 Lock order everywhere: participation, then item, then assignment."""
 from __future__ import annotations
@@ -22,11 +29,13 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 from django.utils.text import slugify
 
+from annotate import attention_plan
 from annotate import constants as C
 from annotate.agreement import check_min_annotations
 from annotate.kinds import codebook_get, kind_get
@@ -43,8 +52,13 @@ from annotate.models import (
     Study,
     StudyItem,
 )
+from core import rate_limit
+from core.strict_json import StrictJSONError, check_int, check_number, check_text, check_value
 
 PID_RE = re.compile(C.PID_PATTERN)
+PROLIFIC_PID_RE = re.compile(C.PROLIFIC_PID_PATTERN)
+PROLIFIC_PARAM_RE = re.compile(C.PROLIFIC_PARAM_PATTERN)
+PROLIFIC_STUDY_ID_RE = re.compile(C.PROLIFIC_STUDY_ID_PATTERN)
 
 # Event types the annotation page reports; anything else is refused.
 EVENT_GOAL_ACK = "goal_ack"
@@ -76,6 +90,12 @@ class EntryRefused(AnnotateError):
     pass
 
 
+class EntryLimited(EntryRefused):
+    """Too many new participants from one client address in one study (HTTP 429)."""
+
+    status = 429
+
+
 class NotYours(AnnotateError):
     """The assignment does not exist or belongs to someone else (answered as 404)."""
 
@@ -88,6 +108,16 @@ class SubmissionRejected(AnnotateError):
 
 class DraftRejected(AnnotateError):
     status = 409
+
+
+class SaveInvalid(DraftRejected):
+    """A save whose values are malformed (a bad request, not a conflict): 400 naming the field."""
+
+    status = 400
+
+
+def _field_errors(exc: StrictJSONError) -> list[FieldError]:
+    return [FieldError(exc.field or "body", exc.message)]
 
 
 class StepRefused(AnnotateError):
@@ -175,6 +205,10 @@ class StudySettings:
     items_per_page: int = 1
     # Annotations an item needs for a human majority (analysis only; docs/agreement.md).
     min_annotations_for_majority: int = C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT
+    # Prolific's id of the study: when set, the entry URL's STUDY_ID must equal it.
+    prolific_study_id: str = ""
+    # Accept PIDs that do not look like Prolific's (demos, pilots, tests); off for new studies.
+    allow_other_pids: bool = False
 
 
 def _majority_threshold_problems(value: Any) -> list[str]:
@@ -231,6 +265,9 @@ def _check_settings(s: StudySettings, items: list[ItemSpec], kind_def: StudyKind
             problem(name, f"the {name.replace('_', ' ')} must be 1-64 letters, digits, '_' or '-'")
     if s.completion_code and s.completion_code == s.screened_out_code:
         problem("screened_out_code", "the completion code and the screened-out code must differ")
+    if s.prolific_study_id and not PROLIFIC_STUDY_ID_RE.fullmatch(s.prolific_study_id):
+        problem("prolific_study_id", "the Prolific study id must be 1-100 letters, digits, '_' or '-' (Prolific's are "
+                "24 hexadecimal characters)")
     n_main = sum(1 for i in items if i.role == ROLE_MAIN)
     n_qual = sum(1 for i in items if i.role == ROLE_QUALIFICATION)
     n_attention = sum(1 for i in items if i.role == ROLE_ATTENTION)
@@ -292,6 +329,7 @@ def study_create(
         max_items_per_annotator=settings.max_items_per_annotator, completion_code=completion,
         screened_out_code=screened, payment_per_item=settings.payment_per_item, created_by=created_by,
         items_per_page=settings.items_per_page, min_annotations_for_majority=settings.min_annotations_for_majority,
+        prolific_study_id=(settings.prolific_study_id or "").strip(), allow_other_pids=settings.allow_other_pids,
     )
     _items_create(study, items)
     return study
@@ -322,6 +360,7 @@ def study_round_create(*, study: Study, instructions: str, created_by: Any = Non
         attention_check_rate=study.attention_check_rate, attention_max_failures=study.attention_max_failures,
         max_items_per_annotator=study.max_items_per_annotator, payment_per_item=study.payment_per_item,
         min_annotations_for_majority=study.min_annotations_for_majority,
+        allow_other_pids=study.allow_other_pids,
     )
     new = study_create(
         name=f"{root.name} (round {last + 1})", items=_item_specs(study), kind=study.kind,
@@ -338,6 +377,7 @@ def study_round_create(*, study: Study, instructions: str, created_by: Any = Non
 def study_update(
     *, study: Study, is_open: bool | None = None, payment_per_item: Decimal | None = None,
     clear_payment: bool = False, instructions: str | None = None, min_annotations_for_majority: int | None = None,
+    prolific_study_id: str | None = None, allow_other_pids: bool | None = None,
 ) -> Study:
     """Open/close, set the payment, set the annotations a human majority needs (analysis
     only: it changes no annotator's work), or edit the guidelines (a new version; only before
@@ -358,6 +398,16 @@ def study_update(
             raise StudyInvalid(problems[0][0].upper() + problems[0][1:] + ".")
         study.min_annotations_for_majority = min_annotations_for_majority
         fields.append("min_annotations_for_majority")
+    if prolific_study_id is not None:
+        prolific_study_id = prolific_study_id.strip()
+        if prolific_study_id and not PROLIFIC_STUDY_ID_RE.fullmatch(prolific_study_id):
+            raise StudyInvalid("The Prolific study id must be 1-100 letters, digits, '_' or '-'.",
+                               [FieldError("prolific_study_id", "must be 1-100 letters, digits, '_' or '-'")])
+        study.prolific_study_id = prolific_study_id
+        fields.append("prolific_study_id")
+    if allow_other_pids is not None:
+        study.allow_other_pids = allow_other_pids
+        fields.append("allow_other_pids")
     if instructions is not None:
         version = guideline_version_ensure(kind=study.kind, instructions=instructions)
         if version.pk != study.guideline_version_id:
@@ -375,45 +425,99 @@ def study_update(
 # --------------------------------------------------------------------------- the annotator's path
 
 
-def _pid_check(pid: str | None) -> str:
-    pid = (pid or "").strip()
+def _entry_refused(field: str, message: str, status: type[EntryRefused] = EntryRefused) -> EntryRefused:
+    return status(message, [FieldError(field, message)])
+
+
+def _pid_check(pid: Any, study: Study) -> str:
+    malformed = _entry_refused(
+        "PROLIFIC_PID",
+        "The Prolific ID (PROLIFIC_PID) in this link does not look right (it should be letters and digits only). "
+        "Please open the study from Prolific again.",
+    )
+    try:
+        pid = check_text(pid, field="PROLIFIC_PID", max_length=C.PID_MAX_LENGTH + 2).strip()
+    except StrictJSONError:
+        raise malformed from None
     if not pid:
-        raise EntryRefused(
+        raise _entry_refused(
+            "PROLIFIC_PID",
             "This link is missing your Prolific ID (PROLIFIC_PID). Please open the study from Prolific "
-            "again, or ask the researcher for the correct link."
+            "again, or ask the researcher for the correct link.",
         )
-    if not PID_RE.fullmatch(pid):
-        raise EntryRefused(
-            "The Prolific ID in this link does not look right (it should be letters and digits only). "
-            "Please open the study from Prolific again."
-        )
+    if not PID_RE.fullmatch(pid) or not (study.allow_other_pids or PROLIFIC_PID_RE.fullmatch(pid)):
+        raise malformed
     return pid
 
 
-def _short(value: str | None) -> str:
-    return (value or "").strip()[:100]
+def _prolific_param(value: Any, name: str) -> str:
+    """STUDY_ID or SESSION_ID as Prolific fills them in (letters, digits, '_', '-', '.'; the
+    unfilled placeholder's '{', '}' and '%' are accepted too, for a researcher's own test)."""
+    problem = _entry_refused(
+        name, f"The {name} in this link does not look right (it should be letters and digits, at most "
+        f"{C.PROLIFIC_PARAM_MAX_LENGTH} characters). Please open the study from Prolific again.",
+    )
+    try:
+        text = check_text(value, field=name, max_length=C.PROLIFIC_PARAM_MAX_LENGTH).strip()
+    except StrictJSONError:
+        raise problem from None
+    if not PROLIFIC_PARAM_RE.fullmatch(text):
+        raise problem
+    return text
+
+
+def _entry_allowed(study: Study, client_address: str | None) -> bool:
+    """Count a new participant from this address in this study; False over the limit."""
+    return rate_limit.hit(
+        f"annotate-entry:{study.pk}:{rate_limit.address_key(client_address)}",
+        limit=django_settings.ANNOTATE_ENTRY_LIMIT_PER_ADDRESS, window=django_settings.ANNOTATE_ENTRY_WINDOW_SECONDS,
+    )
 
 
 def participation_enter(
-    *, study: Study, pid: str | None, prolific_study_id: str | None = None, session_id: str | None = None
+    *, study: Study, pid: Any, prolific_study_id: Any = None, session_id: Any = None,
+    client_address: str | None = None, rate_limited: bool = False,
 ) -> Participation:
     """Entry with Prolific's URL parameters: the PID identifies the annotator across studies;
-    returning with the same PID resumes where they were."""
-    pid = _pid_check(pid)
+    returning with the same PID resumes where they were.
+
+    Refused (``EntryRefused``, naming the parameter) when the PID does not look like a Prolific
+    id and the study does not allow other ids, when STUDY_ID or SESSION_ID is malformed, when
+    the study has a Prolific study id and STUDY_ID differs, and for a new participant when the
+    study is closed. With ``rate_limited`` (the web entry), a new participant beyond the
+    study's allowance for ``client_address`` is refused with ``EntryLimited`` (429); someone
+    who comes back is never counted."""
+    pid = _pid_check(pid, study)
+    study_id = _prolific_param(prolific_study_id, "STUDY_ID")
+    session_id = _prolific_param(session_id, "SESSION_ID")
+    if study.prolific_study_id and study_id != study.prolific_study_id:
+        raise _entry_refused(
+            "STUDY_ID",
+            "This link belongs to a different Prolific study (its STUDY_ID does not match this study). Please "
+            "open the study from Prolific again, or ask the researcher for the correct link.",
+        )
     now = _now()
     known = Participation.objects.filter(study=study, annotator__pid=pid).exists()
     if not known and not study.is_open:
         raise EntryRefused("This study is not accepting new participants. Please return it on Prolific.")
+    if not known and rate_limited and not _entry_allowed(study, client_address):
+        raise _entry_refused(
+            "PROLIFIC_PID",
+            "Too many new participants have started this study from your network recently. If you "
+            "are a Prolific participant, please try again later or contact the researcher through Prolific.",
+            EntryLimited,
+        )
     try:
         with transaction.atomic():
             annotator, _ = Annotator.objects.get_or_create(pid=pid)
-            participation, _ = Participation.objects.get_or_create(study=study, annotator=annotator)
+            participation, _ = Participation.objects.get_or_create(
+                study=study, annotator=annotator, defaults={"attention_seed": attention_plan.new_seed()})
     except IntegrityError:  # a concurrent first entry with the same PID
         annotator = Annotator.objects.get(pid=pid)
         participation = Participation.objects.get(study=study, annotator=annotator)
     with transaction.atomic():
         p = Participation.objects.select_for_update().get(pk=participation.pk)
-        session = {"study_id": _short(prolific_study_id), "session_id": _short(session_id)}
+        session = {"study_id": study_id, "session_id": session_id}
         if any(session.values()):
             if session not in p.sessions_seen:
                 p.sessions_seen = [*p.sessions_seen, {**session, "first_seen": now.isoformat()}][-50:]
@@ -564,11 +668,27 @@ def _lock_item(item_id: int, *, skip_locked: bool) -> StudyItem | None:
     return qs.first()
 
 
+def _shown_activity(p: Participation) -> bool:
+    """Whether the participant's page has reported activity on any item (a save with an event or
+    a draft), or they have submitted something: their reservations then get the study's lease."""
+    return Assignment.objects.filter(participation=p).filter(
+        Q(activity_seen_at__isnull=False) | Q(status=AssignmentStatus.SUBMITTED)
+    ).exists()
+
+
+def _lease_until(p: Participation, now: datetime) -> datetime:
+    """The end of a lease granted now: the study's lease once the participant has shown
+    activity, else the short initial lease (a reservation nobody acts on frees its slot soon)."""
+    full = now + timedelta(minutes=p.study.lease_minutes)
+    if _shown_activity(p):
+        return full
+    return min(full, now + timedelta(seconds=C.INITIAL_LEASE_SECONDS))
+
+
 def _new_assignment(p: Participation, item: StudyItem, now: datetime) -> Assignment:
     return Assignment.objects.create(
         study_id=p.study_id, item=item, participation=p, annotator_id=p.annotator_id, role=item.role,
-        reserved_at=now, lease_expires_at=now + timedelta(minutes=p.study.lease_minutes), first_served_at=now,
-        last_activity_at=now,
+        reserved_at=now, lease_expires_at=_lease_until(p, now), first_served_at=now, last_activity_at=now,
     )
 
 
@@ -641,27 +761,45 @@ def _reserve_main(p: Participation, now: datetime) -> Assignment | None:
 
 def _reserve_free(p: Participation, role: str, now: datetime) -> Assignment | None:
     """Attention-check and qualification items have no k limit: the next one this annotator
-    has not had, in study order."""
+    has not had; qualification items in study order, attention checks in the participant's own
+    seeded order (annotate/attention_plan.py)."""
     seen = Assignment.objects.filter(participation=p).values("item_id")
-    item = (
-        StudyItem.objects.filter(study_id=p.study_id, role=role).exclude(pk__in=seen).order_by("position", "pk").first()
-    )
+    candidates = StudyItem.objects.filter(study_id=p.study_id, role=role).exclude(pk__in=seen).order_by("position", "pk")
+    if role == ROLE_ATTENTION:
+        order = attention_plan.check_order(_attention_seed(p), list(
+            StudyItem.objects.filter(study_id=p.study_id, role=role).order_by("position", "pk").values_list("pk", flat=True)))
+        left = set(candidates.values_list("pk", flat=True))
+        item_pk = next((pk for pk in order if pk in left), None)
+        item = StudyItem.objects.filter(pk=item_pk).first() if item_pk is not None else None
+    else:
+        item = candidates.first()
     return _new_assignment(p, item, now) if item is not None else None
 
 
+def _attention_seed(p: Participation) -> int:
+    """The participant's seed (participations from before the seed existed get one now; the
+    caller saves the participation)."""
+    if p.attention_seed is None:
+        p.attention_seed = attention_plan.new_seed()
+    return p.attention_seed
+
+
 def _attention_due(p: Participation) -> bool:
+    """Whether the next item is an attention check: one check in every stretch of about 1/rate
+    items, at a position drawn from the participant's seed (annotate/attention_plan.py)."""
     rate = p.study.attention_check_rate
     if rate <= 0:
         return False
     seen_main = Assignment.objects.filter(participation=p, role=ROLE_MAIN).count()
     seen_attention = Assignment.objects.filter(participation=p, role=ROLE_ATTENTION).count()
-    return seen_attention < math.floor((seen_main + seen_attention + 1) * rate + 1e-9)
+    return attention_plan.check_due(_attention_seed(p), rate, served=seen_main + seen_attention,
+                                    checks_served=seen_attention)
 
 
 def _renew_or_expire(a: Assignment, p: Participation, now: datetime) -> bool:
     """An annotator is back on an item whose lease ran out: keep it if a slot is still free."""
     if a.role != ROLE_MAIN:
-        a.lease_expires_at = now + timedelta(minutes=p.study.lease_minutes)
+        a.lease_expires_at = _lease_until(p, now)
         a.save(update_fields=["lease_expires_at"])
         return True
     try:
@@ -669,7 +807,7 @@ def _renew_or_expire(a: Assignment, p: Participation, now: datetime) -> bool:
             _lock_item(a.item_id, skip_locked=False)
             if _live_slots(a.item_id, now, exclude_pk=a.pk) >= p.study.annotators_per_item:
                 raise _ItemFull
-            a.lease_expires_at = now + timedelta(minutes=p.study.lease_minutes)
+            a.lease_expires_at = _lease_until(p, now)
             a.save(update_fields=["lease_expires_at"])
             return True
     except _ItemFull:
@@ -777,38 +915,73 @@ def _get_own(public_id: Any, participation: Participation | int, *, lock: bool) 
         raise NotYours("This item is not assigned to you.") from None
 
 
-def _credit_active(a: Assignment, active_ms: Any, now: datetime) -> None:
-    """Tab-visible time reported by the page, never more than the wall time since the last save."""
-    try:
-        seconds = max(0.0, float(active_ms) / 1000.0)
-    except (TypeError, ValueError):
-        return
-    if not math.isfinite(seconds):
-        return
+def _credit_active(a: Assignment, seconds: float, now: datetime) -> None:
+    """Credit tab-visible time the server can vouch for: what the page reports, but never more
+    than the server's own time since its previous event on this item (the last save, or the
+    first serve), and the total never more than the time since the item was first served. No
+    slack: a burst of saves claiming more than the elapsed time is credited the elapsed time."""
     since = a.last_activity_at or a.first_served_at or now
-    cap = max(0.0, (now - since).total_seconds()) + C.ACTIVE_TIME_SLACK_SECONDS
-    a.active_seconds = round(a.active_seconds + min(seconds, cap), 3)
+    if a.first_served_at is not None and since < a.first_served_at:
+        since = a.first_served_at
+    elapsed = max(0.0, (now - since).total_seconds())
+    total = a.active_seconds + min(max(0.0, seconds), elapsed)
+    if a.first_served_at is not None:
+        total = min(total, max(0.0, (now - a.first_served_at).total_seconds()))
+    a.active_seconds = round(total, 3)
 
 
-def _apply_events(a: Assignment, events: Any, now: datetime) -> None:
+def _save_invalid(field: str, message: str) -> SaveInvalid:
+    return SaveInvalid(f"{field}: {message}", [FieldError(field, message)])
+
+
+def _checked_events(events: Any) -> list[dict[str, Any]]:
+    """The events of a save, each checked for shape and bounds (a bad one names its index)."""
     if events is None:
+        return []
+    if not isinstance(events, list):
+        raise _save_invalid("events", "must be a list of event objects")
+    if len(events) > C.MAX_EVENTS_PER_SAVE:
+        raise _save_invalid("events", f"at most {C.MAX_EVENTS_PER_SAVE} events per save")
+    checked = []
+    for index, event in enumerate(events):
+        where = f"events[{index}]"
+        if not isinstance(event, dict):
+            raise _save_invalid(where, "must be an object with a type")
+        etype = event.get("type")
+        if not isinstance(etype, str) or etype not in EVENT_TYPES:
+            raise _save_invalid(f"{where}.type", "is not an event type of the annotation page")
+        target = event.get("target")
+        if target is not None:
+            if isinstance(target, bool) or not isinstance(target, (str, int)):
+                raise _save_invalid(f"{where}.target", "must be text")
+            try:
+                target = check_text(str(target), field=f"{where}.target", max_length=C.MAX_EVENT_TARGET_LENGTH)
+            except StrictJSONError as exc:
+                raise _save_invalid(exc.field, exc.message) from None
+        entry: dict[str, Any] = {"type": etype, "target": target}
+        if "client_t" in event:
+            try:
+                entry["client_t"] = check_number(event["client_t"], field=f"{where}.client_t", maximum=C.MAX_CLIENT_T)
+            except StrictJSONError as exc:
+                raise _save_invalid(exc.field, exc.message) from None
+        checked.append(entry)
+    return checked
+
+
+def _apply_events(a: Assignment, events: list[dict[str, Any]], now: datetime) -> None:
+    if not events:
         return
-    if not isinstance(events, list) or len(events) > C.MAX_EVENTS_PER_SAVE:
-        raise DraftRejected(f"events must be a list of at most {C.MAX_EVENTS_PER_SAVE} objects")
     kind = kind_get(a.study.kind)
     step_names = set(kind.required_openings(len(a.item.reference_steps), len(a.item.candidate_steps)))
     stamp = now.isoformat()
     log = list(a.click_log)
     opened = dict(a.steps_opened)
-    for event in events:
-        if not isinstance(event, dict) or event.get("type") not in EVENT_TYPES:
-            raise DraftRejected(f"unknown event {event!r}")
-        etype = event["type"]
-        target = event.get("target")
-        target = str(target)[:60] if target is not None else None
+    for index, event in enumerate(events):
+        etype, target = event["type"], event["target"]
         if etype == EVENT_STEP_OPEN:
             if target not in step_names:
-                raise DraftRejected(f"there is no step {target!r} in this item")
+                raise SaveInvalid(f"there is no step {target!r} in this item",
+                                  [FieldError(f"events[{index}].target", f"there is no step {target!r} in this item")])
             opened.setdefault(target, stamp)
         elif etype == EVENT_GOAL_ACK:
             a.goal_acknowledged_at = a.goal_acknowledged_at or now
@@ -817,11 +990,32 @@ def _apply_events(a: Assignment, events: Any, now: datetime) -> None:
         entry = {"t": stamp, "type": etype}
         if target is not None:
             entry["target"] = target
-        if isinstance(event.get("client_t"), (int, float)):
-            entry["client_t"] = event["client_t"]
+        if "client_t" in event:
+            client_t = event["client_t"]
+            entry["client_t"] = int(client_t) if client_t == int(client_t) else client_t
         log.append(entry)
     a.steps_opened = opened
     a.click_log = log[-C.MAX_CLICK_LOG:]
+
+
+def _lengthen_leases(a: Assignment, now: datetime) -> None:
+    """The page showed activity: its short initial lease (and those of the participant's other
+    items on the same page) lengthens to the study's lease, counted from the reservation. A
+    lease that already ran out is left alone (the slot may be someone else's by now; coming
+    back renews it if a slot is still free). Rows another save holds are skipped, never waited
+    for: that save lengthens its own."""
+    lease = timedelta(minutes=a.study.lease_minutes)
+    if a.status == AssignmentStatus.RESERVED and a.lease_expires_at > now:
+        a.lease_expires_at = max(a.lease_expires_at, a.reserved_at + lease)
+    others = list(
+        Assignment.objects.select_for_update(skip_locked=True)
+        .filter(participation_id=a.participation_id, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now,
+                activity_seen_at__isnull=True)
+        .exclude(pk=a.pk).values_list("pk", "reserved_at", "lease_expires_at")
+    )
+    for pk, reserved_at, expires in others:
+        if expires < reserved_at + lease:
+            Assignment.objects.filter(pk=pk).update(lease_expires_at=reserved_at + lease)
 
 
 @dataclass
@@ -838,28 +1032,44 @@ def assignment_save(
     """Autosave: record events with server timestamps, credit visible time, and store the draft
     when its sequence number is newer than the stored one (an older save that arrives late does
     not undo a newer one). Refused once the item is submitted: a draft never overwrites a
-    submitted annotation. Only the assignment row is locked and written (saves are frequent;
-    the participation is not touched, its "last seen" comes from the assignment's activity)."""
+    submitted annotation. Only the participant's assignment rows are locked and written (saves
+    are frequent; the participation is not touched, its "last seen" comes from the assignment's
+    activity).
+
+    Every value is checked before anything is written: ``seq`` an integer in 1..2^31-1,
+    ``active_ms`` a finite number in 0..2^31-1, each event's type, target and ``client_t``, and
+    the draft free of NaN, NUL and the like (``SaveInvalid``, 400, naming the field). A save
+    with an event or a draft is activity: the first one lengthens the short initial lease."""
+    try:
+        seconds = check_number(0 if active_ms is None else active_ms, field="active_ms", maximum=C.MAX_ACTIVE_MS) / 1000.0
+        if seq is not None or draft is not None:
+            check_int(seq, field="seq", minimum=1, maximum=C.MAX_SEQ)
+        if draft is not None:
+            check_value(draft, field="draft", max_string_length=C.MAX_DRAFT_STRING_LENGTH)
+    except StrictJSONError as exc:
+        raise SaveInvalid(f"{exc.field}: {exc.message}", _field_errors(exc)) from None
+    checked_events = _checked_events(events)
     a = _get_own(public_id, participation, lock=True)
     if a.status == AssignmentStatus.SUBMITTED:
         raise DraftRejected("This item was already submitted; the submitted answer is kept.")
     now = _now()
-    _apply_events(a, events, now)
+    _apply_events(a, checked_events, now)
     saved = False
     if draft is not None:
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-            raise DraftRejected("a draft needs a positive integer seq")
         if seq > a.draft_seq:
             a.draft = kind_get(a.study.kind).clean_draft(draft, len(a.item.reference_steps), len(a.item.candidate_steps))
             a.draft_seq = seq
             a.draft_saved_at = now
             saved = True
-    _credit_active(a, active_ms, now)
+    _credit_active(a, seconds, now)
     a.last_activity_at = now
-    a.save(update_fields=[
-        "steps_opened", "click_log", "goal_acknowledged_at", "draft", "draft_seq", "draft_saved_at",
-        "active_seconds", "last_activity_at",
-    ])
+    fields = ["steps_opened", "click_log", "goal_acknowledged_at", "draft", "draft_seq", "draft_saved_at",
+              "active_seconds", "last_activity_at"]
+    if (checked_events or draft is not None) and a.activity_seen_at is None:
+        a.activity_seen_at = now
+        _lengthen_leases(a, now)
+        fields += ["activity_seen_at", "lease_expires_at"]
+    a.save(update_fields=fields)
     return SaveResult(assignment=a, draft_saved=saved)
 
 
@@ -910,7 +1120,13 @@ def annotation_submit(
 ) -> SubmitResult:
     """Store the annotation once. A repeated submit (double click, network retry) returns the
     stored annotation unchanged. A late submit (lease expired or released) is stored too, and
-    marked surplus when the item already had its k annotations."""
+    marked surplus when the item already had its k annotations. A malformed answer or
+    submission id (NaN, NUL, over-long) is refused naming the field before anything is locked."""
+    try:
+        check_value(answer, field="answer", max_string_length=C.MAX_DRAFT_STRING_LENGTH)
+        submission_id = check_text(submission_id, field="submission_id", max_length=C.SUBMISSION_ID_MAX_LENGTH)
+    except StrictJSONError as exc:
+        raise SubmissionRejected(f"The answer was not submitted: {exc.field}: {exc.message}", _field_errors(exc)) from None
     p = _lock(participation)
     a = _get_own(public_id, p, lock=False)
     existing = Annotation.objects.filter(assignment=a).first()
@@ -961,7 +1177,7 @@ def annotation_submit(
                 wall_seconds=round((now - a.first_served_at).total_seconds(), 3),
                 active_seconds=a.active_seconds, goal_acknowledged_at=a.goal_acknowledged_at,
                 steps_opened=a.steps_opened, click_log=a.click_log, surplus=surplus, late=late,
-                correct=correct, excluded=excluded, exclusion_reason=reason, submission_id=str(submission_id)[:64],
+                correct=correct, excluded=excluded, exclusion_reason=reason, submission_id=submission_id,
             )
     except IntegrityError:  # the same assignment submitted concurrently (backstop of the lock)
         return SubmitResult(Annotation.objects.get(assignment=a), False)

@@ -112,6 +112,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
                     screened_out_code=data.get("screened_out_code") or None,
                     payment_per_item=data.get("payment_per_item"),
                     min_annotations_for_majority=data["min_annotations_for_majority"],
+                    prolific_study_id=data.get("prolific_study_id") or "", allow_other_pids=data["allow_other_pids"],
                 ),
             )
         except ItemFileError as exc:
@@ -140,7 +141,9 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "choice_results": choice_study_results(study) if study.kind == MULTIPLE_CHOICE else None,
         "faithfulness_results": faithfulness_study_results(study) if study.kind == CONSTRAINT_FAITHFULNESS else None,
         "settings_form": StudySettingsForm(initial={"is_open": study.is_open, "payment_per_item": study.payment_per_item,
-                                                    "min_annotations_for_majority": study.min_annotations_for_majority}),
+                                                    "min_annotations_for_majority": study.min_annotations_for_majority,
+                                                    "prolific_study_id": study.prolific_study_id,
+                                                    "allow_other_pids": study.allow_other_pids}),
         "round_form": RoundCreateForm(initial={"instructions": study.guideline_version.instructions}),
     })
 
@@ -150,11 +153,15 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
 def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_get(slug=slug)
     form = StudySettingsForm(request.POST)
+    entry_rules = "prolific_study_id" in request.POST
     if form.is_valid():
         payment = form.cleaned_data.get("payment_per_item")
         study_update(study=study, is_open=form.cleaned_data["is_open"], payment_per_item=payment,
                      clear_payment=payment is None,
-                     min_annotations_for_majority=form.cleaned_data.get("min_annotations_for_majority"))
+                     min_annotations_for_majority=form.cleaned_data.get("min_annotations_for_majority"),
+                     # The entry rules change only when the form that shows them was posted.
+                     prolific_study_id=(form.cleaned_data.get("prolific_study_id") or "") if entry_rules else None,
+                     allow_other_pids=form.cleaned_data["allow_other_pids"] if entry_rules else None)
         messages.success(request, "Settings saved.")
     else:
         messages.error(request, "Settings not saved: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))

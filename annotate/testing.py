@@ -38,7 +38,9 @@ def study_make(*, n_items: int = 4, n_gold: int = 0, n_attention: int = 0, name:
     items += [item_spec(i, role=ROLE_QUALIFICATION, expected=answers[i - 1]) for i in range(1, n_gold + 1)]
     checks = attention_answers or [True] * n_attention
     items += [item_spec(i, role=ROLE_ATTENTION, expected=checks[i - 1]) for i in range(1, n_attention + 1)]
-    defaults: dict[str, Any] = {"training_enabled": False, "qualification_enabled": n_gold > 0, "min_seconds": 0}
+    # Test PIDs ("p1", "pid-ready") are not Prolific's 24 hexadecimal characters.
+    defaults: dict[str, Any] = {"training_enabled": False, "qualification_enabled": n_gold > 0, "min_seconds": 0,
+                                "allow_other_pids": True}
     defaults.update(settings)
     return study_create(name=name, items=items, settings=StudySettings(**defaults))
 
@@ -87,7 +89,7 @@ def judged_generation_study(*, name: str, annotators_per_item: int, judge: str =
     from annotate.item_sources import items_from_judgments
 
     defaults: dict[str, Any] = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0,
-                                "annotators_per_item": annotators_per_item}
+                                "annotators_per_item": annotators_per_item, "allow_other_pids": True}
     defaults.update(settings)
     return study_create(name=name, items=items_from_judgments(judge=judge, n=n, seed=0),
                         settings=StudySettings(**defaults))

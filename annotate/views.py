@@ -5,7 +5,6 @@ An annotator reaches only their own participation (kept in their session when th
 through the study link) and their own current item; everything else answers 403 or 404."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
@@ -33,6 +32,8 @@ from annotate.services import (
     training_open,
     training_position,
 )
+from core.client_ip import client_ip
+from core.strict_json import StrictJSONError, loads_object
 
 
 SESSION_ENDED = "Your session has ended. Open the study again from Prolific; your work so far is saved."
@@ -103,9 +104,11 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
         p = participation_enter(
             study=study, pid=request.GET.get("PROLIFIC_PID"),
             prolific_study_id=request.GET.get("STUDY_ID"), session_id=request.GET.get("SESSION_ID"),
+            client_address=client_ip(request), rate_limited=True,
         )
     except AnnotateError as exc:
-        return _problem(request, "We could not start the study", exc.message, 400)
+        title = "Please try again later" if exc.status == 429 else "We could not start the study"
+        return _problem(request, title, exc.message, 429 if exc.status == 429 else 400)
     request.session[_session_key(study)] = p.pk
     return redirect(route(p))
 
@@ -263,12 +266,16 @@ def _work_page(request: HttpRequest, study: Study, p: Participation, kind: Any) 
     return response
 
 
-def _json_body(request: HttpRequest) -> dict[str, Any] | None:
+def _json_body(request: HttpRequest) -> dict[str, Any] | JsonResponse:
+    """The request's JSON object, strictly parsed (core/strict_json.py): NaN, Infinity, NUL,
+    lone surrogates, deep nesting, over-long strings or an oversized body are a 400 naming the
+    field, before any service runs."""
     try:
-        body = json.loads(request.body or b"{}")
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return body if isinstance(body, dict) else None
+        return loads_object(request.body, max_bytes=C.MAX_REQUEST_BYTES, max_depth=C.MAX_JSON_DEPTH,
+                            max_string_length=C.MAX_DRAFT_STRING_LENGTH)
+    except StrictJSONError as exc:
+        message = f"{exc.field}: {exc.message}" if exc.field else exc.message
+        return JsonResponse({"ok": False, "message": message, "errors": [exc.as_dict()]}, status=400)
 
 
 def _json_error(exc: AnnotateError) -> JsonResponse:
@@ -295,8 +302,8 @@ def save(request: HttpRequest, slug: str, public_id: str) -> JsonResponse:
     if not isinstance(participation_id, int):
         return JsonResponse({"ok": False, "message": SESSION_ENDED}, status=403)
     body = _json_body(request)
-    if body is None:
-        return JsonResponse({"ok": False, "message": "The request body must be a JSON object."}, status=400)
+    if isinstance(body, JsonResponse):
+        return body
     try:
         result = assignment_save(
             participation=participation_id, public_id=public_id, draft=body.get("draft"), seq=body.get("seq"),
@@ -320,12 +327,12 @@ def submit(request: HttpRequest, slug: str, public_id: str) -> JsonResponse:
         return loaded
     study, p = loaded
     body = _json_body(request)
-    if body is None:
-        return JsonResponse({"ok": False, "message": "The request body must be a JSON object."}, status=400)
+    if isinstance(body, JsonResponse):
+        return body
     try:
         result = annotation_submit(
             participation=p, public_id=public_id, answer=body.get("answer"),
-            submission_id=str(body.get("submission_id") or ""),
+            submission_id=body.get("submission_id") or "",
         )
     except AnnotateError as exc:
         return _json_error(exc)

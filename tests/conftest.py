@@ -8,6 +8,15 @@ from core.roles import ROLE_ADMIN, ROLE_RESEARCHER
 from core.services import user_create
 
 
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Counters in the shared cache (rate limits of the annotator entry, ...) never carry over
+    from one test to the next (study ids are reused after a test's rollback)."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def researcher(db):
     created = user_create(username="rita", role=ROLE_RESEARCHER, password="rita-Password-1")

@@ -152,28 +152,41 @@ def test_max_items_per_annotator_ends_the_session_with_the_completion_code():
 
 
 def test_attention_checks_are_mixed_in_at_the_study_rate():
+    """One check in every stretch of 1/rate items, at the positions and in the order of the
+    participant's seeded plan (annotate/attention_plan.py)."""
+    from annotate.attention_plan import check_order, check_positions
+
     study = study_make(n_items=8, n_attention=2, attention_check_rate=0.25, attention_max_failures=5)
     p = annotator_start(study, "att")
-    roles = []
-    for _ in range(8):
-        result = annotate_next(p, label=True)
+    roles, check_items = [], []
+    while (result := annotate_next(p, label=True)) is not None:
         roles.append(result.annotation.source)
-    assert roles == ["main", "main", "main", "attention", "main", "main", "main", "attention"]
+        if result.annotation.source == "attention":
+            check_items.append(result.annotation.item_id)
+    p.refresh_from_db()
+    assert len(roles) == 10 and roles.count("attention") == 2
+    assert roles[0:4].count("attention") == 1 and roles[4:8].count("attention") == 1
+    assert [i for i, role in enumerate(roles) if role == "attention"] == check_positions(p.attention_seed, 0.25, 2)
+    in_study_order = list(study.items.filter(role="attention").order_by("position").values_list("pk", flat=True))
+    assert check_items == check_order(p.attention_seed, in_study_order)
 
 
 def test_failing_more_attention_checks_than_allowed_screens_out_and_excludes_but_keeps_annotations():
     study = study_make(n_items=6, n_attention=2, attention_check_rate=0.5, attention_max_failures=1,
                        attention_answers=[True, True])
     p = annotator_start(study, "careless")
-    sources = [annotate_next(p, label=False).annotation.source for _ in range(3)]  # main, attention (wrong), main
-    assert sources == ["main", "attention", "main"]
+    sources = []
+    while "attention" not in sources:  # the first check (within the first two items), answered wrong
+        sources.append(annotate_next(p, label=False).annotation.source)
     p.refresh_from_db()
     assert p.state == ParticipationState.ANNOTATING and p.attention_failures == 1  # one miss is allowed
-    annotate_next(p, label=False)  # the second attention check, wrong again
+    while sources.count("attention") < 2:  # the second check (within the next two items), wrong again
+        sources.append(annotate_next(p, label=False).annotation.source)
     p.refresh_from_db()
     assert p.state == ParticipationState.SCREENED_OUT and p.excluded
     main = Annotation.objects.filter(participation=p, source="main")
-    assert main.count() == 2 and all(a.excluded and a.exclusion_reason == "failed_attention_checks" for a in main)
+    assert main.count() == sources.count("main") >= 1
+    assert all(a.excluded and a.exclusion_reason == "failed_attention_checks" for a in main)
     assert assignment_next(participation=p) is None
     response = _done_page(study, "careless")
     assert study.screened_out_code.encode() in response.content

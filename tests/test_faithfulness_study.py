@@ -50,7 +50,8 @@ def _answer(q1="yes", q2="yes", q3="yes", wrong=None, comments=""):
 
 
 def _study(lines: list[dict], **settings) -> Study:
-    defaults = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0, "attention_check_rate": 0}
+    defaults = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0, "attention_check_rate": 0,
+                "allow_other_pids": True}  # test PIDs are not Prolific's 24 hex characters
     defaults.update(settings)
     return study_create(name="Constraint faithfulness", kind="constraint_faithfulness",
                         items=[KIND.parse_record(line) for line in lines], settings=StudySettings(**defaults))

@@ -33,7 +33,8 @@ def _line(n: int, task: str = "step_inference", label: int = 0, **extra) -> dict
 
 
 def _study(lines: list[dict], **settings) -> object:
-    defaults = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0}
+    defaults = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0,
+                "allow_other_pids": True}  # test PIDs are not Prolific's 24 hex characters
     defaults.update(settings)
     return study_create(name="Goal-step validation", kind="multiple_choice",
                         items=[KIND.parse_record(line) for line in lines], settings=StudySettings(**defaults))

@@ -1,6 +1,8 @@
 """Settings for local use: every value comes from the environment (see config/env.py),
 with embedded defaults (SQLite and a file-based Celery broker under var/)."""
 from config.env import BASE_DIR, env_bool, env_list, env_str, local_secret_key, var_dir
+from config.settings.annotate import annotate_settings
+from config.settings.cache import cache_settings
 from config.settings.celery import celery_settings
 from config.settings.csp import csp_settings
 from config.settings.database import database_settings
@@ -134,6 +136,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+globals().update(cache_settings())
+globals().update(annotate_settings())
 globals().update(celery_settings())
 globals().update(csp_settings())
 globals().update(llm_settings())

@@ -55,6 +55,10 @@ class Command(BaseCommand):
         parser.add_argument("--screened-out-code")
         parser.add_argument("--payment-per-item", help="USD per item, for the implied hourly pay")
         parser.add_argument("--instructions", help="text file with the consent and guidelines text")
+        parser.add_argument("--prolific-study-id", default="",
+                            help="Prolific's id of the study: only entry links with this STUDY_ID are accepted")
+        parser.add_argument("--allow-other-pids", action="store_true",
+                            help="accept PROLIFIC_PIDs that are not 24 hexadecimal characters (demos, pilots)")
         parser.add_argument("--base-url", default=default_base_url(), help="where annotators reach this server")
 
     def handle(self, *args, **o) -> None:
@@ -94,6 +98,7 @@ class Command(BaseCommand):
             attention_max_failures=o["attention_max_failures"], max_items_per_annotator=o["max_items"],
             items_per_page=o["items_per_page"], min_annotations_for_majority=o["min_annotations_for_majority"],
             completion_code=o["completion_code"], screened_out_code=o["screened_out_code"], payment_per_item=payment,
+            prolific_study_id=o["prolific_study_id"], allow_other_pids=o["allow_other_pids"],
         )
         try:
             study = study_create(name=o["name"], kind=o["kind"], slug=o["slug"], items=items,
