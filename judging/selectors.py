@@ -3,6 +3,7 @@ rankings. Every How2Score comes with its interval and its coverage (judging/cove
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import QuerySet
@@ -16,6 +17,9 @@ from judging.metrics import MetricsSummary, record_metrics
 from judging.models import Generation, GenerationRun, Judgment, JudgeRun
 from judging.rankings import kendall_tau, rank_correlation_intervals, spearman_rho
 from judging.score_selectors import generation_scores, score_summary
+from llm.constants import OUTCOME_API_ERROR
+from llm.selectors import ledger_outcomes
+from mining.models import Procedure
 
 # Difficulty slices by the reference's step count (How2Bench procedures have 5-15 steps, App. B.3).
 STEP_COUNT_SLICES = ((5, 6), (7, 8), (9, 10), (11, 15))
@@ -31,19 +35,61 @@ def usable_verdict(outcome: str, has_failure: bool | None) -> bool | None:
     return has_failure if outcome == "ok" else None
 
 
+def judge_request_failures(runs: Iterable[JudgeRun], split: str | None = None) -> list[Generation]:
+    """The generations whose judge request (in one of ``runs``) ended ``api_error``: no
+    answer, so no Judgment is stored, yet each is a judged item without a usable verdict,
+    counted as unusable beside the stored ones. Procedure, topic and run loaded; only
+    procedures of ``split`` when given."""
+    failed: list[int] = []
+    for run in runs:
+        job = run.llm_job
+        if job is None:
+            continue
+        outcomes = ledger_outcomes(job.keys)
+        if OUTCOME_API_ERROR not in outcomes.values():
+            continue
+        stored = set(run.judgments.values_list("generation_id", flat=True))
+        # The job's requests follow the run's usable generations in id order (judge_run_create).
+        generation_ids = run.generation_run.generations.filter(outcome="ok").order_by("id").values_list("id", flat=True)
+        failed += [pk for pk, key in zip(generation_ids, job.keys)
+                   if outcomes.get(key) == OUTCOME_API_ERROR and pk not in stored]
+    generations = Generation.objects.filter(pk__in=failed).select_related("procedure__topic", "run").order_by("model", "id")
+    return list(generations.filter(procedure__split=split) if split else generations)
+
+
+def judge_run_items(runs: Iterable[JudgeRun], split: str | None = None) -> set[int]:
+    """The items of judge runs: the procedures of their generation runs (those asked for and
+    those generated), only of ``split`` when given. A procedure stays an item when no judge
+    request for it got a usable answer."""
+    ids: set[int] = set()
+    for generation_run in {run.generation_run for run in runs}:
+        ids |= set(generation_run.procedure_ids) | set(generation_run.generations.values_list("procedure_id", flat=True))
+    found, chunk, ordered = set(), 2000, sorted(ids)
+    for start in range(0, len(ordered), chunk):
+        procedures = Procedure.objects.filter(pk__in=ordered[start:start + chunk])
+        found |= set((procedures.filter(split=split) if split else procedures).values_list("pk", flat=True))
+    return found
+
+
+def _judge_runs(judge: str) -> list[JudgeRun]:
+    return list(JudgeRun.objects.filter(judge=judge).select_related("llm_job", "generation_run"))
+
+
 def judge_run_score(run: JudgeRun) -> dict[str, Any]:
     """How2Score of a judge run, overall and per topic, with its 95 % Wilson interval, every
-    exclusion counted, and its coverage: the share of the generation run's procedures with
-    a usable verdict."""
+    exclusion counted (judge requests that ended ``api_error`` among the unusable), and its
+    coverage: the share of the generation run's procedures with a usable verdict."""
     tally = How2ScoreTally()
     outcomes: dict[str, int] = defaultdict(int)
     for judgment in run.judgments.select_related("generation__procedure__topic"):
         outcomes[judgment.outcome] += 1
         procedure = judgment.generation.procedure
         tally.add(procedure.topic.name, usable_verdict(judgment.outcome, judgment.has_failure), item=procedure.pk)
+    for generation in judge_request_failures([run]):
+        outcomes[OUTCOME_API_ERROR] += 1
+        tally.add(generation.procedure.topic.name, None, item=generation.procedure_id)
     generation_run = run.generation_run
-    items = set(generation_run.procedure_ids) | set(generation_run.generations.values_list("procedure_id", flat=True))
-    result = tally.result(n_items=len(items))
+    result = tally.result(n_items=len(judge_run_items([run])))
     result["outcomes"] = dict(outcomes)
     result["n_generation_failed"] = generation_run.generations.exclude(outcome="ok").count()
     return result
@@ -62,13 +108,18 @@ def _judgments(judge: str, split: str | None) -> QuerySet[Judgment]:
 
 def verdict_counts(judge: str, split: str | None = None) -> tuple[dict[str, dict[int, tuple[int, int, int]]], set[int]]:
     """Per model, per procedure judged: ``(no_failure, judged, unusable)`` under this judge
-    (on procedures of ``split`` when given), and the slice's items: every procedure the
-    judge judged for at least one model. Every How2Score of the leaderboard, the comparison
-    and the cross-judge page is computed from these counts (judging/coverage.py)."""
+    (on procedures of ``split`` when given; judge requests that ended ``api_error`` are
+    unusable), and the slice's items: the procedures of this judge's judge runs' generation
+    runs, and every procedure it has a judgment for (imported ones included), so a
+    procedure whose every judge request failed stays in the slice. Every How2Score of the
+    leaderboard, the comparison and the cross-judge page is computed from these counts
+    (judging/coverage.py)."""
     counts: dict[str, dict[int, list[int]]] = defaultdict(dict)
-    items: set[int] = set()
-    rows = _judgments(judge, split).values_list("generation__model", "generation__procedure_id", "outcome",
-                                                "has_failure")
+    runs = _judge_runs(judge)
+    items = judge_run_items(runs, split)
+    rows = list(_judgments(judge, split).values_list("generation__model", "generation__procedure_id", "outcome",
+                                                     "has_failure"))
+    rows += [(g.model, g.procedure_id, OUTCOME_API_ERROR, None) for g in judge_request_failures(runs, split)]
     for model, procedure_id, outcome, has_failure in rows:
         items.add(procedure_id)
         cell = counts[model].setdefault(procedure_id, [0, 0, 0])
@@ -99,15 +150,15 @@ def leaderboard_ranking(judge: str, split: str | None = None, *, basis: str = BA
     details: dict[str, dict[str, Any]] = {}
     judgments = _judgments(judge, split).select_related("generation__procedure__topic", "generation__run").order_by(
         "generation__model", "id")
-    for judgment in judgments:
-        generation = judgment.generation
+    verdicts = [(j.generation, usable_verdict(j.outcome, j.has_failure)) for j in judgments]
+    verdicts += [(g, None) for g in judge_request_failures(_judge_runs(judge), split)]  # api_error: unusable
+    for generation, verdict in verdicts:
         row = details.setdefault(generation.model, {
             "label": generation.display_name, "tally": How2ScoreTally(),
             "slices": {s: How2ScoreTally() for s in STEP_COUNT_SLICES}, "metrics": MetricsSummary(), "successes": [],
             "generations": [],
         })
         row["generations"].append(generation)
-        verdict = usable_verdict(judgment.outcome, judgment.has_failure)
         if verdict is not None:
             row["successes"].append(not verdict)
         procedure = generation.procedure

@@ -16,7 +16,7 @@ from judging.tokens import procedure_tokens
 from llm.client import LLMRequest
 from llm.selectors import llm_job_results
 from llm.runs import owned_run_cancel, owned_run_execute, owned_run_pause, owned_run_resume, owned_run_retry_failed
-from llm.services import llm_job_create
+from llm.services import ledger_entry_reject, llm_job_create
 from mining.models import Procedure
 
 DEFAULT_PROMPTS = {PromptStyle.BASE: "generate_base.txt", PromptStyle.INST: "generate_inst.txt"}
@@ -167,7 +167,8 @@ def generation_run_collect(run: GenerationRun) -> int:
 
 def judge_run_collect(run: JudgeRun) -> int:
     """Store a Judgment for every finished judge request (idempotent). Answers that are not
-    usable verdicts are stored with their outcome and no label: never scored."""
+    usable verdicts are stored with their outcome and no label: never scored. An ``ok``
+    ledger answer refused here is marked failed in the ledger (``ledger_entry_reject``)."""
     rows = run.generation_run.generations.filter(outcome="ok").order_by("id").values_list(
         "id", "procedure__steps", "predicted_steps")
     step_counts = {pk: (len(reference), len(candidate)) for pk, reference, candidate in rows}
@@ -187,6 +188,8 @@ def judge_run_collect(run: JudgeRun) -> int:
                 answer = validate_judge_answer(result.value, n_l1=n_l1, n_l2=n_l2)
             except JudgeAnswerError as exc:
                 outcome, reasoning = "parse_failed", str(exc)
+                # No verdict, so no answer: the ledger entry says so, and Retry failed asks it again.
+                ledger_entry_reject(key=result.key, reason=reasoning, run=run.llm_job.run)
             else:
                 failures, reasoning = answer["critical_failures"], answer["reasoning"]
                 label = bool(failures)

@@ -74,6 +74,14 @@ def job_list() -> QuerySet[LLMJob]:
     return LLMJob.objects.defer("requests", "keys").order_by("-id")
 
 
+def ledger_outcomes(keys: list[str], chunk: int = 2000) -> dict[str, str]:
+    """The outcome of each of ``keys`` that has a ledger entry (unfinished keys are left out)."""
+    outcomes: dict[str, str] = {}
+    for start in range(0, len(keys), chunk):
+        outcomes.update(LedgerEntry.objects.filter(key__in=keys[start:start + chunk]).values_list("key", "outcome"))
+    return outcomes
+
+
 def llm_job_results(job: LLMJob) -> list:
     """The result of each of the job's requests, in order (None where nothing is finished yet)."""
     from llm.client import LLMResult
