@@ -5,16 +5,25 @@ creates batches, and persists every batch id (``BatchJob``) so a restart picks u
 batches. Each pass polls the open batches, maps finished results back into the ledger by
 ``custom_id`` (the request's ledger key), and resubmits only the failed or expired
 requests, up to LLM_BATCH_MAX_RESUBMITS times; what still fails is recorded as
-``api_error``. Parse failures are recorded as ``parse_failed`` (a batch cannot re-ask)."""
+``api_error``. Parse failures are recorded as ``parse_failed`` (a batch cannot re-ask).
+
+Every output line goes through the online client's checks (``completion_envelope``,
+``_usage``): a line that is not JSON, a body that is not a completion (``[]``,
+``{"choices": [null]}``, non-string content) or an error line is a failed request with
+its reason, never an exception that fails the job."""
 from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from django.conf import settings
 
-from llm.client import LLMRequest, classify_completion, ledger_lookup, ledger_write, request_body
+from llm.client import (
+    LLMRequest, MalformedResponse, _usage, classify_completion, completion_envelope, ledger_lookup, ledger_write,
+    request_body,
+)
 from llm.constants import BATCH_MAX_BYTES, BATCH_MAX_REQUESTS, OUTCOME_API_ERROR, PATH_JSON_SCHEMA, PATH_TEXT
 from llm.models import BatchJob, LLMJob
 from llm.prices import request_cost
@@ -22,6 +31,9 @@ from llm.services import job_endpoint, llm_job_finish, llm_job_refresh_counts
 
 logger = logging.getLogger(__name__)
 TERMINAL = {"completed", "expired", "failed", "cancelled"}
+# The request of an output line that is not JSON, when its custom_id can still be read.
+_CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"([0-9A-Za-z_-]{1,200})"')
+LINE_CHARS = 120  # of an unreadable line, quoted in its error
 
 
 def batch_files(lines: list[tuple[str, bytes]], *, max_requests: int = BATCH_MAX_REQUESTS,
@@ -104,11 +116,28 @@ class BatchExecutor:
                 requests={key: self.requests[key].to_dict() for key, _ in chunk}, n_requests=len(chunk),
             )
 
-    def _download(self, file_id: str | None) -> list[dict[str, Any]]:
+    def _download(self, file_id: str | None) -> list[tuple[Any, dict[str, Any] | None, str]]:
+        """Each output line as ``(custom_id, the line, "")``, or ``(custom_id if it can be
+        read, None, what is wrong)`` for a line that is not a JSON object."""
         if not file_id:
             return []
-        content = self.openai.files.content(file_id).content.decode("utf-8")
-        return [json.loads(line) for line in content.splitlines() if line.strip()]
+        content = self.openai.files.content(file_id).content.decode("utf-8", "replace")
+        lines: list[tuple[Any, dict[str, Any] | None, str]] = []
+        for raw in content.splitlines():
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                line = None
+            if isinstance(line, dict):
+                lines.append((line.get("custom_id"), line, ""))
+                continue
+            found = _CUSTOM_ID.search(raw)
+            what = "not JSON" if line is None else f"a JSON {type(line).__name__}, not an object"
+            lines.append((found.group(1) if found else None, None,
+                          f"malformed response: batch output line is {what}: {raw[:LINE_CHARS]!r}"))
+        return lines
 
     def _poll(self, batch: BatchJob) -> None:
         remote = self.openai.batches.retrieve(batch.batch_id)
@@ -118,22 +147,31 @@ class BatchExecutor:
             return
         answered: set[str] = set()
         errors: dict[str, str] = {}
-        for line in self._download(remote.output_file_id) + self._download(remote.error_file_id):
-            key = line.get("custom_id")
-            if key not in batch.requests:
+        unreadable: list[str] = []
+        for key, line, problem in self._download(remote.output_file_id) + self._download(remote.error_file_id):
+            if not isinstance(key, str) or key not in batch.requests:
+                if problem:
+                    unreadable.append(problem)
                 continue
-            response = line.get("response") or {}
+            if line is None:
+                errors[key] = problem
+                continue
+            response = line.get("response") if isinstance(line.get("response"), dict) else {}
             if line.get("error") or response.get("status_code") != 200:
-                error = line.get("error") or (response.get("body") or {}).get("error") or {}
-                errors[key] = f"{response.get('status_code', '')} {error.get('code', '')} {error.get('message', '')}".strip()
+                errors[key] = _line_error(line, response)
                 continue
-            self._record(key, response["body"])
+            try:
+                body = completion_envelope(response.get("body"))
+            except MalformedResponse as exc:
+                errors[key] = f"malformed response: {exc}"
+                continue
+            self._record(key, body)
             answered.add(key)
         missing = [k for k in batch.requests if k not in answered]  # failed, or never run (expired)
         batch.n_succeeded = len(answered)
         batch.n_failed = len(missing)
         batch.status = BatchJob.Status.COMPLETED
-        batch.error = "; ".join(f"{k[:12]}: {e}" for k, e in list(errors.items())[:20])
+        batch.error = "; ".join([f"{k[:12]}: {e}" for k, e in list(errors.items())[:20]] + unreadable[:5])
         batch.save()
         if not missing:
             return
@@ -146,9 +184,8 @@ class BatchExecutor:
 
     def _record(self, key: str, body: dict[str, Any]) -> None:
         request = self.requests[key]
-        verdict = classify_completion(request, body)
-        usage = body.get("usage") or {}
-        tokens_in, tokens_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        verdict = classify_completion(request, body)  # the body passed completion_envelope
+        tokens_in, tokens_out = _usage(body)
         ledger_write(key, dict(
             stage=request.stage, role=self.job.role, run=self.job.run, base_url=self.endpoint.base_url,
             model=self.endpoint.model, executor=self.job.executor, request=request.to_dict(), response=body,
@@ -167,3 +204,14 @@ class BatchExecutor:
             model=self.endpoint.model, executor=self.job.executor, request=request.to_dict(), response=None,
             outcome=OUTCOME_API_ERROR, error=error, path=PATH_JSON_SCHEMA if request.schema else PATH_TEXT, attempts=1,
         ))
+
+
+def _line_error(line: dict[str, Any], response: dict[str, Any]) -> str:
+    """The reason of an error line: its status code, error code and message, whatever
+    shape the error has."""
+    body = response.get("body")
+    error = line.get("error") or (body.get("error") if isinstance(body, dict) else None) or {}
+    if not isinstance(error, dict):
+        error = {"message": str(error)}
+    parts = (response.get("status_code", ""), error.get("code", ""), error.get("message", ""))
+    return " ".join(str(p) for p in parts if p not in ("", None)).strip()[:500] or "error line without a message"

@@ -432,18 +432,21 @@ def classify_completion(request: LLMRequest, body: dict[str, Any]) -> Verdict:
     return Verdict(OUTCOME_OK, value=value, text=text, finish_reason=finish_reason)
 
 
-def completion_envelope(raw: bytes | str | dict) -> dict[str, Any]:
-    """Check the shape of a completion body before anything reads it. Raises
+def completion_envelope(raw: Any) -> dict[str, Any]:
+    """Check the shape of a completion body before anything reads it: the raw bytes or text
+    of a response, or an already decoded value (a Batch API output line's body). Raises
     ``MalformedResponse`` naming what is wrong: the server's envelope is not the model's
     answer, so a broken one is an API error (retried), never a verdict."""
-    if isinstance(raw, dict):
-        body = raw
-    else:
+    if isinstance(raw, (bytes, bytearray, str)):
         try:
             body = json.loads(raw)
         except (ValueError, TypeError):
-            text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else raw
             raise MalformedResponse(f"200 with a body that is not JSON: {text[:120]!r}") from None
+    else:
+        body = raw
+    if body is None:
+        raise MalformedResponse("200 with no completion body")
     if not isinstance(body, dict):
         raise MalformedResponse(f"200 with a JSON {type(body).__name__} instead of a completion object")
     choices = body.get("choices")

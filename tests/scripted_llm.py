@@ -148,15 +148,31 @@ class ScriptedLLM:
                                "error": {"code": code, "message": f"scripted failure {code}"}})
                 continue
             reply = self._answer(line["body"])
-            if isinstance(reply, Status):
+            if isinstance(reply, Raw):
+                out.append(self._raw_batch_line(line["custom_id"], reply))
+            elif isinstance(reply, Status):
                 out.append({"id": f"batch_req_{next(self._ids)}", "custom_id": line["custom_id"], "error": None,
                             "response": {"status_code": reply.code, "body": {"error": {"message": reply.message}}}})
             else:
                 out.append({"id": f"batch_req_{next(self._ids)}", "custom_id": line["custom_id"], "error": None,
                             "response": {"status_code": 200, "body": self.completion_body(line["body"], reply)}})
-        batch["output_file_id"] = self._store_file("\n".join(json.dumps(x) for x in out).encode()) if out else None
+        batch["output_file_id"] = (self._store_file("\n".join(x if isinstance(x, str) else json.dumps(x) for x in out)
+                                                    .encode()) if out else None)
         batch["error_file_id"] = self._store_file("\n".join(json.dumps(x) for x in errors).encode()) if errors else None
         batch["request_counts"] = {"total": len(out) + len(errors), "completed": len(out), "failed": len(errors)}
+
+    def _raw_batch_line(self, custom_id: str, reply: Raw) -> "dict[str, Any] | str":
+        """A ``Raw`` answer in a batch: a JSON body becomes the line's response body as it
+        is (``[]``, ``{"choices": [null]}``, ...); anything else is written into the line
+        verbatim, which makes the output line itself unreadable JSON."""
+        text = reply.body.decode() if isinstance(reply.body, bytes) else reply.body
+        try:
+            body = json.loads(text)
+        except ValueError:
+            return (f'{{"id": "batch_req_{next(self._ids)}", "custom_id": "{custom_id}", "error": null, '
+                    f'"response": {{"status_code": {reply.code}, "body": {text}}}}}')
+        return {"id": f"batch_req_{next(self._ids)}", "custom_id": custom_id, "error": None,
+                "response": {"status_code": reply.code, "body": body}}
 
     def _store_file(self, data: bytes) -> str:
         file_id = f"file-{next(self._ids)}"
