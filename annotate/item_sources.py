@@ -5,14 +5,53 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from annotate.item_files import items_read
-from annotate.kinds.base import ROLE_MAIN, ItemSpec
+from django.conf import settings
+
+from annotate.item_files import SCOPE, items_read
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, ItemRecordError, ItemSpec
+from annotate.models import StudyItem
 from annotate.sampling import stratified_sample
+from core.stored_values import StrictJSONError, check_stored_values
 from judging.models import Judgment
+from mining.record_files import ReadLimits
+
+# What each kind's file calls the item's fields, where it differs from the item's own name
+# (annotate/kinds/<kind>.py: parse_record), so an error names the field of the file.
+FILE_FIELD_NAMES: dict[str, dict[str, str]] = {
+    "multiple_choice": {"item_id": "id", "goal": "prompt", "candidate_steps": "candidates", "expected_choice": "label"},
+    "constraint_faithfulness": {"item_id": "id", "goal": "specific_goal", "candidate_steps": "steps"},
+}
+ROLE_FIELDS = {ROLE_ATTENTION: "attention_check", ROLE_QUALIFICATION: "qualification"}
+STORED_FIELDS = ("item_id", "topic", "goal", "reference_steps", "candidate_steps", "explanation", "source",
+                 "expected_choice", "expected_answer")
 
 
-def items_from_file(*, path: str | Path, kind: str) -> list[ItemSpec]:
-    return items_read(path, kind=kind)
+def item_storable_check(kind: str):
+    """A ``check`` for ``items_read``: an item whose values would not fit ``StudyItem``'s
+    columns (a topic over 100 characters, a NUL character, an out-of-range number) is an
+    ``ItemRecordError`` naming the field as the file calls it."""
+    names = FILE_FIELD_NAMES.get(kind, {})
+
+    def check(spec: ItemSpec) -> None:
+        labels = {name: names.get(name, name) for name in STORED_FIELDS}
+        role_field = ROLE_FIELDS.get(spec.role)
+        if role_field:
+            labels["explanation"] = f"{role_field}.explanation"
+            labels["expected_choice"] = f"{role_field}.label"
+            labels["expected_answer"] = role_field
+        try:
+            check_stored_values(StudyItem, {name: getattr(spec, name) for name in STORED_FIELDS}, labels=labels)
+        except StrictJSONError as exc:
+            raise ItemRecordError(exc.message, exc.field) from exc
+
+    return check
+
+
+def items_from_file(*, path: str | Path, kind: str, file_name: str | None = None) -> list[ItemSpec]:
+    """The items of a study item file, read within the ``STUDY_ITEMS_MAX_...`` settings and
+    checked against the columns they go to; ``ItemFileError`` lists the bad lines."""
+    return items_read(path, kind=kind, limits=ReadLimits.from_settings(settings, SCOPE),
+                      check=item_storable_check(kind), file_name=file_name)
 
 
 def item_from_judgment(judgment: Judgment) -> ItemSpec:

@@ -7,29 +7,54 @@ absent (then parsed from ``model_completion``). Judgments: ``{"source_example_id
 "model", "judge", "has_failure", "critical_failures", "reasoning"}``; on import
 ``judge_completion`` (the raw answer) may replace ``has_failure``; a critical failure may
 only link steps that exist (L1 1..len(reference steps), L2 1..len(predicted steps)). Imports
-are all or nothing and name file, line and field on the first bad record."""
+are all or nothing and name file, line and field on the first bad record. Files are read
+within the ``RECORD_MAX_...`` limits, and every value is checked against the column it goes
+to (length, NUL characters, JSON values) before anything is written or looked up."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
 
 from judging.how2score import JudgeAnswerError, parse_judge_answer, validate_judge_answer
 from judging.models import Generation, GenerationRun, Judgment, LanguageModel, RunStatus
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
+from core.stored_values import StrictJSONError, check_stored_values
+from core.strict_json import nesting_depth
 from mining.models import Procedure
 from mining.record_files import RecordFileError, atomic_output, iter_records
+from mining.services import record_read_limits
 
 IMPORTED_PROMPT = "(imported)"
+
+
+def _storable(path, position, model: type[models.Model], values: dict[str, Any], labels: dict[str, str] | None = None) -> None:
+    """Refuse, as a file-line-field error, a value that ``model``'s column could not hold."""
+    try:
+        check_stored_values(model, values, labels=labels)
+    except StrictJSONError as exc:
+        raise RecordFileError(path, position, exc.message, exc.field) from exc
+
+
+def _name(path, position, value: Any, field: str, hint: str) -> str:
+    if not value or not isinstance(value, str):
+        raise RecordFileError(path, position, f"missing or not a string; {hint}", field)
+    return value
 
 
 def _procedure(path, position, record: dict[str, Any]) -> Procedure:
     source_id = record.get("source_example_id")
     if source_id is None or str(source_id) == "":
         raise RecordFileError(path, position, "missing", "source_example_id")
+    if isinstance(source_id, bool) or not isinstance(source_id, (str, int)):
+        raise RecordFileError(path, position, "must be a string", "source_example_id")
+    goal = record.get("goal")
+    if goal is not None and not isinstance(goal, str):
+        raise RecordFileError(path, position, "must be a string", "goal")
+    _storable(path, position, Procedure, {"source_example_id": str(source_id), "goal": goal})
     candidates = Procedure.objects.filter(source_example_id=str(source_id))
     if record.get("goal"):
         candidates = candidates.filter(goal=record["goal"]) or candidates
@@ -43,13 +68,16 @@ def _procedure(path, position, record: dict[str, Any]) -> Procedure:
 @transaction.atomic
 def generations_import(*, path: str | Path, run_name: str, model: str | None = None) -> GenerationRun:
     """Store a file of generations as a finished generation run named ``run_name``."""
+    try:
+        check_stored_values(GenerationRun, {"name": run_name})
+    except StrictJSONError as exc:
+        raise ValueError(f"run name: {exc.message}") from exc
     if GenerationRun.objects.filter(name=run_name).exists():
         raise ValueError(f"a generation run named {run_name!r} exists already")
     rows = []
-    for position, record in iter_records(path):
-        name = model or record.get("model")
-        if not name or not isinstance(name, str):
-            raise RecordFileError(path, position, "missing; give it in the file or with --model", "model")
+    for position, record in iter_records(path, record_read_limits()):
+        name = _name(path, position, model or record.get("model"), "model", "give it in the file or with --model")
+        _storable(path, position, LanguageModel, {"name": name}, {"name": "model"})
         procedure = _procedure(path, position, record)
         steps = record.get("predicted_steps")
         completion = record.get("model_completion") or ""
@@ -59,6 +87,9 @@ def generations_import(*, path: str | Path, run_name: str, model: str | None = N
             steps = parse_steps(completion)
         if not isinstance(steps, list) or not all(isinstance(s, str) and s.strip() for s in steps):
             raise RecordFileError(path, position, "must be a list of non-empty strings", "predicted_steps")
+        if not isinstance(completion, str):
+            raise RecordFileError(path, position, "must be a string", "model_completion")
+        _storable(path, position, Generation, {"predicted_steps": steps, "model_completion": completion})
         rows.append((name, procedure, steps, completion))
     if not rows:
         raise RecordFileError(path, None, "the file holds no generations")
@@ -86,12 +117,15 @@ def generations_import(*, path: str | Path, run_name: str, model: str | None = N
 def judgments_import(*, path: str | Path, judge: str | None = None) -> int:
     """Attach a file of judge labels to stored generations (matched by source id and model)."""
     created = 0
-    for position, record in iter_records(path):
-        name = judge or record.get("judge")
-        if not name:
-            raise RecordFileError(path, position, "missing; give it in the file or with --judge", "judge")
+    limits = record_read_limits()
+    for position, record in iter_records(path, limits):
+        name = _name(path, position, judge or record.get("judge"), "judge", "give it in the file or with --judge")
+        _storable(path, position, Judgment, {"judge": name})
         procedure = _procedure(path, position, record)
         model = record.get("model")
+        if model is not None and not isinstance(model, str):
+            raise RecordFileError(path, position, "must be a string", "model")
+        _storable(path, position, Generation, {"model": model})
         generations = Generation.objects.filter(procedure=procedure)
         if model:
             generations = generations.filter(model=model)
@@ -113,8 +147,13 @@ def judgments_import(*, path: str | Path, judge: str | None = None) -> int:
                 except JudgeAnswerError as exc:
                     raise RecordFileError(path, position, exc.detail, exc.field) from exc
         elif "judge_completion" in record:
+            completion = record["judge_completion"]
+            if not isinstance(completion, str):
+                raise RecordFileError(path, position, "must be a string", "judge_completion")
+            if nesting_depth(completion) > limits.max_json_depth:
+                raise RecordFileError(path, position, limits.too_deep(), "judge_completion")
             try:
-                answer = parse_judge_answer(record["judge_completion"])
+                answer = parse_judge_answer(completion)
             except JudgeAnswerError as exc:  # an unreadable answer is the judge's failure: kept as such
                 outcome, reasoning = "parse_failed", str(exc)
             else:
@@ -125,6 +164,9 @@ def judgments_import(*, path: str | Path, judge: str | None = None) -> int:
                 failures, reasoning, label = answer["critical_failures"], answer["reasoning"], bool(answer["critical_failures"])
         else:
             raise RecordFileError(path, position, "give has_failure or judge_completion", "has_failure")
+        _storable(path, position, Judgment, {"critical_failures": failures, "reasoning": reasoning},
+                  {"critical_failures": "critical_failures" if "has_failure" in record else "judge_completion",
+                   "reasoning": "reasoning" if "has_failure" in record else "judge_completion"})
         if Judgment.objects.filter(generation=generation, judge=name).exists():
             raise RecordFileError(path, position, f"generation already judged by {name!r}; judgments are never overwritten", "judge")
         Judgment.objects.create(generation=generation, judge=name, outcome=outcome, has_failure=label,

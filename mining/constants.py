@@ -38,8 +38,8 @@ REPETITION_THRESHOLDS: dict[int, float] = {2: 0.40, 3: 0.35, 4: 0.30}
 CORPUS_IMPORT_BATCH_SIZE = 2000
 CORPUS_REPORT_MAX_BAD_ROWS = 50
 CORPUS_REPORT_MAX_DUPLICATES = 10
-# Uploads up to this size are imported while the admin waits; larger ones go to a worker.
-CORPUS_UPLOAD_SYNC_MAX_BYTES = 20 * 1024 * 1024
+# Uploads up to settings.UPLOAD_BACKGROUND_MIN_BYTES are imported while the admin waits;
+# larger ones go to a worker (config/settings/uploads.py).
 
 # How2Everything §3.3 and §4: How2Bench holds 500 procedures per topic (7,000 in all).
 BENCH_PER_TOPIC = 500

@@ -6,11 +6,12 @@ directory, filtered by an ``--include`` glob."""
 from __future__ import annotations
 
 import fnmatch
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mining.procedure_records import RecordFieldError
+from mining.procedure_records import RecordFieldError, web_url
 from mining.record_files import RecordFileError, file_kind
 
 
@@ -39,6 +40,8 @@ def _scalar_text(raw: dict[str, Any], name: str) -> str | None:
         return None
     if isinstance(value, bool):
         raise RecordFieldError(name, f"expected a string, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RecordFieldError(name, f"expected a string or a finite number, got {value}")
     if isinstance(value, (int, float)):
         return str(value)
     if not isinstance(value, str):
@@ -47,12 +50,12 @@ def _scalar_text(raw: dict[str, Any], name: str) -> str | None:
 
 
 def parse_document_record(raw: dict[str, Any], fields: DocumentFields = DocumentFields()) -> DocumentRecord:
-    """Check one row; raises ``RecordFieldError`` naming the field that is wrong."""
+    """Check one row; raises ``RecordFieldError`` naming the field that is wrong. A URL must
+    be empty or http(s); whether the values fit their columns (the id's length, NUL
+    characters) is checked against the model by the importer."""
     doc_id = _scalar_text(raw, fields.id)
     if doc_id is None or not doc_id.strip():
         raise RecordFieldError(fields.id, "missing or empty id")
-    if len(doc_id) > 512:
-        raise RecordFieldError(fields.id, f"id longer than 512 characters ({len(doc_id)})")
     text = raw.get(fields.text)
     if text is None:
         raise RecordFieldError(fields.text, "missing text")
@@ -60,9 +63,9 @@ def parse_document_record(raw: dict[str, Any], fields: DocumentFields = Document
         raise RecordFieldError(fields.text, f"expected a string, got {type(text).__name__}")
     if not text.strip():
         raise RecordFieldError(fields.text, "empty text")
-    url = _scalar_text(raw, fields.url) or ""
+    url = web_url(_scalar_text(raw, fields.url), fields.url)
     topic = (_scalar_text(raw, fields.topic) or "").strip()
-    return DocumentRecord(doc_id=doc_id.strip(), text=text, url=url.strip(), topic=topic)
+    return DocumentRecord(doc_id=doc_id.strip(), text=text, url=url, topic=topic)
 
 
 def _is_record_file(path: Path) -> bool:

@@ -14,15 +14,19 @@ ignored by tools that do not know them. In columnar files a nested object or lis
 also arrive as a JSON string (CSV cells always do)."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from core.link_urls import http_url
+from mining.record_files import JsonDepthError, json_loads_bounded
 
 HOW2MINE_SCHEMA_VERSION = "how2mine.v1"
 SHAPES = ("flat", HOW2MINE_SCHEMA_VERSION)
 # The values of mining.models.Split (this module imports no Django): "constrained" is the
 # slice of chosen CoScript scripts (docs/coscript.md), exported and imported like the others.
 SPLITS = ("bench", "train", "none", "constrained")
+# How deeply a JSON-encoded cell may nest (a whole JSON line is bounded by the reader).
+MAX_CELL_JSON_DEPTH = 64
 
 
 class RecordFieldError(ValueError):
@@ -44,15 +48,23 @@ class ProcedureRecord:
     source_url: str = ""
     split: str | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
+    # Where each attribute came from in the file ("final_procedure.goal"), for error
+    # messages about values found later (too long to store, ...); absent: the attribute name.
+    labels: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def label(self, name: str) -> str:
+        return self.labels.get(name, name)
 
 
 def _maybe_json(value: Any, field_name: str) -> Any:
     """Decode a JSON-encoded cell (CSV, or a columnar column stored as text)."""
     if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
         try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise RecordFieldError(field_name, f"cell is not valid JSON ({exc.msg})") from exc
+            return json_loads_bounded(value, MAX_CELL_JSON_DEPTH)
+        except JsonDepthError as exc:
+            raise RecordFieldError(field_name, f"cell is {exc}") from exc
+        except ValueError as exc:
+            raise RecordFieldError(field_name, f"cell is not valid JSON ({exc})") from exc
     return value
 
 
@@ -82,6 +94,16 @@ def _string_list(value: Any, field_name: str, *, required: bool) -> list[str]:
             raise RecordFieldError(f"{field_name}[{index}]", "must be a non-empty string")
         items.append(item)
     return items
+
+
+def web_url(value: Any, field_name: str) -> str:
+    """A page address: empty, or an absolute http(s) URL. Anything else (``javascript:``,
+    ``data:``, a bare word) is refused, so no imported address can ever become script."""
+    url = _text(value, field_name, required=False).strip()
+    if url and not http_url(url):
+        shown = url if len(url) <= 60 else url[:57] + "..."
+        raise RecordFieldError(field_name, f"must be an http:// or https:// URL, not {shown!r}")
+    return url
 
 
 def _object(value: Any, field_name: str) -> dict[str, Any]:
@@ -116,15 +138,28 @@ def parse_procedure_record(record: dict[str, Any], *, topic_field: str = "topic"
 
 
 def _parse_flat(record: dict[str, Any], topic_field: str) -> ProcedureRecord:
+    url_field = "source_url" if record.get("source_url") or not record.get("url") else "url"
     return ProcedureRecord(
         source_example_id=_text(record.get("source_example_id"), "source_example_id", required=False),
         topic=_text(record.get(topic_field), topic_field, required=True),
         goal=_text(record.get("goal"), "goal", required=True),
         steps=_string_list(record.get("steps"), "steps", required=True),
         resources=_string_list(record.get("resources"), "resources", required=False),
-        source_url=_text(record.get("source_url") or record.get("url"), "source_url", required=False),
+        source_url=web_url(record.get(url_field), url_field),
         split=_split(record.get("split")),
+        labels={"topic": topic_field, "source_url": url_field},
     )
+
+
+# Where a how2mine.v1 record keeps each attribute (provenance entries by their key).
+HOW2MINE_LABELS = {
+    "source_example_id": "source_example.id",
+    "goal": "final_procedure.goal",
+    "steps": "final_procedure.steps",
+    "resources": "final_procedure.resources",
+    "source_url": "source_example.url",
+    "source_text": "source_example.text",
+}
 
 
 def _parse_how2mine(record: dict[str, Any], topic_field: str) -> ProcedureRecord:
@@ -150,9 +185,10 @@ def _parse_how2mine(record: dict[str, Any], topic_field: str) -> ProcedureRecord
         goal=_text(final.get("goal"), "final_procedure.goal", required=True),
         steps=_string_list(final.get("steps"), "final_procedure.steps", required=True),
         resources=_string_list(final.get("resources"), "final_procedure.resources", required=False),
-        source_url=_text(source.get("url"), "source_example.url", required=False),
+        source_url=web_url(source.get("url"), "source_example.url"),
         split=_split(record.get("split")),
         provenance=provenance,
+        labels=HOW2MINE_LABELS | {"topic": f"source_example.{topic_field}"},
     )
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -14,12 +15,12 @@ from django.db import reset_queries, transaction
 from django.utils import timezone
 from django.utils.text import get_valid_filename, slugify
 
+from core.stored_values import StrictJSONError, check_field_value, check_stored_values
 from mining.constants import (
     BENCH_PER_TOPIC,
     CORPUS_IMPORT_BATCH_SIZE,
     CORPUS_REPORT_MAX_BAD_ROWS,
     CORPUS_REPORT_MAX_DUPLICATES,
-    CORPUS_UPLOAD_SYNC_MAX_BYTES,
     DEDUP_TAU,
     IMPORT_BATCH_SIZE,
     NN_BLOCK_ROWS,
@@ -47,8 +48,22 @@ from mining.procedure_records import (
     to_flat,
     to_how2mine,
 )
-from mining.record_files import RecordFileError, atomic_output, file_kind, iter_records, output_problem
+from mining.record_files import (
+    ReadLimits,
+    RecordFileError,
+    atomic_output,
+    file_kind,
+    iter_records,
+    output_problem,
+)
 from mining.split_dedup import nearest_train, procedure_text, select_benchmark
+
+logger = logging.getLogger(__name__)
+
+
+def record_read_limits() -> ReadLimits:
+    """The configured limits on every record file an importer reads (``RECORD_MAX_...``)."""
+    return ReadLimits.from_settings(settings, "RECORD")
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,13 @@ class TopicResolver:
             self.by_key[topic.name.casefold()] = topic
             self.by_key[topic.slug] = topic
 
-    def resolve(self, name: str) -> Topic | None:
+    def resolve(self, name: str, *, label: str = "topic") -> Topic | None:
+        """The topic ``name`` names; raises ``RecordFieldError(label, ...)`` for a name that
+        could not be stored (too long, NUL), before it reaches the database."""
+        try:
+            check_stored_values(Topic, {"name": name}, labels={"name": label})
+        except StrictJSONError as exc:
+            raise RecordFieldError(exc.field, exc.message) from exc
         topic = self.by_key.get(name.casefold()) or self.by_key.get(slugify(name))
         if topic is None and self.create:
             topic = Topic.objects.create(name=name, slug=self._free_slug(name), position=1000)
@@ -83,7 +104,7 @@ class TopicResolver:
         return topic
 
     def _free_slug(self, name: str) -> str:
-        base = slugify(name) or "topic"
+        base = (slugify(name) or "topic")[:Topic._meta.get_field("slug").max_length - 10].strip("-") or "topic"
         slug, n = base, 1
         while Topic.objects.filter(slug=slug).exists():
             n += 1
@@ -107,12 +128,13 @@ def procedure_import(
     with transaction.atomic():
         topics = TopicResolver(create=create_topics)
         batch: list[Procedure] = []
-        for position, raw in iter_records(path):
+        for position, raw in iter_records(path, record_read_limits()):
             try:
                 record = parse_procedure_record(raw, topic_field=topic_field)
+                _check_procedure_storable(record)
+                topic = topics.resolve(record.topic, label=record.label("topic"))
             except RecordFieldError as exc:
                 raise RecordFileError(path, position, exc.message, exc.field) from exc
-            topic = topics.resolve(record.topic)
             if topic is None:
                 raise RecordFileError(
                     path, position,
@@ -128,6 +150,20 @@ def procedure_import(
                 reset_queries()  # with DEBUG on, Django would keep every SQL string in memory
         n_created, n_existing = _insert_new(batch)
     return ImportResult(path=str(path), created=created + n_created, existing=existing + n_existing)
+
+
+def _check_procedure_storable(record: ProcedureRecord) -> None:
+    """Every value of ``record`` fits its column (lengths, NUL, JSON values); raises
+    ``RecordFieldError`` naming the field as the file calls it."""
+    names = ("source_example_id", "goal", "steps", "resources", "source_url")
+    try:
+        check_stored_values(Procedure, {name: getattr(record, name) for name in names},
+                            labels={name: record.label(name) for name in names})
+        provenance = Procedure._meta.get_field("provenance")
+        for key, value in record.provenance.items():
+            check_field_value(provenance, value, label=record.label(key))
+    except StrictJSONError as exc:
+        raise RecordFieldError(exc.field, exc.message) from exc
 
 
 def _procedure_from_record(record: ProcedureRecord, topic: Topic, split: str | None) -> Procedure:
@@ -373,9 +409,7 @@ def corpus_import(
     (the whole import is one transaction) and ``CorpusImportFailed`` carries the report;
     an unreadable file (malformed JSON or CSV, truncated compression) raises
     ``RecordFileError`` and stores nothing, with or without ``skip_bad``."""
-    name = name.strip()
-    if not name:
-        raise ValueError("a corpus needs a name")
+    name = _corpus_name_checked(name, description)
     files = corpus_files(path, include)
     if not files:
         raise ValueError(f"{path}: no record files" + (f" matching {include!r}" if include else ""))
@@ -388,11 +422,13 @@ def corpus_import(
         stored_before = corpus.documents.order_by("-pk").values_list("pk", flat=True).first() or 0
         topics = TopicResolver(create=create_topics)
         batch: list[tuple[str, Document]] = []
+        limits = record_read_limits()
         for file in files:
-            for position, raw in iter_records(file):
+            for position, raw in iter_records(file, limits):
                 report.rows += 1
                 try:
                     record = parse_document_record(raw, fields)
+                    _check_document_storable(record, fields)
                     topic = _document_topic(record, topics, fields)
                 except RecordFieldError as exc:
                     report.add_bad(str(RecordFileError(file, position, exc.message, exc.field)))
@@ -415,10 +451,18 @@ def corpus_import(
     return report
 
 
+def _check_document_storable(record: DocumentRecord, fields: DocumentFields) -> None:
+    try:
+        check_stored_values(Document, {"doc_id": record.doc_id, "url": record.url, "text": record.text},
+                            labels={"doc_id": fields.id, "url": fields.url, "text": fields.text})
+    except StrictJSONError as exc:
+        raise RecordFieldError(exc.field, exc.message) from exc
+
+
 def _document_topic(record: DocumentRecord, topics: TopicResolver, fields: DocumentFields) -> Topic | None:
     if not record.topic:
         return None
-    topic = topics.resolve(record.topic)
+    topic = topics.resolve(record.topic, label=fields.topic)
     if topic is None:
         raise RecordFieldError(fields.topic, f"unknown topic {record.topic!r} (not a topic name or slug; "
                                              "create topics to accept it)")
@@ -446,6 +490,18 @@ def _documents_insert(
     return len(fresh)
 
 
+def _corpus_name_checked(name: str, description: str) -> str:
+    """The stripped name, or ``ValueError`` naming the field that cannot be stored."""
+    name = (name or "").strip()
+    if not name:
+        raise ValueError("a corpus needs a name")
+    try:
+        check_stored_values(Corpus, {"name": name, "description": description})
+    except StrictJSONError as exc:
+        raise ValueError(f"{exc.field}: {exc.message}") from exc
+    return name
+
+
 def corpus_upload_storage() -> FileSystemStorage:
     """Where uploaded corpus files are kept: ``VAR_DIR/uploads/corpora``."""
     return FileSystemStorage(location=Path(settings.VAR_DIR) / "uploads" / "corpora")
@@ -464,33 +520,38 @@ def corpus_upload_create(
     """Store an uploaded file and import it: at once when it is small, else on a worker.
 
     The file goes to its own folder under ``VAR_DIR/uploads/corpora`` with its original
-    name (the suffixes say its format). Files up to ``CORPUS_UPLOAD_SYNC_MAX_BYTES`` are
+    name (the suffixes say its format). Files up to ``UPLOAD_BACKGROUND_MIN_BYTES`` are
     imported before this returns; larger ones are queued for the Celery task
-    ``mining.corpus_import_run`` once the row is committed."""
+    ``mining.corpus_import_run`` once the row is committed, so a web worker never spends
+    more than a small file's worth of work on an upload."""
     original = Path(upload.name or "").name
     file_kind(original)  # raises RecordFileError for a file type we cannot read
-    if not name.strip():
-        raise ValueError("a corpus needs a name")
+    name = _corpus_name_checked(name, description)
+    background = (upload.size or 0) > settings.UPLOAD_BACKGROUND_MIN_BYTES
     stored = corpus_upload_storage().save(f"{uuid.uuid4().hex}/{get_valid_filename(original)}", upload)
     options = {
         "fields": asdict(fields), "skip_bad": skip_bad, "create_topics": create_topics, "description": description,
     }
     with transaction.atomic():
         job = CorpusImport.objects.create(
-            corpus_name=name.strip(), file_name=stored, original_name=original,
+            corpus_name=name, file_name=stored, original_name=original,
             size_bytes=upload.size or 0, options=options, created_by=user,
         )
-        if job.size_bytes > CORPUS_UPLOAD_SYNC_MAX_BYTES:
+        if background:
             from mining.tasks import corpus_import_run_task
 
             transaction.on_commit(lambda: corpus_import_run_task.delay(job.pk))
-    if job.size_bytes <= CORPUS_UPLOAD_SYNC_MAX_BYTES:
+    if not background:
         job = corpus_import_run(corpus_import_id=job.pk)
     return job
 
 
 def corpus_import_run(*, corpus_import_id: int) -> CorpusImport:
-    """Run a queued upload's import and store its report on the row (done or failed)."""
+    """Run a queued upload's import and store its report on the row (done or failed).
+
+    Whatever happens, the row ends ``done`` or ``failed``, never ``running``: a bad file
+    gives its file-line-field error; anything unexpected is logged with its traceback and
+    the row says so (the import's transaction has stored nothing)."""
     job = CorpusImport.objects.get(pk=corpus_import_id)
     CorpusImport.objects.filter(pk=job.pk).update(status=CorpusImportStatus.RUNNING)
     storage = corpus_upload_storage()
@@ -507,6 +568,10 @@ def corpus_import_run(*, corpus_import_id: int) -> CorpusImport:
         error = str(exc)
     except (RecordFileError, ValueError, FileNotFoundError) as exc:
         error = str(exc).replace(storage.path(job.file_name), job.original_name)
+    except Exception as exc:  # noqa: BLE001 - the row must never stay "running"
+        logger.exception("corpus import %s stopped on an unexpected error", job.pk)
+        error = (f"the import stopped on an unexpected error ({exc.__class__.__name__}); nothing was imported "
+                 "(the server log has the details)")
     else:
         status, report = CorpusImportStatus.DONE, result.as_dict()
         corpus = Corpus.objects.get(name=job.corpus_name)

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from core.permissions import admin_required, researcher_required
 from mining.charts import documents_per_topic_chart, procedures_per_topic_chart
-from mining.constants import CORPUS_UPLOAD_SYNC_MAX_BYTES
 from mining.document_records import DocumentFields
 from mining.forms import CorpusUploadForm
 from mining.models import Corpus, CorpusImport, CorpusImportStatus, Document, Procedure, Split, SplitReport
@@ -119,7 +119,8 @@ def corpus_upload(request: HttpRequest) -> HttpResponse:
             form.add_error(None, str(exc))
         else:
             return redirect("corpus_import_detail", pk=job.pk)
-    return render(request, "mining/corpus_upload.html", {"form": form, "sync_limit": CORPUS_UPLOAD_SYNC_MAX_BYTES})
+    return render(request, "mining/corpus_upload.html", {"form": form, "sync_limit": settings.UPLOAD_BACKGROUND_MIN_BYTES},
+                  status=400 if request.method == "POST" else 200)
 
 
 @admin_required

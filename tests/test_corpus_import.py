@@ -226,8 +226,8 @@ def test_a_failed_upload_keeps_its_report_with_the_original_file_name():
     assert not Corpus.objects.exists()
 
 
-def test_a_large_upload_is_queued_for_the_worker(monkeypatch, django_capture_on_commit_callbacks):
-    monkeypatch.setattr("mining.services.CORPUS_UPLOAD_SYNC_MAX_BYTES", 10)
+def test_a_large_upload_is_queued_for_the_worker(monkeypatch, settings, django_capture_on_commit_callbacks):
+    settings.UPLOAD_BACKGROUND_MIN_BYTES = 10
     sent = []
     monkeypatch.setattr(corpus_import_run_task, "delay", lambda pk: sent.append(pk))
     with django_capture_on_commit_callbacks(execute=True):

@@ -123,7 +123,7 @@ def test_an_upload_with_bad_rows_imports_nothing_unless_asked(admin_client_):
 
 def test_an_upload_of_an_unknown_file_type_is_refused_on_the_form(admin_client_):
     response = _upload(admin_client_, b"hello", "notes.txt")
-    assert response.status_code == 200 and b"unknown file type" in response.content
+    assert response.status_code == 400 and b"unknown file type" in response.content
     assert not CorpusImport.objects.exists()
 
 

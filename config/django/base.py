@@ -8,6 +8,7 @@ from config.settings.csp import csp_settings
 from config.settings.database import database_settings
 from config.settings.llm import judging_settings, llm_settings, mining_settings
 from config.settings.security import accounts_settings
+from config.settings.uploads import upload_settings
 
 VAR_DIR = var_dir()
 
@@ -144,6 +145,7 @@ globals().update(llm_settings())
 globals().update(judging_settings())
 globals().update(mining_settings())
 globals().update(accounts_settings())
+globals().update(upload_settings())
 
 # Every handler masks secrets (URL credentials, known secret values) in each line and
 # traceback (core/log_filters.py). Django's own handlers are replaced, so its records
