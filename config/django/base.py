@@ -169,6 +169,8 @@ LOGGING = {
         # One line per HTTP request to an LLM endpoint is noise; the ledger records them.
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
+        # django-axes: a warning per failed login and per lockout; not its routine chatter.
+        "axes": {"level": "WARNING"},
     },
 }
 

@@ -73,10 +73,12 @@ def accounts_settings() -> dict:
         "AXES_HTTP_RESPONSE_CODE": 429,
         "AXES_CLIENT_IP_CALLABLE": "core.client_ip.client_ip",
         "TRUST_PROXY_HEADERS": trust_proxy_headers(),
-        # Each failed login and each lockout is logged as a warning (path, with the username
-        # and address masked); the admin's "Access attempts" and "Access logs" list them in
-        # full. No password is ever stored. No start-up banner in every process.
+        # Each failed login and each lockout is logged as a warning with the username, the
+        # address and the path (for an admin, or fail2ban); the admin's "Access attempts" and
+        # "Access logs" list them. The password is never stored or logged, nor the form's CSRF
+        # token. No start-up banner in every process.
         "AXES_VERBOSE": False,
+        "AXES_SENSITIVE_PARAMETERS": ["csrfmiddlewaretoken"],
         "API_TOKEN_DAYS": _positive_int("API_TOKEN_DAYS", 90),
     }
 

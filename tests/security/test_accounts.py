@@ -112,6 +112,20 @@ def test_behind_a_trusted_proxy_the_address_it_appended_counts(researcher, limit
     assert _login(Client(), "rita", RIGHT, HTTP_X_FORWARDED_FOR="203.0.113.6").status_code == 302
 
 
+def test_a_typed_password_is_never_stored_or_logged_but_the_failure_is(researcher, limit, caplog):
+    typed = "Typed-Wrong-Password-77"
+    client = Client()
+    with caplog.at_level("WARNING"):
+        for _ in range(limit):
+            _login(client, "rita", typed)
+    from axes.models import AccessAttempt
+
+    stored = " ".join(f"{a.username} {a.get_data} {a.post_data}" for a in AccessAttempt.objects.all())
+    assert "rita" in stored and typed not in stored
+    assert typed not in caplog.text
+    assert "Locking out" in caplog.text and 'username: "rita"' in caplog.text
+
+
 @pytest.mark.parametrize("forwarded", ["unknown", "999.1.1.1", "x" * 5000, "1.2.3.4\x00"])
 def test_a_garbage_forwarded_for_behind_a_trusted_proxy_is_not_a_server_error(researcher, settings, forwarded):
     settings.TRUST_PROXY_HEADERS = True
