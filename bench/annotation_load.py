@@ -184,7 +184,7 @@ def warm_up(port: int, n: int) -> None:
 
     study = study_create(name="warm-up", items=[item_spec(i) for i in range(1, n + 1)],
                          settings=StudySettings(training_enabled=False, qualification_enabled=False,
-                                                attention_check_rate=0, annotators_per_item=1))
+                                                attention_check_rate=0, annotators_per_item=1, allow_other_pids=True))
     for i in range(n):
         a = Annotator(port, f"warm{i}", study.slug, 0, 0, lambda kind, seconds: None)
         a.request("GET", f"/a/{study.slug}/?PROLIFIC_PID=warm{i}")
@@ -208,7 +208,7 @@ def run_level(port: int, n: int, duration: float, min_seconds: float, ramp: floa
     study = study_create(
         name=f"bench {n} {time.time():.0f}", items=[item_spec(i, n_l1=4, n_l2=4) for i in range(1, items_needed + 1)],
         settings=StudySettings(training_enabled=False, qualification_enabled=False, attention_check_rate=0,
-                               min_seconds=int(min_seconds)),
+                               min_seconds=int(min_seconds), allow_other_pids=True),
     )
     timings: dict[str, list[float]] = defaultdict(list)
     lock = threading.Lock()
@@ -270,6 +270,8 @@ def main() -> int:
         os.environ, DATABASE_URL=PG.format(name=args.database), VAR_DIR=str(var_dir),
         DJANGO_SETTINGS_MODULE="config.django.production", SECRET_KEY="bench-" + os.urandom(16).hex(),
         SECURE_COOKIES="false", ALLOWED_HOSTS="127.0.0.1,localhost", LOG_LEVEL="WARNING",
+        # Every simulated annotator comes from 127.0.0.1: no limit of new participants per address.
+        ANNOTATE_ENTRY_LIMIT_PER_ADDRESS="0",
     )
     python = sys.executable
     subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=BASE_DIR, env=env, check=True)

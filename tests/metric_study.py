@@ -80,7 +80,8 @@ def crafted_study(tmp_path: Path, *, slug_name: str = "Metric agreement crafted"
     judgments_import(path=_write(tmp_path / "judgments.jsonl", judgments))
     items = items_from_judgments(judge="oracle", n=len(MODELS) * N_PROCEDURES, seed=0)
     study = study_create(name=slug_name, items=items, settings=StudySettings(
-        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=3))
+        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=3,
+        allow_other_pids=True))  # the PIDs below are not Prolific's 24 hex characters
     for pid in ("human-1", "human-2", "human-3"):
         participation = annotator_start(study, pid)
         n = 0

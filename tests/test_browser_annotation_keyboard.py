@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 # faithfulness: Y N S; multiple choice: J K), both cases, and every digit.
 TYPED = "bad step: n f a y s j k N F A Y S J K 0123456789 done"
 SETTINGS = dict(training_enabled=False, qualification_enabled=False, min_seconds=600, annotators_per_item=1,
-                attention_check_rate=0)
+                attention_check_rate=0, allow_other_pids=True)  # test PIDs are not Prolific's 24 hex characters
 # Text fields a page could hold; the guard must treat each as typing.
 PROBES = """(() => {
   const host = document.createElement('div');

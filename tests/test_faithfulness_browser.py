@@ -35,7 +35,8 @@ def test_the_three_questions_and_wrong_steps_in_chromium(live_server, page):
     study = study_create(name="Constrained scripts", kind="constraint_faithfulness", items=[kind.parse_record(LINE)],
                          settings=StudySettings(training_enabled=False, qualification_enabled=False,
                                                 min_seconds=MIN_SECONDS, annotators_per_item=1, attention_check_rate=0,
-                                                completion_code="FS-DONE-1", screened_out_code="FS-OUT-1"))
+                                                completion_code="FS-DONE-1", screened_out_code="FS-OUT-1",
+                                                allow_other_pids=True))  # PID fspid01 is not Prolific's shape
     page.route(PROLIFIC, lambda route: route.fulfill(status=200, content_type="text/html", body="<h1>Prolific (stub)</h1>"))
     page.goto(f"{live_server.url}/a/{study.slug}/?PROLIFIC_PID=fspid01&STUDY_ID=prolific-study&SESSION_ID=s1")
     guidelines = page.locator("#instructions").inner_text()

@@ -36,7 +36,8 @@ def test_a_page_of_questions_answered_with_the_keyboard_in_chromium(live_server,
                          items=[kind.parse_record(line) for line in LINES],
                          settings=StudySettings(training_enabled=False, qualification_enabled=False,
                                                 min_seconds=MIN_SECONDS, items_per_page=4, annotators_per_item=1,
-                                                completion_code="MC-DONE-1", screened_out_code="MC-OUT-1"))
+                                                completion_code="MC-DONE-1", screened_out_code="MC-OUT-1",
+                                                allow_other_pids=True))  # PID mcpid01 is not Prolific's shape
     page.route(PROLIFIC, lambda route: route.fulfill(status=200, content_type="text/html", body="<h1>Prolific (stub)</h1>"))
     page.goto(f"{live_server.url}/a/{study.slug}/?PROLIFIC_PID=mcpid01&STUDY_ID=prolific-study&SESSION_ID=s1")
     assert "you have to choose one" in page.locator("main").inner_text()
