@@ -14,4 +14,6 @@ class CoscriptConfig(AppConfig):
         job_owner_register(job_owner(
             "coscript:", CoScriptRun, noun="CoScript run",
             resume=lambda run: services.coscript_run_resume(run=run),
-            retry_failed=lambda run: services.coscript_run_retry_failed(run=run)))
+            retry_failed=lambda run: services.coscript_run_retry_failed(run=run),
+            pause=lambda run: services.coscript_run_pause(run=run),
+            cancel=lambda run: services.coscript_run_cancel(run=run)))

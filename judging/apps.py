@@ -20,8 +20,11 @@ class JudgingConfig(AppConfig):
                                     ("judge-run:", JudgeRun, "judge run")):
             job_owner_register(job_owner(
                 prefix, model, noun=noun, resume=lambda run: services.run_resume(run=run),
-                retry_failed=lambda run: services.run_retry_failed(run=run)))
+                retry_failed=lambda run: services.run_retry_failed(run=run),
+                pause=lambda run: services.run_pause(run=run), cancel=lambda run: services.run_cancel(run=run)))
         job_owner_register(job_owner(
             "components-run:", ComponentsRun, noun="components run",
             resume=lambda run: score_services.components_run_resume(run=run),
-            retry_failed=lambda run: score_services.components_run_retry_failed(run=run)))
+            retry_failed=lambda run: score_services.components_run_retry_failed(run=run),
+            pause=lambda run: services.run_control(run=run, action="pause"),
+            cancel=lambda run: services.run_control(run=run, action="cancel")))

@@ -7,8 +7,9 @@ components, goal-step and CoScript runs).
 * ``run_state``: what a page, the API or a command says about a run — its status, the
   count of requests per outcome (plus pending and retrying), the most frequent errors and
   the breaker's record — read from the ledger, the source of truth.
-* ``job_owner_register``: a run that owns LLM jobs registers how they are resumed and
-  retried, so a job is only ever driven through its run (the LLM pages call the owner).
+* ``job_owner_register``: a run that owns LLM jobs registers how they are paused,
+  resumed, cancelled and retried, so a job is only ever driven through its run (the LLM
+  pages and API call the owner, ``llm_job_control``).
 
 The statuses themselves are ``llm.models.RunStatus``; docs/llm.md ("Run states")
 describes them for users."""
@@ -235,28 +236,33 @@ def run_state_json(state: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class JobOwner:
-    """How the run that owns a job (its ``run`` label starts with ``prefix``) resumes it and
-    retries its failed requests: through the run, so the run's own step (storing
-    judgments, moving to the next phase) is never skipped."""
+    """How the run that owns a job (its ``run`` label starts with ``prefix``) pauses,
+    resumes, cancels it and retries its failed requests: through the run, so the run's own
+    step (storing judgments, moving to the next phase) is never skipped and the run's state
+    never parts from its job's (a cancelled job under a paused run could never resume)."""
 
     prefix: str
     resume: Callable[[LLMJob], Any]
     retry_failed: Callable[[LLMJob], int]
     describe: Callable[[LLMJob], str]
+    pause: Callable[[LLMJob], Any]
+    cancel: Callable[[LLMJob], Any]
 
 
 _OWNERS: list[JobOwner] = []
 
 
-def job_owner(prefix: str, model: type, *, resume: Callable[[Any], Any],
-              retry_failed: Callable[[Any], int], noun: str) -> JobOwner:
-    """An owner whose jobs are labelled ``<prefix><run id>[:...]``, runs of ``model``."""
+def job_owner(prefix: str, model: type, *, resume: Callable[[Any], Any], retry_failed: Callable[[Any], int],
+              pause: Callable[[Any], Any], cancel: Callable[[Any], Any], noun: str) -> JobOwner:
+    """An owner whose jobs are labelled ``<prefix><run id>[:...]``, runs of ``model``; each
+    callable takes the run."""
 
     def run_of(job: LLMJob):
         return model.objects.get(pk=int(job.run[len(prefix):].split(":")[0]))
 
     return JobOwner(prefix=prefix, resume=lambda job: resume(run_of(job)),
-                    retry_failed=lambda job: retry_failed(run_of(job)), describe=lambda job: f"{noun} {run_of(job)}")
+                    retry_failed=lambda job: retry_failed(run_of(job)), describe=lambda job: f"{noun} {run_of(job)}",
+                    pause=lambda job: pause(run_of(job)), cancel=lambda job: cancel(run_of(job)))
 
 
 def job_owner_register(owner: JobOwner) -> None:
@@ -273,15 +279,16 @@ def job_owner_for(job: LLMJob) -> JobOwner | None:
 
 def llm_job_control(*, job: LLMJob, action: str) -> int:
     """Pause, resume, cancel or *Retry failed* one LLM job (``action``: pause, resume,
-    cancel, retry). A job owned by a run is resumed and retried through its run, so the
-    run's own step is never skipped. Returns how many requests a retry re-asks."""
+    cancel, retry). A job owned by a run is driven through its run for every action, so the
+    run's own step is never skipped and the run's state follows. Returns how many requests
+    a retry re-asks."""
     from llm.services import llm_job_cancel, llm_job_pause, llm_job_resume, llm_job_retry_failed
 
     owner = job_owner_for(job)
     if action == "pause":
-        llm_job_pause(job=job)
+        owner.pause(job) if owner else llm_job_pause(job=job)
     elif action == "cancel":
-        llm_job_cancel(job=job)
+        owner.cancel(job) if owner else llm_job_cancel(job=job)
     elif action == "resume":
         owner.resume(job) if owner else llm_job_resume(job=job)
     elif action == "retry":

@@ -12,8 +12,7 @@ from core.confirm import refuse_unconfirmed
 from core.permissions import admin_required
 from llm.models import LedgerEntry, LLMJob
 from llm.selectors import endpoint_stats, job_list, ledger_filter_choices, ledger_list
-from llm.runs import job_owner_for, run_state
-from llm.services import llm_job_cancel, llm_job_pause, llm_job_resume, llm_job_retry_failed
+from llm.runs import job_owner_for, llm_job_control, run_state
 
 
 @admin_required
@@ -31,31 +30,27 @@ def overview(request: HttpRequest) -> HttpResponse:
 @require_POST
 def job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     job = get_object_or_404(LLMJob, pk=pk)
-    owner = job_owner_for(job)  # a run's job is driven through its run, so the run stores the answers
+    # A run's job is driven through its run (llm_job_control), so the run stores the answers
+    # and its state follows the job's.
+    owner = job_owner_for(job)
+    if action not in ("pause", "resume", "retry", "cancel"):
+        messages.error(request, f"Unknown action {action!r}.")
+        return redirect("llm_overview")
     if action == "cancel":
         refusal = refuse_unconfirmed(request, what=f"LLM job {job.pk}", back_url=reverse("llm_overview"))
         if refusal is not None:
             return refusal
     try:
-        if action == "pause":
-            llm_job_pause(job=job)
-        elif action == "resume":
-            owner.resume(job) if owner else llm_job_resume(job=job)
-        elif action == "retry":
-            n = owner.retry_failed(job) if owner else llm_job_retry_failed(job=job, enqueue=True)
-            messages.success(request, f"Job {job.pk}: {n} failed request(s) will be asked again"
-                             + (f" through its {owner.describe(job)}." if owner else "."))
-            return redirect("llm_overview")
-        elif action == "cancel":
-            llm_job_cancel(job=job)
-        else:
-            messages.error(request, f"Unknown action {action!r}.")
-            return redirect("llm_overview")
+        n = llm_job_control(job=job, action=action)
     except ValueError as exc:
         messages.error(request, str(exc))
     else:
-        through = f" (through its {owner.describe(job)})" if owner and action == "resume" else ""
-        messages.success(request, f"Job {job.pk}: {action} requested{through}.")
+        if action == "retry":
+            messages.success(request, f"Job {job.pk}: {n} failed request(s) will be asked again"
+                             + (f" through its {owner.describe(job)}." if owner else "."))
+        else:
+            through = f" (through its {owner.describe(job)})" if owner else ""
+            messages.success(request, f"Job {job.pk}: {action} requested{through}.")
     return redirect("llm_overview")
 
 

@@ -14,4 +14,6 @@ class MiningConfig(AppConfig):
         job_owner_register(job_owner(
             "mining-run:", MiningRun, noun="mining run",
             resume=lambda run: run_services.mining_run_resume(run=run),
-            retry_failed=lambda run: run_services.mining_run_retry_failures(run=run)))
+            retry_failed=lambda run: run_services.mining_run_retry_failures(run=run),
+            pause=lambda run: run_services.mining_run_pause(run=run),
+            cancel=lambda run: run_services.mining_run_cancel(run=run)))

@@ -151,8 +151,13 @@ def mining_run_pause(*, run: MiningRun, reason: str = "paused by a user") -> Non
 
 
 def mining_run_cancel(*, run: MiningRun) -> None:
+    from llm.models import LLMJob
+    from llm.services import llm_job_cancel
+
     MiningRun.objects.filter(pk=run.pk).exclude(status__in=FINISHED).update(
         status=MiningRunStatus.CANCELLED, finished_at=timezone.now())
+    for job in LLMJob.objects.filter(pk__in=run.batch_job_ids or []):  # its Batch API jobs stop with it
+        llm_job_cancel(job=job)
 
 
 @transaction.atomic
