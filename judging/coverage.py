@@ -1,9 +1,11 @@
 """Coverage and the ranking rule of How2Score leaderboards. Pure Python, no Django.
 
-A leaderboard's **items** are the procedures of its slice that the judge has judged for at
-least one model. For each model we hold, per item, ``(no_failure, judged, unusable)``: how
-many of its generations of that procedure the judge labelled no_failure, how many got a
-usable verdict at all, and how many got an answer that could not be used (never scored).
+A leaderboard's **items** are the procedures of its slice that the judge was asked about
+for at least one model (its judge runs' generation runs, and imported judgments), whether
+or not an answer came back. For each model we hold, per item, ``(no_failure, judged,
+unusable)``: how many of its generations of that procedure the judge labelled no_failure,
+how many got a usable verdict at all, and how many got no usable answer (an unusable
+answer, or a request that ended api_error; never scored).
 
 The rule (docs/how2bench.md, "Uncertainty, coverage and the ranking rule"):
 
