@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import statistics
-from collections import Counter, defaultdict
+import time
+from collections import defaultdict
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.core.cache import cache
+from django.core.paginator import Paginator
+from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -32,11 +36,17 @@ from annotate.models import (
 )
 
 
+def _count_of(queryset: QuerySet, field: str) -> Coalesce:
+    """The number of rows of ``queryset`` (already filtered on ``field=OuterRef(...)``) per
+    outer row, as a correlated subquery grouped on ``field``; 0 when there are none."""
+    counts = queryset.order_by().values(field).annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counts, output_field=IntegerField()), 0)
+
+
 def _count_per_study(queryset: QuerySet) -> Coalesce:
     """The number of ``queryset``'s rows of each study, as a correlated subquery (one
     grouped count per study row, using the table's study index), 0 when it has none."""
-    counts = queryset.filter(study=OuterRef("pk")).order_by().values("study").annotate(n=Count("pk")).values("n")
-    return Coalesce(Subquery(counts, output_field=IntegerField()), 0)
+    return _count_of(queryset.filter(study=OuterRef("pk")), "study")
 
 
 def study_list() -> QuerySet[Study]:
@@ -65,61 +75,64 @@ def _median(values: list[float]) -> float | None:
 
 def study_progress_get(study: Study) -> dict[str, Any]:
     """Items complete / in progress / open, live annotators, median active time, implied pay,
-    attention-check and qualification pass rates."""
+    attention-check and qualification pass rates.
+
+    Every count is one aggregate the database computes (a few rows come back whatever the
+    study's size); only the active and wall times are read one value per annotation, for
+    their medians."""
     now = timezone.now()
     k = study.annotators_per_item
-    items = StudyItem.objects.filter(study=study, role=ROLE_MAIN).annotate(
-        filled=Count("assignments", filter=Q(assignments__status=AssignmentStatus.SUBMITTED, assignments__surplus=False)),
-        live=Count("assignments", filter=Q(assignments__status=AssignmentStatus.RESERVED, assignments__lease_expires_at__gt=now)),
-    ).values_list("filled", "live")
-    complete = in_progress = open_ = 0
-    for filled, live in items:
-        if filled >= k:
-            complete += 1
-        elif filled or live:
-            in_progress += 1
-        else:
-            open_ += 1
+    # Per item: filled slots and live reservations, grouped over the study's assignments,
+    # then counted by state in the same query (items without any assignment are open).
+    per_item = Assignment.objects.filter(study=study, role=ROLE_MAIN).values("item").annotate(
+        filled=Count("pk", filter=Q(status=AssignmentStatus.SUBMITTED, surplus=False)),
+        live=Count("pk", filter=Q(status=AssignmentStatus.RESERVED, lease_expires_at__gt=now)))
+    counts = per_item.aggregate(complete=Count("item", filter=Q(filled__gte=k)),
+                                in_progress=Count("item", filter=Q(filled__lt=k) & (Q(filled__gt=0) | Q(live__gt=0))))
+    complete, in_progress = counts["complete"], counts["in_progress"]
+    total = StudyItem.objects.filter(study=study, role=ROLE_MAIN).count()
     main = Annotation.objects.filter(study=study, source=ROLE_MAIN)
-    active_times = list(main.filter(excluded=False).values_list("active_seconds", flat=True))
-    wall_times = list(main.filter(excluded=False).values_list("wall_seconds", flat=True))
-    median_active = _median(active_times)
+    annotations = main.aggregate(n=Count("pk"), excluded=Count("pk", filter=Q(excluded=True)),
+                                 surplus=Count("pk", filter=Q(surplus=True)))
+    times = list(main.filter(excluded=False).values_list("active_seconds", "wall_seconds"))
+    median_active = _median([active for active, _ in times])
     hourly = None
     if study.payment_per_item is not None and median_active:
         hourly = float(study.payment_per_item) * 3600.0 / median_active
-    attention = Annotation.objects.filter(study=study, source=ROLE_ATTENTION, correct__isnull=False)
-    n_attention = attention.count()
-    qualifications = Qualification.objects.filter(study=study)
-    n_qual = qualifications.count()
+    attention = Annotation.objects.filter(study=study, source=ROLE_ATTENTION, correct__isnull=False).aggregate(
+        n=Count("pk"), passed=Count("pk", filter=Q(correct=True)))
+    qualification = Qualification.objects.filter(study=study).aggregate(
+        n=Count("pk"), passed=Count("pk", filter=Q(passed=True)))
     live_since = now - timedelta(seconds=C.LIVE_WINDOW_SECONDS)
-    states = Counter(Participation.objects.filter(study=study).values_list("state", flat=True))
+    recently_active = Assignment.objects.filter(participation=OuterRef("pk"), last_activity_at__gte=live_since)
+    live_annotators = (Participation.objects.filter(study=study).exclude(state__in=FINISHED_STATES)
+                       .filter(Q(last_seen_at__gte=live_since) | Exists(recently_active)).count())
+    states = dict(Participation.objects.filter(study=study).order_by().values_list("state").annotate(n=Count("pk")))
     return {
         "k": k,
-        "items_total": complete + in_progress + open_,
+        "items_total": total,
         "items_complete": complete,
         "items_in_progress": in_progress,
-        "items_open": open_,
-        "annotations_main": main.count(),
-        "annotations_excluded": main.filter(excluded=True).count(),
-        "annotations_surplus": main.filter(surplus=True).count(),
+        "items_open": total - complete - in_progress,
+        "annotations_main": annotations["n"],
+        "annotations_excluded": annotations["excluded"],
+        "annotations_surplus": annotations["surplus"],
         "live_reservations": Assignment.objects.filter(study=study, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now).count(),
-        "live_annotators": Participation.objects.filter(study=study)
-        .filter(Q(last_seen_at__gte=live_since) | Q(assignments__last_activity_at__gte=live_since))
-        .exclude(state__in=FINISHED_STATES).distinct().count(),
+        "live_annotators": live_annotators,
         "participants": sum(states.values()),
-        "states": dict(states),
+        "states": states,
         "median_active_seconds": median_active,
-        "median_wall_seconds": _median(wall_times),
+        "median_wall_seconds": _median([wall for _, wall in times]),
         "hourly_pay": hourly,
         "paper_hourly_rate": C.PAPER_HOURLY_RATE_USD,
-        "attention_total": n_attention,
-        "attention_pass_rate": (attention.filter(correct=True).count() / n_attention) if n_attention else None,
-        "qualification_total": n_qual,
-        "qualification_pass_rate": (qualifications.filter(passed=True).count() / n_qual) if n_qual else None,
+        "attention_total": attention["n"],
+        "attention_pass_rate": attention["passed"] / attention["n"] if attention["n"] else None,
+        "qualification_total": qualification["n"],
+        "qualification_pass_rate": qualification["passed"] / qualification["n"] if qualification["n"] else None,
     }
 
 
-def study_annotators(study: Study) -> list[dict[str, Any]]:
+def study_annotators(study: Study, *, participation_ids: list[int] | None = None) -> list[dict[str, Any]]:
     """One row per annotator who started the study (oldest first): the counts the study page,
     the annotators report and its CSV all show, so they cannot disagree.
 
@@ -131,9 +144,14 @@ def study_annotators(study: Study) -> list[dict[str, Any]]:
     rows of check and qualification items, which are always set aside): excluded when its
     answers were excluded (failed attention checks) or it was screened out (a failed
     qualification), with the participation's reason. Each count is its own grouped
-    query over one table: two ``Count``s over one join would multiply each other."""
+    query over one table: two ``Count``s over one join would multiply each other.
+
+    ``participation_ids``: only these participations (a page of the study page's table)."""
+    def mine(queryset: QuerySet) -> QuerySet:
+        return queryset if participation_ids is None else queryset.filter(participation_id__in=participation_ids)
+
     def grouped(queryset: QuerySet) -> dict[int, int]:
-        counts = queryset.order_by().values("participation_id").annotate(n=Count("pk"))
+        counts = mine(queryset).order_by().values("participation_id").annotate(n=Count("pk"))
         return dict(counts.values_list("participation_id", "n"))
 
     main = Annotation.objects.filter(study=study, source=ROLE_MAIN)
@@ -144,10 +162,13 @@ def study_annotators(study: Study) -> list[dict[str, Any]]:
     passed = grouped(attention.filter(correct=True))
     failed = grouped(attention.filter(correct=False))
     active = defaultdict(list)
-    for pid, seconds in main.values_list("participation_id", "active_seconds"):
+    for pid, seconds in mine(main).values_list("participation_id", "active_seconds"):
         active[pid].append(seconds)
     rows = []
-    for p in Participation.objects.filter(study=study).select_related("annotator").order_by("started_at", "pk"):
+    participations = Participation.objects.filter(study=study)
+    if participation_ids is not None:
+        participations = participations.filter(pk__in=participation_ids)
+    for p in participations.select_related("annotator").order_by("started_at", "pk"):
         rows.append({
             "participation": p,
             "pid": p.annotator.pid,
@@ -162,6 +183,22 @@ def study_annotators(study: Study) -> list[dict[str, Any]]:
     return rows
 
 
+# Annotators the study page lists at once (the annotators report and its CSV list them all).
+STUDY_PAGE_ANNOTATORS = 100
+
+
+def study_annotators_page(study: Study, *, page: Any = 1, per_page: int = STUDY_PAGE_ANNOTATORS) -> dict[str, Any]:
+    """One page of ``study_annotators`` (oldest first), read as leniently as ``study_items_page``."""
+    ids = Participation.objects.filter(study=study).order_by("started_at", "pk").values_list("pk", flat=True)
+    current = Paginator(ids, per_page).get_page(_page_number(page))
+    return {"page": current, "rows": study_annotators(study, participation_ids=list(current.object_list))}
+
+
+def _page_number(value: Any) -> Any:
+    """A page number as the paginator reads it; anything else (too long, not text) is page 1."""
+    return value if isinstance(value, (int, str)) and len(str(value)) <= 12 else 1
+
+
 def _participation_exclusion(p: Participation) -> dict[str, Any]:
     """Whether the participation is excluded, and why: its own exclusion (failed attention
     checks), else a screening-out (qualification) with the state's reason."""
@@ -172,31 +209,89 @@ def _participation_exclusion(p: Participation) -> dict[str, Any]:
     return {"excluded": False, "exclusion_reason": ""}
 
 
-def study_items_with_annotations(study: Study) -> list[dict[str, Any]]:
-    annotations = defaultdict(list)
-    for a in Annotation.objects.filter(study=study).select_related("annotator").order_by("submitted_at"):
+# Items the study page shows at once, each with its annotations (the rest are a page away).
+STUDY_PAGE_ITEMS = 50
+
+
+def study_items_page(study: Study, *, page: Any = 1, per_page: int = STUDY_PAGE_ITEMS) -> dict[str, Any]:
+    """One page of the study's items (by role, then position) with their annotations, oldest
+    first: the work of a render stays the same whatever the study's size. ``page`` is read
+    leniently (anything that is not a page number gives the first page, a number past the
+    end the last), as Django's paginator does."""
+    paginator = Paginator(StudyItem.objects.filter(study=study).order_by("role", "position", "pk"), per_page)
+    current = paginator.get_page(_page_number(page))
+    items = list(current.object_list)
+    annotations: dict[int, list[Annotation]] = defaultdict(list)
+    for a in (Annotation.objects.filter(item__in=[i.pk for i in items]).select_related("annotator")
+              .order_by("submitted_at", "pk")):
         annotations[a.item_id].append(a)
-    return [
-        {"item": item, "annotations": annotations[item.pk]}
-        for item in StudyItem.objects.filter(study=study).order_by("role", "position")
-    ]
+    return {"page": current, "rows": [{"item": item, "annotations": annotations[item.pk]} for item in items]}
+
+
+# The study page's round alphas are kept (in Django's cache) with the state of the round's
+# annotations they were computed from, and computed again when that state changes. A round
+# whose computation took ROUND_ALPHA_SLOW_SECONDS or more (tens of thousands of annotations,
+# 1,000 resamples) shows its last value for up to ROUND_ALPHA_REUSE_SECONDS while annotations
+# keep arriving, marked with when it was computed and how many annotations came since.
+ROUND_ALPHA_SLOW_SECONDS = 0.5
+ROUND_ALPHA_REUSE_SECONDS = 60
+ROUND_SUMMARY_CACHE_SECONDS = 7 * 24 * 3600
 
 
 def study_round_summaries(study: Study) -> list[dict[str, Any]]:
     """One row per pilot round: annotations, exclusions and Krippendorff's alpha, over the
     label the study's kind has (``_round_alpha``; for critical failure the binary has_failure,
     for which How2Everything §4.3 reports 0.273 in its pilots and 0.593 at the end, with its
-    95 % interval and n as the agreement page shows them)."""
-    summaries = []
-    for round_study in study_rounds(study):
-        rows = [r for r in annotation_export_rows(round_study) if r["source"] == ROLE_MAIN]
-        summaries.append({
-            "study": round_study,
-            "n_annotations": len(rows),
-            "n_excluded": sum(1 for r in rows if r["excluded"]),
-            **_round_alpha(round_study, rows),
-        })
-    return summaries
+    95 % interval and n as the agreement page shows them). A row shown from an earlier
+    computation while annotations arrive carries ``as_of`` and ``n_new`` (see above)."""
+    return [_round_summary(round_study) for round_study in study_rounds(study)]
+
+
+def _round_state(study: Study) -> list[int]:
+    """What a round's alpha depends on, in one indexed aggregate: its main-pool annotations
+    (only ever added, never edited), the excluded ones among them, the newest id."""
+    state = Annotation.objects.filter(study=study, source=ROLE_MAIN).aggregate(
+        n=Count("pk"), n_excluded=Count("pk", filter=Q(excluded=True)), last=Max("pk"))
+    return [state["n"], state["n_excluded"], state["last"] or 0]
+
+
+def _round_summary(round_study: Study) -> dict[str, Any]:
+    state = _round_state(round_study)
+    key = f"annotate:round-summary:{round_study.pk}:{round_study.created_at.timestamp()}"
+    try:
+        cached = cache.get(key)
+    except Exception:  # a cache that cannot answer (Redis down) costs a computation, never the page
+        cached = None
+    now = time.time()
+    if cached is not None and cached["state"] == state:
+        return {**cached["summary"], "study": round_study}
+    if (cached is not None and cached["seconds"] >= ROUND_ALPHA_SLOW_SECONDS
+            and now - cached["computed_at"] < ROUND_ALPHA_REUSE_SECONDS):
+        return {**cached["summary"], "study": round_study, "n_new": max(0, state[0] - cached["state"][0]),
+                "as_of": datetime.fromtimestamp(cached["computed_at"], tz=dt_timezone.utc)}
+    started = time.perf_counter()
+    rows = _round_rows(round_study)
+    summary = {"n_annotations": len(rows), "n_excluded": sum(1 for r in rows if r["excluded"]),
+               **_round_alpha(round_study, rows)}
+    try:
+        cache.set(key, {"state": state, "summary": summary, "computed_at": now,
+                        "seconds": time.perf_counter() - started}, ROUND_SUMMARY_CACHE_SECONDS)
+    except Exception:  # as above: the next render computes again
+        pass
+    return {**summary, "study": round_study}
+
+
+def _round_rows(study: Study) -> list[dict[str, Any]]:
+    """The round's main-pool annotations with the export's fields that its alpha reads
+    (item_id, annotator, has_failure, failures, excluded, source), read as plain values."""
+    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded")
+    rows = (Annotation.objects.filter(study=study, source=ROLE_MAIN).order_by("submitted_at", "pk")
+            .values_list(*fields))
+    return [{"item_id": item_id, "annotator": pid, "has_failure": has_failure, "excluded": excluded,
+             "source": ROLE_MAIN,
+             "failures": [{"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
+                          for f in failures]}
+            for item_id, pid, has_failure, failures, excluded in rows.iterator(chunk_size=2000)]
 
 
 def _round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -26,10 +26,10 @@ from annotate.selectors import (
     faithfulness_study_results,
     annotation_export_rows,
     participation_reserved_count,
-    study_annotators,
+    study_annotators_page,
     study_get,
     study_item_counts,
-    study_items_with_annotations,
+    study_items_page,
     study_list,
     study_progress_get,
     study_round_summaries,
@@ -130,13 +130,18 @@ def study_new(request: HttpRequest) -> HttpResponse:
 @researcher_required
 def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
     study = study_get(slug=slug)
+    # A page of annotators and of items: the render's work does not grow with the study.
+    annotators = study_annotators_page(study, page=request.GET.get("annotators_page", 1))
+    items = study_items_page(study, page=request.GET.get("items_page", 1))
     return render(request, "annotate/study_detail.html", {
         "study": study,
         "entry_url": entry_url(request, slug),
         "progress": study_progress_get(study),
-        "annotators": study_annotators(study),
+        "annotators": annotators["rows"],
+        "annotators_page": annotators["page"],
         "item_counts": study_item_counts(study),
-        "items": study_items_with_annotations(study),
+        "items": items["rows"],
+        "items_page": items["page"],
         "rounds": study_round_summaries(study),
         "choice_results": choice_study_results(study) if study.kind == MULTIPLE_CHOICE else None,
         "faithfulness_results": faithfulness_study_results(study) if study.kind == CONSTRAINT_FAITHFULNESS else None,

@@ -96,3 +96,82 @@ def test_the_number_of_queries_of_the_study_page_does_not_grow_with_items_annota
     big = _labelled("Big", n_items=8, per_item=3, n_annotators=5)
     assert _queries(researcher_client, reverse("annotate:study_detail", args=[small.slug])) == \
         _queries(researcher_client, reverse("annotate:study_detail", args=[big.slug]))
+
+
+def test_the_study_progress_counts_equal_hand_counts():
+    from annotate.selectors import study_progress_get
+    from annotate.services import assignment_next
+
+    study = study_make(n_items=5, annotators_per_item=2, name="Progress")
+    for n in range(2):  # two annotators label items 1-3 (complete); a third labels item 4
+        p = annotator_start(study, _pid(n))
+        for _ in range(3):
+            assert annotate_next(p, label=True) is not None
+    p = annotator_start(study, _pid(7))
+    held = assignment_next(participation=p)  # a live reservation on item 4 or 5 (1-3 are full)
+    assert held.item.item_id in ("item-4", "item-5")
+    progress = study_progress_get(study)
+    # Items 1-3: 2 of 2 (complete); the held item: in progress; the other: open.
+    assert (progress["items_total"], progress["items_complete"], progress["items_in_progress"],
+            progress["items_open"]) == (5, 3, 1, 1)
+    assert progress["annotations_main"] == 6 and progress["annotations_excluded"] == 0
+    assert progress["participants"] == 3 and progress["live_annotators"] == 3
+    assert progress["live_reservations"] == 1
+
+
+def test_the_study_page_shows_one_page_of_items_and_of_annotators(researcher_client, monkeypatch):
+    import annotate.selectors as selectors
+
+    monkeypatch.setattr(selectors, "STUDY_PAGE_ITEMS", 3)
+    monkeypatch.setattr(selectors, "STUDY_PAGE_ANNOTATORS", 2)
+    monkeypatch.setattr(selectors.study_items_page, "__kwdefaults__", {"page": 1, "per_page": 3})
+    monkeypatch.setattr(selectors.study_annotators_page, "__kwdefaults__", {"page": 1, "per_page": 2})
+    study = _labelled("Paged", n_items=7, per_item=3, n_annotators=3)
+    url = reverse("annotate:study_detail", args=[study.slug])
+    first = researcher_client.get(url)
+    assert [r["item"].item_id for r in first.context["items"]] == ["item-1", "item-2", "item-3"]
+    assert all(len(r["annotations"]) == 3 for r in first.context["items"])
+    assert len(first.context["annotators"]) == 2
+    html = first.content.decode()
+    assert "Items 1–3 of 7" in html and "Annotators 1–2 of 3" in html
+    last = researcher_client.get(url, {"items_page": 3, "annotators_page": 2})
+    assert [r["item"].item_id for r in last.context["items"]] == ["item-7"]
+    assert [r["pid"] for r in last.context["annotators"]] == [_pid(1000 * study.pk + 2)]
+
+
+@pytest.mark.parametrize("hostile", ["abc", "-1", "0", "1e9", "9" * 5000, "1; DROP TABLE x", "２", "1" * 13])
+def test_a_hostile_page_number_on_the_study_page_is_not_an_error(researcher_client, hostile):
+    study = _labelled("Hostile pages", n_items=2, per_item=1, n_annotators=1)
+    response = researcher_client.get(reverse("annotate:study_detail", args=[study.slug]),
+                                     {"items_page": hostile, "annotators_page": hostile})
+    assert response.status_code == 200
+    assert len(response.context["items"]) == 2
+
+
+def test_the_round_alpha_is_recomputed_when_annotations_arrive():
+    from annotate.selectors import study_round_summaries
+
+    study = _labelled("Fresh", n_items=3, per_item=2, n_annotators=1)
+    before = study_round_summaries(study)[0]
+    assert before["n_annotations"] == 3 and "as_of" not in before
+    p = annotator_start(study, _pid(555))
+    assert annotate_next(p, label=False) is not None
+    after = study_round_summaries(study)[0]
+    assert after["n_annotations"] == 4 and "as_of" not in after
+    assert after["alpha"] is not None  # one item now has two annotations that disagree
+
+
+def test_a_slow_round_alpha_is_shown_with_its_time_and_the_annotations_since(monkeypatch):
+    import annotate.selectors as selectors
+
+    monkeypatch.setattr(selectors, "ROUND_ALPHA_SLOW_SECONDS", 0.0)  # every computation counts as slow
+    study = _labelled("Slow", n_items=3, per_item=2, n_annotators=1)
+    first = selectors.study_round_summaries(study)[0]
+    p = annotator_start(study, _pid(556))
+    assert annotate_next(p, label=False) is not None
+    shown = selectors.study_round_summaries(study)[0]
+    assert shown["n_annotations"] == first["n_annotations"] == 3
+    assert shown["n_new"] == 1 and shown["as_of"] is not None
+    monkeypatch.setattr(selectors, "ROUND_ALPHA_REUSE_SECONDS", 0)  # the minute is over
+    again = selectors.study_round_summaries(study)[0]
+    assert again["n_annotations"] == 4 and "as_of" not in again
