@@ -52,7 +52,9 @@ from llm.models import LLMJob
 from llm.prompts import Prompt, prompt_read
 from llm.selectors import llm_job_results
 from llm.models import FINISHED
-from llm.services import llm_job_cancel, llm_job_create, llm_job_execute, llm_job_failed_count, llm_job_resume
+from llm.services import (
+    llm_job_cancel, llm_job_create, llm_job_execute, llm_job_failed_count, llm_job_pause, llm_job_resume,
+)
 from mining.embeddings import configured_model_name, embed_texts
 from mining.models import Procedure, Split, Topic
 from mining.record_files import atomic_output
@@ -209,6 +211,9 @@ def coscript_run_execute(*, run_id: int, embed: Embed | None = None) -> str:
             coscript_run_filter(run=run, embed=embed)
             break
         job = {Phase.GOALS: run.goals_job, Phase.SCREEN: run.screen_job, Phase.SCRIPTS: run.scripts_job}[run.phase]
+        stored = CoScriptRun.objects.filter(pk=run.pk).values_list("status", flat=True).first()
+        if stored not in ACTIVE:  # paused or cancelled between two phases: the next phase waits
+            return f"not active ({stored})"
         outcome = _run_job(run, job)
         if outcome is not None:
             return outcome
@@ -393,6 +398,21 @@ def coscript_run_filter(*, run: CoScriptRun, mode: str | None = None, keyword_bo
 
 
 # ----------------------------------------------------------------------------- controls
+
+
+def coscript_run_pause(*, run: CoScriptRun, reason: str = "paused by a user") -> None:
+    """Pause a pending or running run: its phase's job stops within seconds and keeps what
+    was answered; *Resume* continues the phase. The filter has no model calls and runs in one
+    step, so a run filtering cannot be paused."""
+    run = CoScriptRun.objects.get(pk=run.pk)
+    if run.status not in ACTIVE:
+        raise ValueError(f"run {run.pk} is {run.status}; only a pending or running run can be paused")
+    if run.phase in (Phase.FILTER, Phase.DONE):
+        raise ValueError(f"run {run.pk} is filtering (no model calls, one step); it cannot be paused")
+    for _, job in run.jobs:
+        if job is not None:
+            llm_job_pause(job=job, reason=reason)
+    CoScriptRun.objects.filter(pk=run.pk, status__in=ACTIVE).update(status=RunStatus.PAUSED, error=reason)
 
 
 def coscript_run_cancel(*, run: CoScriptRun) -> None:

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from core.confirm import refuse_unconfirmed
 from core.intervals import share_estimate
 from core.permissions import admin_required, researcher_required
 from coscript.forms import CoScriptRunForm, ExportForm, GoalFilterForm, RefilterForm
@@ -109,6 +110,11 @@ def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
     }
     if action not in actions:
         return HttpResponseBadRequest("unknown action")
+    if action == "cancel":
+        refusal = refuse_unconfirmed(request, what=f"CoScript run {run.name}",
+                                     back_url=reverse("coscript_run_detail", args=[run.pk]))
+        if refusal is not None:
+            return refusal
     try:
         result = actions[action]()
     except ValueError as exc:

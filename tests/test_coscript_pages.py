@@ -352,7 +352,7 @@ def test_cancel_and_resume_from_the_run_page(admin_client_, world, server, model
     run = coscript_run_create(name="to-cancel", language_model=model, split="bench", start=False)
     page = admin_client_.get(f"/coscript/runs/{run.pk}/").content.decode()
     assert 'id="cancel-run"' in page and 'id="resume-run"' not in page
-    admin_client_.post(f"/coscript/runs/{run.pk}/cancel/")
+    admin_client_.post(f"/coscript/runs/{run.pk}/cancel/", {"confirm": "yes"})
     run.refresh_from_db()
     assert run.status == "cancelled" and run.goals_job.status == "cancelled"
     response = admin_client_.post(f"/coscript/runs/{run.pk}/resume/", follow=True)
