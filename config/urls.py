@@ -10,7 +10,11 @@ from core.permissions import IsResearcher
 from annotate.metric_agreement_views import metric_agreement_api
 from annotate.report_views import agreement_api
 from coscript.apis import CoScriptRunViewSet
-from judging.apis import GenerationRunViewSet, JudgeRunViewSet, LeaderboardCompareView, LeaderboardView, RewardView
+from goalstep.apis import TaskEvaluationViewSet
+from judging.apis import (
+    ComponentsRunViewSet, GenerationRunViewSet, JudgeRunViewSet, LeaderboardCompareView, LeaderboardView, RewardView,
+)
+from llm.apis import LLMJobViewSet
 from mining.apis import MiningRunViewSet, ProcedureViewSet, TopicViewSet
 
 router = DefaultRouter()
@@ -20,6 +24,9 @@ router.register("coscript/runs", CoScriptRunViewSet, basename="coscript-run")
 router.register("mining/runs", MiningRunViewSet, basename="mining-run")
 router.register("judging/generation-runs", GenerationRunViewSet, basename="generation-run")
 router.register("judging/judge-runs", JudgeRunViewSet, basename="judge-run")
+router.register("judging/components-runs", ComponentsRunViewSet, basename="components-run")
+router.register("goalstep/evaluations", TaskEvaluationViewSet, basename="goalstep-evaluation")
+router.register("llm/jobs", LLMJobViewSet, basename="llm-job")
 
 # DRF views opt out of the login-redirect middleware and answer 401/403 themselves;
 # the browsable docs are pages for people, so anonymous users are sent to the login page.

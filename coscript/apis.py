@@ -1,5 +1,5 @@
-"""REST API of constrained planning (read-only; researchers and admins): runs with their
-phases and report, and a run's specific goals with their candidate scripts."""
+"""REST API of constrained planning: runs with their phases and report, and a run's specific
+goals with their candidate scripts (read: researchers and admins); a run's controls (admins)."""
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
@@ -14,7 +14,8 @@ from coscript.selectors import (
     KEPT_FILTERS, REVIEW_FILTERS, coscript_report, coscript_run_detail, coscript_run_list, coscript_run_state,
     run_kept_rate, specific_goal_list,
 )
-from llm.apis import RunStateFields
+from coscript.services import coscript_run_cancel, coscript_run_pause, coscript_run_resume, coscript_run_retry_failed
+from llm.apis import RunActions, RunStateFields
 
 
 class CoScriptRunSerializer(RunStateFields, serializers.ModelSerializer):
@@ -33,7 +34,7 @@ class CoScriptRunSerializer(RunStateFields, serializers.ModelSerializer):
         model = CoScriptRun
         fields = ["id", "name", "model", "split", "limit", "seed", "k", "filter_mode", "keyword_bonus",
                   "embedding_model", "screen", "executor", "concurrency", "budget_usd", "phase", "status", "outcomes",
-                  "n_failed", "error", "n_goals", "n_candidates", "kept_rate", "kept_rate_ci95", "kept_rate_n", "created_by", "created_at",
+                  "n_failed", "top_errors", "reason", "breaker", "error", "n_goals", "n_candidates", "kept_rate", "kept_rate_ci95", "kept_rate_n", "created_by", "created_at",
                   "finished_at"]
 
     def run_state(self, run: CoScriptRun) -> dict:
@@ -78,8 +79,7 @@ class CoScriptRunDetailSerializer(CoScriptRunSerializer):
         "intervals; n: candidates, goals), kept_share, goal_share, reasons; keyword_bonus, embedding_model)."))
 
     class Meta(CoScriptRunSerializer.Meta):
-        fields = [*CoScriptRunSerializer.Meta.fields, "top_errors", "breaker", "abstract_ids", "prompts", "jobs",
-                  "report"]
+        fields = [*CoScriptRunSerializer.Meta.fields, "abstract_ids", "prompts", "jobs", "report"]
 
     @extend_schema_field(PromptSerializer(many=True))
     def get_prompts(self, run: CoScriptRun) -> list[dict]:
@@ -116,23 +116,29 @@ class SpecificGoalSerializer(serializers.ModelSerializer):
                   "candidates"]
 
 
-class CoScriptRunViewSet(viewsets.ReadOnlyModelViewSet):
-    """CoScript runs, newest first; a run's detail has its prompts, phases and report."""
+class CoScriptRunViewSet(RunActions, viewsets.ReadOnlyModelViewSet):
+    """CoScript runs, newest first; a run's detail has its prompts, phases and report.
+    Admins drive a run as its page does (retry-failed: the stopped phase's failed requests)."""
 
     permission_classes = [IsResearcher]
     filterset_fields = ["status", "phase"]
     search_fields = ["name"]
     ordering_fields = ["id", "created_at"]
+    run_noun = "CoScript run"
 
     def get_queryset(self):
         return coscript_run_list()
 
     def get_serializer_class(self):
-        if self.action == "retrieve":
-            return CoScriptRunDetailSerializer
         if self.action == "goals":
             return SpecificGoalSerializer
+        if self.detail:  # one run: the detail, also after an action
+            return CoScriptRunDetailSerializer
         return CoScriptRunSerializer
+
+    def run_control(self, run: CoScriptRun, action_name: str) -> int | None:
+        return {"retry-failed": coscript_run_retry_failed, "resume": coscript_run_resume, "pause": coscript_run_pause,
+                "cancel": coscript_run_cancel}[action_name](run=run)
 
     @extend_schema(
         responses=SpecificGoalSerializer(many=True),
@@ -145,7 +151,7 @@ class CoScriptRunViewSet(viewsets.ReadOnlyModelViewSet):
         ],
     )
     @action(detail=True, methods=["get"], filter_backends=[])
-    def goals(self, request, pk=None):
+    def goals(self, request, pk=None, format=None):  # format: the router's suffix route (goals.json)
         """The run's specific goals with their candidate scripts and the filter's verdicts, paginated."""
         run = self.get_object()
         params = request.query_params

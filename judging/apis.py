@@ -16,12 +16,13 @@ from core.permissions import IsResearcher
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASES, BASIS_COMMON
 from judging.rewards import RewardInput, rewards_compute
-from judging.models import GenerationRun, JudgeRun
+from judging.models import ComponentsRun, GenerationRun, JudgeRun
 from judging.selectors import (
     generation_run_list, judge_names, judge_run_score, judged_splits, leaderboard_models, leaderboard_ranking,
     model_comparison,
 )
-from llm.apis import RunStateFields
+from judging.services import run_control
+from llm.apis import RunActions, RunStateFields
 from llm.endpoints import EndpointNotConfigured
 from llm.runs import owned_run_state
 
@@ -203,20 +204,34 @@ class GenerationRunSerializer(_OwnedRunState, serializers.ModelSerializer):
                   "prompt_hash", "executor", "created_at", "finished_at"]
 
 
-class _RunViewSet(viewsets.ReadOnlyModelViewSet):
+class ComponentsRunSerializer(_OwnedRunState, serializers.ModelSerializer):
+    """A SCORE components run (extract_components) with its state."""
+
+    generation_run = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = ComponentsRun
+        fields = ["id", "name", "generation_run", "extractor", "status", "outcomes", "n_failed", "top_errors",
+                  "reason", "breaker", "prompt_hash", "executor", "created_at", "finished_at"]
+
+
+class _RunViewSet(RunActions, viewsets.ReadOnlyModelViewSet):
+    """Runs of the judging app; admins drive them with the pages' run_control."""
+
     permission_classes = [IsResearcher]
     filterset_fields = ["status"]
     search_fields = ["name"]
     ordering_fields = ["id", "created_at"]
 
-    def get_serializer_context(self):
-        return {**super().get_serializer_context(), "live": self.action == "retrieve"}
+    def run_control(self, run, action_name: str) -> int:
+        return run_control(run=run, action={"retry-failed": "retry"}.get(action_name, action_name))
 
 
 class GenerationRunViewSet(_RunViewSet):
     """Generation runs, newest first, each with its state (docs/llm.md, "Run states")."""
 
     serializer_class = GenerationRunSerializer
+    run_noun = "generation run"
 
     def get_queryset(self):
         return generation_run_list()
@@ -226,6 +241,17 @@ class JudgeRunViewSet(_RunViewSet):
     """Judge runs, newest first, each with its state and How2Score (docs/how2bench.md)."""
 
     serializer_class = JudgeRunSerializer
+    run_noun = "judge run"
 
     def get_queryset(self):
         return JudgeRun.objects.select_related("llm_job", "generation_run").order_by("-id")
+
+
+class ComponentsRunViewSet(_RunViewSet):
+    """SCORE components runs, newest first, each with its state (docs/score.md)."""
+
+    serializer_class = ComponentsRunSerializer
+    run_noun = "components run"
+
+    def get_queryset(self):
+        return ComponentsRun.objects.select_related("llm_job", "generation_run").order_by("-id")

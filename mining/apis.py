@@ -1,4 +1,5 @@
-"""REST API for topics, procedures and mining runs (read-only; researchers and admins)."""
+"""REST API for topics, procedures and mining runs (read: researchers and admins; a run's
+controls: admins)."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,9 +9,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, viewsets
 
-from llm.apis import RunStateFields
+from llm.apis import RunActions, RunStateFields
 from mining.models import MiningRun, Procedure, Split, Topic
 from mining.run_selectors import mining_run_list, mining_run_state, mining_run_yield
+from mining.run_services import mining_run_cancel, mining_run_pause, mining_run_resume, mining_run_retry_failures
 from mining.selectors import procedure_list, topic_list
 
 
@@ -97,13 +99,20 @@ class MiningRunSerializer(RunStateFields, serializers.ModelSerializer):
         return mining_run_yield(run)
 
 
-class MiningRunViewSet(viewsets.ReadOnlyModelViewSet):
-    """Mining runs, newest first, each with its state (docs/mining.md, "Run states")."""
+class MiningRunViewSet(RunActions, viewsets.ReadOnlyModelViewSet):
+    """Mining runs, newest first, each with its state (docs/mining.md, "Run states");
+    admins drive them as the run page does (retry-failed walks the failed documents again)."""
 
     serializer_class = MiningRunSerializer
     filterset_fields = ["status"]
     search_fields = ["name"]
     ordering_fields = ["id", "created_at"]
+    run_noun = "mining run"
+    controls = {"pause": mining_run_pause, "resume": mining_run_resume, "cancel": mining_run_cancel,
+                "retry-failed": mining_run_retry_failures}
 
     def get_queryset(self):
         return mining_run_list()
+
+    def run_control(self, run: MiningRun, action_name: str) -> int | None:
+        return self.controls[action_name](run=run)
