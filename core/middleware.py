@@ -14,16 +14,19 @@ from collections.abc import Callable
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.template.loader import render_to_string
 
+from core.errors import bad_request_response
 from core.strict_json import INT64_MAX
 
 
 def _nul_field(request: HttpRequest) -> str | None:
     sources = [("query", request.GET)]
-    if request.method == "POST" and request.content_type in (
-        "application/x-www-form-urlencoded", "multipart/form-data",
-    ):
+    if request.method == "POST" and request.content_type == "application/x-www-form-urlencoded":
+        # Read the body first, so that a view reading request.body later still can (the form
+        # is parsed from the kept body; its size is bounded by DATA_UPLOAD_MAX_MEMORY_SIZE).
+        request.body  # noqa: B018
+        sources.append(("form", request.POST))
+    elif request.method == "POST" and request.content_type == "multipart/form-data":
         sources.append(("form", request.POST))
     for _, params in sources:
         for name, values in params.lists():
@@ -44,8 +47,7 @@ def bad_request(request: HttpRequest, field: str, message: str) -> HttpResponse:
     """A 400 that names the field, as JSON for API and JSON clients, else as the error page."""
     if wants_json(request):
         return JsonResponse({"detail": f"{field}: {message}", "field": field, "message": message}, status=400)
-    html = render_to_string("400.html", {"message": f"{field}: {message}"}, request=request)
-    return HttpResponse(html, status=400)
+    return bad_request_response(request, message, field=field)
 
 
 class HostileRequestMiddleware:

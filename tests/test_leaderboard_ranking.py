@@ -171,5 +171,8 @@ def test_an_empty_threshold_means_the_default(researcher_client, bench_world):
 
 
 def test_an_unknown_judge_on_the_page_is_a_400_naming_it(researcher_client, bench_world):
-    response = researcher_client.get(reverse("leaderboard"), {"judge": "no\x00body"})
+    response = researcher_client.get(reverse("leaderboard"), {"judge": "nobody"})
     assert response.status_code == 400 and "judge: no judgments by a judge named" in response.content.decode()
+    # a NUL in the name is refused before the view, naming the parameter too
+    response = researcher_client.get(reverse("leaderboard"), {"judge": "no\x00body"})
+    assert response.status_code == 400 and "<strong>judge</strong>: must not contain a NUL character" in response.content.decode()

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 def test_a_nul_in_a_query_parameter_is_a_400_naming_it(researcher_client, demo):
     response = researcher_client.get("/procedures/", {"q": "oil\x00"})
     assert response.status_code == 400
-    assert "q: must not contain a NUL character" in response.content.decode()
+    assert "<strong>q</strong>: must not contain a NUL character" in response.content.decode()
 
 
 def test_a_nul_in_a_form_field_is_a_400_naming_it(admin_client_):
