@@ -52,6 +52,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
+    # NUL in a parameter -> 400 naming it; a path integer beyond 64 bits -> 404 (core/middleware.py).
+    "core.middleware.HostileRequestMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Every page needs a login unless its view says otherwise (login page, annotator
     # entry points, the API, which answers 401/403 itself).
@@ -111,6 +113,12 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 
 REST_FRAMEWORK = {
+    # Strict JSON for every API body: no NaN/Infinity, bounded nesting, no NUL (core/parsers.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "core.parsers.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first, so an unauthenticated API call gets 401 with a WWW-Authenticate header.
         # The product's own tokens, stored hashed, with an expiry (core/authentication.py).
