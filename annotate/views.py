@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, RawPostDataException
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -271,7 +271,11 @@ def _json_body(request: HttpRequest) -> dict[str, Any] | JsonResponse:
     lone surrogates, deep nesting, over-long strings or an oversized body are a 400 naming the
     field, before any service runs."""
     try:
-        return loads_object(request.body, max_bytes=C.MAX_REQUEST_BYTES, max_depth=C.MAX_JSON_DEPTH,
+        try:
+            body = request.body
+        except RawPostDataException:  # a form upload whose stream was already read as form data
+            raise StrictJSONError("", "the request body must be a JSON object (Content-Type: application/json)") from None
+        return loads_object(body, max_bytes=C.MAX_REQUEST_BYTES, max_depth=C.MAX_JSON_DEPTH,
                             max_string_length=C.MAX_DRAFT_STRING_LENGTH)
     except StrictJSONError as exc:
         message = f"{exc.field}: {exc.message}" if exc.field else exc.message

@@ -134,6 +134,15 @@ HOSTILE_SUBMITS = {
 }
 
 
+@pytest.mark.parametrize("endpoint", ["annotate:save", "annotate:submit"])
+def test_a_multipart_form_instead_of_json_is_a_400_not_a_500(on_item, endpoint):
+    client, study, a = on_item
+    before = _snapshot()
+    response = client.post(reverse(endpoint, args=[study.slug, a.public_id]), {"draft": "x", "seq": "1"})
+    _refused(response, "body")
+    assert _snapshot() == before
+
+
 @pytest.mark.parametrize("case", list(HOSTILE_SUBMITS))
 def test_a_hostile_submit_is_refused_with_400_naming_the_field_and_stores_nothing(on_item, case):
     client, study, a = on_item
