@@ -55,11 +55,11 @@ def _read_all(page):
     for i in range(steps.count()):
         steps.nth(i).click()
     total = steps.count()
-    page.wait_for_function(f"document.getElementById('step-progress-label').textContent.startsWith('{total}/{total}')")
+    page.wait_for_function(f"() => document.getElementById('step-progress-label').textContent.startsWith('{total}/{total}')")
 
 
 def _wait_saved(page):
-    page.wait_for_function("document.getElementById('save-status').textContent === 'All changes saved'")
+    page.wait_for_function("() => document.getElementById('save-status').textContent === 'All changes saved'")
 
 
 CURRENT = "(() => { const s = document.getElementById('page-state'); return s ? JSON.parse(s.textContent).assignment : null; })()"
@@ -72,7 +72,7 @@ def _submit_and_wait(page, *, keyboard: bool = False):
         page.keyboard.press("Control+Enter")
     else:
         page.get_by_role("button", name="Submit & Continue").click()
-    page.wait_for_function(f"(() => {{ const now = {CURRENT}; return document.readyState === 'complete' && "
+    page.wait_for_function(f"() => (() => {{ const now = {CURRENT}; return document.readyState === 'complete' && "
                            f"(document.getElementById('completion-code') || (now && now !== {before!r})); }})()")
 
 
@@ -86,7 +86,7 @@ def _answer_item(page, has_failure: bool):
     else:
         page.get_by_label("No critical failures identified", exact=True).check()
     _wait_saved(page)
-    page.wait_for_function("document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000)
+    page.wait_for_function("() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000)
     _submit_and_wait(page)
 
 
@@ -159,7 +159,7 @@ def test_the_whole_annotator_path_in_chromium(live_server, page):
     assert page.get_by_label("I've read the goal and understand that my assessment should focus on how well L2 achieves the goal.").is_checked()
     assert page.locator("#step-progress-label").inner_text().startswith("6/6 steps (100%)")
 
-    page.wait_for_function("document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000)
+    page.wait_for_function("() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000)
     _submit_and_wait(page)
 
     # Second main item, then completion and the redirect to Prolific.
@@ -167,7 +167,7 @@ def test_the_whole_annotator_path_in_chromium(live_server, page):
     page.locator("body").click(position={"x": 5, "y": 5})
     page.keyboard.press("n")
     assert page.get_by_label("No critical failures identified", exact=True).is_checked()
-    page.wait_for_function("document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000)
+    page.wait_for_function("() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000)
     _submit_and_wait(page, keyboard=True)
     page.locator("#completion-code").wait_for()
     assert page.locator("#completion-code").inner_text() == "DONE-1234"

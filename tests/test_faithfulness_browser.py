@@ -27,7 +27,7 @@ LINE = {
 
 
 def _saved(page):
-    page.wait_for_function("document.getElementById('save-status').textContent === 'All changes saved'")
+    page.wait_for_function("() => document.getElementById('save-status').textContent === 'All changes saved'")
 
 
 def test_the_three_questions_and_wrong_steps_in_chromium(live_server, page):
@@ -58,7 +58,7 @@ def test_the_three_questions_and_wrong_steps_in_chromium(live_server, page):
     page.keyboard.press("n")
     assert page.locator("#specific_goal_ok-yes").is_checked()
     assert page.locator("#meets_constraint-no").is_checked() and page.locator("#steps_correct-no").is_checked()
-    page.wait_for_function("document.activeElement && document.activeElement.dataset.step === '1'")
+    page.wait_for_function("() => document.activeElement && document.activeElement.dataset.step === '1'")
     page.keyboard.press("Space")
     # The mouse: step 4 misses the vanilla.
     page.locator('.fs-step[data-step="4"]').click()
@@ -88,7 +88,7 @@ def test_the_three_questions_and_wrong_steps_in_chromium(live_server, page):
     page.locator("#step-1-other").fill("Gathering the ingredients should come first.")
     assert page.locator("#wrong-step-1").get_by_label("Other", exact=True).is_checked()
     _saved(page)
-    page.wait_for_function("document.getElementById('timer-text').textContent.startsWith('Time elapsed')",
+    page.wait_for_function("() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')",
                            timeout=(MIN_SECONDS + 5) * 1000)
     page.get_by_role("button", name="Submit & Continue").click()
     page.locator("#completion-code").wait_for()

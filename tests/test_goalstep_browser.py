@@ -72,7 +72,7 @@ def test_a_page_of_questions_answered_with_the_keyboard_in_chromium(live_server,
             wanted[i] = "0"
     for i, value in wanted.items():
         expect(questions.nth(i).locator(f'input[value="{value}"]')).to_be_checked()  # waits for the key handler
-    page.wait_for_function("document.getElementById('save-status').textContent === 'All changes saved'")
+    page.wait_for_function("() => document.getElementById('save-status').textContent === 'All changes saved'")
 
     # Too early: the server refuses, and says why.
     page.keyboard.press("Control+Enter")
@@ -87,7 +87,7 @@ def test_a_page_of_questions_answered_with_the_keyboard_in_chromium(live_server,
     for i, value in wanted.items():
         expect(page.locator("fieldset.mc-item").nth(i).locator(f'input[value="{value}"]')).to_be_checked()
 
-    page.wait_for_function("document.getElementById('timer-text').textContent.startsWith('Time elapsed')",
+    page.wait_for_function("() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')",
                            timeout=(MIN_SECONDS + 5) * 1000)
     page.get_by_role("button", name="Submit & Continue").click()
     page.locator("#completion-code").wait_for()

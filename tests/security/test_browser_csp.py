@@ -184,10 +184,12 @@ def test_the_annotation_page_script_runs_under_the_policy(live_server, page, wat
     page.get_by_role("button", name="Continue").click()
     page.locator("#goal-text").wait_for()
     # Opening a step is the page's own script at work: its progress label counts it.
+    page.get_by_label("I've read the goal and understand that my assessment should focus on how well L2 "
+                      "achieves the goal.").check()
     page.locator("button.step").first.click()
-    page.wait_for_function("document.getElementById('step-progress-label').textContent.startsWith('1/')")
+    page.wait_for_function("() => document.getElementById('step-progress-label').textContent.startsWith('1/')")
     page.get_by_label("No critical failures identified", exact=True).check()
-    page.wait_for_function("document.getElementById('save-status').textContent === 'All changes saved'")
+    page.wait_for_function("() => document.getElementById('save-status').textContent === 'All changes saved'")
     watch.assert_clean("annotation page")
 
 

@@ -243,9 +243,10 @@ def test_every_page_a_crawl_reaches_as_admin_carries_the_policy_and_has_no_inlin
     while queue and len(visited) < 250:
         url = queue.popleft()
         path = urlsplit(url).path
-        if path in seen_paths or path.startswith(SKIP):
+        shape = re.sub(r"\d+", "N", path)  # one page of each kind: /procedures/1/ stands for all
+        if shape in seen_paths or path.startswith(SKIP):
             continue
-        seen_paths.add(path)
+        seen_paths.add(shape)
         response = client.get(url)
         visited.append((url, response.status_code))
         assert response.status_code < 500, url
@@ -261,7 +262,7 @@ def test_every_page_a_crawl_reaches_as_admin_carries_the_policy_and_has_no_inlin
     # The crawl reached every part of the product, not just the front page.
     reached = {path.strip("/").split("/")[0] for path in seen_paths}
     assert {"procedures", "corpora", "mining", "leaderboard", "studies", "admin", "api", "llm"} <= reached
-    assert len(visited) > 60; print(len(visited), sorted(reached), [v for v in visited if v[1] != 200][:20])
+    assert len(visited) > 60
 
 
 def test_the_api_docs_load_their_script_from_a_url_not_inline(researcher_client):
