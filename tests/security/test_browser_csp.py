@@ -135,7 +135,7 @@ def _wait_charts(page, *ids: str) -> None:
 
 def test_the_chart_pages_draw_their_charts_with_no_policy_violation(live_server, page, watch):
     from annotate import demo as annotate_demo
-    from mining.models import Corpus
+    from mining.models import Corpus, Document, Topic
 
     demo_with_researcher()
     annotate_demo.load()
@@ -151,11 +151,23 @@ def test_the_chart_pages_draw_their_charts_with_no_policy_violation(live_server,
     _wait_charts(page, "annotator-scatter")
     page.goto(f"{live_server.url}/")
     _wait_charts(page, "procedures-per-topic")
-    corpus = Corpus.objects.order_by("id").first()
-    if corpus is not None and corpus.documents.exists():
-        page.goto(f"{live_server.url}/corpora/{corpus.pk}/")
-        _wait_charts(page, "documents-per-topic")
+    corpus = Corpus.objects.create(name="charted")
+    Document.objects.create(corpus=corpus, doc_id="d1", topic=Topic.objects.order_by("id").first(), text="Text.")
+    page.goto(f"{live_server.url}/corpora/{corpus.pk}/")
+    _wait_charts(page, "documents-per-topic")
     watch.assert_clean("chart pages")
+
+
+def test_the_metric_agreement_chart_draws_with_no_policy_violation(live_server, page, watch, tmp_path):
+    from core.roles import ROLE_RESEARCHER
+    from tests.metric_study import crafted_study
+
+    study = crafted_study(tmp_path)
+    user_create(username="rita", role=ROLE_RESEARCHER, password="rita-Password-1")
+    log_in(page, live_server.url, "rita", "rita-Password-1")
+    page.goto(f"{live_server.url}/studies/{study.slug}/metrics/")
+    _wait_charts(page, "metric-agreement-chart")  # two panels (make_subplots)
+    watch.assert_clean("metric agreement page")
 
 
 def test_the_mining_run_page_draws_its_funnel_with_no_policy_violation(live_server, page, watch, miner):
