@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from annotate.kinds.constraint_faithfulness import parse_record
+from core.intervals import wilson_interval
 from core.roles import ROLE_ADMIN
 from core.services import user_create
 from coscript.models import CandidateScript, CoScriptRun, Review
@@ -58,9 +59,12 @@ def test_an_admin_launches_a_run_reviews_and_downloads_the_export(live_server, p
     assert page.inner_text("#run-phase") == "done"
     for constraint_type in ("modifier", "method", "intent"):
         candidates = CandidateScript.objects.filter(goal__run=run, goal__constraint_type=constraint_type)
-        rate = 100 * candidates.filter(kept=True).count() / candidates.count()
+        kept, total = candidates.filter(kept=True).count(), candidates.count()
         row = page.locator(f'#kept-rates tr[data-type="{constraint_type}"]')
-        assert row.locator(".kept-rate").inner_text() == f"{rate:.1f} %"
+        shown = row.locator(".kept-rate").inner_text()
+        # the rate, its 95 % Wilson interval and its counts
+        low, high = wilson_interval(kept, total)
+        assert shown == f"{100 * kept / total:.1f} % [{100 * low:.1f} %–{100 * high:.1f} %] {kept} / {total}", shown
     assert "1 flagged" in page.inner_text("#screen-summary")
     page.locator("#goal-filters select[name=constraint_type]").select_option("intent")
     page.get_by_role("button", name="Filter", exact=True).click()
