@@ -217,6 +217,8 @@ def run_state(*, status: str, jobs: Iterable[LLMJob | None] = (), reason: str = 
     n_failed = sum(outcomes[o] for o in OUTCOMES if o != OUTCOME_OK)
     state.update({
         "status": status, "reason": reason, "n_failed": n_failed, "n_ok": outcomes[OUTCOME_OK],
+        # (outcome, count) of each failed outcome that occurred, for one-line summaries.
+        "failed_by_outcome": [(o, outcomes[o]) for o in OUTCOMES if o != OUTCOME_OK and outcomes[o]],
         "finished": status in FINISHED, "has_failures": n_failed > 0,
         "can_retry_failed": status in (*FINISHED, RunStatus.PAUSED, RunStatus.FAILED) and n_failed > 0,
         **(extra or {}),

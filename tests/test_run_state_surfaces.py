@@ -84,7 +84,7 @@ def test_a_mining_run_with_failed_documents_says_so_and_retry_failed_asks_only_t
     assert f'id="mining-run-{run.pk}-state" data-status="done_with_failures"' in page
     assert "22 ok · 2 api_error" in page and "upstream down" in page and "Retry failed (2)" in page
     listing = admin_client_.get(reverse("mining_run_list")).content.decode()
-    assert "done_with_failures" in listing and "2 failed" in listing
+    assert "done_with_failures" in listing and "2 failed</span> <span class=\"muted small\">(2 api_error)" in listing
     status = _command_json(capsys, "mine_run", "--status", "flaky-mine")
     assert list(status)[1:3] == ["status", "outcomes"]
     assert status["status"] == "done_with_failures" and status["outcomes"]["api_error"] == 2
