@@ -387,7 +387,7 @@ EXPORT_FIELDS = (
     # provenance
     "source", "surplus", "late", "correct", "expected_has_failure", "choice", "expected_choice", "kind", "topic", "l1_hash", "l2_hash",
     "interface_version", "first_served_at", "goal_acknowledged_at", "steps_opened", "click_log",
-    "prolific_study_id", "prolific_session_id", "item_source", "answer",
+    "prolific_study_id", "prolific_session_id", "attention_seed", "item_source", "answer",
 )
 
 
@@ -433,6 +433,9 @@ def annotation_export_rows(study: Study) -> Iterator[dict[str, Any]]:
             "click_log": a.click_log,
             "prolific_study_id": a.participation.prolific_study_id,
             "prolific_session_id": a.participation.prolific_session_id,
+            # The seed of the participant's attention-check plan (annotate/attention_plan.py):
+            # with it, the positions of their checks can be drawn again.
+            "attention_seed": a.participation.attention_seed,
             "item_source": a.item.source,
             # The kind's whole cleaned answer (constraint faithfulness: the three answers and
             # the wrong steps with their error types; has_failure is null there).

@@ -369,3 +369,14 @@ def test_a_participant_from_before_the_seed_gets_one_when_checks_are_due():
     annotate_next(p, label=True)
     p.refresh_from_db()
     assert p.attention_seed is not None and p.state == ParticipationState.ANNOTATING
+
+
+def test_the_export_carries_each_annotations_attention_seed():
+    from annotate.selectors import annotation_export_rows
+
+    study = study_make(n_items=4, n_attention=2, attention_check_rate=0.5, attention_max_failures=5)
+    p = annotator_start(study, "exported")
+    annotate_next(p, label=True)
+    p.refresh_from_db()
+    rows = list(annotation_export_rows(study))
+    assert rows and {row["attention_seed"] for row in rows} == {p.attention_seed}
