@@ -15,6 +15,7 @@ from annotate import constants as C
 from annotate.kinds import kind_choices
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.kinds.constraint_faithfulness import answer_summary
+from mining.models import CorpusImportStatus as ImportStatus
 
 
 def text_hash(steps: list[str]) -> str:
@@ -316,3 +317,31 @@ class Annotation(models.Model):
         if self.has_failure is None:  # multiple choice: the chosen option
             return f"choice {self.answer.get('choice')}"
         return "has_failure" if self.has_failure else "no_failure"
+
+
+class StudyImport(models.Model):
+    """A study created from an uploaded items file too large to read in the request: the
+    file waits under ``VAR_DIR/uploads/studies`` and a worker creates the study
+    (``annotate/study_imports.py``, the task ``annotate.study_import_run``). The same life
+    cycle as a corpus upload (``mining.CorpusImport``): queued, running, then done or failed."""
+
+    status = models.CharField(max_length=10, choices=ImportStatus.choices, default=ImportStatus.QUEUED)
+    study_name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=40)
+    file_name = models.CharField(max_length=500, help_text="Name of the upload in the uploads storage.")
+    original_name = models.CharField(max_length=500)
+    size_bytes = models.BigIntegerField(default=0)
+    options = models.JSONField(default=dict, help_text="The form's settings, as study_create takes them.")
+    problems = models.JSONField(default=list, blank=True, help_text="File-line-field errors, or the settings refused.")
+    error = models.TextField(blank=True)
+    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.original_name} -> {self.study_name} ({self.status})"

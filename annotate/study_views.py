@@ -3,8 +3,6 @@ progress, annotators, items with their annotations, pilot rounds, exports."""
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -15,9 +13,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 from annotate.exports import annotation_csv_lines
 from annotate.forms import RoundCreateForm, StudyCreateForm, StudySettingsForm
 from annotate.item_files import ItemFileError
-from annotate.item_sources import items_from_file, items_from_judgments, judge_names
+from annotate.item_sources import judge_names
 from annotate.links import prolific_entry_url
-from annotate.models import Participation
+from annotate.models import Participation, StudyImport
 from annotate.kinds.constraint_faithfulness import KEY as CONSTRAINT_FAITHFULNESS
 from annotate.kinds.multiple_choice import KEY as MULTIPLE_CHOICE
 from annotate.selectors import (
@@ -38,9 +36,15 @@ from annotate.services import (
     AnnotateError,
     StudySettings,
     participation_release,
-    study_create,
     study_round_create,
     study_update,
+)
+from annotate.study_imports import (
+    study_create_from_sources,
+    study_import_queue,
+    study_settings_as_json,
+    study_upload_discard,
+    study_upload_store,
 )
 from core.confirm import confirm_page, confirmed
 from core.permissions import researcher_required
@@ -76,55 +80,56 @@ def study_new(request: HttpRequest) -> HttpResponse:
     problems: list[str] = []
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        items = []
+        options = {
+            "name": data["name"], "kind": data["kind"], "instructions": data.get("instructions") or "",
+            "slug": data.get("slug") or "", "judge": data.get("judge") or "", "n_judged": data.get("n_judged"),
+            "seed": data.get("seed") or 0,
+            "settings": study_settings_as_json(StudySettings(
+                annotators_per_item=data["annotators_per_item"], min_seconds=data["min_seconds"],
+                lease_minutes=data["lease_minutes"], training_enabled=data["training_enabled"],
+                qualification_enabled=data["qualification_enabled"], qualification_pass=data.get("qualification_pass"),
+                attention_check_rate=data.get("attention_check_rate"),
+                attention_max_failures=data["attention_max_failures"],
+                max_items_per_annotator=data.get("max_items_per_annotator"), items_per_page=data.get("items_per_page") or 1,
+                completion_code=data.get("completion_code") or None,
+                screened_out_code=data.get("screened_out_code") or None,
+                payment_per_item=data.get("payment_per_item"),
+                min_annotations_for_majority=data["min_annotations_for_majority"],
+                prolific_study_id=data.get("prolific_study_id") or "", allow_other_pids=data["allow_other_pids"],
+            )),
+        }
+        upload = data.get("items_file")
+        stored = study_upload_store(upload) if upload else None
+        if stored is not None and stored.background:  # too large for the request: a worker creates the study
+            job = study_import_queue(stored=stored, options=options, created_by=request.user)
+            messages.info(request, f"{stored.original_name} is being read by a worker; the study appears when it is done.")
+            return redirect("annotate:study_import", pk=job.pk)
         try:
-            if data.get("judge"):
-                items += items_from_judgments(judge=data["judge"], n=data["n_judged"], seed=data.get("seed") or 0)
-                if not items:
-                    raise AnnotateError(f"The judge {data['judge']!r} has no judged generations with steps.")
-            upload = data.get("items_file")
-            if upload:
-                suffix = "".join(Path(upload.name).suffixes[-2:]) or ".jsonl"
-                with tempfile.TemporaryDirectory() as tmp:
-                    path = Path(tmp) / f"upload{suffix}"
-                    with open(path, "wb") as handle:
-                        for chunk in upload.chunks():
-                            handle.write(chunk)
-                    file_items = items_from_file(path=path, kind=data["kind"])
-                for spec in file_items:
-                    spec.source["file"] = upload.name
-                taken = {i.item_id for i in items}
-                clash = [i.item_id for i in file_items if i.item_id in taken]
-                if clash:
-                    raise AnnotateError(f"{upload.name}: item_id {clash[0]!r} is also a sampled generation's id.")
-                items += file_items
-            study = study_create(
-                name=data["name"], kind=data["kind"], items=items, instructions=data.get("instructions") or None,
-                slug=data.get("slug") or None, created_by=request.user,
-                settings=StudySettings(
-                    annotators_per_item=data["annotators_per_item"], min_seconds=data["min_seconds"],
-                    lease_minutes=data["lease_minutes"], training_enabled=data["training_enabled"],
-                    qualification_enabled=data["qualification_enabled"], qualification_pass=data.get("qualification_pass"),
-                    attention_check_rate=data.get("attention_check_rate"),
-                    attention_max_failures=data["attention_max_failures"],
-                    max_items_per_annotator=data.get("max_items_per_annotator"), items_per_page=data.get("items_per_page") or 1,
-                    completion_code=data.get("completion_code") or None,
-                    screened_out_code=data.get("screened_out_code") or None,
-                    payment_per_item=data.get("payment_per_item"),
-                    min_annotations_for_majority=data["min_annotations_for_majority"],
-                    prolific_study_id=data.get("prolific_study_id") or "", allow_other_pids=data["allow_other_pids"],
-                ),
-            )
+            study = study_create_from_sources(options=options, file_path=stored.path if stored else None,
+                                              file_name=upload.name if upload else None, created_by=request.user)
         except ItemFileError as exc:
             problems = [f"{upload.name}, {p}" for p in exc.problems] + ([f"... and {exc.more} more"] if exc.more else [])
             problems.append("Nothing was created.")
         except AnnotateError as exc:
             problems = _problems_beside_fields(form, exc)
         else:
-            messages.success(request, f"Study created with {len(items)} items.")
+            messages.success(request, f"Study created with {study.items.count()} items.")
             return redirect("annotate:study_detail", slug=study.slug)
+        finally:
+            if stored is not None:
+                study_upload_discard(stored)
     status = 400 if request.method == "POST" else 200
     return render(request, "annotate/study_new.html", {"form": form, "problems": problems, "judges": judges}, status=status)
+
+
+@researcher_required
+def study_import(request: HttpRequest, pk: int) -> HttpResponse:
+    """A study being created from a large items file by a worker: its status, then its
+    study or the file-line-field problems that stopped it."""
+    job = get_object_or_404(StudyImport.objects.select_related("study"), pk=pk)
+    return render(request, "annotate/study_import.html", {
+        "job": job, "pending": job.status in ("queued", "running"),
+    })
 
 
 @researcher_required

@@ -18,6 +18,7 @@ urlpatterns = [
     # Researchers.
     path("studies/", study_views.study_index, name="study_list"),
     path("studies/new/", study_views.study_new, name="study_new"),
+    path("studies/imports/<int:pk>/", study_views.study_import, name="study_import"),
     path("studies/<slug:slug>/", study_views.study_detail, name="study_detail"),
     path("studies/<slug:slug>/settings/", study_views.study_settings, name="study_settings"),
     path("studies/<slug:slug>/rounds/", study_views.study_round_new, name="study_round_new"),

@@ -494,6 +494,26 @@ def _arrow_batches(local: str):
         return iter(pa.ipc.open_stream(source))
 
 
+def decompresses_beyond(path: str | Path, limit: int) -> bool:
+    """Whether the file holds more than ``limit`` bytes once decompressed, found by
+    decompressing at most ``limit + 1`` bytes. A file that cannot be decompressed says
+    False: reading it properly reports the problem with its position."""
+    compression = COMPRESSIONS.get(Path(path).suffix.lower())
+    if compression is None:
+        return Path(path).stat().st_size > limit
+    try:
+        with open_binary(path, compression) as raw:
+            remaining = limit + 1
+            while remaining > 0:
+                chunk = raw.read(min(remaining, 1 << 20))
+                if not chunk:
+                    return False
+                remaining -= len(chunk)
+            return True
+    except (OSError, EOFError, lzma.LZMAError):
+        return False
+
+
 def output_problem(path: str | Path) -> str | None:
     """Why ``path`` cannot be written as an output file, or None."""
     target = Path(path)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,7 +12,7 @@ from django.core.files import File
 from django.core.files.storage import FileSystemStorage
 from django.db import reset_queries, transaction
 from django.utils import timezone
-from django.utils.text import get_valid_filename, slugify
+from django.utils.text import slugify
 
 from core.stored_values import StrictJSONError, check_field_value, check_stored_values
 from mining.constants import (
@@ -57,6 +56,7 @@ from mining.record_files import (
     output_problem,
 )
 from mining.split_dedup import nearest_train, procedure_text, select_benchmark
+from mining.uploads import upload_runs_in_background, upload_save, upload_storage
 
 logger = logging.getLogger(__name__)
 
@@ -504,7 +504,7 @@ def _corpus_name_checked(name: str, description: str) -> str:
 
 def corpus_upload_storage() -> FileSystemStorage:
     """Where uploaded corpus files are kept: ``VAR_DIR/uploads/corpora``."""
-    return FileSystemStorage(location=Path(settings.VAR_DIR) / "uploads" / "corpora")
+    return upload_storage("corpora")
 
 
 def corpus_upload_create(
@@ -520,22 +520,24 @@ def corpus_upload_create(
     """Store an uploaded file and import it: at once when it is small, else on a worker.
 
     The file goes to its own folder under ``VAR_DIR/uploads/corpora`` with its original
-    name (the suffixes say its format). Files up to ``UPLOAD_BACKGROUND_MIN_BYTES`` are
-    imported before this returns; larger ones are queued for the Celery task
-    ``mining.corpus_import_run`` once the row is committed, so a web worker never spends
-    more than a small file's worth of work on an upload."""
+    name (the suffixes say its format). Files whose size and decompressed size are at
+    most ``UPLOAD_BACKGROUND_MIN_BYTES`` are imported before this returns; larger ones are
+    queued for the Celery task ``mining.corpus_import_run`` once the row is committed, so
+    a web worker never spends more than a small file's worth of work on an upload
+    (``mining/uploads.py``)."""
     original = Path(upload.name or "").name
     file_kind(original)  # raises RecordFileError for a file type we cannot read
     name = _corpus_name_checked(name, description)
-    background = (upload.size or 0) > settings.UPLOAD_BACKGROUND_MIN_BYTES
-    stored = corpus_upload_storage().save(f"{uuid.uuid4().hex}/{get_valid_filename(original)}", upload)
+    storage = corpus_upload_storage()
+    stored = upload_save(storage, upload)
+    background = upload_runs_in_background(storage.path(stored))
     options = {
         "fields": asdict(fields), "skip_bad": skip_bad, "create_topics": create_topics, "description": description,
     }
     with transaction.atomic():
         job = CorpusImport.objects.create(
-            corpus_name=name, file_name=stored, original_name=original,
-            size_bytes=upload.size or 0, options=options, created_by=user,
+            corpus_name=name, file_name=stored, original_name=original[:500],
+            size_bytes=upload.size or 0, options=options, created_by=user[:150],
         )
         if background:
             from mining.tasks import corpus_import_run_task

@@ -424,3 +424,150 @@ def test_a_plain_file_above_the_decompressed_limit_is_refused(tmp_path):
         handle.write(line * ((2 * MIB) // len(line)))
     with pytest.raises(RecordFileError, match="RECORD_MAX_DECOMPRESSED_BYTES"):
         _read_all(path, ReadLimits(max_decompressed_bytes=MIB))
+
+
+# --- large study uploads run on a worker ----------------------------------------------
+
+STUDY_FORM = {"name": "Big study", "kind": "critical_failure", "annotators_per_item": 3, "min_seconds": 90,
+              "lease_minutes": 30, "training_enabled": "on", "attention_max_failures": 1, "seed": 0,
+              "min_annotations_for_majority": 2}
+
+
+def _items_bytes(n: int, bad_line: int | None = None) -> bytes:
+    lines = []
+    for i in range(1, n + 1):
+        record = _item(i) if i != bad_line else {"item_id": f"i{i}", "topic": "T" * 101, "goal": "g",
+                                                 "reference_steps": ["a"], "candidate_steps": ["b"]}
+        lines.append(json.dumps(record) + "\n")
+    return "".join(lines).encode()
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    sent: list[int] = []
+    monkeypatch.setattr("annotate.tasks.study_import_run_task.delay", lambda pk: sent.append(pk))
+    return sent
+
+
+@pytest.mark.django_db
+def test_a_large_items_upload_is_created_by_a_worker_and_its_page_follows_it(researcher_client, settings, queued,
+                                                                           django_capture_on_commit_callbacks):
+    from django.urls import reverse
+
+    from annotate.models import Study, StudyImport
+    from annotate.study_imports import study_upload_storage
+    from annotate.tasks import study_import_run_task
+
+    settings.UPLOAD_BACKGROUND_MIN_BYTES = 1000
+    data = _items_bytes(20)
+    assert len(data) > 1000
+    with django_capture_on_commit_callbacks(execute=True):
+        response = researcher_client.post(reverse("annotate:study_new"),
+                                          {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", data)})
+    job = StudyImport.objects.get()
+    assert response.status_code == 302 and response.url == reverse("annotate:study_import", args=[job.pk])
+    assert job.status == "queued" and queued == [job.pk] and not Study.objects.exists()
+    page = researcher_client.get(response.url)
+    assert page.status_code == 200 and 'http-equiv="refresh"' in page.content.decode()
+    assert study_import_run_task.run(job.pk) == "done"
+    job.refresh_from_db()
+    assert job.study.items.count() == 20 and job.study.name == "Big study"
+    assert not study_upload_storage().exists(job.file_name)  # the items are in the database now
+    page = researcher_client.get(reverse("annotate:study_import", args=[job.pk])).content.decode()
+    assert 'id="import-done"' in page and "20 items" in page and 'http-equiv="refresh"' not in page
+    assert study_import_run_task.run(job.pk) == "already done"  # a redelivered task does nothing
+
+
+@pytest.mark.django_db
+def test_a_small_gzip_that_decompresses_past_the_threshold_goes_to_the_worker(researcher_client, settings, queued):
+    from django.urls import reverse
+
+    from annotate.models import StudyImport
+
+    settings.UPLOAD_BACKGROUND_MIN_BYTES = 2000
+    data = gzip.compress(_items_bytes(200))
+    assert len(data) < 2000
+    response = researcher_client.post(reverse("annotate:study_new"),
+                                      {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl.gz", data)})
+    assert response.status_code == 302 and StudyImport.objects.get().status == "queued"
+
+
+@pytest.mark.django_db
+def test_a_small_items_upload_is_still_created_in_the_request_and_leaves_no_file(researcher_client, settings):
+    from django.urls import reverse
+
+    from annotate.models import Study, StudyImport
+    from annotate.study_imports import study_upload_storage
+
+    root = Path(study_upload_storage().location)
+
+    def stored() -> set[Path]:
+        return {p for p in root.rglob("*") if p.is_file()} if root.exists() else set()
+
+    before = stored()
+    response = researcher_client.post(reverse("annotate:study_new"),
+                                      {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(3))})
+    assert response.status_code == 302 and Study.objects.get().items.count() == 3
+    assert not StudyImport.objects.exists()
+    assert stored() == before
+
+
+@pytest.mark.django_db
+def test_a_large_upload_with_bad_lines_ends_failed_and_its_page_lists_file_line_field(researcher_client, settings,
+                                                                                     queued):
+    from django.urls import reverse
+
+    from annotate.models import Study, StudyImport
+    from annotate.tasks import study_import_run_task
+
+    settings.UPLOAD_BACKGROUND_MIN_BYTES = 1000
+    researcher_client.post(reverse("annotate:study_new"),
+                           {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(20, bad_line=7))})
+    job = StudyImport.objects.get()
+    assert study_import_run_task.run(job.pk) == "failed"
+    job.refresh_from_db()
+    assert job.problems == ["items.jsonl, line 7, field 'topic': must be at most 100 characters"]
+    assert not Study.objects.exists()
+    page = researcher_client.get(reverse("annotate:study_import", args=[job.pk])).content.decode()
+    assert "line 7, field &#x27;topic&#x27;" in page and "nothing was created" in page
+
+
+@pytest.mark.django_db
+def test_a_study_import_that_fails_unexpectedly_ends_failed_never_running(researcher_client, settings, queued,
+                                                                        monkeypatch):
+    from django.urls import reverse
+
+    from annotate.models import StudyImport
+    from annotate.study_imports import study_import_run
+
+    settings.UPLOAD_BACKGROUND_MIN_BYTES = 1000
+    researcher_client.post(reverse("annotate:study_new"),
+                           {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(20))})
+    monkeypatch.setattr("annotate.study_imports.study_create", lambda **kw: (_ for _ in ()).throw(RuntimeError("x")))
+    job = study_import_run(study_import_id=StudyImport.objects.get().pk)
+    assert job.status == "failed" and "unexpected error (RuntimeError)" in job.error and job.finished_at
+
+
+@pytest.mark.django_db
+def test_the_study_import_task_returns_early_when_the_row_is_gone():
+    from annotate.tasks import study_import_run_task
+
+    assert study_import_run_task.run(987654) == "gone"
+
+
+@pytest.mark.django_db
+def test_a_study_imports_settings_survive_the_trip_through_the_worker(researcher_client, settings, queued):
+    from django.urls import reverse
+
+    from annotate.models import StudyImport
+    from annotate.tasks import study_import_run_task
+
+    settings.UPLOAD_BACKGROUND_MIN_BYTES = 1000
+    researcher_client.post(reverse("annotate:study_new"), {
+        **STUDY_FORM, "payment_per_item": "0.35", "lease_minutes": 45, "slug": "big-one",
+        "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(20))})
+    job = StudyImport.objects.get()
+    study_import_run_task.run(job.pk)
+    job.refresh_from_db()
+    study = job.study
+    assert (study.slug, str(study.payment_per_item), study.lease_minutes) == ("big-one", "0.35", 45)
