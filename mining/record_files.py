@@ -412,7 +412,8 @@ def _iter_csv(path: str | Path, compression: str | None, limits: ReadLimits) -> 
 
 def _check_magic(path: str | Path, kind: FileKind, head: bytes) -> None:
     if not head.startswith(COLUMNAR_MAGIC[kind.format]):
-        raise RecordFileError(path, None, f"not a {kind.format} file (it does not start with a {kind.format} signature)")
+        name = {"parquet": "a Parquet", "arrow": "an Arrow"}[kind.format]
+        raise RecordFileError(path, None, f"not {name} file (it does not start with the format's signature)")
 
 
 @contextmanager
