@@ -2,7 +2,8 @@
 
 Importers read values from files written by someone else; a value the database refuses
 (a topic name longer than its ``varchar(100)``, a NUL character, which PostgreSQL refuses in
-text and jsonb, a lone surrogate, NaN in a JSON column, an integer beyond its column) must
+text and jsonb, a lone surrogate, NaN in a JSON column, an integer beyond its column, a
+decimal with more whole digits than its column) must
 become an error that names the file, the line and the field, on SQLite (which would store
 it silently) and PostgreSQL (which would raise mid-transaction) alike. The limits come from
 the model's own fields (``max_length``, the integer type), so there is one mechanism and no
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from core.strict_json import StrictJSONError, check_int, check_text, check_value
@@ -45,9 +47,23 @@ def check_field_value(field: Any, value: Any, *, label: str) -> None:
         check_int(value, field=label, minimum=low, maximum=high)
     elif kind == "JSONField":
         check_value(value, field=label, max_string_length=UNBOUNDED)
+    elif kind == "DecimalField":
+        _check_decimal(value, field, label)
     elif isinstance(value, str):
         max_length = getattr(field, "max_length", None) or UNBOUNDED
         check_text(value, field=label, max_length=max_length)
+
+
+def _check_decimal(value: Any, field: Any, label: str) -> None:
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        raise StrictJSONError(label, "must be a number") from None
+    if not number.is_finite():
+        raise StrictJSONError(label, "must be a finite number (not NaN or Infinity)")
+    whole_digits = field.max_digits - field.decimal_places
+    if abs(number) >= Decimal(10) ** whole_digits:
+        raise StrictJSONError(label, f"must be less than {10 ** whole_digits:,} in absolute value")
 
 
 def check_stored_values(model: Any, values: Mapping[str, Any], *, labels: Mapping[str, str] | None = None) -> None:

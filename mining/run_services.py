@@ -11,6 +11,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from core.run_configs import RunConfigError
+from core.stored_values import StrictJSONError, check_stored_values
 from llm.models import FINISHED
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.run_configs import mining_config_parse
@@ -23,6 +24,20 @@ from mining.stages import LLM_STAGES
 CHANGEABLE = {"stages", "min_steps", "max_steps", "concurrency", "workers", "budget_usd", "failure_retries",
               "candidates_per_topic", "desired_valid_per_topic", "extract_batch_size"}
 FIXED = {"corpus", "topics", "seed", "executor"}
+
+
+# The configuration keys stored in MiningRun columns of the same name.
+COLUMN_KEYS = ("name", "candidates_per_topic", "desired_valid_per_topic", "extract_batch_size", "seed", "min_steps",
+               "max_steps", "concurrency", "workers", "budget_usd", "failure_retries")
+
+
+def _check_columns(config: dict[str, Any], source: str) -> None:
+    """A value its column cannot hold (``workers: 40000`` in a small integer) is the
+    configuration's error, on SQLite as on PostgreSQL (core/stored_values.py)."""
+    try:
+        check_stored_values(MiningRun, {key: config.get(key) for key in COLUMN_KEYS})
+    except StrictJSONError as exc:
+        raise RunConfigError(f"{source}: {exc.field} {exc.message}") from exc
 
 
 def _resolve_stages(config: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
@@ -81,6 +96,7 @@ def mining_run_create(*, config_text: str, source: str, corpus_name: str = "", c
                       start: bool = True) -> MiningRun:
     """Create a run from a YAML configuration (see ``mining/run_configs.py``)."""
     config = mining_config_parse(config_text, source=source)
+    _check_columns(config, source)
     name = corpus_name or config["corpus"]
     if not name:
         raise RunConfigError(f"{source}: no corpus: give --corpus NAME or a corpus key")
@@ -116,6 +132,7 @@ def mining_run_update_stages(*, run: MiningRun, config_text: str, source: str, s
     where their input changed) run again. Returns what changed and how many documents
     will be walked again."""
     config = mining_config_parse(config_text, source=source)
+    _check_columns(config, source)
     run = MiningRun.objects.select_for_update().get(pk=run.pk)
     if run.status == MiningRunStatus.RUNNING:
         raise RunConfigError(f"run {run.name!r} is running; pause it before changing its stages")

@@ -571,3 +571,19 @@ def test_a_study_imports_settings_survive_the_trip_through_the_worker(researcher
     job.refresh_from_db()
     study = job.study
     assert (study.slug, str(study.payment_per_item), study.lease_minutes) == ("big-one", "0.35", 45)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("line, field", [
+    ("workers: 40000", "workers"),
+    ("concurrency: 3000000000", "concurrency"),
+    ("budget_usd: 1000000000000", "budget_usd"),
+    ("name: " + "r" * 201, "name"),
+])
+def test_a_mining_run_config_value_beyond_its_column_is_refused_naming_the_key(line, field):
+    from mining.run_services import mining_run_create
+
+    text = "name: run\ncandidates_per_topic: 10\n" + line + "\n"
+    with pytest.raises(RunConfigError) as caught:
+        mining_run_create(config_text=text, source="run.yaml", corpus_name="web", start=False)
+    assert str(caught.value).startswith(f"run.yaml: {field} ")
