@@ -128,7 +128,7 @@ class BatchExecutor:
                 continue
             try:
                 line = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):
                 line = None
             if isinstance(line, dict):
                 lines.append((line.get("custom_id"), line, ""))

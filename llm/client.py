@@ -440,7 +440,7 @@ def completion_envelope(raw: Any) -> dict[str, Any]:
     if isinstance(raw, (bytes, bytearray, str)):
         try:
             body = json.loads(raw)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
             text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else raw
             raise MalformedResponse(f"200 with a body that is not JSON: {text[:120]!r}") from None
     else:

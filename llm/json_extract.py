@@ -4,12 +4,20 @@ Used when a server does not enforce a JSON schema (JSON mode or plain text), and
 scoring answers produced elsewhere. Tries, in order: the whole text; the text after the
 last ``</think>``; the inside of a fenced code block; the first balanced ``{...}`` object
 in the remaining text. Two different objects in one answer are ambiguous and refused,
-never settled by taking the first. Raises ``JSONExtractError`` saying what was wrong."""
+never settled by taking the first. An answer nested deeper than ``MAX_ANSWER_DEPTH`` is
+refused before any parsing (a hostile or broken model must not exhaust the recursion limit).
+Raises ``JSONExtractError`` saying what was wrong."""
 from __future__ import annotations
 
 import json
 import re
 from typing import Any
+
+from core.strict_json import nesting_depth
+
+# No stage's answer nests more than a few levels; 64 leaves room and stays far from the
+# interpreter's recursion limit.
+MAX_ANSWER_DEPTH = 64
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
@@ -89,6 +97,8 @@ def extract_json_object(text: str) -> dict[str, Any]:
     if text is None or not text.strip():
         raise JSONExtractError("the answer is empty")
     body = strip_reasoning(text).strip()
+    if nesting_depth(body) > MAX_ANSWER_DEPTH:
+        raise JSONExtractError(f"the answer nests JSON more than {MAX_ANSWER_DEPTH} levels deep")
     try:
         whole = json.loads(body)
     except json.JSONDecodeError:

@@ -137,6 +137,7 @@ SCHEMA = {"type": "object", "properties": {"has": {"type": "boolean"}}, "require
     (Raw("[]"), "JSON list"),
     (Raw(json.dumps({"choices": [{"message": {"content": {"has": True}}, "finish_reason": "stop"}]})), "non-string content"),
     (Raw(json.dumps({"object": "chat.completion"})), "no choices"),
+    (Raw('{"choices": ' + "[" * 100_000 + "]" * 100_000 + "}"), "not JSON"),
 ])
 def test_any_200_that_is_not_a_completion_becomes_an_api_error_outcome(quick, raw, reason):
     quick.LLM_MAX_ATTEMPTS = 2
@@ -168,6 +169,16 @@ def test_an_answer_holding_two_different_json_objects_is_parse_failed(quick):
         result = client.complete(LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": "x"}], schema=SCHEMA))
         client.close()
     assert result.outcome == "parse_failed" and "ambiguous" in result.error
+
+
+def test_an_answer_nested_beyond_any_stage_is_parse_failed_not_a_crash(quick):
+    deep = '{"has": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    with ScriptedLLM() as server:
+        server.default = lambda _: Reply(deep)
+        client = _client(server)
+        result = client.complete(LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": "x"}], schema=SCHEMA))
+        client.close()
+    assert result.outcome == "parse_failed" and "levels deep" in result.error
 
 
 class _Headers:
