@@ -23,7 +23,8 @@ TOPICS: tuple[str, ...] = (
 IMPORT_BATCH_SIZE = 2000
 
 # How2Everything App. B.3 (heuristics filter, step 1) and §3.2(2): a mined procedure keeps
-# between 5 and 15 steps, inclusive; both bounds are configurable per run.
+# between 5 and 15 steps, inclusive; both bounds are configurable per run. (The reference
+# CLI's mining config defaults to min_steps 4: a run from its config says so explicitly.)
 MIN_STEPS = 5
 MAX_STEPS = 15
 
@@ -31,6 +32,15 @@ MAX_STEPS = 15
 # repetition rate of its 2-, 3- or 4-grams (pooled over the normalised steps) is at or
 # above the threshold for that n, i.e. rate_2 >= 0.40 or rate_3 >= 0.35 or rate_4 >= 0.30.
 REPETITION_THRESHOLDS: dict[int, float] = {2: 0.40, 3: 0.35, 4: 0.30}
+
+# How2Everything App. B.3 says the steps are compared after "lowercasing and removing
+# punctuation"; the released How2Mine data was filtered by the reference code, which
+# lowercases with str.lower() and turns every character that is neither a word character
+# (Python's re \w on str: alphanumeric or "_") nor whitespace into a space. "reference"
+# is that rule (the default, so decisions agree with the released data); "nfkc_casefold"
+# is the earlier rule of this project (NFKC, casefold, Unicode punctuation P* to spaces).
+HEURISTICS_NORMALISATIONS: tuple[str, ...] = ("reference", "nfkc_casefold")
+HEURISTICS_NORMALISATION = "reference"
 
 # Corpus import (How2Everything §3.1: the pipeline reads web documents with an id, a URL,
 # a topic label and the page text). Rows per bulk insert, and how much an import report

@@ -15,19 +15,21 @@ Two checks run in sequence on the extracted steps of a procedure:
    the procedure. The procedure is rejected when rate_2 >= 0.40, rate_3 >= 0.35 or
    rate_4 >= 0.30 (``REPETITION_THRESHOLDS``); "at the threshold" is a rejection.
 
-Normalisation of one step, in this order:
+Normalisation of one step (``normalisation``, default ``"reference"``, the rule the
+released How2Mine data was filtered with):
 
-* Unicode NFKC, so compatibility forms (full-width letters, ligatures such as "ﬁ")
-  compare equal to their plain spelling;
-* ``str.casefold()`` (a stronger lowercasing: "Straße" and "STRASSE" become equal);
-* **punctuation** is every character whose Unicode general category starts with ``P``
-  (Pc, Pd, Ps, Pe, Pi, Pf, Po: ``. , ; : ! ? ' " - – — ( ) [ ] / … « » ¿`` and the
-  like). Each one is replaced by a space rather than deleted, so words joined only by
-  punctuation stay apart ("salt/pepper" -> "salt pepper", "step-by-step" -> "step by
-  step", "it's" -> "it s"). Symbols (category ``S``: ``$ + = ° ©``), digits and
-  letters are kept;
-* the result is split on runs of Unicode whitespace; empty pieces are dropped, so an
-  empty or punctuation-only step has no words and a one-word step has no n-grams.
+* ``"reference"``: ``str.lower()``; every character that is neither a word character
+  (``str.isalnum()`` or ``_``, i.e. Python's ``re`` word class on str) nor whitespace is
+  replaced by a space ("salt/pepper" -> "salt pepper", "it's" -> "it s", "180°C" ->
+  "180 c", "make_install" stays one word, a zero-width space or a combining accent
+  splits a word); the result is split on whitespace. A list of fewer than two steps has
+  no repetition (all rates 0.0).
+* ``"nfkc_casefold"`` (the earlier rule, kept as an option): Unicode NFKC (full-width
+  letters and ligatures become plain), ``str.casefold()`` ("Straße" equals "STRASSE"),
+  every punctuation character (Unicode category P*, including ``_``) replaced by a space,
+  symbols (category S: ``$ + = ° ©``) kept; split on whitespace.
+
+An empty or punctuation-only step has no words and a one-word step has no n-grams.
 
 The outcome is a :class:`PrefilterResult`. ``reason`` is ``""`` when the procedure
 passed, otherwise ``"<check>: <detail>"`` naming the *first* check that failed, in the
@@ -48,6 +50,7 @@ Pure Python with no Django imports: usable from a pipeline stage, a Celery task 
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -55,7 +58,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mining.constants import MAX_STEPS, MIN_STEPS, REPETITION_THRESHOLDS
+from mining.constants import (
+    HEURISTICS_NORMALISATION, HEURISTICS_NORMALISATIONS, MAX_STEPS, MIN_STEPS, REPETITION_THRESHOLDS,
+)
 from mining.record_files import RecordFileError, atomic_output, file_kind, iter_records
 
 NGRAM_SIZES: tuple[int, ...] = (2, 3, 4)
@@ -81,9 +86,20 @@ class _PunctuationToSpace(dict):
 _PUNCTUATION_TO_SPACE = _PunctuationToSpace()
 
 
-def normalise_step(step: str) -> list[str]:
-    """The words of one step after NFKC, casefolding and punctuation removal (see the
-    module docstring)."""
+# Neither a word character nor whitespace (``re`` on str is Unicode-aware).
+_NOT_WORD = re.compile(r"[^\w\s]+")
+
+
+def _check_normalisation(normalisation: str) -> None:
+    if normalisation not in HEURISTICS_NORMALISATIONS:
+        raise ValueError(f"normalisation must be one of {', '.join(HEURISTICS_NORMALISATIONS)}, got {normalisation!r}")
+
+
+def normalise_step(step: str, *, normalisation: str = HEURISTICS_NORMALISATION) -> list[str]:
+    """The words of one step under ``normalisation`` (see the module docstring)."""
+    if normalisation == "reference":
+        return _NOT_WORD.sub(" ", step.lower()).split()
+    _check_normalisation(normalisation)
     text = unicodedata.normalize("NFKC", step).casefold()
     return text.translate(_PUNCTUATION_TO_SPACE).split()
 
@@ -121,9 +137,12 @@ def _rates(steps_words: Sequence[Sequence[str]], sizes: Sequence[int]) -> list[f
     return rates
 
 
-def repetition_rates(steps: Sequence[str]) -> dict[str, float]:
-    """``{"2": rate_2, "3": rate_3, "4": rate_4}`` of raw (not yet normalised) steps."""
-    words = [normalise_step(step) for step in steps]
+def repetition_rates(steps: Sequence[str], *, normalisation: str = HEURISTICS_NORMALISATION) -> dict[str, float]:
+    """``{"2": rate_2, "3": rate_3, "4": rate_4}`` of raw (not yet normalised) steps.
+    Under the reference normalisation a list of fewer than two steps has rates 0.0."""
+    if normalisation == "reference" and len(steps) < 2:
+        return {str(n): 0.0 for n in NGRAM_SIZES}
+    words = [normalise_step(step, normalisation=normalisation) for step in steps]
     return dict(zip(map(str, NGRAM_SIZES), _rates(words, NGRAM_SIZES)))
 
 
@@ -165,7 +184,9 @@ class HeuristicsFilter:
         min_steps: int = MIN_STEPS,
         max_steps: int = MAX_STEPS,
         thresholds: Mapping[int, float] = REPETITION_THRESHOLDS,
+        normalisation: str = HEURISTICS_NORMALISATION,
     ):
+        _check_normalisation(normalisation)
         if isinstance(min_steps, bool) or not isinstance(min_steps, int) or min_steps < 0:
             raise ValueError(f"min_steps must be a whole number >= 0, got {min_steps!r}")
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < min_steps:
@@ -178,9 +199,10 @@ class HeuristicsFilter:
         self.min_steps = min_steps
         self.max_steps = max_steps
         self.thresholds = {n: float(thresholds[n]) for n in NGRAM_SIZES}
+        self.normalisation = normalisation
 
     def check(self, steps: Sequence[str]) -> PrefilterResult:
-        repetition = repetition_rates(steps)
+        repetition = repetition_rates(steps, normalisation=self.normalisation)
         count = len(steps)
         if count < self.min_steps:
             return PrefilterResult(False, f"{TOO_FEW_STEPS}: {count} < {self.min_steps}", repetition)
@@ -254,6 +276,7 @@ def prefilter_file(
     *,
     min_steps: int = MIN_STEPS,
     max_steps: int = MAX_STEPS,
+    normalisation: str = HEURISTICS_NORMALISATION,
 ) -> PrefilterSummary:
     """Stream ``input_path`` (JSONL, plain or compressed) to ``output_path``, adding
     ``"prefilter": {"passed", "reason", "repetition"}`` to every record.
@@ -262,7 +285,7 @@ def prefilter_file(
     A ``prefilter`` key already in a record is replaced. The output appears only when
     every record was processed: on a bad record a :class:`RecordFileError` naming the
     file, line and field is raised and ``output_path`` is left as it was."""
-    stage = HeuristicsFilter(min_steps=min_steps, max_steps=max_steps)
+    stage = HeuristicsFilter(min_steps=min_steps, max_steps=max_steps, normalisation=normalisation)
     _require_jsonl(input_path)
     _require_jsonl(output_path)
     if not Path(input_path).is_file():

@@ -115,7 +115,7 @@ def stage_plans(run: MiningRun) -> dict[str, StagePlan]:
 
 def heuristics_key(draft: Draft, stage: HeuristicsStage) -> str:
     payload = [list(draft.steps), stage.filter.min_steps, stage.filter.max_steps,
-               sorted(stage.filter.thresholds.items())]
+               sorted(stage.filter.thresholds.items()), stage.filter.normalisation]
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
