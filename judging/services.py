@@ -68,12 +68,24 @@ def generation_request(procedure: Procedure, language_model: LanguageModel, prom
     return LLMRequest(stage="generate", messages=[{"role": "user", "content": text}], params=params)
 
 
+def run_name_check(*, run_class: type[GenerationRun] | type[JudgeRun], name: str) -> None:
+    """Refuse a run name that is taken, naming the run (a re-run of ``bench_run generate``
+    or ``judge`` with the same config is not a resume: ``bench_run retry NAME`` is)."""
+    existing = run_class.objects.filter(name=name).values_list("pk", flat=True).first()
+    if existing is not None:
+        kind = "generation run" if run_class is GenerationRun else "judge run"
+        raise ValueError(
+            f"{kind} {name!r} already exists (id {existing}); choose another name, or see it with "
+            f"'bench_run status {name}' and ask its failed requests again with 'bench_run retry {name}'")
+
+
 @transaction.atomic
 def generation_run_create(
     *, name: str, language_model: LanguageModel, split: str = "bench", sample_per_topic: int | None = None,
     seed: int = 0, prompt_file: str | None = None, executor: str = "online", concurrency: int = 16,
     budget_usd: Decimal | None = None, start: bool = True,
 ) -> GenerationRun:
+    run_name_check(run_class=GenerationRun, name=name)
     prompt = prompt_load(prompt_file or DEFAULT_PROMPTS[language_model.prompt_style], kind="generate")
     procedure_ids = sample_procedures(split=split, per_topic=sample_per_topic, seed=seed)
     if not procedure_ids:
@@ -102,6 +114,7 @@ def judge_run_create(
 ) -> JudgeRun:
     """Judge every usable generation of a run. A judge name is used once per generation
     run, so re-judging with another judge adds judgments and never overwrites."""
+    run_name_check(run_class=JudgeRun, name=name)
     if JudgeRun.objects.filter(generation_run=generation_run, judge=judge).exists():
         raise ValueError(f"generation run {generation_run.name!r} already has judge {judge!r}; choose another judge name")
     prompt = prompt_load(prompt_file or DEFAULT_JUDGE_PROMPT, kind="how2score_judge")

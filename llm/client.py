@@ -74,9 +74,13 @@ class LLMRequest:
     schema: dict[str, Any] | None = None
     prompt: str | None = None  # a plain completion prompt (base models): sent to /completions
 
-    def key(self, model: str) -> str:
-        """Ledger key: a hash of (model, messages or prompt, sampling parameters, schema)."""
+    def key(self, model: str, *, base_url: str = "") -> str:
+        """Ledger key: a hash of (endpoint base URL, model, messages or prompt, sampling
+        parameters, schema). Product code calls :meth:`key_for` with the endpoint; a
+        trailing ``/`` of the URL does not matter. Keys written before the URL was part of
+        the key no longer match, so such a request is asked again once."""
         payload = {
+            "base_url": base_url.strip().rstrip("/"),
             "model": model,
             "messages": self.messages,
             "params": {k: v for k, v in sorted(self.params.items()) if v is not None},
@@ -85,6 +89,11 @@ class LLMRequest:
         if self.prompt is not None:
             payload["prompt"] = self.prompt
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+    def key_for(self, endpoint: Endpoint) -> str:
+        """The ledger key of this request sent to ``endpoint``: the one function the
+        client, jobs, mining stage reuse, run resume and collection all use."""
+        return self.key(endpoint.model, base_url=endpoint.base_url)
 
     @property
     def path_url(self) -> str:
@@ -250,7 +259,7 @@ class LLMClient:
         executor does it for all its keys at once), so the per-call lookup is skipped.
         ``watch`` hears of every failed attempt and may stop the call between attempts
         (``Interrupted``: nothing is recorded)."""
-        key = request.key(self.endpoint.model)
+        key = request.key_for(self.endpoint)
         entry = None if known_unfinished else ledger_lookup(key)
         if entry is not None:
             return LLMResult.from_entry(entry, cached=True)

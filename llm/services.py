@@ -62,7 +62,7 @@ def llm_job_create(
                  endpoint_overrides=endpoint_overrides or {}, requests=[r.to_dict() for r in requests],
                  n_total=len(requests))
     endpoint = job_endpoint(job)  # fails early and clearly when nothing is configured
-    job.keys = [r.key(endpoint.model) for r in requests]
+    job.keys = [r.key_for(endpoint) for r in requests]
     job.save()
     if start:
         _enqueue(job)

@@ -76,7 +76,7 @@ def _is_record_file(path: Path) -> bool:
     return True
 
 
-def corpus_files(path: str | Path, include: str | None = None) -> list[Path]:
+def corpus_files(path: str | Path, include: str | list[str] | None = None) -> list[Path]:
     """The record files to import from ``path``: the file itself, or every file below a
     directory (recursively, sorted, hidden files skipped) whose name, or path relative
     to the directory, matches ``include``. Without ``include``, every file of a
@@ -95,7 +95,8 @@ def corpus_files(path: str | Path, include: str | None = None) -> list[Path]:
         if include is None:
             if _is_record_file(candidate):
                 found.append(candidate)
-        elif fnmatch.fnmatch(candidate.name, include) or fnmatch.fnmatch(relative.as_posix(), include):
+        elif any(fnmatch.fnmatch(candidate.name, glob) or fnmatch.fnmatch(relative.as_posix(), glob)
+                 for glob in ([include] if isinstance(include, str) else include)):  # a list: any of its globs
             file_kind(candidate)
             found.append(candidate)
     return found

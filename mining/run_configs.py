@@ -28,13 +28,16 @@ from typing import Any
 
 from core.run_configs import RunConfigError, config_parse
 from mining.constants import MAX_STEPS, MIN_STEPS, MINING_STAGE_MAX_TOKENS, MINING_TEMPERATURE
+from mining.reference_configs import OWN_KEYS, REFERENCE_KEYS, is_reference_shape, mining_reference_translate
 from mining.stages import LLM_STAGES
 
 RUN_KEYS = {
     "name", "corpus", "topics", "candidates_per_topic", "desired_valid_per_topic", "extract_batch_size", "seed",
     "min_steps", "max_steps", "executor", "concurrency", "workers", "budget_usd", "failure_retries", "stages",
 }
-STAGE_KEYS = {"role", "prompt_file", "base_url", "model", "api_key_env", "temperature", "max_tokens"}
+STAGE_KEYS = {"role", "prompt_file", "base_url", "model", "api_key_env", "temperature", "max_tokens", "reasoning_effort",
+              "mode", "params", "requests_per_minute", "tokens_per_minute"}
+STAGE_MODES = ("chat", "generate")
 EXECUTORS = ("online", "batch")
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
@@ -82,12 +85,40 @@ def _stage_spec(stage: str, given: Any, source: str) -> dict[str, Any]:
                                             or not isinstance(spec["temperature"], (int, float))):
         raise RunConfigError(f"{source}: stages.{stage}.temperature must be a number")
     _int(spec, "max_tokens", f"{source}: stages.{stage}", default=None, minimum=1)
+    # Options of the reference configurations, usable in ours too (docs/reference-cli.md).
+    params = dict(given.get("params") or {})
+    if not isinstance(given.get("params") or {}, dict):
+        raise RunConfigError(f"{source}: stages.{stage}.params must be a mapping of request options")
+    if given.get("reasoning_effort") is not None:
+        params["reasoning_effort"] = str(given["reasoning_effort"])
+    if params:
+        spec["params"] = params
+    mode = given.get("mode", "chat")
+    if mode not in STAGE_MODES:
+        raise RunConfigError(f"{source}: stages.{stage}.mode must be chat or generate (a plain completion)")
+    if mode != "chat":
+        spec["mode"] = mode
+    for key in ("requests_per_minute", "tokens_per_minute"):
+        if _int(given, key, f"{source}: stages.{stage}", default=None, minimum=0) is not None:
+            spec[key] = given[key]
     return spec
 
 
 def mining_config_parse(text: str, *, source: str) -> dict[str, Any]:
     """The configuration with every default filled in. Errors name the source and the key."""
-    data = config_parse(text, source=source, allowed=RUN_KEYS, required={"name", "candidates_per_topic"})
+    data = config_parse(text, source=source, allowed=RUN_KEYS | REFERENCE_KEYS | {"stages"} | OWN_KEYS,
+                        required=set())
+    reference = None
+    if is_reference_shape(data):  # the reference CLI's shape (mining/reference_configs.py)
+        data = mining_reference_translate(data, source=source)
+        reference = data.pop("reference")
+    unknown = set(data) - RUN_KEYS
+    if unknown:
+        raise RunConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
+                             f"allowed: {', '.join(sorted(RUN_KEYS))}")
+    missing = {"name", "candidates_per_topic"} - set(data)
+    if missing:
+        raise RunConfigError(f"{source}: missing key(s) {', '.join(sorted(missing))}")
     name = str(data["name"] or "").strip()
     if not name:
         raise RunConfigError(f"{source}: name must not be empty")
@@ -132,4 +163,6 @@ def mining_config_parse(text: str, *, source: str) -> dict[str, Any]:
             spec["temperature"] = MINING_TEMPERATURE
         if spec["max_tokens"] is None:
             spec["max_tokens"] = MINING_STAGE_MAX_TOKENS[stage]
+    if reference is not None:
+        config["reference"] = reference
     return config

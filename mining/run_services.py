@@ -212,3 +212,61 @@ def mining_run_retry_failures(*, run: MiningRun, start: bool = True) -> int:
         if start:
             _enqueue(run)
     return n
+
+
+# --- Configurations in the reference CLI's shape (mining/reference_configs.py) ------------
+
+
+def mining_reference_inputs_import(*, config: dict[str, Any], corpus_name: str = "") -> str:
+    """Import a reference configuration's ``inputs`` as a corpus (named after the run unless
+    ``corpus_name`` is given) and return the corpus name. Documents already in it are
+    skipped, so launching the same file again adds nothing; a bad row stops the import
+    with its file, line and field, and nothing is stored."""
+    from mining.document_records import DocumentFields
+    from mining.services import CorpusImportFailed, corpus_import
+
+    inputs = (config.get("reference") or {}).get("inputs")
+    name = corpus_name or config.get("corpus") or config["name"]
+    if not inputs:
+        return name
+    try:
+        corpus_import(name=name, path=inputs["path"], fields=DocumentFields(**inputs["fields"]),
+                      include=inputs["include"] or None, create_topics=True, fixed_topic=inputs["fixed_topic"])
+    except FileNotFoundError as exc:
+        raise RunConfigError(f"inputs.path: {inputs['path']}: no such file or folder") from exc
+    except CorpusImportFailed as exc:
+        raise RunConfigError("inputs: " + "\n".join(exc.report.lines())) from exc
+    return name
+
+
+def mining_reference_export(*, run: MiningRun) -> list[str]:
+    """Write a finished run's procedures where the reference writes them
+    (``out_root/data/all_valid.<ext>``, How2Mine records), in shards no larger than
+    ``export.max_file_size`` when one is given; returns the files written."""
+    from pathlib import Path
+
+    from mining.procedure_records import HOW2MINE_SCHEMA_VERSION
+    from mining.services import procedure_export, shard_path
+
+    export = ((run.config or {}).get("reference") or {}).get("export")
+    if not export:
+        return []
+    output = Path(export["output"])
+    n = procedure_export(output=output, fmt=export["format"], shape=HOW2MINE_SCHEMA_VERSION, mining_run=run.name)
+    limit = export.get("max_file_size")
+    if not limit or n < 2 or output.stat().st_size <= limit:
+        return [str(output)]
+    shards = -(-output.stat().st_size // limit)
+    per_shard = max(1, -(-n // shards))
+    while True:  # records differ in size: shrink the shards until every one fits
+        total = -(-n // per_shard)
+        procedure_export(output=output, fmt=export["format"], shape=HOW2MINE_SCHEMA_VERSION, mining_run=run.name,
+                         shard_size=per_shard)
+        paths = [shard_path(output, i, total) for i in range(total)]
+        if per_shard == 1 or all(p.stat().st_size <= limit for p in paths):
+            break
+        for p in paths:
+            p.unlink(missing_ok=True)
+        per_shard = max(1, per_shard * 3 // 4)
+    output.unlink(missing_ok=True)
+    return [str(p) for p in paths]

@@ -206,7 +206,7 @@ class Walker:
             else:
                 plan = self.plans[stage]
                 request = plan.request(draft)
-                key = request.key(plan.endpoint.model)
+                key = request.key_for(plan.endpoint)
                 if existing is not None and existing.request_key == key and existing.status in GENUINE:
                     verdict = Verdict(existing.status, existing.reason, _draft_from(existing, draft))
                 else:
@@ -582,7 +582,7 @@ def mining_run_batch_step(run: MiningRun) -> str:
                 outcome = walker.walk(candidate, collect=True)
                 if isinstance(outcome, NeedsRequest):
                     plan = walker.plans[outcome.stage]
-                    key = outcome.request.key(plan.endpoint.model)
+                    key = outcome.request.key_for(plan.endpoint)
                     if key not in seen:
                         seen.add(key)
                         group = (outcome.stage, json.dumps(plan.overrides, sort_keys=True))

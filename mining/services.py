@@ -194,7 +194,7 @@ def _insert_new(batch: list[Procedure]) -> tuple[int, int]:
     return len(fresh), len(batch) - len(fresh)
 
 
-EXPORT_FORMATS = ("jsonl", "parquet")
+EXPORT_FORMATS = ("jsonl", "parquet", "arrow")  # arrow: an Arrow IPC file (the reference's arrow_ipc)
 EXPORT_SHAPES = ("flat", HOW2MINE_SCHEMA_VERSION)
 
 
@@ -279,7 +279,7 @@ def _export_file(output: str | Path, procedures: Iterable[Procedure], fmt: str, 
     with atomic_output(output) as handle:
         if fmt == "jsonl":
             return _write_jsonl(handle, records)
-        return _write_parquet(handle, records, shape)
+        return _write_parquet(handle, records, shape, arrow=fmt == "arrow")
 
 
 def _write_jsonl(handle, records: Iterator[dict]) -> int:
@@ -311,7 +311,8 @@ def _parquet_schema(shape: str):
     ])
 
 
-def _write_parquet(handle, records: Iterator[dict], shape: str) -> int:
+def _write_parquet(handle, records: Iterator[dict], shape: str, *, arrow: bool = False) -> int:
+    """Parquet, or with ``arrow`` an Arrow IPC file of the same schema."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -319,7 +320,7 @@ def _write_parquet(handle, records: Iterator[dict], shape: str) -> int:
     json_columns = ("processed_example", "mining_run", "prompt_hashes") if shape != "flat" else ()
     count = 0
     chunk: list[dict] = []
-    with pq.ParquetWriter(handle, schema) as writer:
+    with (pa.ipc.new_file(handle, schema) if arrow else pq.ParquetWriter(handle, schema)) as writer:
         for record in records:
             for key in json_columns:
                 if key in record:
@@ -399,6 +400,7 @@ def corpus_import(
     skip_bad: bool = False,
     create_topics: bool = False,
     description: str = "",
+    fixed_topic: str = "",
 ) -> CorpusImportReport:
     """Import the documents of a file, or of every matching file below a folder, into the
     corpus ``name`` (created if needed), streaming, in batches of bulk inserts.
@@ -408,7 +410,10 @@ def corpus_import(
     its file, line and field. Without ``skip_bad`` one bad row means nothing is stored
     (the whole import is one transaction) and ``CorpusImportFailed`` carries the report;
     an unreadable file (malformed JSON or CSV, truncated compression) raises
-    ``RecordFileError`` and stores nothing, with or without ``skip_bad``."""
+    ``RecordFileError`` and stores nothing, with or without ``skip_bad``.
+
+    ``fixed_topic`` (created if needed) is every document's topic, whatever its row
+    says: the reference configurations' no-topics mode mines all documents as one topic."""
     name = _corpus_name_checked(name, description)
     files = corpus_files(path, include)
     if not files:
@@ -421,6 +426,7 @@ def corpus_import(
             corpus.save(update_fields=["description"])
         stored_before = corpus.documents.order_by("-pk").values_list("pk", flat=True).first() or 0
         topics = TopicResolver(create=create_topics)
+        the_topic = TopicResolver(create=True).resolve(fixed_topic) if fixed_topic else None
         batch: list[tuple[str, Document]] = []
         limits = record_read_limits()
         for file in files:
@@ -429,7 +435,7 @@ def corpus_import(
                 try:
                     record = parse_document_record(raw, fields)
                     _check_document_storable(record, fields)
-                    topic = _document_topic(record, topics, fields)
+                    topic = the_topic or _document_topic(record, topics, fields)
                 except RecordFieldError as exc:
                     report.add_bad(str(RecordFileError(file, position, exc.message, exc.field)))
                     continue

@@ -13,7 +13,7 @@ from judging.score_services import components_run_create, components_run_execute
 from judging.selectors import judge_run_score
 from judging.services import (
     generation_run_create, generation_run_execute, judge_run_create, judge_run_execute, language_model_register,
-    run_control,
+    run_control, run_name_check,
 )
 from llm.endpoints import EndpointNotConfigured
 from llm.runs import owned_run_state, run_state_json
@@ -59,6 +59,7 @@ class Command(BaseCommand):
 
     def _generate(self, options) -> None:
         config = generation_config_load(options["config"])
+        run_name_check(run_class=GenerationRun, name=config["name"])  # before the model is (re)registered
         model = language_model_register(**config.pop("model"))
         run = generation_run_create(language_model=model, start=not options["wait"], **config)
         self.stdout.write(f"generation run {run.name!r} (id {run.pk}): {len(run.procedure_ids)} procedures")

@@ -13,7 +13,10 @@ from mining.models import MiningRun
 from mining.run_configs import mining_config_parse
 from llm.runs import run_state_json
 from mining.run_selectors import mining_run_progress, mining_run_state
-from mining.run_services import mining_run_create, mining_run_retry_failures, mining_run_update_stages
+from mining.run_services import (
+    mining_reference_export, mining_reference_inputs_import, mining_run_create, mining_run_retry_failures,
+    mining_run_update_stages,
+)
 from mining.runner import mining_run_execute
 
 
@@ -53,7 +56,12 @@ class Command(BaseCommand):
         source = options["config"]
         try:
             text = config_read(source)
-            name = mining_config_parse(text, source=source)["name"]
+            parsed = mining_config_parse(text, source=source)
+            name = parsed["name"]
+            for note in (parsed.get("reference") or {}).get("notes", []):  # a reference CLI configuration
+                self.stdout.write(f"note: {note}")
+            if (parsed.get("reference") or {}).get("inputs"):
+                options["corpus"] = mining_reference_inputs_import(config=parsed, corpus_name=options["corpus"] or "")
             existing = MiningRun.objects.filter(name=name).first()
             if existing is not None:
                 if options["corpus"] and options["corpus"] != existing.corpus.name:
@@ -75,6 +83,11 @@ class Command(BaseCommand):
         if options["wait"]:
             self._execute(run)
             self.stdout.write(json.dumps(mining_run_progress(run)["totals"], default=str))
+            for path in mining_reference_export(run=run):  # a reference configuration's export
+                self.stdout.write(f"exported {path}")
+        elif (run.config or {}).get("reference"):
+            self.stdout.write("the reference configuration's export is written by mine_run --wait, or later with "
+                              f"export_procedures --mining-run {run.name} --shape how2mine.v1 --output FILE")
 
     @staticmethod
     def _run(name: str) -> MiningRun:
