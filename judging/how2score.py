@@ -34,12 +34,14 @@ class JudgeAnswerError(ValueError):
         super().__init__(f"field '{field}': {message}" if field else message)
 
 
-def _step_list(value: Any, field: str, limit: int | None) -> list[int]:
+def _step_list(value: Any, field: str, limit: int | None, *, imported: bool = False) -> list[int]:
     if not isinstance(value, list):
         raise JudgeAnswerError(f"expected a list of step numbers, got {type(value).__name__}", field)
     steps = []
     list_name = field.rsplit(".", 1)[-1].split("_")[0]  # "L1" or "L2"
     for index, item in enumerate(value):
+        if imported and item == 0 and not isinstance(item, bool):
+            continue  # a file's step 0 links no step: kept in the record, not stored as a link
         # bool is an int subclass in Python; true/false are not step numbers.
         if isinstance(item, bool) or not isinstance(item, int) or item < 1:
             raise JudgeAnswerError(f"expected a step number (an integer >= 1), got {item!r}", f"{field}[{index}]")
@@ -49,11 +51,17 @@ def _step_list(value: Any, field: str, limit: int | None) -> list[int]:
     return steps
 
 
-def validate_judge_answer(value: Any, *, n_l1: int | None = None, n_l2: int | None = None) -> dict[str, Any]:
+def validate_judge_answer(value: Any, *, n_l1: int | None = None, n_l2: int | None = None,
+                          imported: bool = False) -> dict[str, Any]:
     """Check the shape of a decoded answer and return it with only the known fields.
 
     With ``n_l1`` and ``n_l2`` (the step counts of the reference and of the candidate), a
     failure may only link steps 1..n_l1 of L1 and 1..n_l2 of L2, as an annotator's may.
+
+    ``imported``: the failures of a judgment file, which records what a judge wrote
+    (a How2Bench judgment file keeps the judge's failures unchecked): a failure's text may
+    be empty and a step 0 names no step (left out of the returned links); a step beyond
+    the list, a negative step or a non-integer is still refused.
 
     Raises ``JudgeAnswerError`` naming the first wrong field, e.g.
     ``critical_failures[1].L2_steps[0]``."""
@@ -78,12 +86,12 @@ def validate_judge_answer(value: Any, *, n_l1: int | None = None, n_l2: int | No
             if name not in raw:
                 raise JudgeAnswerError("missing", f"{where}.{name}")
         text = raw["failure"]
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str) or not (text.strip() or imported):
             raise JudgeAnswerError(f"expected a non-empty string, got {text!r}", f"{where}.failure")
         failures.append({
             "failure": text,
-            "L1_steps": _step_list(raw["L1_steps"], f"{where}.L1_steps", n_l1),
-            "L2_steps": _step_list(raw["L2_steps"], f"{where}.L2_steps", n_l2),
+            "L1_steps": _step_list(raw["L1_steps"], f"{where}.L1_steps", n_l1, imported=imported),
+            "L2_steps": _step_list(raw["L2_steps"], f"{where}.L2_steps", n_l2, imported=imported),
         })
     return {"reasoning": reasoning, "critical_failures": failures}
 
@@ -118,14 +126,18 @@ def how2score_estimate(n_no_failure: int, n_judged: int, *, n_unusable: int = 0,
     """How2Score with its uncertainty and its coverage: the one shape every page, export and
     API answer gives a score in.
 
-    ``how2score`` = 100 x n_no_failure / n_judged (None when nothing was judged); ``ci95``
+    ``how2score`` = 100 x n_no_failure / n_judged (None when nothing was judged; the one
+    rule for a slice or topic with nothing scored, everywhere), ``how2score_percent`` the
+    same number under the name the reference's files use for the 0-100 form; ``ci95``
     its 95 % Wilson score interval on the same scale (``interval`` names it); ``n_judged``
     the generations with a usable verdict; ``n_unusable`` those whose judge answer was not
     usable (never scored); ``coverage`` = n_items_judged / n_items, the share of the slice's
     items (procedures) with at least one usable verdict (None when ``n_items`` is unknown)."""
     interval = wilson_interval(n_no_failure, n_judged)
+    score = HOW2SCORE_SCALE * n_no_failure / n_judged if n_judged else None
     return {
-        "how2score": HOW2SCORE_SCALE * n_no_failure / n_judged if n_judged else None,
+        "how2score": score,
+        "how2score_percent": score,
         "ci95": [HOW2SCORE_SCALE * interval[0], HOW2SCORE_SCALE * interval[1]] if interval else None,
         "interval": WILSON,
         "n_judged": n_judged,
@@ -148,7 +160,8 @@ class How2ScoreTally:
         self.n_parse_failed = 0
         self._scored = 0
         self._passed = 0
-        self._topics: dict[str, list[int]] = {}  # topic -> [n_scored, n_no_failure, n_unusable]
+        self._topics: dict[str, list[int]] = {}  # topic -> [n_scored, n_no_failure, n_unusable, n_failures]
+        self._failures = 0  # critical failures listed by the scored verdicts
         self._items: set[Any] = set()
         self._items_judged: set[Any] = set()
 
@@ -156,18 +169,20 @@ class How2ScoreTally:
     def n_unusable(self) -> int:
         return self.n_parse_failed
 
-    def add(self, topic: str, has_failure_label: bool | None, item: Any = None) -> None:
+    def add(self, topic: str, has_failure_label: bool | None, item: Any = None, n_failures: int = 0) -> None:
         key = ("verdict", self.n) if item is None else ("item", item)
         self.n += 1
         self._items.add(key)
-        counts = self._topics.setdefault(topic, [0, 0, 0])
+        counts = self._topics.setdefault(topic, [0, 0, 0, 0])
         if has_failure_label is None:
             self.n_parse_failed += 1
             counts[2] += 1
             return
         self._items_judged.add(key)
         self._scored += 1
+        self._failures += n_failures
         counts[0] += 1
+        counts[3] += n_failures
         if not has_failure_label:
             self._passed += 1
             counts[1] += 1
@@ -184,11 +199,45 @@ class How2ScoreTally:
             self._passed, self._scored, n_unusable=self.n_parse_failed,
             n_items=len(self._items) if n_items is None else n_items, n_items_judged=len(self._items_judged))
         by_topic = {}
-        for topic, (scored, passed, unusable) in sorted(self._topics.items()):
+        for topic, (scored, passed, unusable, _) in sorted(self._topics.items()):
             topic_estimate = how2score_estimate(passed, scored)
             by_topic[topic] = {"how2score": topic_estimate["how2score"], "ci95": topic_estimate["ci95"],
                                "n_scored": scored, "n_unusable": unusable}
         return {**estimate, "n": self.n, "n_scored": self._scored, "n_parse_failed": self.n_parse_failed,
+                "by_topic": by_topic}
+
+
+    def reference_result(self) -> dict[str, Any]:
+        """``result()`` with the fields of a How2Bench aggregate (``summary.json`` and
+        ``by_topic.csv`` of the reference CLI), computed by the same rule: a record marked
+        ``parse_failed`` is left out of scoring and counted in ``n_parse_failed``.
+
+        ``how2score`` is there on 0-1 and ``how2score_percent`` on 0-100; ``n_examples``
+        (= ``n_judged``), ``n_with_failures``, ``failure_rate`` and
+        ``avg_failures_per_example`` (``n_failures`` summed over the scored records, divided
+        by their number). Per topic the same, plus ``topic`` and ``n_judged``. Where nothing
+        was scored every score and rate is None (the product's one rule; the reference
+        writes 0.0 there beside its n of 0). ``ci95`` stays on 0-100."""
+        result = self.result()
+
+        def forms(scored: int, passed: int, failures: int) -> dict[str, Any]:
+            return {
+                "how2score": passed / scored if scored else None,
+                "how2score_percent": HOW2SCORE_SCALE * passed / scored if scored else None,
+                "n_examples": scored,
+                "n_with_failures": scored - passed,
+                "failure_rate": (scored - passed) / scored if scored else None,
+                "avg_failures_per_example": failures / scored if scored else None,
+            }
+
+        summary = forms(self._scored, self._passed, self._failures)
+        by_topic = {}
+        for topic, (scored, passed, unusable, failures) in sorted(self._topics.items()):
+            row = forms(scored, passed, failures)
+            del row["n_examples"]
+            by_topic[topic] = {"topic": topic, "n_judged": scored, **row, "n_parse_failed": unusable,
+                               "ci95": result["by_topic"][topic]["ci95"], "n_scored": scored, "n_unusable": unusable}
+        return {**summary, **{k: v for k, v in result.items() if k not in summary and k != "by_topic"},
                 "by_topic": by_topic}
 
 
@@ -207,24 +256,39 @@ class JudgmentRecord:
     source_example_id: str | int
     topic: str
     has_failure: bool | None
-    """None when ``judge_completion`` could not be read as a How2Score answer."""
+    """None when ``judge_completion`` could not be read as a How2Score answer, or the
+    record says ``parse_failed: true``."""
     parse_error: str | None
+    n_failures: int = 0
 
 
 def judgment_record(record: dict[str, Any]) -> JudgmentRecord:
     """Check one ``bench_aggregate`` input record and read its verdict.
 
-    Required: ``source_example_id``, ``topic`` and either ``has_failure`` (true/false) or
-    ``judge_completion`` (the judge's raw answer text, read with ``parse_judge_answer``).
-    ``has_failure`` wins when both are given. An unreadable ``judge_completion`` is not an
-    error of the record: it becomes ``has_failure=None`` with the reason in
-    ``parse_error``. Raises ``RecordFieldError`` for a malformed record."""
+    Required: ``source_example_id`` and either ``has_failure`` (true/false) or
+    ``judge_completion`` (the judge's raw answer text, read with ``parse_judge_answer``);
+    ``topic`` empty or absent is the ``none`` topic (a file made without topics).
+    ``has_failure`` wins when both are given. A record with ``parse_failed: true`` (a
+    How2Bench judgment file's mark of an answer its judge could not read; it also says
+    ``has_failure: true``) and an unreadable ``judge_completion`` are not errors of the
+    record: they become ``has_failure=None`` with the reason in ``parse_error``.
+    ``n_failures`` (default: the length of ``critical_failures``) feeds the average number
+    of failures. Raises ``RecordFieldError`` for a malformed record."""
     example_id, topic = example_identity(record)
+    parse_failed = record.get("parse_failed", False)
+    if not isinstance(parse_failed, bool):
+        raise RecordFieldError("parse_failed", f"expected true or false, got {parse_failed!r}")
+    if parse_failed:
+        return JudgmentRecord(example_id, topic, None, "the file marks it parse_failed")
+    failures = record.get("critical_failures")
+    n_failures = record.get("n_failures", len(failures) if isinstance(failures, list) else 0)
+    if isinstance(n_failures, bool) or not isinstance(n_failures, int) or n_failures < 0:
+        raise RecordFieldError("n_failures", f"expected a count (an integer >= 0), got {n_failures!r}")
     label = record.get("has_failure")
     if label is not None:
         if not isinstance(label, bool):
             raise RecordFieldError("has_failure", f"expected true or false, got {label!r}")
-        return JudgmentRecord(example_id, topic, label, None)
+        return JudgmentRecord(example_id, topic, label, None, n_failures)
     if record.get("judge_completion") is None:
         raise RecordFieldError("has_failure", "missing: give has_failure or judge_completion")
     completion = record["judge_completion"]
@@ -234,7 +298,7 @@ def judgment_record(record: dict[str, Any]) -> JudgmentRecord:
         answer = parse_judge_answer(completion)
     except JudgeAnswerError as exc:
         return JudgmentRecord(example_id, topic, None, str(exc))
-    return JudgmentRecord(example_id, topic, has_failure(answer), None)
+    return JudgmentRecord(example_id, topic, has_failure(answer), None, len(answer["critical_failures"]))
 
 
 # The judge's answer as a JSON schema (How2Everything App. H.3, Figure 22), sent as the

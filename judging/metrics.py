@@ -24,6 +24,7 @@ from judging.constants import (
 )
 from judging.steps import parse_completion
 from judging.tokens import procedure_tokens
+from mining.procedure_records import NO_TOPIC
 
 # ---------------------------------------------------------------------------------------
 # Formatting proxies (App. D.3)
@@ -271,17 +272,18 @@ def _type_name(value: Any) -> str:
 
 
 def example_identity(record: dict[str, Any]) -> tuple[str | int, str]:
-    """``(source_example_id, topic)`` of an input record, checked."""
+    """``(source_example_id, topic)`` of an input record, checked; an empty or absent
+    topic is ``NO_TOPIC`` ("none"), where procedure imports put topic-less records too."""
     if "source_example_id" not in record:
         raise RecordFieldError("source_example_id", "missing")
     example_id = record["source_example_id"]
     if isinstance(example_id, bool) or not isinstance(example_id, (str, int)):
         raise RecordFieldError("source_example_id", f"expected a string, got {_type_name(example_id)}")
-    if "topic" not in record:
-        raise RecordFieldError("topic", "missing")
-    topic = record["topic"]
-    if not isinstance(topic, str) or not topic.strip():
-        raise RecordFieldError("topic", f"expected a non-empty string, got {topic!r}")
+    topic = record.get("topic")
+    if topic is None or (isinstance(topic, str) and not topic.strip()):
+        return example_id, NO_TOPIC  # a file made without topics (the reference's no-topics mode)
+    if not isinstance(topic, str):
+        raise RecordFieldError("topic", f"expected a string, got {topic!r}")
     return example_id, topic
 
 

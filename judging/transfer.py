@@ -1,6 +1,15 @@
 """Import and export of generations and judgments in the JSONL shapes of `bench_metrics`
 and `bench_aggregate`, so results from elsewhere can be judged and compared.
 
+Both travel in How2Bench's record schemas (``how2bench.generation.v1``,
+``how2bench.judgment.v1``: generator / judge info, prompt hashes, the prompt, reasoning,
+``n_failures``, ``parse_failed``), read and written losslessly: every field of an imported
+record that the product does not hold in a column, or holds differently, is kept in the
+row's provenance (``record``) and written back on export. Judgments are attached to the
+generation their record identifies — by ``--run`` / ``--model`` (or a ``model`` field),
+or by the procedure and the judged ``predicted_steps`` — and a record that fits no
+generation, or more than one, is refused with file, line and field.
+
 Generations: ``{"source_example_id", "topic", "goal", "steps" (reference), "resources",
 "model", "predicted_steps", "model_completion"}``; on import ``predicted_steps`` may be
 absent (then parsed from ``model_completion``). Judgments: ``{"source_example_id", "topic",
@@ -25,6 +34,7 @@ from judging.tokens import procedure_tokens
 from core.stored_values import StrictJSONError, check_stored_values
 from core.strict_json import nesting_depth
 from mining.models import Procedure
+from mining.procedure_records import NO_TOPIC
 from mining.record_files import RecordFileError, atomic_output, iter_records
 from mining.services import record_read_limits
 
@@ -65,6 +75,89 @@ def _procedure(path, position, record: dict[str, Any]) -> Procedure:
     return procedure
 
 
+GENERATION_SCHEMA_VERSION = "how2bench.generation.v1"
+JUDGMENT_SCHEMA_VERSION = "how2bench.judgment.v1"
+UNUSABLE_OUTCOMES = ("parse_failed", "refused", "truncated")
+
+
+def _kept(record: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+    """The fields of an imported record an export would not write back as they are."""
+    return {key: value for key, value in record.items() if key not in written or written[key] != value}
+
+
+def _with_kept(written: dict[str, Any], provenance: dict[str, Any]) -> dict[str, Any]:
+    return {**written, **(provenance or {}).get("record", {})}
+
+
+def _model_name(record: dict[str, Any], model: str | None) -> tuple[Any, str]:
+    """The model a generation record names: --model, its ``model`` field, or its
+    generator's model (``generator.model`` of a how2bench.generation.v1 record)."""
+    if model:
+        return model, "model"
+    if record.get("model") is not None:
+        return record["model"], "model"
+    generator = record.get("generator")
+    if isinstance(generator, dict):
+        return generator.get("model"), "generator.model"
+    return None, "model"
+
+
+def _judge_name(record: dict[str, Any], judge: str | None) -> tuple[Any, str]:
+    """The judge a judgment record names: --judge, its ``judge`` field when a string, or the
+    model of its judge info (``judge.model`` of a how2bench.judgment.v1 record)."""
+    if judge:
+        return judge, "judge"
+    value = record.get("judge")
+    if isinstance(value, dict):
+        return value.get("model"), "judge.model"
+    return value, "judge"
+
+
+def _steps_key(steps: Any) -> list[str] | None:
+    """Steps as a judge saw them (stripped, empty ones left out), to match a judgment's
+    ``predicted_steps`` with a stored generation's."""
+    if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
+        return None
+    return [s.strip() for s in steps if s.strip()]
+
+
+def generation_record(generation: Generation) -> dict[str, Any]:
+    """One generation in the ``how2bench.generation.v1`` shape (with ``model`` and
+    ``outcome`` beside), the fields of the record it was imported from written back."""
+    p, run = generation.procedure, generation.run
+    written = {
+        "schema_version": GENERATION_SCHEMA_VERSION, "generator_id": "",
+        "generation_prompt_sha256": run.prompt_hash if run is not None else "",
+        "source_example_id": p.source_example_id, "topic": "" if p.topic.name == NO_TOPIC else p.topic.name,
+        "goal": p.goal, "steps": p.steps, "resources": p.resources, "model_completion": generation.model_completion,
+        "predicted_steps": generation.predicted_steps, "prompt": "",
+        "generator": {"backend": run.executor if run is not None else "", "provider": "", "model": generation.model},
+        "model": generation.model, "outcome": generation.outcome,
+    }
+    return _with_kept(written, generation.provenance)
+
+
+def judgment_record(judgment: Judgment) -> dict[str, Any]:
+    """One judgment in the ``how2bench.judgment.v1`` shape (with ``model`` and ``outcome``
+    beside). An answer that could not be used is ``parse_failed: true`` with
+    ``has_failure: true``, as the reference writes it (its aggregate leaves it out)."""
+    g = judgment.generation
+    p, run = g.procedure, judgment.run
+    usable = judgment.outcome == "ok" and judgment.has_failure is not None
+    written = {
+        "schema_version": JUDGMENT_SCHEMA_VERSION, "judge_id": "",
+        "judge_prompt_sha256": run.prompt_hash if run is not None else "",
+        "source_example_id": p.source_example_id, "topic": "" if p.topic.name == NO_TOPIC else p.topic.name,
+        "goal": p.goal, "steps": p.steps, "resources": p.resources, "predicted_steps": g.predicted_steps,
+        "judge": {"backend": run.executor if run is not None else "", "provider": "", "model": judgment.judge},
+        "reasoning": judgment.reasoning, "critical_failures": judgment.critical_failures,
+        "has_failure": bool(judgment.has_failure) if usable else True,
+        "n_failures": len(judgment.critical_failures), "parse_failed": not usable,
+        "model": g.model, "outcome": judgment.outcome,
+    }
+    return _with_kept(written, judgment.provenance)
+
+
 @transaction.atomic
 def generations_import(*, path: str | Path, run_name: str, model: str | None = None) -> GenerationRun:
     """Store a file of generations as a finished generation run named ``run_name``."""
@@ -76,8 +169,9 @@ def generations_import(*, path: str | Path, run_name: str, model: str | None = N
         raise ValueError(f"a generation run named {run_name!r} exists already")
     rows = []
     for position, record in iter_records(path, record_read_limits()):
-        name = _name(path, position, model or record.get("model"), "model", "give it in the file or with --model")
-        _storable(path, position, LanguageModel, {"name": name}, {"name": "model"})
+        value, field = _model_name(record, model)
+        name = _name(path, position, value, field, "give it in the file or with --model")
+        _storable(path, position, LanguageModel, {"name": name}, {"name": field})
         procedure = _procedure(path, position, record)
         steps = record.get("predicted_steps")
         completion = record.get("model_completion") or ""
@@ -89,63 +183,101 @@ def generations_import(*, path: str | Path, run_name: str, model: str | None = N
             raise RecordFileError(path, position, "must be a list of non-empty strings", "predicted_steps")
         if not isinstance(completion, str):
             raise RecordFileError(path, position, "must be a string", "model_completion")
+        prompt_hash = record.get("generation_prompt_sha256")
+        if prompt_hash is not None and not isinstance(prompt_hash, str):
+            raise RecordFileError(path, position, "must be a string", "generation_prompt_sha256")
         _storable(path, position, Generation, {"predicted_steps": steps, "model_completion": completion})
-        rows.append((name, procedure, steps, completion))
+        rows.append((name, procedure, steps, completion, record, position))
     if not rows:
         raise RecordFileError(path, None, "the file holds no generations")
     models = {name for name, *_ in rows}
     if len(models) > 1:
         raise RecordFileError(path, None, f"one run holds one model; the file has {', '.join(sorted(models))}", "model")
+    hashes = {r.get("generation_prompt_sha256") or "" for *_, r, _ in rows}
+    prompt_hash = hashes.pop() if len(hashes) == 1 else ""
     language_model, _ = LanguageModel.objects.get_or_create(name=models.pop())
     run = GenerationRun.objects.create(name=run_name, language_model=language_model, split="bench",
-                                       prompt_file=IMPORTED_PROMPT, prompt_hash="", status=RunStatus.DONE,
-                                       procedure_ids=[p.pk for _, p, _, _ in rows])
+                                       prompt_file=IMPORTED_PROMPT, prompt_hash=prompt_hash[:64], status=RunStatus.DONE,
+                                       procedure_ids=[p.pk for _, p, *_ in rows])
     seen = set()
     generations = []
-    for name, procedure, steps, completion in rows:
+    for name, procedure, steps, completion, record, position in rows:
         if procedure.pk in seen:
             continue
         seen.add(procedure.pk)
-        generations.append(Generation(procedure=procedure, run=run, model=name, predicted_steps=steps,
-                                      model_completion=completion, gen_tokens=procedure_tokens(steps),
-                                      provenance={"imported_from": str(path)}))
+        generation = Generation(procedure=procedure, run=run, model=name, predicted_steps=steps,
+                                model_completion=completion, gen_tokens=procedure_tokens(steps))
+        kept = _kept(record, generation_record(generation))
+        generation.provenance = {"imported_from": str(path), **({"record": kept} if kept else {})}
+        _storable(path, position, Generation, {"provenance": generation.provenance}, {"provenance": "record"})
+        generations.append(generation)
     Generation.objects.bulk_create(generations)
     return run
 
 
+def _generation(path, position, record: dict[str, Any], procedure: Procedure, run: GenerationRun | None,
+                model: str | None) -> Generation:
+    """The one generation a judgment record is about: of ``run`` and ``model`` when given,
+    and when several remain, the one whose steps are the record's ``predicted_steps``."""
+    generations = Generation.objects.filter(procedure=procedure)
+    if run is not None:
+        generations = generations.filter(run=run)
+    if model:
+        generations = generations.filter(model=model)
+    found = list(generations.select_related("procedure__topic", "run").order_by("id"))
+    steps = _steps_key(record.get("predicted_steps"))
+    if len(found) > 1 and steps is not None:
+        found = [g for g in found if _steps_key(g.predicted_steps) == steps] or found
+    where = "".join([f" in run {run.name!r}" if run is not None else "", f" of model {model!r}" if model else ""])
+    if not found:
+        raise RecordFileError(path, position, f"no generation of this procedure{where}; import the generations first",
+                              "model" if model or run else "source_example_id")
+    if len(found) > 1:
+        names = ", ".join(sorted({f"{g.model} ({g.run.name if g.run else 'no run'})" for g in found}))
+        raise RecordFileError(path, position, f"{len(found)} generations of this procedure{where} could be meant "
+                                              f"({names}); give --run or --model", "model")
+    return found[0]
+
+
 @transaction.atomic
-def judgments_import(*, path: str | Path, judge: str | None = None) -> int:
-    """Attach a file of judge labels to stored generations (matched by source id and model)."""
+def judgments_import(*, path: str | Path, judge: str | None = None, run: GenerationRun | None = None,
+                     model: str | None = None) -> int:
+    """Attach a file of judge labels to stored generations: each record to the one
+    generation it identifies (see ``_generation``), never to an arbitrary one."""
     created = 0
     limits = record_read_limits()
     for position, record in iter_records(path, limits):
-        name = _name(path, position, judge or record.get("judge"), "judge", "give it in the file or with --judge")
-        _storable(path, position, Judgment, {"judge": name})
+        value, judge_field = _judge_name(record, judge)
+        name = _name(path, position, value, judge_field, "give it in the file or with --judge")
+        _storable(path, position, Judgment, {"judge": name}, {"judge": judge_field})
         procedure = _procedure(path, position, record)
-        model = record.get("model")
-        if model is not None and not isinstance(model, str):
+        record_model = model or record.get("model")
+        if record_model is not None and not isinstance(record_model, str):
             raise RecordFileError(path, position, "must be a string", "model")
-        _storable(path, position, Generation, {"model": model})
-        generations = Generation.objects.filter(procedure=procedure)
-        if model:
-            generations = generations.filter(model=model)
-        generation = generations.select_related("procedure").order_by("-id").first()
-        if generation is None:
-            raise RecordFileError(path, position, f"no generation of {model or 'any model'} for this procedure", "model")
+        _storable(path, position, Generation, {"model": record_model})
+        generation = _generation(path, position, record, procedure, run, record_model)
         outcome, label, failures, reasoning = "ok", None, [], ""
         # Links may only name steps that exist, as in a judge run.
         counts = {"n_l1": len(generation.procedure.steps), "n_l2": len(generation.predicted_steps)}
-        if "has_failure" in record:
-            if not isinstance(record["has_failure"], bool):
+        parse_failed = record.get("parse_failed", False)
+        if not isinstance(parse_failed, bool):
+            raise RecordFileError(path, position, "must be true or false", "parse_failed")
+        if record.get("reasoning") is not None and not isinstance(record["reasoning"], str):
+            raise RecordFileError(path, position, "must be a string", "reasoning")
+        if "has_failure" in record or parse_failed:
+            if not isinstance(record.get("has_failure", True), bool):
                 raise RecordFileError(path, position, "must be true or false", "has_failure")
-            label = record["has_failure"]
-            failures = record.get("critical_failures") or []
-            if failures:
-                try:
-                    failures = validate_judge_answer({"reasoning": "", "critical_failures": failures},
-                                                     **counts)["critical_failures"]
-                except JudgeAnswerError as exc:
-                    raise RecordFileError(path, position, exc.detail, exc.field) from exc
+            raw_failures = record.get("critical_failures") or []
+            try:  # a judgment file records what its judge wrote: empty texts and step 0 pass
+                failures = validate_judge_answer({"reasoning": "", "critical_failures": raw_failures}, imported=True,
+                                                 **counts)["critical_failures"]
+            except JudgeAnswerError as exc:
+                raise RecordFileError(path, position, exc.detail, exc.field) from exc
+            reasoning = record.get("reasoning") or ""
+            if parse_failed:  # the judge's answer was unreadable: counted as unusable, never scored
+                outcome = record.get("outcome") if record.get("outcome") in UNUSABLE_OUTCOMES else "parse_failed"
+            else:
+                label = record["has_failure"]
         elif "judge_completion" in record:
             completion = record["judge_completion"]
             if not isinstance(completion, str):
@@ -165,12 +297,16 @@ def judgments_import(*, path: str | Path, judge: str | None = None) -> int:
         else:
             raise RecordFileError(path, position, "give has_failure or judge_completion", "has_failure")
         _storable(path, position, Judgment, {"critical_failures": failures, "reasoning": reasoning},
-                  {"critical_failures": "critical_failures" if "has_failure" in record else "judge_completion",
-                   "reasoning": "reasoning" if "has_failure" in record else "judge_completion"})
+                  {"critical_failures": "critical_failures" if "judge_completion" not in record else "judge_completion",
+                   "reasoning": "reasoning" if "judge_completion" not in record else "judge_completion"})
         if Judgment.objects.filter(generation=generation, judge=name).exists():
             raise RecordFileError(path, position, f"generation already judged by {name!r}; judgments are never overwritten", "judge")
-        Judgment.objects.create(generation=generation, judge=name, outcome=outcome, has_failure=label,
-                                critical_failures=failures, reasoning=reasoning, provenance={"imported_from": str(path)})
+        judgment = Judgment(generation=generation, judge=name, outcome=outcome, has_failure=label,
+                            critical_failures=failures, reasoning=reasoning)
+        kept = _kept(record, judgment_record(judgment))
+        judgment.provenance = {"imported_from": str(path), **({"record": kept} if kept else {})}
+        _storable(path, position, Judgment, {"provenance": judgment.provenance}, {"provenance": "record"})
+        judgment.save()
         created += 1
     return created
 
@@ -178,30 +314,20 @@ def judgments_import(*, path: str | Path, judge: str | None = None) -> int:
 def generations_export(*, run: GenerationRun, output: str | Path) -> int:
     count = 0
     with atomic_output(output) as handle:
-        for g in run.generations.select_related("procedure__topic").order_by("id"):
-            p = g.procedure
-            record = {"source_example_id": p.source_example_id, "topic": p.topic.name, "goal": p.goal, "steps": p.steps,
-                      "resources": p.resources, "model": g.model, "outcome": g.outcome,
-                      "predicted_steps": g.predicted_steps, "model_completion": g.model_completion}
-            handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+        for g in run.generations.select_related("procedure__topic", "run").order_by("id"):
+            handle.write((json.dumps(generation_record(g), ensure_ascii=False) + "\n").encode("utf-8"))
             count += 1
     return count
 
 
 def judgments_export(*, judge: str, output: str | Path, run: GenerationRun | None = None) -> int:
     count = 0
-    judgments = Judgment.objects.filter(judge=judge).select_related("generation__procedure__topic").order_by("id")
+    judgments = Judgment.objects.filter(judge=judge).select_related(
+        "generation__procedure__topic", "run").order_by("id")
     if run is not None:
         judgments = judgments.filter(generation__run=run)
     with atomic_output(output) as handle:
         for j in judgments:
-            p = j.generation.procedure
-            record = {"source_example_id": p.source_example_id, "topic": p.topic.name, "model": j.generation.model,
-                      "judge": j.judge, "outcome": j.outcome, "has_failure": j.has_failure,
-                      "critical_failures": j.critical_failures, "reasoning": j.reasoning}
-            if j.has_failure is None:  # bench_aggregate counts it as unusable
-                record.pop("has_failure")
-                record["judge_completion"] = ""
-            handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+            handle.write((json.dumps(judgment_record(j), ensure_ascii=False) + "\n").encode("utf-8"))
             count += 1
     return count

@@ -8,7 +8,10 @@ Shapes (How2Mine's public export formats):
 * ``flat`` (also How2Bench rows): ``{"source_example_id", "topic", "goal", "steps",
   "resources"}``
 
-Both may carry ``split`` ("bench", "train", "none" or "constrained") and the flat shape ``source_url``;
+* ``how2bench.example.v1``: the flat fields with ``schema_version``, ``url`` and
+  ``source_text`` (other fields are kept and written back)
+
+All may carry ``split`` ("bench", "train", "none" or "constrained") and the flat shape ``source_url``;
 these are written by our exports so that export -> import round-trips exactly, and
 ignored by tools that do not know them. In columnar files a nested object or list may
 also arrive as a JSON string (CSV cells always do)."""
@@ -21,7 +24,22 @@ from core.link_urls import http_url
 from mining.record_files import JsonDepthError, json_loads_bounded
 
 HOW2MINE_SCHEMA_VERSION = "how2mine.v1"
-SHAPES = ("flat", HOW2MINE_SCHEMA_VERSION)
+# How2Bench's example record (the reference CLI's BenchExample): the flat fields plus
+# ``url`` and ``source_text``.
+EXAMPLE_SCHEMA_VERSION = "how2bench.example.v1"
+SHAPES = ("flat", HOW2MINE_SCHEMA_VERSION, EXAMPLE_SCHEMA_VERSION)
+# The topic of a record without one (a file mined without topics writes topic ""); written
+# back as "" in every shape.
+NO_TOPIC = "none"
+# The keys of processed_example in a how2mine.v1 record (one per stage of the reference
+# pipeline). Our own stages' answers travel beside them under MINING_STAGES_KEY, so the
+# how2mine.v1 label never carries stage keys of ours.
+HOW2MINE_STAGE_KEYS = ("procedures", "prefilter", "filter", "postprocess", "resources", "final_filter")
+MINING_STAGES_KEY = "mining_stages"
+# The fields of an example record kept in columns; any other field is kept in the
+# procedure's provenance (``record_extra``) and written back on export.
+EXAMPLE_FIELDS = ("schema_version", "source_example_id", "url", "source_text", "topic", "goal", "resources", "steps",
+                  "split")
 # The values of mining.models.Split (this module imports no Django): "constrained" is the
 # slice of chosen CoScript scripts (docs/coscript.md), exported and imported like the others.
 SPLITS = ("bench", "train", "none", "constrained")
@@ -78,6 +96,22 @@ def _text(value: Any, field_name: str, *, required: bool) -> str:
     return str(value)
 
 
+def _topic(value: Any, field_name: str) -> str:
+    """A record's topic; empty or absent is ``NO_TOPIC`` (a file made without topics)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return NO_TOPIC
+    return _text(value, field_name, required=True)
+
+
+def _resources(value: Any, field_name: str) -> list[str]:
+    """A resource list; empty strings in it are left out (no resource), as How2Bench's
+    readers do, so a list written as ``["oil", ""]`` imports as ``["oil"]``."""
+    value = _maybe_json(value, field_name)
+    if isinstance(value, (list, tuple)):
+        value = [item for item in value if not (isinstance(item, str) and not item.strip())]
+    return _string_list(value, field_name, required=False)
+
+
 def _string_list(value: Any, field_name: str, *, required: bool) -> list[str]:
     value = _maybe_json(value, field_name)
     if value is None or value == "":
@@ -125,26 +159,35 @@ def record_shape(record: dict[str, Any]) -> str:
     version = record.get("schema_version")
     if version is None:
         return "flat"
-    if version != HOW2MINE_SCHEMA_VERSION:
-        raise RecordFieldError("schema_version", f"unsupported value {version!r}; expected {HOW2MINE_SCHEMA_VERSION!r}")
-    return HOW2MINE_SCHEMA_VERSION
+    if version not in (HOW2MINE_SCHEMA_VERSION, EXAMPLE_SCHEMA_VERSION):
+        raise RecordFieldError("schema_version", f"unsupported value {version!r}; expected "
+                                                 f"{HOW2MINE_SCHEMA_VERSION!r} or {EXAMPLE_SCHEMA_VERSION!r}")
+    return version
 
 
 def parse_procedure_record(record: dict[str, Any], *, topic_field: str = "topic") -> ProcedureRecord:
-    """Validate one record of either shape and return it normalised."""
-    if record_shape(record) == HOW2MINE_SCHEMA_VERSION:
+    """Validate one record of any shape and return it normalised."""
+    shape = record_shape(record)
+    if shape == HOW2MINE_SCHEMA_VERSION:
         return _parse_how2mine(record, topic_field)
-    return _parse_flat(record, topic_field)
+    parsed = _parse_flat(record, topic_field)
+    if shape == EXAMPLE_SCHEMA_VERSION:
+        if record.get("source_text"):
+            parsed.provenance["source_text"] = _text(record["source_text"], "source_text", required=False)
+        extra = {key: value for key, value in record.items() if key not in EXAMPLE_FIELDS and key != topic_field}
+        if extra:
+            parsed.provenance["record_extra"] = extra
+    return parsed
 
 
 def _parse_flat(record: dict[str, Any], topic_field: str) -> ProcedureRecord:
     url_field = "source_url" if record.get("source_url") or not record.get("url") else "url"
     return ProcedureRecord(
         source_example_id=_text(record.get("source_example_id"), "source_example_id", required=False),
-        topic=_text(record.get(topic_field), topic_field, required=True),
+        topic=_topic(record.get(topic_field), topic_field),
         goal=_text(record.get("goal"), "goal", required=True),
         steps=_string_list(record.get("steps"), "steps", required=True),
-        resources=_string_list(record.get("resources"), "resources", required=False),
+        resources=_resources(record.get("resources"), "resources"),
         source_url=web_url(record.get(url_field), url_field),
         split=_split(record.get("split")),
         labels={"topic": topic_field, "source_url": url_field},
@@ -174,6 +217,8 @@ def _parse_how2mine(record: dict[str, Any], topic_field: str) -> ProcedureRecord
     provenance: dict[str, Any] = {}
     if processed:
         provenance["processed_example"] = processed
+    if record.get(MINING_STAGES_KEY):
+        provenance[MINING_STAGES_KEY] = _object(record[MINING_STAGES_KEY], MINING_STAGES_KEY)
     if source.get("text"):
         provenance["source_text"] = _text(source["text"], "source_example.text", required=False)
     for key in ("mining_run", "prompt_hashes"):
@@ -181,10 +226,10 @@ def _parse_how2mine(record: dict[str, Any], topic_field: str) -> ProcedureRecord
             provenance[key] = _maybe_json(record[key], key)
     return ProcedureRecord(
         source_example_id=_text(source.get("id"), "source_example.id", required=False),
-        topic=_text(topic_value, f"source_example.{topic_field}", required=True),
+        topic=_topic(topic_value, f"source_example.{topic_field}"),
         goal=_text(final.get("goal"), "final_procedure.goal", required=True),
         steps=_string_list(final.get("steps"), "final_procedure.steps", required=True),
-        resources=_string_list(final.get("resources"), "final_procedure.resources", required=False),
+        resources=_resources(final.get("resources"), "final_procedure.resources"),
         source_url=web_url(source.get("url"), "source_example.url"),
         split=_split(record.get("split")),
         provenance=provenance,
@@ -192,19 +237,57 @@ def _parse_how2mine(record: dict[str, Any], topic_field: str) -> ProcedureRecord
     )
 
 
+def _written_topic(procedure: ProcedureRecord) -> str:
+    return "" if procedure.topic == NO_TOPIC else procedure.topic
+
+
 def to_flat(procedure: ProcedureRecord) -> dict[str, Any]:
     record: dict[str, Any] = {
         "source_example_id": procedure.source_example_id,
-        "topic": procedure.topic,
+        "topic": _written_topic(procedure),
         "goal": procedure.goal,
         "steps": list(procedure.steps),
         "resources": list(procedure.resources),
     }
-    if procedure.source_url:
+    if procedure.source_url:  # `url` is the name How2Bench's readers use; `source_url` kept beside it
+        record["url"] = procedure.source_url
         record["source_url"] = procedure.source_url
     if procedure.split and procedure.split != "none":
         record["split"] = procedure.split
     return record
+
+
+def to_example(procedure: ProcedureRecord) -> dict[str, Any]:
+    """A ``how2bench.example.v1`` record, with any fields the imported record had beyond
+    the example's (``record_extra``) written back."""
+    record: dict[str, Any] = {
+        "schema_version": EXAMPLE_SCHEMA_VERSION,
+        "source_example_id": procedure.source_example_id,
+        "url": procedure.source_url,
+        "source_text": procedure.provenance.get("source_text") or "",
+        "topic": _written_topic(procedure),
+        "goal": procedure.goal,
+        "resources": list(procedure.resources),
+        "steps": list(procedure.steps),
+    }
+    if procedure.split and procedure.split != "none":
+        record["split"] = procedure.split
+    for key, value in (procedure.provenance.get("record_extra") or {}).items():
+        record.setdefault(key, value)
+    return record
+
+
+def _stages(procedure: ProcedureRecord) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(processed_example, mining_stages): a procedure mined here stores its stages'
+    answers under our stage names; they go to ``mining_stages``, never under how2mine.v1's
+    ``processed_example``, which keeps what an imported record had there."""
+    from mining.stages import PIPELINE  # pure; imported here to keep this module's imports light
+
+    processed = dict(procedure.provenance.get("processed_example") or {})
+    ours = dict(procedure.provenance.get(MINING_STAGES_KEY) or {})
+    for key in [k for k in processed if k in PIPELINE]:
+        ours[key] = processed.pop(key)
+    return processed, ours
 
 
 def to_how2mine(procedure: ProcedureRecord) -> dict[str, Any]:
@@ -212,17 +295,20 @@ def to_how2mine(procedure: ProcedureRecord) -> dict[str, Any]:
     if procedure.provenance.get("source_text"):
         source["text"] = procedure.provenance["source_text"]
     source["url"] = procedure.source_url
-    source["topic"] = procedure.topic
+    source["topic"] = _written_topic(procedure)
+    processed, ours = _stages(procedure)
     record: dict[str, Any] = {
         "schema_version": HOW2MINE_SCHEMA_VERSION,
         "source_example": source,
-        "processed_example": procedure.provenance.get("processed_example", {}),
+        "processed_example": processed,
         "final_procedure": {
             "goal": procedure.goal,
             "steps": list(procedure.steps),
             "resources": list(procedure.resources),
         },
     }
+    if ours:
+        record[MINING_STAGES_KEY] = ours
     for key in ("mining_run", "prompt_hashes"):
         if key in procedure.provenance:
             record[key] = procedure.provenance[key]

@@ -44,6 +44,10 @@ from mining.procedure_records import (
     ProcedureRecord,
     RecordFieldError,
     parse_procedure_record,
+    EXAMPLE_SCHEMA_VERSION,
+    MINING_STAGES_KEY,
+    NO_TOPIC,
+    to_example,
     to_flat,
     to_how2mine,
 )
@@ -97,7 +101,7 @@ class TopicResolver:
         except StrictJSONError as exc:
             raise RecordFieldError(exc.field, exc.message) from exc
         topic = self.by_key.get(name.casefold()) or self.by_key.get(slugify(name))
-        if topic is None and self.create:
+        if topic is None and (self.create or name == NO_TOPIC):  # topic-less records: always accepted
             topic = Topic.objects.create(name=name, slug=self._free_slug(name), position=1000)
             self.by_key[name.casefold()] = topic
             self.by_key[topic.slug] = topic
@@ -195,7 +199,7 @@ def _insert_new(batch: list[Procedure]) -> tuple[int, int]:
 
 
 EXPORT_FORMATS = ("jsonl", "parquet", "arrow")  # arrow: an Arrow IPC file (the reference's arrow_ipc)
-EXPORT_SHAPES = ("flat", HOW2MINE_SCHEMA_VERSION)
+EXPORT_SHAPES = ("flat", HOW2MINE_SCHEMA_VERSION, EXAMPLE_SCHEMA_VERSION)
 
 
 def _records(procedures: Iterable[Procedure]) -> Iterator[ProcedureRecord]:
@@ -274,7 +278,7 @@ def procedure_export(
 
 
 def _export_file(output: str | Path, procedures: Iterable[Procedure], fmt: str, shape: str) -> int:
-    convert = to_flat if shape == "flat" else to_how2mine
+    convert = {"flat": to_flat, EXAMPLE_SCHEMA_VERSION: to_example}.get(shape, to_how2mine)
     records = (convert(r) for r in _records(procedures))
     with atomic_output(output) as handle:
         if fmt == "jsonl":
@@ -298,7 +302,14 @@ def _parquet_schema(shape: str):
     if shape == "flat":
         return pa.schema([
             ("source_example_id", pa.string()), ("topic", pa.string()), ("goal", pa.string()),
-            ("steps", strings), ("resources", strings), ("source_url", pa.string()), ("split", pa.string()),
+            ("steps", strings), ("resources", strings), ("url", pa.string()), ("source_url", pa.string()),
+            ("split", pa.string()),
+        ])
+    if shape == EXAMPLE_SCHEMA_VERSION:
+        return pa.schema([
+            ("schema_version", pa.string()), ("source_example_id", pa.string()), ("url", pa.string()),
+            ("source_text", pa.string()), ("topic", pa.string()), ("goal", pa.string()), ("resources", strings),
+            ("steps", strings), ("split", pa.string()),
         ])
     return pa.schema([
         ("schema_version", pa.string()),
@@ -307,7 +318,8 @@ def _parquet_schema(shape: str):
         # keeps them as JSON text; the importer decodes JSON text in any nested field.
         ("processed_example", pa.string()),
         ("final_procedure", pa.struct([("goal", pa.string()), ("steps", strings), ("resources", strings)])),
-        ("mining_run", pa.string()), ("prompt_hashes", pa.string()), ("split", pa.string()),
+        (MINING_STAGES_KEY, pa.string()), ("mining_run", pa.string()), ("prompt_hashes", pa.string()),
+        ("split", pa.string()),
     ])
 
 
@@ -317,7 +329,8 @@ def _write_parquet(handle, records: Iterator[dict], shape: str, *, arrow: bool =
     import pyarrow.parquet as pq
 
     schema = _parquet_schema(shape)
-    json_columns = ("processed_example", "mining_run", "prompt_hashes") if shape != "flat" else ()
+    json_columns = ("processed_example", MINING_STAGES_KEY, "mining_run", "prompt_hashes") \
+        if shape == HOW2MINE_SCHEMA_VERSION else ()
     count = 0
     chunk: list[dict] = []
     with (pa.ipc.new_file(handle, schema) if arrow else pq.ParquetWriter(handle, schema)) as writer:

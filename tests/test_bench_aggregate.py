@@ -122,6 +122,7 @@ def test_parse_failures_are_counted_but_never_scored():
     ci = [pytest.approx(9.4531, abs=1e-4), pytest.approx(90.5469, abs=1e-4)]
     assert result == {
         "how2score": pytest.approx(50.0),
+        "how2score_percent": pytest.approx(50.0),
         "ci95": ci,
         "interval": "wilson",
         "n_judged": 2,
@@ -141,7 +142,7 @@ def test_parse_failures_are_counted_but_never_scored():
 
 def test_an_empty_tally_has_no_score():
     assert How2ScoreTally().result() == {
-        "how2score": None, "ci95": None, "interval": "wilson", "n_judged": 0, "n_unusable": 0, "n_items": 0,
+        "how2score": None, "how2score_percent": None, "ci95": None, "interval": "wilson", "n_judged": 0, "n_unusable": 0, "n_items": 0,
         "n_items_judged": 0, "coverage": None, "n": 0, "n_scored": 0, "n_parse_failed": 0, "by_topic": {}}
 
 
@@ -159,8 +160,10 @@ def test_judgment_records_read_has_failure_or_the_judges_text():
         ({**base, "has_failure": 1}, "has_failure"),
         (base, "has_failure"),
         ({**base, "judge_completion": {"reasoning": "r"}}, "judge_completion"),
-        ({"source_example_id": "x", "has_failure": True}, "topic"),
+        ({"source_example_id": "x", "topic": 3, "has_failure": True}, "topic"),
         ({"topic": "Health", "has_failure": True}, "source_example_id"),
+        ({**base, "has_failure": True, "parse_failed": "yes"}, "parse_failed"),
+        ({**base, "has_failure": True, "n_failures": -1}, "n_failures"),
     ]:
         with pytest.raises(RecordFieldError) as caught:
             judgment_record(record)
@@ -196,12 +199,14 @@ def test_bench_aggregate_overall_and_per_topic(tmp_path):
     ]
     stderr = io.StringIO()
     result = run_aggregate(write_jsonl(tmp_path / "judgments.jsonl", records), stderr)
-    assert list(result) == ["how2score", "ci95", "interval", "n_judged", "n_unusable", "n_items", "n_items_judged",
-                            "coverage", "n", "n_scored", "n_parse_failed", "by_topic"]
-    # Scored: 1 F, 2 T, 3 F, 4 T, 6 F -> 3 no_failure of 5 -> 60. Lines 5 and 7 unreadable.
-    assert result["how2score"] == pytest.approx(60.0)
+    assert list(result) == ["how2score", "how2score_percent", "n_examples", "n_with_failures", "failure_rate",
+                            "avg_failures_per_example", "ci95", "interval", "n_judged", "n_unusable", "n_items",
+                            "n_items_judged", "coverage", "n", "n_scored", "n_parse_failed", "by_topic"]
+    # Scored: 1 F, 2 T, 3 F, 4 T, 6 F -> 3 no_failure of 5 -> 0.6 (60 %). Lines 5 and 7 unreadable.
+    assert result["how2score"] == pytest.approx(0.6) and result["how2score_percent"] == pytest.approx(60.0)
     assert (result["n"], result["n_scored"], result["n_parse_failed"]) == (7, 5, 2)
-    assert {topic: {"how2score": s["how2score"], "n_scored": s["n_scored"]} for topic, s in result["by_topic"].items()} == {
+    assert {topic: {"how2score": s["how2score_percent"], "n_scored": s["n_scored"]}
+            for topic, s in result["by_topic"].items()} == {
         "Crime & Law": {"how2score": pytest.approx(50.0), "n_scored": 2},  # 6 passes, 4 fails
         "Health": {"how2score": pytest.approx(200 / 3), "n_scored": 3},  # 1 and 3 pass of 3
         "Religion": {"how2score": None, "n_scored": 0},
@@ -223,8 +228,9 @@ def test_bench_aggregate_on_the_papers_labels(tmp_path):
                         "topic": topics[generation["source_example_id"]],
                         "has_failure": generation["has_failure"]})
     result = run_aggregate(write_jsonl(tmp_path / "paper.jsonl", records))
-    assert result["how2score"] == pytest.approx(60.0)
-    assert {topic: {"how2score": s["how2score"], "n_scored": s["n_scored"]} for topic, s in result["by_topic"].items()} == {
+    assert result["how2score_percent"] == pytest.approx(60.0)
+    assert {topic: {"how2score": s["how2score_percent"], "n_scored": s["n_scored"]}
+            for topic, s in result["by_topic"].items()} == {
         "Art & Design": {"how2score": pytest.approx(100.0), "n_scored": 3},  # Table 19: all pass
         "Crime & Law": {"how2score": pytest.approx(200 / 3), "n_scored": 3},  # Table 17: Gemini fails
         "Food & Dining": {"how2score": pytest.approx(0.0), "n_scored": 1},  # Table 1: Qwen3-8B fails
@@ -247,7 +253,7 @@ def test_many_unreadable_answers_are_summarised_on_stderr(tmp_path):
         ({"source_example_id": "b", "topic": "Health", "has_failure": "false"}, "has_failure"),
         ({"source_example_id": "b", "topic": "Health"}, "has_failure"),
         ({"source_example_id": "b", "topic": "Health", "judge_completion": 0}, "judge_completion"),
-        ({"source_example_id": "b", "has_failure": True}, "topic"),
+        ({"source_example_id": "b", "topic": ["Health"], "has_failure": True}, "topic"),
         ({"topic": "Health", "has_failure": True}, "source_example_id"),
     ],
 )

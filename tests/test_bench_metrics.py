@@ -246,7 +246,7 @@ def test_generation_record_fields_are_checked_by_name():
         ({**good, "predicted_steps": ["ok", 3]}, "predicted_steps[1]"),
         ({**good, "predicted_steps": None}, "predicted_steps"),
         ({**good, "predicted_steps": None, "model_completion": ["1. a"]}, "model_completion"),
-        ({k: v for k, v in good.items() if k != "topic"}, "topic"),
+        ({**good, "topic": 7}, "topic"),  # an absent or empty topic is "none"
         ({**good, "source_example_id": None}, "source_example_id"),
     ]
     for record, field in cases:
@@ -374,7 +374,7 @@ def test_an_empty_file_gives_n_zero_and_null_means(tmp_path):
         ({"source_example_id": "b", "topic": "Health", "steps": ["x"], "predicted_steps": "1. x"}, "predicted_steps"),
         ({"source_example_id": "b", "topic": "Health", "steps": ["x"]}, "predicted_steps"),
         ({"source_example_id": "b", "topic": "Health", "steps": ["x", 7], "predicted_steps": ["x"]}, "steps[1]"),
-        ({"source_example_id": "b", "steps": ["x"], "predicted_steps": ["x"]}, "topic"),
+        ({"source_example_id": "b", "topic": {"name": "x"}, "steps": ["x"], "predicted_steps": ["x"]}, "topic"),
     ],
 )
 def test_a_malformed_line_names_file_line_and_field(tmp_path, bad_line, field):

@@ -72,7 +72,8 @@ def test_exports_feed_bench_metrics_and_bench_aggregate(server, tmp_path, capsys
     assert metrics["n"] == 14 and metrics["step_count_mismatch"] == 0
     call_command("bench_aggregate", "--judgments", str(judgments))
     aggregate = json.loads(capsys.readouterr().out)
-    assert aggregate["how2score"] == pytest.approx(judge_run_score(JudgeRun.objects.get(name="j1"))["how2score"])
+    assert aggregate["how2score_percent"] == pytest.approx(judge_run_score(JudgeRun.objects.get(name="j1"))["how2score"])
+    assert aggregate["how2score"] == pytest.approx(aggregate["how2score_percent"] / 100)
 
 
 def test_imported_generations_can_be_judged_and_imported_labels_never_overwrite(server, tmp_path, capsys):

@@ -178,7 +178,7 @@ def test_bench_aggregate_prints_interval_and_coverage_by_source_example(tmp_path
     out = io.StringIO()
     call_command("bench_aggregate", "--judgments", str(path), stdout=out, stderr=io.StringIO())
     result = json.loads(out.getvalue())
-    assert result["how2score"] == pytest.approx(100 * 2 / 3) and result["ci95"] == pytest.approx(
+    assert result["how2score_percent"] == pytest.approx(100 * 2 / 3) and result["ci95"] == pytest.approx(
         how2score_estimate(2, 3)["ci95"])
     # Items are source_example_ids: 1 and 3 of 3 have a usable verdict.
     assert (result["n_judged"], result["n_unusable"], result["n_items"], result["n_items_judged"]) == (3, 1, 3, 2)

@@ -12,12 +12,14 @@ PARSE_FAILURES_SHOWN = 10
 
 class Command(BaseCommand):
     help = (
-        "How2Score of a judgments JSONL file, overall and per topic. Each line: "
-        "source_example_id, topic and has_failure (true/false) or judge_completion (the "
-        "judge's raw answer; unreadable answers are counted in n_unusable, never scored). "
-        "Prints one JSON object: How2Score with its 95% Wilson interval (ci95), n_judged, "
-        "n_unusable and coverage (source_example_ids with a usable verdict / all of them); "
-        "see docs/metrics.md."
+        "How2Score of a judgments JSONL file (ours or a how2bench.judgment.v1 file), overall "
+        "and per topic. Each line: source_example_id, topic (empty: 'none') and has_failure "
+        "(true/false) or judge_completion (the judge's raw answer); records marked "
+        "parse_failed and unreadable answers are counted in n_parse_failed / n_unusable, "
+        "never scored. Prints one JSON object: how2score (0-1) and how2score_percent "
+        "(0-100) as the reference's aggregate gives them, failure_rate, "
+        "avg_failures_per_example, the 95% Wilson interval (ci95, 0-100), n_judged, "
+        "n_unusable and coverage; see docs/how2bench.md."
     )
 
     def add_arguments(self, parser) -> None:
@@ -31,10 +33,12 @@ class Command(BaseCommand):
                 judgment = judgment_record(raw)
             except RecordFieldError as exc:
                 raise record_error(path, position, exc.field, exc.detail) from exc
-            tally.add(judgment.topic, judgment.has_failure, item=judgment.source_example_id)
+            tally.add(judgment.topic, judgment.has_failure, item=judgment.source_example_id,
+                      n_failures=judgment.n_failures)
             if judgment.parse_error is not None and tally.n_parse_failed <= PARSE_FAILURES_SHOWN:
-                self.stderr.write(f"{path}, {position}, field 'judge_completion': not scored: {judgment.parse_error}")
+                field = "parse_failed" if raw.get("parse_failed") is True else "judge_completion"
+                self.stderr.write(f"{path}, {position}, field '{field}': not scored: {judgment.parse_error}")
         hidden = tally.n_parse_failed - PARSE_FAILURES_SHOWN
         if hidden > 0:
             self.stderr.write(f"{path}: {hidden} more unreadable judge answers not shown")
-        self.stdout.write(json.dumps(tally.result()))
+        self.stdout.write(json.dumps(tally.reference_result()))

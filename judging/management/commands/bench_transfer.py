@@ -13,7 +13,7 @@ from mining.record_files import RecordFileError
 
 
 class Command(BaseCommand):
-    help = ("bench_transfer import-generations FILE --run NAME [--model M] | import-judgments FILE [--judge J] | "
+    help = ("bench_transfer import-generations FILE --run NAME [--model M] | import-judgments FILE [--judge J] [--run NAME] [--model M] | "
             "export-generations --run NAME --output F | export-judgments --judge J [--run NAME] --output F | "
             "export-distillation --first RUN --second RUN --output F")
 
@@ -25,7 +25,9 @@ class Command(BaseCommand):
         p.add_argument("--model", help="model name, when the file has no model field")
         p = sub.add_parser("import-judgments")
         p.add_argument("file")
-        p.add_argument("--judge", help="judge name, when the file has no judge field")
+        p.add_argument("--judge", help="judge name; default: the file's judge field (a name, or judge info's model)")
+        p.add_argument("--run", help="attach to the generations of this generation run")
+        p.add_argument("--model", help="attach to the generations of this model")
         p = sub.add_parser("export-generations")
         p.add_argument("--run", required=True)
         p.add_argument("--output", required=True)
@@ -59,7 +61,8 @@ class Command(BaseCommand):
                 run = generations_import(path=options["file"], run_name=options["run"], model=options["model"])
                 self.stdout.write(f"generation run {run.name!r}: {run.generations.count()} generations imported")
             elif action == "import-judgments":
-                n = judgments_import(path=options["file"], judge=options["judge"])
+                n = judgments_import(path=options["file"], judge=options["judge"],
+                                     run=self._generation_run(options["run"]), model=options["model"])
                 self.stdout.write(f"{n} judgments imported")
             elif action == "export-generations":
                 n = generations_export(run=self._generation_run(options["run"]), output=options["output"])
