@@ -41,6 +41,7 @@ from django.utils import timezone
 from llm.client import Interrupted, LLMClient, LLMRequest, LLMResult, ledger_lookup
 from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE
 from llm.endpoints import Endpoint, endpoint_from_overrides
+from llm.limits import EndpointLimits, endpoint_limits_default
 from llm.models import FINISHED, LedgerEntry
 from llm.runs import RunWatch, breaker_message
 from llm.prompts import Prompt, prompt_read
@@ -83,9 +84,14 @@ class StagePlan:
     endpoint: Endpoint
     params: dict[str, Any]
     overrides: dict[str, str]
+    mode: str = "chat"  # or "generate": the prompt as a plain completion (a reference config's vLLM mode)
+    limits: EndpointLimits | None = None
 
     def request(self, draft: Draft) -> LLMRequest:
         text = self.prompt.render(**self.stage.prompt_values(draft))
+        if self.mode == "generate":
+            return LLMRequest(stage=self.stage.name, messages=[], prompt=text, params=self.params,
+                              schema=self.stage.schema)
         return LLMRequest(stage=self.stage.name, messages=[{"role": "user", "content": text}], params=self.params,
                           schema=self.stage.schema)
 
@@ -102,14 +108,26 @@ def stage_prompt(stage: str, spec: dict[str, Any]) -> Prompt:
     return prompt_read(stage_prompt_path(spec["prompt_file"]), expected=PROMPT_PLACEHOLDERS[stage], kind=stage)
 
 
+def stage_limits(spec: dict[str, Any]) -> EndpointLimits | None:
+    """A stage's own requests and tokens per minute (a reference config's rate limits), if any."""
+    if spec.get("requests_per_minute") is None and spec.get("tokens_per_minute") is None:
+        return None
+    default = endpoint_limits_default()
+    return EndpointLimits(concurrency=default.concurrency,
+                          requests_per_minute=spec.get("requests_per_minute", default.requests_per_minute),
+                          tokens_per_minute=spec.get("tokens_per_minute", default.tokens_per_minute))
+
+
 def stage_plans(run: MiningRun) -> dict[str, StagePlan]:
     plans = {}
     for name, cls in LLM_STAGE_CLASSES.items():
         spec = run.stages[name]
-        params = {"temperature": spec.get("temperature"), "max_tokens": spec.get("max_tokens")}
+        params = {**(spec.get("params") or {}), "temperature": spec.get("temperature"),
+                  "max_tokens": spec.get("max_tokens")}
         plans[name] = StagePlan(stage=cls(), prompt=stage_prompt(name, spec), endpoint=stage_endpoint(spec),
                                 params={k: v for k, v in params.items() if v is not None},
-                                overrides=stage_overrides(spec))
+                                overrides=stage_overrides(spec), mode=spec.get("mode") or "chat",
+                                limits=stage_limits(spec))
     return plans
 
 
@@ -176,9 +194,9 @@ class Walker:
 
     def client(self, stage: str) -> LLMClient:
         plan = self.plans[stage]
-        ident = f"{plan.endpoint.base_url}|{plan.endpoint.model}|{plan.endpoint.api_key}"
+        ident = f"{plan.endpoint.base_url}|{plan.endpoint.model}|{plan.endpoint.api_key}|{plan.limits}"
         if ident not in self.clients:
-            self.clients[ident] = LLMClient(plan.endpoint)
+            self.clients[ident] = LLMClient(plan.endpoint, limits=plan.limits)
         return self.clients[ident]
 
     def close(self) -> None:
