@@ -7,10 +7,20 @@ The rules (How2Bench generation runs, How2Everything §5 and App. H.2):
    when there are several). An ``<answer>`` that is never closed (a cut-off answer)
    keeps everything after it.
 3. Lines that are numbered items are the steps, with the number removed. A numbered item
-   is optional leading whitespace, a number, then ``.``, ``)``, ``:`` or `` -``, then
-   whitespace and the step's text: ``1. Mix``, ``  2) Stir``, ``3: Bake``, ``4 - Serve``.
-   Text before, between or after the items is ignored.
+   is optional leading whitespace, a number (decimal digits, any script), optional
+   whitespace, one of ``.`` ``)`` ``:`` ``-``, then the step's text after optional
+   whitespace: ``1. Mix``, ``  2) Stir``, ``3: Bake``, ``4 - Serve``, ``5.Rest``,
+   ``6 . Cut``. When no whitespace follows the separator the text must not start with a
+   digit, so ``1.5 cups``, ``3-4 eggs`` or ``10:30`` at the start of a line are text, not
+   items. Text before, between or after the items is ignored.
 4. If no line is a numbered item, every non-empty line (stripped) is a step.
+
+These rules agree with the reference CLI's step extraction except where it reads a line
+that merely starts with a number as an item (``2 eggs.`` -> ``eggs.``, ``1.5 cups`` ->
+``5 cups``), takes the first rather than the last ``<answer>`` block, matches the tags
+in lower case only, and keeps the whole text (tag included) when ``</answer>`` is
+missing; docs/how2bench.md lists each difference and tests/test_reference_step_parsing.py
+proves them.
 
 ``parse_completion`` also returns the item numbers as written, which the step-format
 verifier (``judging.metrics.step_format_reward``) checks."""
@@ -22,10 +32,10 @@ from dataclasses import dataclass
 _THINK_END = "</think>"
 _ANSWER_OPEN = "<answer>"
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
-# A number, then ".", ")", ":" or " -" (spaces before the hyphen optional), then at least
-# one whitespace and some text. Requiring the whitespace keeps "1.5 cups" or "3-4 eggs"
-# at the start of a line from being read as item 1 or 3.
-_NUMBERED_ITEM = re.compile(r"^\s*([0-9]+)(?:[.):]|\s*-)\s+(\S.*)$")
+# A number, optional spaces, ".", ")", ":" or "-", then some text: after whitespace, or
+# directly when it does not start with a digit ("1.Mix" is item 1; "1.5 cups" or "3-4
+# eggs" at the start of a line are not items).
+_NUMBERED_ITEM = re.compile(r"^\s*(\d+)\s*[.):-](?:\s+|(?=[^\d\s]))(\S.*)$")
 
 
 @dataclass(frozen=True)
