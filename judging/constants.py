@@ -42,8 +42,9 @@ LEADERBOARD_MIN_COVERAGE = 0.95
 GREEDY_TEMPERATURE = 0.0
 REASONING_TEMPERATURE = 0.6
 BASE_STOP = ("\n\n",)
-# Answer budget of the How2Score judge (reasoning plus the failure list).
-JUDGE_MAX_TOKENS = 2048
+# Answer budget of the How2Score judge (reasoning plus the failure list): 4096, the
+# reference CLI's default for its judge (max_new_tokens).
+JUDGE_MAX_TOKENS = 4096
 
 # ---------------------------------------------------------------------------------------
 # SCORE (Sun et al., "Unleashing Scientific Reasoning for Bio-Experimental Protocol

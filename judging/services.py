@@ -10,7 +10,7 @@ from django.db import transaction
 from judging.constants import GREEDY_TEMPERATURE, JUDGE_MAX_TOKENS, REASONING_TEMPERATURE, BASE_STOP
 from judging.how2score import JudgeAnswerError, judge_schema, validate_judge_answer
 from judging.models import Generation, GenerationRun, Judgment, JudgeRun, LanguageModel, PromptStyle
-from judging.prompts import numbered, prompt_load, resource_list
+from judging.prompts import JUDGE_SUFFIX, cleaned, generation_values, judge_values, prompt_load
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
 from llm.client import LLMRequest
@@ -61,7 +61,7 @@ def sample_procedures(*, split: str, per_topic: int | None, seed: int) -> list[i
 
 
 def generation_request(procedure: Procedure, language_model: LanguageModel, prompt) -> LLMRequest:
-    text = prompt.render(goal=procedure.goal, resources=resource_list(procedure.resources), n=len(procedure.steps))
+    text = prompt.render(**generation_values(procedure.goal, procedure.steps, procedure.resources))
     params = decoding_params(language_model)
     if language_model.prompt_style == PromptStyle.BASE:
         return LLMRequest(stage="generate", messages=[], prompt=text, params=params)
@@ -136,7 +136,9 @@ def judge_run_create(
 
 def judge_request(goal: str, reference_steps: list[str], steps: list[str], prompt, *,
                   temperature: float = GREEDY_TEMPERATURE, seed: int | None = None) -> LLMRequest:
-    text = prompt.render(goal=goal, reference_steps=numbered(reference_steps), steps=numbered(steps))
+    # Filled and ended as the reference CLI's judge requests are (judging/prompts.py).
+    text = prompt.render(**judge_values(goal, reference_steps, steps)) + JUDGE_SUFFIX
+    reference_steps, steps = cleaned(reference_steps), cleaned(steps)  # the lists the judge sees
     params = {"temperature": temperature, "max_tokens": JUDGE_MAX_TOKENS}
     if seed is not None:
         params["seed"] = seed
@@ -184,7 +186,7 @@ def judge_run_collect(run: JudgeRun) -> int:
     ledger answer refused here is marked failed in the ledger (``ledger_entry_reject``)."""
     rows = run.generation_run.generations.filter(outcome="ok").order_by("id").values_list(
         "id", "procedure__steps", "predicted_steps")
-    step_counts = {pk: (len(reference), len(candidate)) for pk, reference, candidate in rows}
+    step_counts = {pk: (len(cleaned(reference)), len(cleaned(candidate))) for pk, reference, candidate in rows}
     generations = list(step_counts)
     stored = set(run.judgments.values_list("generation_id", flat=True))
     new = []

@@ -1,7 +1,9 @@
 """Prompt files: replaceable text files rendered with Python's ``str.format``, checked for
 their placeholders when loaded, and identified by the SHA-256 of their text, which every
 run that uses one records. Mining stages, generation and the How2Score judge all load
-their prompts through :func:`prompt_read`."""
+their prompts through :func:`prompt_read`, and find them through :func:`prompt_locate`:
+one folder (the ``PROMPTS_DIR`` setting) can hold every stage's prompt, under the
+product's file name or under the reference CLI's (``REFERENCE_PROMPT_NAMES``)."""
 from __future__ import annotations
 
 import hashlib
@@ -9,6 +11,43 @@ import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+
+# The reference CLI's file name of each prompt the product ships (its prompts/ folder):
+# a folder of the reference's prompts is used as it is, file for file.
+REFERENCE_PROMPT_NAMES: dict[str, str] = {
+    "extract_procedure.txt": "extract_procedures.txt",
+    "llm_filter.txt": "filter.txt",
+    "rewrite.txt": "postprocess.txt",
+    "extract_resources.txt": "extract_resources.txt",
+    "final_validation.txt": "final_filter.txt",
+    "generate_base.txt": "inference_base.txt",
+    "generate_inst.txt": "inference_inst.txt",
+    "how2score_judge.txt": "judge.txt",
+}
+
+
+def prompt_locate(name_or_path: str | Path, *, bundled_dir: str | Path, prompts_dir: str | Path | None = None) -> Path:
+    """Where a prompt file is. A path (absolute, or naming a folder) is used as given. A
+    bare file name is looked for in ``prompts_dir`` (the ``PROMPTS_DIR`` setting), first
+    under that name, then under the reference CLI's name for it; when it is in neither, or
+    no folder is set, it is the app's own file in ``bundled_dir``."""
+    path = Path(name_or_path)
+    if path.is_absolute() or path.parent != Path("."):
+        return path
+    if prompts_dir:
+        folder = Path(prompts_dir)
+        for name in (path.name, REFERENCE_PROMPT_NAMES.get(path.name)):
+            if name and (folder / name).is_file():
+                return folder / name
+    return Path(bundled_dir) / path
+
+
+def prompts_dir_setting() -> str:
+    """The ``PROMPTS_DIR`` setting (empty: every stage uses its app's own prompts)."""
+    from django.conf import settings
+
+    return getattr(settings, "PROMPTS_DIR", "") or ""
 
 
 class PromptError(ValueError):

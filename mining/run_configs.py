@@ -29,6 +29,7 @@ from typing import Any
 from core.run_configs import RunConfigError, config_parse
 from mining.constants import MAX_STEPS, MIN_STEPS, MINING_STAGE_MAX_TOKENS, MINING_TEMPERATURE
 from mining.reference_configs import OWN_KEYS, REFERENCE_KEYS, is_reference_shape, mining_reference_translate
+from llm.prompts import prompt_locate
 from mining.stages import LLM_STAGES
 
 RUN_KEYS = {
@@ -44,12 +45,11 @@ PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 __all__ = ["RunConfigError", "mining_config_parse", "stage_prompt_path", "PROMPTS_DIR"]
 
 
-def stage_prompt_path(name_or_path: str, prompts_dir: Path = PROMPTS_DIR) -> Path:
-    """A bare file name is looked up in the mining prompts folder; anything else is a path."""
-    path = Path(name_or_path)
-    if not path.is_absolute() and path.parent == Path("."):
-        path = prompts_dir / path
-    return path
+def stage_prompt_path(name_or_path: str, prompts_dir: str | Path | None = None) -> Path:
+    """A bare file name is looked for in ``prompts_dir`` (the PROMPTS_DIR setting, also under
+    the reference CLI's name for it) and then in the mining prompts folder; anything else is
+    a path (llm/prompts.py, ``prompt_locate``)."""
+    return prompt_locate(name_or_path, bundled_dir=PROMPTS_DIR, prompts_dir=prompts_dir)
 
 
 def _int(data: dict[str, Any], key: str, source: str, *, default: int | None, minimum: int) -> int | None:

@@ -44,7 +44,7 @@ from llm.endpoints import Endpoint, endpoint_from_overrides
 from llm.limits import EndpointLimits, endpoint_limits_default
 from llm.models import FINISHED, LedgerEntry
 from llm.runs import RunWatch, breaker_message
-from llm.prompts import Prompt, prompt_read
+from llm.prompts import Prompt, prompt_read, prompts_dir_setting
 from mining.constants import (
     MINING_CLAIM_FACTOR,
     MINING_CLAIM_LEASE_SECONDS,
@@ -60,7 +60,7 @@ from mining.models import (
     procedure_identity,
 )
 from mining.run_configs import stage_prompt_path
-from mining.stage_schemas import PROMPT_PLACEHOLDERS
+from mining.stage_schemas import PROMPT_PLACEHOLDERS, stage_schema
 from mining.stages import (
     LLM_STAGE_CLASSES,
     PASSED,
@@ -70,6 +70,7 @@ from mining.stages import (
     HeuristicsStage,
     LLMStage,
     Verdict,
+    procedure_fields,
 )
 
 GENUINE = (PASSED, REJECTED)  # stage outcomes; everything else is a failed call
@@ -89,11 +90,12 @@ class StagePlan:
 
     def request(self, draft: Draft) -> LLMRequest:
         text = self.prompt.render(**self.stage.prompt_values(draft))
+        schema = stage_schema(self.stage.name, self.prompt.text)  # the fields this prompt asks for
         if self.mode == "generate":
             return LLMRequest(stage=self.stage.name, messages=[], prompt=text, params=self.params,
-                              schema=self.stage.schema)
+                              schema=schema)
         return LLMRequest(stage=self.stage.name, messages=[{"role": "user", "content": text}], params=self.params,
-                          schema=self.stage.schema)
+                          schema=schema)
 
 
 def stage_overrides(spec: dict[str, Any]) -> dict[str, str]:
@@ -105,7 +107,8 @@ def stage_endpoint(spec: dict[str, Any]) -> Endpoint:
 
 
 def stage_prompt(stage: str, spec: dict[str, Any]) -> Prompt:
-    return prompt_read(stage_prompt_path(spec["prompt_file"]), expected=PROMPT_PLACEHOLDERS[stage], kind=stage)
+    return prompt_read(stage_prompt_path(spec["prompt_file"], prompts_dir_setting()),
+                       expected=PROMPT_PLACEHOLDERS[stage], kind=stage)
 
 
 def stage_limits(spec: dict[str, Any]) -> EndpointLimits | None:
@@ -341,8 +344,8 @@ class Walker:
         existing = Procedure.objects.filter(identity=identity).first()
         if existing is not None:
             return existing
-        procedure = Procedure(topic_id=candidate.topic_id, goal=draft.goal, steps=list(draft.steps),
-                              resources=list(draft.resources), source_example_id=document.doc_id,
+        # Stored clean: stripped, no empty steps, each resource once (procedure_fields).
+        procedure = Procedure(topic_id=candidate.topic_id, **procedure_fields(draft), source_example_id=document.doc_id,
                               source_url=document.url, provenance=provenance)
         try:
             with transaction.atomic():

@@ -10,7 +10,9 @@ Stages, their prompt files (``mining/prompts/<stage>.txt``) and their answers
 (How2Everything §3.2 and App. H.1):
 
 * ``extract_procedure`` (§3.2(1); the paper's Figure 15 is not in its text):
-  ``{"has_procedure": bool, "goal": str, "steps": [str]}``
+  ``{"has_procedure": bool, "goal": str, "steps": [str]}``; the reference CLI's prompt
+  (``extract_procedures.txt``) names the flag ``has_valid_process``: the schema sent names
+  the flag the prompt names (:func:`stage_schema`), and the stage reads either.
 * ``llm_filter`` (Figure 16): ``{"judgment": bool, "reason": str}``; ``judgment`` true
   means one of the six categories applies and the procedure is dropped.
 * ``rewrite`` (Figure 17): ``{"rewritten_goal": str, "rewritten_steps": [str]}``
@@ -66,3 +68,17 @@ STAGE_SCHEMAS: dict[str, dict[str, Any]] = {
     "extract_resources": EXTRACT_RESOURCES_SCHEMA,
     "final_validation": FINAL_VALIDATION_SCHEMA,
 }
+
+# The names of the extraction answer's flag: ours, and the reference CLI's.
+EXTRACT_FLAGS: tuple[str, ...] = ("has_procedure", "has_valid_process")
+
+
+def stage_schema(stage: str, prompt_text: str) -> dict[str, Any]:
+    """The schema of ``stage``'s answer for a prompt: the extraction flag is the one the
+    prompt names (``has_valid_process`` when it names only that one, else ``has_procedure``),
+    so a server that enforces the schema answers as the prompt asks."""
+    schema = STAGE_SCHEMAS[stage]
+    if stage == "extract_procedure" and "has_valid_process" in prompt_text and "has_procedure" not in prompt_text:
+        schema = _strict_object(
+            {"has_valid_process": {"type": "boolean"}, "goal": {"type": "string"}, "steps": _string_list()})
+    return schema

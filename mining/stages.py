@@ -7,7 +7,9 @@ heuristics stage decides on its own (:meth:`HeuristicsStage.check`). The runner
 (``mining/runner.py``) does everything else: prompts, calls, storage, counters, resume.
 
 Verdicts are ``passed`` (the draft moves on, possibly changed) or ``rejected`` with the
-stage's reason. Failures of the call itself (``parse_failed``, ``truncated``,
+stage's reason. A draft carries the steps and resources exactly as the stage that made
+them answered (goals are stripped), because the next prompts show them so, as the
+reference CLI's do; :func:`procedure_fields` cleans them for the stored procedure. Failures of the call itself (``parse_failed``, ``truncated``,
 ``refused``, ``api_error``) never reach a stage: they are kept apart by the runner and are
 never counted as rejections.
 
@@ -55,17 +57,30 @@ class Verdict:
 
 
 def numbered_steps(steps: tuple[str, ...] | list[str]) -> str:
-    """Steps as the prompts show them: one line per step, ``1. …``."""
+    """Steps as the prompts show them: one line per step, ``1. …``, each step as it is."""
     return "\n".join(f"{n}. {step}" for n, step in enumerate(steps, start=1))
 
 
-def bracketed(items: tuple[str, ...] | list[str]) -> str:
-    """A resource list as the prompts show it: ``[a, b, c]`` (``[]`` when empty)."""
-    return "[" + ", ".join(items) + "]"
+def resource_lines(items: tuple[str, ...] | list[str]) -> str:
+    """Resources as the final validation prompt shows them, as the reference CLI does: one
+    line per resource, ``- …`` (nothing when there are none), so a resource holding a comma
+    ("oil, olive or canola") stays one resource."""
+    return "\n".join(f"- {item}" for item in items)
 
 
 def _clean(items: Any) -> tuple[str, ...]:
     return tuple(s.strip() for s in items if isinstance(s, str) and s.strip())
+
+
+def _as_answered(items: Any) -> tuple[str, ...]:
+    return tuple(s for s in items if isinstance(s, str))
+
+
+def procedure_fields(draft: Draft) -> dict[str, Any]:
+    """The goal, steps and resources a procedure is stored with: steps and resources
+    stripped, empty ones dropped, each resource once (first place kept)."""
+    return {"goal": draft.goal.strip(), "steps": list(_clean(draft.steps)),
+            "resources": list(dict.fromkeys(_clean(draft.resources)))}
 
 
 class LLMStage:
@@ -93,14 +108,16 @@ class ExtractStage(LLMStage):
         return {"document": draft.document}
 
     def judge(self, answer: Mapping[str, Any], draft: Draft) -> Verdict:
-        goal, steps = str(answer.get("goal") or "").strip(), _clean(answer.get("steps") or [])
-        if not answer.get("has_procedure"):
+        goal, steps = str(answer.get("goal") or "").strip(), _as_answered(answer.get("steps") or [])
+        # Our prompt's flag, or the reference CLI's (stage_schemas.EXTRACT_FLAGS).
+        flag = answer["has_procedure"] if "has_procedure" in answer else answer.get("has_valid_process")
+        if not flag:
             return Verdict(REJECTED, "no_procedure: the document holds no sequential procedure", draft)
         # has_procedure without content is an answer we can use only as a rejection:
         # there is nothing to carry on with.
         if not goal:
             return Verdict(REJECTED, "no_procedure: a procedure was reported without a goal", draft)
-        if not steps:
+        if not _clean(steps):
             return Verdict(REJECTED, "no_procedure: a procedure was reported without steps", draft)
         return Verdict(PASSED, "", replace(draft, goal=goal, steps=steps))
 
@@ -139,10 +156,10 @@ class RewriteStage(LLMStage):
     name = "rewrite"
 
     def judge(self, answer: Mapping[str, Any], draft: Draft) -> Verdict:
-        goal, steps = str(answer.get("rewritten_goal") or "").strip(), _clean(answer.get("rewritten_steps") or [])
+        goal, steps = str(answer.get("rewritten_goal") or "").strip(), _as_answered(answer.get("rewritten_steps") or [])
         # An empty rewrite cannot go on to the later stages; it is a genuine outcome of the
         # stage (the schema allowed it), so it is a rejection with that reason.
-        if not goal or not steps:
+        if not goal or not _clean(steps):
             missing = "goal" if not goal else "steps"
             return Verdict(REJECTED, f"empty_rewrite: the rewrite returned no {missing}", draft)
         return Verdict(PASSED, "", replace(draft, goal=goal, steps=steps))
@@ -154,8 +171,8 @@ class ResourcesStage(LLMStage):
     name = "extract_resources"
 
     def judge(self, answer: Mapping[str, Any], draft: Draft) -> Verdict:
-        resources = tuple(dict.fromkeys(_clean(answer.get("resources") or [])))  # order kept, repeats dropped
-        return Verdict(PASSED, "", replace(draft, resources=resources))
+        # As answered (the final validation prompt shows them so); procedure_fields drops repeats.
+        return Verdict(PASSED, "", replace(draft, resources=_as_answered(answer.get("resources") or [])))
 
 
 class ValidationStage(LLMStage):
@@ -164,7 +181,7 @@ class ValidationStage(LLMStage):
     name = "final_validation"
 
     def prompt_values(self, draft: Draft) -> dict[str, str]:
-        return {"goal": draft.goal, "resources": bracketed(draft.resources), "steps": numbered_steps(draft.steps)}
+        return {"goal": draft.goal, "resources": resource_lines(draft.resources), "steps": numbered_steps(draft.steps)}
 
     def judge(self, answer: Mapping[str, Any], draft: Draft) -> Verdict:
         failed = [q for q in FINAL_VALIDATION_QUESTIONS if (answer.get(q) or {}).get("answer") != "yes"]

@@ -86,6 +86,10 @@ def llm_settings() -> dict:
 
 def judging_settings() -> dict:
     return {
+        # One folder of prompt files for every stage, mining and bench alike: a bare prompt
+        # name is looked for here first, under the product's name or the reference CLI's
+        # (extract_procedures.txt, filter.txt, ..., judge.txt); empty: the bundled prompts.
+        "PROMPTS_DIR": env_str("PROMPTS_DIR", "") or "",
         # Where bare prompt file names (generate_inst.txt, how2score_judge.txt, ...) are found.
         "JUDGING_PROMPTS_DIR": env_str("JUDGING_PROMPTS_DIR", str(BASE_DIR / "judging" / "prompts")),
     }
