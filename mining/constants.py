@@ -24,7 +24,7 @@ IMPORT_BATCH_SIZE = 2000
 
 # How2Everything App. B.3 (heuristics filter, step 1) and §3.2(2): a mined procedure keeps
 # between 5 and 15 steps, inclusive; both bounds are configurable per run. (The reference
-# CLI's mining config defaults to min_steps 4: a run from its config says so explicitly.)
+# CLI's mining config defaults to targets.min_steps 4 and max_steps 15; docs/mining.md.)
 MIN_STEPS = 5
 MAX_STEPS = 15
 
