@@ -243,7 +243,9 @@ def _good_key() -> str:
 def test_manage_py_check_deploy_is_clean_with_the_production_settings(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("DEBUG", "HTTPS_ONLY", "TRUST_PROXY_HEADERS", "SECURE_COOKIES", "SECURE_HSTS_SECONDS",
-                        "SECURE_HSTS_PRELOAD", "DATABASE_URL", "ALLOWED_HOSTS")}
+                        "SECURE_HSTS_PRELOAD", "DATABASE_URL", "ALLOWED_HOSTS",
+                        # set in this process by the browser tests' fixture, never in a deployment
+                        "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env.update(DJANGO_SETTINGS_MODULE=PRODUCTION, SECRET_KEY=_good_key(), VAR_DIR=str(tmp_path))
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
                             cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=180)
