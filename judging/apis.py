@@ -151,7 +151,8 @@ class LeaderboardView(APIView):
         return Response(board)
 
 
-API_ROW_FIELDS = ("model", "label", "rank", "complete", "scored_on", "how2score", "ci95", "interval", "n_judged",
+API_ROW_FIELDS = ("model", "label", "rank", "complete", "scored_on", "how2score", "how2score_percent", "ci95",
+                  "ci95_percent", "interval", "n_judged",
                   "n_unusable", "n_items", "n_items_judged", "coverage", "all_items", "common_items", "by_topic",
                   "score", "score_n")
 
@@ -180,7 +181,8 @@ class JudgeRunSerializer(_OwnedRunState, serializers.ModelSerializer):
     """A judge run with its state and its How2Score (interval, n judged, n unusable, coverage)."""
 
     generation_run = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    how2score = serializers.SerializerMethodField(help_text="judge_run_score: how2score, ci95 (Wilson), n_judged, "
+    how2score = serializers.SerializerMethodField(help_text="judge_run_score: how2score and ci95 (Wilson) on 0-1, "
+                                                            "how2score_percent and ci95_percent on 0-100, n_judged, "
                                                             "n_unusable, coverage, per topic")
 
     class Meta:

@@ -27,7 +27,8 @@ LENGTH_REWARD_ALPHA = 5.0
 LENGTH_REWARD_DECAY_SPAN = 1.0 - LENGTH_REWARD_TOLERANCE
 
 # §4.2 and §5: How2Score is the percentage (0-100) of judged generations labelled
-# no_failure.
+# no_failure. Machine outputs give it as the reference CLI does: ``how2score`` on 0-1 and
+# ``how2score_percent`` = HOW2SCORE_SCALE x that (judging/how2score.py, score_forms).
 HOW2SCORE_SCALE = 100.0
 
 # Not from a paper (the papers report How2Score without coverage): a leaderboard row whose

@@ -26,7 +26,7 @@ from collections.abc import Collection, Hashable, Mapping
 from typing import Any
 
 from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, paired_bootstrap_difference
-from judging.how2score import how2score_estimate
+from judging.how2score import how2score_estimate, percent_forms
 
 BASIS_COMMON = "common"
 BASIS_ALL = "all"
@@ -104,11 +104,13 @@ def paired_comparison(a: ItemCounts, b: ItemCounts, *, resamples: int = BOOTSTRA
                       seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
     """Is A better than B? Both models' How2Scores on the items both have a usable verdict
     for (``a`` and ``b``: ``how2score_estimate`` each, coverage against those common items),
-    and the difference A - B with its paired bootstrap interval (``difference``, ``ci95``,
-    ``n_items``, ``resamples``, ``seed``, ``interval``, ``share_a_better``,
-    ``share_b_better``)."""
+    and the difference A - B with its paired bootstrap interval (``difference`` and ``ci95``
+    on 0-1, ``difference_percent`` and ``ci95_percent`` in points of 0-100, ``n_items``,
+    ``resamples``, ``seed``, ``interval``, ``share_a_better``, ``share_b_better``)."""
     common = sorted(judged_items(a) & judged_items(b), key=repr)
     difference = paired_bootstrap_difference(
-        [(a[i][0], a[i][1]) for i in common], [(b[i][0], b[i][1]) for i in common], resamples=resamples, seed=seed)
+        [(a[i][0], a[i][1]) for i in common], [(b[i][0], b[i][1]) for i in common], scale=1.0,
+        resamples=resamples, seed=seed)
     return {"a": estimate_over(a, n_items=len(common), items=common),
-            "b": estimate_over(b, n_items=len(common), items=common), **difference}
+            "b": estimate_over(b, n_items=len(common), items=common),
+            **percent_forms(difference, ["difference", "ci95"])}

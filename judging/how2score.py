@@ -9,7 +9,14 @@ The judge answers (How2Everything App. H.3) with one JSON object::
 of a set of generations is 100 x (number labelled no_failure) / (number judged), overall and
 per topic. An answer that cannot be read is neither a pass nor a fail: it is left out of
 the score and counted in ``n_unusable`` (``n_parse_failed`` in files). Every score comes
-with its 95 % Wilson interval and its coverage (``how2score_estimate``)."""
+with its 95 % Wilson interval and its coverage (``how2score_estimate``).
+
+One scale rule for every machine output (API, commands, exports), the reference CLI's: a
+score or interval field without a suffix is on 0-1 (``how2score``, ``ci95``,
+``difference``), the same field with ``_percent`` is the same number on 0-100
+(``how2score_percent``, ``ci95_percent``, ``difference_percent``). ``score_forms`` and
+``percent_forms`` are the only places the two forms are made; pages show the ``_percent``
+forms."""
 from __future__ import annotations
 
 import copy
@@ -114,11 +121,30 @@ def has_failure(answer: dict[str, Any]) -> bool:
 
 
 def how2score(has_failure_labels: Iterable[bool]) -> float | None:
-    """100 x (number of no_failure) / (number judged); None when nothing was judged."""
+    """(number of no_failure) / (number judged), on 0-1; None when nothing was judged."""
     labels = list(has_failure_labels)
-    if not labels:
+    return score_forms(sum(1 for label in labels if not label), len(labels))["how2score"]
+
+
+def _percent(value: Any) -> Any:
+    if value is None:
         return None
-    return HOW2SCORE_SCALE * sum(1 for label in labels if not label) / len(labels)
+    if isinstance(value, (list, tuple)):
+        return [HOW2SCORE_SCALE * x for x in value]
+    return HOW2SCORE_SCALE * value
+
+
+def percent_forms(values: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    """``values`` with ``<field>_percent`` (the 0-100 form) beside each of ``fields`` (on
+    0-1: a number, an interval ``[low, high]`` or None, which stays None)."""
+    return {**values, **{f"{field}_percent": _percent(values[field]) for field in fields}}
+
+
+def score_forms(n_no_failure: int, n_judged: int) -> dict[str, Any]:
+    """``how2score`` = n_no_failure / n_judged on 0-1 and ``how2score_percent`` on 0-100;
+    both None when nothing was judged (the one rule for a slice or topic with nothing
+    scored, in every output)."""
+    return percent_forms({"how2score": n_no_failure / n_judged if n_judged else None}, ["how2score"])
 
 
 def how2score_estimate(n_no_failure: int, n_judged: int, *, n_unusable: int = 0, n_items: int | None = None,
@@ -126,19 +152,17 @@ def how2score_estimate(n_no_failure: int, n_judged: int, *, n_unusable: int = 0,
     """How2Score with its uncertainty and its coverage: the one shape every page, export and
     API answer gives a score in.
 
-    ``how2score`` = 100 x n_no_failure / n_judged (None when nothing was judged; the one
-    rule for a slice or topic with nothing scored, everywhere), ``how2score_percent`` the
-    same number under the name the reference's files use for the 0-100 form; ``ci95``
-    its 95 % Wilson score interval on the same scale (``interval`` names it); ``n_judged``
+    ``how2score`` = n_no_failure / n_judged on 0-1 and ``how2score_percent`` on 0-100 (the
+    names of the reference's summary.json; both None when nothing was judged: the one rule
+    for a slice or topic with nothing scored, everywhere); ``ci95`` its 95 % Wilson score
+    interval on 0-1 and ``ci95_percent`` on 0-100 (``interval`` names it); ``n_judged``
     the generations with a usable verdict; ``n_unusable`` those whose judge answer was not
     usable (never scored); ``coverage`` = n_items_judged / n_items, the share of the slice's
     items (procedures) with at least one usable verdict (None when ``n_items`` is unknown)."""
     interval = wilson_interval(n_no_failure, n_judged)
-    score = HOW2SCORE_SCALE * n_no_failure / n_judged if n_judged else None
     return {
-        "how2score": score,
-        "how2score_percent": score,
-        "ci95": [HOW2SCORE_SCALE * interval[0], HOW2SCORE_SCALE * interval[1]] if interval else None,
+        **score_forms(n_no_failure, n_judged),
+        **percent_forms({"ci95": list(interval) if interval else None}, ["ci95"]),
         "interval": WILSON,
         "n_judged": n_judged,
         "n_unusable": n_unusable,
@@ -146,6 +170,10 @@ def how2score_estimate(n_no_failure: int, n_judged: int, *, n_unusable: int = 0,
         "n_items_judged": n_items_judged,
         "coverage": n_items_judged / n_items if n_items and n_items_judged is not None else None,
     }
+
+
+# The score fields of every How2Score: both scales of the score and of its interval.
+SCORE_FIELDS = ("how2score", "how2score_percent", "ci95", "ci95_percent")
 
 
 class How2ScoreTally:
@@ -193,16 +221,17 @@ class How2ScoreTally:
         ``n_parse_failed`` (the names of files written before: the same counts as
         ``n_judged`` and ``n_unusable``) and ``by_topic``.
 
-        ``by_topic`` has every topic seen, sorted by name, each ``{"how2score", "ci95",
-        "n_scored", "n_unusable"}``; a score is None where nothing was scored."""
+        ``by_topic`` has every topic seen, sorted by name, each ``{"how2score",
+        "how2score_percent", "ci95", "ci95_percent", "n_judged", "n_scored", "n_unusable"}``
+        (``n_scored`` = ``n_judged``); a score is None where nothing was scored."""
         estimate = how2score_estimate(
             self._passed, self._scored, n_unusable=self.n_parse_failed,
             n_items=len(self._items) if n_items is None else n_items, n_items_judged=len(self._items_judged))
         by_topic = {}
         for topic, (scored, passed, unusable, _) in sorted(self._topics.items()):
             topic_estimate = how2score_estimate(passed, scored)
-            by_topic[topic] = {"how2score": topic_estimate["how2score"], "ci95": topic_estimate["ci95"],
-                               "n_scored": scored, "n_unusable": unusable}
+            by_topic[topic] = {key: topic_estimate[key] for key in SCORE_FIELDS} | {
+                "n_judged": scored, "n_scored": scored, "n_unusable": unusable}
         return {**estimate, "n": self.n, "n_scored": self._scored, "n_parse_failed": self.n_parse_failed,
                 "by_topic": by_topic}
 
@@ -217,13 +246,12 @@ class How2ScoreTally:
         ``avg_failures_per_example`` (``n_failures`` summed over the scored records, divided
         by their number). Per topic the same, plus ``topic`` and ``n_judged``. Where nothing
         was scored every score and rate is None (the product's one rule; the reference
-        writes 0.0 there beside its n of 0). ``ci95`` stays on 0-100."""
+        writes 0.0 there beside its n of 0). ``ci95`` on 0-1 and ``ci95_percent`` on 0-100."""
         result = self.result()
 
         def forms(scored: int, passed: int, failures: int) -> dict[str, Any]:
             return {
-                "how2score": passed / scored if scored else None,
-                "how2score_percent": HOW2SCORE_SCALE * passed / scored if scored else None,
+                **score_forms(passed, scored),
                 "n_examples": scored,
                 "n_with_failures": scored - passed,
                 "failure_rate": (scored - passed) / scored if scored else None,
@@ -236,7 +264,9 @@ class How2ScoreTally:
             row = forms(scored, passed, failures)
             del row["n_examples"]
             by_topic[topic] = {"topic": topic, "n_judged": scored, **row, "n_parse_failed": unusable,
-                               "ci95": result["by_topic"][topic]["ci95"], "n_scored": scored, "n_unusable": unusable}
+                               "ci95": result["by_topic"][topic]["ci95"],
+                               "ci95_percent": result["by_topic"][topic]["ci95_percent"], "n_scored": scored,
+                               "n_unusable": unusable}
         return {**summary, **{k: v for k, v in result.items() if k not in summary and k != "by_topic"},
                 "by_topic": by_topic}
 

@@ -12,7 +12,7 @@ from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from judging.calibration import judge_calibration
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASIS_ALL, BASIS_COMMON, estimate_over, paired_comparison, ranking
-from judging.how2score import How2ScoreTally
+from judging.how2score import SCORE_FIELDS, How2ScoreTally
 from judging.metrics import MetricsSummary, record_metrics
 from judging.models import Generation, GenerationRun, Judgment, JudgeRun
 from judging.rankings import kendall_tau, rank_correlation_intervals, spearman_rho
@@ -139,8 +139,9 @@ def leaderboard_ranking(judge: str, split: str | None = None, *, basis: str = BA
 
     Returns the ranking's summary (``basis``, ``min_coverage``, ``n_items``,
     ``n_common_items``, ``n_complete``) and ``rows``, one per model in the order shown. Each
-    row has the score it shows under ``basis`` (``how2score``, ``ci95``, ``interval``,
-    ``n_judged``, ``scored_on``), the model's coverage of the slice (``n_unusable``,
+    row has the score it shows under ``basis`` (``how2score`` and ``ci95`` on 0-1,
+    ``how2score_percent`` and ``ci95_percent`` on 0-100, ``interval``, ``n_judged``,
+    ``scored_on``), the model's coverage of the slice (``n_unusable``,
     ``n_items``, ``n_items_judged``, ``coverage``), ``complete`` and ``rank`` (None:
     unranked), both estimates (``all_items``, ``common_items``), and over all its judged
     generations: per-topic scores, step-count slices, the formatting proxies, the
@@ -177,7 +178,7 @@ def leaderboard_ranking(judge: str, split: str | None = None, *, basis: str = BA
         structured = score_summary(scores[g.pk] for g in row["generations"] if g.pk in scores)
         rows.append({
             "model": model, "label": row["label"], "rank": rule["rank"], "complete": rule["complete"],
-            "scored_on": rule["scored_on"], "how2score": shown["how2score"], "ci95": shown["ci95"],
+            "scored_on": rule["scored_on"], **{key: shown[key] for key in SCORE_FIELDS},
             "interval": shown["interval"], "n_judged": shown["n_judged"],
             "n_unusable": slice_["n_unusable"], "n_items": slice_["n_items"],
             "n_items_judged": slice_["n_items_judged"], "coverage": slice_["coverage"],

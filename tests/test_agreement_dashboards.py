@@ -120,7 +120,7 @@ def test_leaderboard_shows_the_judge_score_calibrated_with_human_labels(research
                               answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE, submission_id="t")
     rows = {r["model"]: r for r in leaderboard("How2Judge")}
     claude = rows["claude-opus-4.5"]
-    assert claude["calibrated"]["corrected_score"] == pytest.approx(claude["how2score"])
+    assert claude["calibrated"]["corrected_score"] == pytest.approx(claude["how2score_percent"])  # the page's 0-100
     assert claude["calibrated"]["tpr"] == 1.0 and claude["calibrated"]["tnr"] == 1.0
     html = researcher_client.get(reverse("leaderboard") + "?judge=How2Judge").content.decode()
     assert "over 10 human-labelled items" in html

@@ -105,9 +105,9 @@ def test_unreadable_answers_raise(text):
 # ---------------------------------------------------------------------------------------
 
 
-def test_how2score_is_the_percentage_without_failure():
-    # 3 no_failure out of 4 judged -> 100 * 3 / 4 = 75
-    assert how2score([False, True, False, False]) == pytest.approx(75.0)
+def test_how2score_is_the_share_without_failure():
+    # 3 no_failure out of 4 judged -> 3 / 4 = 0.75 (75 %; how2score is on 0-1 as in the reference)
+    assert how2score([False, True, False, False]) == pytest.approx(0.75)
     assert how2score([True, True]) == 0.0
     assert how2score([]) is None
 
@@ -117,13 +117,15 @@ def test_parse_failures_are_counted_but_never_scored():
         ("Health", False), ("Health", None), ("Health", True),
         ("Religion", None),
     ])
-    # Health: 1 no_failure of 2 scored -> 50; the None is neither a pass nor a fail.
-    # 1 of 2: the 95 % Wilson interval is [9.45, 90.55].
-    ci = [pytest.approx(9.4531, abs=1e-4), pytest.approx(90.5469, abs=1e-4)]
+    # Health: 1 no_failure of 2 scored -> 0.5 (50 %); the None is neither a pass nor a fail.
+    # 1 of 2: the 95 % Wilson interval is [9.45, 90.55] %.
+    ci = [pytest.approx(0.094531, abs=1e-6), pytest.approx(0.905469, abs=1e-6)]
+    ci_percent = [pytest.approx(9.4531, abs=1e-4), pytest.approx(90.5469, abs=1e-4)]
     assert result == {
-        "how2score": pytest.approx(50.0),
+        "how2score": pytest.approx(0.5),
         "how2score_percent": pytest.approx(50.0),
         "ci95": ci,
+        "ci95_percent": ci_percent,
         "interval": "wilson",
         "n_judged": 2,
         "n_unusable": 2,
@@ -134,15 +136,17 @@ def test_parse_failures_are_counted_but_never_scored():
         "n_scored": 2,
         "n_parse_failed": 2,
         "by_topic": {
-            "Health": {"how2score": pytest.approx(50.0), "ci95": ci, "n_scored": 2, "n_unusable": 1},
-            "Religion": {"how2score": None, "ci95": None, "n_scored": 0, "n_unusable": 1},
+            "Health": {"how2score": pytest.approx(0.5), "how2score_percent": pytest.approx(50.0), "ci95": ci,
+                       "ci95_percent": ci_percent, "n_judged": 2, "n_scored": 2, "n_unusable": 1},
+            "Religion": {"how2score": None, "how2score_percent": None, "ci95": None, "ci95_percent": None,
+                         "n_judged": 0, "n_scored": 0, "n_unusable": 1},
         },
     }
 
 
 def test_an_empty_tally_has_no_score():
     assert How2ScoreTally().result() == {
-        "how2score": None, "how2score_percent": None, "ci95": None, "interval": "wilson", "n_judged": 0, "n_unusable": 0, "n_items": 0,
+        "how2score": None, "how2score_percent": None, "ci95": None, "ci95_percent": None, "interval": "wilson", "n_judged": 0, "n_unusable": 0, "n_items": 0,
         "n_items_judged": 0, "coverage": None, "n": 0, "n_scored": 0, "n_parse_failed": 0, "by_topic": {}}
 
 
@@ -200,7 +204,7 @@ def test_bench_aggregate_overall_and_per_topic(tmp_path):
     stderr = io.StringIO()
     result = run_aggregate(write_jsonl(tmp_path / "judgments.jsonl", records), stderr)
     assert list(result) == ["how2score", "how2score_percent", "n_examples", "n_with_failures", "failure_rate",
-                            "avg_failures_per_example", "ci95", "interval", "n_judged", "n_unusable", "n_items",
+                            "avg_failures_per_example", "ci95", "ci95_percent", "interval", "n_judged", "n_unusable", "n_items",
                             "n_items_judged", "coverage", "n", "n_scored", "n_parse_failed", "by_topic"]
     # Scored: 1 F, 2 T, 3 F, 4 T, 6 F -> 3 no_failure of 5 -> 0.6 (60 %). Lines 5 and 7 unreadable.
     assert result["how2score"] == pytest.approx(0.6) and result["how2score_percent"] == pytest.approx(60.0)

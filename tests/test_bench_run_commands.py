@@ -72,7 +72,9 @@ def test_exports_feed_bench_metrics_and_bench_aggregate(server, tmp_path, capsys
     assert metrics["n"] == 14 and metrics["step_count_mismatch"] == 0
     call_command("bench_aggregate", "--judgments", str(judgments))
     aggregate = json.loads(capsys.readouterr().out)
-    assert aggregate["how2score_percent"] == pytest.approx(judge_run_score(JudgeRun.objects.get(name="j1"))["how2score"])
+    score = judge_run_score(JudgeRun.objects.get(name="j1"))
+    assert aggregate["how2score_percent"] == pytest.approx(score["how2score_percent"])
+    assert aggregate["how2score"] == pytest.approx(score["how2score"])
     assert aggregate["how2score"] == pytest.approx(aggregate["how2score_percent"] / 100)
 
 

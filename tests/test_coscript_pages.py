@@ -393,9 +393,12 @@ def test_the_run_list_shows_how2score_of_the_constrained_slice_per_constraint_ty
     a = rows[("how2judge", "model-a")]
     n = {t: len(items) for t, items in procedures.items()}
     assert a["n_judged"] == sum(n.values()) and a["coverage"] == 1.0 and a["rank"] == 1
-    assert a["how2score"] == pytest.approx(100 * (n["modifier"] + n["method"]) / sum(n.values()))
-    assert {c["constraint_type"]: c["how2score"] for c in a["by_type"]} == {"modifier": 100.0, "method": 100.0,
+    assert a["how2score"] == pytest.approx((n["modifier"] + n["method"]) / sum(n.values()))
+    assert a["how2score_percent"] == pytest.approx(100 * (n["modifier"] + n["method"]) / sum(n.values()))
+    assert {c["constraint_type"]: c["how2score"] for c in a["by_type"]} == {"modifier": 1.0, "method": 1.0,
                                                                             "intent": 0.0}
+    assert {c["constraint_type"]: c["how2score_percent"] for c in a["by_type"]} == {
+        "modifier": 100.0, "method": 100.0, "intent": 0.0}
     b = rows[("how2judge", "model-b")]
     assert b["how2score"] is None and b["n_unusable"] == 1 and b["rank"] is None and not b["complete"]
     html = response.content.decode()

@@ -84,7 +84,7 @@ def test_generate_judge_and_score_a_run(server):
     # 17 generations: the reticello one never gets a JSON answer (parse_failed, not scored);
     # the Crime & Law one has a failure; 15 have none: How2Score = 100 * 15 / 16.
     assert score["n"] == 17 and score["n_parse_failed"] == 1 and score["n_scored"] == 16
-    assert score["how2score"] == pytest.approx(100 * 15 / 16)
+    assert score["how2score"] == pytest.approx(15 / 16) and score["how2score_percent"] == pytest.approx(100 * 15 / 16)
     assert score["outcomes"] == {"ok": 16, "parse_failed": 1}
     failed = Judgment.objects.get(run=judge, has_failure=True)
     assert failed.critical_failures == [{"failure": "No 30-day waiting period.", "L1_steps": [4], "L2_steps": [3]}]
@@ -157,7 +157,8 @@ def test_leaderboard_ranks_models_with_tokens_and_proxies(server):
     models = [r["model"] for r in rows]
     assert "qwen3-8b" in models and "gemini-2.5-pro" in models  # the demo judgments are How2Judge's too
     ours = next(r for r in rows if r["model"] == "qwen3-8b")
-    assert ours["how2score"] == pytest.approx(100 * 15 / 16) and ours["n_unusable"] == 1
+    assert ours["how2score"] == pytest.approx(15 / 16) and ours["n_unusable"] == 1
+    assert ours["how2score_percent"] == pytest.approx(100 * 15 / 16)
     assert ours["metrics"]["step_count_mismatch"] == 0 and ours["metrics"]["avg_gen_tokens"] > 0
     assert ours["ci95"][0] < ours["how2score"] < ours["ci95"][1] and ours["coverage"] is not None
     # Ranked rows come first, by score; unranked (incomplete) rows after them.

@@ -45,7 +45,8 @@ def test_three_usable_judgments_of_seventeen_no_longer_top_the_leaderboard(issue
     assert few["rank"] is None and few["complete"] is False
     assert (few["n_judged"], few["n_unusable"], few["n_items"], few["n_items_judged"]) == (3, 14, 40, 3)
     assert few["coverage"] == pytest.approx(3 / 40)
-    assert few["ci95"][0] == pytest.approx(43.85, abs=0.01)  # 3 of 3 is not a certain 100
+    assert few["ci95"][0] == pytest.approx(0.4385, abs=1e-4)  # 3 of 3 is not a certain 100 %
+    assert few["ci95_percent"][0] == pytest.approx(43.85, abs=0.01)
     # Neither model covers 95 % of the 40 procedures: nothing is ranked.
     assert board["n_complete"] == 0 and all(r["rank"] is None for r in board["rows"])
 
@@ -56,7 +57,8 @@ def test_complete_models_are_ranked_over_common_items_and_the_incomplete_one_bel
     assert [r["rank"] for r in board["rows"]] == [1, 2, None]
     assert board["n_items"] == 23 and board["n_common_items"] == 23 and board["basis"] == "common"
     few = _row(board, "few-judged")
-    assert few["how2score"] == 100.0 and few["scored_on"] == "own" and not few["complete"]
+    assert few["how2score"] == 1.0 and few["how2score_percent"] == 100.0
+    assert few["scored_on"] == "own" and not few["complete"]
 
 
 def test_the_common_basis_leaves_out_items_a_complete_model_lacks(db):
@@ -91,7 +93,8 @@ def test_leaderboard_page_with_a_bad_basis_or_threshold_is_a_400_naming_it(resea
 def test_leaderboard_page_compares_two_models_with_a_paired_interval(researcher_client, bench_world):
     html = researcher_client.get(reverse("leaderboard"), {"judge": "how2judge", "a": "strong", "b": "weak"}).content.decode()
     comparison = model_comparison("how2judge", "strong", "weak")
-    assert comparison["n_items"] == 23 and comparison["difference"] == pytest.approx(100 * 8 / 23)
+    assert comparison["n_items"] == 23 and comparison["difference"] == pytest.approx(8 / 23)
+    assert comparison["difference_percent"] == pytest.approx(100 * 8 / 23)
     assert comparison["ci95"][0] > 0  # strong passes every procedure weak passes, and 8 more
     assert "<strong>strong is better than weak</strong>" in html
     assert "1000 times (seed 0)" in html
@@ -102,7 +105,7 @@ def test_leaderboard_page_compares_two_models_with_a_paired_interval(researcher_
 def test_compare_api_gives_the_difference_on_common_items(researcher_client, bench_world):
     body = researcher_client.get("/api/leaderboard/compare", {"judge": "how2judge", "a": "few-judged", "b": "weak"}).json()
     # Common procedures: the 3 with a usable verdict for few-judged (weak passes all 3).
-    assert body["n_items"] == 3 and body["difference"] == 0.0
+    assert body["n_items"] == 3 and body["difference"] == 0.0 and body["difference_percent"] == 0.0
     assert body["a"]["n_judged"] == 3 and body["b"]["n_judged"] == 3
     assert body["resamples"] == 1000 and body["seed"] == 0 and body["interval"] == "paired bootstrap over items"
     again = researcher_client.get("/api/leaderboard/compare", {"judge": "how2judge", "a": "few-judged", "b": "weak"}).json()
@@ -131,6 +134,8 @@ def test_leaderboard_api_gives_the_page_rows_with_intervals_and_coverage(researc
     assert [(r["model"], r["rank"]) for r in body["rows"]] == [("strong", 1), ("weak", 2), ("few-judged", None)]
     strong = body["rows"][0]
     assert strong["ci95"] == pytest.approx(_row(leaderboard_ranking("how2judge"), "strong")["ci95"])
+    assert strong["how2score_percent"] == pytest.approx(100 * strong["how2score"]) and 0 < strong["how2score"] <= 1
+    assert strong["ci95_percent"] == pytest.approx([100 * x for x in strong["ci95"]])
     assert strong["coverage"] == 1.0 and strong["n_unusable"] == 0 and strong["interval"] == "wilson"
     for query, field in [({"basis": "x"}, "basis"), ({"min_coverage": "-0.1"}, "min_coverage"),
                          ({"judge": "nobody"}, "judge"), ({"split": "train"}, "split")]:

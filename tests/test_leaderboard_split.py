@@ -107,7 +107,8 @@ def test_constrained_judgments_count_in_the_constrained_and_all_views_only(serve
     slice_ = _by_model(leaderboard("how2judge", "constrained"))
     assert set(slice_) == {"qwen3-8b", "olmo-3-7b"}
     # Two constrained procedures, the diabetic one judged a failure: How2Score 50.
-    assert slice_["qwen3-8b"]["n"] == 2 and slice_["qwen3-8b"]["how2score"] == pytest.approx(50.0)
+    assert slice_["qwen3-8b"]["n"] == 2 and slice_["qwen3-8b"]["how2score"] == pytest.approx(0.5)
+    assert slice_["qwen3-8b"]["how2score_percent"] == pytest.approx(50.0)
     bench = _by_model(leaderboard("how2judge", "bench"))
     assert set(bench) == {"qwen3-8b"} and bench["qwen3-8b"]["n"] == 17
     everything = _by_model(leaderboard("how2judge"))
@@ -152,7 +153,8 @@ def test_cross_judge_rankings_by_split(server, constrained, researcher_client):
     _run(language_model_register(name="olmo-3-7b", prompt_style="inst"), "constrained",
          judges=("how2judge", "gpt-5"))
     rankings = cross_judge_rankings(["how2judge", "gpt-5"], "constrained")
-    assert rankings["models"] == ["olmo-3-7b"] and rankings["scores"]["gpt-5"] == {"olmo-3-7b": 50.0}
+    assert rankings["models"] == ["olmo-3-7b"] and rankings["scores"]["gpt-5"] == {"olmo-3-7b": 0.5}
+    assert rankings["estimates"]["gpt-5"]["olmo-3-7b"]["how2score_percent"] == 50.0
     assert cross_judge_rankings(["how2judge", "gpt-5"])["models"] == ["olmo-3-7b", "qwen3-8b"]
     html = researcher_client.get(reverse("cross_judge"), {"judge": ["how2judge", "gpt-5"],
                                                           "split": "constrained"}).content.decode()

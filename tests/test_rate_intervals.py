@@ -183,16 +183,16 @@ def test_the_constrained_slice_never_ranks_a_barely_covered_model_above_a_comple
                                                                       ("few-model", None, False)]
     complete, few = rows
     # Each score is judging's estimate: n judged, unusable, coverage and the Wilson interval.
-    assert {k: complete[k] for k in ("how2score", "ci95", "n_judged", "n_unusable", "coverage")} == {
-        k: how2score_estimate(8, 12, n_items=12, n_items_judged=12)[k]
-        for k in ("how2score", "ci95", "n_judged", "n_unusable", "coverage")}
-    assert (few["how2score"], few["n_judged"], few["n_unusable"]) == (100.0, 1, 2)
+    fields = ("how2score", "how2score_percent", "ci95", "ci95_percent", "n_judged", "n_unusable", "coverage")
+    assert {k: complete[k] for k in fields} == {
+        k: how2score_estimate(8, 12, n_items=12, n_items_judged=12)[k] for k in fields}
+    assert (few["how2score"], few["how2score_percent"], few["n_judged"], few["n_unusable"]) == (1.0, 100.0, 1, 2)
     assert few["coverage"] == pytest.approx(1 / 12)
     intent = {c["constraint_type"]: c for c in few["by_type"]}["intent"]
     assert intent == {"constraint_type": "intent", **how2score_estimate(1, 1, n_unusable=2, n_items=4, n_items_judged=1),
                       "complete": False}
     modifier = {c["constraint_type"]: c for c in complete["by_type"]}["modifier"]
-    assert modifier["how2score"] == 100.0 and modifier["ci95"] == how2score_estimate(4, 4)["ci95"] and modifier["complete"]
+    assert modifier["how2score"] == 1.0 and modifier["ci95"] == how2score_estimate(4, 4)["ci95"] and modifier["complete"]
     # The same numbers as the constrained leaderboard over all judged items.
     board = {r["model"]: r for r in leaderboard_ranking("how2judge", Split.CONSTRAINED, basis="all")["rows"]}
     for row in rows:
@@ -205,7 +205,7 @@ def test_the_constrained_slice_never_ranks_a_barely_covered_model_above_a_comple
     few_row = re.search(r'data-model="few-model" class="incomplete">(.*?)</tr>', table, re.S).group(1)
     assert "incomplete" in few_row and "1 judged · 2 unusable" in few_row and "coverage 1 / 12" in few_row
     intent_cell = re.search(r'data-type="intent" class="incomplete">(.*?)</td>', few_row, re.S).group(1)
-    low, high = intent["ci95"]
+    low, high = intent["ci95_percent"]  # pages show the 0-100 forms
     assert f"[{low:.1f}–{high:.1f}]" in intent_cell and "coverage 1 / 4" in intent_cell
 
 

@@ -136,11 +136,14 @@ def test_imported_parse_failures_are_unusable_on_the_leaderboard_and_it_agrees(t
     (row,) = leaderboard_ranking("gpt-judge", basis="all", min_coverage=0.0)["rows"]
     assert row["model"] == "qwen-x"
     assert (row["n_judged"], row["n_unusable"]) == (overall["n_examples"], overall["n_parse_failed"])
-    assert row["how2score"] == pytest.approx(100 * overall["how2score"])
+    assert row["how2score"] == pytest.approx(overall["how2score"])
+    assert row["how2score_percent"] == pytest.approx(100 * overall["how2score"])
     for topic, expected in by_topic.items():
         got = row["by_topic"][topic]
         assert (got["n_scored"], got["n_unusable"]) == (expected["n_judged"], expected["n_parse_failed"]), topic
-        assert got["how2score"] == (None if expected["how2score"] is None else pytest.approx(100 * expected["how2score"]))
+        assert got["how2score"] == (None if expected["how2score"] is None else pytest.approx(expected["how2score"]))
+        assert got["how2score_percent"] == (
+            None if expected["how2score"] is None else pytest.approx(100 * expected["how2score"]))
 
 
 def test_an_answer_we_could_not_parse_is_exported_as_the_reference_writes_it(tmp_path):

@@ -152,7 +152,7 @@ def test_leaderboard_shows_score_beside_how2score(components_server, generation_
     for generation in generation_run.generations.all():
         Judgment.objects.create(generation=generation, judge="how2judge", has_failure=False)
     [row] = [r for r in leaderboard("how2judge") if r["model"] == "qwen3-8b"]
-    assert row["how2score"] == 100.0
+    assert row["how2score"] == 1.0 and row["how2score_percent"] == 100.0
     assert row["score_n"] == 17
     assert row["score"] == pytest.approx(generation_run_score(generation_run)["score"])
 

@@ -34,8 +34,9 @@ def test_wilson_interval_matches_hand_computed_values():
 def test_three_passes_of_three_is_not_certain():
     # The defect: 3 usable verdicts shown as a bare 100.0. Wilson gives [43.9, 100].
     estimate = how2score_estimate(3, 3, n_unusable=14, n_items=17, n_items_judged=3)
-    assert estimate["how2score"] == 100.0
-    assert estimate["ci95"][0] == pytest.approx(43.85, abs=0.01) and estimate["ci95"][1] == 100.0
+    assert estimate["how2score"] == 1.0 and estimate["how2score_percent"] == 100.0
+    assert estimate["ci95"][0] == pytest.approx(0.4385, abs=1e-4) and estimate["ci95"][1] == 1.0
+    assert estimate["ci95_percent"][0] == pytest.approx(43.85, abs=0.01) and estimate["ci95_percent"][1] == 100.0
     assert (estimate["n_judged"], estimate["n_unusable"], estimate["interval"]) == (3, 14, "wilson")
     assert estimate["coverage"] == pytest.approx(3 / 17)
 
@@ -50,7 +51,7 @@ def test_tally_counts_unusable_answers_and_coverage_by_item():
     for item, label in [("p1", False), ("p1", True), ("p2", None), ("p3", False)]:
         tally.add("Health", label, item=item)
     result = tally.result(n_items=4)
-    assert result["how2score"] == pytest.approx(100 * 2 / 3)
+    assert result["how2score"] == pytest.approx(2 / 3) and result["how2score_percent"] == pytest.approx(100 * 2 / 3)
     assert (result["n_judged"], result["n_unusable"], result["n_items"], result["n_items_judged"]) == (3, 1, 4, 2)
     assert result["coverage"] == pytest.approx(0.5)
     assert result["by_topic"]["Health"]["ci95"] == pytest.approx(how2score_estimate(2, 3)["ci95"])
@@ -93,8 +94,10 @@ def test_paired_comparison_uses_only_items_both_models_have_a_usable_verdict_for
     b = {"p1": (0, 1, 0), "p2": (1, 1, 0), "p3": (1, 1, 0)}
     result = paired_comparison(a, b)
     assert result["n_items"] == 2  # p1 and p2: p3 unusable for A, p4 not judged for B
-    assert result["a"]["how2score"] == 100.0 and result["b"]["how2score"] == 50.0
-    assert result["difference"] == pytest.approx(50.0) and result["interval"] == "paired bootstrap over items"
+    assert result["a"]["how2score"] == 1.0 and result["b"]["how2score"] == 0.5
+    assert result["a"]["how2score_percent"] == 100.0 and result["b"]["how2score_percent"] == 50.0
+    assert result["difference"] == pytest.approx(0.5) and result["difference_percent"] == pytest.approx(50.0)
+    assert result["interval"] == "paired bootstrap over items"
 
 
 # ---------------------------------------------------------------------------------------
@@ -154,7 +157,7 @@ def judged_run(db):
 def test_judge_run_score_carries_interval_unusable_and_coverage_of_the_run(judged_run):
     score = judge_run_score(judged_run)
     # 4 of 5 procedures have a generation judged; 3 usable verdicts, 2 without failure.
-    assert score["how2score"] == pytest.approx(100 * 2 / 3)
+    assert score["how2score"] == pytest.approx(2 / 3) and score["how2score_percent"] == pytest.approx(100 * 2 / 3)
     assert (score["n_judged"], score["n_unusable"], score["n_items"], score["n_items_judged"]) == (3, 1, 5, 3)
     assert score["coverage"] == pytest.approx(0.6)
     assert score["ci95"] == pytest.approx(how2score_estimate(2, 3)["ci95"]) and score["interval"] == "wilson"
