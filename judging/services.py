@@ -60,12 +60,48 @@ def sample_procedures(*, split: str, per_topic: int | None, seed: int) -> list[i
     return chosen
 
 
-def generation_request(procedure: Procedure, language_model: LanguageModel, prompt) -> LLMRequest:
+REQUEST_MODES = ("chat", "generate")
+
+
+def request_options_check(options: dict | None) -> dict:
+    """Request options of a generation or judge run (docs/how2bench.md, *Request options*):
+    ``temperature``, ``max_tokens``, ``mode`` (``chat``: one user message; ``generate``: the
+    prompt as a plain completion), ``params`` (sent with every request: ``top_p``,
+    ``reasoning_effort``, ``chat_template_kwargs``, ...; a ``None`` value removes a default
+    such as the base models' stop) and ``engine`` (options of the in-process vLLM engine,
+    executor ``vllm_offline`` only)."""
+    options = dict(options or {})
+    unknown = set(options) - {"temperature", "max_tokens", "mode", "params", "engine"}
+    if unknown:
+        raise ValueError(f"unknown request option(s) {', '.join(sorted(map(str, unknown)))}")
+    if options.get("mode") is not None and options["mode"] not in REQUEST_MODES:
+        raise ValueError("mode must be chat or generate (a plain completion)")
+    for key in ("params", "engine"):
+        if not isinstance(options.get(key) or {}, dict):
+            raise ValueError(f"{key} must be a mapping")
+    return options
+
+
+def generation_request(procedure: Procedure, language_model: LanguageModel, prompt,
+                       options: dict | None = None) -> LLMRequest:
     text = prompt.render(**generation_values(procedure.goal, procedure.steps, procedure.resources))
+    options = options or {}
     params = decoding_params(language_model)
-    if language_model.prompt_style == PromptStyle.BASE:
-        return LLMRequest(stage="generate", messages=[], prompt=text, params=params)
-    return LLMRequest(stage="generate", messages=[{"role": "user", "content": text}], params=params)
+    for key in ("temperature", "max_tokens"):
+        if options.get(key) is not None:
+            params[key] = options[key]
+    params.update(options.get("params") or {})
+    mode = options.get("mode") or ("generate" if language_model.prompt_style == PromptStyle.BASE else "chat")
+    engine = options.get("engine") or None
+    if mode == "generate":
+        return LLMRequest(stage="generate", messages=[], prompt=text, params=params, engine=engine)
+    return LLMRequest(stage="generate", messages=[{"role": "user", "content": text}], params=params, engine=engine)
+
+
+def _engine_check(options: dict, executor: str) -> None:
+    if options.get("engine") and executor != "vllm_offline":
+        raise ValueError("engine options apply only to the vllm_offline executor (an in-process vLLM engine); "
+                         "a vLLM server takes them when it is started (vllm serve MODEL --revision ...)")
 
 
 def run_name_check(*, run_class: type[GenerationRun] | type[JudgeRun], name: str) -> None:
@@ -83,9 +119,11 @@ def run_name_check(*, run_class: type[GenerationRun] | type[JudgeRun], name: str
 def generation_run_create(
     *, name: str, language_model: LanguageModel, split: str = "bench", sample_per_topic: int | None = None,
     seed: int = 0, prompt_file: str | None = None, executor: str = "online", concurrency: int = 16,
-    budget_usd: Decimal | None = None, start: bool = True,
+    budget_usd: Decimal | None = None, start: bool = True, options: dict | None = None,
 ) -> GenerationRun:
     run_name_check(run_class=GenerationRun, name=name)
+    options = request_options_check(options)
+    _engine_check(options, executor)
     prompt = prompt_load(prompt_file or DEFAULT_PROMPTS[language_model.prompt_style], kind="generate")
     procedure_ids = sample_procedures(split=split, per_topic=sample_per_topic, seed=seed)
     if not procedure_ids:
@@ -95,7 +133,7 @@ def generation_run_create(
         prompt_file=prompt.path, prompt_hash=prompt.sha256, executor=executor, concurrency=concurrency,
         budget_usd=budget_usd, procedure_ids=procedure_ids)
     procedures = Procedure.objects.in_bulk(procedure_ids)
-    requests = [generation_request(procedures[pk], language_model, prompt) for pk in procedure_ids]
+    requests = [generation_request(procedures[pk], language_model, prompt, options) for pk in procedure_ids]
     run.llm_job = llm_job_create(run=f"generation-run:{run.pk}", role=language_model.role, requests=requests,
                                  executor=executor, concurrency=concurrency, budget_usd=budget_usd,
                                  endpoint_overrides=language_model.endpoint_overrides(), start=False)
@@ -110,11 +148,16 @@ def judge_run_create(
     *, name: str, generation_run: GenerationRun, judge: str, role: str = "how2score_judge", base_url: str = "",
     model: str = "", api_key_env: str = "", prompt_file: str | None = None, executor: str = "online",
     concurrency: int = 16, budget_usd: Decimal | None = None, temperature: float = GREEDY_TEMPERATURE,
-    seed: int | None = None, start: bool = True,
+    seed: int | None = None, start: bool = True, options: dict | None = None,
 ) -> JudgeRun:
     """Judge every usable generation of a run. A judge name is used once per generation
-    run, so re-judging with another judge adds judgments and never overwrites."""
+    run, so re-judging with another judge adds judgments and never overwrites. ``options``:
+    see :func:`request_options_check` (``temperature`` is the run's own field)."""
     run_name_check(run_class=JudgeRun, name=name)
+    options = request_options_check(options)
+    _engine_check(options, executor)
+    if options.get("temperature") is not None:
+        temperature = options["temperature"]
     if JudgeRun.objects.filter(generation_run=generation_run, judge=judge).exists():
         raise ValueError(f"generation run {generation_run.name!r} already has judge {judge!r}; choose another judge name")
     prompt = prompt_load(prompt_file or DEFAULT_JUDGE_PROMPT, kind="how2score_judge")
@@ -124,7 +167,7 @@ def judge_run_create(
         concurrency=concurrency, budget_usd=budget_usd, temperature=temperature, seed=seed)
     generations = list(generation_run.generations.filter(outcome="ok").select_related("procedure").order_by("id"))
     requests = [judge_request(g.procedure.goal, g.procedure.steps, g.predicted_steps, prompt,
-                              temperature=temperature, seed=seed) for g in generations]
+                              temperature=temperature, seed=seed, options=options) for g in generations]
     run.llm_job = llm_job_create(run=f"judge-run:{run.pk}", role=role, requests=requests, executor=executor,
                                  concurrency=concurrency, budget_usd=budget_usd,
                                  endpoint_overrides=run.endpoint_overrides(), start=False)
@@ -135,16 +178,24 @@ def judge_run_create(
 
 
 def judge_request(goal: str, reference_steps: list[str], steps: list[str], prompt, *,
-                  temperature: float = GREEDY_TEMPERATURE, seed: int | None = None) -> LLMRequest:
+                  temperature: float = GREEDY_TEMPERATURE, seed: int | None = None,
+                  options: dict | None = None) -> LLMRequest:
     # Filled and ended as the reference CLI's judge requests are (judging/prompts.py).
     text = prompt.render(**judge_values(goal, reference_steps, steps)) + JUDGE_SUFFIX
     reference_steps, steps = cleaned(reference_steps), cleaned(steps)  # the lists the judge sees
-    params = {"temperature": temperature, "max_tokens": JUDGE_MAX_TOKENS}
+    options = options or {}
+    params = {"temperature": temperature, "max_tokens": options.get("max_tokens") or JUDGE_MAX_TOKENS}
     if seed is not None:
         params["seed"] = seed
+    params.update(options.get("params") or {})
     # Links may only name steps that exist (the schema bounds them; see judge_schema).
+    schema = judge_schema(n_l1=len(reference_steps), n_l2=len(steps))
+    engine = options.get("engine") or None
+    if options.get("mode") == "generate":  # the prompt as a plain completion (vLLM's mode: generate)
+        return LLMRequest(stage="how2score_judge", messages=[], prompt=text, params=params, schema=schema,
+                          engine=engine)
     return LLMRequest(stage="how2score_judge", messages=[{"role": "user", "content": text}], params=params,
-                      schema=judge_schema(n_l1=len(reference_steps), n_l2=len(steps)))
+                      schema=schema, engine=engine)
 
 
 def _enqueue(kind: str, run_id: int) -> None:

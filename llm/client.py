@@ -73,6 +73,9 @@ class LLMRequest:
     params: dict[str, Any] = field(default_factory=dict)
     schema: dict[str, Any] | None = None
     prompt: str | None = None  # a plain completion prompt (base models): sent to /completions
+    # Options of the in-process vLLM engine that answers it (``vllm.LLM(**engine)``: revision,
+    # max_model_len, tensor_parallel_size, ...): never sent, but part of the request's identity.
+    engine: dict[str, Any] | None = None
 
     def key(self, model: str, *, base_url: str = "") -> str:
         """Ledger key: a hash of (endpoint base URL, model, messages or prompt, sampling
@@ -88,6 +91,8 @@ class LLMRequest:
         }
         if self.prompt is not None:
             payload["prompt"] = self.prompt
+        if self.engine:
+            payload["engine"] = self.engine
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
     def key_for(self, endpoint: Endpoint) -> str:
@@ -103,12 +108,14 @@ class LLMRequest:
         data = {"stage": self.stage, "messages": self.messages, "params": self.params, "schema": self.schema}
         if self.prompt is not None:
             data["prompt"] = self.prompt
+        if self.engine:
+            data["engine"] = self.engine
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LLMRequest":
         return cls(stage=data["stage"], messages=data.get("messages") or [], params=data.get("params") or {},
-                   schema=data.get("schema"), prompt=data.get("prompt"))
+                   schema=data.get("schema"), prompt=data.get("prompt"), engine=data.get("engine") or None)
 
 
 @dataclass

@@ -8,6 +8,8 @@ parameter that replaced ``guided_json`` in vLLM 0.12). Requests run in chunks an
 finished chunk is written to the ledger, so an interrupted job resumes where it stopped."""
 from __future__ import annotations
 
+import json
+import os
 import time
 from typing import Any
 
@@ -19,6 +21,49 @@ from llm.models import LLMJob
 from llm.services import job_endpoint, llm_job_finish, llm_job_refresh_counts
 
 CHUNK = 256
+# vllm.SamplingParams options a request's params may carry (besides temperature and max_tokens).
+SAMPLING_OPTIONS = ("top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids", "presence_penalty",
+                    "frequency_penalty", "repetition_penalty", "min_tokens", "ignore_eos", "skip_special_tokens",
+                    "include_stop_str_in_output", "spaces_between_special_tokens")
+# Request params that are options of LLM.chat() (the chat template), not of sampling.
+CHAT_OPTIONS = ("chat_template", "chat_template_kwargs", "add_generation_prompt")
+
+
+def engine_kwargs(model: str, engine: dict[str, Any] | None, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The arguments of ``vllm.LLM(...)`` for a job: the model and the requests' engine
+    options (``revision``, ``max_model_len``, ``tensor_parallel_size``, ``dtype``, ...) as
+    given. ``hf_token_env`` names the variable whose token is passed as ``hf_token``
+    (``HF_TOKEN`` by default); ``worker_multiproc_method`` is set in the environment
+    (``VLLM_WORKER_MULTIPROC_METHOD``) by :func:`engine_environment`, not passed."""
+    environ = os.environ if environ is None else environ
+    options = dict(engine or {})
+    options.pop("worker_multiproc_method", None)
+    token_env = options.pop("hf_token_env", "HF_TOKEN")
+    kwargs: dict[str, Any] = {"model": model}
+    if token_env and environ.get(token_env):
+        kwargs["hf_token"] = environ[token_env]
+    kwargs.update(options)
+    return kwargs
+
+
+def engine_environment(engine: dict[str, Any] | None) -> dict[str, str]:
+    """Environment variables to set before vLLM starts its workers."""
+    method = (engine or {}).get("worker_multiproc_method")
+    return {"VLLM_WORKER_MULTIPROC_METHOD": method} if method else {}
+
+
+def chat_kwargs(request: LLMRequest) -> dict[str, Any]:
+    """The chat-template options of ``LLM.chat()`` a request carries."""
+    return {name: request.params[name] for name in CHAT_OPTIONS if request.params.get(name) is not None}
+
+
+def job_engine(requests: list[LLMRequest]) -> dict[str, Any]:
+    """The one engine every request of a job asks for (one engine is loaded per job)."""
+    engines = {json.dumps(r.engine or {}, sort_keys=True) for r in requests}
+    if len(engines) > 1:
+        raise ValueError("the requests of one vllm_offline job ask for different engine options; "
+                         "run them as separate jobs")
+    return json.loads(engines.pop()) if engines else {}
 
 
 class ExecutorUnavailable(RuntimeError):
@@ -48,7 +93,7 @@ class VLLMOfflineExecutor:
             "temperature": params.get("temperature", 0.0) or 0.0,
             "max_tokens": params.get("max_tokens") or settings.LLM_DEFAULT_MAX_TOKENS,
         }
-        for name in ("top_p", "seed", "stop", "presence_penalty", "frequency_penalty"):
+        for name in SAMPLING_OPTIONS:
             if params.get(name) is not None:
                 kwargs[name] = params[name]
         if request.schema is not None:
@@ -56,13 +101,19 @@ class VLLMOfflineExecutor:
         return vllm.SamplingParams(**kwargs)
 
     def run(self) -> str:
-        vllm, structured = _import_vllm()
-        engine = vllm.LLM(model=self.endpoint.model)
         requests = [(key, LLMRequest.from_dict(raw)) for key, raw in zip(self.job.keys, self.job.requests)]
+        options = job_engine([r for _, r in requests])
+        os.environ.update(engine_environment(options))
+        vllm, structured = _import_vllm()
+        engine = vllm.LLM(**engine_kwargs(self.endpoint.model, options))
         todo = [(key, request) for key, request in requests if ledger_lookup(key) is None]
-        # generate() takes plain prompts and chat() takes conversations: run each kind apart.
-        groups = [[p for p in todo if p[1].prompt is not None], [p for p in todo if p[1].prompt is None]]
-        for group in groups:
+        # generate() takes plain prompts and chat() takes conversations (with their template
+        # options): run each kind apart.
+        groups: dict[str, list] = {}
+        for pair in todo:
+            kind = "prompt" if pair[1].prompt is not None else json.dumps(chat_kwargs(pair[1]), sort_keys=True)
+            groups.setdefault(kind, []).append(pair)
+        for group in groups.values():
             for start in range(0, len(group), CHUNK):
                 status = LLMJob.objects.filter(pk=self.job.pk).values_list("status", flat=True).first()
                 if status != LLMJob.Status.RUNNING:
@@ -74,7 +125,8 @@ class VLLMOfflineExecutor:
                 if chunk[0][1].prompt is not None:
                     outputs = engine.generate([r.prompt for _, r in chunk], sampling, use_tqdm=False)
                 else:
-                    outputs = engine.chat([r.messages for _, r in chunk], sampling, use_tqdm=False)
+                    outputs = engine.chat([r.messages for _, r in chunk], sampling, use_tqdm=False,
+                                          **chat_kwargs(chunk[0][1]))
                 latency_ms = int((time.perf_counter() - started) * 1000 / max(1, len(chunk)))
                 for (key, request), output in zip(chunk, outputs):
                     self._record(key, request, output, latency_ms)

@@ -7,7 +7,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from judging.models import ComponentsRun, GenerationRun, JudgeRun
 from judging.prompts import PromptError
-from judging.run_configs import RunConfigError, generation_config_load, judge_config_load
+from judging.reference_runs import (
+    reference_generation_runs_create, reference_generations_write, reference_inputs_import,
+    reference_judge_runs_create, reference_judgments_write,
+)
+from judging.run_configs import RunConfigError, generation_config_load, judge_config_load, reference_bench_config_load
 from judging.score_selectors import generation_run_score
 from judging.score_services import components_run_create, components_run_execute
 from judging.selectors import judge_run_score
@@ -57,7 +61,41 @@ class Command(BaseCommand):
         except (RunConfigError, PromptError, EndpointNotConfigured, ValueError) as exc:
             raise CommandError(str(exc)) from exc
 
+    def _reference(self, options) -> dict | None:
+        """A configuration in the reference CLI's shape, translated (its notes printed)."""
+        config = reference_bench_config_load(options["config"])
+        if config is not None:
+            for note in config["reference"]["notes"]:
+                self.stdout.write(f"note: {note}")
+        return config
+
+    def _generate_reference(self, config: dict, options) -> None:
+        for line in reference_inputs_import(config=config):
+            self.stdout.write(line)
+        runs = reference_generation_runs_create(config=config, start=not options["wait"])
+        for run in runs:
+            self.stdout.write(f"generation run {run.name!r} (id {run.pk}): {len(run.procedure_ids)} procedures")
+        if options["wait"]:
+            for run in runs:
+                self.stdout.write(f"{run.name} finished: {generation_run_execute(run_id=run.pk)}")
+                self.stdout.write(f"wrote {reference_generations_write(config=config, run=run)}")
+
+    def _judge_reference(self, config: dict, options) -> None:
+        for line in reference_inputs_import(config=config):
+            self.stdout.write(line)
+        runs = reference_judge_runs_create(config=config, start=not options["wait"])
+        for run in runs:
+            self.stdout.write(f"judge run {run.name!r} (id {run.pk}) on {run.generation_run.name!r}")
+        if options["wait"]:
+            for run in runs:
+                self.stdout.write(f"{run.name} finished: {judge_run_execute(run_id=run.pk)}")
+                self.stdout.write(json.dumps(judge_run_score(run)))
+                self.stdout.write(f"wrote {reference_judgments_write(config=config, run=run)}")
+
     def _generate(self, options) -> None:
+        reference = self._reference(options)
+        if reference is not None:
+            return self._generate_reference(reference, options)
         config = generation_config_load(options["config"])
         run_name_check(run_class=GenerationRun, name=config["name"])  # before the model is (re)registered
         model = language_model_register(**config.pop("model"))
@@ -67,6 +105,9 @@ class Command(BaseCommand):
             self.stdout.write(f"finished: {generation_run_execute(run_id=run.pk)}")
 
     def _judge(self, options) -> None:
+        reference = self._reference(options)
+        if reference is not None:
+            return self._judge_reference(reference, options)
         config = judge_config_load(options["config"])
         name = config.pop("generation_run")
         generation_run = GenerationRun.objects.filter(name=name).first()

@@ -1,0 +1,106 @@
+"""Services that start the runs of a bench configuration in the reference CLI's shape
+(translated by judging/reference_configs.py): its ``inputs`` imported as bench procedures,
+one generation run per listed model, a judge run per generation run (or for the existing
+``paths.generations`` file), and the generations and judgments files written where the
+reference writes them."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from core.reference_configs import short_name
+from judging.models import GenerationRun, JudgeRun
+from judging.services import (
+    generation_run_create, judge_run_create, language_model_register, run_name_check,
+)
+from judging.transfer import generations_export, generations_import, judgments_export
+from mining.services import procedure_import
+
+
+def reference_inputs_import(*, config: dict[str, Any]) -> list[str]:
+    """Import the ``inputs`` files as bench procedures (known ones are kept as they are)."""
+    lines = []
+    for path in config["reference"]["inputs"] or []:
+        result = procedure_import(path=path, split="bench", create_topics=True)
+        lines.append(f"inputs {path}: {result.created} new procedure(s), {result.existing} known")
+    return lines
+
+
+@transaction.atomic
+def reference_generation_runs_create(*, config: dict[str, Any], start: bool) -> list[GenerationRun]:
+    """One generation run per model of the configuration; all or nothing."""
+    if config["reference"]["generations_file"]:
+        raise ValueError("paths.generations names existing generations: judge them with bench_run judge --config")
+    if not config["generations"]:
+        raise ValueError("models: no model listed to generate with")
+    for run in config["generations"]:
+        run_name_check(run_class=GenerationRun, name=run["name"])
+    runs = []
+    for run in config["generations"]:
+        model = language_model_register(**run["model"])
+        runs.append(generation_run_create(
+            name=run["name"], language_model=model, executor=run["executor"], prompt_file=run.get("prompt_file"),
+            options=run["options"], start=start, **config["own"]))
+    return runs
+
+
+def _generation_runs_to_judge(config: dict[str, Any]) -> list[GenerationRun]:
+    path = config["reference"]["generations_file"]
+    if path:
+        name = config["reference"]["imported_run"]
+        existing = GenerationRun.objects.filter(name=name).first()
+        if existing is None:
+            return [generations_import(path=path, run_name=name)]
+        first = existing.generations.order_by("id").first()
+        if first is None or first.provenance.get("imported_from") != path:
+            raise ValueError(f"a generation run named {name!r} exists already and was not imported from {path}")
+        return [existing]  # imported before: judged again by another judge, never twice by one
+    if not config["generations"]:
+        raise ValueError("nothing to judge: list the generators under models (generated with bench_run generate "
+                         "--config) or give paths.generations")
+    runs = []
+    for run in config["generations"]:
+        found = GenerationRun.objects.filter(name=run["name"]).first()
+        if found is None:
+            raise ValueError(f"no generation run named {run['name']!r}: run bench_run generate --config with this "
+                             "file first")
+        runs.append(found)
+    return runs
+
+
+def judge_run_name(generation_run: GenerationRun, judge: str) -> str:
+    return f"{generation_run.name}--{short_name(judge)}"
+
+
+@transaction.atomic
+def reference_judge_runs_create(*, config: dict[str, Any], start: bool) -> list[JudgeRun]:
+    """A judge run with the configuration's evaluator for each generation run it names."""
+    judge = config["judge"]
+    generation_runs = _generation_runs_to_judge(config)
+    for generation_run in generation_runs:
+        run_name_check(run_class=JudgeRun, name=judge_run_name(generation_run, judge["judge"]))
+    own = {k: v for k, v in config["own"].items() if k in ("concurrency", "budget_usd")}
+    return [judge_run_create(
+        name=judge_run_name(generation_run, judge["judge"]), generation_run=generation_run, judge=judge["judge"],
+        role=judge["role"], model=judge["model"], executor=judge["executor"], prompt_file=judge.get("prompt_file"),
+        options=judge["options"], start=start, **own) for generation_run in generation_runs]
+
+
+def reference_generations_write(*, config: dict[str, Any], run: GenerationRun) -> str:
+    """``out_root/<run_name>/generations.jsonl``, as the reference lays its outputs out."""
+    output = Path(config["reference"]["out_root"]) / run.name / "generations.jsonl"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    generations_export(run=run, output=output)
+    return str(output)
+
+
+def reference_judgments_write(*, config: dict[str, Any], run: JudgeRun) -> str:
+    """``paths.judgments``, else ``out_root/<run_name>/judgments/<judge>/judgments.jsonl``."""
+    given = config["reference"]["judgments_file"]
+    output = Path(given) if given else (Path(config["reference"]["out_root"]) / run.generation_run.name / "judgments"
+                                        / short_name(run.judge) / "judgments.jsonl")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    judgments_export(judge=run.judge, run=run.generation_run, output=output)
+    return str(output)
