@@ -135,9 +135,9 @@ def vllm_block(block: Any, where: str, t: Translation, base_dir: Path, *, in_pro
                                                       "only true is supported")
     engine = dict(mapping(block.get("engine_kwargs"), f"{where}.engine_kwargs", t))
     if engine and not in_process:
-        raise t.error(f"{where}.engine_kwargs", "engine options need the in-process vLLM executor, which mining "
-                                                "stages do not use: start `vllm serve MODEL` with these options "
-                                                "(e.g. --revision) and point the stage's role at it")
+        raise t.error(f"{where}.engine_kwargs", "engine options need the in-process vLLM executor (vllm_offline), "
+                                                "not a server (executor: online): start `vllm serve MODEL` with these "
+                                                "options (e.g. --revision) and point the stage's role at it")
     if block.get("worker_multiproc_method") is not None:
         if not isinstance(block["worker_multiproc_method"], str):
             raise t.error(f"{where}.worker_multiproc_method", "must be text")

@@ -81,10 +81,13 @@ def _inputs(raw: Any, t: Translation, base_dir: Path, use_topics: bool) -> dict[
 
 
 def _stages(data: dict[str, Any], t: Translation, base_dir: Path) -> dict[str, dict[str, Any]]:
-    top = llm_block(data.get("llm"), "llm", t, base_dir, defaults={"max_new_tokens": 2048}, in_process_vllm=False)
-    if top["backend"] != "deluge":
-        raise t.error("llm.backend", "the top-level llm block is the API model; put vLLM stages under "
-                                     "stage_llm_overrides")
+    """Each stage's spec. A ``backend: vllm`` stage runs in-process, as in the reference
+    (executor ``vllm_offline``, ``engine_kwargs`` passed to ``vllm.LLM``), unless our own key
+    ``executor: online`` stands beside: then it is asked at its role's endpoint (a ``vllm
+    serve`` started with the engine options, which are refused here)."""
+    in_process = data.get("executor") != "online"
+    top = llm_block(data.get("llm"), "llm", t, base_dir, defaults={"max_new_tokens": 2048},
+                    in_process_vllm=in_process)
     overrides = mapping(data.get("stage_llm_overrides"), "stage_llm_overrides", t)
     unknown = sorted(map(str, set(overrides) - set(STAGE_NAMES)))
     if unknown:
@@ -98,12 +101,15 @@ def _stages(data: dict[str, Any], t: Translation, base_dir: Path) -> dict[str, d
         inherited = {k: v for k, v in llm_raw.items() if k != "backend"}
         given = mapping(overrides.get(theirs), f"stage_llm_overrides.{theirs}", t)
         spec = llm_block(given, f"stage_llm_overrides.{theirs}", t, base_dir,
-                         defaults={"max_new_tokens": 2048, **inherited}, in_process_vllm=False) if given else top
+                         defaults={"max_new_tokens": 2048, **inherited}, in_process_vllm=in_process) if given else top
         stage = {"model": spec["model"], "temperature": spec["temperature"], "max_tokens": spec["max_tokens"],
                  "requests_per_minute": spec["requests_per_minute"], "tokens_per_minute": spec["tokens_per_minute"],
                  "mode": spec["mode"], "params": spec["params"]}
         if spec["backend"] == "vllm":
-            stage["role"] = ours  # the role's endpoint: a `vllm serve` of the model
+            stage["role"] = ours  # the role's model settings (and, with executor: online, its `vllm serve`)
+            if in_process:
+                stage["executor"] = "vllm_offline"
+                stage["engine"] = spec["engine"]
         for key in [k for k, stage_name in PROMPT_KEYS.items() if stage_name == ours and k in prompts]:
             stage["prompt_file"] = str(path_value(prompts[key], f"prompts.{key}", t, base_dir))
         stages[ours] = stage

@@ -20,6 +20,9 @@ stages:                      # optional, per LLM stage
   extract_procedure: {role: extract_procedure, prompt_file: extract_procedure.txt, model: gpt-4.1,
                       base_url: "https://api.openai.com/v1", api_key_env: OPENAI_API_KEY,
                       temperature: 0, max_tokens: 4096}
+  # A stage may have its own executor: online, batch or vllm_offline (the model in-process
+  # on this machine's GPU, with vllm.LLM(**engine)); the run's executor is the default.
+  # llm_filter: {model: Qwen/Qwen3-8B, executor: vllm_offline, engine: {revision: main}}
 ```"""
 from __future__ import annotations
 
@@ -37,9 +40,11 @@ RUN_KEYS = {
     "min_steps", "max_steps", "executor", "concurrency", "workers", "budget_usd", "failure_retries", "stages",
 }
 STAGE_KEYS = {"role", "prompt_file", "base_url", "model", "api_key_env", "temperature", "max_tokens", "reasoning_effort",
-              "mode", "params", "requests_per_minute", "tokens_per_minute"}
+              "mode", "params", "requests_per_minute", "tokens_per_minute", "executor", "engine"}
 STAGE_MODES = ("chat", "generate")
 EXECUTORS = ("online", "batch")
+# A stage's own executor (stages.<stage>.executor); vllm_offline runs the model in-process.
+STAGE_EXECUTORS = ("online", "batch", "vllm_offline")
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 __all__ = ["RunConfigError", "mining_config_parse", "stage_prompt_path", "PROMPTS_DIR"]
@@ -101,6 +106,21 @@ def _stage_spec(stage: str, given: Any, source: str) -> dict[str, Any]:
     for key in ("requests_per_minute", "tokens_per_minute"):
         if _int(given, key, f"{source}: stages.{stage}", default=None, minimum=0) is not None:
             spec[key] = given[key]
+    executor = given.get("executor")
+    if executor is not None:
+        if executor not in STAGE_EXECUTORS:
+            raise RunConfigError(f"{source}: stages.{stage}.executor must be one of {', '.join(STAGE_EXECUTORS)}, "
+                                 f"got {executor!r}")
+        spec["executor"] = executor
+    engine = given.get("engine")
+    if engine is not None and not isinstance(engine, dict):
+        raise RunConfigError(f"{source}: stages.{stage}.engine must be a mapping of vLLM engine options")
+    if engine:
+        if executor != "vllm_offline":
+            raise RunConfigError(f"{source}: stages.{stage}.engine: engine options apply only to executor "
+                                 "vllm_offline (an in-process vLLM engine); a vLLM server takes them on its command "
+                                 "line (`vllm serve MODEL --revision ...`)")
+        spec["engine"] = dict(engine)
     return spec
 
 

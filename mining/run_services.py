@@ -16,7 +16,7 @@ from llm.models import FINISHED
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.run_configs import mining_config_parse
 from mining.services import TopicResolver
-from mining.runner import stage_endpoint, stage_prompt
+from mining.runner import run_uses_waves, stage_endpoint, stage_prompt
 from mining.stages import LLM_STAGES
 
 # Settings a re-launch under the same name may change: how stages are asked, how the run
@@ -87,7 +87,7 @@ def _stored_config(config: dict[str, Any], text: str) -> dict[str, Any]:
 def _enqueue(run: MiningRun) -> None:
     from mining.tasks import mining_run_execute_task
 
-    tasks = run.workers if run.executor == "online" else 1
+    tasks = 1 if run_uses_waves(run) else run.workers  # a run in waves is stepped by one task
     transaction.on_commit(lambda: [mining_run_execute_task.delay(run.pk) for _ in range(tasks)])
 
 

@@ -18,9 +18,13 @@ stages one after the other, each stage result committed as it happens.
 * **Claims.** Documents are claimed in small batches with a lease, so several Celery
   tasks (``workers``) share a run without taking the same document; a dead worker's
   claims are released on resume or after the lease.
-* **Batch API.** With ``executor: batch`` the walk collects the requests documents need
-  next, sends them as Batch API jobs (one per endpoint), and walks again when the
-  answers are in the ledger."""
+* **Waves (Batch API, in-process vLLM).** With ``executor: batch``, or when a stage has
+  an executor of its own (``stages.<stage>.executor: vllm_offline``: the model runs
+  in-process on this machine's GPU), the walk collects the requests documents need next,
+  sends them as one LLM job per stage with that stage's executor (``batch``,
+  ``vllm_offline`` with the stage's engine options, or ``online`` for the other stages),
+  and walks again when the answers are in the ledger. A run whose stages are all online
+  keeps the threaded walk above."""
 from __future__ import annotations
 
 import hashlib
@@ -39,7 +43,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from llm.client import Interrupted, LLMClient, LLMRequest, LLMResult, ledger_lookup
-from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE
+from llm.constants import EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE
 from llm.endpoints import Endpoint, endpoint_from_overrides
 from llm.limits import EndpointLimits, endpoint_limits_default
 from llm.models import FINISHED, LedgerEntry
@@ -87,15 +91,18 @@ class StagePlan:
     overrides: dict[str, str]
     mode: str = "chat"  # or "generate": the prompt as a plain completion (a reference config's vLLM mode)
     limits: EndpointLimits | None = None
+    executor: str = EXECUTOR_ONLINE  # the stage's own, or the run's
+    engine: dict[str, Any] | None = None  # vllm_offline: the options of vllm.LLM(...)
 
     def request(self, draft: Draft) -> LLMRequest:
         text = self.prompt.render(**self.stage.prompt_values(draft))
         schema = stage_schema(self.stage.name, self.prompt.text)  # the fields this prompt asks for
+        engine = (self.engine or None) if self.executor == EXECUTOR_VLLM_OFFLINE else None
         if self.mode == "generate":
             return LLMRequest(stage=self.stage.name, messages=[], prompt=text, params=self.params,
-                              schema=schema)
+                              schema=schema, engine=engine)
         return LLMRequest(stage=self.stage.name, messages=[{"role": "user", "content": text}], params=self.params,
-                          schema=schema)
+                          schema=schema, engine=engine)
 
 
 def stage_overrides(spec: dict[str, Any]) -> dict[str, str]:
@@ -103,7 +110,26 @@ def stage_overrides(spec: dict[str, Any]) -> dict[str, str]:
 
 
 def stage_endpoint(spec: dict[str, Any]) -> Endpoint:
+    """The stage's endpoint; for an in-process vLLM stage the one its LLM jobs resolve (only
+    the model is needed), so that the walk and the job key a request alike."""
+    if spec.get("executor") == EXECUTOR_VLLM_OFFLINE:
+        from llm.models import LLMJob
+        from llm.services import job_endpoint
+
+        return job_endpoint(LLMJob(role=spec["role"], executor=EXECUTOR_VLLM_OFFLINE,
+                                   endpoint_overrides=stage_overrides(spec)))
     return endpoint_from_overrides(spec["role"], stage_overrides(spec))
+
+
+def stage_executor(run: MiningRun, spec: dict[str, Any]) -> str:
+    """A stage's executor: its own (``stages.<stage>.executor``) or the run's."""
+    return spec.get("executor") or run.executor
+
+
+def run_uses_waves(run: MiningRun) -> bool:
+    """Whether the run is executed in waves of LLM jobs (any stage not asked online)
+    rather than by the threaded walk."""
+    return any(stage_executor(run, run.stages[name]) != EXECUTOR_ONLINE for name in LLM_STAGE_CLASSES)
 
 
 def stage_prompt(stage: str, spec: dict[str, Any]) -> Prompt:
@@ -130,7 +156,8 @@ def stage_plans(run: MiningRun) -> dict[str, StagePlan]:
         plans[name] = StagePlan(stage=cls(), prompt=stage_prompt(name, spec), endpoint=stage_endpoint(spec),
                                 params={k: v for k, v in params.items() if v is not None},
                                 overrides=stage_overrides(spec), mode=spec.get("mode") or "chat",
-                                limits=stage_limits(spec))
+                                limits=stage_limits(spec), executor=stage_executor(run, spec),
+                                engine=spec.get("engine") or None)
     return plans
 
 
@@ -232,6 +259,13 @@ class Walker:
                     verdict = Verdict(existing.status, existing.reason, _draft_from(existing, draft))
                 else:
                     retry = existing is not None and existing.request_key == key  # a failed call: ask again
+                    if retry and collect and plan.executor == EXECUTOR_VLLM_OFFLINE:
+                        # Asked again in the next wave (there is no endpoint to ask at once): an
+                        # answer written after the failure was stored is the new attempt's.
+                        if ledger_lookup(key) is None and not LedgerEntry.objects.filter(
+                                key=key, run=self.run.ledger_run, created_at__gt=existing.created_at).exists():
+                            return NeedsRequest(stage, request)
+                        retry = False
                     result = self._answer(stage, request, key, retry=retry, collect=collect)
                     if isinstance(result, (NeedsRequest, str)):
                         return result
@@ -298,7 +332,8 @@ class Walker:
             answer={"text": result.text[:4000]} if result.text else None, draft={}, request_key=key,
             prompt_hash=plan.prompt.sha256, model=plan.endpoint.model, cached=result.cached,
             tokens_in=result.tokens_in, tokens_out=result.tokens_out,
-            cost_usd=(result.cost_usd or 0) if not result.cached else 0, latency_ms=result.latency_ms),
+            cost_usd=(result.cost_usd or 0) if not result.cached else 0, latency_ms=result.latency_ms,
+            created_at=timezone.now()),  # a wave's retry asks again until an answer newer than this
             exists=stage in stored)
         failures = candidate.failures + 1
         if failures <= self.run.failure_retries:  # asked again later, not reusing the failed answer
@@ -570,15 +605,39 @@ def mining_run_work(run: MiningRun) -> str:
     return "done" if run_finish_if_complete(run) or run_status(run.pk) in FINISHED else "waiting for other workers"
 
 
-# -- Batch API execution --------------------------------------------------------------
+# -- execution in waves (Batch API, in-process vLLM) ------------------------------------
+
+
+def _wave_job_execute(run: MiningRun, job_id: int) -> str | None:
+    """Execute one job of the wave. Returns what the step returns when the run cannot go
+    on (``waiting…`` while a batch is out; ``paused: …`` when the job paused, failed, or
+    its executor cannot run here), or None when the job is through."""
+    from llm.models import LLMJob
+    from llm.services import llm_job_execute
+    from llm.vllm_offline import ExecutorUnavailable
+
+    try:
+        outcome = llm_job_execute(job_id=job_id)
+    except ExecutorUnavailable as exc:  # e.g. no vLLM on this machine: the job is failed with it
+        return _pause(run, str(exc))
+    if outcome.startswith("waiting"):
+        return outcome
+    job = LLMJob.objects.filter(pk=job_id).first()
+    if job is not None and job.status == LLMJob.Status.PAUSED:
+        return _pause(run, job.pause_reason or "an LLM job of the run paused")
+    if job is not None and job.status == LLMJob.Status.FAILED:
+        return _pause(run, f"LLM job {job.pk} failed: {job.error}")
+    return None
 
 
 def mining_run_batch_step(run: MiningRun) -> str:
-    """One step of a Batch API run: wait for the current batch jobs; when they are done,
+    """One step of a run executed in waves: wait for the current jobs; when they are done,
     walk every pending document as far as the ledger answers, and send what they need
-    next as new jobs. Returns ``waiting…`` while batches are out, ``done`` at the end."""
+    next as new jobs, one per stage with the stage's executor (``batch``, ``vllm_offline``
+    with its engine options, ``online``). Returns ``waiting…`` while batches are out,
+    ``paused: …`` when a job cannot go on, ``done`` at the end."""
     from llm.models import LLMJob
-    from llm.services import llm_job_create, llm_job_execute
+    from llm.services import llm_job_create
 
     for job_id in run.batch_job_ids:
         job = LLMJob.objects.filter(pk=job_id).first()
@@ -586,9 +645,9 @@ def mining_run_batch_step(run: MiningRun) -> str:
             continue
         if job.status == LLMJob.Status.PAUSED:
             return _pause(run, job.pause_reason)
-        outcome = llm_job_execute(job_id=job.pk)
-        if outcome.startswith("waiting"):
-            return outcome
+        stop = _wave_job_execute(run, job.pk)
+        if stop is not None:
+            return stop
     budget = Budget(run)
     walker = Walker(run, budget=budget)
     try:
@@ -616,16 +675,16 @@ def mining_run_batch_step(run: MiningRun) -> str:
                 for (stage, _), requests in needed.items():
                     plan = walker.plans[stage]
                     job = llm_job_create(run=run.ledger_run, role=plan.endpoint.role, requests=requests,
-                                         executor=EXECUTOR_BATCH, budget_usd=remaining,
+                                         executor=plan.executor, budget_usd=remaining, concurrency=run.concurrency,
                                          endpoint_overrides=plan.overrides, start=False)
                     job_ids.append(job.pk)
                 MiningRun.objects.filter(pk=run.pk).update(batch_job_ids=job_ids)
                 run.batch_job_ids = job_ids
                 for job_id in job_ids:
-                    outcome = llm_job_execute(job_id=job_id)
-                    if outcome.startswith("waiting"):
-                        return outcome
-                continue  # every batch answered at once: walk again
+                    stop = _wave_job_execute(run, job_id)
+                    if stop is not None:
+                        return stop
+                continue  # every job answered at once: walk again
             if run_finish_if_complete(run):
                 return "done"
             if not MiningCandidate.objects.filter(run=run, status=CandidateStatus.PENDING).exists():
@@ -645,6 +704,6 @@ def mining_run_execute(*, run_id: int) -> str:
         run.status = MiningRunStatus.RUNNING
         run.started_at = run.started_at or timezone.now()
         run.save(update_fields=["status", "started_at"])
-    if run.executor == EXECUTOR_ONLINE:
+    if not run_uses_waves(run):
         return mining_run_work(run)
     return mining_run_batch_step(run)

@@ -172,16 +172,26 @@ def test_mixed_vllm_extract_and_api_stages_carry_their_sampling_and_template_opt
     assert final["params"] == {"reasoning_effort": "minimal"}
     rewrite = config["stages"]["rewrite"]  # inherits the top-level llm block
     assert rewrite["model"] == "gpt-4.1" and rewrite["max_tokens"] == 2048 and "params" not in rewrite
+    # backend: vllm runs in-process, as in the reference; the API stages keep the run's executor
+    assert extract["executor"] == "vllm_offline" and extract["engine"] == {"worker_multiproc_method": "spawn"}
+    assert "executor" not in rewrite and "engine" not in rewrite and config["executor"] == "online"
+
+
+def test_with_our_executor_online_a_vllm_stage_is_asked_at_its_served_endpoint():
+    config = mining_config_parse("executor: online\n" + fill(MIXED), source="mixed.yaml")
+    extract = config["stages"]["extract_procedure"]
+    assert "executor" not in extract and "engine" not in extract and extract["role"] == "extract_procedure"
     notes = " ".join(config["reference"]["notes"])
     assert "worker_multiproc_method" in notes and "hf_token_env" in notes
+    with pytest.raises(RunConfigError, match="engine_kwargs: engine options need the in-process vLLM executor"):
+        mining_config_parse("executor: online\n" + fill(MIXED).replace(
+            "      engine_kwargs:\n", "      engine_kwargs: {revision: main}\n"), source="mixed.yaml")
 
 
 @pytest.mark.parametrize("change, message", [
     (("\nllm:\n", "\nllm:\n  top_k_sampler: 3\n"), "llm: unknown key(s) top_k_sampler"),
     (("out_root:", "outputs: x\nout_root:"), "unknown key(s) outputs"),
     (("targets:\n", "targets:\n  train_per_topic: 2\n"), "targets.train_per_topic: mining runs do not split"),
-    (("      engine_kwargs:\n", "      engine_kwargs: {revision: main}\n"),
-     "engine_kwargs: engine options need the in-process vLLM executor"),
     (("require_guided_json: true", "require_guided_json: false"), "require_guided_json: JSON stages always ask"),
     (("top_k: 20", "top_k: 20\n        best_of: 3"), "sampling_kwargs.best_of: not a sampling option"),
     (("format: parquet", "format: feather"), "export.format: must be one of jsonl, jsonl_zst, parquet, arrow_ipc"),
@@ -279,7 +289,8 @@ def test_the_mixed_config_sends_vllm_options_and_reasoning_effort_with_its_stage
     monkeypatch.chdir(tmp_path)
     docs = write_documents(tmp_path / "docs", n=3)
     config = tmp_path / "mixed.yaml"
-    config.write_text(fill(MIXED, inputs=str(docs)))
+    # executor: online: the vLLM stage is asked at its role's endpoint (a `vllm serve` of the model)
+    config.write_text("executor: online\n" + fill(MIXED, inputs=str(docs)))
     call_command("mine_run", "--config", str(config), "--wait")
     bodies = {b["response_format"]["json_schema"]["name"]: b for b in server.chat_requests()}
     assert bodies["extract_procedure"]["model"] == "Qwen/Qwen3-8B"
