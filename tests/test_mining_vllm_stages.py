@@ -281,3 +281,13 @@ def test_a_failed_vllm_answer_is_asked_again_in_a_later_wave_not_taken_twice(min
     assert Procedure.objects.filter(provenance__mining_run_id=run.pk).count() == 3
     failed.refresh_from_db()
     assert failed.status == "passed"
+
+
+def test_a_top_level_vllm_llm_block_runs_every_stage_in_process():
+    text = mixed().replace("llm:\n  provider: openai\n  model: gpt-4.1\n",
+                           "llm:\n  backend: vllm\n  model: Qwen/Qwen3-8B\n  vllm: {engine_kwargs: {revision: v2}}\n")
+    config = mining_config_parse(text, source="all_vllm.yaml")
+    assert {stage: spec["executor"] for stage, spec in config["stages"].items()} == dict.fromkeys(config["stages"],
+                                                                                                   "vllm_offline")
+    assert config["stages"]["rewrite"]["engine"] == {"revision": "v2"}
+    assert config["stages"]["extract_procedure"]["engine"] == ENGINE  # its own block wins
