@@ -72,6 +72,8 @@ def accounts_settings() -> dict:
         "AXES_LOCKOUT_CALLABLE": "core.views.login_locked_out",
         "AXES_HTTP_RESPONSE_CODE": 429,
         "AXES_CLIENT_IP_CALLABLE": "core.client_ip.client_ip",
+        # The typed username, cut to the user model's length (core/login_username.py).
+        "AXES_USERNAME_CALLABLE": "core.login_username.login_username",
         "TRUST_PROXY_HEADERS": trust_proxy_headers(),
         # Each failed login and each lockout is logged as a warning with the username, the
         # address and the path (for an admin, or fail2ban); the admin's "Access attempts" and
