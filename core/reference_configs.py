@@ -206,6 +206,22 @@ def llm_block(block: Any, where: str, t: Translation, base_dir: Path, *, default
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
+INPUT_FORMATS = {"auto", "jsonl", "csv", "arrow", "parquet"}
+INPUT_COMPRESSIONS = {"auto", "none", "zst", "gz", "bz2", "xz"}
+
+
+def input_format_check(inputs: dict[str, Any], t: Translation) -> None:
+    """``inputs.format`` and ``inputs.compression``: one of the reference's values; anything
+    but ``auto`` is noted, since files are read by their suffixes here."""
+    for key, allowed in (("format", INPUT_FORMATS), ("compression", INPUT_COMPRESSIONS)):
+        value = str(inputs.get(key, "auto")).strip() or "auto"
+        if value not in allowed:
+            raise t.error(f"inputs.{key}", f"must be one of {', '.join(sorted(allowed))}, got {value!r}")
+        if value != "auto":
+            t.note(f"inputs.{key}", "files are read by their suffixes (.jsonl, .csv, .arrow, .parquet; .zst, .gz, "
+                                    "…), which must agree with it")
+
+
 def inputs_local_path(hf_repo: str, *, cache_dir: Path | None, base_dir: Path, t: Translation, where: str) -> Path:
     """The local copy of a Hugging Face dataset: a folder of that name, or the dataset's
     snapshot in the Hugging Face cache (``hf_cache_dir``, ``HF_DATASETS_CACHE``,

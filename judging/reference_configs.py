@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from core.reference_configs import (
-    Translation, inputs_local_path, llm_block, mapping, path_value, refuse_unknown, short_name,
+    Translation, input_format_check, inputs_local_path, llm_block, mapping, path_value, refuse_unknown, short_name,
 )
 
 REFERENCE_KEYS = {"out_root", "models", "generator_defaults", "evaluator", "inputs", "prompts", "paths"}
@@ -228,13 +228,7 @@ def _inputs(raw: Any, t: Translation, base_dir: Path) -> list[str] | None:
     kind = str(inputs.get("kind", "auto")).strip().lower() or "auto"
     if kind not in ("auto", "how2mine_export", "bench"):
         raise t.error("inputs.kind", f"must be auto, how2mine_export or bench, got {kind!r}")
-    for key, allowed in (("format", {"auto", "jsonl", "csv", "arrow", "parquet"}),
-                         ("compression", {"auto", "none", "zst", "gz", "bz2", "xz"})):
-        value = str(inputs.get(key, "auto")).strip() or "auto"
-        if value not in allowed:
-            raise t.error(f"inputs.{key}", f"must be one of {', '.join(sorted(allowed))}, got {value!r}")
-        if value != "auto":
-            t.note(f"inputs.{key}", "files are read by their suffixes, which must agree with it")
+    input_format_check(inputs, t)
     if "hf_streaming" in inputs:
         t.note("inputs.hf_streaming", "a local copy is read; nothing is streamed or downloaded")
     if inputs.get("path") is not None and inputs.get("hf_repo") is not None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.reference_configs import Translation, llm_block, mapping, path_value, refuse_unknown, short_name
+from core.reference_configs import (
+    Translation, input_format_check, llm_block, mapping, path_value, refuse_unknown, short_name,
+)
 
 # The reference's stage names → ours.
 STAGE_NAMES = {"procedures": "extract_procedure", "filter": "llm_filter", "postprocess": "rewrite",
@@ -58,14 +60,7 @@ def _inputs(raw: Any, t: Translation, base_dir: Path, use_topics: bool) -> dict[
     kind = str(inputs.get("kind", "documents")).strip() or "documents"
     if kind not in ("documents", "jsonl_documents"):
         raise t.error("inputs.kind", f"only documents (or jsonl_documents) can be mined, got {kind!r}")
-    for key, allowed in (("format", {"auto", "jsonl", "csv", "arrow", "parquet"}),
-                         ("compression", {"auto", "none", "zst", "gz", "bz2", "xz"})):
-        value = str(inputs.get(key, "auto")).strip() or "auto"
-        if value not in allowed:
-            raise t.error(f"inputs.{key}", f"must be one of {', '.join(sorted(allowed))}, got {value!r}")
-        if value != "auto":
-            t.note(f"inputs.{key}", "files are read by their suffixes (.jsonl, .csv, .arrow, .parquet; .zst, .gz, "
-                                    "…), which must agree with it")
+    input_format_check(inputs, t)
     globs = inputs.get("include_globs") or []
     if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
         raise t.error("inputs.include_globs", "must be a list of glob patterns")
