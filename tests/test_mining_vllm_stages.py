@@ -28,7 +28,8 @@ from mining.run_configs import mining_config_parse
 from mining.run_services import mining_run_resume
 from mining.runner import mining_run_execute
 from mining.services import topics_ensure
-from tests.scripted_miner import MARKER, document_text, scripted_miner_server, stage_of
+from tests.scripted_miner import MARKER, document_text, stage_of
+from tests.test_mining_runs import miner  # noqa: F401  (fixture: the scripted miner behind every stage's role)
 
 MINING_PROMPTS = Path(__file__).resolve().parent.parent / "mining" / "prompts"
 
@@ -131,19 +132,6 @@ def test_a_stage_executor_or_engine_we_cannot_honour_is_refused_by_name(stage_te
 
 
 # --- runs -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def miner(settings):
-    server, answers = scripted_miner_server()
-    with server:
-        roles = dict(settings.LLM_ROLES)
-        for role in ("extract_procedure", "llm_filter", "rewrite", "extract_resources", "final_validation"):
-            roles[role] = {"base_url": server.base_url, "api_key": "k", "model": "scripted", "temperature": None,
-                           "max_tokens": None}
-        settings.LLM_ROLES = roles
-        settings.LLM_BACKOFF_BASE_SECONDS = 0.01
-        yield server, answers
 
 
 def write_documents(folder: Path, n: int = 3) -> Path:

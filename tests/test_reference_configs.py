@@ -15,9 +15,9 @@ from django.core.management import CommandError, call_command
 from core.run_configs import RunConfigError
 from mining.models import MiningRun, Procedure
 from mining.run_configs import mining_config_parse
-from mining.run_services import mining_run_create
 from mining.services import topics_ensure
-from tests.scripted_miner import document_text, scripted_miner_server
+from tests.scripted_miner import document_text
+from tests.test_mining_runs import miner  # noqa: F401  (fixture: the scripted miner behind every stage's role)
 
 MINING_PROMPTS = Path(__file__).resolve().parent.parent / "mining" / "prompts"
 
@@ -212,19 +212,6 @@ def test_our_own_shape_still_refuses_unknown_keys_as_before():
 
 
 # --- end to end -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def miner(settings):
-    server, answers = scripted_miner_server()
-    with server:
-        roles = dict(settings.LLM_ROLES)
-        for role in ("extract_procedure", "llm_filter", "rewrite", "extract_resources", "final_validation"):
-            roles[role] = {"base_url": server.base_url, "api_key": "k", "model": "scripted", "temperature": None,
-                           "max_tokens": None}
-        settings.LLM_ROLES = roles
-        settings.LLM_BACKOFF_BASE_SECONDS = 0.01
-        yield server, answers
 
 
 def write_documents(folder: Path, n: int = 6) -> Path:
