@@ -570,9 +570,11 @@ def corpus_upload_create(
 def corpus_import_run(*, corpus_import_id: int) -> CorpusImport:
     """Run a queued upload's import and store its report on the row (done or failed).
 
-    Whatever happens, the row ends ``done`` or ``failed``, never ``running``: a bad file
+    Whatever the file or the code does, the row ends ``done`` or ``failed``: a bad file
     gives its file-line-field error; anything unexpected is logged with its traceback and
-    the row says so (the import's transaction has stored nothing)."""
+    the row says so (the import's transaction has stored nothing). Only a worker killed in
+    the middle (``kill -9``, a lost machine) leaves the row ``running``; its transaction has
+    stored nothing, and the file is kept for a new upload."""
     job = CorpusImport.objects.get(pk=corpus_import_id)
     CorpusImport.objects.filter(pk=job.pk).update(status=CorpusImportStatus.RUNNING)
     storage = corpus_upload_storage()
