@@ -46,6 +46,14 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfiguredEnv(f"{name}={value!r} is not an integer") from exc
 
 
+def env_positive_int(name: str, default: int) -> int:
+    """``env_int`` for counts, sizes and durations that must be at least 1."""
+    value = env_int(name, default)
+    if value < 1:
+        raise ImproperlyConfiguredEnv(f"{name}={value} must be at least 1")
+    return value
+
+
 def env_float(name: str, default: float) -> float:
     value = os.environ.get(name)
     if value is None or value.strip() == "":

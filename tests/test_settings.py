@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from config.env import ImproperlyConfiguredEnv, env_bool, env_int, env_list, local_secret_key
+from config.env import ImproperlyConfiguredEnv, env_bool, env_int, env_list, env_positive_int, local_secret_key
 from config.settings.celery import celery_settings
 from config.settings.database import database_settings
 from config.settings.llm import llm_settings
@@ -96,5 +96,11 @@ def test_bad_values_are_named(monkeypatch):
     monkeypatch.setenv("WORKERS", "two")
     with pytest.raises(ImproperlyConfiguredEnv, match="WORKERS='two'"):
         env_int("WORKERS", 1)
+    for limit in ("0", "-3"):
+        monkeypatch.setenv("LOGIN_FAILURE_LIMIT", limit)
+        with pytest.raises(ImproperlyConfiguredEnv, match=f"LOGIN_FAILURE_LIMIT={limit} must be at least 1"):
+            env_positive_int("LOGIN_FAILURE_LIMIT", 10)
+    monkeypatch.delenv("LOGIN_FAILURE_LIMIT")
+    assert env_positive_int("LOGIN_FAILURE_LIMIT", 10) == 10
     monkeypatch.setenv("ALLOWED_HOSTS", "a.example, b.example,")
     assert env_list("ALLOWED_HOSTS", []) == ["a.example", "b.example"]

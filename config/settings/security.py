@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from config.env import ImproperlyConfiguredEnv, env_bool, env_int
+from config.env import env_bool, env_int, env_positive_int
 
 # Django's own rule for a secret key that is not weak (security.W009).
 MIN_SECRET_KEY_LENGTH = 50
@@ -46,13 +46,6 @@ def secret_key_problem(key: str | None) -> str | None:
     return None
 
 
-def _positive_int(name: str, default: int) -> int:
-    value = env_int(name, default)
-    if value < 1:
-        raise ImproperlyConfiguredEnv(f"{name}={value} must be at least 1")
-    return value
-
-
 def trust_proxy_headers() -> bool:
     return env_bool("TRUST_PROXY_HEADERS", False)
 
@@ -61,8 +54,8 @@ def accounts_settings() -> dict:
     """Login throttling (django-axes) and API tokens, for every settings module."""
     return {
         "AXES_ENABLED": True,
-        "AXES_FAILURE_LIMIT": _positive_int("LOGIN_FAILURE_LIMIT", 10),
-        "AXES_COOLOFF_TIME": timedelta(minutes=_positive_int("LOGIN_LOCKOUT_MINUTES", 15)),
+        "AXES_FAILURE_LIMIT": env_positive_int("LOGIN_FAILURE_LIMIT", 10),
+        "AXES_COOLOFF_TIME": timedelta(minutes=env_positive_int("LOGIN_LOCKOUT_MINUTES", 15)),
         # One username from one address: a stranger cannot lock a researcher out from
         # elsewhere, and one address cannot guess at one username for long.
         "AXES_LOCKOUT_PARAMETERS": [["username", "ip_address"]],
@@ -81,7 +74,7 @@ def accounts_settings() -> dict:
         # token. No start-up banner in every process.
         "AXES_VERBOSE": False,
         "AXES_SENSITIVE_PARAMETERS": ["csrfmiddlewaretoken"],
-        "API_TOKEN_DAYS": _positive_int("API_TOKEN_DAYS", 90),
+        "API_TOKEN_DAYS": env_positive_int("API_TOKEN_DAYS", 90),
     }
 
 

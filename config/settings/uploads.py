@@ -17,7 +17,7 @@ the request (``UPLOAD_BACKGROUND_MIN_BYTES``), and the largest YAML run configur
 (``RUN_CONFIG_MAX_BYTES``)."""
 from __future__ import annotations
 
-from config.env import ImproperlyConfiguredEnv, env_int
+from config.env import env_positive_int
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -44,19 +44,12 @@ UPLOAD_BACKGROUND_MIN_BYTES_DEFAULT = 5 * MIB
 RUN_CONFIG_MAX_BYTES_DEFAULT = 256 * 1024
 
 
-def _positive(name: str, default: int) -> int:
-    value = env_int(name, default)
-    if value < 1:
-        raise ImproperlyConfiguredEnv(f"{name}={value} must be at least 1")
-    return value
-
-
 def upload_settings() -> dict:
     settings: dict[str, int] = {}
     for scope, defaults in LIMIT_DEFAULTS.items():
         for key in LIMIT_KEYS:
             name = f"{scope}_{key}"
-            settings[name] = _positive(name, defaults[key])
-    settings["UPLOAD_BACKGROUND_MIN_BYTES"] = _positive("UPLOAD_BACKGROUND_MIN_BYTES", UPLOAD_BACKGROUND_MIN_BYTES_DEFAULT)
-    settings["RUN_CONFIG_MAX_BYTES"] = _positive("RUN_CONFIG_MAX_BYTES", RUN_CONFIG_MAX_BYTES_DEFAULT)
+            settings[name] = env_positive_int(name, defaults[key])
+    settings["UPLOAD_BACKGROUND_MIN_BYTES"] = env_positive_int("UPLOAD_BACKGROUND_MIN_BYTES", UPLOAD_BACKGROUND_MIN_BYTES_DEFAULT)
+    settings["RUN_CONFIG_MAX_BYTES"] = env_positive_int("RUN_CONFIG_MAX_BYTES", RUN_CONFIG_MAX_BYTES_DEFAULT)
     return settings
