@@ -5,6 +5,7 @@ one generation run per listed model, a judge run per generation run (or for the 
 reference writes them."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +20,32 @@ from judging.transfer import generations_export, generations_import, judgments_e
 from mining.services import procedure_import
 
 
-def reference_inputs_import(*, config: dict[str, Any]) -> list[str]:
+@dataclass(frozen=True)
+class InputsImport:
+    lines: list[str]
+    # The inputs' procedures, in file order; None when the configuration names no inputs.
+    procedure_ids: list[int] | None
+
+
+def reference_inputs_import(*, config: dict[str, Any]) -> InputsImport:
     """Import the ``inputs`` files as bench procedures (known ones are kept as they are)."""
-    lines = []
-    for path in config["reference"]["inputs"] or []:
-        result = procedure_import(path=path, split="bench", create_topics=True)
+    lines: list[str] = []
+    paths = config["reference"]["inputs"] or []
+    procedure_ids: list[int] = []
+    for path in paths:
+        result = procedure_import(path=path, split="bench", create_topics=True, collect_ids=True)
         lines.append(f"inputs {path}: {result.created} new procedure(s), {result.existing} known")
-    return lines
+        procedure_ids += result.procedure_ids
+    return InputsImport(lines=lines, procedure_ids=list(dict.fromkeys(procedure_ids)) if paths else None)
 
 
 @transaction.atomic
-def reference_generation_runs_create(*, config: dict[str, Any], start: bool) -> list[GenerationRun]:
-    """One generation run per model of the configuration; all or nothing."""
+def reference_generation_runs_create(
+    *, config: dict[str, Any], start: bool, procedure_ids: list[int] | None = None,
+) -> list[GenerationRun]:
+    """One generation run per model of the configuration; all or nothing. With the ids of
+    the configuration's ``inputs``, each run generates for exactly those procedures (as the
+    reference generates for its input dataset), not for the whole bench split."""
     if config["reference"]["generations_file"]:
         raise ValueError("paths.generations names existing generations: judge them with bench_run judge --config")
     if not config["generations"]:
@@ -42,7 +57,7 @@ def reference_generation_runs_create(*, config: dict[str, Any], start: bool) -> 
         model = language_model_register(**run["model"])
         runs.append(generation_run_create(
             name=run["name"], language_model=model, executor=run["executor"], prompt_file=run.get("prompt_file"),
-            options=run["options"], start=start, **config["own"]))
+            options=run["options"], start=start, procedure_ids=procedure_ids, **config["own"]))
     return runs
 
 

@@ -120,12 +120,22 @@ def generation_run_create(
     *, name: str, language_model: LanguageModel, split: str = "bench", sample_per_topic: int | None = None,
     seed: int = 0, prompt_file: str | None = None, executor: str = "online", concurrency: int = 16,
     budget_usd: Decimal | None = None, start: bool = True, options: dict | None = None,
+    procedure_ids: list[int] | None = None,
 ) -> GenerationRun:
+    """A generation run over a sample of the split's procedures, or over exactly
+    ``procedure_ids`` (procedures of the split, e.g. the ones a file just imported)."""
     run_name_check(run_class=GenerationRun, name=name)
     options = request_options_check(options)
     _engine_check(options, executor)
     prompt = prompt_load(prompt_file or DEFAULT_PROMPTS[language_model.prompt_style], kind="generate")
-    procedure_ids = sample_procedures(split=split, per_topic=sample_per_topic, seed=seed)
+    if procedure_ids is None:
+        procedure_ids = sample_procedures(split=split, per_topic=sample_per_topic, seed=seed)
+    else:
+        procedure_ids = list(dict.fromkeys(procedure_ids))
+        found = set(Procedure.objects.filter(pk__in=procedure_ids, split=split).values_list("pk", flat=True))
+        missing = [pk for pk in procedure_ids if pk not in found]
+        if missing:
+            raise ValueError(f"{len(missing)} of the given procedures are not in split {split!r} (e.g. id {missing[0]})")
     if not procedure_ids:
         raise ValueError(f"no procedures in split {split!r} to generate for")
     run = GenerationRun.objects.create(

@@ -75,6 +75,8 @@ class ImportResult:
     path: str
     created: int
     existing: int
+    # With ``collect_ids``: the ids of the file's procedures (new or already stored), in file order.
+    procedure_ids: tuple[int, ...] = ()
 
 
 def topics_ensure() -> None:
@@ -120,15 +122,19 @@ class TopicResolver:
 
 
 def procedure_import(
-    *, path: str | Path, split: str | None = None, topic_field: str = "topic", create_topics: bool = False
+    *, path: str | Path, split: str | None = None, topic_field: str = "topic", create_topics: bool = False,
+    collect_ids: bool = False,
 ) -> ImportResult:
-    """Import every procedure of one file, all or nothing.
+    """Import every procedure of one file, all or nothing. With ``collect_ids``, the result
+    names the file's procedures (for a run over exactly that file); without it memory stays
+    flat whatever the file's size.
 
     Raises ``RecordFileError`` naming the file, the line (or row) and the field of the
     first bad record; the database is then exactly as it was before the call."""
     if split is not None and split not in Split.values:
         raise ValueError(f"split must be one of {', '.join(Split.values)}")
     created = existing = 0
+    identities: dict[str, None] = {}  # file order, each once
     with transaction.atomic():
         topics = TopicResolver(create=create_topics)
         batch: list[Procedure] = []
@@ -147,13 +153,23 @@ def procedure_import(
                     topic_field,
                 )
             batch.append(_procedure_from_record(record, topic, split))
+            if collect_ids:
+                identities.setdefault(batch[-1].identity)
             if len(batch) >= IMPORT_BATCH_SIZE:
                 n_created, n_existing = _insert_new(batch)
                 created, existing = created + n_created, existing + n_existing
                 batch = []
                 reset_queries()  # with DEBUG on, Django would keep every SQL string in memory
         n_created, n_existing = _insert_new(batch)
-    return ImportResult(path=str(path), created=created + n_created, existing=existing + n_existing)
+    procedure_ids: list[int] = []
+    if collect_ids:
+        order = list(identities)
+        for start in range(0, len(order), IMPORT_BATCH_SIZE):
+            chunk = order[start:start + IMPORT_BATCH_SIZE]
+            by_identity = dict(Procedure.objects.filter(identity__in=chunk).values_list("identity", "id"))
+            procedure_ids += [by_identity[identity] for identity in chunk]
+    return ImportResult(path=str(path), created=created + n_created, existing=existing + n_existing,
+                        procedure_ids=tuple(procedure_ids))
 
 
 def _check_procedure_storable(record: ProcedureRecord) -> None:

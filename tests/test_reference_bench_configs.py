@@ -372,3 +372,48 @@ def test_our_own_shape_takes_the_same_request_options(scripted, tmp_path):
     with pytest.raises(CommandError, match="engine options apply only to the vllm_offline executor"):
         call_command("bench_run", "generate", "--config", _write(tmp_path, "e.yaml", "name: e\nmodel: m1\n"
                                                                                     "engine: {revision: main}\n"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reference_config_with_inputs_generates_for_exactly_the_inputs_procedures(scripted, tmp_path, monkeypatch):
+    """The demo's bench procedures are in the split too: a run over the whole split would be
+    judged on other items than the reference's run on the same file."""
+    from mining.models import Procedure
+
+    monkeypatch.chdir(tmp_path)
+    steps = [f"Do step {i} of the task." for i in range(1, 6)]
+    records = [
+        {"schema_version": "how2bench.example.v1", "source_example_id": f"input-{i}", "url": "",
+         "source_text": "", "topic": "Food & Dining", "goal": f"Cook dish number {i}.", "resources": ["pot"],
+         "steps": steps}
+        for i in range(3)
+    ]
+    records.append(records[0])  # a repeated record: generated for once
+    inputs = tmp_path / "bench.jsonl"
+    inputs.write_text("".join(json.dumps(r) + "\n" for r in records))
+    already = Procedure.objects.filter(split="bench").count()
+    assert already > 0  # the demo's
+    text = API_ONLY.format(out_root="out/inputs").replace("sample_per_topic: 1\n", "")
+    path = _write(tmp_path, "inputs.yaml", f"inputs:\n  path: {inputs}\n" + text)
+    call_command("bench_run", "generate", "--config", path, "--wait")
+    imported = list(Procedure.objects.filter(source_example_id__startswith="input-")
+                    .order_by("source_example_id").values_list("pk", flat=True))
+    assert len(imported) == 3 and Procedure.objects.filter(split="bench").count() == already + 3
+    for run in GenerationRun.objects.filter(name__in=["gpt-4.1", "gpt-5", "qwen-served"]):
+        assert run.procedure_ids == imported, run.name
+    bodies: dict[str, int] = {}
+    for body in scripted.chat_requests():
+        bodies[body["model"]] = bodies.get(body["model"], 0) + 1
+    assert set(bodies.values()) == {3}, bodies
+
+
+@pytest.mark.django_db
+def test_a_generation_run_over_given_procedures_refuses_ones_outside_the_split(demo):
+    from judging.services import generation_run_create, language_model_register
+    from mining.models import Procedure
+
+    model = language_model_register(name="given-ids", model="m")
+    train = Procedure.objects.exclude(split="bench").values_list("pk", flat=True).first() or 10**9
+    with pytest.raises(ValueError, match="not in split 'bench'"):
+        generation_run_create(name="given", language_model=model, procedure_ids=[train], start=False)
+    assert not GenerationRun.objects.filter(name="given").exists()

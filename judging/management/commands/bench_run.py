@@ -70,9 +70,11 @@ class Command(BaseCommand):
         return config
 
     def _generate_reference(self, config: dict, options) -> None:
-        for line in reference_inputs_import(config=config):
+        inputs = reference_inputs_import(config=config)
+        for line in inputs.lines:
             self.stdout.write(line)
-        runs = reference_generation_runs_create(config=config, start=not options["wait"])
+        runs = reference_generation_runs_create(config=config, start=not options["wait"],
+                                                procedure_ids=inputs.procedure_ids)
         for run in runs:
             self.stdout.write(f"generation run {run.name!r} (id {run.pk}): {len(run.procedure_ids)} procedures")
         if options["wait"]:
@@ -81,7 +83,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"wrote {reference_generations_write(config=config, run=run)}")
 
     def _judge_reference(self, config: dict, options) -> None:
-        for line in reference_inputs_import(config=config):
+        for line in reference_inputs_import(config=config).lines:
             self.stdout.write(line)
         runs = reference_judge_runs_create(config=config, start=not options["wait"])
         for run in runs:
