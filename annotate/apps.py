@@ -9,14 +9,14 @@ class AnnotateConfig(AppConfig):
         # Human labels feed two judging features without judging importing annotate: the
         # calibrated How2Score on the leaderboard and the exclusion of annotated examples
         # from distillation data.
-        from annotate.reports import calibration_from_studies, generations_in_studies
+        from annotate.reports.selectors import calibration_from_studies, generations_in_studies
         from judging.calibration import calibration_provider_register
         from judging.distillation import distillation_exclusion_register
 
         calibration_provider_register(calibration_from_studies)
         distillation_exclusion_register(generations_in_studies)
         # The human accuracy of validated goal-step task sets, beside model accuracy.
-        from annotate.selectors import choice_human_accuracy
+        from annotate.kinds.multiple_choice.study_results import choice_human_accuracy
         from goalstep.validation import human_accuracy_provider_register
 
         human_accuracy_provider_register(choice_human_accuracy)

@@ -2,6 +2,7 @@
 
 How2Everything = Chang, Lo, Iyyer, Soldaini (2026). Values that the paper does not fix are
 marked "operational": they are our defaults, and every one of them is a per-study field."""
+
 from __future__ import annotations
 
 # App. C.1: "Submissions remain closed until at least 90 seconds have elapsed."
@@ -117,3 +118,9 @@ MIN_ANNOTATIONS_FOR_MAJORITY_MAX = 100
 # (How2Everything §4.3: the five judges lie within 76.5-83.0 % on 200 items).
 SMALL_SAMPLE_ITEMS = 30
 WIDE_INTERVAL = 0.3
+
+# What the consent page and "item 3 of 12" count (docs/annotation.md, "What an annotator is
+# told"); the seconds an item typically takes are each kind's (StudyKind.typical_seconds_per_item).
+
+# Operational: reading one training example and answering its check question.
+TRAINING_SECONDS_PER_EXAMPLE = 60

@@ -6,16 +6,18 @@ Qualification gold items: the coconut-oil example of the paper's interface scree
 (App. C.1, Figures 7-11) and three demo generations whose labels the paper prints (those three
 are kept out of the main pool so nobody sees an item twice). The attention check is built from
 a demo procedure: L2 is its own reference steps in reverse order, an unmistakable failure."""
+
 from __future__ import annotations
 
 from django.db import transaction
 from django.urls import reverse
 
-from annotate.item_sources import item_from_judgment
-from annotate.links import default_base_url
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_QUALIFICATION, ItemSpec
+from annotate.links import default_base_url
 from annotate.models import Study
-from annotate.services import StudySettings, study_create
+from annotate.studies.item_sources import item_from_judgment
+from annotate.studies.services import study_create
+from annotate.studies.settings import StudySettings
 from judging.models import Judgment
 from mining.models import Procedure
 
@@ -25,15 +27,24 @@ PAPER = "How2Everything (Chang et al., 2026)"
 
 # (source_example_id, model, explanation) of the demo generations used as gold items.
 GOLD_GENERATIONS = [
-    ("paper-t7-crime-law", "gemini-2.5-pro",
-     "L2 goes ahead with the sale without the 30-day period in which co-owners may say they want to buy "
-     "(L1 step 4), so the legal procedure fails (How2Everything Table 1)."),
-    ("paper-t18-whole-plasmid-pcr", "gpt-5",
-     "L2 gives no actionable reaction setup or thermocycling program, so nobody could run the PCR from it "
-     "(How2Everything Table 18)."),
-    ("paper-t19-journaling-bible-stamps", "claude-opus-4.5",
-     "L2 covers the same actions as L1 in its own words; nothing in it stops the goal from being reached "
-     "(How2Everything Table 19, labelled no_failure)."),
+    (
+        "paper-t7-crime-law",
+        "gemini-2.5-pro",
+        "L2 goes ahead with the sale without the 30-day period in which co-owners may say they want to buy "
+        "(L1 step 4), so the legal procedure fails (How2Everything Table 1).",
+    ),
+    (
+        "paper-t18-whole-plasmid-pcr",
+        "gpt-5",
+        "L2 gives no actionable reaction setup or thermocycling program, so nobody could run the PCR from it "
+        "(How2Everything Table 18).",
+    ),
+    (
+        "paper-t19-journaling-bible-stamps",
+        "claude-opus-4.5",
+        "L2 covers the same actions as L1 in its own words; nothing in it stops the goal from being reached "
+        "(How2Everything Table 19, labelled no_failure).",
+    ),
 ]
 
 COCONUT = ItemSpec(
@@ -53,9 +64,9 @@ COCONUT = ItemSpec(
         "Rinse your mouth with water.",
     ],
     role=ROLE_QUALIFICATION,
-    expected_has_failure=False,
+    expected=False,
     explanation="L2 follows L1 step for step with small wording differences; the paper's Figure 9 shows this "
-    "instance answered \"No critical failures identified\".",
+    'instance answered "No critical failures identified".',
     source={"demo_source": f"{PAPER}, App. C.1, Figures 7-11"},
 )
 
@@ -71,14 +82,17 @@ def _attention_item() -> ItemSpec | None:
         reference_steps=list(procedure.steps),
         candidate_steps=list(reversed(procedure.steps)),
         role=ROLE_ATTENTION,
-        expected_has_failure=True,
+        expected=True,
         explanation="L2 is L1 in reverse order: it serves the stew before cooking anything.",
         source={"demo_source": f"{PAPER}, Table 7 (Food & Dining), steps reversed", "procedure_id": procedure.pk},
     )
 
 
 def entry_path() -> str:
-    return reverse("annotate:entry", args=[DEMO_SLUG]) + "?PROLIFIC_PID=demo-annotator-1&STUDY_ID=demo&SESSION_ID=demo-session"
+    return (
+        reverse("annotate:entry", args=[DEMO_SLUG])
+        + "?PROLIFIC_PID=demo-annotator-1&STUDY_ID=demo&SESSION_ID=demo-session"
+    )
 
 
 def entry_url() -> str:
@@ -97,21 +111,35 @@ SIMULATED_ANNOTATORS = ("demo-simulated-a", "demo-simulated-b", "demo-simulated-
 
 
 def _agreement_study_load() -> str:
-    from annotate.services import annotation_submit, assignment_next, study_update
+    from annotate.participation.reservations import assignment_next
+    from annotate.participation.submissions import annotation_submit
+    from annotate.studies.services import study_update
     from annotate.testing import annotator_start, read_everything
 
     if Study.objects.filter(slug=DEMO_AGREEMENT_SLUG).exists():
         return f"demo agreement study {DEMO_AGREEMENT_SLUG!r} already present"
-    judgments = list(Judgment.objects.filter(judge=DEMO_JUDGE, has_failure__isnull=False)
-                     .select_related("generation__procedure__topic").order_by("pk"))
+    judgments = list(
+        Judgment.objects.filter(judge=DEMO_JUDGE, has_failure__isnull=False)
+        .select_related("generation__procedure__topic")
+        .order_by("pk")
+    )
     if not judgments:
         return "no demo judgments; no demo agreement study created"
     study = study_create(
-        name="Demo data (simulated annotators): agreement with How2Judge", slug=DEMO_AGREEMENT_SLUG,
+        name="Demo data (simulated annotators): agreement with How2Judge",
+        slug=DEMO_AGREEMENT_SLUG,
         items=[item_from_judgment(j) for j in judgments],
-        settings=StudySettings(annotators_per_item=3, min_seconds=0, training_enabled=False, qualification_enabled=False,
-                               attention_check_rate=0.0, max_items_per_annotator=8, completion_code="DEMO-SIM",
-                               screened_out_code="DEMO-SIM-OUT", allow_other_pids=True),
+        settings=StudySettings(
+            annotators_per_item=3,
+            min_seconds=0,
+            training_enabled=False,
+            qualification_enabled=False,
+            attention_check_rate=0.0,
+            max_items_per_annotator=8,
+            completion_code="DEMO-SIM",
+            screened_out_code="DEMO-SIM-OUT",
+            allow_other_pids=True,
+        ),
     )
     by_judgment = {j.pk: j for j in judgments}
     for k, pid in enumerate(SIMULATED_ANNOTATORS):
@@ -120,15 +148,25 @@ def _agreement_study_load() -> str:
             judgment = by_judgment[assignment.item.source["judgment_id"]]
             # Simulated: agree with the judge, except on a fixed quarter of the items per annotator.
             label = judgment.has_failure if (assignment.item.position + k) % 4 else not judgment.has_failure
-            failures = [{"description": f["failure"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"] or [1]}
-                        for f in judgment.critical_failures] if label else []
+            failures = (
+                [
+                    {"description": f["failure"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"] or [1]}
+                    for f in judgment.critical_failures
+                ]
+                if label
+                else []
+            )
             if label and not failures:
-                failures = [{"description": "Simulated annotator: a step looks unusable.", "L1_steps": [],
-                             "L2_steps": [1]}]
+                failures = [
+                    {"description": "Simulated annotator: a step looks unusable.", "L1_steps": [], "L2_steps": [1]}
+                ]
             read_everything(participation, assignment)
-            annotation_submit(participation=participation, public_id=assignment.public_id,
-                              answer={"has_failure": label, "failures": failures, "comments": "simulated demo annotator"},
-                              submission_id=f"demo-{pid}-{assignment.pk}")
+            annotation_submit(
+                participation=participation,
+                public_id=assignment.public_id,
+                answer={"has_failure": label, "failures": failures, "comments": "simulated demo annotator"},
+                submission_id=f"demo-{pid}-{assignment.pk}",
+            )
     study_update(study=study, is_open=False)
     return f"demo agreement study {study.slug!r} with {study.annotations.count()} simulated annotations"
 
@@ -149,7 +187,7 @@ def _live_study_load() -> str:
         if key in gold_keys:
             spec.role = ROLE_QUALIFICATION
             spec.item_id = f"gold-{spec.item_id}"
-            spec.expected_has_failure = judgment.has_failure
+            spec.expected = judgment.has_failure
             spec.explanation = gold_keys[key]
             gold.append(spec)
         else:
@@ -163,8 +201,14 @@ def _live_study_load() -> str:
         slug=DEMO_SLUG,
         items=items,
         # Any PID works in the demo (demo-annotator-1, ...), not only Prolific's 24 hex characters.
-        settings=StudySettings(attention_check_rate=0.2, attention_max_failures=1, qualification_pass=3, completion_code="DEMO-DONE",
-                               screened_out_code="DEMO-SCREENED", allow_other_pids=True),
+        settings=StudySettings(
+            attention_check_rate=0.2,
+            attention_max_failures=1,
+            qualification_pass=3,
+            completion_code="DEMO-DONE",
+            screened_out_code="DEMO-SCREENED",
+            allow_other_pids=True,
+        ),
     )
     return (
         f"demo study {study.slug!r}: {len(main)} items, {len(gold)} qualification items, "

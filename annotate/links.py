@@ -1,4 +1,5 @@
 """Entry links: the URL a researcher pastes into Prolific, and the local server's address."""
+
 from __future__ import annotations
 
 import os

@@ -1,7 +1,8 @@
 """Studies, items, annotators, assignments and annotations (How2Everything §4.3, App. C.1).
 
 Structure only; the workflows (reserving, saving drafts, submitting, screening) are in
-annotate/services.py and the reads in annotate/selectors.py."""
+annotate/studies/ and annotate/participation/ (services and selectors)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,7 +15,7 @@ from django.db import models
 from annotate import constants as C
 from annotate.kinds import kind_choices
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
-from annotate.kinds.constraint_faithfulness import answer_summary
+from annotate.kinds.constraint_faithfulness.definition import answer_summary
 from mining.models import CorpusImportStatus as ImportStatus
 
 
@@ -29,7 +30,8 @@ class GuidelineVersion(models.Model):
     Identified by content: two studies with the same kind, instructions and codebook share
     a version, so passing the qualification once is enough for both (§4.3)."""
 
-    kind = models.CharField(max_length=50, choices=kind_choices())
+    # The registry's kinds when asked (a callable): a kind registered at run time is valid too.
+    kind = models.CharField(max_length=50, choices=kind_choices)
     label = models.CharField(max_length=100, unique=True, help_text="e.g. critical_failure-v2")
     instructions = models.TextField()
     codebook_version = models.CharField(max_length=50, blank=True)
@@ -44,16 +46,21 @@ class GuidelineVersion(models.Model):
 
     @staticmethod
     def hash_of(kind: str, instructions: str, codebook_version: str) -> str:
-        return hashlib.sha256(f"{kind}\x1f{codebook_version}\x1f{instructions}".encode("utf-8")).hexdigest()
+        return hashlib.sha256(f"{kind}\x1f{codebook_version}\x1f{instructions}".encode()).hexdigest()
 
 
 class Study(models.Model):
-    kind = models.CharField(max_length=50, choices=kind_choices())
+    # The registry's kinds when asked (a callable): a kind registered at run time is valid too.
+    kind = models.CharField(max_length=50, choices=kind_choices)
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)
     round = models.PositiveSmallIntegerField(default=1, help_text="Pilot round number (1 = first).")
     first_round = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="later_rounds",
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="later_rounds",
         help_text="The study this round was cloned from (empty for the first round).",
     )
     guideline_version = models.ForeignKey(GuidelineVersion, on_delete=models.PROTECT, related_name="studies")
@@ -68,25 +75,36 @@ class Study(models.Model):
     max_items_per_annotator = models.PositiveIntegerField(null=True, blank=True)
     min_annotations_for_majority = models.PositiveSmallIntegerField(
         default=C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT,
-        validators=[MinValueValidator(C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN), MaxValueValidator(C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX)],
+        validators=[
+            MinValueValidator(C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN),
+            MaxValueValidator(C.MIN_ANNOTATIONS_FOR_MAJORITY_MAX),
+        ],
         help_text="Non-excluded annotations an item needs for a human majority (at least 2); items with fewer are "
-                  "left out of judge-human agreement and counted (docs/agreement.md).")
+        "left out of judge-human agreement and counted (docs/agreement.md).",
+    )
     items_per_page = models.PositiveSmallIntegerField(
-        default=1, help_text="Items shown on one page (multiple-choice studies); 1 = one at a time.")
+        default=1, help_text="Items shown on one page (multiple-choice studies); 1 = one at a time."
+    )
     completion_code = models.CharField(max_length=64)
     screened_out_code = models.CharField(max_length=64)
     payment_per_item = models.DecimalField(
-        max_digits=8, decimal_places=2, null=True, blank=True,
+        max_digits=8,
+        decimal_places=2,
+        null=True,
+        blank=True,
         help_text="USD paid per annotated item; with the median active time it gives the implied hourly pay.",
     )
     is_open = models.BooleanField(default=True, help_text="Closed studies accept no new annotators.")
     prolific_study_id = models.CharField(
-        max_length=100, blank=True,
-        help_text="Prolific's id of this study: when set, the entry URL's STUDY_ID must equal it.")
+        max_length=100,
+        blank=True,
+        help_text="Prolific's id of this study: when set, the entry URL's STUDY_ID must equal it.",
+    )
     allow_other_pids = models.BooleanField(
         default=False,
         help_text="Accept participant ids that do not look like Prolific's (24 hexadecimal characters): "
-                  "for demos, pilots with colleagues and tests.")
+        "for demos, pilots with colleagues and tests.",
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -98,7 +116,7 @@ class Study(models.Model):
         return self.name
 
     @property
-    def round_root(self) -> "Study":
+    def round_root(self) -> Study:
         return self.first_round or self
 
 
@@ -119,14 +137,16 @@ class StudyItem(models.Model):
     goal = models.TextField()
     reference_steps = models.JSONField(default=list)
     candidate_steps = models.JSONField(default=list)
-    expected_has_failure = models.BooleanField(null=True, blank=True, help_text="Known answer (checks and gold items).")
-    expected_choice = models.SmallIntegerField(
-        null=True, blank=True, help_text="Multiple choice: the 0-based index of the right candidate (the label).")
-    expected_answer = models.JSONField(
-        null=True, blank=True,
-        help_text="Known answers by question (constraint faithfulness attention checks and gold items).")
+    expected = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The known answer in the kind's shape (checks and gold items; multiple choice: every item's "
+        "label); read by the kind only.",
+    )
     explanation = models.TextField(blank=True)
-    source = models.JSONField(default=dict, blank=True, help_text="Where the item came from (generation, judgment, file).")
+    source = models.JSONField(
+        default=dict, blank=True, help_text="Where the item came from (generation, judgment, file)."
+    )
     l1_hash = models.CharField(max_length=64, editable=False)
     l2_hash = models.CharField(max_length=64, editable=False)
 
@@ -174,7 +194,9 @@ class Participation(models.Model):
     annotator = models.ForeignKey(Annotator, on_delete=models.PROTECT, related_name="participations")
     prolific_study_id = models.CharField(max_length=100, blank=True)
     prolific_session_id = models.CharField(max_length=100, blank=True)
-    sessions_seen = models.JSONField(default=list, blank=True, help_text="Every (STUDY_ID, SESSION_ID) they arrived with.")
+    sessions_seen = models.JSONField(
+        default=list, blank=True, help_text="Every (STUDY_ID, SESSION_ID) they arrived with."
+    )
     state = models.CharField(max_length=20, choices=ParticipationState.choices, default=ParticipationState.CONSENT)
     state_reason = models.CharField(max_length=200, blank=True)
     consented_at = models.DateTimeField(null=True, blank=True)
@@ -185,8 +207,15 @@ class Participation(models.Model):
     excluded = models.BooleanField(default=False)
     exclusion_reason = models.CharField(max_length=200, blank=True)
     attention_seed = models.BigIntegerField(
-        null=True, blank=True,
-        help_text="Seed of this participant's attention-check positions and order (annotate/attention_plan.py).")
+        null=True,
+        blank=True,
+        help_text="Seed of this participant's attention-check positions and order (annotate/participation/attention_plan.py).",
+    )
+    is_test = models.BooleanField(
+        default=False,
+        help_text="A researcher's test run (started from the study page): its annotations are stored but left out "
+        "of k, progress, reports, agreement, exports and the API unless asked for (docs/annotation.md).",
+    )
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
@@ -216,8 +245,13 @@ class Qualification(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["annotator", "guideline_version"], name="one_qualification_per_guideline_version")
+            models.UniqueConstraint(
+                fields=["annotator", "guideline_version"], name="one_qualification_per_guideline_version"
+            )
         ]
+
+    def __str__(self) -> str:
+        return f"{self.annotator_id} on {self.guideline_version_id}: {'passed' if self.passed else 'failed'}"
 
 
 class AssignmentStatus(models.TextChoices):
@@ -239,6 +273,9 @@ class Assignment(models.Model):
     role = models.CharField(max_length=20, choices=ItemRole.choices)
     status = models.CharField(max_length=20, choices=AssignmentStatus.choices, default=AssignmentStatus.RESERVED)
     surplus = models.BooleanField(default=False, help_text="Submitted after the item already had its k annotations.")
+    is_test = models.BooleanField(
+        default=False, help_text="Held by a test participant (Participation.is_test): never counts toward k."
+    )
     reserved_at = models.DateTimeField()
     lease_expires_at = models.DateTimeField()
     first_served_at = models.DateTimeField(null=True, blank=True)
@@ -251,8 +288,10 @@ class Assignment(models.Model):
     active_seconds = models.FloatField(default=0.0)
     last_activity_at = models.DateTimeField(null=True, blank=True)
     activity_seen_at = models.DateTimeField(
-        null=True, blank=True,
-        help_text="The server's time of the first save with an event or a draft (until then the lease is short).")
+        null=True,
+        blank=True,
+        help_text="The server's time of the first save with an event or a draft (until then the lease is short).",
+    )
     submitted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -281,7 +320,8 @@ class Annotation(models.Model):
     annotator = models.ForeignKey(Annotator, on_delete=models.PROTECT, related_name="annotations")
     source = models.CharField(max_length=20, choices=ItemRole.choices)
     has_failure = models.BooleanField(
-        null=True, help_text="Critical-failure studies; None for multiple choice and constraint faithfulness.")
+        null=True, help_text="Critical-failure studies; None for multiple choice and constraint faithfulness."
+    )
     failures = models.JSONField(default=list, blank=True)
     comments = models.TextField(blank=True)
     answer = models.JSONField(default=dict, blank=True, help_text="The kind's full cleaned answer.")
@@ -297,8 +337,15 @@ class Annotation(models.Model):
     steps_opened = models.JSONField(default=dict, blank=True)
     click_log = models.JSONField(default=list, blank=True)
     surplus = models.BooleanField(default=False)
+    is_test = models.BooleanField(
+        default=False,
+        help_text="By a test participant (Participation.is_test): left out of k, reports, agreement, "
+        "exports and the API unless asked for.",
+    )
     late = models.BooleanField(default=False, help_text="Submitted after the lease had expired.")
-    correct = models.BooleanField(null=True, blank=True, help_text="Attention check / qualification: matched the known answer.")
+    correct = models.BooleanField(
+        null=True, blank=True, help_text="Attention check / qualification: matched the known answer."
+    )
     excluded = models.BooleanField(default=False)
     exclusion_reason = models.CharField(max_length=200, blank=True)
     submission_id = models.CharField(max_length=64, blank=True)
@@ -322,7 +369,7 @@ class Annotation(models.Model):
 class StudyImport(models.Model):
     """A study created from an uploaded items file too large to read in the request: the
     file waits under ``VAR_DIR/uploads/studies`` and a worker creates the study
-    (``annotate/study_imports.py``, the task ``annotate.study_import_run``). The same life
+    (``annotate/studies/imports.py``, the task ``annotate.study_import_run``). The same life
     cycle as a corpus upload (``mining.CorpusImport``): queued, running, then done or failed."""
 
     status = models.CharField(max_length=10, choices=ImportStatus.choices, default=ImportStatus.QUEUED)
@@ -335,8 +382,9 @@ class StudyImport(models.Model):
     problems = models.JSONField(default=list, blank=True, help_text="File-line-field errors, or the settings refused.")
     error = models.TextField(blank=True)
     study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

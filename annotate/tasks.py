@@ -1,4 +1,5 @@
 """Celery tasks of the annotate app: ids in, one service call, early return when there is nothing to do."""
+
 from celery import shared_task
 
 
@@ -14,10 +15,11 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
     )
 
 
-@shared_task(bind=True, name="annotate.study_import_run", on_failure=_mark_failed)
+# celery-types' shared_task lists no on_failure option; Celery sets it on the task class.
+@shared_task(bind=True, name="annotate.study_import_run", on_failure=_mark_failed)  # type: ignore[call-overload]
 def study_import_run_task(self, study_import_id: int) -> str:
     from annotate.models import StudyImport
-    from annotate.study_imports import study_import_run
+    from annotate.studies.imports import study_import_run
     from mining.models import CorpusImportStatus as ImportStatus
 
     job = StudyImport.objects.filter(pk=study_import_id).first()

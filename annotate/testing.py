@@ -1,5 +1,6 @@
 """Helpers that build studies and walk annotators through them, for the tests and the
 benchmark (no test framework imports)."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -7,40 +8,58 @@ from typing import Any
 
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, ItemSpec
 from annotate.models import Assignment, Participation, Study
-from annotate.services import (
-    StudySettings,
-    annotation_submit,
-    assignment_next,
-    assignment_save,
-    participation_consent,
-    participation_enter,
-    study_create,
-)
+from annotate.participation.drafts import assignment_save
+from annotate.participation.reservations import assignment_next
+from annotate.participation.services import participation_consent, participation_enter
+from annotate.participation.submissions import annotation_submit
+from annotate.studies.services import study_create
+from annotate.studies.settings import StudySettings
 
 
-def item_spec(n: int, *, role: str = ROLE_MAIN, expected: bool | None = None, n_l1: int = 3, n_l2: int = 3,
-              topic: str = "Food & Dining") -> ItemSpec:
+def item_spec(
+    n: int,
+    *,
+    role: str = ROLE_MAIN,
+    expected: bool | None = None,
+    n_l1: int = 3,
+    n_l2: int = 3,
+    topic: str = "Food & Dining",
+) -> ItemSpec:
     prefix = {ROLE_MAIN: "item", ROLE_ATTENTION: "attn", ROLE_QUALIFICATION: "gold"}[role]
     return ItemSpec(
-        item_id=f"{prefix}-{n}", topic=topic, goal=f"Goal number {n}: make a pot of tea.",
+        item_id=f"{prefix}-{n}",
+        topic=topic,
+        goal=f"Goal number {n}: make a pot of tea.",
         reference_steps=[f"Reference step {i} of item {n}." for i in range(1, n_l1 + 1)],
         candidate_steps=[f"Candidate step {i} of item {n}." for i in range(1, n_l2 + 1)],
-        role=role, expected_has_failure=expected,
+        role=role,
+        expected=expected,
         explanation="Known answer." if role != ROLE_MAIN else "",
     )
 
 
-def study_make(*, n_items: int = 4, n_gold: int = 0, n_attention: int = 0, name: str = "Test study",
-               gold_answers: list[bool] | None = None, attention_answers: list[bool] | None = None,
-               **settings: Any) -> Study:
+def study_make(
+    *,
+    n_items: int = 4,
+    n_gold: int = 0,
+    n_attention: int = 0,
+    name: str = "Test study",
+    gold_answers: list[bool] | None = None,
+    attention_answers: list[bool] | None = None,
+    **settings: Any,
+) -> Study:
     items = [item_spec(i) for i in range(1, n_items + 1)]
     answers = gold_answers or [i % 2 == 0 for i in range(1, n_gold + 1)]
     items += [item_spec(i, role=ROLE_QUALIFICATION, expected=answers[i - 1]) for i in range(1, n_gold + 1)]
     checks = attention_answers or [True] * n_attention
     items += [item_spec(i, role=ROLE_ATTENTION, expected=checks[i - 1]) for i in range(1, n_attention + 1)]
     # Test PIDs ("p1", "pid-ready") are not Prolific's 24 hexadecimal characters.
-    defaults: dict[str, Any] = {"training_enabled": False, "qualification_enabled": n_gold > 0, "min_seconds": 0,
-                                "allow_other_pids": True}
+    defaults: dict[str, Any] = {
+        "training_enabled": False,
+        "qualification_enabled": n_gold > 0,
+        "min_seconds": 0,
+        "allow_other_pids": True,
+    }
     defaults.update(settings)
     return study_create(name=name, items=items, settings=StudySettings(**defaults))
 
@@ -60,6 +79,7 @@ def read_everything(p: Participation, a: Assignment) -> None:
 
 def backdate(a: Assignment, seconds: float) -> None:
     """Pretend the item was first served ``seconds`` ago (instead of sleeping in tests)."""
+    assert a.first_served_at is not None, "a reserved assignment was served"
     Assignment.objects.filter(pk=a.pk).update(
         first_served_at=a.first_served_at - timedelta(seconds=seconds),
         reserved_at=a.reserved_at - timedelta(seconds=seconds),
@@ -68,7 +88,11 @@ def backdate(a: Assignment, seconds: float) -> None:
 
 
 NO_FAILURE = {"has_failure": False, "failures": [], "comments": ""}
-ONE_FAILURE = {"has_failure": True, "failures": [{"description": "Step order breaks it.", "L1_steps": [1], "L2_steps": [2]}], "comments": ""}
+ONE_FAILURE = {
+    "has_failure": True,
+    "failures": [{"description": "Step order breaks it.", "L1_steps": [1], "L2_steps": [2]}],
+    "comments": "",
+}
 
 
 def annotate_next(p: Participation, answer: dict | None = None, *, label: bool | None = None):
@@ -82,17 +106,24 @@ def annotate_next(p: Participation, answer: dict | None = None, *, label: bool |
     return annotation_submit(participation=p, public_id=a.public_id, answer=answer, submission_id="t")
 
 
-def judged_generation_study(*, name: str, annotators_per_item: int, judge: str = "How2Judge", n: int = 10,
-                            **settings: Any) -> Study:
+def judged_generation_study(
+    *, name: str, annotators_per_item: int, judge: str = "How2Judge", n: int = 10, **settings: Any
+) -> Study:
     """A study of ``n`` judged generations of ``judge`` (seed 0), without training or
     qualification: what the agreement tests compare judges and people on."""
-    from annotate.item_sources import items_from_judgments
+    from annotate.studies.item_sources import items_from_judgments
 
-    defaults: dict[str, Any] = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0,
-                                "annotators_per_item": annotators_per_item, "allow_other_pids": True}
+    defaults: dict[str, Any] = {
+        "training_enabled": False,
+        "qualification_enabled": False,
+        "min_seconds": 0,
+        "annotators_per_item": annotators_per_item,
+        "allow_other_pids": True,
+    }
     defaults.update(settings)
-    return study_create(name=name, items=items_from_judgments(judge=judge, n=n, seed=0),
-                        settings=StudySettings(**defaults))
+    return study_create(
+        name=name, items=items_from_judgments(judge=judge, n=n, seed=0), settings=StudySettings(**defaults)
+    )
 
 
 def annotate_all(p: Participation, label: Any) -> int:

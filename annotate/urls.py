@@ -1,7 +1,11 @@
 """Annotator entry points (/a/<study-slug>/) and the researchers' study pages (/studies/)."""
+
 from django.urls import path
 
-from annotate import metric_agreement_views, report_views, study_views, views
+from annotate.participation import item_views, views
+from annotate.reports import views as report_views
+from annotate.studies import preview_views
+from annotate.studies import views as study_views
 
 app_name = "annotate"
 
@@ -11,9 +15,9 @@ urlpatterns = [
     path("a/<slug:slug>/consent/", views.consent, name="consent"),
     path("a/<slug:slug>/training/", views.training, name="training"),
     path("a/<slug:slug>/training/<int:index>/", views.training, name="training_example"),
-    path("a/<slug:slug>/work/", views.work, name="work"),
-    path("a/<slug:slug>/work/<uuid:public_id>/save", views.save, name="save"),
-    path("a/<slug:slug>/work/<uuid:public_id>/submit", views.submit, name="submit"),
+    path("a/<slug:slug>/work/", item_views.work, name="work"),
+    path("a/<slug:slug>/work/<uuid:public_id>/save", item_views.save, name="save"),
+    path("a/<slug:slug>/work/<uuid:public_id>/submit", item_views.submit, name="submit"),
     path("a/<slug:slug>/done/", views.done, name="done"),
     # Researchers.
     path("studies/", study_views.study_index, name="study_list"),
@@ -22,14 +26,30 @@ urlpatterns = [
     path("studies/<slug:slug>/", study_views.study_detail, name="study_detail"),
     path("studies/<slug:slug>/settings/", study_views.study_settings, name="study_settings"),
     path("studies/<slug:slug>/rounds/", study_views.study_round_new, name="study_round_new"),
-    path("studies/<slug:slug>/participants/<int:participation_id>/release/", study_views.participant_release,
-         name="participant_release"),
+    path(
+        "studies/<slug:slug>/participants/<int:participation_id>/release/",
+        study_views.participant_release,
+        name="participant_release",
+    ),
     path("studies/<slug:slug>/export.<str:fmt>", study_views.study_export, name="study_export"),
+    # Preview (nothing stored) and test participants (stored, left out of k and reports).
+    path("studies/<slug:slug>/preview/", preview_views.preview_consent, name="preview"),
+    path("studies/<slug:slug>/preview/training/", preview_views.preview_training, name="preview_training"),
+    path(
+        "studies/<slug:slug>/preview/training/<int:index>/",
+        preview_views.preview_training,
+        name="preview_training_example",
+    ),
+    path("studies/<slug:slug>/preview/items/<int:number>/", preview_views.preview_item, name="preview_item"),
+    path("studies/<slug:slug>/preview/items/<int:number>/save", preview_views.preview_save, name="preview_save"),
+    path("studies/<slug:slug>/preview/items/<int:number>/submit", preview_views.preview_submit, name="preview_submit"),
+    path("studies/<slug:slug>/preview/done/", preview_views.preview_done, name="preview_done"),
+    path("studies/<slug:slug>/test-participant/", study_views.study_test_participant, name="study_test_participant"),
     path("studies/<slug:slug>/tiers/<str:tier>.jsonl", study_views.study_choice_tier, name="study_choice_tier"),
     # Agreement dashboards.
     path("studies/<slug:slug>/agreement/", report_views.agreement, name="report_agreement"),
     path("studies/<slug:slug>/annotators/", report_views.annotators, name="report_annotators"),
     path("studies/<slug:slug>/disagreements/", report_views.disagreements, name="report_disagreements"),
     path("studies/<slug:slug>/items/<str:item_id>/", report_views.item_views, name="report_item"),
-    path("studies/<slug:slug>/metrics/", metric_agreement_views.metric_agreement, name="report_metric_agreement"),
+    path("studies/<slug:slug>/metrics/", report_views.metric_agreement, name="report_metric_agreement"),
 ]

@@ -8,6 +8,7 @@ and prints p50 and p95.
 
     .venv/bin/python bench/agreement_report.py [--annotations 10000] [--runs 7] [--bootstrap 1000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,8 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from annotate.agreement import agreement_report, read_annotations, read_judgments  # noqa: E402
+from annotate.stats.agreement import agreement_report  # noqa: E402
+from annotate.stats.records import read_annotations, read_judgments  # noqa: E402
 
 JUDGES = {"gpt-5": 0.83, "how2judge": 0.80, "qwen3-8b": 0.70}
 
@@ -90,7 +92,9 @@ def main() -> None:
         ("report, bootstrap 0", point_times),
     )
     for name, times in rows_of_times:
-        print(f"{name:>28}: p50 {statistics.median(times) * 1000:8.1f} ms   p95 {percentile(times, 0.95) * 1000:8.1f} ms")
+        print(
+            f"{name:>28}: p50 {statistics.median(times) * 1000:8.1f} ms   p95 {percentile(times, 0.95) * 1000:8.1f} ms"
+        )
     alpha = ", ".join(f"{k} {v:.3f}" for k, v in report["alpha"].items() if v is not None)
     print(f"{'alpha':>28}: {alpha}")
 

@@ -8,7 +8,7 @@ open the item page, tick the goal box and click every step at reading pace (2-6 
 click is a save, as in the browser), send the heartbeat autosave with the draft every 5 s, submit
 once the study's minimum time (90 s, App. C.1) has passed (one submit in ten is sent twice, like
 a network retry), and take the next item, until the level's time is up. By default each request opens its own connection, as requests arrive from a
-TLS reverse proxy in production (see README); --keep-alive reuses one per annotator. Afterwards the database is checked: every submit the clients saw accepted
+TLS reverse proxy in production (see docs/operations.md); --keep-alive reuses one per annotator. Afterwards the database is checked: every submit the clients saw accepted
 is stored exactly once, and no item has more than k non-surplus annotations.
 
     .venv/bin/python bench/annotation_load.py [--levels 50,100,200] [--duration 120]
@@ -16,6 +16,7 @@ is stored exactly once, and no item has more than k non-surplus annotations.
         [--keep-alive] [--database annotate_bench]
 
 Figures are printed as a Markdown table; the exit status is 1 if any check fails."""
+
 from __future__ import annotations
 
 import argparse
@@ -104,7 +105,9 @@ class Annotator:
 
     def run(self) -> None:
         try:
-            status, location, _ = self.request("GET", f"/a/{self.slug}/?PROLIFIC_PID={self.pid}&STUDY_ID=bench&SESSION_ID=s-{self.pid}")
+            status, location, _ = self.request(
+                "GET", f"/a/{self.slug}/?PROLIFIC_PID={self.pid}&STUDY_ID=bench&SESSION_ID=s-{self.pid}"
+            )
             status, _, _ = self.request("GET", location)  # the guidelines page (sets the CSRF cookie)
             status, location, _ = self.request("POST", f"/a/{self.slug}/consent/")
             while time.monotonic() < self.stop_at:
@@ -126,7 +129,9 @@ class Annotator:
         """One item on the page's own timeline: the goal box and every step are clicked at reading
         pace (each click saves at once, as in the browser), a heartbeat autosave with the draft goes
         every 5 s, and the submit follows once the study's minimum time has passed."""
-        state = json.loads(re.search(rb'id="page-state" type="application/json">(.*?)</script>', content, re.S).group(1))
+        state = json.loads(
+            re.search(rb'id="page-state" type="application/json">(.*?)</script>', content, re.S).group(1)
+        )
         served = time.monotonic()
         seq = state["draftSeq"]
         steps = [f"L1.{i}" for i in range(1, state["nL1"] + 1)] + [f"L2.{i}" for i in range(1, state["nL2"] + 1)]
@@ -149,9 +154,15 @@ class Annotator:
                 time.sleep(max(0.0, next_heartbeat - now))
                 next_heartbeat += 5
                 if not clicks:  # answering after reading everything
-                    draft = {"has_failure": has_failure, "comments": "",
-                             "failures": [{"description": "Step two contradicts the goal.", "L1_steps": [1], "L2_steps": [2]}]
-                             if has_failure else []}
+                    draft = {
+                        "has_failure": has_failure,
+                        "comments": "",
+                        "failures": [
+                            {"description": "Step two contradicts the goal.", "L1_steps": [1], "L2_steps": [2]}
+                        ]
+                        if has_failure
+                        else [],
+                    }
                 seq += 1
                 body = {"draft": draft, "seq": seq, "events": [], "active_ms": 5000}
             else:
@@ -179,12 +190,21 @@ class Annotator:
 def warm_up(port: int, n: int) -> None:
     """Each gunicorn worker loads the URLconf and compiles the templates on its first requests:
     a few throwaway annotators open an item first, so that cost is not measured."""
-    from annotate.services import StudySettings, study_create
+    from annotate.studies.services import study_create
+    from annotate.studies.settings import StudySettings
     from annotate.testing import item_spec
 
-    study = study_create(name="warm-up", items=[item_spec(i) for i in range(1, n + 1)],
-                         settings=StudySettings(training_enabled=False, qualification_enabled=False,
-                                                attention_check_rate=0, annotators_per_item=1, allow_other_pids=True))
+    study = study_create(
+        name="warm-up",
+        items=[item_spec(i) for i in range(1, n + 1)],
+        settings=StudySettings(
+            training_enabled=False,
+            qualification_enabled=False,
+            attention_check_rate=0,
+            annotators_per_item=1,
+            allow_other_pids=True,
+        ),
+    )
     for i in range(n):
         a = Annotator(port, f"warm{i}", study.slug, 0, 0, lambda kind, seconds: None)
         a.request("GET", f"/a/{study.slug}/?PROLIFIC_PID=warm{i}")
@@ -201,14 +221,21 @@ def percentile(values: list[float], q: float) -> float:
 
 def run_level(port: int, n: int, duration: float, min_seconds: float, ramp: float) -> dict:
     from annotate.models import Annotation, Assignment
-    from annotate.services import StudySettings, study_create
+    from annotate.studies.services import study_create
+    from annotate.studies.settings import StudySettings
     from annotate.testing import item_spec
 
     items_needed = int(n * (duration / min_seconds + 2) / 3) + 10
     study = study_create(
-        name=f"bench {n} {time.time():.0f}", items=[item_spec(i, n_l1=4, n_l2=4) for i in range(1, items_needed + 1)],
-        settings=StudySettings(training_enabled=False, qualification_enabled=False, attention_check_rate=0,
-                               min_seconds=int(min_seconds), allow_other_pids=True),
+        name=f"bench {n} {time.time():.0f}",
+        items=[item_spec(i, n_l1=4, n_l2=4) for i in range(1, items_needed + 1)],
+        settings=StudySettings(
+            training_enabled=False,
+            qualification_enabled=False,
+            attention_check_rate=0,
+            min_seconds=int(min_seconds),
+            allow_other_pids=True,
+        ),
     )
     timings: dict[str, list[float]] = defaultdict(list)
     lock = threading.Lock()
@@ -236,12 +263,24 @@ def run_level(port: int, n: int, duration: float, min_seconds: float, ramp: floa
     exactly_once = all(per_assignment.get(a) == [pk] for a, pk in accepted.items()) and len(stored) == len(accepted)
     from django.db.models import Count
 
-    over_k = Assignment.objects.filter(study=study, status="submitted", surplus=False).values("item").annotate(
-        c=Count("id")).filter(c__gt=study.annotators_per_item).count()
+    over_k = (
+        Assignment.objects.filter(study=study, status="submitted", surplus=False)
+        .values("item")
+        .annotate(c=Count("id"))
+        .filter(c__gt=study.annotators_per_item)
+        .count()
+    )
     requests = sum(len(v) for v in timings.values())
     return {
-        "n": n, "timings": timings, "errors": errors, "accepted": len(accepted), "stored": len(stored),
-        "exactly_once": exactly_once, "over_k": over_k, "wall": wall, "rps": requests / wall,
+        "n": n,
+        "timings": timings,
+        "errors": errors,
+        "accepted": len(accepted),
+        "stored": len(stored),
+        "exactly_once": exactly_once,
+        "over_k": over_k,
+        "wall": wall,
+        "rps": requests / wall,
     }
 
 
@@ -249,15 +288,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", default="50,100,200")
     parser.add_argument("--duration", type=float, default=120.0, help="seconds after which nobody starts a new item")
-    parser.add_argument("--min-seconds", type=float, default=90.0, help="the study's minimum seconds per item (paper: 90)")
+    parser.add_argument(
+        "--min-seconds", type=float, default=90.0, help="the study's minimum seconds per item (paper: 90)"
+    )
     parser.add_argument("--ramp", type=float, default=10.0, help="seconds over which the annotators arrive")
     parser.add_argument("--read-seconds", default="2,6", help="seconds to read one step before clicking it (min,max)")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--database", default="annotate_bench")
-    parser.add_argument("--keep-alive", action="store_true",
-                        help="reuse each annotator's connection (default: one connection per request, as from a "
-                             "reverse proxy; gunicorn's gthread workers pin kept-alive connections to one process)")
+    parser.add_argument(
+        "--keep-alive",
+        action="store_true",
+        help="reuse each annotator's connection (default: one connection per request, as from a "
+        "reverse proxy; gunicorn's gthread workers pin kept-alive connections to one process)",
+    )
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     Annotator.keep_alive = args.keep_alive
@@ -267,9 +311,14 @@ def main() -> int:
     subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", args.database], check=True)
     var_dir = Path(tempfile.mkdtemp(prefix="how2-bench-var-"))
     env = dict(
-        os.environ, DATABASE_URL=PG.format(name=args.database), VAR_DIR=str(var_dir),
-        DJANGO_SETTINGS_MODULE="config.django.production", SECRET_KEY="bench-" + os.urandom(16).hex(),
-        SECURE_COOKIES="false", ALLOWED_HOSTS="127.0.0.1,localhost", LOG_LEVEL="WARNING",
+        os.environ,
+        DATABASE_URL=PG.format(name=args.database),
+        VAR_DIR=str(var_dir),
+        DJANGO_SETTINGS_MODULE="config.django.production",
+        SECRET_KEY="bench-" + os.urandom(16).hex(),
+        SECURE_COOKIES="false",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        LOG_LEVEL="WARNING",
         # Every simulated annotator comes from 127.0.0.1: no limit of new participants per address.
         ANNOTATE_ENTRY_LIMIT_PER_ADDRESS="0",
     )
@@ -284,10 +333,27 @@ def main() -> int:
 
     port = free_port()
     gunicorn = subprocess.Popen(
-        [str(Path(python).with_name("gunicorn")), "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers",
-         str(args.workers), "--worker-class", "gthread", "--threads", str(args.threads), "--keep-alive", "75",
-         "--timeout", "120", "--log-level", "warning"],
-        cwd=BASE_DIR, env=env, start_new_session=True,
+        [
+            str(Path(python).with_name("gunicorn")),
+            "config.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(args.workers),
+            "--worker-class",
+            "gthread",
+            "--threads",
+            str(args.threads),
+            "--keep-alive",
+            "75",
+            "--timeout",
+            "120",
+            "--log-level",
+            "warning",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 30
@@ -299,28 +365,38 @@ def main() -> int:
                 if time.monotonic() > deadline or gunicorn.poll() is not None:
                     raise SystemExit("gunicorn did not start")
                 time.sleep(0.3)
-        print(f"gunicorn: {args.workers} workers x {args.threads} threads on 127.0.0.1:{port}; "
-              f"{'keep-alive' if args.keep_alive else 'one connection per request'}; PostgreSQL database "
-              f"{args.database}; {args.duration:.0f} s per level; study minimum {args.min_seconds:.0f} s per item; "
-              f"{os.cpu_count()} CPUs\n")
+        print(
+            f"gunicorn: {args.workers} workers x {args.threads} threads on 127.0.0.1:{port}; "
+            f"{'keep-alive' if args.keep_alive else 'one connection per request'}; PostgreSQL database "
+            f"{args.database}; {args.duration:.0f} s per level; study minimum {args.min_seconds:.0f} s per item; "
+            f"{os.cpu_count()} CPUs\n"
+        )
         warm_up(port, 4 * args.workers)
         results = []
         for n in levels:
             result = run_level(port, n, args.duration, args.min_seconds, args.ramp)
             results.append(result)
-            print(f"level {n}: {result['accepted']} submits accepted, {result['stored']} stored, "
-                  f"errors {len(result['errors'])}{': ' + '; '.join(result['errors'][:3]) if result['errors'] else ''}",
-                  flush=True)
+            print(
+                f"level {n}: {result['accepted']} submits accepted, {result['stored']} stored, "
+                f"errors {len(result['errors'])}{': ' + '; '.join(result['errors'][:3]) if result['errors'] else ''}",
+                flush=True,
+            )
         print()
-        print("| annotators | page p50 / p95 (ms) | autosave p50 / p95 (ms) | submit p50 / p95 (ms) | requests/s | submits | stored exactly once | items over k | errors |")
+        print(
+            "| annotators | page p50 / p95 (ms) | autosave p50 / p95 (ms) | submit p50 / p95 (ms) | requests/s | submits | stored exactly once | items over k | errors |"
+        )
         print("| ---: | ---: | ---: | ---: | ---: | ---: | :---: | ---: | ---: |")
         for r in results:
             cells = []
             for kind in ("page", "autosave", "submit"):
                 values = r["timings"].get(kind, [])
-                cells.append(f"{1000 * statistics.median(values):.0f} / {1000 * percentile(values, 0.95):.0f}" if values else "—")
-            print(f"| {r['n']} | {cells[0]} | {cells[1]} | {cells[2]} | {r['rps']:.0f} | {r['accepted']} | "
-                  f"{'yes' if r['exactly_once'] else 'NO'} | {r['over_k']} | {len(r['errors'])} |")
+                cells.append(
+                    f"{1000 * statistics.median(values):.0f} / {1000 * percentile(values, 0.95):.0f}" if values else "—"
+                )
+            print(
+                f"| {r['n']} | {cells[0]} | {cells[1]} | {cells[2]} | {r['rps']:.0f} | {r['accepted']} | "
+                f"{'yes' if r['exactly_once'] else 'NO'} | {r['over_k']} | {len(r['errors'])} |"
+            )
         ok = all(r["exactly_once"] and r["over_k"] == 0 and not r["errors"] for r in results)
         return 0 if ok else 1
     finally:

@@ -10,6 +10,7 @@
   time alone, their ratio, and candidates per second; then the keyword mode (no model).
 
     .venv/bin/python bench/coscript_filter.py [--pool 100000] [--queries 3000] [--goals 1000]"""
+
 from __future__ import annotations
 
 import argparse
@@ -24,9 +25,11 @@ from coscript.filtering import FilterCandidate, FilterGoal, filter_candidates, s
 from coscript.retrieval import ExampleIndex  # noqa: E402
 
 VERBS = "make clean wash fix paint build cook bake plant grow repair install remove write draw sew fold train".split()
-NOUNS = ("cake bread soup car bike door window wall floor shirt dress garden tomato rose dog cat fence roof "
-         "sink drain lamp chair table shelf letter poem card quilt scarf kite boat tent fire rice pasta salad "
-         "curtain rug carpet tile brick deck pool pond hedge lawn tree vase mirror frame clock radio phone").split()
+NOUNS = (
+    "cake bread soup car bike door window wall floor shirt dress garden tomato rose dog cat fence roof "
+    "sink drain lamp chair table shelf letter poem card quilt scarf kite boat tent fire rice pasta salad "
+    "curtain rug carpet tile brick deck pool pond hedge lawn tree vase mirror frame clock radio phone"
+).split()
 CONSTRAINTS = {
     "modifier": ["chocolate", "blue", "small", "vintage", "wooden", "spicy"],
     "method": ["by hand", "with a drill", "in a microwave", "with vinegar", "using a template", "without tools"],
@@ -51,8 +54,10 @@ def bench_retrieval(pool_size: int, queries: int, rng: random.Random) -> None:
         start = time.perf_counter()
         index.similar(query, n=2)
         times.append((time.perf_counter() - start) * 1000)
-    print(f"retrieval: pool {pool_size:,} goals, index built in {build:.2f} s; {queries:,} queries: "
-          f"p50 {percentile(times, 0.5):.2f} ms, p95 {percentile(times, 0.95):.2f} ms per query")
+    print(
+        f"retrieval: pool {pool_size:,} goals, index built in {build:.2f} s; {queries:,} queries: "
+        f"p50 {percentile(times, 0.5):.2f} ms, p95 {percentile(times, 0.95):.2f} ms per query"
+    )
 
 
 def bench_filter(n_abstract: int, rng: random.Random) -> None:
@@ -64,11 +69,20 @@ def bench_filter(n_abstract: int, rng: random.Random) -> None:
         for constraint_type, options in CONSTRAINTS.items():
             constraint = rng.choice(options)
             key = len(goals)
-            goals.append(FilterGoal(key=key, group=a, specific_goal=f"{base} {constraint}", constraint=constraint,
-                                    constraint_type=constraint_type))
+            goals.append(
+                FilterGoal(
+                    key=key,
+                    group=a,
+                    specific_goal=f"{base} {constraint}",
+                    constraint=constraint,
+                    constraint_type=constraint_type,
+                )
+            )
             for k in range(2):
-                steps = tuple(" ".join(rng.sample(STEP_WORDS, 6)) + (f" {constraint}" if k == 0 else "")
-                              for _ in range(rng.randint(4, 8)))
+                steps = tuple(
+                    " ".join(rng.sample(STEP_WORDS, 6)) + (f" {constraint}" if k == 0 else "")
+                    for _ in range(rng.randint(4, 8))
+                )
                 candidates.append(FilterCandidate(key=len(candidates), goal_key=key, steps=steps))
     load_embedder()  # load once, outside the timings
     texts = [g.specific_goal for g in goals] + [script_text(c.steps) for c in candidates]
@@ -79,9 +93,11 @@ def bench_filter(n_abstract: int, rng: random.Random) -> None:
     verdicts = filter_candidates(goals, candidates, mode="embedding+keyword", embed=lambda t: embed_texts(t))
     total = time.perf_counter() - start
     kept = sum(v.kept for v in verdicts.values())
-    print(f"filter embedding+keyword: {len(goals):,} specific goals, {len(candidates):,} candidates: {total:.2f} s "
-          f"({len(candidates) / total:,.0f} candidates/s); embedding alone {ideal:.2f} s; ratio to ideal "
-          f"{total / ideal:.2f}; kept {kept:,} ({kept / len(candidates):.1%})")
+    print(
+        f"filter embedding+keyword: {len(goals):,} specific goals, {len(candidates):,} candidates: {total:.2f} s "
+        f"({len(candidates) / total:,.0f} candidates/s); embedding alone {ideal:.2f} s; ratio to ideal "
+        f"{total / ideal:.2f}; kept {kept:,} ({kept / len(candidates):.1%})"
+    )
     start = time.perf_counter()
     filter_candidates(goals, candidates, mode="keyword", embed=None)
     keyword = time.perf_counter() - start

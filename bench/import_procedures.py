@@ -7,6 +7,7 @@ peak stays the same as N grows 100-fold.
 
     .venv/bin/python bench/import_procedures.py [--sizes 10000,100000,1000000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -59,8 +59,14 @@ def main() -> None:
             path = Path(tmp) / "procedures.jsonl"
             write_file(path, n)
             env = dict(os.environ, VAR_DIR=tmp, DJANGO_SETTINGS_MODULE="config.django.base")
-            out = subprocess.run([sys.executable, "-c", CHILD, str(path)], cwd=BASE_DIR, env=env,
-                                 capture_output=True, text=True, check=True).stdout.split()
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, str(path)],
+                cwd=BASE_DIR,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
             created, seconds, peak = int(out[0]), float(out[1]), float(out[2])
             assert created == n, (created, n)
             size_mib = path.stat().st_size / 2**20

@@ -10,6 +10,7 @@ the peak stays near the baseline and does not grow as N grows tenfold.
 
     .venv/bin/python bench/mining_prefilter.py [--sizes 100000,1000000] [--compression .zst]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,7 +73,7 @@ def synthetic_record(i: int) -> dict:
 
 
 def write_file(path: Path, n: int) -> None:
-    from mining.record_files import open_binary_writer
+    from core.record_files import open_binary_writer
 
     with open_binary_writer(path) as handle:
         buffer: list[str] = []
@@ -87,25 +88,39 @@ def write_file(path: Path, n: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100000,1000000")
-    parser.add_argument("--compression", default="", choices=["", ".gz", ".zst", ".bz2", ".xz"],
-                        help="compress the input and the output with this suffix")
+    parser.add_argument(
+        "--compression",
+        default="",
+        choices=["", ".gz", ".zst", ".bz2", ".xz"],
+        help="compress the input and the output with this suffix",
+    )
     parser.add_argument("--dir", default=None, help="where the temporary files go (default: the system temp dir)")
     args = parser.parse_args()
     sys.path.insert(0, str(BASE_DIR))
-    print(f"{'records':>10} {'in MiB':>8} {'seconds':>8} {'records/s':>10} {'baseline RSS MiB':>17} {'peak RSS MiB':>13}")
+    print(
+        f"{'records':>10} {'in MiB':>8} {'seconds':>8} {'records/s':>10} {'baseline RSS MiB':>17} {'peak RSS MiB':>13}"
+    )
     for n in [int(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory(prefix="bench-prefilter-", dir=args.dir) as tmp:
             source = Path(tmp) / f"in.jsonl{args.compression}"
             target = Path(tmp) / f"out.jsonl{args.compression}"
             write_file(source, n)
             env = dict(os.environ, PYTHONPATH=str(BASE_DIR))
-            out = subprocess.run([sys.executable, "-c", CHILD, str(source), str(target)], cwd=BASE_DIR, env=env,
-                                 capture_output=True, text=True, check=True).stdout.split()
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, str(source), str(target)],
+                cwd=BASE_DIR,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
             records, seconds, baseline, peak = int(out[0]), float(out[2]), float(out[3]), float(out[4])
             assert records == n, (records, n)
             size_mib = source.stat().st_size / 2**20
-            print(f"{n:>10,} {size_mib:>8.1f} {seconds:>8.1f} {n / seconds:>10,.0f} {baseline:>17.1f} {peak:>13.1f}",
-                  flush=True)
+            print(
+                f"{n:>10,} {size_mib:>8.1f} {seconds:>8.1f} {n / seconds:>10,.0f} {baseline:>17.1f} {peak:>13.1f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

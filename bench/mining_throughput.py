@@ -7,21 +7,36 @@ the run with C / W threads) that share the endpoint's concurrency cap through Re
 with the database on PostgreSQL. Prints documents per minute, the ratio to the ideal
 (C / L requests per second, so N * 5 * L / C seconds for the run), the per-request
 overhead (time a concurrency slot spends per request beyond L), p50/p95 of the time a
-document takes from its first to its last stage result, and a second run over the same
-documents answered from the ledger. Then the heuristics stage alone, in procedures/s.
+document takes from its first to its last stage result, and:
+
+* the workers' CPU per document, twice: the run's own figure (the mean of each document's
+  walk, as the run page shows it, with its n) and the worker processes' whole CPU time
+  (/proc/<pid>/stat, everything: threads, claims, status checks, the HTTP client) / N;
+* SQL statements per document in the worker processes, by table, counted with
+  ``connection.execute_wrapper`` on every database connection they open (transaction
+  begin/commit are not statements sent through a cursor and are not counted);
+* the scripted server's own CPU (it runs in this process: the process's CPU time less
+  this thread's) and how much of the gap to the ideal it could explain on two cores;
+* a scaling line: the same run at 1/4, 1/2 and 1x the documents (each its own documents,
+  so nothing is answered from the ledger), then a second run over the 1x documents
+  answered entirely from the stored results and the ledger. Then the heuristics stage alone.
 
     .venv/bin/python bench/mining_throughput.py [--docs 2000] [--latency 0.2] [--concurrency 64] [--workers 2]
 
 Needs PostgreSQL at 127.0.0.1:5432 (database how2_mining_bench is recreated) and Redis at 127.0.0.1:6379."""
+
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -29,6 +44,8 @@ sys.path.insert(0, str(BASE_DIR))
 PG_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/how2_mining_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 TOPICS = ("food-dining", "health", "home-hobbies", "industrial", "travel-tourism", "transportation", "religion")
+TABLES = ("llm_ledgerentry", "mining_stageresult", "mining_miningcandidate", "mining_procedure", "mining_miningrun")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def recreate_database() -> None:
@@ -42,7 +59,13 @@ def recreate_database() -> None:
 
 
 def quantile(values: list[float], p: int) -> float:
-    return statistics.quantiles(values, n=100)[p - 1]
+    return statistics.quantiles(values, n=100)[p - 1] if len(values) > 1 else (values or [0.0])[0]
+
+
+def process_cpu_seconds(pid: int | str = "self") -> float:
+    """utime + stime of a process (all its threads), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def heuristics_alone(n: int) -> float:
@@ -60,6 +83,54 @@ def heuristics_alone(n: int) -> float:
     return n / (time.perf_counter() - started)
 
 
+# -- the worker processes: a Celery worker whose database connections count statements ----
+
+
+def worker_main(stats_file: str, hostname: str) -> None:
+    """Run a Celery worker (solo pool) in this process, every database connection it opens
+    counting its statements per table; the counts are written to ``stats_file`` twice a second."""
+    import django
+
+    django.setup()
+    from django.db.backends.signals import connection_created
+
+    counts: Counter = Counter()
+    lock = threading.Lock()
+
+    def count(execute, sql, params, many, context):
+        table = next((t for t in TABLES if f'"{t}"' in sql), "other")
+        with lock:
+            counts[table] += 1
+        return execute(sql, params, many, context)
+
+    def on_connection(sender, connection, **kwargs) -> None:
+        if count not in connection.execute_wrappers:
+            connection.execute_wrappers.append(count)
+
+    connection_created.connect(on_connection, weak=False)
+
+    def dump() -> None:
+        while True:
+            time.sleep(0.5)
+            with lock:
+                snapshot = dict(counts)
+            Path(stats_file + ".tmp").write_text(json.dumps(snapshot))
+            os.replace(stats_file + ".tmp", stats_file)
+
+    threading.Thread(target=dump, daemon=True).start()
+    from config.celery import app
+
+    app.worker_main(["worker", "--pool", "solo", "--loglevel", "WARNING", "--hostname", hostname])
+
+
+def statements(stats_files: list[Path]) -> Counter:
+    total: Counter = Counter()
+    for path in stats_files:
+        if path.exists():
+            total.update(json.loads(path.read_text()))
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, default=2000)
@@ -67,18 +138,35 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--heuristics", type=int, default=200_000, help="procedures for the heuristics-alone figure")
+    parser.add_argument("--no-scaling", action="store_true", help="only the 1x run (and the second run)")
+    parser.add_argument("--worker", nargs=2, metavar=("STATS_FILE", "HOSTNAME"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        worker_main(*args.worker)
+        return
 
+    print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     recreate_database()
     var_dir = tempfile.mkdtemp(prefix="bench-mining-")
     from tests.scripted_miner import document_text, scripted_miner_server
 
     server, _ = scripted_miner_server(latency=args.latency)
     with server:
-        env = dict(os.environ, DATABASE_URL=PG_URL, CELERY_BROKER_URL=REDIS_URL, CELERY_RESULT_BACKEND=REDIS_URL,
-                   LLM_LIMITS_REDIS_URL=REDIS_URL, LLM_MAX_CONCURRENCY=str(args.concurrency), VAR_DIR=var_dir,
-                   LLM_BASE_URL=server.base_url, LLM_MODEL="bench-model", LLM_API_KEY="k",
-                   DJANGO_SETTINGS_MODULE="config.django.base", DEBUG="false", LOG_LEVEL="WARNING")
+        env = dict(
+            os.environ,
+            DATABASE_URL=PG_URL,
+            CELERY_BROKER_URL=REDIS_URL,
+            CELERY_RESULT_BACKEND=REDIS_URL,
+            LLM_LIMITS_REDIS_URL=REDIS_URL,
+            LLM_MAX_CONCURRENCY=str(args.concurrency),
+            VAR_DIR=var_dir,
+            LLM_BASE_URL=server.base_url,
+            LLM_MODEL="bench-model",
+            LLM_API_KEY="k",
+            DJANGO_SETTINGS_MODULE="config.django.base",
+            DEBUG="false",
+            LOG_LEVEL="WARNING",
+        )
         os.environ.update(env)
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=BASE_DIR, env=env, check=True)
         import django
@@ -90,64 +178,161 @@ def main() -> None:
         from django.db.models import Max, Min
 
         from mining.models import Corpus, Document, MiningRun, StageResult, Topic
+        from mining.run_selectors import mining_run_cpu
         from mining.run_services import mining_run_create
         from mining.services import topics_ensure
 
         topics_ensure()
-        corpus = Corpus.objects.create(name="bench")
         by_slug = {t.slug: t for t in Topic.objects.filter(slug__in=TOPICS)}
-        Document.objects.bulk_create([
-            Document(corpus=corpus, doc_id=f"d{i}", topic=by_slug[TOPICS[i % len(TOPICS)]], text_hash=f"h{i}",
-                     text=document_text(f"d{i}", f"Make thing {i}")) for i in range(args.docs)], batch_size=1000)
-        per_topic = -(-args.docs // len(TOPICS))
 
-        workers = [subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "WARNING",
-             "--hostname", f"minebench{i}-{os.getpid()}@%h"],
-            cwd=BASE_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(args.workers)]
+        def corpus(name: str, n: int, offset: int) -> None:
+            made = Corpus.objects.create(name=name)
+            Document.objects.bulk_create(
+                [
+                    Document(
+                        corpus=made,
+                        doc_id=f"d{offset + i}",
+                        topic=by_slug[TOPICS[i % len(TOPICS)]],
+                        text_hash=f"h{offset + i}",
+                        text=document_text(f"d{offset + i}", f"Make thing {offset + i}"),
+                    )
+                    for i in range(n)
+                ],
+                batch_size=1000,
+            )
+
+        scales = (
+            [(args.docs, 0)]
+            if args.no_scaling
+            else [(max(args.docs // 4, 1), 1_000_000), (max(args.docs // 2, 1), 2_000_000), (args.docs, 0)]
+        )
+        for n, offset in scales:
+            corpus(f"bench-{n}", n, offset)
+
+        stats_files = [Path(var_dir) / f"statements-{i}.json" for i in range(args.workers)]
+        workers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--worker",
+                    str(stats_files[i]),
+                    f"minebench{i}-{os.getpid()}@%h",
+                ],
+                cwd=BASE_DIR,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for i in range(args.workers)
+        ]
         try:
-            time.sleep(6)  # let the workers connect
+            time.sleep(8)  # let the workers connect
 
-            def run(name: str) -> tuple[float, MiningRun]:
-                before = len(server.chat_requests())
+            def run(name: str, corpus_name: str, n_docs: int) -> dict:
+                per_topic = -(-n_docs // len(TOPICS))
+                before_sent = len(server.chat_requests())
+                before_statements = statements(stats_files)
+                before_workers = sum(process_cpu_seconds(w.pid) for w in workers)
+                before_process, before_thread = process_cpu_seconds(), time.thread_time()
                 started = time.perf_counter()
-                config = (f"name: {name}\ncandidates_per_topic: {per_topic}\nconcurrency: "
-                          f"{args.concurrency // args.workers}\nworkers: {args.workers}\n")
-                mining_run = mining_run_create(config_text=config, source="bench", corpus_name="bench")
+                config = (
+                    f"name: {name}\ncandidates_per_topic: {per_topic}\nconcurrency: "
+                    f"{args.concurrency // args.workers}\nworkers: {args.workers}\n"
+                )
+                mining_run = mining_run_create(config_text=config, source="bench", corpus_name=corpus_name)
                 while MiningRun.objects.get(pk=mining_run.pk).status not in ("done", "failed", "paused"):
                     time.sleep(0.1)
                 elapsed = time.perf_counter() - started
+                server_cpu = (process_cpu_seconds() - before_process) - (time.thread_time() - before_thread)
+                workers_cpu = sum(process_cpu_seconds(w.pid) for w in workers) - before_workers
+                time.sleep(1.2)  # the workers' statement counts are written twice a second
+                counted = statements(stats_files)
+                counted.subtract(before_statements)
                 mining_run.refresh_from_db()
-                sent = len(server.chat_requests()) - before
-                return elapsed, mining_run, sent
+                documents = mining_run.candidates.count()
+                return {
+                    "run": mining_run,
+                    "elapsed": elapsed,
+                    "sent": len(server.chat_requests()) - before_sent,
+                    "documents": documents,
+                    "server_cpu": server_cpu,
+                    "workers_cpu": workers_cpu,
+                    "statements": counted,
+                    "cpu": mining_run_cpu(mining_run),
+                }
 
-            elapsed, mining_run, sent = run("first")
-            n_docs = mining_run.candidates.count()
-            passed = mining_run.candidates.filter(status="passed").count()
-            ideal_seconds = sent * args.latency / args.concurrency
-            per_doc = [(row["last"] - row["first"]).total_seconds() for row in
-                       StageResult.objects.filter(run=mining_run).values("candidate").annotate(
-                           first=Min("created_at"), last=Max("created_at"))]
-            overhead_ms = (elapsed * args.concurrency / sent - args.latency) * 1000
-            print(f"documents={n_docs} (procedures {passed}, status {mining_run.status}) requests sent={sent} "
-                  f"L={args.latency * 1000:.0f} ms C={args.concurrency} workers={args.workers} database=postgresql "
-                  f"limits=redis")
-            print(f"first run : {elapsed:6.1f} s = {n_docs / elapsed * 60:7.0f} documents/min; ideal {ideal_seconds:.1f} s "
-                  f"= {n_docs / ideal_seconds * 60:.0f} documents/min; ratio {ideal_seconds / elapsed:.2f}; "
-                  f"per-request overhead {overhead_ms:.0f} ms; max in flight at the server {server.max_in_flight}")
-            print(f"one document, first to last stage result: p50 {quantile(per_doc, 50):.2f} s, "
-                  f"p95 {quantile(per_doc, 95):.2f} s (5 requests of {args.latency * 1000:.0f} ms: "
-                  f"{4 * args.latency:.1f} s apart at best)")
-            elapsed2, second, sent2 = run("second")
-            print(f"second run over the same documents: {elapsed2:6.1f} s, requests sent {sent2}, "
-                  f"procedures {second.candidates.filter(status='passed').count()}")
+            def report(label: str, r: dict) -> None:
+                n, elapsed, sent = r["documents"], r["elapsed"], r["sent"]
+                ideal = sent * args.latency / args.concurrency
+                ratio = ideal / elapsed if elapsed and sent else float("nan")
+                st = r["statements"]
+                per_doc = sum(st.values()) / n
+                by_table = ", ".join(f"{t} {st[t] / n:.1f}" for t in (*TABLES, "other") if st[t])
+                gap = elapsed - ideal
+                # On two cores a CPU-bound run's wall time is its CPU demand / 2: the server's
+                # CPU could have shortened it by at most server_cpu / 2 seconds.
+                explained = min(r["server_cpu"] / 2, gap) / gap if gap > 0 else 0.0
+                print(
+                    f"{label}: {n} documents, {sent} requests in {elapsed:.1f} s = {n / elapsed * 60:,.0f} "
+                    f"documents/min; ideal {ideal:.1f} s; ratio {ratio:.2f}"
+                )
+                print(
+                    f"    CPU per document: {r['cpu']['ms_per_document']} ms in its walks (the run's figure, "
+                    f"n = {r['cpu']['n']}); {r['workers_cpu'] / n * 1000:.1f} ms of the worker processes' whole CPU"
+                )
+                print(f"    SQL statements per document in the workers: {per_doc:.1f} ({by_table})")
+                print(
+                    f"    scripted server CPU {r['server_cpu']:.1f} s ({r['server_cpu'] / elapsed / 2:.0%} of two cores "
+                    f"over the run; at most {explained:.0%} of the {gap:.1f} s gap to the ideal)"
+                )
+
+            results = []
+            for n, _ in scales:
+                results.append((n, run(f"first-{n}", f"bench-{n}", n)))
+            full = results[-1][1]
+            print(
+                f"L={args.latency * 1000:.0f} ms C={args.concurrency} workers={args.workers} "
+                f"(each {args.concurrency // args.workers} threads) database=postgresql limits=redis; "
+                f"max in flight at the server {server.max_in_flight}"
+            )
+            for n, r in results:
+                report(f"first run, {n / args.docs:.2g}x", r)
+            mining_run = full["run"]
+            per_doc = [
+                (row["last"] - row["first"]).total_seconds()
+                for row in StageResult.objects.filter(run=mining_run)
+                .values("candidate")
+                .annotate(first=Min("created_at"), last=Max("created_at"))
+            ]
+            overhead_ms = (full["elapsed"] * args.concurrency / full["sent"] - args.latency) * 1000
+            print(
+                f"1x: procedures {mining_run.candidates.filter(status='passed').count()}, status {mining_run.status}; "
+                f"per-request overhead {overhead_ms:.0f} ms; one document, first to last stage result: "
+                f"p50 {quantile(per_doc, 50):.2f} s, p95 {quantile(per_doc, 95):.2f} s "
+                f"({4 * args.latency:.1f} s apart at best)"
+            )
+            second = run("second", f"bench-{args.docs}", args.docs)
+            st = second["statements"]
+            print(
+                f"second run over the 1x documents: {second['elapsed']:.1f} s, requests sent {second['sent']}, "
+                f"procedures {second['run'].candidates.filter(status='passed').count()}; CPU per document "
+                f"{second['cpu']['ms_per_document']} ms in its walks, {second['workers_cpu'] / args.docs * 1000:.1f} ms "
+                f"whole; statements per document {sum(st.values()) / args.docs:.1f}"
+            )
         finally:
             for worker in workers:
                 worker.terminate()
             for worker in workers:
-                worker.wait(timeout=30)
-    print(f"heuristics stage alone: {heuristics_alone(args.heuristics):,.0f} procedures/s "
-          f"({args.heuristics:,} procedures of 5-15 steps, one process)")
+                try:
+                    worker.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+    print(
+        f"heuristics stage alone: {heuristics_alone(args.heuristics):,.0f} procedures/s "
+        f"({args.heuristics:,} procedures of 5-15 steps, one process)"
+    )
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

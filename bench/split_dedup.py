@@ -11,6 +11,7 @@ How2Bench / How2Train split (How2Everything App. E.1).
 
     .venv/bin/python bench/split_dedup.py [--bench 7000] [--train 100000] [--dim 384] [--texts 2000] [--model NAME_OR_PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,17 +50,22 @@ def main() -> None:
     check = slice(0, 50)
     exact = (bench[check] @ train.T).argmax(axis=1)
     assert (exact == index[check]).all(), "blocked search disagrees with brute force"
-    print(f"nearest neighbour, {args.bench:,} bench x {args.train:,} train, dim {args.dim}: {seconds:.2f} s "
-          f"({args.bench * args.train / seconds / 1e9:.2f} G cosines/s; mean best cosine {sims.mean():.3f})")
+    print(
+        f"nearest neighbour, {args.bench:,} bench x {args.train:,} train, dim {args.dim}: {seconds:.2f} s "
+        f"({args.bench * args.train / seconds / 1e9:.2f} G cosines/s; mean best cosine {sims.mean():.3f})"
+    )
 
     vectors = np.vstack([train, bench])
     topics = [f"topic-{i % 14}" for i in range(len(vectors))]
     started = time.perf_counter()
-    selection = select_benchmark(topics=topics, vectors=vectors, per_topic=args.bench // 14, seed=0, tau=0.65,
-                                 block_rows=args.block_rows)
+    selection = select_benchmark(
+        topics=topics, vectors=vectors, per_topic=args.bench // 14, seed=0, tau=0.65, block_rows=args.block_rows
+    )
     seconds = time.perf_counter() - started
-    print(f"select_benchmark, {len(vectors):,} procedures, {args.bench // 14} per topic: {seconds:.2f} s "
-          f"({len(selection.bench):,} bench, {len(selection.dropped):,} dropped)")
+    print(
+        f"select_benchmark, {len(vectors):,} procedures, {args.bench // 14} per topic: {seconds:.2f} s "
+        f"({len(selection.bench):,} bench, {len(selection.dropped):,} dropped)"
+    )
 
     if args.texts:
         from mining.embeddings import configured_model_name, load_embedder
@@ -69,16 +75,24 @@ def main() -> None:
         embedder = load_embedder(name)
         load_seconds = time.perf_counter() - started
         texts = [
-            procedure_text(f"Goal number {i}: prepare item {i % 97}",
-                           [f"Take part {i % 13} and place it on the bench.", "Fasten it with two screws.",
-                            f"Check the result after {i % 7 + 1} minutes.", "Clean the tools."])
+            procedure_text(
+                f"Goal number {i}: prepare item {i % 97}",
+                [
+                    f"Take part {i % 13} and place it on the bench.",
+                    "Fasten it with two screws.",
+                    f"Check the result after {i % 7 + 1} minutes.",
+                    "Clean the tools.",
+                ],
+            )
             for i in range(args.texts)
         ]
         started = time.perf_counter()
         out = embedder.encode(texts)
         seconds = time.perf_counter() - started
-        print(f"embedding with {name}: load {load_seconds:.1f} s; {args.texts:,} texts in {seconds:.1f} s "
-              f"= {args.texts / seconds:.0f} texts/s (dim {out.shape[1]})")
+        print(
+            f"embedding with {name}: load {load_seconds:.1f} s; {args.texts:,} texts in {seconds:.1f} s "
+            f"= {args.texts / seconds:.0f} texts/s (dim {out.shape[1]})"
+        )
 
 
 if __name__ == "__main__":

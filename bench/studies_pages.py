@@ -13,6 +13,7 @@ show what the rewrite replaced.
         [--small-studies 5] [--repeats 20] [--database studies_bench] [--old-list 30]
 
 Prints a Markdown table. Never uses the test databases (``test``, ``test_test``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -62,35 +63,79 @@ def build(args: argparse.Namespace):
                 pass
     study = study_make(n_items=1, annotators_per_item=args.per_item, name="Big study")
     items = list(StudyItem.objects.filter(study=study))
-    items += StudyItem.objects.bulk_create([
-        StudyItem(study=study, item_id=f"bench-{i}", topic="Food & Dining", goal=f"Goal {i}: make a pot of tea.",
-                  reference_steps=[f"Reference step {s}." for s in range(1, 6)],
-                  candidate_steps=[f"Candidate step {s}." for s in range(1, 6)], position=i + 1, role="main")
-        for i in range(1, args.items)], batch_size=2000)
+    items += StudyItem.objects.bulk_create(
+        [
+            StudyItem(
+                study=study,
+                item_id=f"bench-{i}",
+                topic="Food & Dining",
+                goal=f"Goal {i}: make a pot of tea.",
+                reference_steps=[f"Reference step {s}." for s in range(1, 6)],
+                candidate_steps=[f"Candidate step {s}." for s in range(1, 6)],
+                position=i + 1,
+                role="main",
+            )
+            for i in range(1, args.items)
+        ],
+        batch_size=2000,
+    )
     annotators = Annotator.objects.bulk_create(
-        [Annotator(pid=f"{n:024x}") for n in range(args.participants)], batch_size=2000)
+        [Annotator(pid=f"{n:024x}") for n in range(args.participants)], batch_size=2000
+    )
     participations = Participation.objects.bulk_create(
-        [Participation(study=study, annotator=a, state="annotating", prolific_study_id="bench",
-                       prolific_session_id=f"s{n}") for n, a in enumerate(annotators)], batch_size=2000)
+        [
+            Participation(
+                study=study, annotator=a, state="annotating", prolific_study_id="bench", prolific_session_id=f"s{n}"
+            )
+            for n, a in enumerate(annotators)
+        ],
+        batch_size=2000,
+    )
     now = timezone.now()
     assignments = []
     for index, item in enumerate(items):
         for k in range(args.per_item):
             slot = (index * args.per_item + k) % len(participations)
-            assignments.append(Assignment(
-                study=study, item=item, participation=participations[slot], annotator=annotators[slot], role="main",
-                status="submitted", reserved_at=now, lease_expires_at=now, first_served_at=now, submitted_at=now))
+            assignments.append(
+                Assignment(
+                    study=study,
+                    item=item,
+                    participation=participations[slot],
+                    annotator=annotators[slot],
+                    role="main",
+                    status="submitted",
+                    reserved_at=now,
+                    lease_expires_at=now,
+                    first_served_at=now,
+                    submitted_at=now,
+                )
+            )
     Assignment.objects.bulk_create(assignments, batch_size=2000)
     annotations = []
     for a in assignments:
         label = rng.random() < 0.5
         failures = [{"description": "Step order breaks it.", "L1_steps": [1], "L2_steps": [2]}] if label else []
-        annotations.append(Annotation(
-            assignment=a, study=study, item=a.item, participation=a.participation, annotator=a.annotator,
-            source="main", has_failure=label, failures=failures, answer={"has_failure": label, "failures": failures},
-            guideline_version="v1", l1_hash="h", l2_hash="h", interface_version="1",
-            first_served_at=now - timedelta(seconds=120), submitted_at=now, wall_seconds=120,
-            active_seconds=rng.uniform(60, 140)))
+        annotations.append(
+            Annotation(
+                assignment=a,
+                study=study,
+                item=a.item,
+                participation=a.participation,
+                annotator=a.annotator,
+                source="main",
+                has_failure=label,
+                failures=failures,
+                answer={"has_failure": label, "failures": failures},
+                guideline_version="v1",
+                l1_hash="h",
+                l2_hash="h",
+                interface_version="1",
+                first_served_at=now - timedelta(seconds=120),
+                submitted_at=now,
+                wall_seconds=120,
+                active_seconds=rng.uniform(60, 140),
+            )
+        )
     Annotation.objects.bulk_create(annotations, batch_size=2000)
     return study
 
@@ -116,8 +161,13 @@ def time_page(client, url: str, repeats: int) -> dict[str, float]:
         response = client.get(url)
         times.append(time.perf_counter() - t0)
         assert response.status_code == 200, (url, response.status_code)
-    return {"first": first, "p50": statistics.median(times), "p95": percentile(times, 0.95),
-            "queries": len(queries), "kib": size / 1024}
+    return {
+        "first": first,
+        "p50": statistics.median(times),
+        "p95": percentile(times, 0.95),
+        "queries": len(queries),
+        "kib": size / 1024,
+    }
 
 
 def old_list_query(study_pk: int, timeout_s: int) -> str:
@@ -132,7 +182,8 @@ def old_list_query(study_pk: int, timeout_s: int) -> str:
     qs = Study.objects.filter(pk=study_pk).annotate(
         n_items=Count("items", filter=Q(items__role="main"), distinct=True),
         n_annotations=Count("annotations", filter=Q(annotations__source="main"), distinct=True),
-        n_participants=Count("participations", distinct=True))
+        n_participants=Count("participations", distinct=True),
+    )
     t0 = time.perf_counter()
     try:
         with transaction.atomic():
@@ -142,8 +193,10 @@ def old_list_query(study_pk: int, timeout_s: int) -> str:
                 cursor.execute("SET LOCAL temp_file_limit = '1GB'")
             row = qs.values_list("n_items", "n_annotations", "n_participants").get()
     except (OperationalError, DatabaseError):
-        return (f"no answer after {time.perf_counter() - t0:.1f} s (cancelled by the {timeout_s} s statement "
-                f"timeout or the 1 GB limit on temporary files)")
+        return (
+            f"no answer after {time.perf_counter() - t0:.1f} s (cancelled by the {timeout_s} s statement "
+            f"timeout or the 1 GB limit on temporary files)"
+        )
     return f"{time.perf_counter() - t0:.1f} s ({row})"
 
 
@@ -155,15 +208,26 @@ def main() -> None:
     parser.add_argument("--small-studies", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--database", default="studies_bench")
-    parser.add_argument("--old-list", type=int, default=0, metavar="SECONDS",
-                        help="also run the former studies-list query with this statement timeout")
+    parser.add_argument(
+        "--old-list",
+        type=int,
+        default=0,
+        metavar="SECONDS",
+        help="also run the former studies-list query with this statement timeout",
+    )
     args = parser.parse_args()
     if args.per_item > args.participants:
         parser.error("--per-item cannot exceed --participants (nobody labels an item twice)")
     url = fresh_database(args.database)
-    env = dict(os.environ, DATABASE_URL=url, VAR_DIR=tempfile.mkdtemp(prefix="bench-studies-"),
-               DJANGO_SETTINGS_MODULE="config.django.base", DEBUG="false", LOG_LEVEL="WARNING",
-               ALLOWED_HOSTS="testserver")
+    env = dict(
+        os.environ,
+        DATABASE_URL=url,
+        VAR_DIR=tempfile.mkdtemp(prefix="bench-studies-"),
+        DJANGO_SETTINGS_MODULE="config.django.base",
+        DEBUG="false",
+        LOG_LEVEL="WARNING",
+        ALLOWED_HOSTS="testserver",
+    )
     os.environ.update(env)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=BASE_DIR, env=env, check=True)
     import django
@@ -181,9 +245,11 @@ def main() -> None:
     n_items = StudyItem.objects.filter(study=study).count()
     n_annotations = Annotation.objects.filter(study=study).count()
     n_participants = Participation.objects.filter(study=study).count()
-    print(f"built: study {study.slug!r} with {n_items:,} items, {n_annotations:,} annotations, "
-          f"{n_participants:,} participants, beside {args.small_studies} small studies, "
-          f"in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"built: study {study.slug!r} with {n_items:,} items, {n_annotations:,} annotations, "
+        f"{n_participants:,} participants, beside {args.small_studies} small studies, "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -192,17 +258,23 @@ def main() -> None:
     client = Client()
     client.force_login(get_user_model().objects.get(username=user.username))
     client.get("/studies/new/")  # loads the URL configuration, middleware and templates before timing
-    rows = [("`/studies/`", time_page(client, "/studies/", args.repeats)),
-            (f"`/studies/{study.slug}/`", time_page(client, f"/studies/{study.slug}/", args.repeats))]
+    rows = [
+        ("`/studies/`", time_page(client, "/studies/", args.repeats)),
+        (f"`/studies/{study.slug}/`", time_page(client, f"/studies/{study.slug}/", args.repeats)),
+    ]
     print()
     print("First render: the study page's first one computes the round alpha (1,000 resamples) and caches it.")
     print(f"| page | first render | p50 | p95 | p95 / {TARGET_SECONDS:g} s target | SQL queries | size |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, r in rows:
-        print(f"| {name} | {r['first']:.3f} s | {r['p50']:.3f} s | {r['p95']:.3f} s | "
-              f"{r['p95'] / TARGET_SECONDS:.2f} | {r['queries']} | {r['kib']:.0f} KiB |")
-    print(f"\n({args.repeats} renders each after the first; Django test client, PostgreSQL at 127.0.0.1, "
-          f"database {args.database!r})")
+        print(
+            f"| {name} | {r['first']:.3f} s | {r['p50']:.3f} s | {r['p95']:.3f} s | "
+            f"{r['p95'] / TARGET_SECONDS:.2f} | {r['queries']} | {r['kib']:.0f} KiB |"
+        )
+    print(
+        f"\n({args.repeats} renders each after the first; Django test client, PostgreSQL at 127.0.0.1, "
+        f"database {args.database!r})"
+    )
     if args.old_list:
         print(f"former studies-list query on the big study: {old_list_query(study.pk, args.old_list)}")
 

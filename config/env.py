@@ -1,13 +1,15 @@
 """The one place where settings read the environment.
 
 Every setting the product understands is read through these helpers, so the
-README's table of variables can be checked against ``grep env_ config/``.
+table of variables in docs/configuration.md can be checked against ``grep env_ config/``.
 """
+
 from __future__ import annotations
 
 import os
 import secrets
 from pathlib import Path
+from typing import overload
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -19,6 +21,10 @@ class ImproperlyConfiguredEnv(RuntimeError):
     """An environment variable has a value the product cannot use."""
 
 
+@overload
+def env_str(name: str, default: str) -> str: ...
+@overload
+def env_str(name: str, default: None = None) -> str | None: ...
 def env_str(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return default if value is None else value

@@ -2,46 +2,160 @@ from csp.constants import SELF
 from csp.decorators import csp_update
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
+from rest_framework.views import APIView
 
+from annotate.reports.views import StudyAgreementView, StudyMetricAgreementView
 from core.permissions import IsResearcher
-from annotate.metric_agreement_views import metric_agreement_api
-from annotate.report_views import agreement_api
-from coscript.apis import CoScriptRunViewSet
-from goalstep.apis import TaskEvaluationViewSet
+from coscript.apis import CoScriptConstrainedHow2ScoreView, CoScriptRunGoalsView, CoScriptRuns
+from goalstep.apis import GoalStepLeaderboardListView, GoalStepLeaderboardView, TaskEvaluations
 from judging.apis import (
-    ComponentsRunViewSet, GenerationRunViewSet, JudgeRunViewSet, LeaderboardCompareView, LeaderboardView, RewardView,
+    ComponentsRuns,
+    CrossJudgeView,
+    GenerationRuns,
+    JudgeRuns,
+    LeaderboardCompareView,
+    LeaderboardView,
+    RewardView,
 )
-from llm.apis import LLMJobViewSet
-from mining.apis import MiningRunViewSet, ProcedureViewSet, TopicViewSet
+from llm.apis import LLMJobs, RunCollection, run_views
+from mining.apis import (
+    MiningOverviewView,
+    MiningRunProgressView,
+    MiningRuns,
+    ProcedureDetailView,
+    ProcedureListView,
+    SplitReportDetailView,
+    SplitReportListView,
+    TopicDetailView,
+    TopicListView,
+)
 
-router = DefaultRouter()
-router.register("topics", TopicViewSet, basename="topic")
-router.register("procedures", ProcedureViewSet, basename="procedure")
-router.register("coscript/runs", CoScriptRunViewSet, basename="coscript-run")
-router.register("mining/runs", MiningRunViewSet, basename="mining-run")
-router.register("judging/generation-runs", GenerationRunViewSet, basename="generation-run")
-router.register("judging/judge-runs", JudgeRunViewSet, basename="judge-run")
-router.register("judging/components-runs", ComponentsRunViewSet, basename="components-run")
-router.register("goalstep/evaluations", TaskEvaluationViewSet, basename="goalstep-evaluation")
-router.register("llm/jobs", LLMJobViewSet, basename="llm-job")
+
+class ApiRouter(DefaultRouter):
+    """The viewsets' router, whose API root (``GET /api/``) also lists the collections served by
+    an APIView (``list_view``), in the order they are given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root_entries: dict[str, str] = {}
+
+    def register(self, prefix, viewset, basename=None):
+        super().register(prefix, viewset, basename)
+        self.root_entries[prefix] = self.routes[0].name.format(basename=basename or self.get_default_basename(viewset))
+
+    def list_view(self, prefix: str, name: str) -> None:
+        self.root_entries[prefix] = name
+
+    def get_api_root_view(self, api_urls=None):
+        return self.APIRootView.as_view(api_root_dict=dict(self.root_entries))
+
+
+def view_routes(prefix: str, view: type[APIView], name: str) -> list[URLPattern]:
+    """An APIView's routes as the router gives a viewset's: ``prefix/`` and the format suffix
+    (``prefix.json``)."""
+    return [
+        re_path(rf"^{prefix}/$", view.as_view(), name=name),
+        re_path(rf"^{prefix}\.(?P<format>[a-z0-9]+)/?$", view.as_view(), name=name),
+    ]
+
+
+def run_routes(
+    prefix: str, collection: type[RunCollection], basename: str, extra: tuple[tuple[str, type[APIView], str], ...] = ()
+) -> list[URLPattern]:
+    """A collection of runs' routes (llm.apis.run_views), as the router gave a viewset's:
+    ``prefix/`` (``<basename>-list``), ``prefix/<pk>/`` (``-detail``), ``prefix/<pk>/<action>/``
+    (``-<action>``), each with its format suffix; ``extra``: (route under ``prefix/``, view,
+    name) of the collection's own views, routes before the detail's so that a word is not read
+    as a run's id."""
+    routes: list[URLPattern] = []
+    for route, view, name in extra:
+        routes += view_routes(f"{prefix}/{route}", view, name)
+    for route, view in run_views(collection, basename).items():
+        if route == "":
+            routes += view_routes(prefix, view, f"{basename}-list")
+        elif route == "<pk>":
+            routes += view_routes(f"{prefix}/(?P<pk>[^/.]+)", view, f"{basename}-detail")
+        else:
+            routes += view_routes(f"{prefix}/(?P<pk>[^/.]+)/{route}", view, f"{basename}-{route}")
+    return routes
+
+
+router = ApiRouter()
+router.list_view("topics", "topic-list")
+router.list_view("procedures", "procedure-list")
+router.list_view("coscript/runs", "coscript-run-list")
+router.list_view("mining/runs", "mining-run-list")
+router.list_view("judging/generation-runs", "generation-run-list")
+router.list_view("judging/judge-runs", "judge-run-list")
+router.list_view("judging/components-runs", "components-run-list")
+router.list_view("goalstep/evaluations", "goalstep-evaluation-list")
+router.list_view("goalstep/leaderboards", "goalstep-leaderboard-list")
+router.list_view("mining/splits", "split-report-list")
+router.list_view("mining/overview", "mining-overview-list")
+router.list_view("leaderboard/judges", "cross-judge-list")
+router.list_view("llm/jobs", "llm-job-list")
 
 # DRF views opt out of the login-redirect middleware and answer 401/403 themselves;
 # the browsable docs are pages for people, so anonymous users are sent to the login page.
-api_patterns = [
+api_patterns: list[URLPattern | URLResolver] = [
     path("", include(router.urls)),
+    *run_routes(
+        "coscript/runs",
+        CoScriptRuns,
+        "coscript-run",
+        extra=(
+            ("constrained-how2score", CoScriptConstrainedHow2ScoreView, "coscript-run-constrained-how2score"),
+            ("(?P<pk>[^/.]+)/goals", CoScriptRunGoalsView, "coscript-run-goals"),
+        ),
+    ),
+    *run_routes(
+        "mining/runs",
+        MiningRuns,
+        "mining-run",
+        extra=(("(?P<pk>[^/.]+)/progress", MiningRunProgressView, "mining-run-progress"),),
+    ),
+    *run_routes("judging/generation-runs", GenerationRuns, "generation-run"),
+    *run_routes("judging/judge-runs", JudgeRuns, "judge-run"),
+    *run_routes("judging/components-runs", ComponentsRuns, "components-run"),
+    *run_routes("goalstep/evaluations", TaskEvaluations, "goalstep-evaluation"),
+    *run_routes("llm/jobs", LLMJobs, "llm-job"),
+    *view_routes("topics", TopicListView, "topic-list"),
+    *view_routes("topics/(?P<slug>[^/.]+)", TopicDetailView, "topic-detail"),
+    *view_routes("procedures", ProcedureListView, "procedure-list"),
+    *view_routes("procedures/(?P<pk>[^/.]+)", ProcedureDetailView, "procedure-detail"),
+    *view_routes("mining/splits", SplitReportListView, "split-report-list"),
+    *view_routes("mining/splits/(?P<pk>[^/.]+)", SplitReportDetailView, "split-report-detail"),
+    *view_routes("goalstep/leaderboards", GoalStepLeaderboardListView, "goalstep-leaderboard-list"),
+    *view_routes("goalstep/leaderboards/(?P<task>[a-z_]+)", GoalStepLeaderboardView, "goalstep-leaderboard-detail"),
+    *view_routes("mining/overview", MiningOverviewView, "mining-overview-list"),
+    *view_routes("leaderboard/judges", CrossJudgeView, "cross-judge-list"),
+    path("", include("llm.api_urls")),
+    path("", include("judging.api_urls")),
+    path("", include("annotate.api_urls")),
+    path("", include("prolific.api_urls")),
     path("reward", RewardView.as_view(), name="reward"),
     path("leaderboard", LeaderboardView.as_view(), name="leaderboard-api"),
     path("leaderboard/compare", LeaderboardCompareView.as_view(), name="leaderboard-compare-api"),
-    path("studies/<slug:slug>/agreement", agreement_api, name="study-agreement"),
-    path("studies/<slug:slug>/metric-agreement", metric_agreement_api, name="study-metric-agreement"),
+    path("studies/<slug:slug>/agreement", StudyAgreementView.as_view(), name="study-agreement"),
+    path("studies/<slug:slug>/metric-agreement", StudyMetricAgreementView.as_view(), name="study-metric-agreement"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[IsResearcher]), name="schema"),
     # The split view serves Swagger UI's start-up script as a file (?script): no inline script.
-    path("docs/", login_required(SpectacularSwaggerSplitView.as_view(url_name="schema", permission_classes=[IsResearcher])), name="api-docs"),
+    path(
+        "docs/",
+        login_required(SpectacularSwaggerSplitView.as_view(url_name="schema", permission_classes=[IsResearcher])),
+        name="api-docs",
+    ),
     # Redoc builds its search index in a worker made from a blob: URL (its own script).
-    path("redoc/", csp_update({"worker-src": [SELF, "blob:"]})(login_required(SpectacularRedocView.as_view(url_name="schema", permission_classes=[IsResearcher]))), name="api-redoc"),
+    path(
+        "redoc/",
+        csp_update({"worker-src": [SELF, "blob:"]})(
+            login_required(SpectacularRedocView.as_view(url_name="schema", permission_classes=[IsResearcher]))
+        ),
+        name="api-redoc",
+    ),
 ]
 
 urlpatterns = [
@@ -54,6 +168,7 @@ urlpatterns = [
     path("", include("goalstep.urls")),
     path("", include("coscript.urls")),
     path("", include("annotate.urls")),
+    path("", include("prolific.urls")),
 ]
 
 # A 400 page in the page frame that says what was wrong when a view raised BadRequest with a

@@ -3,6 +3,7 @@
 A secret is ``h2e_`` followed by 43 URL-safe characters (256 random bits). Only its SHA-256
 digest is stored; with that much randomness a plain hash cannot be reversed by guessing, so
 no slow password hash is needed (and every API request can afford the check)."""
+
 from __future__ import annotations
 
 import hashlib

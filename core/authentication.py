@@ -1,5 +1,6 @@
 """API authentication with the product's own tokens: ``Authorization: Token <secret>``, as
 before, now checked against a stored SHA-256 digest, with an expiry."""
+
 from __future__ import annotations
 
 from rest_framework import exceptions

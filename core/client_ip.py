@@ -4,6 +4,7 @@
 server; then the right-most entry of ``X-Forwarded-For``, the one that proxy appended (entries
 to its left came from the client and may be forged). Used to count failed logins per
 address (AXES_CLIENT_IP_CALLABLE)."""
+
 from __future__ import annotations
 
 import ipaddress

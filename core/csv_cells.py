@@ -17,6 +17,7 @@ product writes passes each cell through :func:`csv_cell` (use :func:`csv_writer`
   written as ``str(value)`` under the text rule.
 
 The JSONL exports are data, not spreadsheets, and carry every value unchanged."""
+
 from __future__ import annotations
 
 import csv

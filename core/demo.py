@@ -3,12 +3,12 @@
 ``python manage.py load_demo`` calls them in INSTALLED_APPS order (mining before
 judging before annotate), so a later app can build on what an earlier one loaded.
 Each loader must be idempotent."""
+
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.util import find_spec
-from typing import Callable
 
 from django.apps import apps
 

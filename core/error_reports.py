@@ -14,6 +14,7 @@ settings, in the request's environment (runserver copies the process environment
 * the rendered report (HTML or text, the technical 500 page and e-mailed reports alike) is
   masked once more as a whole, which catches a secret wherever the page repeats it.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,7 @@ from urllib.parse import unquote
 from django.conf import settings
 from django.views.debug import ExceptionReporter, SafeExceptionReporterFilter
 
-from core.secret_masking import mask_secrets, secret_variants, url_password
+from core.secret_masking import mask_secrets, registered_secrets, secret_variants, url_password
 
 # Environment variables whose value is a secret by their name. Narrower than Django's rule for
 # settings: "AUTH" would take paths such as SSH_AUTH_SOCK or XAUTHORITY.
@@ -94,7 +95,7 @@ def known_secrets() -> tuple[str, ...]:
 
 
 def mask(text: str) -> str:
-    return mask_secrets(text, known_secrets())
+    return mask_secrets(text, (*known_secrets(), *registered_secrets()))
 
 
 class MaskingReporterFilter(SafeExceptionReporterFilter):

@@ -1,10 +1,20 @@
-"""Error pages for people: the 400 page that says what was wrong, without a traceback, a
-setting or anything else about the server (templates/400.html)."""
+"""How errors are answered: the 400 page that says what was wrong, without a traceback, a
+setting or anything else about the server (templates/400.html); the API's one exception
+handler and the pages' one decorator for the application's error family (core/app_errors.py)."""
+
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
 
 from django.core.exceptions import BadRequest, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template import loader
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from core.app_errors import AppError
 
 GENERIC_400 = "The request could not be understood."
 
@@ -28,3 +38,56 @@ def bad_request_message(exception: BaseException | None) -> str:
         if message:
             return message[:1000]
     return GENERIC_400
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """REST_FRAMEWORK's EXCEPTION_HANDLER: an ``AppError`` a view or service raised is answered
+    with its status and body (``{field: [problems], "detail": message}``); everything else as
+    DRF answers it (its own 400/401/403/404/405/429, and a 500 for the rest)."""
+    if isinstance(exc, AppError):
+        return Response(exc.body(), status=exc.status)
+    return drf_exception_handler(exc, context)
+
+
+def app_error_response(request: HttpRequest, exc: AppError) -> HttpResponse:
+    """The error page with ``exc``'s status and message."""
+    response = bad_request_response(request, exc.message)
+    response.status_code = exc.status
+    return response
+
+
+def app_errors(page: Callable[..., HttpResponse] | None = None) -> Callable[[Callable], Callable]:
+    """A page view's ``AppError`` answered: ``page(request, exc, *args, **kwargs)`` (the view's
+    own page showing the message, e.g. its form with the fields' problems) when given, else the
+    error page with the error's status and message."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            try:
+                return view(request, *args, **kwargs)
+            except AppError as exc:
+                if page is not None:
+                    return page(request, exc, *args, **kwargs)
+                return app_error_response(request, exc)
+
+        return wrapped
+
+    return decorate
+
+
+def form_add_app_error(form: Any, exc: AppError, *, field: str | None = None) -> None:
+    """Put a refusal on a Django form: each named field the form has gets its problems, the
+    rest (and the message of a refusal naming no field of the form) go on ``field`` (``None``:
+    the form's own errors)."""
+    named = {name: problems for name, problems in exc.fields.items() if name in form.fields}
+    for name, problems in named.items():
+        for problem in problems:
+            form.add_error(name, problem)
+    if not named:
+        form.add_error(field, exc.message)
+        return
+    for name, problems in exc.fields.items():
+        if name not in named:
+            for problem in problems:
+                form.add_error(field, f"{name}: {problem}")

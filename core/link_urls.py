@@ -10,6 +10,7 @@ checked decoded as well, in case a value ever reaches a page unescaped. Anything
 (``javascript:``, ``data:``, ``vbscript:``, a scheme-relative ``//host``, a bare word) is
 refused: an allowlist, not a list of known-bad schemes.
 """
+
 from __future__ import annotations
 
 import html
@@ -46,8 +47,7 @@ def _is_web_url(text: str) -> bool:
 
 def _is_site_path(text: str) -> bool:
     # "/page" stays on this site; "//host" and "/\host" leave it (browsers read "\" as "/").
-    return (text.startswith("/") and not text.startswith(("//", "/\\"))
-            and _CONTROL.search(text) is None)
+    return text.startswith("/") and not text.startswith(("//", "/\\")) and _CONTROL.search(text) is None
 
 
 def _forms(value: object) -> tuple[str, str]:

@@ -1,6 +1,7 @@
 """A logging filter that masks secrets in every record: the message with its arguments, the
 formatted traceback and the stack. Every handler of LOGGING (config/django/base.py) carries
 it, and the Celery worker's handlers get it too (config/celery.py)."""
+
 from __future__ import annotations
 
 import logging

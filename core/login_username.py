@@ -4,11 +4,13 @@ What a stranger types into the username field is stored in the record of failed 
 column holds 255 characters: a longer value made PostgreSQL refuse the insert (a 500 on the
 login page). No account's name is longer than the user model allows, so the typed value is
 cut to that length; lockouts still work for every real username."""
+
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db.models import Field
 from django.http import HttpRequest
 
 
@@ -20,5 +22,6 @@ def login_username(request: HttpRequest, credentials: dict[str, Any] | None = No
         value = getattr(request, "POST", {}).get(field)
     if value is None:
         return None
-    limit = get_user_model()._meta.get_field(field).max_length or 150
+    model_field = get_user_model()._meta.get_field(field)
+    limit = (model_field.max_length if isinstance(model_field, Field) else None) or 150
     return str(value).replace("\x00", "")[:limit]

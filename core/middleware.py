@@ -7,7 +7,13 @@
   object") instead of an overflow inside the ORM.
 
 Bodies sent as JSON are checked by the views and the REST API's parser (core/parsers.py,
-core/strict_json.py); this middleware only reads what Django has already parsed."""
+core/strict_json.py); this middleware only reads what Django has already parsed.
+
+``AppErrorMiddleware`` answers a refusal of the application's error family (core/app_errors.py)
+that a page did not answer itself (with ``core.errors.app_errors``): the error page with the
+refusal's status and message, never a 500. The REST API answers its own (its exception
+handler)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -15,7 +21,8 @@ from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 
-from core.errors import bad_request_response
+from core.app_errors import AppError
+from core.errors import app_error_response, bad_request_response
 from core.strict_json import INT64_MAX
 
 
@@ -38,8 +45,10 @@ def _nul_field(request: HttpRequest) -> str | None:
 
 
 def wants_json(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/") or request.content_type == "application/json" or (
-        "application/json" in request.headers.get("Accept", "")
+    return (
+        request.path.startswith("/api/")
+        or request.content_type == "application/json"
+        or ("application/json" in request.headers.get("Accept", ""))
     )
 
 
@@ -65,3 +74,14 @@ class HostileRequestMiddleware:
             if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT64_MAX:
                 raise Http404("No such object.")
         return None
+
+
+class AppErrorMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        return app_error_response(request, exception) if isinstance(exception, AppError) else None

@@ -1,6 +1,7 @@
 """The REST API's JSON parser: core/strict_json.py's rules for every API body (no NaN or
 Infinity, bounded nesting, integers and strings, no NUL), so a hostile body is a 400 that
 names the field, never a RecursionError or a database error."""
+
 from __future__ import annotations
 
 from typing import Any

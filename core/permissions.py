@@ -1,10 +1,12 @@
 """Role checks for pages (decorators, mixins) and the API (DRF permission classes)."""
+
 from __future__ import annotations
 
 from functools import wraps
 
 from django.contrib.auth.mixins import AccessMixin
 from django.core.exceptions import PermissionDenied
+from django.views import View
 from rest_framework.permissions import BasePermission
 
 from core.roles import is_admin, is_researcher
@@ -32,7 +34,7 @@ def admin_required(view_func):
     return _role_required(is_admin, view_func)
 
 
-class _RoleRequiredMixin(AccessMixin):
+class _RoleRequiredMixin(AccessMixin, View):
     role_check = staticmethod(is_researcher)
 
     def dispatch(self, request, *args, **kwargs):

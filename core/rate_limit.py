@@ -6,6 +6,7 @@ window ending now is the current count plus the previous count weighted by the s
 previous window still inside it. A hit is counted only when it is allowed, so refused requests
 never extend a lockout. Counters are incremented with ``cache.incr`` (atomic on Redis; on the
 file cache two simultaneous hits may count as one, which can let one extra request through)."""
+
 from __future__ import annotations
 
 import hashlib

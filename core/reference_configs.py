@@ -14,27 +14,59 @@ become a *stage spec*: ``model``, ``temperature``, ``max_tokens`` (from
 ``generate``: a plain completion), ``params`` (extra sampling and chat-template options
 sent with every request) and ``engine`` (vLLM engine options, used by the in-process
 vLLM executor and part of each request's identity)."""
+
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
 from core.run_configs import RunConfigError
 
 __all__ = [
-    "Translation", "llm_block", "vllm_block", "inputs_local_path", "mapping", "path_value", "refuse_unknown",
-    "short_name", "SAMPLING_KWARGS",
+    "Translation",
+    "llm_block",
+    "vllm_block",
+    "inputs_local_path",
+    "mapping",
+    "path_value",
+    "refuse_unknown",
+    "short_name",
+    "SAMPLING_KWARGS",
 ]
 
 # vllm.SamplingParams options a request may carry besides temperature and max_tokens;
 # vLLM's OpenAI-compatible server accepts the same names in a request body.
-SAMPLING_KWARGS = ("top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids", "presence_penalty",
-                   "frequency_penalty", "repetition_penalty", "min_tokens", "ignore_eos", "skip_special_tokens",
-                   "include_stop_str_in_output", "spaces_between_special_tokens")
-VLLM_KEYS = {"mode", "worker_multiproc_method", "hf_token_env", "engine_kwargs", "sampling_kwargs", "chat_template",
-             "chat_template_path", "chat_template_kwargs", "add_generation_prompt", "require_guided_json"}
+SAMPLING_KWARGS = (
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "stop_token_ids",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "min_tokens",
+    "ignore_eos",
+    "skip_special_tokens",
+    "include_stop_str_in_output",
+    "spaces_between_special_tokens",
+)
+VLLM_KEYS = {
+    "mode",
+    "worker_multiproc_method",
+    "hf_token_env",
+    "engine_kwargs",
+    "sampling_kwargs",
+    "chat_template",
+    "chat_template_path",
+    "chat_template_kwargs",
+    "add_generation_prompt",
+    "require_guided_json",
+}
 BACKENDS = ("deluge", "vllm")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 
@@ -61,15 +93,18 @@ def mapping(value: Any, where: str, t: Translation) -> dict[str, Any]:
     return value
 
 
-def refuse_unknown(data: dict[str, Any], allowed: set[str], where: str, t: Translation,
-                   refused: dict[str, str] | None = None) -> None:
+def refuse_unknown(
+    data: dict[str, Any], allowed: set[str], where: str, t: Translation, refused: dict[str, str] | None = None
+) -> None:
     """Keys named in ``refused`` are refused with their reason; other unknown keys by name."""
     for key, reason in (refused or {}).items():
         if key in data:
             raise t.error(f"{where}.{key}" if where else key, reason)
     unknown = sorted(map(str, set(data) - allowed))
     if unknown:
-        raise t.error(where or "top level", f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+        raise t.error(
+            where or "top level", f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+        )
 
 
 def path_value(value: Any, where: str, t: Translation, base_dir: Path) -> Path:
@@ -109,8 +144,10 @@ def vllm_block(block: Any, where: str, t: Translation, base_dir: Path, *, in_pro
         if key in ("temperature", "max_tokens"):
             raise t.error(f"{where}.sampling_kwargs.{key}", "set it on the model block (temperature, max_new_tokens)")
         if key not in SAMPLING_KWARGS:
-            raise t.error(f"{where}.sampling_kwargs.{key}",
-                          f"not a sampling option we pass on (known: {', '.join(SAMPLING_KWARGS)})")
+            raise t.error(
+                f"{where}.sampling_kwargs.{key}",
+                f"not a sampling option we pass on (known: {', '.join(SAMPLING_KWARGS)})",
+            )
         params[key] = value
     template_kwargs = mapping(block.get("chat_template_kwargs"), f"{where}.chat_template_kwargs", t)
     if template_kwargs:
@@ -131,13 +168,18 @@ def vllm_block(block: Any, where: str, t: Translation, base_dir: Path, *, in_pro
         if block["add_generation_prompt"] is False:
             params["add_generation_prompt"] = False
     if block.get("require_guided_json", True) is not True:
-        raise t.error(f"{where}.require_guided_json", "JSON stages always ask for their schema (structured outputs); "
-                                                      "only true is supported")
+        raise t.error(
+            f"{where}.require_guided_json",
+            "JSON stages always ask for their schema (structured outputs); only true is supported",
+        )
     engine = dict(mapping(block.get("engine_kwargs"), f"{where}.engine_kwargs", t))
     if engine and not in_process:
-        raise t.error(f"{where}.engine_kwargs", "engine options need the in-process vLLM executor (vllm_offline), "
-                                                "not a server (executor: online): start `vllm serve MODEL` with these "
-                                                "options (e.g. --revision) and point the stage's role at it")
+        raise t.error(
+            f"{where}.engine_kwargs",
+            "engine options need the in-process vLLM executor (vllm_offline), "
+            "not a server (executor: online): start `vllm serve MODEL` with these "
+            "options (e.g. --revision) and point the stage's role at it",
+        )
     if block.get("worker_multiproc_method") is not None:
         if not isinstance(block["worker_multiproc_method"], str):
             raise t.error(f"{where}.worker_multiproc_method", "must be text")
@@ -155,12 +197,29 @@ def vllm_block(block: Any, where: str, t: Translation, base_dir: Path, *, in_pro
     return mode, params, engine
 
 
-def llm_block(block: Any, where: str, t: Translation, base_dir: Path, *, defaults: dict[str, Any],
-              in_process_vllm: bool, allowed_extra: set[str] = frozenset()) -> dict[str, Any]:
+def llm_block(
+    block: Any,
+    where: str,
+    t: Translation,
+    base_dir: Path,
+    *,
+    defaults: dict[str, Any],
+    in_process_vllm: bool,
+    allowed_extra: AbstractSet[str] = frozenset(),
+) -> dict[str, Any]:
     """One LLM block (with inherited ``defaults``) as a stage spec (see the module docstring)."""
     block = mapping(block, where, t)
-    allowed = {"backend", "provider", "model", "temperature", "max_new_tokens", "max_requests_per_minute",
-               "max_tokens_per_minute", "reasoning_effort", "vllm"} | set(allowed_extra)
+    allowed = {
+        "backend",
+        "provider",
+        "model",
+        "temperature",
+        "max_new_tokens",
+        "max_requests_per_minute",
+        "max_tokens_per_minute",
+        "reasoning_effort",
+        "vllm",
+    } | set(allowed_extra)
     refuse_unknown(block, allowed, where, t)
     merged = {**defaults, **{k: v for k, v in block.items() if v is not None}}
     backend = str(merged.get("backend") or "deluge").strip().lower()
@@ -173,17 +232,28 @@ def llm_block(block: Any, where: str, t: Translation, base_dir: Path, *, default
     if provider is not None and not isinstance(provider, str):
         raise t.error(f"{where}.provider", "must be text")
     spec: dict[str, Any] = {
-        "backend": backend, "provider": (provider or ("local" if backend == "vllm" else "")).strip(),
+        "backend": backend,
+        "provider": (provider or ("local" if backend == "vllm" else "")).strip(),
         "model": model.strip(),
-        "temperature": float(_number(merged.get("temperature", 0.0), f"{where}.temperature", t, integer=False,
-                                     minimum=0)),
-        "max_tokens": _number(merged.get("max_new_tokens", defaults.get("max_new_tokens", 2048)),
-                              f"{where}.max_new_tokens", t, integer=True, minimum=1),
-        "requests_per_minute": _number(merged.get("max_requests_per_minute", 1000),
-                                       f"{where}.max_requests_per_minute", t, integer=True, minimum=0),
-        "tokens_per_minute": _number(merged.get("max_tokens_per_minute", 100000), f"{where}.max_tokens_per_minute",
-                                     t, integer=True, minimum=0),
-        "mode": "chat", "params": {}, "engine": {},
+        "temperature": float(
+            _number(merged.get("temperature", 0.0), f"{where}.temperature", t, integer=False, minimum=0)
+        ),
+        "max_tokens": _number(
+            merged.get("max_new_tokens", defaults.get("max_new_tokens", 2048)),
+            f"{where}.max_new_tokens",
+            t,
+            integer=True,
+            minimum=1,
+        ),
+        "requests_per_minute": _number(
+            merged.get("max_requests_per_minute", 1000), f"{where}.max_requests_per_minute", t, integer=True, minimum=0
+        ),
+        "tokens_per_minute": _number(
+            merged.get("max_tokens_per_minute", 100000), f"{where}.max_tokens_per_minute", t, integer=True, minimum=0
+        ),
+        "mode": "chat",
+        "params": {},
+        "engine": {},
     }
     effort = merged.get("reasoning_effort")
     if effort is not None:
@@ -218,8 +288,11 @@ def input_format_check(inputs: dict[str, Any], t: Translation) -> None:
         if value not in allowed:
             raise t.error(f"inputs.{key}", f"must be one of {', '.join(sorted(allowed))}, got {value!r}")
         if value != "auto":
-            t.note(f"inputs.{key}", "files are read by their suffixes (.jsonl, .csv, .arrow, .parquet; .zst, .gz, "
-                                    "…), which must agree with it")
+            t.note(
+                f"inputs.{key}",
+                "files are read by their suffixes (.jsonl, .csv, .arrow, .parquet; .zst, .gz, "
+                "…), which must agree with it",
+            )
 
 
 def inputs_local_path(hf_repo: str, *, cache_dir: Path | None, base_dir: Path, t: Translation, where: str) -> Path:
@@ -247,7 +320,10 @@ def inputs_local_path(hf_repo: str, *, cache_dir: Path | None, base_dir: Path, t
             found = sorted((p for p in snapshots.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
             if found:
                 return found[-1]
-    raise t.error(where, f"no local copy of the Hugging Face dataset {hf_repo!r} (looked in "
-                         f"{', '.join(str(r) for r in roots)}); nothing is downloaded here: fetch it with "
-                         f"`huggingface-cli download --repo-type dataset {hf_repo} --local-dir DIR` and set "
-                         "inputs.path: DIR (or inputs.hf_cache_dir)")
+    raise t.error(
+        where,
+        f"no local copy of the Hugging Face dataset {hf_repo!r} (looked in "
+        f"{', '.join(str(r) for r in roots)}); nothing is downloaded here: fetch it with "
+        f"`huggingface-cli download --repo-type dataset {hf_repo} --local-dir DIR` and set "
+        "inputs.path: DIR (or inputs.hf_cache_dir)",
+    )

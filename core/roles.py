@@ -1,5 +1,6 @@
 """Staff roles. Two groups: ``admin`` (pipeline jobs, users, everything a researcher
 can do) and ``researcher`` (studies, dashboards, exports). Annotators are not users."""
+
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
@@ -27,7 +28,8 @@ def _group_names(user) -> set[str]:
 def is_admin(user: AbstractBaseUser | AnonymousUser | None) -> bool:
     if user is None or not user.is_authenticated or not user.is_active:
         return False
-    return bool(user.is_superuser) or ROLE_ADMIN in _group_names(user)
+    # is_superuser comes from PermissionsMixin, which a custom user model may leave out.
+    return bool(getattr(user, "is_superuser", False)) or ROLE_ADMIN in _group_names(user)
 
 
 def is_researcher(user: AbstractBaseUser | AnonymousUser | None) -> bool:

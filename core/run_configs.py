@@ -7,6 +7,7 @@ A configuration may come from a form, so it is parsed as hostile text: it is ref
 them is how a few hundred bytes ("billion laughs") grow to gigabytes; nesting is bounded;
 and the values that come out must be storable (finite numbers, 64-bit integers, text
 without NUL characters)."""
+
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
@@ -15,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from core.app_errors import InvalidInput
 from core.strict_json import StrictJSONError, check_value
 
 # Deeper than any configuration needs (stages.<stage>.<setting> is three levels).
@@ -23,10 +25,12 @@ MAX_NESTING = 20
 # without Django settings.
 RUN_CONFIG_MAX_BYTES_DEFAULT = 256 * 1024
 INT64 = 2**63 - 1
+# Budgets are stored with 12 digits, 4 of them decimals (every run's budget_usd column).
+BUDGET_USD_LIMIT = 10**8
 
 
-class RunConfigError(ValueError):
-    pass
+class RunConfigError(InvalidInput):
+    """A refused run configuration; the message names the source, the line and the key."""
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -42,8 +46,10 @@ class _ConfigLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             mark = self.peek_event().start_mark
-            raise RunConfigError(f"{self.source}, line {mark.line + 1}: YAML aliases (*name) are not allowed in a run "
-                                 "configuration; write the value out")
+            raise RunConfigError(
+                f"{self.source}, line {mark.line + 1}: YAML aliases (*name) are not allowed in a run "
+                "configuration; write the value out"
+            )
         self._depth += 1
         try:
             if self._depth > MAX_NESTING:
@@ -129,8 +135,9 @@ def config_parse(
     _check_values(data, source)
     unknown = set(data) - allowed
     if unknown:
-        raise RunConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
-                             f"allowed: {', '.join(sorted(allowed))}")
+        raise RunConfigError(
+            f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; allowed: {', '.join(sorted(allowed))}"
+        )
     missing = required - set(data)
     if missing:
         raise RunConfigError(f"{source}: missing key(s) {', '.join(sorted(missing))}")
@@ -143,4 +150,6 @@ def config_parse(
             raise RunConfigError(f"{source}: budget_usd must be a finite number")
         if data["budget_usd"] < 0:
             raise RunConfigError(f"{source}: budget_usd must not be negative")
+        if data["budget_usd"] >= BUDGET_USD_LIMIT:
+            raise RunConfigError(f"{source}: budget_usd must be below {BUDGET_USD_LIMIT:,}")
     return data

@@ -6,6 +6,7 @@ page included (core/error_reports.py), so a broker URL such as
 it would otherwise appear: a setting, a request's environment, a local variable of a
 traceback, an exception's message, a log line.
 """
+
 from __future__ import annotations
 
 import html
@@ -19,6 +20,14 @@ MASK = "********"
 # whitespace, a quote or an angle bracket, so a URL inside a repr or an HTML page is cut
 # where it ends.
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^/?#\s'\"<>]*)@")
+
+# The credential of an HTTP Authorization header written out in text ("Authorization: Token
+# abc", "'Authorization': 'Bearer abc'", a header dict's repr): the scheme stays, the credential
+# is masked whatever its length (Prolific's API takes "Authorization: Token <token>").
+_AUTHORIZATION = re.compile(
+    r"(?P<head>\bAuthorization['\"]?\s*[:=]\s*['\"]?(?:Token|Bearer|Basic)\s+)(?P<credential>[^\s'\"<>,;)}\]]+)",
+    re.IGNORECASE,
+)
 
 # Secrets shorter than this are not masked by value: masking a short password by value would
 # hide every occurrence of a common word ("postgres"); such a password is still masked where it
@@ -69,11 +78,40 @@ def secret_variants(secrets: Iterable[str]) -> list[str]:
     return sorted(variants, key=len, reverse=True)
 
 
+def mask_authorization(text: str) -> str:
+    """``Authorization: Token abc`` (or Bearer, Basic; quoted or not) becomes
+    ``Authorization: Token ********`` everywhere in ``text``."""
+    if "authorization" not in text.lower():
+        return text
+    return _AUTHORIZATION.sub(lambda m: f"{m.group('head')}{MASK}", text)
+
+
 def mask_secrets(text: str, known: Iterable[str] = ()) -> str:
-    """Mask URL credentials, then every known secret value (as prepared by
-    :func:`secret_variants`), in ``text``."""
-    masked = mask_url_credentials(text)
+    """Mask URL credentials and Authorization headers, then every known secret value (as
+    prepared by :func:`secret_variants`), in ``text``."""
+    masked = mask_authorization(mask_url_credentials(text))
     for secret in known:
         if secret in masked:
             masked = masked.replace(secret, MASK)
     return masked
+
+
+# Secret values that exist only at run time, never in a setting or the environment (an
+# LLM API key stored encrypted in the database, once decrypted): registered by the code
+# that decrypts them, masked like known secrets by every log handler and error report.
+_registered: set[str] = set()
+_registered_variants: tuple[str, ...] = ()
+
+
+def secret_register(value: str) -> None:
+    """Mask ``value`` (and its HTML-escaped form) wherever this process writes a log line
+    or an error report from now on. Values shorter than MIN_KNOWN_SECRET_LENGTH are left
+    out, as for known secrets."""
+    global _registered_variants
+    if isinstance(value, str) and len(value) >= MIN_KNOWN_SECRET_LENGTH and value not in _registered:
+        _registered.add(value)
+        _registered_variants = tuple(secret_variants(list(_registered)))  # readers see one whole tuple
+
+
+def registered_secrets() -> tuple[str, ...]:
+    return _registered_variants

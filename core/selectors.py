@@ -1,6 +1,8 @@
 """Reads of the core app."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
@@ -20,17 +22,31 @@ def _mask_url(url: str) -> str:
     return url
 
 
+# Who says where each LLM role's endpoint comes from: the llm app registers a provider in its
+# AppConfig.ready (endpoint records or environment variables; core cannot import llm).
+_llm_role_rows_provider: Callable[[], list[dict]] | None = None
+
+
+def llm_role_rows_provider_register(provider: Callable[[], list[dict]]) -> None:
+    global _llm_role_rows_provider
+    _llm_role_rows_provider = provider
+
+
 def system_status_get() -> dict:
     db = settings.DATABASES["default"]
-    roles = [
-        {
-            "role": role,
-            "base_url": endpoint["base_url"] or "(not configured)",
-            "model": endpoint["model"] or "(not configured)",
-            "api_key_set": bool(endpoint["api_key"]),
-        }
-        for role, endpoint in settings.LLM_ROLES.items()
-    ]
+    if _llm_role_rows_provider is not None:
+        roles = _llm_role_rows_provider()
+    else:
+        roles = [
+            {
+                "role": role,
+                "base_url": endpoint["base_url"] or "(not configured)",
+                "model": endpoint["model"] or "(not configured)",
+                "api_key": "set" if endpoint["api_key"] else "not set",
+                "source": "environment",
+            }
+            for role, endpoint in settings.LLM_ROLES.items()
+        ]
     return {
         "database_vendor": connection.vendor,
         "database_name": str(db.get("NAME", "")),

@@ -1,4 +1,5 @@
 """Writes of the core app: staff accounts and their API tokens."""
+
 from __future__ import annotations
 
 import secrets
@@ -12,10 +13,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.api_tokens import new_secret, secret_digest, secret_prefix
-from core.models import ApiToken
+from core.app_errors import InvalidInput
+from core.models import API_TOKEN_LABEL_MAX_LENGTH, ApiToken
 from core.roles import ROLE_ADMIN, ROLES, roles_ensure
-
-API_TOKEN_LABEL_MAX_LENGTH = ApiToken._meta.get_field("label").max_length
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class CreatedUser:
 def user_create(*, username: str, role: str, password: str | None = None, email: str = "") -> CreatedUser:
     """Create a staff account with one role. A random password is generated when none is given."""
     if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+        raise InvalidInput(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
     roles_ensure()
     password = password or secrets.token_urlsafe(12)
     user = get_user_model().objects.create_user(
@@ -79,7 +79,7 @@ def api_token_create(*, user, label: str = "", days: int | None = None) -> Creat
     digest and prefix are stored; the secret is returned to be shown once."""
     days = settings.API_TOKEN_DAYS if days is None else days
     if days < 1:
-        raise ValueError("days: a token must be valid for at least one day")
+        raise InvalidInput("days: a token must be valid for at least one day")
     secret = new_secret()
     now = timezone.now()
     token = ApiToken.objects.create(

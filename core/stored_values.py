@@ -12,6 +12,7 @@ copies of the numbers.
 No Django imports: a model is only asked for ``_meta.get_field(name)``. Errors are
 ``core.strict_json.StrictJSONError`` with ``field`` set to the label the caller gives (the
 name of the field in the file) and, inside JSON, the path below it (``steps[3]``)."""
+
 from __future__ import annotations
 
 import sys
@@ -34,7 +35,15 @@ INTEGER_RANGES: dict[str, tuple[int, int]] = {
 }
 UNBOUNDED = sys.maxsize
 
-__all__ = ["INTEGER_RANGES", "StrictJSONError", "check_field_value", "check_stored_values"]
+__all__ = ["INTEGER_RANGES", "StrictJSONError", "check_field_value", "check_stored_values", "max_length_of"]
+
+
+def max_length_of(model: Any, name: str) -> int:
+    """The ``max_length`` of a model's text field (a field without one is a mistake here)."""
+    limit = getattr(model._meta.get_field(name), "max_length", None)
+    if not isinstance(limit, int):
+        raise TypeError(f"{model.__name__}.{name} has no max_length")
+    return limit
 
 
 def check_field_value(field: Any, value: Any, *, label: str) -> None:
@@ -63,7 +72,7 @@ def _check_decimal(value: Any, field: Any, label: str) -> None:
         raise StrictJSONError(label, "must be a finite number (not NaN or Infinity)")
     whole_digits = field.max_digits - field.decimal_places
     if abs(number) >= Decimal(10) ** whole_digits:
-        raise StrictJSONError(label, f"must be less than {10 ** whole_digits:,} in absolute value")
+        raise StrictJSONError(label, f"must be less than {10**whole_digits:,} in absolute value")
 
 
 def check_stored_values(model: Any, values: Mapping[str, Any], *, labels: Mapping[str, str] | None = None) -> None:

@@ -10,6 +10,7 @@ reaches a service, with a :class:`StrictJSONError` whose ``field`` names where t
 
 The nesting is measured by a linear scan of the text *before* parsing, so a hostile body never
 recurses; every other check is one walk over the parsed value (bounded by that depth)."""
+
 from __future__ import annotations
 
 import json
@@ -114,7 +115,9 @@ def check_value(value: Any, *, field: str = "", max_string_length: int = MAX_STR
             if not math.isfinite(item):
                 raise StrictJSONError(where, "must be a finite number (not NaN or Infinity)")
         elif isinstance(item, _TooManyDigits):
-            raise StrictJSONError(where, f"is an integer with {item.digits} digits; at most {MAX_INT_DIGITS} are accepted")
+            raise StrictJSONError(
+                where, f"is an integer with {item.digits} digits; at most {MAX_INT_DIGITS} are accepted"
+            )
         elif isinstance(item, dict):
             for key, child in reversed(list(item.items())):
                 _check_string(key, _path(where, key) if isinstance(key, str) else where, max_string_length)

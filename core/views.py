@@ -1,5 +1,6 @@
 """Pages of the core app: login (Django's), the admin's system page, the API-token page,
 the bundled plotly.js, and the 400 page (handler400)."""
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -49,9 +50,7 @@ def system(request: HttpRequest) -> HttpResponse:
         except Exception as exc:  # the broker is down, no worker, or the worker is too slow
             messages.error(request, f"No Celery worker answered: {exc.__class__.__name__}: {exc}")
         else:
-            messages.success(
-                request, f"A worker answered: process {answer['pid']} on {answer['hostname']}."
-            )
+            messages.success(request, f"A worker answered: process {answer['pid']} on {answer['hostname']}.")
         return redirect("system")
     return render(request, "core/system.html", {"status": system_status_get()})
 

@@ -1,41 +1,83 @@
 """REST API of constrained planning: runs with their phases and report, and a run's specific
 goals with their candidate scripts (read: researchers and admins); a run's controls (admins)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import django_filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
-from rest_framework import serializers, viewsets
-from rest_framework.decorators import action
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from core.permissions import IsResearcher
 from coscript.constants import CONSTRAINT_TYPES
 from coscript.models import CandidateScript, CoScriptRun, SpecificGoal
+from coscript.run_launch import coscript_launch
 from coscript.selectors import (
-    KEPT_FILTERS, REVIEW_FILTERS, coscript_report, coscript_run_detail, coscript_run_list, coscript_run_state,
-    run_kept_rate, specific_goal_list,
+    KEPT_FILTERS,
+    REVIEW_FILTERS,
+    constrained_how2score,
+    coscript_report,
+    coscript_run_detail,
+    coscript_run_list,
+    coscript_run_state,
+    run_kept_rate,
+    specific_goal_list,
 )
 from coscript.services import coscript_run_cancel, coscript_run_pause, coscript_run_resume, coscript_run_retry_failed
-from llm.apis import RunActions, RunStateFields
+from judging.constants import LEADERBOARD_MIN_COVERAGE
+from llm.apis import LAUNCH_ERRORS, Launched, RunCollection, RunFilter, RunStateFields
+from mining.embeddings import EmbeddingModelUnavailable
 
 
 class CoScriptRunSerializer(RunStateFields, serializers.ModelSerializer):
     model = serializers.CharField(source="language_model.name", read_only=True)
     n_goals = serializers.IntegerField(read_only=True, help_text="Specific goals stored.")
     n_candidates = serializers.IntegerField(read_only=True, help_text="Candidate scripts stored.")
-    kept_rate = serializers.SerializerMethodField(help_text="Candidates kept / candidates, from the last filter; "
-                                                            "null before filtering.")
-    kept_rate_ci95 = serializers.SerializerMethodField(help_text="The kept rate's 95% Wilson interval [low, high]; "
-                                                                 "null before filtering.")
+    kept_rate = serializers.SerializerMethodField(
+        help_text="Candidates kept / candidates, from the last filter; null before filtering."
+    )
+    kept_rate_ci95 = serializers.SerializerMethodField(
+        help_text="The kept rate's 95% Wilson interval [low, high]; null before filtering."
+    )
     kept_rate_n = serializers.SerializerMethodField(help_text="Candidates the kept rate is computed over.")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True)
     live_state = False  # lists: the counts the phases' jobs stored when they last stopped; a detail: the ledger's
 
     class Meta:
         model = CoScriptRun
-        fields = ["id", "name", "model", "split", "limit", "seed", "k", "filter_mode", "keyword_bonus",
-                  "embedding_model", "screen", "executor", "concurrency", "budget_usd", "phase", "status", "outcomes",
-                  "n_failed", "top_errors", "reason", "breaker", "error", "n_goals", "n_candidates", "kept_rate", "kept_rate_ci95", "kept_rate_n", "created_by", "created_at",
-                  "finished_at"]
+        fields = [
+            "id",
+            "name",
+            "model",
+            "split",
+            "limit",
+            "seed",
+            "k",
+            "filter_mode",
+            "keyword_bonus",
+            "embedding_model",
+            "screen",
+            "executor",
+            "concurrency",
+            "budget_usd",
+            "phase",
+            *RunStateFields.STATE_FIELDS,
+            "error",
+            "n_goals",
+            "n_candidates",
+            "kept_rate",
+            "kept_rate_ci95",
+            "kept_rate_n",
+            "created_by",
+            "created_at",
+            "finished_at",
+        ]
 
     def run_state(self, run: CoScriptRun) -> dict:
         return coscript_run_state(run, live=self.live_state)
@@ -72,19 +114,24 @@ class CoScriptRunDetailSerializer(CoScriptRunSerializer):
     prompts = serializers.SerializerMethodField()
     jobs = serializers.SerializerMethodField()
     live_state = True
-    report = serializers.SerializerMethodField(help_text=(
-        "goals (abstract_goals, requests, specific_goals, by_type, dropped), screen (cleared, sensitive, "
-        "unreadable, flagged), scripts (candidates, outcomes), filter (mode, by_type and total with goals, "
-        "goals_with_script, candidates, kept, kept_rate, kept_rate_ci95, goal_rate, goal_rate_ci95 (95% Wilson "
-        "intervals; n: candidates, goals), kept_share, goal_share, reasons; keyword_bonus, embedding_model)."))
+    report = serializers.SerializerMethodField(
+        help_text=(
+            "goals (abstract_goals, requests, specific_goals, by_type, dropped), screen (cleared, sensitive, "
+            "unreadable, flagged), scripts (candidates, outcomes), filter (mode, by_type and total with goals, "
+            "goals_with_script, candidates, kept, kept_rate, kept_rate_ci95, goal_rate, goal_rate_ci95 (95% Wilson "
+            "intervals; n: candidates, goals), kept_share, goal_share, reasons; keyword_bonus, embedding_model)."
+        )
+    )
 
     class Meta(CoScriptRunSerializer.Meta):
         fields = [*CoScriptRunSerializer.Meta.fields, "abstract_ids", "prompts", "jobs", "report"]
 
     @extend_schema_field(PromptSerializer(many=True))
     def get_prompts(self, run: CoScriptRun) -> list[dict]:
-        return [{"stage": stage, "path": spec.get("path", ""), "sha256": spec.get("sha256", "")}
-                for stage, spec in sorted(run.prompts.items())]
+        return [
+            {"stage": stage, "path": spec.get("path", ""), "sha256": spec.get("sha256", "")}
+            for stage, spec in sorted(run.prompts.items())
+        ]
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_report(self, run: CoScriptRun) -> dict:
@@ -92,13 +139,15 @@ class CoScriptRunDetailSerializer(CoScriptRunSerializer):
 
     @extend_schema_field(PhaseJobSerializer(many=True))
     def get_jobs(self, run: CoScriptRun) -> list[dict]:
-        return PhaseJobSerializer(coscript_run_detail(run)["jobs"], many=True).data
+        return list(PhaseJobSerializer(coscript_run_detail(run)["jobs"], many=True).data)
 
 
 class CandidateScriptSerializer(serializers.ModelSerializer):
     steps = serializers.ListField(child=serializers.CharField(), help_text="Ordered; step 1 first.")
-    scores = serializers.JSONField(help_text="keyword_share, target_score, best_sibling_score, best_sibling_goal, "
-                                             "similarities (goal id -> cosine).")
+    scores = serializers.JSONField(
+        help_text="keyword_share, target_score, best_sibling_score, best_sibling_goal, "
+        "similarities (goal id -> cosine)."
+    )
 
     class Meta:
         model = CandidateScript
@@ -106,56 +155,153 @@ class CandidateScriptSerializer(serializers.ModelSerializer):
 
 
 class SpecificGoalSerializer(serializers.ModelSerializer):
-    reviewed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    reviewed_by: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True)
     candidates = CandidateScriptSerializer(many=True, read_only=True)
 
     class Meta:
         model = SpecificGoal
-        fields = ["id", "abstract_goal", "abstract_procedure", "topic", "constraint_type", "constraint",
-                  "specific_goal", "sensitive", "review", "reviewed_by", "reviewed_at", "benchmark_procedure",
-                  "candidates"]
+        fields = [
+            "id",
+            "abstract_goal",
+            "abstract_procedure",
+            "topic",
+            "constraint_type",
+            "constraint",
+            "specific_goal",
+            "sensitive",
+            "review",
+            "reviewed_by",
+            "reviewed_at",
+            "benchmark_procedure",
+            "candidates",
+        ]
 
 
-class CoScriptRunViewSet(RunActions, viewsets.ReadOnlyModelViewSet):
+class CoScriptRunFilter(RunFilter):
+    model = django_filters.CharFilter(field_name="language_model__name", help_text="The model's registered name")
+
+    class Meta:
+        model = CoScriptRun
+        fields = ["status", "phase", "model", "split", "filter_mode", "executor"]
+
+
+COSCRIPT_EXAMPLE = """name: plan-1
+model: qwen3-8b
+split: bench
+limit: 20
+k: 2
+"""
+
+
+class ConstrainedQuerySerializer(serializers.Serializer):
+    min_coverage = serializers.FloatField(
+        required=False,
+        default=LEADERBOARD_MIN_COVERAGE,
+        min_value=0.0,
+        max_value=1.0,
+        help_text="Rows and cells with a lower coverage are not complete (unranked)",
+    )
+
+
+class CoScriptRuns(RunCollection):
     """CoScript runs, newest first; a run's detail has its prompts, phases and report.
-    Admins drive a run as its page does (retry-failed: the stopped phase's failed requests)."""
+    Admins launch a run from its YAML (``POST``) and drive it as its page does (retry-failed:
+    the stopped phase's failed requests)."""
 
+    serializer_class = CoScriptRunSerializer
+    detail_serializer_class = CoScriptRunDetailSerializer  # one run: the detail, also after an action
     permission_classes = [IsResearcher]
-    filterset_fields = ["status", "phase"]
+    filterset_class = CoScriptRunFilter
+    launch_errors = (*LAUNCH_ERRORS, EmbeddingModelUnavailable)
     search_fields = ["name"]
     ordering_fields = ["id", "created_at"]
     run_noun = "CoScript run"
+    launch = dict(
+        kind="a CoScript run",
+        command="manage.py coscript_run start --config FILE.yaml",
+        example=COSCRIPT_EXAMPLE,
+        description="Keys: name, model (a registered model's name, or a mapping name/base_url/model/api_key_env/"
+        "prompt_style that registers or updates it), split, limit, seed, k, filter_mode, keyword_bonus, "
+        "screen, executor, concurrency, budget_usd. `embedding_model` and `prompts_dir` name things on the "
+        "server and are refused here (`coscript_run` takes them).",
+    )
 
     def get_queryset(self):
         return coscript_run_list()
 
-    def get_serializer_class(self):
-        if self.action == "goals":
-            return SpecificGoalSerializer
-        if self.detail:  # one run: the detail, also after an action
-            return CoScriptRunDetailSerializer
-        return CoScriptRunSerializer
-
     def run_control(self, run: CoScriptRun, action_name: str) -> int | None:
-        return {"retry-failed": coscript_run_retry_failed, "resume": coscript_run_resume, "pause": coscript_run_pause,
-                "cancel": coscript_run_cancel}[action_name](run=run)
+        if action_name == "retry-failed":
+            return coscript_run_retry_failed(run=run)
+        actions: dict[str, Callable[..., object]] = {
+            "resume": coscript_run_resume,
+            "pause": coscript_run_pause,
+            "cancel": coscript_run_cancel,
+        }
+        actions[action_name](run=run)
+        return None
+
+    def launch_runs(self, *, config_text: str, source: str, data: dict[str, Any]) -> Launched:
+        return Launched(
+            runs=[
+                coscript_launch(
+                    config_text=config_text, source=source, created_by=self.request.user, server_files=False
+                )
+            ]
+        )
+
+
+class CoScriptConstrainedHow2ScoreView(CoScriptRuns):
+    """How2Score of the constrained slice."""
+
+    @extend_schema(
+        summary="How2Score of the constrained slice",
+        parameters=[ConstrainedQuerySerializer],
+        responses=OpenApiTypes.OBJECT,
+        description="The CoScript page's table (constrained_how2score): per judge and model, How2Score on the "
+        "constrained split with its 95% Wilson interval, n judged, n unusable, coverage, rank (complete "
+        "rows only), and the same per constraint type (docs/coscript.md).",
+    )
+    def get(self, request: Request, format: str | None = None) -> Response:
+        query = ConstrainedQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return Response(
+            {
+                "min_coverage": query.validated_data["min_coverage"],
+                "rows": constrained_how2score(min_coverage=query.validated_data["min_coverage"]),
+            }
+        )
+
+
+class CoScriptRunGoalsView(CoScriptRuns):
+    """A CoScript run's specific goals."""
+
+    pagination_class: Any = api_settings.DEFAULT_PAGINATION_CLASS
 
     @extend_schema(
         responses=SpecificGoalSerializer(many=True),
         parameters=[
             OpenApiParameter("constraint_type", str, enum=list(CONSTRAINT_TYPES)),
-            OpenApiParameter("kept", str, enum=list(KEPT_FILTERS),
-                             description="yes: goals with a chosen script; no: goals without one"),
+            OpenApiParameter(
+                "kept",
+                str,
+                enum=list(KEPT_FILTERS),
+                description="yes: goals with a chosen script; no: goals without one",
+            ),
             OpenApiParameter("review", str, enum=list(REVIEW_FILTERS)),
             OpenApiParameter("q", str, description="Words of the specific goal, constraint or abstract goal"),
         ],
     )
-    @action(detail=True, methods=["get"], filter_backends=[])
-    def goals(self, request, pk=None, format=None):  # format: the router's suffix route (goals.json)
+    def get(self, request: Request, pk: str, format: str | None = None) -> Response:
         """The run's specific goals with their candidate scripts and the filter's verdicts, paginated."""
         run = self.get_object()
         params = request.query_params
-        goals = specific_goal_list(run=run, constraint_type=params.get("constraint_type", ""),
-                                   kept=params.get("kept", ""), review=params.get("review", ""), q=params.get("q", ""))
-        page = self.paginate_queryset(goals)
-        return self.get_paginated_response(SpecificGoalSerializer(page, many=True).data)
+        goals = specific_goal_list(
+            run=run,
+            constraint_type=params.get("constraint_type", ""),
+            kept=params.get("kept", ""),
+            review=params.get("review", ""),
+            q=params.get("q", ""),
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(goals, request, view=self)
+        return paginator.get_paginated_response(SpecificGoalSerializer(page, many=True).data)

@@ -11,9 +11,14 @@ class CoscriptConfig(AppConfig):
         from coscript.models import CoScriptRun
         from llm.runs import job_owner, job_owner_register
 
-        job_owner_register(job_owner(
-            "coscript:", CoScriptRun, noun="CoScript run",
-            resume=lambda run: services.coscript_run_resume(run=run),
-            retry_failed=lambda run: services.coscript_run_retry_failed(run=run),
-            pause=lambda run: services.coscript_run_pause(run=run),
-            cancel=lambda run: services.coscript_run_cancel(run=run)))
+        job_owner_register(
+            job_owner(
+                "coscript:",
+                CoScriptRun,
+                noun="CoScript run",
+                resume=lambda run: services.coscript_run_resume(run=run),
+                retry_failed=lambda run: services.coscript_run_retry_failed(run=run),
+                pause=lambda run: services.coscript_run_pause(run=run),
+                cancel=lambda run: services.coscript_run_cancel(run=run),
+            )
+        )

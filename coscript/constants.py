@@ -1,6 +1,7 @@
 """Protocol constants of constrained planning (CoScript: Yuan et al., "Distilling Script
 Knowledge from Large Language Models for Constrained Language Planning", ACL 2023).
 Pure Python, no Django."""
+
 from __future__ import annotations
 
 # §3, Table 1: the three constraint types and their definitions, in the paper's order.
@@ -17,20 +18,32 @@ CONSTRAINT_DEFINITIONS = {
 # examples work best). The paper's typos are mended ("a weeding", "to get a gob").
 GOAL_EXAMPLES: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {
     MODIFIER: [
-        ("Say Goodbye in Different Language", [("French", "Say Goodbye in French"),
-                                               ("English", "Say Goodbye in English")]),
+        (
+            "Say Goodbye in Different Language",
+            [("French", "Say Goodbye in French"), ("English", "Say Goodbye in English")],
+        ),
         ("Draw flowers", [("Pink", "Draw pink flowers"), ("Blue", "Draw blue flowers")]),
         ("Make hairstyle", [("At home", "Make hairstyle at home"), ("At a salon", "Make hairstyle at a salon")]),
     ],
     METHOD: [
-        ("Lower blood pressure", [("With medication", "Lower blood pressure with medication"),
-                                  ("With exercises", "Lower blood pressure with exercises")]),
+        (
+            "Lower blood pressure",
+            [
+                ("With medication", "Lower blood pressure with medication"),
+                ("With exercises", "Lower blood pressure with exercises"),
+            ],
+        ),
         ("Write a book", [("By hand", "Write a book by hand"), ("By typing", "Write a book by typing")]),
         ("Register to vote", [("Online", "Register to vote online"), ("Via mail", "Register to vote via mail")]),
     ],
     INTENT: [
-        ("Make a cake", [("For a birthday party", "Make a cake for a birthday party"),
-                         ("For a wedding", "Make a cake for a wedding")]),
+        (
+            "Make a cake",
+            [
+                ("For a birthday party", "Make a cake for a birthday party"),
+                ("For a wedding", "Make a cake for a wedding"),
+            ],
+        ),
         ("Send an email", [("To get a job", "Send an email to get a job"), ("For leave", "Send an email for leave")]),
         ("Buy flowers", [("For girlfriend", "Buy flowers for girlfriend"), ("For mother", "Buy flowers for mother")]),
     ],

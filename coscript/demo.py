@@ -1,6 +1,7 @@
 """Demo CoScript run: the specific goals and scripts printed in the CoScript paper (Yuan et
 al. 2023, Tables 15-18; demo/SOURCES.md), filtered by the real filter on the bundled
 embedding model, so a new user sees kept and dropped scripts at once."""
+
 from __future__ import annotations
 
 import json
@@ -23,21 +24,32 @@ def load() -> str:
         return "CoScript demo run already loaded"
     with transaction.atomic():
         model, _ = LanguageModel.objects.get_or_create(name=data["model"])
-        run = CoScriptRun.objects.create(name=data["run"], language_model=model, k=1, screen=False,
-                                         phase=Phase.FILTER, status=RunStatus.RUNNING)
+        run = CoScriptRun.objects.create(
+            name=data["run"], language_model=model, k=1, screen=False, phase=Phase.FILTER, status=RunStatus.RUNNING
+        )
         n_goals = n_scripts = 0
         for block in data["abstract_goals"]:
             for constraint_type, constraint, specific_goal, steps in block["goals"]:
                 goal = SpecificGoal.objects.create(
-                    run=run, abstract_goal=block["abstract_goal"], topic=block["topic"],
-                    constraint_type=constraint_type, constraint=constraint, specific_goal=specific_goal,
-                    goal_key=_goal_key(specific_goal), provenance={"demo_source": f"CoScript {block['source']}"})
+                    run=run,
+                    abstract_goal=block["abstract_goal"],
+                    topic=block["topic"],
+                    constraint_type=constraint_type,
+                    constraint=constraint,
+                    specific_goal=specific_goal,
+                    goal_key=_goal_key(specific_goal),
+                    provenance={"demo_source": f"CoScript {block['source']}"},
+                )
                 n_goals += 1
                 if steps:
                     CandidateScript.objects.create(
-                        goal=goal, index=0, outcome="ok", steps=steps,
+                        goal=goal,
+                        index=0,
+                        outcome="ok",
+                        steps=steps,
                         completion="\n".join(f"{n}. {step}" for n, step in enumerate(steps, start=1)),
-                        provenance={"demo_source": f"CoScript {block['source']}"})
+                        provenance={"demo_source": f"CoScript {block['source']}"},
+                    )
                     n_scripts += 1
     try:
         coscript_run_filter(run=run)

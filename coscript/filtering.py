@@ -24,11 +24,12 @@ stopwords and numbers out, words reduced by a light lemmatiser), matched against
 script's content words. When several candidates of a goal are kept, one is chosen at random
 with the run's seed (App. C.1: "If both generations are faithful, we randomly select one
 into the dataset")."""
+
 from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,9 +42,8 @@ from coscript.constants import (
     FILTER_MODES,
     KEYWORD_BONUS,
 )
+from mining.embeddings import Embed
 from mining.words import content_words
-
-Embed = Callable[[list[str]], np.ndarray]
 
 KEPT = "kept"
 NO_SCRIPT = "no_script"  # the call failed or the completion had no steps
@@ -69,7 +69,10 @@ class FilterCandidate:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FilterVerdict:
+    """What the over-generate-then-filter step decided about one candidate script: kept or
+    not, why, and the scores it was decided on."""
+
     kept: bool
     reason: str
     keyword_share: float
@@ -79,11 +82,15 @@ class Verdict:
     similarities: dict[int, float] | None = None  # goal key -> cosine (embedding modes)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kept": self.kept, "reason": self.reason, "keyword_share": round(self.keyword_share, 4),
-                "target_score": None if self.target_score is None else round(self.target_score, 6),
-                "best_sibling_score": None if self.best_sibling_score is None else round(self.best_sibling_score, 6),
-                "best_sibling_goal": self.best_sibling_key,
-                "similarities": {str(k): round(v, 6) for k, v in (self.similarities or {}).items()}}
+        return {
+            "kept": self.kept,
+            "reason": self.reason,
+            "keyword_share": round(self.keyword_share, 4),
+            "target_score": None if self.target_score is None else round(self.target_score, 6),
+            "best_sibling_score": None if self.best_sibling_score is None else round(self.best_sibling_score, 6),
+            "best_sibling_goal": self.best_sibling_key,
+            "similarities": {str(k): round(v, 6) for k, v in (self.similarities or {}).items()},
+        }
 
 
 def script_text(steps: Sequence[str]) -> str:
@@ -99,9 +106,13 @@ def keyword_share(constraint: str, steps: Sequence[str]) -> float:
 
 
 def filter_candidates(
-    goals: Sequence[FilterGoal], candidates: Sequence[FilterCandidate], *, mode: str, embed: Embed | None,
+    goals: Sequence[FilterGoal],
+    candidates: Sequence[FilterCandidate],
+    *,
+    mode: str,
+    embed: Embed | None,
     keyword_bonus: float = KEYWORD_BONUS,
-) -> dict[int, Verdict]:
+) -> dict[int, FilterVerdict]:
     """A verdict for every candidate, by candidate key."""
     if mode not in FILTER_MODES:
         raise ValueError(f"filter mode must be one of {', '.join(FILTER_MODES)}")
@@ -110,13 +121,16 @@ def filter_candidates(
     for goal in goals:
         siblings[goal.group].append(goal.key)
     usable = [c for c in candidates if c.steps]
-    verdicts: dict[int, Verdict] = {c.key: Verdict(kept=False, reason=NO_SCRIPT, keyword_share=0.0)
-                                    for c in candidates if not c.steps}
+    verdicts: dict[int, FilterVerdict] = {
+        c.key: FilterVerdict(kept=False, reason=NO_SCRIPT, keyword_share=0.0) for c in candidates if not c.steps
+    }
     shares = {c.key: keyword_share(by_key[c.goal_key].constraint, c.steps) for c in usable}
     if mode == FILTER_KEYWORD:
         for c in usable:
             whole = shares[c.key] == 1.0
-            verdicts[c.key] = Verdict(kept=whole, reason=KEPT if whole else NO_KEYWORDS, keyword_share=shares[c.key])
+            verdicts[c.key] = FilterVerdict(
+                kept=whole, reason=KEPT if whole else NO_KEYWORDS, keyword_share=shares[c.key]
+            )
         return verdicts
     if embed is None:
         raise ValueError(f"the {mode} filter needs an embedding model")
@@ -132,13 +146,21 @@ def filter_candidates(
         others = [(score, k) for k, score in sims.items() if k != c.goal_key]
         best_score, best_key = max(others, key=lambda pair: (pair[0], -pair[1])) if others else (None, None)
         kept = best_score is None or target > best_score
-        verdicts[c.key] = Verdict(kept=kept, reason=KEPT if kept else OUTRANKED, keyword_share=shares[c.key],
-                                  target_score=target, best_sibling_score=best_score, best_sibling_key=best_key,
-                                  similarities=sims)
+        verdicts[c.key] = FilterVerdict(
+            kept=kept,
+            reason=KEPT if kept else OUTRANKED,
+            keyword_share=shares[c.key],
+            target_score=target,
+            best_sibling_score=best_score,
+            best_sibling_key=best_key,
+            similarities=sims,
+        )
     return verdicts
 
 
-def select_scripts(candidates: Sequence[FilterCandidate], verdicts: dict[int, Verdict], *, seed: int) -> dict[int, int]:
+def select_scripts(
+    candidates: Sequence[FilterCandidate], verdicts: dict[int, FilterVerdict], *, seed: int
+) -> dict[int, int]:
     """The chosen candidate of each goal with at least one kept candidate: goal key -> candidate key."""
     kept: dict[int, list[int]] = defaultdict(list)
     for c in candidates:
@@ -148,8 +170,12 @@ def select_scripts(candidates: Sequence[FilterCandidate], verdicts: dict[int, Ve
 
 
 def filter_report(
-    goals: Sequence[FilterGoal], candidates: Sequence[FilterCandidate], verdicts: dict[int, Verdict],
-    selected: dict[int, int], *, mode: str,
+    goals: Sequence[FilterGoal],
+    candidates: Sequence[FilterCandidate],
+    verdicts: dict[int, FilterVerdict],
+    selected: dict[int, int],
+    *,
+    mode: str,
 ) -> dict[str, Any]:
     """Kept rates per constraint type and overall: candidates kept / candidates, and specific
     goals with a chosen script / specific goals; reasons counted."""
@@ -157,12 +183,16 @@ def filter_report(
     group_sizes: dict[Any, int] = defaultdict(int)
     for goal in goals:
         group_sizes[goal.group] += 1
-    rows: dict[str, dict[str, Any]] = {t: {"goals": 0, "goals_with_script": 0, "candidates": 0, "kept": 0,
-                                           "reasons": dict.fromkeys(REASONS, 0)} for t in CONSTRAINT_TYPES}
+    rows: dict[str, dict[str, Any]] = {
+        t: {"goals": 0, "goals_with_script": 0, "candidates": 0, "kept": 0, "reasons": dict.fromkeys(REASONS, 0)}
+        for t in CONSTRAINT_TYPES
+    }
     without_siblings = 0
     for goal in goals:
-        row = rows.setdefault(goal.constraint_type, {"goals": 0, "goals_with_script": 0, "candidates": 0, "kept": 0,
-                                                     "reasons": dict.fromkeys(REASONS, 0)})
+        row = rows.setdefault(
+            goal.constraint_type,
+            {"goals": 0, "goals_with_script": 0, "candidates": 0, "kept": 0, "reasons": dict.fromkeys(REASONS, 0)},
+        )
         row["goals"] += 1
         row["goals_with_script"] += goal.key in selected
     for c in candidates:
@@ -174,7 +204,13 @@ def filter_report(
         row["reasons"][verdict.reason] += 1
         if verdict.kept and mode != FILTER_KEYWORD and group_sizes[goal.group] == 1:
             without_siblings += 1
-    total = {"goals": 0, "goals_with_script": 0, "candidates": 0, "kept": 0, "reasons": dict.fromkeys(REASONS, 0)}
+    total: dict[str, Any] = {
+        "goals": 0,
+        "goals_with_script": 0,
+        "candidates": 0,
+        "kept": 0,
+        "reasons": dict.fromkeys(REASONS, 0),
+    }
     for row in rows.values():
         for name in ("goals", "goals_with_script", "candidates", "kept"):
             total[name] += row[name]
@@ -184,4 +220,3 @@ def filter_report(
         row["kept_rate"] = row["kept"] / row["candidates"] if row["candidates"] else None
         row["goal_rate"] = row["goals_with_script"] / row["goals"] if row["goals"] else None
     return {"mode": mode, "by_type": rows, "total": total, "kept_without_siblings": without_siblings}
-

@@ -2,6 +2,7 @@
 mined abstract goals, candidate scripts over-generated for them, and the filter's verdicts.
 
 Structure only; the workflow is in coscript/services.py."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -30,13 +31,13 @@ class CoScriptRun(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     language_model = models.ForeignKey(LanguageModel, on_delete=models.PROTECT, related_name="coscript_runs")
-    split = models.CharField(max_length=16, blank=True,
-                             help_text="The split the abstract goals come from; empty: every procedure.")
+    split = models.CharField(
+        max_length=16, blank=True, help_text="The split the abstract goals come from; empty: every procedure."
+    )
     limit = models.PositiveIntegerField(null=True, blank=True, help_text="Abstract goals drawn (seeded); empty: all.")
     seed = models.BigIntegerField(default=0)
     k = models.PositiveSmallIntegerField(default=DEFAULT_K, help_text="Candidate scripts per specific goal.")
-    filter_mode = models.CharField(max_length=20, default=DEFAULT_FILTER_MODE,
-                                   choices=[(m, m) for m in FILTER_MODES])
+    filter_mode = models.CharField(max_length=20, default=DEFAULT_FILTER_MODE, choices=[(m, m) for m in FILTER_MODES])
     keyword_bonus = models.FloatField(default=KEYWORD_BONUS)
     embedding_model = models.CharField(max_length=500, blank=True)
     screen = models.BooleanField(default=True, help_text="Screen specific goals for medical and legal domains.")
@@ -51,10 +52,12 @@ class CoScriptRun(models.Model):
     goals_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     screen_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     scripts_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    report = models.JSONField(default=dict, blank=True,
-                              help_text="What each phase produced and dropped; the filter's kept rates per type.")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-                                   related_name="+")
+    report = models.JSONField(
+        default=dict, blank=True, help_text="What each phase produced and dropped; the filter's kept rates per type."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -66,8 +69,11 @@ class CoScriptRun(models.Model):
 
     @property
     def jobs(self) -> list[tuple[str, LLMJob | None]]:
-        return [(Phase.GOALS.label, self.goals_job), (Phase.SCREEN.label, self.screen_job),
-                (Phase.SCRIPTS.label, self.scripts_job)]
+        return [
+            (Phase.GOALS.label, self.goals_job),
+            (Phase.SCREEN.label, self.screen_job),
+            (Phase.SCRIPTS.label, self.scripts_job),
+        ]
 
 
 class Review(models.TextChoices):
@@ -83,23 +89,33 @@ class SpecificGoal(models.Model):
     """A specific goal: an abstract goal plus one constraint of one type (§3, Table 1)."""
 
     run = models.ForeignKey(CoScriptRun, on_delete=models.CASCADE, related_name="goals")
-    abstract_procedure = models.ForeignKey(Procedure, on_delete=models.SET_NULL, null=True, blank=True,
-                                           related_name="+")
+    abstract_procedure = models.ForeignKey(
+        Procedure, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     abstract_goal = models.TextField()
     topic = models.CharField(max_length=100, blank=True)
     constraint_type = models.CharField(max_length=10, choices=CONSTRAINT_TYPE_CHOICES)
     constraint = models.CharField(max_length=200)
     specific_goal = models.TextField()
     goal_key = models.CharField(max_length=64, help_text="SHA-256 of the normalised specific goal (de-duplication).")
-    sensitive = models.BooleanField(null=True, blank=True,
-                                    help_text="The screen's answer; empty when unscreened or unreadable.")
-    review = models.CharField(max_length=10, choices=Review.choices, default=Review.NOT_NEEDED, blank=True,
-                              db_index=True)
-    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-                                    related_name="+")
+    sensitive = models.BooleanField(
+        null=True, blank=True, help_text="The screen's answer; empty when unscreened or unreadable."
+    )
+    review = models.CharField(
+        max_length=10, choices=Review.choices, default=Review.NOT_NEEDED, blank=True, db_index=True
+    )
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     reviewed_at = models.DateTimeField(null=True, blank=True)
-    benchmark_procedure = models.ForeignKey(Procedure, on_delete=models.SET_NULL, null=True, blank=True,
-                                            related_name="+", help_text="The constrained procedure it became.")
+    benchmark_procedure = models.ForeignKey(
+        Procedure,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The constrained procedure it became.",
+    )
     provenance = models.JSONField(default=dict, blank=True)
 
     class Meta:

@@ -10,6 +10,7 @@ specific goal already read for the same abstract goal (the paper de-duplicates, 
 
 Screen answers (App. C.2, Table 12) are ``Yes`` or ``No``; anything else is unreadable and
 the goal goes to the review list, because a screen that cannot answer has not cleared it."""
+
 from __future__ import annotations
 
 import re

@@ -9,6 +9,7 @@ left out, words reduced by :func:`mining.words.lemma`) is a noun. A pool goal sc
 the examples, ties going to the lower pool index. The abstract goal's own procedure may be
 one of them, as in the paper's Table 2, where "make a cake" is an example for "make a
 chocolate cake"."""
+
 from __future__ import annotations
 
 import heapq
@@ -56,7 +57,8 @@ class ExampleIndex:
             shared.update(self.by_noun.get(noun, ()))
         verb = keys.verb
         ranked = heapq.nsmallest(
-            n, shared, key=lambda i: (-shared[i], -(bool(verb) and self.keywords[i].verb == verb), i))
+            n, shared, key=lambda i: (-shared[i], -(bool(verb) and self.keywords[i].verb == verb), i)
+        )
         if len(ranked) < n and verb:  # goals that share only the verb come last, lowest index first
             chosen = set(ranked)
             for index in self.by_verb.get(verb, ()):

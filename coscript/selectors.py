@@ -3,6 +3,7 @@ and report, its specific goals with their candidate scripts, the sensitive-domai
 list (App. C.2), and How2Score of the constrained slice per constraint type. Every kept rate,
 goal rate and How2Score carries its n and a 95 % Wilson interval (core/intervals.py,
 judging/how2score.py)."""
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -26,18 +27,31 @@ from mining.models import Procedure, Split
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
 # The goal-table filters of the run page: "kept" = the goal has a chosen script.
 KEPT_FILTERS = ("yes", "no")
-REVIEW_FILTERS = {"not_flagged": Review.NOT_NEEDED, "pending": Review.PENDING, "approved": Review.APPROVED,
-                  "removed": Review.REMOVED}
+REVIEW_FILTERS = {
+    "not_flagged": Review.NOT_NEEDED,
+    "pending": Review.PENDING,
+    "approved": Review.APPROVED,
+    "removed": Review.REMOVED,
+}
 
 
 def coscript_run_list() -> QuerySet[CoScriptRun]:
     """Runs, newest first, with their specific-goal and candidate counts."""
-    candidates = (CandidateScript.objects.filter(goal__run=OuterRef("pk")).order_by().values("goal__run")
-                  .annotate(n=Count("pk")).values("n"))
-    return (CoScriptRun.objects.select_related("language_model", "created_by", "goals_job", "screen_job", "scripts_job")
-            .annotate(n_goals=Count("goals", distinct=True),
-                      n_candidates=Coalesce(Subquery(candidates, output_field=IntegerField()), 0))
-            .order_by("-id"))
+    candidates = (
+        CandidateScript.objects.filter(goal__run=OuterRef("pk"))
+        .order_by()
+        .values("goal__run")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return (
+        CoScriptRun.objects.select_related("language_model", "created_by", "goals_job", "screen_job", "scripts_job")
+        .annotate(
+            n_goals=Count("goals", distinct=True),
+            n_candidates=Coalesce(Subquery(candidates, output_field=IntegerField()), 0),
+        )
+        .order_by("-id")
+    )
 
 
 def coscript_run_state(run: CoScriptRun, *, live: bool = True) -> dict[str, Any]:
@@ -45,8 +59,13 @@ def coscript_run_state(run: CoScriptRun, *, live: bool = True) -> dict[str, Any]
     phases per outcome, top errors, the breaker, why it stopped. *Retry failed* asks a
     stopped phase's failed requests again, so a finished run does not offer it (a new run
     asks what it left failed). ``live=False`` (lists): the counts the jobs stored."""
-    state = run_state(status=run.status, jobs=[job for _, job in run.jobs], reason=run.error, live=live,
-                      extra={"id": f"coscript-run-{run.pk}"})
+    state = run_state(
+        status=run.status,
+        jobs=[job for _, job in run.jobs],
+        reason=run.error,
+        live=live,
+        extra={"id": f"coscript-run-{run.pk}"},
+    )
     state["can_retry_failed"] = state["can_retry_failed"] and run.status not in FINISHED
     return state
 
@@ -57,8 +76,14 @@ def _with_intervals(row: dict[str, Any]) -> dict[str, Any]:
     (``core.intervals.share_estimate``) for the pages."""
     kept = share_estimate(row["kept"], row["candidates"])
     goal = share_estimate(row["goals_with_script"], row["goals"])
-    return {**row, "kept_rate_ci95": kept["ci95"], "goal_rate_ci95": goal["ci95"], "interval": WILSON,
-            "kept_share": kept, "goal_share": goal}
+    return {
+        **row,
+        "kept_rate_ci95": kept["ci95"],
+        "goal_rate_ci95": goal["ci95"],
+        "interval": WILSON,
+        "kept_share": kept,
+        "goal_share": goal,
+    }
 
 
 def coscript_filter_report(run: CoScriptRun) -> dict[str, Any] | None:
@@ -68,8 +93,11 @@ def coscript_filter_report(run: CoScriptRun) -> dict[str, Any] | None:
     report = (run.report or {}).get("filter")
     if not report:
         return None
-    return {**report, "by_type": {t: _with_intervals(row) for t, row in report.get("by_type", {}).items()},
-            "total": _with_intervals(report["total"])}
+    return {
+        **report,
+        "by_type": {t: _with_intervals(row) for t, row in report.get("by_type", {}).items()},
+        "total": _with_intervals(report["total"]),
+    }
 
 
 def coscript_report(run: CoScriptRun) -> dict[str, Any]:
@@ -93,10 +121,15 @@ def _job_row(label: str, phase: str, job, run: CoScriptRun) -> dict[str, Any]:
     reached = order.index(run.phase) >= order.index(phase)
     skipped = phase == Phase.SCREEN and not run.screen
     return {
-        "phase": phase, "label": label, "job": job, "current": run.phase == phase,
+        "phase": phase,
+        "label": label,
+        "job": job,
+        "current": run.phase == phase,
         "state": ("skipped" if skipped else job.status if job else ("not needed" if reached else "waiting")),
-        "n_done": job.n_done if job else 0, "n_total": job.n_total if job else 0,
-        "cost_usd": job.cost_usd if job else None, "outcomes": dict(job.outcome_counts) if job else {},
+        "n_done": job.n_done if job else 0,
+        "n_total": job.n_total if job else 0,
+        "cost_usd": job.cost_usd if job else None,
+        "outcomes": dict(job.outcome_counts) if job else {},
         "projected_cost_usd": job.projected_cost_usd if job else None,
     }
 
@@ -107,8 +140,13 @@ def _filter_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     for constraint_type in [*CONSTRAINT_TYPES, *sorted(set(by_type) - set(CONSTRAINT_TYPES))]:
         row = by_type.get(constraint_type)
         if row is not None:
-            rows.append({"constraint_type": constraint_type, **row,
-                         "reason_list": [(r, row.get("reasons", {}).get(r, 0)) for r in REASONS]})
+            rows.append(
+                {
+                    "constraint_type": constraint_type,
+                    **row,
+                    "reason_list": [(r, row.get("reasons", {}).get(r, 0)) for r in REASONS],
+                }
+            )
     return rows
 
 
@@ -116,56 +154,84 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
     """Everything the run page and the API show besides the goals: parameters, prompts,
     each phase's LLM job, and the report (goals by type and dropped reasons, the screen,
     script outcomes, the filter's kept rates per constraint type with reasons)."""
-    jobs = [_job_row(Phase.GOALS.label, Phase.GOALS, run.goals_job, run),
-            _job_row(Phase.SCREEN.label, Phase.SCREEN, run.screen_job, run),
-            _job_row(Phase.SCRIPTS.label, Phase.SCRIPTS, run.scripts_job, run)]
+    jobs = [
+        _job_row(Phase.GOALS.label, Phase.GOALS, run.goals_job, run),
+        _job_row(Phase.SCREEN.label, Phase.SCREEN, run.screen_job, run),
+        _job_row(Phase.SCRIPTS.label, Phase.SCRIPTS, run.scripts_job, run),
+    ]
     costs = [row["cost_usd"] for row in jobs if row["cost_usd"] is not None]
     report = run.report or {}
     filter_report = coscript_filter_report(run) or {}
-    reviews = dict(run.goals.exclude(review=Review.NOT_NEEDED).order_by().values_list("review")
-                   .annotate(n=Count("pk")).values_list("review", "n"))
+    reviews = dict(
+        run.goals.exclude(review=Review.NOT_NEEDED)
+        .order_by()
+        .values_list("review")
+        .annotate(n=Count("pk"))
+        .values_list("review", "n")
+    )
     goals = report.get("goals") or {}
     return {
         "run": run,
         "state": coscript_run_state(run),
         "active": run.status in ACTIVE,
         "parameters": [
-            ("Model", run.language_model.name), ("Source split", Split(run.split).label if run.split in Split.values
-                                                  else run.split or "all procedures (but the constrained slice)"),
-            ("Abstract goals", f"{len(run.abstract_ids)}" + (f" (limit {run.limit}, seed {run.seed})" if run.limit
-                                                              else f" (seed {run.seed})")),
-            ("Candidates per goal (K)", run.k), ("Filter mode", run.filter_mode),
-            ("Keyword bonus", run.keyword_bonus), ("Embedding model", run.embedding_model or "—"),
-            ("Sensitive-domain screen", "on" if run.screen else "off"), ("Executor", run.executor),
+            ("Model", run.language_model.name),
+            (
+                "Source split",
+                Split(run.split).label
+                if run.split in Split.values
+                else run.split or "all procedures (but the constrained slice)",
+            ),
+            (
+                "Abstract goals",
+                f"{len(run.abstract_ids)}"
+                + (f" (limit {run.limit}, seed {run.seed})" if run.limit else f" (seed {run.seed})"),
+            ),
+            ("Candidates per goal (K)", run.k),
+            ("Filter mode", run.filter_mode),
+            ("Keyword bonus", run.keyword_bonus),
+            ("Embedding model", run.embedding_model or "—"),
+            ("Sensitive-domain screen", "on" if run.screen else "off"),
+            ("Executor", run.executor),
             ("Concurrency", run.concurrency),
             ("Budget cap (USD)", run.budget_usd if run.budget_usd is not None else "none"),
         ],
-        "prompts": [{"stage": stage, "path": spec.get("path", ""), "sha256": spec.get("sha256", "")}
-                    for stage, spec in sorted(run.prompts.items())],
+        "prompts": [
+            {"stage": stage, "path": spec.get("path", ""), "sha256": spec.get("sha256", "")}
+            for stage, spec in sorted(run.prompts.items())
+        ],
         "jobs": jobs,
         "cost_usd": sum(costs, Decimal(0)) if costs else None,
         "goals_report": {
-            "abstract_goals": goals.get("abstract_goals"), "specific_goals": goals.get("specific_goals"),
-            "requests": goals.get("requests", {}), "dropped": goals.get("dropped", {}),
+            "abstract_goals": goals.get("abstract_goals"),
+            "specific_goals": goals.get("specific_goals"),
+            "requests": goals.get("requests", {}),
+            "dropped": goals.get("dropped", {}),
             "by_type": [(t, goals.get("by_type", {}).get(t, 0)) for t in CONSTRAINT_TYPES],
-        } if goals else None,
+        }
+        if goals
+        else None,
         "screen_report": {**(report.get("screen") or {}), "reviews": reviews} if report.get("screen") else None,
         "scripts_report": report.get("scripts"),
         "filter": {
-            "mode": filter_report.get("mode"), "keyword_bonus": filter_report.get("keyword_bonus"),
+            "mode": filter_report.get("mode"),
+            "keyword_bonus": filter_report.get("keyword_bonus"),
             "embedding_model": filter_report.get("embedding_model"),
             "kept_without_siblings": filter_report.get("kept_without_siblings", 0),
             "rows": _filter_rows(filter_report),
             "total": filter_report.get("total"),
             "total_reasons": [(r, (filter_report.get("total") or {}).get("reasons", {}).get(r, 0)) for r in REASONS],
-        } if filter_report else None,
+        }
+        if filter_report
+        else None,
         "accepted_errors": report.get("accepted_errors", []),
         "n_in_benchmark": run.goals.filter(benchmark_procedure__isnull=False).count(),
     }
 
 
-def specific_goal_list(*, run: CoScriptRun, constraint_type: str = "", kept: str = "", review: str = "",
-                       q: str = "") -> QuerySet[SpecificGoal]:
+def specific_goal_list(
+    *, run: CoScriptRun, constraint_type: str = "", kept: str = "", review: str = "", q: str = ""
+) -> QuerySet[SpecificGoal]:
     """A run's specific goals with their candidates (in index order), filtered by
     constraint type, whether a script was chosen (``kept``: yes / no), review state
     (not_flagged / pending / approved / removed) and words of the goal or constraint."""
@@ -179,11 +245,14 @@ def specific_goal_list(*, run: CoScriptRun, constraint_type: str = "", kept: str
         goals = goals.filter(review=REVIEW_FILTERS[review])
     if q.strip():
         for word in q.split():
-            goals = goals.filter(Q(specific_goal__icontains=word) | Q(constraint__icontains=word)
-                                 | Q(abstract_goal__icontains=word))
-    return (goals.select_related("reviewed_by", "benchmark_procedure")
-            .prefetch_related(Prefetch("candidates", queryset=CandidateScript.objects.order_by("index")))
-            .order_by("id"))
+            goals = goals.filter(
+                Q(specific_goal__icontains=word) | Q(constraint__icontains=word) | Q(abstract_goal__icontains=word)
+            )
+    return (
+        goals.select_related("reviewed_by", "benchmark_procedure")
+        .prefetch_related(Prefetch("candidates", queryset=CandidateScript.objects.order_by("index")))
+        .order_by("id")
+    )
 
 
 def sibling_goals(goals: list[SpecificGoal]) -> dict[int, str]:
@@ -212,11 +281,17 @@ def constrained_how2score(*, min_coverage: float = LEADERBOARD_MIN_COVERAGE) -> 
     follow the leaderboard's ranking rule over each model's judged items: complete rows
     ranked by score (``rank``), incomplete ones after them, unranked, by coverage, so a
     barely covered model never tops the table (How2Everything §4; docs/coscript.md)."""
-    types = dict(Procedure.objects.filter(split=Split.CONSTRAINED,
-                                          provenance__constraint_type__in=CONSTRAINT_TYPES)
-                 .values_list("pk", "provenance__constraint_type"))
-    judges = (Judgment.objects.filter(generation__procedure__split=Split.CONSTRAINED).order_by("judge")
-              .values_list("judge", flat=True).distinct())
+    types = dict(
+        Procedure.objects.filter(split=Split.CONSTRAINED, provenance__constraint_type__in=CONSTRAINT_TYPES).values_list(
+            "pk", "provenance__constraint_type"
+        )
+    )
+    judges = (
+        Judgment.objects.filter(generation__procedure__split=Split.CONSTRAINED)
+        .order_by("judge")
+        .values_list("judge", flat=True)
+        .distinct()
+    )
     rows = []
     for judge in judges:
         counts, items = verdict_counts(judge, Split.CONSTRAINED)
@@ -226,10 +301,20 @@ def constrained_how2score(*, min_coverage: float = LEADERBOARD_MIN_COVERAGE) -> 
             entry = ranked["models"][model]
             cells = []
             for constraint_type in CONSTRAINT_TYPES:
-                cell = estimate_over(counts[model], n_items=len(items_of[constraint_type]),
-                                     items=items_of[constraint_type])
-                cells.append({"constraint_type": constraint_type, **cell,
-                              "complete": (cell["coverage"] or 0.0) >= min_coverage})
-            rows.append({"judge": judge, "model": model, **entry["all_items"], "complete": entry["complete"],
-                         "rank": entry["rank"], "by_type": cells})
+                cell = estimate_over(
+                    counts[model], n_items=len(items_of[constraint_type]), items=items_of[constraint_type]
+                )
+                cells.append(
+                    {"constraint_type": constraint_type, **cell, "complete": (cell["coverage"] or 0.0) >= min_coverage}
+                )
+            rows.append(
+                {
+                    "judge": judge,
+                    "model": model,
+                    **entry["all_items"],
+                    "complete": entry["complete"],
+                    "rank": entry["rank"],
+                    "by_type": cells,
+                }
+            )
     return rows

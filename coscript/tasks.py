@@ -5,10 +5,12 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
     from coscript.models import CoScriptRun
 
     CoScriptRun.objects.filter(pk=args[0] if args else kwargs.get("run_id")).exclude(
-        status__in=["done", "done_with_failures", "cancelled"]).update(status="failed", error=f"{exc.__class__.__name__}: {exc}")
+        status__in=["done", "done_with_failures", "cancelled"]
+    ).update(status="failed", error=f"{exc.__class__.__name__}: {exc}")
 
 
-@shared_task(bind=True, name="coscript.run_execute", on_failure=_mark_failed)
+# celery-types' shared_task lists no on_failure option; Celery sets it on the task class.
+@shared_task(bind=True, name="coscript.run_execute", on_failure=_mark_failed)  # type: ignore[call-overload]
 def coscript_run_execute_task(self, run_id: int) -> str:
     """Advance a CoScript run; a Batch API job that is still waiting is polled again later."""
     from coscript.services import coscript_run_execute

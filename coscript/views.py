@@ -1,6 +1,7 @@
 """Pages of constrained planning (CoScript): the run list with the launch form and the
 constrained slice's How2Score, a run's page (phases, report, goals and candidates, filter
 again, export, add to the benchmark), and the sensitive-domain review list."""
+
 from __future__ import annotations
 
 import json
@@ -18,15 +19,27 @@ from core.permissions import admin_required, researcher_required
 from coscript.forms import CoScriptRunForm, ExportForm, GoalFilterForm, RefilterForm
 from coscript.models import CoScriptRun, Review, SpecificGoal
 from coscript.selectors import (
-    coscript_run_detail, coscript_run_list, coscript_run_state, constrained_how2score, review_list, run_kept_rate,
-    sibling_goals, specific_goal_list,
+    constrained_how2score,
+    coscript_run_detail,
+    coscript_run_list,
+    coscript_run_state,
+    review_list,
+    run_kept_rate,
+    sibling_goals,
+    specific_goal_list,
 )
 from coscript.services import (
-    coscript_add_to_benchmark, coscript_run_cancel, coscript_run_create, coscript_run_filter, coscript_run_resume,
-    coscript_run_retry_failed, export_records, specific_goal_review,
+    coscript_add_to_benchmark,
+    coscript_run_cancel,
+    coscript_run_create,
+    coscript_run_filter,
+    coscript_run_resume,
+    coscript_run_retry_failed,
+    export_records,
+    specific_goal_review,
 )
 from judging.constants import LEADERBOARD_MIN_COVERAGE
-from llm.endpoints import EndpointNotConfigured
+from llm.endpoints import EndpointNotConfigured, UnknownLLMRole
 from llm.prompts import PromptError
 from mining.embeddings import EmbeddingModelUnavailable
 
@@ -35,14 +48,20 @@ REVIEWED_SHOWN = 200
 
 
 def _index(request: HttpRequest, form: CoScriptRunForm, status: int = 200) -> HttpResponse:
-    runs = list(coscript_run_list()[:200])
-    for run in runs:
-        run.kept_rate = run_kept_rate(run)
-        run.state = coscript_run_state(run, live=False)
-    return render(request, "coscript/run_list.html", {
-        "runs": runs, "form": form, "slice": constrained_how2score(), "min_coverage": LEADERBOARD_MIN_COVERAGE,
-        "n_pending_review": SpecificGoal.objects.filter(review=Review.PENDING).count(),
-    }, status=status)
+    # Each run with its kept rate and the counts its phases' jobs stored.
+    runs = [(run, run_kept_rate(run), coscript_run_state(run, live=False)) for run in coscript_run_list()[:200]]
+    return render(
+        request,
+        "coscript/run_list.html",
+        {
+            "runs": runs,
+            "form": form,
+            "slice": constrained_how2score(),
+            "min_coverage": LEADERBOARD_MIN_COVERAGE,
+            "n_pending_review": SpecificGoal.objects.filter(review=Review.PENDING).count(),
+        },
+        status=status,
+    )
 
 
 @researcher_required
@@ -60,15 +79,25 @@ def coscript_run_launch(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     try:
         run = coscript_run_create(
-            name=data["name"], language_model=data["language_model"], split=data["split"], limit=data["limit"],
-            seed=data["seed"], k=data["k"], filter_mode=data["filter_mode"], keyword_bonus=data["keyword_bonus"],
-            screen=data["screen"], executor=data["executor"], concurrency=data["concurrency"],
-            budget_usd=data["budget_usd"], created_by=request.user)
+            name=data["name"],
+            language_model=data["language_model"],
+            split=data["split"],
+            limit=data["limit"],
+            seed=data["seed"],
+            k=data["k"],
+            filter_mode=data["filter_mode"],
+            keyword_bonus=data["keyword_bonus"],
+            screen=data["screen"],
+            executor=data["executor"],
+            concurrency=data["concurrency"],
+            budget_usd=data["budget_usd"],
+            created_by=request.user,
+        )
     except EndpointNotConfigured as exc:
         form.add_error("language_model", f"{exc}")
         return _index(request, form, status=400)
-    except KeyError as exc:  # the model names an LLM role the settings do not define
-        form.add_error("language_model", str(exc.args[0]) if exc.args else "unknown LLM role")
+    except UnknownLLMRole as exc:  # the model names an LLM role the settings do not define
+        form.add_error("language_model", exc.message)
         return _index(request, form, status=400)
     except PromptError as exc:
         form.add_error(None, f"A prompt file is not usable: {exc}")
@@ -82,20 +111,35 @@ def coscript_run_launch(request: HttpRequest) -> HttpResponse:
 
 @researcher_required
 def coscript_run_page(request: HttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(CoScriptRun.objects.select_related(
-        "language_model", "created_by", "goals_job", "screen_job", "scripts_job"), pk=pk)
+    run = get_object_or_404(
+        CoScriptRun.objects.select_related("language_model", "created_by", "goals_job", "screen_job", "scripts_job"),
+        pk=pk,
+    )
     filters = GoalFilterForm(request.GET)
     chosen = filters.cleaned_data if filters.is_valid() else {}
-    goals = specific_goal_list(run=run, constraint_type=chosen.get("constraint_type", ""),
-                               kept=chosen.get("kept", ""), review=chosen.get("review", ""), q=chosen.get("q", ""))
+    goals = specific_goal_list(
+        run=run,
+        constraint_type=chosen.get("constraint_type", ""),
+        kept=chosen.get("kept", ""),
+        review=chosen.get("review", ""),
+        q=chosen.get("q", ""),
+    )
     page = Paginator(goals, GOALS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "coscript/run_detail.html", {
-        **coscript_run_detail(run), "page": page, "siblings": sibling_goals(list(page)), "filters": filters,
-        "query": query.urlencode(), "export_form": ExportForm(),
-        "refilter_form": RefilterForm(initial={"mode": run.filter_mode, "keyword_bonus": run.keyword_bonus}),
-    })
+    return render(
+        request,
+        "coscript/run_detail.html",
+        {
+            **coscript_run_detail(run),
+            "page": page,
+            "siblings": sibling_goals(list(page)),
+            "filters": filters,
+            "query": query.urlencode(),
+            "export_form": ExportForm(),
+            "refilter_form": RefilterForm(initial={"mode": run.filter_mode, "keyword_bonus": run.keyword_bonus}),
+        },
+    )
 
 
 @admin_required
@@ -111,8 +155,9 @@ def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
     if action not in actions:
         return HttpResponseBadRequest("unknown action")
     if action == "cancel":
-        refusal = refuse_unconfirmed(request, what=f"CoScript run {run.name}",
-                                     back_url=reverse("coscript_run_detail", args=[run.pk]))
+        refusal = refuse_unconfirmed(
+            request, what=f"CoScript run {run.name}", back_url=reverse("coscript_run_detail", args=[run.pk])
+        )
         if refusal is not None:
             return refusal
     try:
@@ -120,8 +165,12 @@ def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
     except ValueError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{run.name}: {result} failed request(s) will be asked again."
-                         if action == "retry-failed" else f"{run.name}: {action.replace('-', ' ')} requested.")
+        messages.success(
+            request,
+            f"{run.name}: {result} failed request(s) will be asked again."
+            if action == "retry-failed"
+            else f"{run.name}: {action.replace('-', ' ')} requested.",
+        )
     return redirect("coscript_run_detail", pk=run.pk)
 
 
@@ -133,21 +182,33 @@ def coscript_run_refilter(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(CoScriptRun.objects.select_related("language_model"), pk=pk)
     form = RefilterForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Not filtered again: " + "; ".join(
-            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
+        messages.error(
+            request,
+            "Not filtered again: "
+            + "; ".join(
+                f"{field}: {' '.join(str(error) for error in errors)}" for field, errors in form.errors.items()
+            ),
+        )
         return redirect("coscript_run_detail", pk=run.pk)
     try:
-        report = coscript_run_filter(run=run, mode=form.cleaned_data["mode"],
-                                     keyword_bonus=form.cleaned_data["keyword_bonus"])
+        report = coscript_run_filter(
+            run=run, mode=form.cleaned_data["mode"], keyword_bonus=form.cleaned_data["keyword_bonus"]
+        )
     except (ValueError, EmbeddingModelUnavailable) as exc:
         messages.error(request, f"Not filtered again: {exc}")
     else:
         total = report["total"]
         kept = share_estimate(total["kept"], total["candidates"])
-        rate = "—" if kept["share"] is None else (f"{100 * kept['share']:.1f} %, 95 % Wilson "
-                                                  f"{100 * kept['ci95'][0]:.1f}–{100 * kept['ci95'][1]:.1f} %")
-        messages.success(request, f"Filtered again ({report['mode']}, bonus {report['keyword_bonus']}): "
-                                  f"{total['kept']} of {total['candidates']} candidates kept ({rate}).")
+        rate = (
+            "—"
+            if kept["share"] is None
+            else (f"{100 * kept['share']:.1f} %, 95 % Wilson {100 * kept['ci95'][0]:.1f}–{100 * kept['ci95'][1]:.1f} %")
+        )
+        messages.success(
+            request,
+            f"Filtered again ({report['mode']}, bonus {report['keyword_bonus']}): "
+            f"{total['kept']} of {total['candidates']} candidates kept ({rate}).",
+        )
     return redirect(f"{reverse('coscript_run_detail', args=[run.pk])}#report")
 
 
@@ -159,7 +220,9 @@ def coscript_run_export(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return HttpResponseBadRequest("candidates must be one of selected, kept, all")
     candidates = form.cleaned_data["candidates"]
-    body = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in export_records(run, candidates=candidates))
+    body = "".join(
+        json.dumps(record, ensure_ascii=False) + "\n" for record in export_records(run, candidates=candidates)
+    )
     response = HttpResponse(body.encode("utf-8"), content_type="application/x-ndjson; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="coscript-run-{run.pk}-{candidates}.jsonl"'
     return response
@@ -174,8 +237,12 @@ def coscript_run_benchmark(request: HttpRequest, pk: int) -> HttpResponse:
     except ValueError as exc:
         messages.error(request, str(exc))
     else:
-        labels = {"added": "added", "already_added": "already in the benchmark", "held_by_review": "held by the review",
-                  "no_topic": "without a topic"}
+        labels = {
+            "added": "added",
+            "already_added": "already in the benchmark",
+            "held_by_review": "held by the review",
+            "no_topic": "without a topic",
+        }
         parts = [f"{counts.get(key, 0)} {label}" for key, label in labels.items() if counts.get(key) or key == "added"]
         messages.success(request, "Constrained split: " + ", ".join(parts) + ".")
     return redirect("coscript_run_detail", pk=run.pk)
@@ -184,10 +251,15 @@ def coscript_run_benchmark(request: HttpRequest, pk: int) -> HttpResponse:
 @researcher_required
 def coscript_review(request: HttpRequest) -> HttpResponse:
     lists = review_list()
-    return render(request, "coscript/review.html", {
-        "pending": lists["pending"], "reviewed": lists["reviewed"][:REVIEWED_SHOWN],
-        "n_reviewed": lists["reviewed"].count(),
-    })
+    return render(
+        request,
+        "coscript/review.html",
+        {
+            "pending": lists["pending"],
+            "reviewed": lists["reviewed"][:REVIEWED_SHOWN],
+            "n_reviewed": lists["reviewed"].count(),
+        },
+    )
 
 
 @researcher_required

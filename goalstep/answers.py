@@ -3,6 +3,7 @@
 The prompt lists the candidates as ``A. ...``, ``B. ...`` and asks for the letter. An
 answer counts only when it names exactly one candidate; anything else is *unparseable*:
 counted, never guessed."""
+
 from __future__ import annotations
 
 import re
@@ -37,7 +38,7 @@ def parse_choice(text: str, candidates: Sequence[str]) -> int | None:
     with ``B.`` or ``B)`` followed by text; an answer that is exactly one candidate's text."""
     if not isinstance(text, str):
         return None
-    valid = LETTERS[:len(candidates)]
+    valid = LETTERS[: len(candidates)]
     cleaned = text.strip().strip("*`_ ").strip()
     whole = re.fullmatch(r"\(?([A-Za-z])\)?[.):]?", cleaned)
     if whole:
@@ -88,11 +89,22 @@ class AccuracyTally:
         parsed = self.answered - self.unparseable
         overall = share_estimate(self.correct, self.answered)
         return {
-            "correct": self.correct, "answered": self.answered, "unparseable": self.unparseable,
-            "accuracy": overall["share"], "ci95": overall["ci95"], "interval": overall["interval"],
+            "correct": self.correct,
+            "answered": self.answered,
+            "unparseable": self.unparseable,
+            "accuracy": overall["share"],
+            "ci95": overall["ci95"],
+            "interval": overall["interval"],
             "accuracy_parsed": self.correct / parsed if parsed else None,
-            "n_unusable": sum(self.unusable.values()), "unusable": dict(sorted(self.unusable.items())),
-            "by_topic": {topic: {"correct": c, "answered": n, "accuracy": c / n if n else None,
-                                 "ci95": share_estimate(c, n)["ci95"]}
-                         for topic, (c, n) in sorted(self.by_topic.items())},
+            "n_unusable": sum(self.unusable.values()),
+            "unusable": dict(sorted(self.unusable.items())),
+            "by_topic": {
+                topic: {
+                    "correct": c,
+                    "answered": n,
+                    "accuracy": c / n if n else None,
+                    "ci95": share_estimate(c, n)["ci95"],
+                }
+                for topic, (c, n) in sorted(self.by_topic.items())
+            },
         }

@@ -11,8 +11,14 @@ class GoalstepConfig(AppConfig):
         from goalstep.models import TaskEvaluation
         from llm.runs import job_owner, job_owner_register, owned_run_cancel, owned_run_pause
 
-        job_owner_register(job_owner(
-            "goalstep-evaluation:", TaskEvaluation, noun="goal-step evaluation",
-            resume=lambda evaluation: services.task_evaluation_resume(evaluation=evaluation),
-            retry_failed=lambda evaluation: services.task_evaluation_retry_failed(evaluation=evaluation),
-            pause=owned_run_pause, cancel=owned_run_cancel))
+        job_owner_register(
+            job_owner(
+                "goalstep-evaluation:",
+                TaskEvaluation,
+                noun="goal-step evaluation",
+                resume=lambda evaluation: services.task_evaluation_resume(evaluation=evaluation),
+                retry_failed=lambda evaluation: services.task_evaluation_retry_failed(evaluation=evaluation),
+                pause=owned_run_pause,
+                cancel=owned_run_cancel,
+            )
+        )

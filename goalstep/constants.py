@@ -3,6 +3,7 @@
 "The paper" is Zhang, Lyu and Callison-Burch (2020), "Reasoning about Goals, Steps, and
 Temporal Ordering with WikiHow". Values it does not fix are marked "operational": they are
 our defaults and every one of them is a parameter of the construction."""
+
 from __future__ import annotations
 
 # §3: the three tasks.

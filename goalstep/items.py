@@ -27,12 +27,13 @@ removed.
 
 Randomness comes from one ``random.Random`` per positive, seeded by (seed, task, positive),
 so an item does not depend on the batch size or on ``limit``."""
+
 from __future__ import annotations
 
 import hashlib
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,10 +56,9 @@ from goalstep.constants import (
     STEP_ORDERING,
     TASKS,
 )
+from mining.embeddings import Embed
 from mining.split_dedup import top_neighbours
 from mining.words import STOPWORDS, content_words, lemma, normalise_text, words  # noqa: F401 - re-exported
-
-Embed = Callable[[list[str]], np.ndarray]
 
 # Reasons an item is removed: a repeat of an item already built first, then the filters in this order.
 REASON_LENGTH = "length"
@@ -75,7 +75,6 @@ TASK_FILTERS = {
     GOAL_INFERENCE: (REASON_LENGTH, REASON_LEXICAL_OVERLAP, REASON_SIMILARITY),
     STEP_ORDERING: (REASON_LENGTH,),
 }
-
 
 
 @dataclass(frozen=True)
@@ -98,8 +97,12 @@ class FilterSettings:
     similarity_ceiling: float | None = SIMILARITY_CEILING
 
     def as_dict(self) -> dict[str, Any]:
-        return {"min_step_words": self.min_step_words, "min_goal_words": self.min_goal_words,
-                "max_shared_words": self.max_shared_words, "similarity_ceiling": self.similarity_ceiling}
+        return {
+            "min_step_words": self.min_step_words,
+            "min_goal_words": self.min_goal_words,
+            "max_shared_words": self.max_shared_words,
+            "similarity_ceiling": self.similarity_ceiling,
+        }
 
 
 @dataclass
@@ -117,8 +120,15 @@ class Item:
     source_procedure_ids: list[int]
 
     def as_record(self) -> dict[str, Any]:
-        return {"id": self.id, "task": self.task, "prompt": self.prompt, "candidates": list(self.candidates),
-                "label": self.label, "topic": self.topic, "source_procedure_ids": list(self.source_procedure_ids)}
+        return {
+            "id": self.id,
+            "task": self.task,
+            "prompt": self.prompt,
+            "candidates": list(self.candidates),
+            "label": self.label,
+            "topic": self.topic,
+            "source_procedure_ids": list(self.source_procedure_ids),
+        }
 
 
 @dataclass
@@ -165,11 +175,25 @@ class _Pool:
                 self.step_texts.append(step)
                 self.step_proc.append(index)
             self.proc_step_rows.append(rows)
-        self.step_topic = self.proc_topic[np.asarray(self.step_proc, dtype=np.int64)] if self.step_proc else np.zeros(0, np.int64)
+        self.step_topic = (
+            self.proc_topic[np.asarray(self.step_proc, dtype=np.int64)] if self.step_proc else np.zeros(0, np.int64)
+        )
         self.step_vectors = _embed(embed, self.step_texts) if need_steps else None
         self.goal_vectors = _embed(embed, [p.goal for p in self.procedures]) if need_goals else None
         self.step_norm = [normalise_text(t) for t in self.step_texts]
         self.goal_norm = [normalise_text(p.goal) for p in self.procedures]
+
+    def steps_embedded(self) -> np.ndarray:
+        """The step embeddings (made when the pool was built for a task that needs them)."""
+        if self.step_vectors is None:
+            raise ValueError("this pool was built without step embeddings")
+        return self.step_vectors
+
+    def goals_embedded(self) -> np.ndarray:
+        """The goal embeddings (made when the pool was built for a task that needs them)."""
+        if self.goal_vectors is None:
+            raise ValueError("this pool was built without goal embeddings")
+        return self.goal_vectors
 
 
 def _embed(embed: Embed, texts: list[str]) -> np.ndarray:
@@ -184,8 +208,13 @@ def _block_rows(n_corpus: int) -> int:
 
 
 def _choose_negatives(
-    neighbours: Iterable[int], *, positive_topic: int, positive_text: str, topic_of: np.ndarray,
-    norm_of: Sequence[str], forbidden_texts: set[str],
+    neighbours: Iterable[int],
+    *,
+    positive_topic: int,
+    positive_text: str,
+    topic_of: np.ndarray,
+    norm_of: Sequence[str],
+    forbidden_texts: set[str],
 ) -> list[int]:
     """The first 3 neighbours (most similar first) from 3 further topics with new texts."""
     used_topics = {positive_topic}
@@ -232,7 +261,7 @@ def build_items(
     seen: set[str] = set()
     examined = 0
     for start in range(0, len(units), BUILD_BATCH):
-        batch = units[start:start + BUILD_BATCH]
+        batch = units[start : start + BUILD_BATCH]
         examined += len(batch)
         for draft in _drafts(task, pool, batch, seed=seed, counts=counts):
             counts["built"] += 1
@@ -248,10 +277,14 @@ def build_items(
         if limit is not None and len(kept) >= limit:
             break
     report = {
-        "task": task, "seed": seed, "limit": limit, "filters": filters.as_dict(),
+        "task": task,
+        "seed": seed,
+        "limit": limit,
+        "filters": filters.as_dict(),
         "filters_applied": list(TASK_FILTERS[task]),
         "pool": {"procedures": len(pool.procedures), "steps": len(pool.step_texts), "topics": len(pool.topic_number)},
-        "positives": len(units), "positives_examined": examined,
+        "positives": len(units),
+        "positives_examined": examined,
         "without_negatives": counts["without_negatives"],
         "built": counts["built"],
         "removed": {reason: counts[reason] for reason in REASONS},
@@ -282,19 +315,30 @@ def _drafts(task: str, pool: _Pool, batch: list[tuple[int, int]], *, seed: int, 
             yield _ordering_draft(pool, unit, _unit_rng(task, seed, pool, unit))
         return
     if task == STEP_INFERENCE:
-        corpus, corpus_topic, norm_of = pool.step_vectors, pool.step_topic, pool.step_norm
+        corpus, corpus_topic, norm_of = pool.steps_embedded(), pool.step_topic, pool.step_norm
         rows = np.array([row for _, row in batch], dtype=np.int64)
     else:
-        corpus, corpus_topic, norm_of = pool.goal_vectors, pool.proc_topic, pool.goal_norm
+        corpus, corpus_topic, norm_of = pool.goals_embedded(), pool.proc_topic, pool.goal_norm
         rows = np.array([procedure for procedure, _ in batch], dtype=np.int64)
     neighbours, _ = top_neighbours(
-        corpus[rows], corpus, k=NEIGHBOURS_EXAMINED, query_groups=corpus_topic[rows], corpus_groups=corpus_topic,
-        block_rows=_block_rows(len(corpus)))
+        corpus[rows],
+        corpus,
+        k=NEIGHBOURS_EXAMINED,
+        query_groups=corpus_topic[rows],
+        corpus_groups=corpus_topic,
+        block_rows=_block_rows(len(corpus)),
+    )
     for unit, row, found in zip(batch, rows.tolist(), neighbours.tolist()):
         procedure = unit[0]
         forbidden = {pool.step_norm[r] for r in pool.proc_step_rows[procedure]} if task == STEP_INFERENCE else set()
-        negatives = _choose_negatives(found, positive_topic=int(corpus_topic[row]), positive_text=norm_of[row],
-                                      topic_of=corpus_topic, norm_of=norm_of, forbidden_texts=forbidden)
+        negatives = _choose_negatives(
+            found,
+            positive_topic=int(corpus_topic[row]),
+            positive_text=norm_of[row],
+            topic_of=corpus_topic,
+            norm_of=norm_of,
+            forbidden_texts=forbidden,
+        )
         if len(negatives) < N_NEGATIVES:
             counts["without_negatives"] += 1
             continue
@@ -320,8 +364,15 @@ def _inference_drafts(task: str, pool: _Pool, positive: int, negatives: list[int
         prompts = list(pool.procedures[prompt_proc].steps)
     procedure_ids = [pool.procedures[p].id for p in procs]
     for prompt in prompts:
-        item = Item(id=item_id(task, prompt, candidates), task=task, prompt=prompt, candidates=list(candidates),
-                    label=label, topic=pool.procedures[prompt_proc].topic, source_procedure_ids=procedure_ids)
+        item = Item(
+            id=item_id(task, prompt, candidates),
+            task=task,
+            prompt=prompt,
+            candidates=list(candidates),
+            label=label,
+            topic=pool.procedures[prompt_proc].topic,
+            source_procedure_ids=procedure_ids,
+        )
         yield _Draft(item=item, original_label=original_label, candidate_rows=list(rows))
 
 
@@ -333,8 +384,15 @@ def _ordering_draft(pool: _Pool, unit: tuple[int, int], rng: random.Random) -> _
         candidates, label = [first, second], 0
     else:
         candidates, label = [second, first], 1
-    item = Item(id=item_id(STEP_ORDERING, procedure.goal, candidates), task=STEP_ORDERING, prompt=procedure.goal,
-                candidates=candidates, label=label, topic=procedure.topic, source_procedure_ids=[procedure.id])
+    item = Item(
+        id=item_id(STEP_ORDERING, procedure.goal, candidates),
+        task=STEP_ORDERING,
+        prompt=procedure.goal,
+        candidates=candidates,
+        label=label,
+        topic=procedure.topic,
+        source_procedure_ids=[procedure.id],
+    )
     return _Draft(item=item, original_label=None)
 
 
@@ -346,7 +404,8 @@ def _rejection(task: str, pool: _Pool, draft: _Draft, filters: FilterSettings, r
     item = draft.item
     prompt_is_goal = task != GOAL_INFERENCE
     if _too_short(item.prompt, filters.min_goal_words if prompt_is_goal else filters.min_step_words) or any(
-            _too_short(c, filters.min_step_words if prompt_is_goal else filters.min_goal_words) for c in item.candidates):
+        _too_short(c, filters.min_step_words if prompt_is_goal else filters.min_goal_words) for c in item.candidates
+    ):
         return REASON_LENGTH
     if task == STEP_ORDERING:
         if normalise_text(item.candidates[0]) == normalise_text(item.candidates[1]):
@@ -360,7 +419,9 @@ def _rejection(task: str, pool: _Pool, draft: _Draft, filters: FilterSettings, r
             return REASON_SIMILARITY
         if _ambiguous(task, pool, draft):
             return REASON_AMBIGUOUS
-    if reserved and (normalise_text(item.prompt) in reserved or any(normalise_text(c) in reserved for c in item.candidates)):
+    if reserved and (
+        normalise_text(item.prompt) in reserved or any(normalise_text(c) in reserved for c in item.candidates)
+    ):
         return REASON_LEAKAGE
     return None
 
@@ -377,17 +438,21 @@ def _too_similar(task: str, pool: _Pool, draft: _Draft, ceiling: float) -> bool:
     """Step inference: some negative step is closer than the ceiling to a step of the
     prompt's procedure. Goal inference: the prompt step is closer than the ceiling to a step
     of some negative goal's procedure (App. D, Similarity filter)."""
-    prompt_proc = draft.candidate_rows[draft.item.label] if task == GOAL_INFERENCE else pool.step_proc[
-        draft.candidate_rows[draft.item.label]]
+    prompt_proc = (
+        draft.candidate_rows[draft.item.label]
+        if task == GOAL_INFERENCE
+        else pool.step_proc[draft.candidate_rows[draft.item.label]]
+    )
+    step_vectors = pool.steps_embedded()
     if task == STEP_INFERENCE:
-        steps = pool.step_vectors[pool.proc_step_rows[prompt_proc]]
-        negatives = pool.step_vectors[_negative_rows(draft)]
+        steps = step_vectors[pool.proc_step_rows[prompt_proc]]
+        negatives = step_vectors[_negative_rows(draft)]
         return bool(steps.size and float((negatives @ steps.T).max()) > ceiling)
     prompt_row = pool.proc_step_rows[prompt_proc][pool.procedures[prompt_proc].steps.index(draft.item.prompt)]
-    prompt_vector = pool.step_vectors[prompt_row]
+    prompt_vector = step_vectors[prompt_row]
     for negative in _negative_rows(draft):
         rows = pool.proc_step_rows[negative]
-        if rows and float((pool.step_vectors[rows] @ prompt_vector).max()) > ceiling:
+        if rows and float((step_vectors[rows] @ prompt_vector).max()) > ceiling:
             return True
     return False
 
@@ -423,7 +488,9 @@ def longest_choice(candidates: Sequence[str]) -> int:
 def _accuracy(correct: int, n: int, chance: float) -> dict[str, Any]:
     interval = wilson_interval(correct, n)
     return {
-        "correct": correct, "n": n, "accuracy": correct / n if n else None,
+        "correct": correct,
+        "n": n,
+        "accuracy": correct / n if n else None,
         "ci95": list(interval) if interval else None,
         "chance_in_ci95": bool(interval and interval[0] <= chance <= interval[1]),
     }
@@ -441,7 +508,7 @@ def candidates_only_baselines(task: str, pool: _Pool, drafts: Sequence[_Draft]) 
     if task == STEP_ORDERING:
         result["first_position"] = _accuracy(sum(d.item.label == 0 for d in drafts), n, chance)
         return result
-    vectors = pool.step_vectors if task == STEP_INFERENCE else pool.goal_vectors
+    vectors = pool.steps_embedded() if task == STEP_INFERENCE else pool.goals_embedded()
     hub_correct = hub_before = 0
     for draft in drafts:
         choice = hub_choice(vectors[draft.candidate_rows])

@@ -1,6 +1,7 @@
 """Stored task sets, their items, and model evaluations on them (Zhang et al. 2020, §3-4).
 
 Structure only; construction is in goalstep/items.py, the workflows in goalstep/services.py."""
+
 from __future__ import annotations
 
 from django.db import models
@@ -58,8 +59,9 @@ class TaskEvaluation(RunFields):
 
     task_set = models.ForeignKey(TaskSet, on_delete=models.CASCADE, related_name="evaluations")
     language_model = models.ForeignKey(LanguageModel, on_delete=models.PROTECT, related_name="goalstep_evaluations")
-    llm_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True,
-                                   related_name="goalstep_evaluation")
+    llm_job = models.OneToOneField(
+        LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="goalstep_evaluation"
+    )
     item_ids = models.JSONField(default=list, help_text="TaskItem ids in request order.")
 
     class Meta:
@@ -84,3 +86,6 @@ class TaskPrediction(models.Model):
     class Meta:
         ordering = ["evaluation_id", "item_id"]
         constraints = [models.UniqueConstraint(fields=["evaluation", "item"], name="one_prediction_per_item")]
+
+    def __str__(self) -> str:
+        return f"{self.evaluation_id}/{self.item_id}: {self.choice}"

@@ -1,4 +1,5 @@
 """Reads of the goal-step app: task sets, evaluation accuracy, leaderboards per task."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -57,13 +58,23 @@ def leaderboard(task: str, *, task_set_id: int | None = None) -> dict[str, Any]:
     rows = []
     if chosen is not None:
         for evaluation in chosen.evaluations.select_related("language_model", "llm_job"):
-            rows.append({"evaluation": evaluation, "model": evaluation.language_model.name,
-                         "state": task_evaluation_state(evaluation, live=False),
-                         **task_evaluation_accuracy(evaluation)})
+            rows.append(
+                {
+                    "evaluation": evaluation,
+                    "model": evaluation.language_model.name,
+                    "state": task_evaluation_state(evaluation, live=False),
+                    **task_evaluation_accuracy(evaluation),
+                }
+            )
     rows.sort(key=lambda r: (r["accuracy"] is None, -(r["accuracy"] or 0.0), r["model"]))
     topics = sorted({topic for row in rows for topic in row["by_topic"]})
     return {
-        "task": task, "task_sets": sets, "task_set": chosen, "rows": rows, "topics": topics,
-        "paper_roberta": PAPER_ROBERTA_ACCURACY[task], "paper_human": PAPER_HUMAN_ACCURACY[task],
+        "task": task,
+        "task_sets": sets,
+        "task_set": chosen,
+        "rows": rows,
+        "topics": topics,
+        "paper_roberta": PAPER_ROBERTA_ACCURACY[task],
+        "paper_human": PAPER_HUMAN_ACCURACY[task],
         "human": human_accuracy(task),
     }

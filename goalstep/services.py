@@ -1,5 +1,6 @@
 """Writes of the goal-step app: building task sets (Zhang et al. 2020, §3) and evaluating
 registered models on them through the LLM layer (§4)."""
+
 from __future__ import annotations
 
 import json
@@ -12,26 +13,28 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 
+from core.app_errors import InvalidInput
+from core.record_files import atomic_output
 from goalstep.answers import candidate_list, letter_list, parse_choice
 from goalstep.constants import STEP_ORDERING, TASKS, USABLE_OUTCOMES
 from goalstep.items import BuildResult, FilterSettings, PoolProcedure, build_items
 from goalstep.models import TaskEvaluation, TaskItem, TaskPrediction, TaskSet
 from judging.models import LanguageModel, PromptStyle
-from judging.prompts import PLACEHOLDERS, Prompt, prompt_load
+from judging.prompts import Prompt, prompt_load
 from judging.services import decoding_params
 from llm.client import LLMRequest
+from llm.runs import owned_run_execute, owned_run_job_attach, owned_run_resume, owned_run_retry_failed
 from llm.selectors import llm_job_results
-from llm.runs import owned_run_execute, owned_run_resume, owned_run_retry_failed
-from llm.services import llm_job_create
+from llm.shards import llm_job_tasks
 from mining.embeddings import configured_model_name, embed_texts
 from mining.models import Procedure, Split
-from mining.record_files import atomic_output
 
 SPLITS = (Split.BENCH, Split.TRAIN)
 PROMPTS_DIR = Path(__file__).with_name("prompts")
-# The kind of prompt a goal-step evaluation renders (judging.prompts checks placeholders by kind).
+# The kind of prompt a goal-step evaluation renders, and the placeholders its files are
+# checked for (passed to judging.prompts.prompt_load, which knows only judging's kinds).
 PROMPT_KIND = "goalstep_answer"
-PLACEHOLDERS.setdefault(PROMPT_KIND, {"prompt", "candidates", "letters"})
+PROMPT_PLACEHOLDERS = frozenset({"prompt", "candidates", "letters"})
 
 
 def procedure_pool(split: str) -> list[PoolProcedure]:
@@ -54,33 +57,69 @@ def reserved_texts_for(split: str) -> list[str]:
 
 
 def task_set_build(
-    *, task: str, split: str, output: str | Path, seed: int = 0, limit: int | None = None,
-    filters: FilterSettings = FilterSettings(), embedding_model: str | None = None,
+    *,
+    task: str,
+    split: str,
+    output: str | Path,
+    seed: int = 0,
+    limit: int | None = None,
+    filters: FilterSettings = FilterSettings(),
+    embedding_model: str | None = None,
     embed: Callable[[list[str]], np.ndarray] | None = None,
 ) -> tuple[TaskSet, BuildResult]:
     """Build a task set from a split, store it and write it as JSONL (atomically: the file
     appears complete or not at all, and a failed write stores nothing)."""
     if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; one of {', '.join(TASKS)}")
+        raise InvalidInput(f"unknown task {task!r}; one of {', '.join(TASKS)}")
     if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}")
+        raise InvalidInput(f"split must be one of {', '.join(SPLITS)}")
     pool = procedure_pool(split)
     if not pool:
-        raise ValueError(f"no procedures in split {split!r}; run split_procedures first")
-    model_name = "" if task == STEP_ORDERING else configured_model_name(
-        embedding_model or getattr(settings, "EMBEDDING_MODEL", ""))
+        raise InvalidInput(f"no procedures in split {split!r}; run split_procedures first")
+    model_name = (
+        ""
+        if task == STEP_ORDERING
+        else configured_model_name(embedding_model or getattr(settings, "EMBEDDING_MODEL", ""))
+    )
     if embed is None:
         embed = partial(embed_texts, model=model_name)
-    result = build_items(task=task, procedures=pool, embed=embed, seed=seed, limit=limit, filters=filters,
-                         reserved_texts=reserved_texts_for(split))
+    result = build_items(
+        task=task,
+        procedures=pool,
+        embed=embed,
+        seed=seed,
+        limit=limit,
+        filters=filters,
+        reserved_texts=reserved_texts_for(split),
+    )
     with transaction.atomic():
         task_set = TaskSet.objects.create(
-            task=task, split=split, seed=seed, limit=limit, filters=filters.as_dict(), embedding_model=model_name,
-            report=result.report, n_items=len(result.items), output_file=str(output))
-        TaskItem.objects.bulk_create([
-            TaskItem(task_set=task_set, item_id=item.id, position=n, prompt=item.prompt, candidates=item.candidates,
-                     label=item.label, topic=item.topic, source_procedure_ids=item.source_procedure_ids)
-            for n, item in enumerate(result.items)], batch_size=2000)
+            task=task,
+            split=split,
+            seed=seed,
+            limit=limit,
+            filters=filters.as_dict(),
+            embedding_model=model_name,
+            report=result.report,
+            n_items=len(result.items),
+            output_file=str(output),
+        )
+        TaskItem.objects.bulk_create(
+            [
+                TaskItem(
+                    task_set=task_set,
+                    item_id=item.id,
+                    position=n,
+                    prompt=item.prompt,
+                    candidates=item.candidates,
+                    label=item.label,
+                    topic=item.topic,
+                    source_procedure_ids=item.source_procedure_ids,
+                )
+                for n, item in enumerate(result.items)
+            ],
+            batch_size=2000,
+        )
         with atomic_output(output) as handle:
             for item in result.items:
                 handle.write((json.dumps(item.as_record(), ensure_ascii=False) + "\n").encode("utf-8"))
@@ -91,12 +130,15 @@ def task_set_build(
 
 
 def evaluation_prompt(task: str, prompt_file: str | None = None) -> Prompt:
-    return prompt_load(prompt_file or str(PROMPTS_DIR / f"{task}.txt"), kind=PROMPT_KIND)
+    return prompt_load(
+        prompt_file or str(PROMPTS_DIR / f"{task}.txt"), kind=PROMPT_KIND, placeholders=PROMPT_PLACEHOLDERS
+    )
 
 
 def evaluation_request(item: TaskItem, language_model: LanguageModel, prompt: Prompt) -> LLMRequest:
-    text = prompt.render(prompt=item.prompt, candidates=candidate_list(item.candidates),
-                         letters=letter_list(len(item.candidates)))
+    text = prompt.render(
+        prompt=item.prompt, candidates=candidate_list(item.candidates), letters=letter_list(len(item.candidates))
+    )
     params = decoding_params(language_model)
     if language_model.prompt_style == PromptStyle.BASE:
         return LLMRequest(stage=PROMPT_KIND, messages=[], prompt=text + "\nAnswer:", params=params)
@@ -105,23 +147,41 @@ def evaluation_request(item: TaskItem, language_model: LanguageModel, prompt: Pr
 
 @transaction.atomic
 def task_evaluation_create(
-    *, task_set: TaskSet, language_model: LanguageModel, prompt_file: str | None = None, executor: str = "online",
-    concurrency: int = 16, budget_usd: Decimal | None = None, start: bool = True,
+    *,
+    task_set: TaskSet,
+    language_model: LanguageModel,
+    prompt_file: str | None = None,
+    executor: str = "online",
+    concurrency: int = 16,
+    budget_usd: Decimal | None = None,
+    start: bool = True,
 ) -> TaskEvaluation:
     """One request per item of the task set, through the LLM layer (ledger, retries, limits)."""
     prompt = evaluation_prompt(task_set.task, prompt_file)
     items = list(task_set.items.order_by("position"))
     if not items:
-        raise ValueError(f"task set {task_set.pk} has no items")
+        raise InvalidInput(f"task set {task_set.pk} has no items")
     evaluation = TaskEvaluation.objects.create(
-        task_set=task_set, language_model=language_model, prompt_file=prompt.path, prompt_hash=prompt.sha256,
-        executor=executor, concurrency=concurrency, budget_usd=budget_usd, item_ids=[item.pk for item in items])
+        task_set=task_set,
+        language_model=language_model,
+        prompt_file=prompt.path,
+        prompt_hash=prompt.sha256,
+        executor=executor,
+        concurrency=concurrency,
+        budget_usd=budget_usd,
+        item_ids=[item.pk for item in items],
+    )
     requests = [evaluation_request(item, language_model, prompt) for item in items]
-    evaluation.llm_job = llm_job_create(
-        run=f"goalstep-evaluation:{evaluation.pk}", role=language_model.role, requests=requests, executor=executor,
-        concurrency=concurrency, budget_usd=budget_usd, endpoint_overrides=language_model.endpoint_overrides(),
-        start=False)
-    evaluation.save(update_fields=["llm_job"])
+    owned_run_job_attach(
+        evaluation,
+        label="goalstep-evaluation",
+        role=language_model.role,
+        requests=requests,
+        executor=executor,
+        concurrency=concurrency,
+        budget_usd=budget_usd,
+        endpoint_overrides=language_model.endpoint_overrides(),
+    )
     if start:
         _evaluation_enqueue(evaluation)()
     return evaluation
@@ -129,8 +189,11 @@ def task_evaluation_create(
 
 def task_evaluation_execute(*, evaluation_id: int) -> str:
     evaluation = TaskEvaluation.objects.select_related("llm_job", "task_set").filter(pk=evaluation_id).first()
-    return "gone" if evaluation is None else owned_run_execute(
-        evaluation, collect=task_evaluation_collect, unusable=task_evaluation_unusable)
+    return (
+        "gone"
+        if evaluation is None
+        else owned_run_execute(evaluation, collect=task_evaluation_collect, unusable=task_evaluation_unusable)
+    )
 
 
 def task_evaluation_unusable(evaluation: TaskEvaluation) -> int:
@@ -142,15 +205,20 @@ def task_evaluation_unusable(evaluation: TaskEvaluation) -> int:
 def _evaluation_enqueue(evaluation: TaskEvaluation):
     from goalstep.tasks import task_evaluation_execute_task
 
-    return lambda: transaction.on_commit(lambda: task_evaluation_execute_task.delay(evaluation.pk))
+    # One task per shard of the evaluation's job still to execute (llm/shards.py).
+    return lambda: transaction.on_commit(
+        lambda: [task_evaluation_execute_task.delay(evaluation.pk) for _ in range(llm_job_tasks(evaluation.llm_job_id))]
+    )
 
 
 def task_evaluation_retry_failed(*, evaluation: TaskEvaluation, start: bool = True) -> int:
     """*Retry failed* of a goal-step evaluation: exactly its requests without an ``ok`` answer.
     ``start``: hand it to a Celery worker (else the caller executes it, as the command does)."""
     return owned_run_retry_failed(
-        evaluation, enqueue=_evaluation_enqueue(evaluation) if start else (lambda: None),
-        discard_unusable=lambda e: e.predictions.exclude(outcome__in=USABLE_OUTCOMES).delete()[0])
+        evaluation,
+        enqueue=_evaluation_enqueue(evaluation) if start else (lambda: None),
+        discard_unusable=lambda e: e.predictions.exclude(outcome__in=USABLE_OUTCOMES).delete()[0],
+    )
 
 
 def task_evaluation_resume(*, evaluation: TaskEvaluation) -> None:
@@ -161,6 +229,8 @@ def task_evaluation_collect(evaluation: TaskEvaluation) -> int:
     """Store a prediction for every finished request (idempotent). A completion that names no
     single candidate is stored as ``unparseable`` with no choice; calls that returned no
     completion keep their outcome (truncated, refused, ...). Returns how many were new."""
+    if evaluation.llm_job is None:  # not launched: nothing has finished
+        return 0
     items = TaskItem.objects.in_bulk(evaluation.item_ids)
     stored = set(evaluation.predictions.values_list("item_id", flat=True))
     new = []
@@ -170,9 +240,16 @@ def task_evaluation_collect(evaluation: TaskEvaluation) -> int:
         item = items[item_pk]
         choice = parse_choice(result.text, item.candidates) if result.ok else None
         outcome = result.outcome if not result.ok else ("ok" if choice is not None else "unparseable")
-        new.append(TaskPrediction(
-            evaluation=evaluation, item=item, outcome=outcome, choice=choice,
-            correct=None if choice is None else choice == item.label, completion=result.text,
-            provenance={"prompt_hash": evaluation.prompt_hash, "ledger_key": result.key}))
+        new.append(
+            TaskPrediction(
+                evaluation=evaluation,
+                item=item,
+                outcome=outcome,
+                choice=choice,
+                correct=None if choice is None else choice == item.label,
+                completion=result.text,
+                provenance={"prompt_hash": evaluation.prompt_hash, "ledger_key": result.key},
+            )
+        )
     TaskPrediction.objects.bulk_create(new, ignore_conflicts=True)
     return len(new)

@@ -4,9 +4,10 @@ The app that holds human answers (annotate) registers a provider; goalstep never
 it. A provider takes a task name and returns ``{"accuracy", "n_answers", "n_items",
 "source"}`` (the share of human answers equal to the label) or None when it has no answers
 for that task."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 Provider = Callable[[str], "dict | None"]
 _PROVIDERS: list[Provider] = []

@@ -1,7 +1,10 @@
 """Pages of the goal-step app: task sets with their build reports, a leaderboard per task
 (each evaluation with its run state), and (admins) starting an evaluation, resuming it and
 retrying its failed requests."""
+
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -28,10 +31,15 @@ def task_set_index(request: HttpRequest) -> HttpResponse:
 @researcher_required
 def task_set_detail(request: HttpRequest, pk: int) -> HttpResponse:
     task_set = get_object_or_404(TaskSet, pk=pk)
-    return render(request, "goalstep/task_set.html", {
-        "task_set": task_set, "report_lines": report_lines(task_set.report) if task_set.report else [],
-        "items": task_set.items.order_by("position")[:50],
-    })
+    return render(
+        request,
+        "goalstep/task_set.html",
+        {
+            "task_set": task_set,
+            "report_lines": report_lines(task_set.report) if task_set.report else [],
+            "items": task_set.items.order_by("position")[:50],
+        },
+    )
 
 
 @researcher_required
@@ -49,14 +57,23 @@ def leaderboard_page(request: HttpRequest, task: str) -> HttpResponse:
 def evaluation_launch(request: HttpRequest) -> HttpResponse:
     form = TaskEvaluationForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "The evaluation was not started: " + "; ".join(
-            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
+        messages.error(
+            request,
+            "The evaluation was not started: "
+            + "; ".join(
+                f"{field}: {' '.join(str(error) for error in errors)}" for field, errors in form.errors.items()
+            ),
+        )
         return redirect("goalstep_task_sets")
     data = form.cleaned_data
     try:
-        task_evaluation_create(task_set=data["task_set"], language_model=data["language_model"],
-                               prompt_file=data["prompt_file"] or None, executor=data["executor"],
-                               concurrency=data["concurrency"])
+        task_evaluation_create(
+            task_set=data["task_set"],
+            language_model=data["language_model"],
+            prompt_file=data["prompt_file"] or None,
+            executor=data["executor"],
+            concurrency=data["concurrency"],
+        )
     except (ValueError, PromptError, EndpointNotConfigured) as exc:
         messages.error(request, f"The evaluation was not started: {exc}")
     else:
@@ -70,17 +87,25 @@ def evaluation_launch(request: HttpRequest) -> HttpResponse:
 def evaluation_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     """*Retry failed* (exactly the requests without an ok answer) or *Resume* (a paused or
     failed evaluation) of one evaluation; back to its leaderboard."""
-    actions = {"retry": task_evaluation_retry_failed, "resume": task_evaluation_resume}
+    actions: dict[str, Callable[..., int | None]] = {
+        "retry": task_evaluation_retry_failed,
+        "resume": task_evaluation_resume,
+    }
     if action not in actions:
         return HttpResponseBadRequest("unknown action: retry or resume")
-    evaluation = get_object_or_404(TaskEvaluation.objects.select_related("llm_job", "task_set", "language_model"),
-                                   pk=pk)
+    evaluation = get_object_or_404(
+        TaskEvaluation.objects.select_related("llm_job", "task_set", "language_model"), pk=pk
+    )
     try:
         n = actions[action](evaluation=evaluation)
     except ValueError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{evaluation}: {n} failed request(s) will be asked again." if action == "retry"
-                         else f"{evaluation}: resume requested.")
+        messages.success(
+            request,
+            f"{evaluation}: {n} failed request(s) will be asked again."
+            if action == "retry"
+            else f"{evaluation}: resume requested.",
+        )
     task_set = evaluation.task_set
     return redirect(f"{reverse('goalstep_leaderboard', args=[task_set.task])}?set={task_set.pk}")

@@ -1,7 +1,13 @@
 from django.contrib import admin
 
 from judging.models import (
-    ComponentExtraction, ComponentsRun, Generation, GenerationRun, Judgment, JudgeRun, LanguageModel,
+    ComponentExtraction,
+    ComponentsRun,
+    Generation,
+    GenerationRun,
+    JudgeRun,
+    Judgment,
+    LanguageModel,
 )
 
 

@@ -16,15 +16,29 @@ class JudgingConfig(AppConfig):
         from judging.models import ComponentsRun, GenerationRun, JudgeRun
         from llm.runs import job_owner, job_owner_register
 
-        for prefix, model, noun in (("generation-run:", GenerationRun, "generation run"),
-                                    ("judge-run:", JudgeRun, "judge run")):
-            job_owner_register(job_owner(
-                prefix, model, noun=noun, resume=lambda run: services.run_resume(run=run),
-                retry_failed=lambda run: services.run_retry_failed(run=run),
-                pause=lambda run: services.run_pause(run=run), cancel=lambda run: services.run_cancel(run=run)))
-        job_owner_register(job_owner(
-            "components-run:", ComponentsRun, noun="components run",
-            resume=lambda run: score_services.components_run_resume(run=run),
-            retry_failed=lambda run: score_services.components_run_retry_failed(run=run),
-            pause=lambda run: services.run_control(run=run, action="pause"),
-            cancel=lambda run: services.run_control(run=run, action="cancel")))
+        for prefix, model, noun in (
+            ("generation-run:", GenerationRun, "generation run"),
+            ("judge-run:", JudgeRun, "judge run"),
+        ):
+            job_owner_register(
+                job_owner(
+                    prefix,
+                    model,
+                    noun=noun,
+                    resume=lambda run: services.run_resume(run=run),
+                    retry_failed=lambda run: services.run_retry_failed(run=run),
+                    pause=lambda run: services.run_pause(run=run),
+                    cancel=lambda run: services.run_cancel(run=run),
+                )
+            )
+        job_owner_register(
+            job_owner(
+                "components-run:",
+                ComponentsRun,
+                noun="components run",
+                resume=lambda run: score_services.components_run_resume(run=run),
+                retry_failed=lambda run: score_services.components_run_retry_failed(run=run),
+                pause=lambda run: services.run_control(run=run, action="pause"),
+                cancel=lambda run: services.run_control(run=run, action="cancel"),
+            )
+        )

@@ -5,9 +5,10 @@ The app that holds human labels (annotate) registers a provider; judging never i
 A provider takes the judge's name and the per-generation labels behind a leaderboard row
 (True = no_failure) and returns ``{"corrected_score", "ci95", "tpr", "tnr", "n_labelled",
 "source"}`` (scores on the 0-100 How2Score scale) or None when it has no labels for the judge."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 Provider = Callable[[str, list[bool]], "dict | None"]
 _PROVIDERS: list[Provider] = []

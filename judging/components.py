@@ -6,6 +6,7 @@
 * ``rule_based_components``: the offline fallback that turns a plain imperative step
   sentence into a triple when no LLM is configured (the rule is stated below and in
   docs/score.md)."""
+
 from __future__ import annotations
 
 import copy
@@ -65,7 +66,9 @@ def components_from_dict(value: Any) -> StepComponents:
     """A checked triple from a decoded JSON object with exactly the keys ``action`` (a
     non-empty string), ``objects`` and ``parameters`` (lists of non-empty strings)."""
     if not isinstance(value, Mapping):
-        raise ComponentsError(None, f"expected a JSON object with keys {', '.join(KEY_STEP_FIELDS)}, got {_type_name(value)}")
+        raise ComponentsError(
+            None, f"expected a JSON object with keys {', '.join(KEY_STEP_FIELDS)}, got {_type_name(value)}"
+        )
     missing = [name for name in KEY_STEP_FIELDS if name not in value]
     if missing:
         raise ComponentsError(missing[0], "missing")
@@ -117,16 +120,64 @@ def components_list(value: Any, field: str) -> tuple[StepComponents, ...]:
 
 _MARKER = re.compile(r"^\s*(?:step\s+\d+\s*[:.)]|\d+\s*[.):]|[-*\u2022])\s*", re.IGNORECASE)
 _SUBORDINATORS = frozenset({"if", "when", "once", "after", "before", "while", "until", "as", "whenever"})
-_FILLERS = frozenset({
-    "first", "firstly", "then", "next", "now", "finally", "lastly", "also", "and", "please",
-    "carefully", "gently", "slowly", "quickly", "immediately", "thoroughly", "simply", "just",
-})
-_DETERMINERS = frozenset({"the", "a", "an", "your", "some", "all", "any", "this", "that", "these", "those", "its", "their"})
-_PREPOSITIONS = frozenset({
-    "in", "on", "at", "for", "with", "to", "into", "onto", "from", "over", "under", "until",
-    "by", "about", "through", "using", "without", "within", "before", "after", "during",
-    "across", "around", "between", "inside", "per", "via", "so", "while",
-})
+_FILLERS = frozenset(
+    {
+        "first",
+        "firstly",
+        "then",
+        "next",
+        "now",
+        "finally",
+        "lastly",
+        "also",
+        "and",
+        "please",
+        "carefully",
+        "gently",
+        "slowly",
+        "quickly",
+        "immediately",
+        "thoroughly",
+        "simply",
+        "just",
+    }
+)
+_DETERMINERS = frozenset(
+    {"the", "a", "an", "your", "some", "all", "any", "this", "that", "these", "those", "its", "their"}
+)
+_PREPOSITIONS = frozenset(
+    {
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "to",
+        "into",
+        "onto",
+        "from",
+        "over",
+        "under",
+        "until",
+        "by",
+        "about",
+        "through",
+        "using",
+        "without",
+        "within",
+        "before",
+        "after",
+        "during",
+        "across",
+        "around",
+        "between",
+        "inside",
+        "per",
+        "via",
+        "so",
+        "while",
+    }
+)
 _ADVERBS = frozenset({"once", "twice", "thrice", "again", "well", "together", "overnight", "briefly"})
 _WORD = re.compile(r"[^\s,;:]+|[,;:]")
 _PUNCTUATION = frozenset({",", ";", ":"})
@@ -149,7 +200,7 @@ def rule_based_components(sentence: str) -> StepComponents:
     words = [_clean(word) for word in _WORD.findall(text)]
     words = [word for word in words if word]
     if words and words[0] in _SUBORDINATORS and "," in words:
-        words = words[words.index(",") + 1:]
+        words = words[words.index(",") + 1 :]
     while words and (words[0] in _FILLERS or words[0] in _PUNCTUATION):
         words = words[1:]
     if not words:
@@ -175,7 +226,9 @@ def rule_based_components(sentence: str) -> StepComponents:
             piece.append(word)
     if piece:
         parameters.append(" ".join(piece))
-    return StepComponents(action=action, objects=tuple(objects), parameters=tuple(p for p in parameters if p not in _PREPOSITIONS))
+    return StepComponents(
+        action=action, objects=tuple(objects), parameters=tuple(p for p in parameters if p not in _PREPOSITIONS)
+    )
 
 
 def _split_objects(words: Sequence[str]) -> list[str]:
@@ -232,7 +285,7 @@ def components_answer(value: Any, n_steps: int) -> tuple[StepComponents, ...]:
     """The triples of an ``extract_components`` answer, checked: an object with ``steps``,
     exactly one valid triple per input step. ``ComponentsError`` names the wrong field."""
     if not isinstance(value, Mapping) or "steps" not in value:
-        raise ComponentsError("steps", "missing: expected an object {\"steps\": [...]}")
+        raise ComponentsError("steps", 'missing: expected an object {"steps": [...]}')
     steps = components_list(value["steps"], "steps")
     if len(steps) != n_steps:
         raise ComponentsError("steps", f"expected {n_steps} steps (one per input step), got {len(steps)}")

@@ -20,6 +20,7 @@ The rule (docs/how2bench.md, "Uncertainty, coverage and the ranking rule"):
   can never top the table silently.
 * Two models are compared on the items both have a usable verdict for, with a paired
   bootstrap interval (``core.intervals.paired_bootstrap_difference``)."""
+
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping
@@ -32,7 +33,8 @@ BASIS_COMMON = "common"
 BASIS_ALL = "all"
 BASES = (BASIS_COMMON, BASIS_ALL)
 
-ItemCounts = Mapping[Hashable, tuple[int, int, int]]
+# Keyed by item id (procedure ids, or any hashable key): Any, since a Mapping's key type is invariant.
+ItemCounts = Mapping[Any, tuple[int, int, int]]
 """item -> (no_failure, judged, unusable) of one model."""
 
 
@@ -41,8 +43,12 @@ def estimate_over(counts: ItemCounts, *, n_items: int, items: Collection[Hashabl
     coverage against ``n_items``."""
     chosen = list(counts.values()) if items is None else [counts[i] for i in items if i in counts]
     return how2score_estimate(
-        sum(c[0] for c in chosen), sum(c[1] for c in chosen), n_unusable=sum(c[2] for c in chosen),
-        n_items=n_items, n_items_judged=sum(1 for c in chosen if c[1] > 0))
+        sum(c[0] for c in chosen),
+        sum(c[1] for c in chosen),
+        n_unusable=sum(c[2] for c in chosen),
+        n_items=n_items,
+        n_items_judged=sum(1 for c in chosen if c[1] > 0),
+    )
 
 
 def judged_items(counts: ItemCounts) -> set[Hashable]:
@@ -56,8 +62,9 @@ def check_min_coverage(value: float) -> float:
     return value
 
 
-def ranking(counts_by_model: Mapping[str, ItemCounts], *, n_items: int, basis: str = BASIS_COMMON,
-            min_coverage: float) -> dict[str, Any]:
+def ranking(
+    counts_by_model: Mapping[str, ItemCounts], *, n_items: int, basis: str = BASIS_COMMON, min_coverage: float
+) -> dict[str, Any]:
     """Apply the ranking rule. Returns ``{"basis", "min_coverage", "n_items",
     "n_common_items", "n_complete", "order", "models"}``: ``order`` lists the models as
     they are shown; ``models[m]`` holds ``all_items`` (its estimate over all its judged
@@ -74,8 +81,9 @@ def ranking(counts_by_model: Mapping[str, ItemCounts], *, n_items: int, basis: s
     complete = [m for m, row in models.items() if row["complete"]]
     common = set.intersection(*(judged_items(counts_by_model[m]) for m in complete)) if complete else set()
     for model, row in models.items():
-        row["common_items"] = (estimate_over(counts_by_model[model], n_items=len(common), items=common)
-                               if row["complete"] else None)
+        row["common_items"] = (
+            estimate_over(counts_by_model[model], n_items=len(common), items=common) if row["complete"] else None
+        )
         on_common = basis == BASIS_COMMON and row["complete"]
         row["shown"] = row["common_items"] if on_common else row["all_items"]
         row["scored_on"] = "common" if on_common else "own"
@@ -96,12 +104,20 @@ def ranking(counts_by_model: Mapping[str, ItemCounts], *, n_items: int, basis: s
             row["rank"] = rank
         else:
             row["rank"] = None
-    return {"basis": basis, "min_coverage": min_coverage, "n_items": n_items, "n_common_items": len(common),
-            "n_complete": len(complete), "order": ordered, "models": models}
+    return {
+        "basis": basis,
+        "min_coverage": min_coverage,
+        "n_items": n_items,
+        "n_common_items": len(common),
+        "n_complete": len(complete),
+        "order": ordered,
+        "models": models,
+    }
 
 
-def paired_comparison(a: ItemCounts, b: ItemCounts, *, resamples: int = BOOTSTRAP_RESAMPLES,
-                      seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+def paired_comparison(
+    a: ItemCounts, b: ItemCounts, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> dict[str, Any]:
     """Is A better than B? Both models' How2Scores on the items both have a usable verdict
     for (``a`` and ``b``: ``how2score_estimate`` each, coverage against those common items),
     and the difference A - B with its paired bootstrap interval (``difference`` and ``ci95``
@@ -109,8 +125,14 @@ def paired_comparison(a: ItemCounts, b: ItemCounts, *, resamples: int = BOOTSTRA
     ``resamples``, ``seed``, ``interval``, ``share_a_better``, ``share_b_better``)."""
     common = sorted(judged_items(a) & judged_items(b), key=repr)
     difference = paired_bootstrap_difference(
-        [(a[i][0], a[i][1]) for i in common], [(b[i][0], b[i][1]) for i in common], scale=1.0,
-        resamples=resamples, seed=seed)
-    return {"a": estimate_over(a, n_items=len(common), items=common),
-            "b": estimate_over(b, n_items=len(common), items=common),
-            **percent_forms(difference, ["difference", "ci95"])}
+        [(a[i][0], a[i][1]) for i in common],
+        [(b[i][0], b[i][1]) for i in common],
+        scale=1.0,
+        resamples=resamples,
+        seed=seed,
+    )
+    return {
+        "a": estimate_over(a, n_items=len(common), items=common),
+        "b": estimate_over(b, n_items=len(common), items=common),
+        **percent_forms(difference, ["difference", "ci95"]),
+    }

@@ -1,5 +1,6 @@
 """Demo generations and judgments: the model outputs and critical failures printed in
 How2Everything (Tables 1 and 17-19). Sources are listed in demo/SOURCES.md."""
+
 from __future__ import annotations
 
 import json
@@ -7,11 +8,33 @@ import json
 from django.conf import settings
 from django.db import transaction
 
-from judging.models import Generation, Judgment
+from judging.models import Generation, Judgment, LanguageModel, PromptStyle
 from judging.tokens import procedure_tokens
 from mining.models import Procedure
 
 DEMO_GENERATIONS = settings.BASE_DIR / "demo" / "data" / "generations.jsonl"
+
+# The models of the demo's leaderboard, registered so that a run can be started with them at
+# once (served by the generate role's endpoint). The three API models are reasoning-enabled
+# endpoints and the Qwen 3 8B instruct model is not (How2Everything App. D.1: greedy decoding
+# for non-reasoning endpoints, T = 0.6 for reasoning-enabled API models).
+DEMO_MODELS = {
+    "claude-opus-4.5": {"reasoning": True},
+    "gemini-2.5-pro": {"reasoning": True},
+    "gpt-5": {"reasoning": True},
+    "qwen3-8b-instruct": {"reasoning": False},
+}
+
+
+def _register_models() -> int:
+    """Idempotent: a model registered already (by the demo or by a user) is left as it is."""
+    created = 0
+    for name, fields in DEMO_MODELS.items():
+        _, new = LanguageModel.objects.get_or_create(
+            name=name, defaults={"role": "generate", "model": name, "prompt_style": PromptStyle.INST, **fields}
+        )
+        created += int(new)
+    return created
 
 
 @transaction.atomic
@@ -47,4 +70,5 @@ def load() -> str:
                     "provenance": {"demo_source": record["demo_source"]},
                 },
             )
-    return f"{created} generations with judgments created"
+    models = _register_models()
+    return f"{created} generations with judgments created; {models} leaderboard models registered"

@@ -6,17 +6,18 @@ verdict with the same binary label; examples that appear in any human-annotated 
 left out; each kept example becomes a chat-format SFT record: the judge prompt as the user
 turn and the teacher's JSON answer as the assistant turn. A summary says what was dropped
 and why."""
+
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
-from judging.models import Judgment, JudgeRun
+from core.record_files import atomic_output
+from judging.models import JudgeRun, Judgment
 from judging.prompts import prompt_load
 from judging.services import judge_request
-from mining.record_files import atomic_output
 
 # Apps that hold human annotations register a function returning the ids of generations
 # that appear in any of their studies (annotate registers one; judging never imports it).
@@ -64,11 +65,19 @@ def distillation_export(*, first: JudgeRun, second: JudgeRun, output: str | Path
                 request = judge_request(procedure.goal, procedure.steps, generation.predicted_steps, prompt)
                 answer = {"reasoning": judgment.reasoning, "critical_failures": judgment.critical_failures}
                 record = {
-                    "messages": request.messages + [{"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)}],
-                    "source_example_id": procedure.source_example_id, "model": generation.model,
-                    "teacher": first.judge, "has_failure": judgment.has_failure,
+                    "messages": request.messages
+                    + [{"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)}],
+                    "source_example_id": procedure.source_example_id,
+                    "model": generation.model,
+                    "teacher": first.judge,
+                    "has_failure": judgment.has_failure,
                 }
                 handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
                 kept += 1
-    return {"kept": kept, "dropped": dict(dropped), "n_first": kept + sum(dropped.values()),
-            "prompt_hash": prompt.sha256, "output": str(output)}
+    return {
+        "kept": kept,
+        "dropped": dict(dropped),
+        "n_first": kept + sum(dropped.values()),
+        "prompt_hash": prompt.sha256,
+        "output": str(output),
+    }

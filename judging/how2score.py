@@ -17,6 +17,7 @@ score or interval field without a suffix is on 0-1 (``how2score``, ``ci95``,
 (``how2score_percent``, ``ci95_percent``, ``difference_percent``). ``score_forms`` and
 ``percent_forms`` are the only places the two forms are made; pages show the ``_percent``
 forms."""
+
 from __future__ import annotations
 
 import copy
@@ -25,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.intervals import WILSON, wilson_interval
+from core.record_files import RecordError
 from judging.constants import HOW2SCORE_SCALE
-from judging.metrics import RecordFieldError, example_identity
+from judging.metrics import example_identity
 from llm.json_extract import JSONExtractError, extract_json_object
 
 FAILURE_FIELDS = ("failure", "L1_steps", "L2_steps")
@@ -53,13 +55,16 @@ def _step_list(value: Any, field: str, limit: int | None, *, imported: bool = Fa
         if isinstance(item, bool) or not isinstance(item, int) or item < 1:
             raise JudgeAnswerError(f"expected a step number (an integer >= 1), got {item!r}", f"{field}[{index}]")
         if limit is not None and item > limit:
-            raise JudgeAnswerError(f"step {item} does not exist: {list_name} has steps 1 to {limit}", f"{field}[{index}]")
+            raise JudgeAnswerError(
+                f"step {item} does not exist: {list_name} has steps 1 to {limit}", f"{field}[{index}]"
+            )
         steps.append(item)
     return steps
 
 
-def validate_judge_answer(value: Any, *, n_l1: int | None = None, n_l2: int | None = None,
-                          imported: bool = False) -> dict[str, Any]:
+def validate_judge_answer(
+    value: Any, *, n_l1: int | None = None, n_l2: int | None = None, imported: bool = False
+) -> dict[str, Any]:
     """Check the shape of a decoded answer and return it with only the known fields.
 
     With ``n_l1`` and ``n_l2`` (the step counts of the reference and of the candidate), a
@@ -95,11 +100,13 @@ def validate_judge_answer(value: Any, *, n_l1: int | None = None, n_l2: int | No
         text = raw["failure"]
         if not isinstance(text, str) or not (text.strip() or imported):
             raise JudgeAnswerError(f"expected a non-empty string, got {text!r}", f"{where}.failure")
-        failures.append({
-            "failure": text,
-            "L1_steps": _step_list(raw["L1_steps"], f"{where}.L1_steps", n_l1, imported=imported),
-            "L2_steps": _step_list(raw["L2_steps"], f"{where}.L2_steps", n_l2, imported=imported),
-        })
+        failures.append(
+            {
+                "failure": text,
+                "L1_steps": _step_list(raw["L1_steps"], f"{where}.L1_steps", n_l1, imported=imported),
+                "L2_steps": _step_list(raw["L2_steps"], f"{where}.L2_steps", n_l2, imported=imported),
+            }
+        )
     return {"reasoning": reasoning, "critical_failures": failures}
 
 
@@ -147,8 +154,14 @@ def score_forms(n_no_failure: int, n_judged: int) -> dict[str, Any]:
     return percent_forms({"how2score": n_no_failure / n_judged if n_judged else None}, ["how2score"])
 
 
-def how2score_estimate(n_no_failure: int, n_judged: int, *, n_unusable: int = 0, n_items: int | None = None,
-                       n_items_judged: int | None = None) -> dict[str, Any]:
+def how2score_estimate(
+    n_no_failure: int,
+    n_judged: int,
+    *,
+    n_unusable: int = 0,
+    n_items: int | None = None,
+    n_items_judged: int | None = None,
+) -> dict[str, Any]:
     """How2Score with its uncertainty and its coverage: the one shape every page, export and
     API answer gives a score in.
 
@@ -225,16 +238,27 @@ class How2ScoreTally:
         "how2score_percent", "ci95", "ci95_percent", "n_judged", "n_scored", "n_unusable"}``
         (``n_scored`` = ``n_judged``); a score is None where nothing was scored."""
         estimate = how2score_estimate(
-            self._passed, self._scored, n_unusable=self.n_parse_failed,
-            n_items=len(self._items) if n_items is None else n_items, n_items_judged=len(self._items_judged))
+            self._passed,
+            self._scored,
+            n_unusable=self.n_parse_failed,
+            n_items=len(self._items) if n_items is None else n_items,
+            n_items_judged=len(self._items_judged),
+        )
         by_topic = {}
         for topic, (scored, passed, unusable, _) in sorted(self._topics.items()):
             topic_estimate = how2score_estimate(passed, scored)
             by_topic[topic] = {key: topic_estimate[key] for key in SCORE_FIELDS} | {
-                "n_judged": scored, "n_scored": scored, "n_unusable": unusable}
-        return {**estimate, "n": self.n, "n_scored": self._scored, "n_parse_failed": self.n_parse_failed,
-                "by_topic": by_topic}
-
+                "n_judged": scored,
+                "n_scored": scored,
+                "n_unusable": unusable,
+            }
+        return {
+            **estimate,
+            "n": self.n,
+            "n_scored": self._scored,
+            "n_parse_failed": self.n_parse_failed,
+            "by_topic": by_topic,
+        }
 
     def reference_result(self) -> dict[str, Any]:
         """``result()`` with the fields of a How2Bench aggregate (``summary.json`` and
@@ -263,12 +287,21 @@ class How2ScoreTally:
         for topic, (scored, passed, unusable, failures) in sorted(self._topics.items()):
             row = forms(scored, passed, failures)
             del row["n_examples"]
-            by_topic[topic] = {"topic": topic, "n_judged": scored, **row, "n_parse_failed": unusable,
-                               "ci95": result["by_topic"][topic]["ci95"],
-                               "ci95_percent": result["by_topic"][topic]["ci95_percent"], "n_scored": scored,
-                               "n_unusable": unusable}
-        return {**summary, **{k: v for k, v in result.items() if k not in summary and k != "by_topic"},
-                "by_topic": by_topic}
+            by_topic[topic] = {
+                "topic": topic,
+                "n_judged": scored,
+                **row,
+                "n_parse_failed": unusable,
+                "ci95": result["by_topic"][topic]["ci95"],
+                "ci95_percent": result["by_topic"][topic]["ci95_percent"],
+                "n_scored": scored,
+                "n_unusable": unusable,
+            }
+        return {
+            **summary,
+            **{k: v for k, v in result.items() if k not in summary and k != "by_topic"},
+            "by_topic": by_topic,
+        }
 
 
 def how2score_aggregate(verdicts: Iterable[tuple[str, bool | None]]) -> dict[str, Any]:
@@ -303,27 +336,27 @@ def judgment_record(record: dict[str, Any]) -> JudgmentRecord:
     ``has_failure: true``) and an unreadable ``judge_completion`` are not errors of the
     record: they become ``has_failure=None`` with the reason in ``parse_error``.
     ``n_failures`` (default: the length of ``critical_failures``) feeds the average number
-    of failures. Raises ``RecordFieldError`` for a malformed record."""
+    of failures. Raises ``RecordError`` for a malformed record."""
     example_id, topic = example_identity(record)
     parse_failed = record.get("parse_failed", False)
     if not isinstance(parse_failed, bool):
-        raise RecordFieldError("parse_failed", f"expected true or false, got {parse_failed!r}")
+        raise RecordError(None, None, "parse_failed", f"expected true or false, got {parse_failed!r}")
     if parse_failed:
         return JudgmentRecord(example_id, topic, None, "the file marks it parse_failed")
     failures = record.get("critical_failures")
     n_failures = record.get("n_failures", len(failures) if isinstance(failures, list) else 0)
     if isinstance(n_failures, bool) or not isinstance(n_failures, int) or n_failures < 0:
-        raise RecordFieldError("n_failures", f"expected a count (an integer >= 0), got {n_failures!r}")
+        raise RecordError(None, None, "n_failures", f"expected a count (an integer >= 0), got {n_failures!r}")
     label = record.get("has_failure")
     if label is not None:
         if not isinstance(label, bool):
-            raise RecordFieldError("has_failure", f"expected true or false, got {label!r}")
+            raise RecordError(None, None, "has_failure", f"expected true or false, got {label!r}")
         return JudgmentRecord(example_id, topic, label, None, n_failures)
     if record.get("judge_completion") is None:
-        raise RecordFieldError("has_failure", "missing: give has_failure or judge_completion")
+        raise RecordError(None, None, "has_failure", "missing: give has_failure or judge_completion")
     completion = record["judge_completion"]
     if not isinstance(completion, str):
-        raise RecordFieldError("judge_completion", f"expected a string, got {type(completion).__name__}")
+        raise RecordError(None, None, "judge_completion", f"expected a string, got {type(completion).__name__}")
     try:
         answer = parse_judge_answer(completion)
     except JudgeAnswerError as exc:

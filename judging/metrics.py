@@ -8,6 +8,7 @@
 
 Per-example values come from ``record_metrics``; ``MetricsSummary`` averages them over a
 set of examples. docs/metrics.md states every formula and denominator."""
+
 from __future__ import annotations
 
 import math
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.record_files import RecordError
 from judging.constants import (
     DUP_NGRAM_ORDERS,
     LENGTH_REWARD_ALPHA,
@@ -49,7 +51,7 @@ def ngram_repetition_rate(steps: Sequence[str], n: int) -> float:
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     words = " ".join(steps).split()
-    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
     if not grams:
         return 0.0
     repeated = sum(count - 1 for count in Counter(grams).values() if count > 1)
@@ -155,11 +157,14 @@ def record_metrics(
     ``completion``. The format reward reads ``completion`` when there is one (the raw
     answer is what the verifier checks), else ``steps_format_reward`` of the steps; the
     expected count is the reference's step count, which the prompt asks for."""
-    if predicted_steps is None and completion is None:
+    if predicted_steps is not None:
+        steps = tuple(predicted_steps)
+    elif completion is not None:
+        steps = tuple(parse_completion(completion).steps)
+    else:
         raise ValueError("give predicted_steps or a completion")
     if not reference_steps:
         raise ValueError("the reference has no steps")
-    steps = tuple(predicted_steps) if predicted_steps is not None else tuple(parse_completion(completion).steps)
     n_ref = len(reference_steps)
     if completion is not None:
         format_reward = step_format_reward(completion, n_ref)
@@ -211,8 +216,16 @@ class MetricsSummary:
         """The summary object of ``bench_metrics``; every value but ``n`` is None when n = 0."""
         n = self.n
         if n == 0:
-            keys = ("step_count_mismatch", "dup_step_rate", "dup_ngram_rate", "avg_gen_tokens",
-                    "avg_ref_tokens", "gen_ref_ratio", "format_reward", "length_reward")
+            keys = (
+                "step_count_mismatch",
+                "dup_step_rate",
+                "dup_ngram_rate",
+                "avg_gen_tokens",
+                "avg_ref_tokens",
+                "gen_ref_ratio",
+                "format_reward",
+                "length_reward",
+            )
             return {"n": 0, **{key: None for key in keys}}
         return {
             "n": n,
@@ -238,15 +251,6 @@ def summarize(records: Sequence[RecordMetrics]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------
 # Input records of bench_metrics (and the identity fields bench_aggregate shares)
 # ---------------------------------------------------------------------------------------
-
-
-class RecordFieldError(ValueError):
-    """An input record (a line of a JSONL file) has a wrong field; ``field`` names it."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        self.detail = message
-        super().__init__(f"field '{field}': {message}")
 
 
 @dataclass(frozen=True)
@@ -275,29 +279,29 @@ def example_identity(record: dict[str, Any]) -> tuple[str | int, str]:
     """``(source_example_id, topic)`` of an input record, checked; an empty or absent
     topic is ``NO_TOPIC`` ("none"), where procedure imports put topic-less records too."""
     if "source_example_id" not in record:
-        raise RecordFieldError("source_example_id", "missing")
+        raise RecordError(None, None, "source_example_id", "missing")
     example_id = record["source_example_id"]
     if isinstance(example_id, bool) or not isinstance(example_id, (str, int)):
-        raise RecordFieldError("source_example_id", f"expected a string, got {_type_name(example_id)}")
+        raise RecordError(None, None, "source_example_id", f"expected a string, got {_type_name(example_id)}")
     topic = record.get("topic")
     if topic is None or (isinstance(topic, str) and not topic.strip()):
         return example_id, NO_TOPIC  # a file made without topics (the reference's no-topics mode)
     if not isinstance(topic, str):
-        raise RecordFieldError("topic", f"expected a string, got {topic!r}")
+        raise RecordError(None, None, "topic", f"expected a string, got {topic!r}")
     return example_id, topic
 
 
 def _string_list(record: dict[str, Any], field: str, *, non_empty: bool) -> tuple[str, ...]:
     value = record[field]
     if not isinstance(value, list):
-        raise RecordFieldError(field, f"expected a list of strings, got {_type_name(value)}")
+        raise RecordError(None, None, field, f"expected a list of strings, got {_type_name(value)}")
     if non_empty and not value:
-        raise RecordFieldError(field, "expected at least one step, got an empty list")
+        raise RecordError(None, None, field, "expected at least one step, got an empty list")
     for index, item in enumerate(value):
         if not isinstance(item, str):
-            raise RecordFieldError(f"{field}[{index}]", f"expected a string, got {_type_name(item)}")
+            raise RecordError(None, None, f"{field}[{index}]", f"expected a string, got {_type_name(item)}")
         if non_empty and not item.strip():
-            raise RecordFieldError(f"{field}[{index}]", "expected a non-empty step")
+            raise RecordError(None, None, f"{field}[{index}]", "expected a non-empty step")
     return tuple(value)
 
 
@@ -310,16 +314,16 @@ def generation_record(record: dict[str, Any]) -> GenerationRecord:
     or null)."""
     example_id, topic = example_identity(record)
     if "steps" not in record:
-        raise RecordFieldError("steps", "missing (the reference steps)")
+        raise RecordError(None, None, "steps", "missing (the reference steps)")
     reference = _string_list(record, "steps", non_empty=True)
     predicted = None
     if record.get("predicted_steps") is not None:
         predicted = _string_list(record, "predicted_steps", non_empty=False)
     completion = record.get("model_completion")
     if completion is not None and not isinstance(completion, str):
-        raise RecordFieldError("model_completion", f"expected a string, got {_type_name(completion)}")
+        raise RecordError(None, None, "model_completion", f"expected a string, got {_type_name(completion)}")
     if predicted is None and completion is None:
-        raise RecordFieldError("predicted_steps", "missing: give predicted_steps or model_completion")
+        raise RecordError(None, None, "predicted_steps", "missing: give predicted_steps or model_completion")
     return GenerationRecord(
         source_example_id=example_id,
         topic=topic,

@@ -5,7 +5,6 @@ from django.db import models
 from llm.models import LLMJob
 from mining.models import Procedure
 
-
 # A run's status follows its LLM job's: the same six states.
 RunStatus = LLMJob.Status
 
@@ -14,7 +13,9 @@ class EndpointOverrides(models.Model):
     """Where a model or judge differs from its role's endpoint (keys stay in the environment)."""
 
     base_url = models.CharField(max_length=500, blank=True, help_text="Overrides the role's base URL.")
-    model = models.CharField(max_length=200, blank=True, help_text="Model id at the endpoint; default: the role's model.")
+    model = models.CharField(
+        max_length=200, blank=True, help_text="Model id at the endpoint; default: the role's model."
+    )
     api_key_env = models.CharField(max_length=100, blank=True, help_text="Environment variable holding the API key.")
 
     class Meta:
@@ -53,7 +54,9 @@ class LanguageModel(EndpointOverrides):
     name = models.CharField(max_length=200, unique=True, help_text="Shown on the leaderboard, e.g. qwen3-8b-instruct.")
     role = models.CharField(max_length=100, default="generate", help_text="LLM role whose endpoint it uses.")
     prompt_style = models.CharField(max_length=8, choices=PromptStyle.choices, default=PromptStyle.INST)
-    reasoning = models.BooleanField(default=False, help_text="A reasoning (thinking) endpoint: sampled at temperature 0.6.")
+    reasoning = models.BooleanField(
+        default=False, help_text="A reasoning (thinking) endpoint: sampled at temperature 0.6."
+    )
     max_tokens = models.PositiveIntegerField(default=1024)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -72,7 +75,9 @@ class GenerationRun(RunFields):
     split = models.CharField(max_length=16, default="bench")
     sample_per_topic = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: the whole split.")
     seed = models.IntegerField(default=0)
-    llm_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="generation_run")
+    llm_job = models.OneToOneField(
+        LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="generation_run"
+    )
     procedure_ids = models.JSONField(default=list, help_text="The sampled procedures, in request order.")
 
     class Meta:
@@ -87,7 +92,9 @@ class JudgeRun(EndpointOverrides, RunFields):
 
     name = models.CharField(max_length=200, unique=True)
     generation_run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, related_name="judge_runs")
-    judge = models.CharField(max_length=200, help_text="The judge's name on judgments and leaderboards, e.g. how2judge.")
+    judge = models.CharField(
+        max_length=200, help_text="The judge's name on judgments and leaderboards, e.g. how2judge."
+    )
     role = models.CharField(max_length=100, default="how2score_judge")
     temperature = models.FloatField(default=0.0, help_text="0 (greedy) for scoring; above 0 to sample a teacher twice.")
     seed = models.IntegerField(null=True, blank=True, help_text="Sent to the endpoint; distinguishes repeated samples.")
@@ -117,7 +124,9 @@ class Generation(models.Model):
     class Meta:
         ordering = ["procedure_id", "model"]
         indexes = [models.Index(fields=["model"])]
-        constraints = [models.UniqueConstraint(fields=["run", "procedure"], name="one_generation_per_run_and_procedure")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "procedure"], name="one_generation_per_run_and_procedure")
+        ]
 
     def __str__(self) -> str:
         return f"{self.model} on procedure {self.procedure_id}"
@@ -167,9 +176,13 @@ class ComponentsRun(RunFields):
     name = models.CharField(max_length=200, unique=True)
     generation_run = models.ForeignKey(GenerationRun, on_delete=models.CASCADE, related_name="components_runs")
     role = models.CharField(max_length=100, default="extract_components")
-    extractor = models.CharField(max_length=300, help_text="llm:<model>@<prompt hash prefix>: what the stored components are keyed by.")
+    extractor = models.CharField(
+        max_length=300, help_text="llm:<model>@<prompt hash prefix>: what the stored components are keyed by."
+    )
     steps_hashes = models.JSONField(default=list, help_text="The step lists sent, in request order.")
-    llm_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="components_run")
+    llm_job = models.OneToOneField(
+        LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="components_run"
+    )
 
     class Meta:
         ordering = ["-id"]
@@ -185,7 +198,9 @@ class ComponentExtraction(models.Model):
     steps_hash = models.CharField(max_length=64, help_text="SHA-256 of the JSON list of step strings.")
     extractor = models.CharField(max_length=300)
     steps = models.JSONField(default=list)
-    components = models.JSONField(default=list, help_text="[{action, objects, parameters}], one per step; empty unless ok.")
+    components = models.JSONField(
+        default=list, help_text="[{action, objects, parameters}], one per step; empty unless ok."
+    )
     outcome = models.CharField(max_length=20, default="ok", help_text="ok, or why there are no components.")
     error = models.TextField(blank=True)
     prompt_hash = models.CharField(max_length=64, blank=True)
@@ -194,7 +209,9 @@ class ComponentExtraction(models.Model):
 
     class Meta:
         ordering = ["id"]
-        constraints = [models.UniqueConstraint(fields=["steps_hash", "extractor"], name="one_extraction_per_steps_and_extractor")]
+        constraints = [
+            models.UniqueConstraint(fields=["steps_hash", "extractor"], name="one_extraction_per_steps_and_extractor")
+        ]
 
     def __str__(self) -> str:
         return f"{self.extractor}: {self.steps_hash[:12]} ({self.outcome})"

@@ -1,5 +1,8 @@
 """The procedure page's panel of model generations and their How2Score judgments."""
+
 from __future__ import annotations
+
+from typing import Any
 
 from mining.models import Procedure
 
@@ -10,7 +13,7 @@ def generations_panel(procedure: Procedure) -> tuple[str, dict] | None:
         return None
     rows = []
     for generation in generations:
-        judgments = []
+        judgments: list[dict[str, Any]] = []
         for judgment in generation.judgments.all():
             l1 = sorted({n for f in judgment.critical_failures for n in f.get("L1_steps", [])})
             l2 = sorted({n for f in judgment.critical_failures for n in f.get("L2_steps", [])})

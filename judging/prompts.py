@@ -7,6 +7,7 @@ every request is the reference's, byte for byte (docs/how2bench.md, "Prompt file
 goal stripped; steps and resources stripped with empty ones dropped; steps one per line
 ``1. …``; resources (generation) as a JSON list (``[]`` when empty); the judge's prompt
 followed by a blank line and ``Return only valid json.``."""
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,23 @@ from pathlib import Path
 from django.conf import settings
 
 from llm.prompts import Prompt, PromptError, prompt_locate, prompt_read, prompts_dir_setting
-# Steps are shown as in the mining prompts: one per line "1. …".
-from mining.stages import numbered_steps as numbered
 
-__all__ = ["PLACEHOLDERS", "Prompt", "PromptError", "prompt_path", "prompt_load", "numbered", "resource_list",
-           "cleaned", "generation_values", "judge_values", "JUDGE_SUFFIX"]
+# Steps are shown as in the mining prompts: one per line "1. …".
+from mining.stages import numbered_steps
+
+__all__ = [
+    "PLACEHOLDERS",
+    "Prompt",
+    "PromptError",
+    "prompt_path",
+    "prompt_load",
+    "numbered_steps",
+    "resource_list",
+    "cleaned",
+    "generation_values",
+    "judge_values",
+    "JUDGE_SUFFIX",
+]
 
 # Appended to every judge prompt, as the reference CLI does (JSON mode of OpenAI-compatible
 # servers wants the word "json" in the prompt).
@@ -46,7 +59,12 @@ def generation_values(goal: str, steps: Iterable[str], resources: Iterable[str])
 
 def judge_values(goal: str, reference_steps: Iterable[str], steps: Iterable[str]) -> dict[str, str]:
     """The placeholders of a judge prompt: L1 (the reference) and L2 (the candidate)."""
-    return {"goal": goal.strip(), "reference_steps": numbered(cleaned(reference_steps)), "steps": numbered(cleaned(steps))}
+    return {
+        "goal": goal.strip(),
+        "reference_steps": numbered_steps(cleaned(reference_steps)),
+        "steps": numbered_steps(cleaned(steps)),
+    }
+
 
 # Placeholders each kind of prompt is rendered with.
 PLACEHOLDERS = {
@@ -63,5 +81,9 @@ def prompt_path(name_or_path: str) -> Path:
     return prompt_locate(name_or_path, bundled_dir=settings.JUDGING_PROMPTS_DIR, prompts_dir=prompts_dir_setting())
 
 
-def prompt_load(name_or_path: str, *, kind: str) -> Prompt:
-    return prompt_read(prompt_path(name_or_path), expected=PLACEHOLDERS[kind], kind=kind)
+def prompt_load(name_or_path: str, *, kind: str, placeholders: Iterable[str] | None = None) -> Prompt:
+    """The prompt file checked for the placeholders of its ``kind``: those of
+    :data:`PLACEHOLDERS`, or ``placeholders`` for a kind this module does not know (an app
+    above judging passes its own, e.g. goal-step answers)."""
+    expected = set(placeholders) if placeholders is not None else PLACEHOLDERS[kind]
+    return prompt_read(prompt_path(name_or_path), expected=expected, kind=kind)

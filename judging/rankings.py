@@ -4,6 +4,7 @@ Kendall's tau-b (ties in either list handled) and Spearman's rho (Pearson correl
 average ranks). Both are None with fewer than two models or when a list is constant.
 ``rank_correlation_intervals``: percentile bootstrap intervals of both between two judges'
 model scores, resampling the items (core/intervals.py draws the resamples)."""
+
 from __future__ import annotations
 
 import math
@@ -14,7 +15,12 @@ import numpy as np
 import numpy.typing as npt
 
 from core.intervals import (
-    BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ITEM_BOOTSTRAP, bootstrap_weights, check_resamples, percentile_interval,
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    ITEM_BOOTSTRAP,
+    bootstrap_weights,
+    check_resamples,
+    percentile_interval,
 )
 
 
@@ -68,8 +74,9 @@ def spearman_rho(x: Sequence[float], y: Sequence[float]) -> float | None:
     return None if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
 
 
-def _scores(passes: npt.NDArray[np.float64], judged: npt.NDArray[np.float64],
-            weights: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def _scores(
+    passes: npt.NDArray[np.float64], judged: npt.NDArray[np.float64], weights: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
     """(models x block) ratio scores of each resample; NaN where a model has nothing judged."""
     numerator, denominator = passes @ weights, judged @ weights
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -77,8 +84,11 @@ def _scores(passes: npt.NDArray[np.float64], judged: npt.NDArray[np.float64],
 
 
 def rank_correlation_intervals(
-    x: tuple[npt.ArrayLike, npt.ArrayLike], y: tuple[npt.ArrayLike, npt.ArrayLike], *,
-    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+    x: tuple[npt.ArrayLike, npt.ArrayLike],
+    y: tuple[npt.ArrayLike, npt.ArrayLike],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, Any]:
     """Bootstrap intervals of Kendall's tau-b and Spearman's rho between two judges.
 
@@ -96,9 +106,15 @@ def rank_correlation_intervals(
     if not (px.shape == jx.shape == py.shape == jy.shape) or px.ndim != 2:
         raise ValueError("the four matrices must be models x items of the same shape")
     n_models, n_items = px.shape
-    result: dict[str, Any] = {"kendall_tau_ci95": None, "spearman_ci95": None,
-                              "n_undefined": {"kendall_tau": 0, "spearman": 0}, "n_items": n_items,
-                              "resamples": resamples, "seed": seed, "interval": ITEM_BOOTSTRAP}
+    result: dict[str, Any] = {
+        "kendall_tau_ci95": None,
+        "spearman_ci95": None,
+        "n_undefined": {"kendall_tau": 0, "spearman": 0},
+        "n_items": n_items,
+        "resamples": resamples,
+        "seed": seed,
+        "interval": ITEM_BOOTSTRAP,
+    }
     if n_models < 2 or n_items == 0:
         result["n_undefined"] = {"kendall_tau": resamples, "spearman": resamples}
         return result

@@ -16,27 +16,63 @@ translated into our generation and judge runs. Pure Python, no Django.
 
 The shared LLM-block reading is core/reference_configs.py; docs/reference-cli.md lists
 every key and what it becomes."""
+
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
 from core.reference_configs import (
-    Translation, input_format_check, inputs_local_path, llm_block, mapping, path_value, refuse_unknown, short_name,
+    Translation,
+    input_format_check,
+    inputs_local_path,
+    llm_block,
+    mapping,
+    path_value,
+    refuse_unknown,
+    short_name,
 )
 
 REFERENCE_KEYS = {"out_root", "models", "generator_defaults", "evaluator", "inputs", "prompts", "paths"}
 # Our own keys that may stand beside the reference's.
 OWN_KEYS = {"executor", "concurrency", "budget_usd", "split", "sample_per_topic", "seed"}
 LEGACY_KEYS = ("generator", "llm", "generation", "generations_root", "stage_llm_overrides")
-LLM_KEYS = {"backend", "provider", "model", "temperature", "max_new_tokens", "max_requests_per_minute",
-            "max_tokens_per_minute", "reasoning_effort", "vllm"}
-INPUT_KEYS = {"path", "hf_repo", "hf_split", "hf_streaming", "hf_cache_dir", "kind", "format", "compression",
-              "include_globs"}
+LLM_KEYS = {
+    "backend",
+    "provider",
+    "model",
+    "temperature",
+    "max_new_tokens",
+    "max_requests_per_minute",
+    "max_tokens_per_minute",
+    "reasoning_effort",
+    "vllm",
+}
+INPUT_KEYS = {
+    "path",
+    "hf_repo",
+    "hf_split",
+    "hf_streaming",
+    "hf_cache_dir",
+    "kind",
+    "format",
+    "compression",
+    "include_globs",
+}
 PROMPT_KEYS = {"inference_base", "inference_inst", "judge"}
 EXECUTORS = ("online", "batch", "vllm_offline")
-RECORD_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.bz2", ".jsonl.xz", ".json", ".parquet", ".arrow",
-                   ".csv")
+RECORD_SUFFIXES = (
+    ".jsonl",
+    ".jsonl.gz",
+    ".jsonl.zst",
+    ".jsonl.bz2",
+    ".jsonl.xz",
+    ".json",
+    ".parquet",
+    ".arrow",
+    ".csv",
+)
 # The reference's default judge: How2Judge (8B) served by vLLM, greedy, 4096 new tokens.
 DEFAULT_JUDGE_NAME = "how2judge"
 DEFAULT_JUDGE_MAX_TOKENS = 4096
@@ -58,8 +94,9 @@ def _merge_vllm(defaults: Any, entry: Any) -> Any:
         return entry if entry is not None else defaults
     merged = dict(defaults)
     for key, value in entry.items():
-        merged[key] = {**merged[key], **value} if isinstance(value, dict) and isinstance(merged.get(key), dict) \
-            else value
+        merged[key] = (
+            {**merged[key], **value} if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        )
     return merged
 
 
@@ -67,32 +104,55 @@ def _executor(backend: str, own: str | None, where: str, t: Translation) -> str:
     if own is None:
         return "vllm_offline" if backend == "vllm" else "online"
     if backend == "vllm" and own == "batch":
-        raise t.error("executor", f"{where} is a vLLM model: executor must be vllm_offline (in-process, as the "
-                                  "reference runs it) or online (a `vllm serve` at the role's endpoint)")
+        raise t.error(
+            "executor",
+            f"{where} is a vLLM model: executor must be vllm_offline (in-process, as the "
+            "reference runs it) or online (a `vllm serve` at the role's endpoint)",
+        )
     if backend == "deluge" and own == "vllm_offline":
         return "online"  # API models are asked online whatever the vLLM models use
     return own
 
 
-def _spec(block: dict[str, Any], where: str, t: Translation, base_dir: Path, *, defaults: dict[str, Any],
-          own_executor: str | None, extra: set[str] = frozenset()) -> tuple[dict[str, Any], str]:
+def _spec(
+    block: dict[str, Any],
+    where: str,
+    t: Translation,
+    base_dir: Path,
+    *,
+    defaults: dict[str, Any],
+    own_executor: str | None,
+    extra: AbstractSet[str] = frozenset(),
+) -> tuple[dict[str, Any], str]:
     """A stage spec (core.reference_configs.llm_block) and its executor."""
     backend = str(block.get("backend", defaults.get("backend", "deluge")) or "deluge").strip().lower()
     executor = _executor(backend, own_executor, where, t)
     vllm = block.get("vllm", defaults.get("vllm"))
     if executor != "vllm_offline" and isinstance(vllm, dict) and vllm.get("engine_kwargs"):
-        raise t.error(f"{where}.vllm.engine_kwargs",
-                      "engine options need the in-process vLLM executor (executor: vllm_offline, the default for "
-                      "vLLM models); with executor online start `vllm serve MODEL` with them (e.g. --revision)")
-    spec = llm_block(block, where, t, base_dir, defaults=defaults, in_process_vllm=executor == "vllm_offline",
-                     allowed_extra=set(extra))
+        raise t.error(
+            f"{where}.vllm.engine_kwargs",
+            "engine options need the in-process vLLM executor (executor: vllm_offline, the default for "
+            "vLLM models); with executor online start `vllm serve MODEL` with them (e.g. --revision)",
+        )
+    spec = llm_block(
+        block,
+        where,
+        t,
+        base_dir,
+        defaults=defaults,
+        in_process_vllm=executor == "vllm_offline",
+        allowed_extra=set(extra),
+    )
     for key, default in DEFAULT_RATE_LIMITS.items():
         if key in block or key in defaults:
             value = block.get(key, defaults.get(key))
             if value != default:
-                t.note(f"{where}.{key}", "bench runs share the endpoint's limits (LLM_REQUESTS_PER_MINUTE, "
-                                         "LLM_TOKENS_PER_MINUTE, or the role's own); concurrency: bounds parallel "
-                                         "requests per run")
+                t.note(
+                    f"{where}.{key}",
+                    "bench runs share the endpoint's limits (LLM_REQUESTS_PER_MINUTE, "
+                    "LLM_TOKENS_PER_MINUTE, or the role's own); concurrency: bounds parallel "
+                    "requests per run",
+                )
     return spec, executor
 
 
@@ -104,19 +164,27 @@ def _options(spec: dict[str, Any], where: str, t: Translation, *, prompt_style: 
         for key in CHAT_TEMPLATE_PARAMS:
             if key in params:
                 params.pop(key)
-                t.note(f"{where}.vllm.{key}", "no chat template is applied in vllm.mode generate (a plain "
-                                              "completion), as in the reference; set mode: chat to use it")
+                t.note(
+                    f"{where}.vllm.{key}",
+                    "no chat template is applied in vllm.mode generate (a plain "
+                    "completion), as in the reference; set mode: chat to use it",
+                )
     if prompt_style == "base" and "stop" not in params:
         params["stop"] = None  # no stop sequence unless the config gives one, as in the reference
-    options: dict[str, Any] = {"temperature": spec["temperature"], "max_tokens": spec["max_tokens"], "mode": mode,
-                               "params": params}
+    options: dict[str, Any] = {
+        "temperature": spec["temperature"],
+        "max_tokens": spec["max_tokens"],
+        "mode": mode,
+        "params": params,
+    }
     if spec["engine"]:
         options["engine"] = dict(spec["engine"])
     return options
 
 
-def _generations(data: dict[str, Any], t: Translation, base_dir: Path, own_executor: str | None,
-                 prompts: dict[str, str]) -> list[dict[str, Any]]:
+def _generations(
+    data: dict[str, Any], t: Translation, base_dir: Path, own_executor: str | None, prompts: dict[str, str]
+) -> list[dict[str, Any]]:
     defaults = mapping(data.get("generator_defaults"), "generator_defaults", t)
     refuse_unknown(defaults, LLM_KEYS - {"model"} | {"prompt_style"}, "generator_defaults", t)
     models = data.get("models")
@@ -140,8 +208,9 @@ def _generations(data: dict[str, Any], t: Translation, base_dir: Path, own_execu
         merged_vllm = _merge_vllm(defaults.get("vllm") if backend == "vllm" else None, entry.get("vllm"))
         if merged_vllm is not None:
             block["vllm"] = merged_vllm
-        spec, executor = _spec(block, where, t, base_dir, defaults={"max_new_tokens": 4096, **inherited},
-                               own_executor=own_executor)
+        spec, executor = _spec(
+            block, where, t, base_dir, defaults={"max_new_tokens": 4096, **inherited}, own_executor=own_executor
+        )
         run_name = entry.get("run_name")
         if run_name is not None and (not isinstance(run_name, str) or not run_name.strip()):
             raise t.error(f"{where}.run_name", "must be a non-empty name")
@@ -150,9 +219,15 @@ def _generations(data: dict[str, Any], t: Translation, base_dir: Path, own_execu
             raise t.error(f"{where}.run_name", f"{name!r} names two models; give each its own run_name")
         names.add(name)
         run: dict[str, Any] = {
-            "name": name, "executor": executor,
-            "model": {"name": name, "role": "generate", "model": spec["model"], "prompt_style": style,
-                      "max_tokens": spec["max_tokens"]},
+            "name": name,
+            "executor": executor,
+            "model": {
+                "name": name,
+                "role": "generate",
+                "model": spec["model"],
+                "prompt_style": style,
+                "max_tokens": spec["max_tokens"],
+            },
             "options": _options(spec, where, t, prompt_style=style),
         }
         prompt = prompts.get(f"inference_{style}")
@@ -162,23 +237,34 @@ def _generations(data: dict[str, Any], t: Translation, base_dir: Path, own_execu
     return runs
 
 
-def _judge(data: dict[str, Any], t: Translation, base_dir: Path, own_executor: str | None,
-           prompts: dict[str, str]) -> dict[str, Any]:
+def _judge(
+    data: dict[str, Any], t: Translation, base_dir: Path, own_executor: str | None, prompts: dict[str, str]
+) -> dict[str, Any]:
     judge: dict[str, Any]
     if data.get("evaluator") is None:
         # The reference's default judge: How2Judge under vLLM (plain completions of the judge
         # prompt, greedy, 4096 new tokens). Here: the how2score_judge role's endpoint, which
         # should serve it (`vllm serve how2everything/how2judge`).
         executor = own_executor if own_executor in ("online", "vllm_offline") else "online"
-        judge = {"judge": DEFAULT_JUDGE_NAME, "role": "how2score_judge", "model": "", "executor": executor,
-                 "options": {"temperature": 0.0, "max_tokens": DEFAULT_JUDGE_MAX_TOKENS, "mode": "generate",
-                             "params": {}}}
+        judge = {
+            "judge": DEFAULT_JUDGE_NAME,
+            "role": "how2score_judge",
+            "model": "",
+            "executor": executor,
+            "options": {"temperature": 0.0, "max_tokens": DEFAULT_JUDGE_MAX_TOKENS, "mode": "generate", "params": {}},
+        }
     else:
         block = mapping(data["evaluator"], "evaluator", t)
-        spec, executor = _spec(block, "evaluator", t, base_dir, defaults={"max_new_tokens": 4096},
-                               own_executor=own_executor)
-        judge = {"judge": spec["model"], "role": "how2score_judge", "model": spec["model"], "executor": executor,
-                 "options": _options(spec, "evaluator", t)}
+        spec, executor = _spec(
+            block, "evaluator", t, base_dir, defaults={"max_new_tokens": 4096}, own_executor=own_executor
+        )
+        judge = {
+            "judge": spec["model"],
+            "role": "how2score_judge",
+            "model": spec["model"],
+            "executor": executor,
+            "options": _options(spec, "evaluator", t),
+        }
     if prompts.get("judge"):
         judge["prompt_file"] = prompts["judge"]
     return judge
@@ -219,9 +305,12 @@ def _input_files(inputs: dict[str, Any], t: Translation, base_dir: Path) -> list
 
 def _inputs(raw: Any, t: Translation, base_dir: Path) -> list[str] | None:
     if raw is None:
-        t.note("inputs", "omitted: the reference reads how2everything/how2bench from the hub; here the bench split "
-                         "is used (import the released How2Bench with `import_procedures FILE --split bench`, or "
-                         "give inputs.path)")
+        t.note(
+            "inputs",
+            "omitted: the reference reads how2everything/how2bench from the hub; here the bench split "
+            "is used (import the released How2Bench with `import_procedures FILE --split bench`, or "
+            "give inputs.path)",
+        )
         return None
     inputs = mapping(raw, "inputs", t)
     refuse_unknown(inputs, INPUT_KEYS, "inputs", t)
@@ -242,9 +331,12 @@ def bench_reference_translate(data: dict[str, Any], *, source: str, base_dir: Pa
     base = Path.cwd() if base_dir is None else base_dir
     for key in LEGACY_KEYS:
         if key in data:
-            raise t.error(key, "the reference's older bench shape, which the reference itself no longer reads: "
-                               "list the generators under models (shared settings in generator_defaults) and use "
-                               "out_root")
+            raise t.error(
+                key,
+                "the reference's older bench shape, which the reference itself no longer reads: "
+                "list the generators under models (shared settings in generator_defaults) and use "
+                "out_root",
+            )
     refuse_unknown(data, REFERENCE_KEYS | OWN_KEYS, "", t)
     out_root = path_value(data.get("out_root"), "out_root", t, base)
     own_executor = data.get("executor")
@@ -262,19 +354,27 @@ def bench_reference_translate(data: dict[str, Any], *, source: str, base_dir: Pa
         judgments_file = str(path_value(paths["judgments"], "paths.judgments", t, base))
     generations = _generations(data, t, base, own_executor, prompts)
     if generations_file and generations:
-        raise t.error("paths.generations", "give either models (generated here) or paths.generations (existing "
-                                           "generations to judge), not both")
+        raise t.error(
+            "paths.generations",
+            "give either models (generated here) or paths.generations (existing generations to judge), not both",
+        )
     if judgments_file and len(generations) > 1:
-        raise t.error("paths.judgments", "one judgments file cannot hold the judgments of several models; leave it "
-                                         "out (each model's go under out_root)")
+        raise t.error(
+            "paths.judgments",
+            "one judgments file cannot hold the judgments of several models; leave it "
+            "out (each model's go under out_root)",
+        )
     config: dict[str, Any] = {
         "generations": generations,
         "judge": _judge(data, t, base, own_executor, prompts),
         "own": {key: data[key] for key in OWN_KEYS - {"executor"} if key in data},
         "reference": {
-            "out_root": str(out_root), "inputs": _inputs(data.get("inputs"), t, base),
-            "generations_file": generations_file, "judgments_file": judgments_file,
-            "imported_run": short_name(out_root.name), "notes": t.notes,
+            "out_root": str(out_root),
+            "inputs": _inputs(data.get("inputs"), t, base),
+            "generations_file": generations_file,
+            "judgments_file": judgments_file,
+            "imported_run": short_name(out_root.name),
+            "notes": t.notes,
         },
     }
     return config

@@ -3,6 +3,7 @@
 one generation run per listed model, a judge run per generation run (or for the existing
 ``paths.generations`` file), and the generations and judgments files written where the
 reference writes them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,7 +15,10 @@ from django.db import transaction
 from core.reference_configs import short_name
 from judging.models import GenerationRun, JudgeRun
 from judging.services import (
-    generation_run_create, judge_run_create, language_model_register, run_name_check,
+    generation_run_create,
+    judge_run_create,
+    language_model_register,
+    run_name_check,
 )
 from judging.transfer import generations_export, generations_import, judgments_export
 from mining.services import procedure_import
@@ -41,7 +45,10 @@ def reference_inputs_import(*, config: dict[str, Any]) -> InputsImport:
 
 @transaction.atomic
 def reference_generation_runs_create(
-    *, config: dict[str, Any], start: bool, procedure_ids: list[int] | None = None,
+    *,
+    config: dict[str, Any],
+    start: bool,
+    procedure_ids: list[int] | None = None,
 ) -> list[GenerationRun]:
     """One generation run per model of the configuration; all or nothing. With the ids of
     the configuration's ``inputs``, each run generates for exactly those procedures (as the
@@ -55,9 +62,18 @@ def reference_generation_runs_create(
     runs = []
     for run in config["generations"]:
         model = language_model_register(**run["model"])
-        runs.append(generation_run_create(
-            name=run["name"], language_model=model, executor=run["executor"], prompt_file=run.get("prompt_file"),
-            options=run["options"], start=start, procedure_ids=procedure_ids, **config["own"]))
+        runs.append(
+            generation_run_create(
+                name=run["name"],
+                language_model=model,
+                executor=run["executor"],
+                prompt_file=run.get("prompt_file"),
+                options=run["options"],
+                start=start,
+                procedure_ids=procedure_ids,
+                **config["own"],
+            )
+        )
     return runs
 
 
@@ -73,14 +89,17 @@ def _generation_runs_to_judge(config: dict[str, Any]) -> list[GenerationRun]:
             raise ValueError(f"a generation run named {name!r} exists already and was not imported from {path}")
         return [existing]  # imported before: judged again by another judge, never twice by one
     if not config["generations"]:
-        raise ValueError("nothing to judge: list the generators under models (generated with bench_run generate "
-                         "--config) or give paths.generations")
+        raise ValueError(
+            "nothing to judge: list the generators under models (generated with bench_run generate "
+            "--config) or give paths.generations"
+        )
     runs = []
     for run in config["generations"]:
         found = GenerationRun.objects.filter(name=run["name"]).first()
         if found is None:
-            raise ValueError(f"no generation run named {run['name']!r}: run bench_run generate --config with this "
-                             "file first")
+            raise ValueError(
+                f"no generation run named {run['name']!r}: run bench_run generate --config with this file first"
+            )
         runs.append(found)
     return runs
 
@@ -97,10 +116,21 @@ def reference_judge_runs_create(*, config: dict[str, Any], start: bool) -> list[
     for generation_run in generation_runs:
         run_name_check(run_class=JudgeRun, name=judge_run_name(generation_run, judge["judge"]))
     own = {k: v for k, v in config["own"].items() if k in ("concurrency", "budget_usd")}
-    return [judge_run_create(
-        name=judge_run_name(generation_run, judge["judge"]), generation_run=generation_run, judge=judge["judge"],
-        role=judge["role"], model=judge["model"], executor=judge["executor"], prompt_file=judge.get("prompt_file"),
-        options=judge["options"], start=start, **own) for generation_run in generation_runs]
+    return [
+        judge_run_create(
+            name=judge_run_name(generation_run, judge["judge"]),
+            generation_run=generation_run,
+            judge=judge["judge"],
+            role=judge["role"],
+            model=judge["model"],
+            executor=judge["executor"],
+            prompt_file=judge.get("prompt_file"),
+            options=judge["options"],
+            start=start,
+            **own,
+        )
+        for generation_run in generation_runs
+    ]
 
 
 def reference_generations_write(*, config: dict[str, Any], run: GenerationRun) -> str:
@@ -114,8 +144,17 @@ def reference_generations_write(*, config: dict[str, Any], run: GenerationRun) -
 def reference_judgments_write(*, config: dict[str, Any], run: JudgeRun) -> str:
     """``paths.judgments``, else ``out_root/<run_name>/judgments/<judge>/judgments.jsonl``."""
     given = config["reference"]["judgments_file"]
-    output = Path(given) if given else (Path(config["reference"]["out_root"]) / run.generation_run.name / "judgments"
-                                        / short_name(run.judge) / "judgments.jsonl")
+    output = (
+        Path(given)
+        if given
+        else (
+            Path(config["reference"]["out_root"])
+            / run.generation_run.name
+            / "judgments"
+            / short_name(run.judge)
+            / "judgments.jsonl"
+        )
+    )
     output.parent.mkdir(parents=True, exist_ok=True)
     judgments_export(judge=run.judge, run=run.generation_run, output=output)
     return str(output)

@@ -1,28 +1,50 @@
-"""RL rewards for a completion (How2Everything §6, App. E.4): the How2Score verdict of the
-configured judge, the step-format verifier and the reference-calibrated length reward.
+"""RL rewards for a batch of completions (How2Everything §6, App. E.4): the How2Score verdict
+of the configured judge, the step-format verifier and the reference-calibrated length reward.
 
-``total`` is their sum, as in the paper's GRPO reward; a missing verdict (the judge gave no
-usable answer) contributes 0 to ``total`` and is reported as ``how2score: null`` so a
-trainer can drop or down-weight that sample."""
+``total`` is their sum, as in the paper's GRPO reward. Every item says how its verdict came
+about (``status``):
+
+* ``judged``: the judge answered now;
+* ``cached``: the ledger already held the judge's ``ok`` answer to the very same request;
+* ``no_steps``: the completion has no step to follow, so How2Score is 0 without a judge call;
+* ``failed``: no usable verdict (``reason`` says why: the call's outcome and error, or what
+  was wrong with the answer); ``how2score`` is ``null``, contributes 0 to ``total``, and a
+  trainer can drop or down-weight that sample. A failure is never a silent 0.
+
+A batch costs one ledger query for all its judge requests (identical requests within the
+batch are sent once), its uncached requests go to the judge together (judging/reward_service.py,
+at most ``REWARD_CONCURRENCY`` in flight, under the endpoint's shared limits), and their
+answers are written to the ledger in one group."""
+
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
-from django.db import connections
+from django.conf import settings
 
 from judging.how2score import JudgeAnswerError, validate_judge_answer
 from judging.metrics import length_reward, step_format_reward
 from judging.prompts import prompt_load, prompt_path
+from judging.reward_service import JUDGE_LOOP
 from judging.score_metric import score_reward
 from judging.services import DEFAULT_JUDGE_PROMPT, judge_request
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
-from llm.client import LLMClient
+from llm.client import LLMClient, LLMRequest, LLMResult, ledger_write_many
 from llm.endpoints import Endpoint, endpoint_require
+from llm.selectors import ledger_ok_results
 
 REWARD_RUN = "reward-endpoint"
+JUDGE_ROLE = "how2score_judge"
+
+STATUS_JUDGED = "judged"
+STATUS_CACHED = "cached"
+STATUS_NO_STEPS = "no_steps"
+STATUS_FAILED = "failed"
+
+_LOOKUP_CHUNK = 2000  # keys per ledger query (bounded IN lists)
 
 
 @dataclass(frozen=True)
@@ -34,27 +56,16 @@ class RewardInput:
     with_score: bool = False  # add the SCORE term (docs/score.md) to the rewards and the total
 
 
-def _verdict(client: LLMClient, prompt, item: RewardInput, steps: list[str], close: bool = True) -> int | None:
-    if not steps:
-        return 0  # nothing followable: the procedure cannot achieve the goal
-    try:
-        result = client.complete(judge_request(item.goal, item.reference_steps, steps, prompt), run=REWARD_RUN,
-                                 role="how2score_judge")
-        if not result.ok:
-            return None
-        try:
-            answer = validate_judge_answer(result.value, n_l1=len(item.reference_steps), n_l2=len(steps))
-        except JudgeAnswerError:
-            return None
-        return 0 if answer["critical_failures"] else 1
-    finally:
-        if close:  # a pool thread's own database connection
-            connections.close_all()
+@dataclass
+class _Verdict:
+    how2score: int | None
+    status: str
+    reason: str = ""
 
 
 @lru_cache(maxsize=4)
 def _judge_client(endpoint: Endpoint) -> LLMClient:
-    """One client (and its connection pool) per endpoint for the life of the process:
+    """One client (and its connection pools) per endpoint for the life of the process:
     the reward endpoint sits inside a training loop and must not reconnect every call."""
     return LLMClient(endpoint)
 
@@ -64,25 +75,88 @@ def _judge_prompt(path: str, mtime: float):
     return prompt_load(path, kind="how2score_judge")
 
 
-def rewards_compute(items: list[RewardInput], *, concurrency: int = 16) -> list[dict]:
-    """Rewards for each item, judging up to ``concurrency`` items at once."""
+def _verdict_of(result: LLMResult, *, n_l1: int, n_l2: int, status: str) -> _Verdict:
+    if not result.ok:
+        detail = f": {result.error}" if result.error else ""
+        return _Verdict(None, STATUS_FAILED, f"judge call ended {result.outcome}{detail}")
+    try:
+        answer = validate_judge_answer(result.value, n_l1=n_l1, n_l2=n_l2)
+    except JudgeAnswerError as exc:
+        return _Verdict(None, STATUS_FAILED, f"unusable judge answer: {exc}")
+    return _Verdict(0 if answer["critical_failures"] else 1, status)
+
+
+def _verdicts(items: list[RewardInput], steps: list[list[str]]) -> list[_Verdict]:
+    """Each item's How2Score verdict: from the ledger, from the judge (concurrently), or 0
+    for a completion without steps."""
     path = prompt_path(DEFAULT_JUDGE_PROMPT)
     prompt = _judge_prompt(str(path), path.stat().st_mtime)  # a replaced prompt file is picked up
-    client = _judge_client(endpoint_require("how2score_judge"))
+    client = _judge_client(endpoint_require(JUDGE_ROLE))
+    endpoint = client.endpoint
+    keys: list[str | None] = []
+    requests: dict[str, LLMRequest] = {}  # one per distinct request of the batch
+    for item, item_steps in zip(items, steps):
+        if not item_steps:
+            keys.append(None)
+            continue
+        request = judge_request(item.goal, item.reference_steps, item_steps, prompt)
+        key = request.key_for(endpoint)
+        keys.append(key)
+        requests.setdefault(key, request)
+    answered = ledger_ok_results(list(requests), chunk=_LOOKUP_CHUNK)
+    todo = [(key, request) for key, request in requests.items() if key not in answered]
+    fresh: dict[str, LLMResult | BaseException] = {}
+    written: list[tuple[str, dict[str, Any]]] = []
+    concurrency = settings.REWARD_CONCURRENCY
+    for (key, _request), answer in zip(
+        todo, JUDGE_LOOP.ask(client, todo, concurrency=concurrency, run=REWARD_RUN, role=JUDGE_ROLE)
+    ):
+        if isinstance(answer, BaseException):
+            fresh[key] = answer
+        else:
+            fresh[key] = answer[0]
+            written.append((key, answer[1]))
+    ledger_write_many(written)
+    verdicts = []
+    for item, item_steps, item_key in zip(items, steps, keys):
+        if item_key is None:
+            verdicts.append(_Verdict(0, STATUS_NO_STEPS))
+            continue
+        n_l1, n_l2 = len(item.reference_steps), len(item_steps)
+        if item_key in answered:
+            verdicts.append(_verdict_of(answered[item_key], n_l1=n_l1, n_l2=n_l2, status=STATUS_CACHED))
+            continue
+        result = fresh[item_key]
+        if isinstance(result, BaseException):
+            verdicts.append(
+                _Verdict(None, STATUS_FAILED, f"judge call raised {result.__class__.__name__}: {result}"[:500])
+            )
+        else:
+            verdicts.append(_verdict_of(result, n_l1=n_l1, n_l2=n_l2, status=STATUS_JUDGED))
+    return verdicts
+
+
+def rewards_compute(items: list[RewardInput]) -> list[dict[str, Any]]:
+    """Rewards for each item, in order: ``how2score``, ``format``, ``length``, ``total``
+    (and ``score`` with ``with_score``), its ``status`` and, for a failed verdict, its ``reason``."""
     steps = [parse_steps(item.completion) for item in items]
-    if len(items) == 1:
-        verdicts = [_verdict(client, prompt, items[0], steps[0], close=False)]
-    else:
-        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(items)))) as pool:
-            verdicts = list(pool.map(lambda pair: _verdict(client, prompt, *pair), zip(items, steps)))
+    verdicts = _verdicts(items, steps)
     results = []
     for item, item_steps, verdict in zip(items, steps, verdicts):
         fmt = step_format_reward(item.completion, len(item.reference_steps))
         gen_tokens = procedure_tokens(item_steps) if item_steps else 0
         length = length_reward(gen_tokens, procedure_tokens(item.reference_steps))
-        result = {"how2score": verdict, "format": fmt, "length": length, "total": (verdict or 0) + fmt + length}
+        result: dict[str, Any] = {
+            "how2score": verdict.how2score,
+            "format": fmt,
+            "length": length,
+            "total": (verdict.how2score or 0) + fmt + length,
+        }
         if item.with_score:
             result["score"] = score_reward(item.reference_steps, item.completion)
             result["total"] += result["score"] or 0
+        result["status"] = verdict.status
+        if verdict.reason:
+            result["reason"] = verdict.reason
         results.append(result)
     return results

@@ -8,6 +8,7 @@ gate, order consistency, action anchors) and §4.2 (evaluation metrics). A step 
 
 Where the paper's text contradicts itself or leaves something open, the choice made is
 written beside the code as "Choice:" and collected in docs/score.md."""
+
 from __future__ import annotations
 
 import math
@@ -114,9 +115,7 @@ def consistency_check(parsed: SketchFill, tau: float = CONSISTENCY_TAU) -> Consi
         expected = list(range(1, len(numbers) + 1))
         if numbers != expected:
             return ConsistencyCheck(False, (), f"<{section}> steps are numbered {numbers}, expected {expected}")
-    coverages = tuple(
-        step_coverage(key.components, orc.text) for key, orc in zip(parsed.key_steps, parsed.orc_steps)
-    )
+    coverages = tuple(step_coverage(key.components, orc.text) for key, orc in zip(parsed.key_steps, parsed.orc_steps))
     worst = min(range(len(coverages)), key=lambda index: coverages[index])
     if coverages[worst] < tau:
         return ConsistencyCheck(False, coverages, f"Step {worst + 1}: coverage {coverages[worst]:.3f} < {tau}")
@@ -306,7 +305,9 @@ def semantic_consistency(
 
 
 def step_semantics(
-    pred_steps: Sequence[StepComponents], gold_steps: Sequence[StepComponents], order_mode: OrderMode = "strict",
+    pred_steps: Sequence[StepComponents],
+    gold_steps: Sequence[StepComponents],
+    order_mode: OrderMode = "strict",
 ) -> float:
     """r_semantics of Eq. (5) = Order(â, a*) + semantic consistency, in [0, 2.5].
 
@@ -367,8 +368,8 @@ def order_tau(pred_actions: Sequence[str], gold_actions: Sequence[str]) -> float
     pairs = tau_pairs(pred_actions, gold_actions)
     concordant = discordant = 0
     for index, (i, j) in enumerate(pairs):
-        for k, l in pairs[index + 1:]:
-            if (k - i) * (l - j) > 0:
+        for later_i, later_j in pairs[index + 1 :]:
+            if (later_i - i) * (later_j - j) > 0:
                 concordant += 1
             else:
                 discordant += 1
@@ -440,7 +441,9 @@ def score_steps(
     )
 
 
-def score_completion(completion: str, gold_steps: Sequence[StepComponents], order_mode: OrderMode = "strict") -> ScoreResult:
+def score_completion(
+    completion: str, gold_steps: Sequence[StepComponents], order_mode: OrderMode = "strict"
+) -> ScoreResult:
     """SCORE of a Sketch-and-Fill answer: both gates, then ``score_steps`` on its <key>
     steps with its <orc> sentences for L̄."""
     parsed = parse_sketch_fill(completion)
@@ -505,7 +508,9 @@ def score_input(record: dict[str, Any]) -> ScoreInput:
     if pred_value is not None and completion is not None:
         raise ComponentsError("pred", "give pred or completion, not both")
     if pred_value is None and completion is None:
-        raise ComponentsError("pred", "missing: give pred (steps as action/objects/parameters) or completion (Sketch-and-Fill text)")
+        raise ComponentsError(
+            "pred", "missing: give pred (steps as action/objects/parameters) or completion (Sketch-and-Fill text)"
+        )
     if completion is not None and not isinstance(completion, str):
         raise ComponentsError("completion", f"expected a string, got {type(completion).__name__}")
     pred = components_list(pred_value, "pred") if pred_value is not None else None

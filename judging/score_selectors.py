@@ -1,14 +1,16 @@
 """Reads for SCORE on How2Bench runs (docs/score.md): SCORE of each generation against its
 reference, from stored ``extract_components`` results when a run has them, else from the
 rule-based components (offline), and means per run and per model."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.intervals import ITEM_BOOTSTRAP, bootstrap_mean_interval
 from judging.components import StepComponents, components_from_dict, rule_based_steps
-from judging.models import ComponentExtraction, ComponentsRun, Generation, GenerationRun, RunStatus
+from judging.models import ComponentExtraction, ComponentsRun, Generation, GenerationRun
 from judging.score_metric import ScoreResult, score_steps
 from judging.score_services import steps_hash
 from llm.models import FINISHED
@@ -27,8 +29,12 @@ class GenerationScore:
 
 def components_extractor(generation_run: GenerationRun) -> str | None:
     """The extractor of the run's latest finished ``extract_components`` run, if any."""
-    return (ComponentsRun.objects.filter(generation_run=generation_run, status__in=FINISHED)
-            .order_by("-id").values_list("extractor", flat=True).first())
+    return (
+        ComponentsRun.objects.filter(generation_run=generation_run, status__in=FINISHED)
+        .order_by("-id")
+        .values_list("extractor", flat=True)
+        .first()
+    )
 
 
 def _stored(extractor: str, keys: Iterable[str]) -> dict[str, tuple[StepComponents, ...]]:
@@ -58,12 +64,17 @@ def generation_components(generations: Sequence[Generation]) -> dict[int, Genera
     extractors: dict[int | None, str | None] = {}
     for generation in usable:
         if generation.run_id not in extractors:
-            extractors[generation.run_id] = components_extractor(generation.run) if generation.run_id else None
+            extractors[generation.run_id] = components_extractor(generation.run) if generation.run is not None else None
     stored: dict[str, dict[str, tuple[StepComponents, ...]]] = {}
-    for extractor in {e for e in extractors.values() if e}:
-        keys = {steps_hash(s) for g in usable if extractors[g.run_id] == extractor
-                for s in (g.procedure.steps, g.predicted_steps) if s}
-        stored[extractor] = _stored(extractor, keys)
+    for named in {e for e in extractors.values() if e}:
+        keys = {
+            steps_hash(s)
+            for g in usable
+            if extractors[g.run_id] == named
+            for s in (g.procedure.steps, g.predicted_steps)
+            if s
+        }
+        stored[named] = _stored(named, keys)
     components: dict[int, GenerationComponents] = {}
     for generation in usable:
         reference, predicted = generation.procedure.steps, generation.predicted_steps
@@ -84,18 +95,29 @@ def generation_components(generations: Sequence[Generation]) -> dict[int, Genera
 def generation_scores(generations: Sequence[Generation]) -> dict[int, GenerationScore]:
     """SCORE of every usable generation (outcome ok), by generation id, from the components
     ``generation_components`` chooses."""
-    return {pk: GenerationScore(pk, score_steps(c.pred, c.gold), c.extractor)
-            for pk, c in generation_components(generations).items()}
+    return {
+        pk: GenerationScore(pk, score_steps(c.pred, c.gold), c.extractor)
+        for pk, c in generation_components(generations).items()
+    }
 
 
 def score_summary(scores: Iterable[GenerationScore]) -> dict[str, Any]:
-    """Means over generations of SCORE and the §4.2 metrics, with how many were scored and
-    how many used the rule-based components. Means are null when nothing was scored."""
+    """Means over generations of SCORE and the §4.2 metrics, each with its 95 % percentile
+    bootstrap interval over the generations (``ci95``, seeded, so every page shows the same
+    one), with how many were scored and how many used the rule-based components. Means and
+    intervals are null when nothing was scored."""
     scores = list(scores)
     n = len(scores)
     keys = ("score", "step_m", "order_strict", "order_lcs_eval", "order_tau", "semantic")
-    means = {key: (sum(getattr(s.result, key) for s in scores) / n if n else None) for key in keys}
-    return {**means, "n_scored": n, "n_rule_based": sum(1 for s in scores if s.extractor == RULE_EXTRACTOR)}
+    values = {key: [getattr(s.result, key) for s in scores] for key in keys}
+    means = {key: (sum(values[key]) / n if n else None) for key in keys}
+    return {
+        **means,
+        "ci95": {key: bootstrap_mean_interval(values[key]) for key in keys},
+        "interval": ITEM_BOOTSTRAP,
+        "n_scored": n,
+        "n_rule_based": sum(1 for s in scores if s.extractor == RULE_EXTRACTOR),
+    }
 
 
 def generation_run_score(run: GenerationRun) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Writes for SCORE on How2Bench runs (docs/score.md): ``extract_components`` runs, which
 turn the steps of a generation run's references and generations into (action, objects,
 parameters) through the LLM layer and store them, once per step list and extractor."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,12 +14,13 @@ from django.db import transaction
 from judging.components import ComponentsError, components_answer, components_schema
 from judging.constants import COMPONENTS_MAX_TOKENS, GREEDY_TEMPERATURE
 from judging.models import ComponentExtraction, ComponentsRun, GenerationRun
-from judging.prompts import Prompt, numbered, prompt_load
+from judging.prompts import Prompt, numbered_steps, prompt_load
 from llm.client import LLMRequest
 from llm.endpoints import endpoint_require
-from llm.runs import owned_run_execute, owned_run_resume, owned_run_retry_failed
+from llm.runs import owned_run_execute, owned_run_job_attach, owned_run_resume, owned_run_retry_failed
 from llm.selectors import llm_job_results
-from llm.services import ledger_entry_reject, llm_job_create
+from llm.services import ledger_entry_reject
+from llm.shards import llm_job_tasks
 
 DEFAULT_COMPONENTS_PROMPT = "extract_components.txt"
 COMPONENTS_STAGE = "extract_components"
@@ -50,7 +52,7 @@ def components_request(steps: Sequence[str], prompt: Prompt) -> LLMRequest:
     asks for exactly one triple per step (a wrong count is parse_failed and re-asked)."""
     return LLMRequest(
         stage=COMPONENTS_STAGE,
-        messages=[{"role": "user", "content": prompt.render(steps=numbered(list(steps)))}],
+        messages=[{"role": "user", "content": prompt.render(steps=numbered_steps(list(steps)))}],
         params={"temperature": GREEDY_TEMPERATURE, "max_tokens": COMPONENTS_MAX_TOKENS},
         schema=components_schema(len(steps)),
     )
@@ -58,8 +60,15 @@ def components_request(steps: Sequence[str], prompt: Prompt) -> LLMRequest:
 
 @transaction.atomic
 def components_run_create(
-    *, generation_run: GenerationRun, name: str | None = None, role: str = COMPONENTS_STAGE, prompt_file: str | None = None,
-    executor: str = "online", concurrency: int = 16, budget_usd: Decimal | None = None, start: bool = True,
+    *,
+    generation_run: GenerationRun,
+    name: str | None = None,
+    role: str = COMPONENTS_STAGE,
+    prompt_file: str | None = None,
+    executor: str = "online",
+    concurrency: int = 16,
+    budget_usd: Decimal | None = None,
+    start: bool = True,
 ) -> ComponentsRun:
     """Extract the components of a generation run's step lists. Lists this extractor (model
     and prompt) already has usable components of are reused and not sent again; a list whose
@@ -68,17 +77,33 @@ def components_run_create(
     prompt = prompt_load(prompt_file or DEFAULT_COMPONENTS_PROMPT, kind=COMPONENTS_STAGE)
     extractor = llm_extractor_name(endpoint_require(role).model, prompt.sha256)
     lists = generation_run_step_lists(generation_run)
-    stored = set(ComponentExtraction.objects.filter(extractor=extractor, steps_hash__in=list(lists), outcome="ok")
-                 .values_list("steps_hash", flat=True))
+    stored = set(
+        ComponentExtraction.objects.filter(extractor=extractor, steps_hash__in=list(lists), outcome="ok").values_list(
+            "steps_hash", flat=True
+        )
+    )
     todo = [key for key in lists if key not in stored]
     run = ComponentsRun.objects.create(
-        name=name, generation_run=generation_run, role=role, extractor=extractor, steps_hashes=todo,
-        prompt_file=prompt.path, prompt_hash=prompt.sha256, executor=executor, concurrency=concurrency,
-        budget_usd=budget_usd)
-    run.llm_job = llm_job_create(run=f"components-run:{run.pk}", role=role,
-                                 requests=[components_request(lists[key], prompt) for key in todo],
-                                 executor=executor, concurrency=concurrency, budget_usd=budget_usd, start=False)
-    run.save(update_fields=["llm_job"])
+        name=name,
+        generation_run=generation_run,
+        role=role,
+        extractor=extractor,
+        steps_hashes=todo,
+        prompt_file=prompt.path,
+        prompt_hash=prompt.sha256,
+        executor=executor,
+        concurrency=concurrency,
+        budget_usd=budget_usd,
+    )
+    owned_run_job_attach(
+        run,
+        label="components-run",
+        role=role,
+        requests=[components_request(lists[key], prompt) for key in todo],
+        executor=executor,
+        concurrency=concurrency,
+        budget_usd=budget_usd,
+    )
     if start:
         _components_enqueue(run)()
     return run
@@ -86,24 +111,37 @@ def components_run_create(
 
 def components_run_execute(*, run_id: int) -> str:
     run = ComponentsRun.objects.select_related("llm_job", "generation_run").filter(pk=run_id).first()
-    return "gone" if run is None else owned_run_execute(run, collect=components_run_collect, unusable=components_run_unusable)
+    return (
+        "gone"
+        if run is None
+        else owned_run_execute(run, collect=components_run_collect, unusable=components_run_unusable)
+    )
 
 
 def components_run_unusable(run: ComponentsRun) -> int:
     """Step lists of the run whose extraction has no usable components."""
-    return (ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes)
-            .exclude(outcome="ok").count())
+    return (
+        ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes)
+        .exclude(outcome="ok")
+        .count()
+    )
 
 
 def _components_discard_unusable(run: ComponentsRun) -> int:
-    return (ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes)
-            .exclude(outcome="ok").delete()[0])
+    return (
+        ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes)
+        .exclude(outcome="ok")
+        .delete()[0]
+    )
 
 
 def _components_enqueue(run: ComponentsRun):
     from judging.tasks import components_run_execute_task
 
-    return lambda: transaction.on_commit(lambda: components_run_execute_task.delay(run.pk))
+    # One task per shard of the run's job still to execute (llm/shards.py).
+    return lambda: transaction.on_commit(
+        lambda: [components_run_execute_task.delay(run.pk) for _ in range(llm_job_tasks(run.llm_job_id))]
+    )
 
 
 def components_run_retry_failed(*, run: ComponentsRun) -> int:
@@ -122,11 +160,17 @@ def components_run_collect(run: ComponentsRun) -> int:
     ``ok`` ledger answer refused here (from a ledger written before the count was bounded)
     is marked failed in the ledger, so *Retry failed* and new runs ask it again. A stored
     extraction without usable components is replaced by a newer answer."""
+    job = run.llm_job
+    if job is None:  # not launched: nothing has finished
+        return 0
     lists = generation_run_step_lists(run.generation_run)
-    existing = dict(ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes)
-                    .values_list("steps_hash", "outcome"))
+    existing = dict(
+        ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=run.steps_hashes).values_list(
+            "steps_hash", "outcome"
+        )
+    )
     new, replaced = [], []
-    for key, result in zip(run.steps_hashes, llm_job_results(run.llm_job)):
+    for key, result in zip(run.steps_hashes, llm_job_results(job)):
         if result is None or existing.get(key) == "ok" or key not in lists or result.outcome == "api_error":
             continue
         steps = lists[key]
@@ -136,15 +180,26 @@ def components_run_collect(run: ComponentsRun) -> int:
                 components = [triple.as_dict() for triple in components_answer(result.value, len(steps))]
             except ComponentsError as exc:
                 outcome, error = "parse_failed", str(exc)
-                ledger_entry_reject(key=result.key, reason=error, run=run.llm_job.run)
+                ledger_entry_reject(key=result.key, reason=error, run=job.run)
         if key in existing:
             if existing[key] == outcome:
                 continue  # the same failure, stored already
             replaced.append(key)
-        new.append(ComponentExtraction(steps_hash=key, extractor=run.extractor, steps=steps, components=components,
-                                       outcome=outcome, error=error, prompt_hash=run.prompt_hash,
-                                       ledger_key=result.key))
+        new.append(
+            ComponentExtraction(
+                steps_hash=key,
+                extractor=run.extractor,
+                steps=steps,
+                components=components,
+                outcome=outcome,
+                error=error,
+                prompt_hash=run.prompt_hash,
+                ledger_key=result.key,
+            )
+        )
     with transaction.atomic():
-        ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=replaced).exclude(outcome="ok").delete()
+        ComponentExtraction.objects.filter(extractor=run.extractor, steps_hash__in=replaced).exclude(
+            outcome="ok"
+        ).delete()
         ComponentExtraction.objects.bulk_create(new, ignore_conflicts=True)
     return len(new)

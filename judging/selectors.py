@@ -1,5 +1,6 @@
 """Reads of the judging app: How2Score per run, leaderboards, model comparisons, cross-judge
 rankings. Every How2Score comes with its interval and its coverage (judging/coverage.py)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -14,7 +15,7 @@ from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASIS_ALL, BASIS_COMMON, estimate_over, paired_comparison, ranking
 from judging.how2score import SCORE_FIELDS, How2ScoreTally
 from judging.metrics import MetricsSummary, record_metrics
-from judging.models import Generation, GenerationRun, Judgment, JudgeRun
+from judging.models import Generation, GenerationRun, JudgeRun, Judgment
 from judging.rankings import kendall_tau, rank_correlation_intervals, spearman_rho
 from judging.score_selectors import generation_scores, score_summary
 from llm.constants import OUTCOME_API_ERROR
@@ -51,9 +52,14 @@ def judge_request_failures(runs: Iterable[JudgeRun], split: str | None = None) -
         stored = set(run.judgments.values_list("generation_id", flat=True))
         # The job's requests follow the run's usable generations in id order (judge_run_create).
         generation_ids = run.generation_run.generations.filter(outcome="ok").order_by("id").values_list("id", flat=True)
-        failed += [pk for pk, key in zip(generation_ids, job.keys)
-                   if outcomes.get(key) == OUTCOME_API_ERROR and pk not in stored]
-    generations = Generation.objects.filter(pk__in=failed).select_related("procedure__topic", "run").order_by("model", "id")
+        failed += [
+            pk
+            for pk, key in zip(generation_ids, job.keys)
+            if outcomes.get(key) == OUTCOME_API_ERROR and pk not in stored
+        ]
+    generations = (
+        Generation.objects.filter(pk__in=failed).select_related("procedure__topic", "run").order_by("model", "id")
+    )
     return list(generations.filter(procedure__split=split) if split else generations)
 
 
@@ -63,10 +69,12 @@ def judge_run_items(runs: Iterable[JudgeRun], split: str | None = None) -> set[i
     request for it got a usable answer."""
     ids: set[int] = set()
     for generation_run in {run.generation_run for run in runs}:
-        ids |= set(generation_run.procedure_ids) | set(generation_run.generations.values_list("procedure_id", flat=True))
+        ids |= set(generation_run.procedure_ids) | set(
+            generation_run.generations.values_list("procedure_id", flat=True)
+        )
     found, chunk, ordered = set(), 2000, sorted(ids)
     for start in range(0, len(ordered), chunk):
-        procedures = Procedure.objects.filter(pk__in=ordered[start:start + chunk])
+        procedures = Procedure.objects.filter(pk__in=ordered[start : start + chunk])
         found |= set((procedures.filter(split=split) if split else procedures).values_list("pk", flat=True))
     return found
 
@@ -117,8 +125,9 @@ def verdict_counts(judge: str, split: str | None = None) -> tuple[dict[str, dict
     counts: dict[str, dict[int, list[int]]] = defaultdict(dict)
     runs = _judge_runs(judge)
     items = judge_run_items(runs, split)
-    rows = list(_judgments(judge, split).values_list("generation__model", "generation__procedure_id", "outcome",
-                                                     "has_failure"))
+    rows = list(
+        _judgments(judge, split).values_list("generation__model", "generation__procedure_id", "outcome", "has_failure")
+    )
     rows += [(g.model, g.procedure_id, OUTCOME_API_ERROR, None) for g in judge_request_failures(runs, split)]
     for model, procedure_id, outcome, has_failure in rows:
         items.add(procedure_id)
@@ -132,8 +141,9 @@ def verdict_counts(judge: str, split: str | None = None) -> tuple[dict[str, dict
     return {m: {i: (c[0], c[1], c[2]) for i, c in cells.items()} for m, cells in counts.items()}, items
 
 
-def leaderboard_ranking(judge: str, split: str | None = None, *, basis: str = BASIS_COMMON,
-                        min_coverage: float = LEADERBOARD_MIN_COVERAGE) -> dict[str, Any]:
+def leaderboard_ranking(
+    judge: str, split: str | None = None, *, basis: str = BASIS_COMMON, min_coverage: float = LEADERBOARD_MIN_COVERAGE
+) -> dict[str, Any]:
     """The leaderboard of one judge (over the procedures of ``split`` when given: How2Bench,
     or the constrained slice), ranked by the rule of judging/coverage.py.
 
@@ -149,16 +159,25 @@ def leaderboard_ranking(judge: str, split: str | None = None, *, basis: str = BA
     counts, items = verdict_counts(judge, split)
     ranked = ranking(counts, n_items=len(items), basis=basis, min_coverage=min_coverage)
     details: dict[str, dict[str, Any]] = {}
-    judgments = _judgments(judge, split).select_related("generation__procedure__topic", "generation__run").order_by(
-        "generation__model", "id")
+    judgments = (
+        _judgments(judge, split)
+        .select_related("generation__procedure__topic", "generation__run")
+        .order_by("generation__model", "id")
+    )
     verdicts = [(j.generation, usable_verdict(j.outcome, j.has_failure)) for j in judgments]
     verdicts += [(g, None) for g in judge_request_failures(_judge_runs(judge), split)]  # api_error: unusable
     for generation, verdict in verdicts:
-        row = details.setdefault(generation.model, {
-            "label": generation.display_name, "tally": How2ScoreTally(),
-            "slices": {s: How2ScoreTally() for s in STEP_COUNT_SLICES}, "metrics": MetricsSummary(), "successes": [],
-            "generations": [],
-        })
+        row = details.setdefault(
+            generation.model,
+            {
+                "label": generation.display_name,
+                "tally": How2ScoreTally(),
+                "slices": {s: How2ScoreTally() for s in STEP_COUNT_SLICES},
+                "metrics": MetricsSummary(),
+                "successes": [],
+                "generations": [],
+            },
+        )
         row["generations"].append(generation)
         if verdict is not None:
             row["successes"].append(not verdict)
@@ -168,7 +187,9 @@ def leaderboard_ranking(judge: str, split: str | None = None, *, basis: str = BA
             if low <= len(procedure.steps) <= high:
                 row["slices"][(low, high)].add(procedure.topic.name, verdict, item=procedure.pk)
         if generation.predicted_steps:
-            row["metrics"].add(record_metrics(reference_steps=procedure.steps, predicted_steps=generation.predicted_steps))
+            row["metrics"].add(
+                record_metrics(reference_steps=procedure.steps, predicted_steps=generation.predicted_steps)
+            )
     scores = generation_scores([g for row in details.values() for g in row["generations"]])
     rows = []
     for model in ranked["order"]:
@@ -176,21 +197,39 @@ def leaderboard_ranking(judge: str, split: str | None = None, *, basis: str = BA
         shown, slice_ = rule["shown"], rule["all_items"]
         topics = row["tally"].result()
         structured = score_summary(scores[g.pk] for g in row["generations"] if g.pk in scores)
-        rows.append({
-            "model": model, "label": row["label"], "rank": rule["rank"], "complete": rule["complete"],
-            "scored_on": rule["scored_on"], **{key: shown[key] for key in SCORE_FIELDS},
-            "interval": shown["interval"], "n_judged": shown["n_judged"],
-            "n_unusable": slice_["n_unusable"], "n_items": slice_["n_items"],
-            "n_items_judged": slice_["n_items_judged"], "coverage": slice_["coverage"],
-            "all_items": slice_, "common_items": rule["common_items"],
-            "n": topics["n"], "n_scored": slice_["n_judged"], "by_topic": topics["by_topic"],
-            "slices": {f"{lo}-{hi}": row["slices"][(lo, hi)].result() for lo, hi in STEP_COUNT_SLICES},
-            "metrics": row["metrics"].result(),
-            "calibrated": judge_calibration(judge, row["successes"]) if row["successes"] else None,
-            "score": structured["score"], "score_n": structured["n_scored"],
-        })
+        rows.append(
+            {
+                "model": model,
+                "label": row["label"],
+                "rank": rule["rank"],
+                "complete": rule["complete"],
+                "scored_on": rule["scored_on"],
+                **{key: shown[key] for key in SCORE_FIELDS},
+                "interval": shown["interval"],
+                "n_judged": shown["n_judged"],
+                "n_unusable": slice_["n_unusable"],
+                "n_items": slice_["n_items"],
+                "n_items_judged": slice_["n_items_judged"],
+                "coverage": slice_["coverage"],
+                "all_items": slice_,
+                "common_items": rule["common_items"],
+                "n": topics["n"],
+                "n_scored": slice_["n_judged"],
+                "by_topic": topics["by_topic"],
+                "slices": {f"{lo}-{hi}": row["slices"][(lo, hi)].result() for lo, hi in STEP_COUNT_SLICES},
+                "metrics": row["metrics"].result(),
+                "calibrated": judge_calibration(judge, row["successes"]) if row["successes"] else None,
+                "score": structured["score"],
+                "score_n": structured["n_scored"],
+                "score_ci95": structured["ci95"]["score"],
+            }
+        )
     return {key: ranked[key] for key in ("basis", "min_coverage", "n_items", "n_common_items", "n_complete")} | {
-        "judge": judge, "split": split, "n_items_not_common": ranked["n_items"] - ranked["n_common_items"], "rows": rows}
+        "judge": judge,
+        "split": split,
+        "n_items_not_common": ranked["n_items"] - ranked["n_common_items"],
+        "rows": rows,
+    }
 
 
 def leaderboard(judge: str, split: str | None = None, *, basis: str = BASIS_ALL) -> list[dict[str, Any]]:
@@ -203,8 +242,15 @@ def leaderboard_models(judge: str, split: str | None = None) -> list[str]:
     return sorted(set(_judgments(judge, split).values_list("generation__model", flat=True)))
 
 
-def model_comparison(judge: str, a: str, b: str, split: str | None = None, *,
-                     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+def model_comparison(
+    judge: str,
+    a: str,
+    b: str,
+    split: str | None = None,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Any]:
     """Is model ``a`` better than model ``b`` under this judge? Both scores on the
     procedures both have a usable verdict for and the difference with a paired bootstrap
     interval (judging/coverage.py ``paired_comparison``). Raises ``KeyError`` naming ``a``
@@ -213,12 +259,18 @@ def model_comparison(judge: str, a: str, b: str, split: str | None = None, *,
     for field, model in (("a", a), ("b", b)):
         if model not in counts:
             raise KeyError(field)
-    return {"judge": judge, "split": split, "model_a": a, "model_b": b,
-            **paired_comparison(counts[a], counts[b], resamples=resamples, seed=seed)}
+    return {
+        "judge": judge,
+        "split": split,
+        "model_a": a,
+        "model_b": b,
+        **paired_comparison(counts[a], counts[b], resamples=resamples, seed=seed),
+    }
 
 
-def _count_matrices(counts: dict[str, dict[int, tuple[int, int, int]]], models: list[str],
-                    items: list[int]) -> tuple[list[list[int]], list[list[int]]]:
+def _count_matrices(
+    counts: dict[str, dict[int, tuple[int, int, int]]], models: list[str], items: list[int]
+) -> tuple[list[list[int]], list[list[int]]]:
     """(no_failure, judged) matrices, models x items."""
     passes = [[counts[m].get(i, (0, 0, 0))[0] for i in items] for m in models]
     judged = [[counts[m].get(i, (0, 0, 0))[1] for i in items] for m in models]
@@ -231,25 +283,44 @@ def cross_judge_rankings(judges: list[str], split: str | None = None) -> dict[st
     judge's slice, and the rank correlations between judges over the models both judged
     (paper Figure 5), with bootstrap intervals resampling the procedures (judging/rankings.py)."""
     counted = {judge: verdict_counts(judge, split) for judge in judges}
-    estimates = {judge: {model: estimate_over(c, n_items=len(items)) for model, c in counts.items()}
-                 for judge, (counts, items) in counted.items()}
-    scores = {judge: {m: e["how2score"] for m, e in by_model.items() if e["how2score"] is not None}
-              for judge, by_model in estimates.items()}
+    estimates = {
+        judge: {model: estimate_over(c, n_items=len(items)) for model, c in counts.items()}
+        for judge, (counts, items) in counted.items()
+    }
+    scores = {
+        judge: {m: e["how2score"] for m, e in by_model.items() if e["how2score"] is not None}
+        for judge, by_model in estimates.items()
+    }
     pairs = []
     for i, a in enumerate(judges):
-        for b in judges[i + 1:]:
+        for b in judges[i + 1 :]:
             common = sorted(set(scores[a]) & set(scores[b]))
             x = [scores[a][m] for m in common]
             y = [scores[b][m] for m in common]
             items = sorted(counted[a][1] | counted[b][1])
             intervals = rank_correlation_intervals(
-                _count_matrices(counted[a][0], common, items), _count_matrices(counted[b][0], common, items))
-            pairs.append({"judges": (a, b), "n_models": len(common), "kendall_tau": kendall_tau(x, y),
-                          "spearman": spearman_rho(x, y), **intervals})
+                _count_matrices(counted[a][0], common, items), _count_matrices(counted[b][0], common, items)
+            )
+            pairs.append(
+                {
+                    "judges": (a, b),
+                    "n_models": len(common),
+                    "kendall_tau": kendall_tau(x, y),
+                    "spearman": spearman_rho(x, y),
+                    **intervals,
+                }
+            )
     models = sorted({m for s in estimates.values() for m in s})
     table = [{"model": m, "cells": [estimates[j].get(m) for j in judges]} for m in models]
-    return {"judges": judges, "split": split, "models": models, "scores": scores, "estimates": estimates,
-            "table": table, "pairs": pairs}
+    return {
+        "judges": judges,
+        "split": split,
+        "models": models,
+        "scores": scores,
+        "estimates": estimates,
+        "table": table,
+        "pairs": pairs,
+    }
 
 
 def generation_run_list() -> QuerySet[GenerationRun]:

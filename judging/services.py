@@ -1,38 +1,65 @@
 """Writes of the judging app: models, generation runs, judge runs (How2Score)."""
+
 from __future__ import annotations
 
 import random
 from collections import defaultdict
 from decimal import Decimal
+from typing import Any
 
 from django.db import transaction
 
-from judging.constants import GREEDY_TEMPERATURE, JUDGE_MAX_TOKENS, REASONING_TEMPERATURE, BASE_STOP
+from core.app_errors import Conflict, InvalidInput
+from judging.constants import BASE_STOP, GREEDY_TEMPERATURE, JUDGE_MAX_TOKENS, REASONING_TEMPERATURE
 from judging.how2score import JudgeAnswerError, judge_schema, validate_judge_answer
-from judging.models import Generation, GenerationRun, Judgment, JudgeRun, LanguageModel, PromptStyle
+from judging.models import Generation, GenerationRun, JudgeRun, Judgment, LanguageModel, PromptStyle
 from judging.prompts import JUDGE_SUFFIX, cleaned, generation_values, judge_values, prompt_load
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
 from llm.client import LLMRequest
+from llm.runs import (
+    owned_run_cancel,
+    owned_run_execute,
+    owned_run_job_attach,
+    owned_run_pause,
+    owned_run_resume,
+    owned_run_retry_failed,
+)
 from llm.selectors import llm_job_results
-from llm.runs import owned_run_cancel, owned_run_execute, owned_run_pause, owned_run_resume, owned_run_retry_failed
-from llm.services import ledger_entry_reject, llm_job_create
+from llm.services import ledger_entry_reject
+from llm.shards import llm_job_tasks
 from mining.models import Procedure
 
-DEFAULT_PROMPTS = {PromptStyle.BASE: "generate_base.txt", PromptStyle.INST: "generate_inst.txt"}
+DEFAULT_PROMPTS: dict[str, str] = {PromptStyle.BASE: "generate_base.txt", PromptStyle.INST: "generate_inst.txt"}
 DEFAULT_JUDGE_PROMPT = "how2score_judge.txt"
 
 
 @transaction.atomic
 def language_model_register(
-    *, name: str, role: str = "generate", base_url: str = "", model: str = "", api_key_env: str = "",
-    prompt_style: str = PromptStyle.INST, reasoning: bool = False, max_tokens: int = 1024,
+    *,
+    name: str,
+    role: str = "generate",
+    base_url: str = "",
+    model: str = "",
+    api_key_env: str = "",
+    prompt_style: str = PromptStyle.INST,
+    reasoning: bool = False,
+    max_tokens: int = 1024,
 ) -> LanguageModel:
     if prompt_style not in PromptStyle.values:
-        raise ValueError(f"prompt_style must be one of {', '.join(PromptStyle.values)}")
+        raise InvalidInput(f"prompt_style must be one of {', '.join(PromptStyle.values)}")
     language_model, _ = LanguageModel.objects.update_or_create(
-        name=name, defaults=dict(role=role, base_url=base_url, model=model, api_key_env=api_key_env,
-                                 prompt_style=prompt_style, reasoning=reasoning, max_tokens=max_tokens))
+        name=name,
+        defaults=dict(
+            role=role,
+            base_url=base_url,
+            model=model,
+            api_key_env=api_key_env,
+            prompt_style=prompt_style,
+            reasoning=reasoning,
+            max_tokens=max_tokens,
+        ),
+    )
     return language_model
 
 
@@ -41,7 +68,7 @@ def decoding_params(language_model: LanguageModel) -> dict:
     sequence "\\n\\n" for base models; temperature 0.6 for reasoning endpoints."""
     if language_model.reasoning:
         return {"temperature": REASONING_TEMPERATURE, "max_tokens": language_model.max_tokens}
-    params = {"temperature": GREEDY_TEMPERATURE, "max_tokens": language_model.max_tokens}
+    params: dict[str, Any] = {"temperature": GREEDY_TEMPERATURE, "max_tokens": language_model.max_tokens}
     if language_model.prompt_style == PromptStyle.BASE:
         params["stop"] = list(BASE_STOP)
     return params
@@ -73,17 +100,18 @@ def request_options_check(options: dict | None) -> dict:
     options = dict(options or {})
     unknown = set(options) - {"temperature", "max_tokens", "mode", "params", "engine"}
     if unknown:
-        raise ValueError(f"unknown request option(s) {', '.join(sorted(map(str, unknown)))}")
+        raise InvalidInput(f"unknown request option(s) {', '.join(sorted(map(str, unknown)))}")
     if options.get("mode") is not None and options["mode"] not in REQUEST_MODES:
-        raise ValueError("mode must be chat or generate (a plain completion)")
+        raise InvalidInput("mode must be chat or generate (a plain completion)")
     for key in ("params", "engine"):
         if not isinstance(options.get(key) or {}, dict):
-            raise ValueError(f"{key} must be a mapping")
+            raise InvalidInput(f"{key} must be a mapping")
     return options
 
 
-def generation_request(procedure: Procedure, language_model: LanguageModel, prompt,
-                       options: dict | None = None) -> LLMRequest:
+def generation_request(
+    procedure: Procedure, language_model: LanguageModel, prompt, options: dict | None = None
+) -> LLMRequest:
     text = prompt.render(**generation_values(procedure.goal, procedure.steps, procedure.resources))
     options = options or {}
     params = decoding_params(language_model)
@@ -100,8 +128,10 @@ def generation_request(procedure: Procedure, language_model: LanguageModel, prom
 
 def _engine_check(options: dict, executor: str) -> None:
     if options.get("engine") and executor != "vllm_offline":
-        raise ValueError("engine options apply only to the vllm_offline executor (an in-process vLLM engine); "
-                         "a vLLM server takes them when it is started (vllm serve MODEL --revision ...)")
+        raise InvalidInput(
+            "engine options apply only to the vllm_offline executor (an in-process vLLM engine); "
+            "a vLLM server takes them when it is started (vllm serve MODEL --revision ...)"
+        )
 
 
 def run_name_check(*, run_class: type[GenerationRun] | type[JudgeRun], name: str) -> None:
@@ -110,16 +140,26 @@ def run_name_check(*, run_class: type[GenerationRun] | type[JudgeRun], name: str
     existing = run_class.objects.filter(name=name).values_list("pk", flat=True).first()
     if existing is not None:
         kind = "generation run" if run_class is GenerationRun else "judge run"
-        raise ValueError(
+        raise InvalidInput(
             f"{kind} {name!r} already exists (id {existing}); choose another name, or see it with "
-            f"'bench_run status {name}' and ask its failed requests again with 'bench_run retry {name}'")
+            f"'bench_run status {name}' and ask its failed requests again with 'bench_run retry {name}'"
+        )
 
 
 @transaction.atomic
 def generation_run_create(
-    *, name: str, language_model: LanguageModel, split: str = "bench", sample_per_topic: int | None = None,
-    seed: int = 0, prompt_file: str | None = None, executor: str = "online", concurrency: int = 16,
-    budget_usd: Decimal | None = None, start: bool = True, options: dict | None = None,
+    *,
+    name: str,
+    language_model: LanguageModel,
+    split: str = "bench",
+    sample_per_topic: int | None = None,
+    seed: int = 0,
+    prompt_file: str | None = None,
+    executor: str = "online",
+    concurrency: int = 16,
+    budget_usd: Decimal | None = None,
+    start: bool = True,
+    options: dict | None = None,
     procedure_ids: list[int] | None = None,
 ) -> GenerationRun:
     """A generation run over a sample of the split's procedures, or over exactly
@@ -135,19 +175,36 @@ def generation_run_create(
         found = set(Procedure.objects.filter(pk__in=procedure_ids, split=split).values_list("pk", flat=True))
         missing = [pk for pk in procedure_ids if pk not in found]
         if missing:
-            raise ValueError(f"{len(missing)} of the given procedures are not in split {split!r} (e.g. id {missing[0]})")
+            raise InvalidInput(
+                f"{len(missing)} of the given procedures are not in split {split!r} (e.g. id {missing[0]})"
+            )
     if not procedure_ids:
-        raise ValueError(f"no procedures in split {split!r} to generate for")
+        raise InvalidInput(f"no procedures in split {split!r} to generate for")
     run = GenerationRun.objects.create(
-        name=name, language_model=language_model, split=split, sample_per_topic=sample_per_topic, seed=seed,
-        prompt_file=prompt.path, prompt_hash=prompt.sha256, executor=executor, concurrency=concurrency,
-        budget_usd=budget_usd, procedure_ids=procedure_ids)
+        name=name,
+        language_model=language_model,
+        split=split,
+        sample_per_topic=sample_per_topic,
+        seed=seed,
+        prompt_file=prompt.path,
+        prompt_hash=prompt.sha256,
+        executor=executor,
+        concurrency=concurrency,
+        budget_usd=budget_usd,
+        procedure_ids=procedure_ids,
+    )
     procedures = Procedure.objects.in_bulk(procedure_ids)
     requests = [generation_request(procedures[pk], language_model, prompt, options) for pk in procedure_ids]
-    run.llm_job = llm_job_create(run=f"generation-run:{run.pk}", role=language_model.role, requests=requests,
-                                 executor=executor, concurrency=concurrency, budget_usd=budget_usd,
-                                 endpoint_overrides=language_model.endpoint_overrides(), start=False)
-    run.save(update_fields=["llm_job"])
+    owned_run_job_attach(
+        run,
+        label="generation-run",
+        role=language_model.role,
+        requests=requests,
+        executor=executor,
+        concurrency=concurrency,
+        budget_usd=budget_usd,
+        endpoint_overrides=language_model.endpoint_overrides(),
+    )
     if start:
         _enqueue("generation", run.pk)
     return run
@@ -155,10 +212,22 @@ def generation_run_create(
 
 @transaction.atomic
 def judge_run_create(
-    *, name: str, generation_run: GenerationRun, judge: str, role: str = "how2score_judge", base_url: str = "",
-    model: str = "", api_key_env: str = "", prompt_file: str | None = None, executor: str = "online",
-    concurrency: int = 16, budget_usd: Decimal | None = None, temperature: float = GREEDY_TEMPERATURE,
-    seed: int | None = None, start: bool = True, options: dict | None = None,
+    *,
+    name: str,
+    generation_run: GenerationRun,
+    judge: str,
+    role: str = "how2score_judge",
+    base_url: str = "",
+    model: str = "",
+    api_key_env: str = "",
+    prompt_file: str | None = None,
+    executor: str = "online",
+    concurrency: int = 16,
+    budget_usd: Decimal | None = None,
+    temperature: float = GREEDY_TEMPERATURE,
+    seed: int | None = None,
+    start: bool = True,
+    options: dict | None = None,
 ) -> JudgeRun:
     """Judge every usable generation of a run. A judge name is used once per generation
     run, so re-judging with another judge adds judgments and never overwrites. ``options``:
@@ -169,27 +238,62 @@ def judge_run_create(
     if options.get("temperature") is not None:
         temperature = options["temperature"]
     if JudgeRun.objects.filter(generation_run=generation_run, judge=judge).exists():
-        raise ValueError(f"generation run {generation_run.name!r} already has judge {judge!r}; choose another judge name")
+        raise Conflict(f"generation run {generation_run.name!r} already has judge {judge!r}; choose another judge name")
     prompt = prompt_load(prompt_file or DEFAULT_JUDGE_PROMPT, kind="how2score_judge")
     run = JudgeRun.objects.create(
-        name=name, generation_run=generation_run, judge=judge, role=role, base_url=base_url, model=model,
-        api_key_env=api_key_env, prompt_file=prompt.path, prompt_hash=prompt.sha256, executor=executor,
-        concurrency=concurrency, budget_usd=budget_usd, temperature=temperature, seed=seed)
+        name=name,
+        generation_run=generation_run,
+        judge=judge,
+        role=role,
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
+        prompt_file=prompt.path,
+        prompt_hash=prompt.sha256,
+        executor=executor,
+        concurrency=concurrency,
+        budget_usd=budget_usd,
+        temperature=temperature,
+        seed=seed,
+    )
     generations = list(generation_run.generations.filter(outcome="ok").select_related("procedure").order_by("id"))
-    requests = [judge_request(g.procedure.goal, g.procedure.steps, g.predicted_steps, prompt,
-                              temperature=temperature, seed=seed, options=options) for g in generations]
-    run.llm_job = llm_job_create(run=f"judge-run:{run.pk}", role=role, requests=requests, executor=executor,
-                                 concurrency=concurrency, budget_usd=budget_usd,
-                                 endpoint_overrides=run.endpoint_overrides(), start=False)
-    run.save(update_fields=["llm_job"])
+    requests = [
+        judge_request(
+            g.procedure.goal,
+            g.procedure.steps,
+            g.predicted_steps,
+            prompt,
+            temperature=temperature,
+            seed=seed,
+            options=options,
+        )
+        for g in generations
+    ]
+    owned_run_job_attach(
+        run,
+        label="judge-run",
+        role=role,
+        requests=requests,
+        executor=executor,
+        concurrency=concurrency,
+        budget_usd=budget_usd,
+        endpoint_overrides=run.endpoint_overrides(),
+    )
     if start:
         _enqueue("judge", run.pk)
     return run
 
 
-def judge_request(goal: str, reference_steps: list[str], steps: list[str], prompt, *,
-                  temperature: float = GREEDY_TEMPERATURE, seed: int | None = None,
-                  options: dict | None = None) -> LLMRequest:
+def judge_request(
+    goal: str,
+    reference_steps: list[str],
+    steps: list[str],
+    prompt,
+    *,
+    temperature: float = GREEDY_TEMPERATURE,
+    seed: int | None = None,
+    options: dict | None = None,
+) -> LLMRequest:
     # Filled and ended as the reference CLI's judge requests are (judging/prompts.py).
     text = prompt.render(**judge_values(goal, reference_steps, steps)) + JUDGE_SUFFIX
     reference_steps, steps = cleaned(reference_steps), cleaned(steps)  # the lists the judge sees
@@ -202,41 +306,70 @@ def judge_request(goal: str, reference_steps: list[str], steps: list[str], promp
     schema = judge_schema(n_l1=len(reference_steps), n_l2=len(steps))
     engine = options.get("engine") or None
     if options.get("mode") == "generate":  # the prompt as a plain completion (vLLM's mode: generate)
-        return LLMRequest(stage="how2score_judge", messages=[], prompt=text, params=params, schema=schema,
-                          engine=engine)
-    return LLMRequest(stage="how2score_judge", messages=[{"role": "user", "content": text}], params=params,
-                      schema=schema, engine=engine)
+        return LLMRequest(
+            stage="how2score_judge", messages=[], prompt=text, params=params, schema=schema, engine=engine
+        )
+    return LLMRequest(
+        stage="how2score_judge",
+        messages=[{"role": "user", "content": text}],
+        params=params,
+        schema=schema,
+        engine=engine,
+    )
 
 
 def _enqueue(kind: str, run_id: int) -> None:
+    """Hand the run to the workers once the transaction commits: one task per shard of its
+    job still to execute (llm/shards.py), so every free worker takes part."""
     from judging.tasks import generation_run_execute_task, judge_run_execute_task
 
     task = generation_run_execute_task if kind == "generation" else judge_run_execute_task
-    transaction.on_commit(lambda: task.delay(run_id))
+    model = GenerationRun if kind == "generation" else JudgeRun
+
+    def send() -> None:
+        job_id = model.objects.filter(pk=run_id).values_list("llm_job_id", flat=True).first()
+        for _ in range(llm_job_tasks(job_id)):
+            task.delay(run_id)
+
+    transaction.on_commit(send)
 
 
 def generation_run_execute(*, run_id: int) -> str:
     run = GenerationRun.objects.select_related("llm_job", "language_model").filter(pk=run_id).first()
-    return "gone" if run is None else owned_run_execute(run, collect=generation_run_collect, unusable=generation_run_unusable)
+    return (
+        "gone"
+        if run is None
+        else owned_run_execute(run, collect=generation_run_collect, unusable=generation_run_unusable)
+    )
 
 
 def judge_run_execute(*, run_id: int) -> str:
-    run = JudgeRun.objects.select_related("llm_job").filter(pk=run_id).first()
+    run = JudgeRun.objects.filter(pk=run_id).first()
     return "gone" if run is None else owned_run_execute(run, collect=judge_run_collect, unusable=judge_run_unusable)
 
 
 def generation_run_collect(run: GenerationRun) -> int:
     """Store a Generation for every finished request (idempotent). Returns how many were new."""
+    if run.llm_job is None:  # not launched: nothing has finished
+        return 0
     stored = set(run.generations.values_list("procedure_id", flat=True))
     new = []
     for procedure_id, result in zip(run.procedure_ids, llm_job_results(run.llm_job)):
         if result is None or procedure_id in stored or result.outcome == "api_error":
             continue
         steps = parse_steps(result.text) if result.ok else []
-        new.append(Generation(
-            procedure_id=procedure_id, run=run, model=run.language_model.name, outcome=result.outcome,
-            predicted_steps=steps, model_completion=result.text, gen_tokens=procedure_tokens(steps) if steps else 0,
-            provenance={"generation_run": run.pk, "prompt_hash": run.prompt_hash, "ledger_key": result.key}))
+        new.append(
+            Generation(
+                procedure_id=procedure_id,
+                run=run,
+                model=run.language_model.name,
+                outcome=result.outcome,
+                predicted_steps=steps,
+                model_completion=result.text,
+                gen_tokens=procedure_tokens(steps) if steps else 0,
+                provenance={"generation_run": run.pk, "prompt_hash": run.prompt_hash, "ledger_key": result.key},
+            )
+        )
     Generation.objects.bulk_create(new, ignore_conflicts=True)
     return len(new)
 
@@ -245,13 +378,19 @@ def judge_run_collect(run: JudgeRun) -> int:
     """Store a Judgment for every finished judge request (idempotent). Answers that are not
     usable verdicts are stored with their outcome and no label: never scored. An ``ok``
     ledger answer refused here is marked failed in the ledger (``ledger_entry_reject``)."""
-    rows = run.generation_run.generations.filter(outcome="ok").order_by("id").values_list(
-        "id", "procedure__steps", "predicted_steps")
+    job = run.llm_job
+    if job is None:  # not launched: nothing has finished
+        return 0
+    rows = (
+        run.generation_run.generations.filter(outcome="ok")
+        .order_by("id")
+        .values_list("id", "procedure__steps", "predicted_steps")
+    )
     step_counts = {pk: (len(cleaned(reference)), len(cleaned(candidate))) for pk, reference, candidate in rows}
     generations = list(step_counts)
     stored = set(run.judgments.values_list("generation_id", flat=True))
     new = []
-    for generation_id, result in zip(generations, llm_job_results(run.llm_job)):
+    for generation_id, result in zip(generations, llm_job_results(job)):
         if result is None or generation_id in stored or result.outcome == "api_error":
             continue
         # An answer that is no verdict keeps its reason (e.g. a link to a step that does not exist).
@@ -265,13 +404,22 @@ def judge_run_collect(run: JudgeRun) -> int:
             except JudgeAnswerError as exc:
                 outcome, reasoning = "parse_failed", str(exc)
                 # No verdict, so no answer: the ledger entry says so, and Retry failed asks it again.
-                ledger_entry_reject(key=result.key, reason=reasoning, run=run.llm_job.run)
+                ledger_entry_reject(key=result.key, reason=reasoning, run=job.run)
             else:
                 failures, reasoning = answer["critical_failures"], answer["reasoning"]
                 label = bool(failures)
-        new.append(Judgment(generation_id=generation_id, run=run, judge=run.judge, outcome=outcome, has_failure=label,
-                            critical_failures=failures, reasoning=reasoning,
-                            provenance={"judge_run": run.pk, "prompt_hash": run.prompt_hash, "ledger_key": result.key}))
+        new.append(
+            Judgment(
+                generation_id=generation_id,
+                run=run,
+                judge=run.judge,
+                outcome=outcome,
+                has_failure=label,
+                critical_failures=failures,
+                reasoning=reasoning,
+                provenance={"judge_run": run.pk, "prompt_hash": run.prompt_hash, "ledger_key": result.key},
+            )
+        )
     Judgment.objects.bulk_create(new, ignore_conflicts=True)
     return len(new)
 
@@ -325,7 +473,7 @@ def run_control(*, run, action: str) -> int:
     elif action == "retry":
         return components_run_retry_failed(run=run) if components else run_retry_failed(run=run)
     else:
-        raise ValueError(f"unknown action {action!r}: pause, resume, cancel or retry")
+        raise InvalidInput(f"unknown action {action!r}: pause, resume, cancel or retry")
     return 0
 
 

@@ -34,6 +34,7 @@ there is no problem. What is checked here, and what is left to the consistency g
 
 Step numbers are read but not checked here: numbering 1..N and the same count in
 ``<key>`` and ``<orc>`` are the consistency gate's conditions (App. C.1, Eq. (12))."""
+
 from __future__ import annotations
 
 import json
@@ -133,20 +134,28 @@ def _sections(text: str, problems: list[SketchFillProblem]) -> dict[str, _Sectio
     for name in SKETCH_FILL_TAGS:
         n_open, n_close = len(opens[name]), len(closes[name])
         if n_open == 0 and n_close == 0:
-            problems.append(SketchFillProblem(name, None, None, f"missing: the answer has no <{name}>...</{name}> section"))
+            problems.append(
+                SketchFillProblem(name, None, None, f"missing: the answer has no <{name}>...</{name}> section")
+            )
             continue
         if n_open != 1 or n_close != 1:
             line = _line_of(text, (opens[name] or closes[name])[-1].start())
-            problems.append(SketchFillProblem(
-                name, None, line,
-                f"expected <{name}> and </{name}> once each, found <{name}> {n_open} time(s) and </{name}> {n_close} time(s)",
-            ))
+            problems.append(
+                SketchFillProblem(
+                    name,
+                    None,
+                    line,
+                    f"expected <{name}> and </{name}> once each, found <{name}> {n_open} time(s) and </{name}> {n_close} time(s)",
+                )
+            )
             continue
         start, end = opens[name][0], closes[name][0]
         if end.start() < start.end():
-            problems.append(SketchFillProblem(name, None, _line_of(text, end.start()), f"</{name}> comes before <{name}>"))
+            problems.append(
+                SketchFillProblem(name, None, _line_of(text, end.start()), f"</{name}> comes before <{name}>")
+            )
             continue
-        body = text[start.end():end.start()]
+        body = text[start.end() : end.start()]
         found[name] = _Section(name, body, _line_of(text, start.end()))
         spans.append((name, start.start(), end.end()))
     spans.sort(key=lambda span: span[1])
@@ -156,7 +165,14 @@ def _sections(text: str, problems: list[SketchFillProblem]) -> dict[str, _Sectio
     if order != expected or overlapping:
         written = ", ".join(f"<{name}>" for name in order)
         wanted = ", ".join(f"<{name}>" for name in SKETCH_FILL_TAGS)
-        problems.append(SketchFillProblem(None, None, None, f"sections out of order or nested: expected {wanted} one after another, found {written}"))
+        problems.append(
+            SketchFillProblem(
+                None,
+                None,
+                None,
+                f"sections out of order or nested: expected {wanted} one after another, found {written}",
+            )
+        )
     return found
 
 
@@ -173,11 +189,20 @@ def _step_blocks(section: _Section, problems: list[SketchFillProblem]) -> list[t
         elif blocks:
             blocks[-1][2].append(raw)
         elif raw.strip():
-            problems.append(SketchFillProblem(
-                section.name, None, line, f"expected a line 'Step N: ...', got {_excerpt(raw.strip())}",
-            ))
+            problems.append(
+                SketchFillProblem(
+                    section.name,
+                    None,
+                    line,
+                    f"expected a line 'Step N: ...', got {_excerpt(raw.strip())}",
+                )
+            )
     if not blocks:
-        problems.append(SketchFillProblem(section.name, None, section.first_line, "no steps: expected lines 'Step 1: ...', 'Step 2: ...'"))
+        problems.append(
+            SketchFillProblem(
+                section.name, None, section.first_line, "no steps: expected lines 'Step 1: ...', 'Step 2: ...'"
+            )
+        )
     return [(number, line, "\n".join(lines).strip()) for number, line, lines in blocks]
 
 
@@ -203,8 +228,14 @@ def _decode_key_step(text: str) -> StepComponents:
     try:
         value, end = json.JSONDecoder(object_pairs_hook=_no_repeated_keys).raw_decode(text)
     except json.JSONDecodeError as exc:
-        hint = " (single quotes are not JSON: write keys and strings in double quotes)" if "'" in text[:exc.pos + 1] else ""
-        raise ComponentsError(None, f"not a double-quoted JSON object: {exc.msg} at character {exc.pos + 1}{hint}") from exc
+        hint = (
+            " (single quotes are not JSON: write keys and strings in double quotes)"
+            if "'" in text[: exc.pos + 1]
+            else ""
+        )
+        raise ComponentsError(
+            None, f"not a double-quoted JSON object: {exc.msg} at character {exc.pos + 1}{hint}"
+        ) from exc
     trailing = text[end:].strip()
     if trailing:
         raise ComponentsError(None, f"text after the JSON object: {_excerpt(trailing)} (one JSON object per step)")

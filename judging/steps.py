@@ -24,6 +24,7 @@ proves them.
 
 ``parse_completion`` also returns the item numbers as written, which the step-format
 verifier (``judging.metrics.step_format_reward``) checks."""
+
 from __future__ import annotations
 
 import re
@@ -58,7 +59,7 @@ class ParsedCompletion:
 def strip_reasoning(text: str) -> str:
     """Drop everything up to and including the last ``</think>``."""
     marker = text.rfind(_THINK_END)
-    return text[marker + len(_THINK_END):] if marker >= 0 else text
+    return text[marker + len(_THINK_END) :] if marker >= 0 else text
 
 
 def answer_text(completion: str) -> str:
@@ -70,7 +71,7 @@ def answer_text(completion: str) -> str:
         return blocks[-1]
     opening = body.lower().rfind(_ANSWER_OPEN)
     if opening >= 0:
-        return body[opening + len(_ANSWER_OPEN):]
+        return body[opening + len(_ANSWER_OPEN) :]
     return body
 
 

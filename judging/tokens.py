@@ -10,6 +10,7 @@ approximate count would silently shift every length metric and reward.
 
 Text is counted as ordinary text: a literal ``<|endoftext|>`` inside a step is counted as
 the characters it is made of, not refused and not read as a special token."""
+
 from __future__ import annotations
 
 import threading

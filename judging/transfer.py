@@ -19,6 +19,7 @@ only link steps that exist (L1 1..len(reference steps), L2 1..len(predicted step
 are all or nothing and name file, line and field on the first bad record. Files are read
 within the ``RECORD_MAX_...`` limits, and every value is checked against the column it goes
 to (length, NUL characters, JSON values) before anything is written or looked up."""
+
 from __future__ import annotations
 
 import json
@@ -27,51 +28,57 @@ from typing import Any
 
 from django.db import models, transaction
 
+from core.record_files import RecordError, atomic_output, iter_records
+from core.stored_values import StrictJSONError, check_stored_values
+from core.strict_json import nesting_depth
 from judging.how2score import JudgeAnswerError, parse_judge_answer, validate_judge_answer
 from judging.models import Generation, GenerationRun, Judgment, LanguageModel, RunStatus
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
-from core.stored_values import StrictJSONError, check_stored_values
-from core.strict_json import nesting_depth
 from mining.models import Procedure
 from mining.procedure_records import NO_TOPIC
-from mining.record_files import RecordFileError, atomic_output, iter_records
 from mining.services import record_read_limits
 
 IMPORTED_PROMPT = "(imported)"
 
 
-def _storable(path, position, model: type[models.Model], values: dict[str, Any], labels: dict[str, str] | None = None) -> None:
+def _storable(
+    path, position, model: type[models.Model], values: dict[str, Any], labels: dict[str, str] | None = None
+) -> None:
     """Refuse, as a file-line-field error, a value that ``model``'s column could not hold."""
     try:
         check_stored_values(model, values, labels=labels)
     except StrictJSONError as exc:
-        raise RecordFileError(path, position, exc.message, exc.field) from exc
+        raise RecordError(path, position, exc.field, exc.message) from exc
 
 
 def _name(path, position, value: Any, field: str, hint: str) -> str:
     if not value or not isinstance(value, str):
-        raise RecordFileError(path, position, f"missing or not a string; {hint}", field)
+        raise RecordError(path, position, field, f"missing or not a string; {hint}")
     return value
 
 
 def _procedure(path, position, record: dict[str, Any]) -> Procedure:
     source_id = record.get("source_example_id")
     if source_id is None or str(source_id) == "":
-        raise RecordFileError(path, position, "missing", "source_example_id")
+        raise RecordError(path, position, "source_example_id", "missing")
     if isinstance(source_id, bool) or not isinstance(source_id, (str, int)):
-        raise RecordFileError(path, position, "must be a string", "source_example_id")
+        raise RecordError(path, position, "source_example_id", "must be a string")
     goal = record.get("goal")
     if goal is not None and not isinstance(goal, str):
-        raise RecordFileError(path, position, "must be a string", "goal")
+        raise RecordError(path, position, "goal", "must be a string")
     _storable(path, position, Procedure, {"source_example_id": str(source_id), "goal": goal})
     candidates = Procedure.objects.filter(source_example_id=str(source_id))
     if record.get("goal"):
         candidates = candidates.filter(goal=record["goal"]) or candidates
     procedure = candidates.order_by("id").first()
     if procedure is None:
-        raise RecordFileError(path, position, f"no procedure with source_example_id {source_id!r}; import the procedures first",
-                              "source_example_id")
+        raise RecordError(
+            path,
+            position,
+            "source_example_id",
+            f"no procedure with source_example_id {source_id!r}; import the procedures first",
+        )
     return procedure
 
 
@@ -126,13 +133,20 @@ def generation_record(generation: Generation) -> dict[str, Any]:
     ``outcome`` beside), the fields of the record it was imported from written back."""
     p, run = generation.procedure, generation.run
     written = {
-        "schema_version": GENERATION_SCHEMA_VERSION, "generator_id": "",
+        "schema_version": GENERATION_SCHEMA_VERSION,
+        "generator_id": "",
         "generation_prompt_sha256": run.prompt_hash if run is not None else "",
-        "source_example_id": p.source_example_id, "topic": "" if p.topic.name == NO_TOPIC else p.topic.name,
-        "goal": p.goal, "steps": p.steps, "resources": p.resources, "model_completion": generation.model_completion,
-        "predicted_steps": generation.predicted_steps, "prompt": "",
+        "source_example_id": p.source_example_id,
+        "topic": "" if p.topic.name == NO_TOPIC else p.topic.name,
+        "goal": p.goal,
+        "steps": p.steps,
+        "resources": p.resources,
+        "model_completion": generation.model_completion,
+        "predicted_steps": generation.predicted_steps,
+        "prompt": "",
         "generator": {"backend": run.executor if run is not None else "", "provider": "", "model": generation.model},
-        "model": generation.model, "outcome": generation.outcome,
+        "model": generation.model,
+        "outcome": generation.outcome,
     }
     return _with_kept(written, generation.provenance)
 
@@ -145,15 +159,23 @@ def judgment_record(judgment: Judgment) -> dict[str, Any]:
     p, run = g.procedure, judgment.run
     usable = judgment.outcome == "ok" and judgment.has_failure is not None
     written = {
-        "schema_version": JUDGMENT_SCHEMA_VERSION, "judge_id": "",
+        "schema_version": JUDGMENT_SCHEMA_VERSION,
+        "judge_id": "",
         "judge_prompt_sha256": run.prompt_hash if run is not None else "",
-        "source_example_id": p.source_example_id, "topic": "" if p.topic.name == NO_TOPIC else p.topic.name,
-        "goal": p.goal, "steps": p.steps, "resources": p.resources, "predicted_steps": g.predicted_steps,
+        "source_example_id": p.source_example_id,
+        "topic": "" if p.topic.name == NO_TOPIC else p.topic.name,
+        "goal": p.goal,
+        "steps": p.steps,
+        "resources": p.resources,
+        "predicted_steps": g.predicted_steps,
         "judge": {"backend": run.executor if run is not None else "", "provider": "", "model": judgment.judge},
-        "reasoning": judgment.reasoning, "critical_failures": judgment.critical_failures,
+        "reasoning": judgment.reasoning,
+        "critical_failures": judgment.critical_failures,
         "has_failure": bool(judgment.has_failure) if usable else True,
-        "n_failures": len(judgment.critical_failures), "parse_failed": not usable,
-        "model": g.model, "outcome": judgment.outcome,
+        "n_failures": len(judgment.critical_failures),
+        "parse_failed": not usable,
+        "model": g.model,
+        "outcome": judgment.outcome,
     }
     return _with_kept(written, judgment.provenance)
 
@@ -177,36 +199,48 @@ def generations_import(*, path: str | Path, run_name: str, model: str | None = N
         completion = record.get("model_completion") or ""
         if steps is None:
             if not isinstance(completion, str) or not completion.strip():
-                raise RecordFileError(path, position, "give predicted_steps or model_completion", "predicted_steps")
+                raise RecordError(path, position, "predicted_steps", "give predicted_steps or model_completion")
             steps = parse_steps(completion)
         if not isinstance(steps, list) or not all(isinstance(s, str) and s.strip() for s in steps):
-            raise RecordFileError(path, position, "must be a list of non-empty strings", "predicted_steps")
+            raise RecordError(path, position, "predicted_steps", "must be a list of non-empty strings")
         if not isinstance(completion, str):
-            raise RecordFileError(path, position, "must be a string", "model_completion")
+            raise RecordError(path, position, "model_completion", "must be a string")
         prompt_hash = record.get("generation_prompt_sha256")
         if prompt_hash is not None and not isinstance(prompt_hash, str):
-            raise RecordFileError(path, position, "must be a string", "generation_prompt_sha256")
+            raise RecordError(path, position, "generation_prompt_sha256", "must be a string")
         _storable(path, position, Generation, {"predicted_steps": steps, "model_completion": completion})
         rows.append((name, procedure, steps, completion, record, position))
     if not rows:
-        raise RecordFileError(path, None, "the file holds no generations")
+        raise RecordError(path, None, None, "the file holds no generations")
     models = {name for name, *_ in rows}
     if len(models) > 1:
-        raise RecordFileError(path, None, f"one run holds one model; the file has {', '.join(sorted(models))}", "model")
+        raise RecordError(path, None, "model", f"one run holds one model; the file has {', '.join(sorted(models))}")
     hashes = {r.get("generation_prompt_sha256") or "" for *_, r, _ in rows}
     prompt_hash = hashes.pop() if len(hashes) == 1 else ""
     language_model, _ = LanguageModel.objects.get_or_create(name=models.pop())
-    run = GenerationRun.objects.create(name=run_name, language_model=language_model, split="bench",
-                                       prompt_file=IMPORTED_PROMPT, prompt_hash=prompt_hash[:64], status=RunStatus.DONE,
-                                       procedure_ids=[p.pk for _, p, *_ in rows])
+    run = GenerationRun.objects.create(
+        name=run_name,
+        language_model=language_model,
+        split="bench",
+        prompt_file=IMPORTED_PROMPT,
+        prompt_hash=prompt_hash[:64],
+        status=RunStatus.DONE,
+        procedure_ids=[p.pk for _, p, *_ in rows],
+    )
     seen = set()
     generations = []
     for name, procedure, steps, completion, record, position in rows:
         if procedure.pk in seen:
             continue
         seen.add(procedure.pk)
-        generation = Generation(procedure=procedure, run=run, model=name, predicted_steps=steps,
-                                model_completion=completion, gen_tokens=procedure_tokens(steps))
+        generation = Generation(
+            procedure=procedure,
+            run=run,
+            model=name,
+            predicted_steps=steps,
+            model_completion=completion,
+            gen_tokens=procedure_tokens(steps),
+        )
         kept = _kept(record, generation_record(generation))
         generation.provenance = {"imported_from": str(path), **({"record": kept} if kept else {})}
         _storable(path, position, Generation, {"provenance": generation.provenance}, {"provenance": "record"})
@@ -215,8 +249,9 @@ def generations_import(*, path: str | Path, run_name: str, model: str | None = N
     return run
 
 
-def _generation(path, position, record: dict[str, Any], procedure: Procedure, run: GenerationRun | None,
-                model: str | None) -> Generation:
+def _generation(
+    path, position, record: dict[str, Any], procedure: Procedure, run: GenerationRun | None, model: str | None
+) -> Generation:
     """The one generation a judgment record is about: of ``run`` and ``model`` when given,
     and when several remain, the one whose steps are the record's ``predicted_steps``."""
     generations = Generation.objects.filter(procedure=procedure)
@@ -230,18 +265,27 @@ def _generation(path, position, record: dict[str, Any], procedure: Procedure, ru
         found = [g for g in found if _steps_key(g.predicted_steps) == steps] or found
     where = "".join([f" in run {run.name!r}" if run is not None else "", f" of model {model!r}" if model else ""])
     if not found:
-        raise RecordFileError(path, position, f"no generation of this procedure{where}; import the generations first",
-                              "model" if model or run else "source_example_id")
+        raise RecordError(
+            path,
+            position,
+            "model" if model or run else "source_example_id",
+            f"no generation of this procedure{where}; import the generations first",
+        )
     if len(found) > 1:
         names = ", ".join(sorted({f"{g.model} ({g.run.name if g.run else 'no run'})" for g in found}))
-        raise RecordFileError(path, position, f"{len(found)} generations of this procedure{where} could be meant "
-                                              f"({names}); give --run or --model", "model")
+        raise RecordError(
+            path,
+            position,
+            "model",
+            f"{len(found)} generations of this procedure{where} could be meant ({names}); give --run or --model",
+        )
     return found[0]
 
 
 @transaction.atomic
-def judgments_import(*, path: str | Path, judge: str | None = None, run: GenerationRun | None = None,
-                     model: str | None = None) -> int:
+def judgments_import(
+    *, path: str | Path, judge: str | None = None, run: GenerationRun | None = None, model: str | None = None
+) -> int:
     """Attach a file of judge labels to stored generations: each record to the one
     generation it identifies (see ``_generation``), never to an arbitrary one."""
     created = 0
@@ -253,56 +297,81 @@ def judgments_import(*, path: str | Path, judge: str | None = None, run: Generat
         procedure = _procedure(path, position, record)
         record_model = model or record.get("model")
         if record_model is not None and not isinstance(record_model, str):
-            raise RecordFileError(path, position, "must be a string", "model")
+            raise RecordError(path, position, "model", "must be a string")
         _storable(path, position, Generation, {"model": record_model})
         generation = _generation(path, position, record, procedure, run, record_model)
         outcome, label, failures, reasoning = "ok", None, [], ""
         # Links may only name steps that exist, as in a judge run.
-        counts = {"n_l1": len(generation.procedure.steps), "n_l2": len(generation.predicted_steps)}
+        counts: dict[str, int] = {"n_l1": len(generation.procedure.steps), "n_l2": len(generation.predicted_steps)}
         parse_failed = record.get("parse_failed", False)
         if not isinstance(parse_failed, bool):
-            raise RecordFileError(path, position, "must be true or false", "parse_failed")
+            raise RecordError(path, position, "parse_failed", "must be true or false")
         if record.get("reasoning") is not None and not isinstance(record["reasoning"], str):
-            raise RecordFileError(path, position, "must be a string", "reasoning")
+            raise RecordError(path, position, "reasoning", "must be a string")
         if "has_failure" in record or parse_failed:
             if not isinstance(record.get("has_failure", True), bool):
-                raise RecordFileError(path, position, "must be true or false", "has_failure")
+                raise RecordError(path, position, "has_failure", "must be true or false")
             raw_failures = record.get("critical_failures") or []
             try:  # a judgment file records what its judge wrote: empty texts and step 0 pass
-                failures = validate_judge_answer({"reasoning": "", "critical_failures": raw_failures}, imported=True,
-                                                 **counts)["critical_failures"]
+                failures = validate_judge_answer(
+                    {"reasoning": "", "critical_failures": raw_failures},
+                    imported=True,
+                    n_l1=counts["n_l1"],
+                    n_l2=counts["n_l2"],
+                )["critical_failures"]
             except JudgeAnswerError as exc:
-                raise RecordFileError(path, position, exc.detail, exc.field) from exc
+                raise RecordError(path, position, exc.field, exc.detail) from exc
             reasoning = record.get("reasoning") or ""
             if parse_failed:  # the judge's answer was unreadable: counted as unusable, never scored
-                outcome = record.get("outcome") if record.get("outcome") in UNUSABLE_OUTCOMES else "parse_failed"
+                outcome = str(record["outcome"]) if record.get("outcome") in UNUSABLE_OUTCOMES else "parse_failed"
             else:
                 label = record["has_failure"]
         elif "judge_completion" in record:
             completion = record["judge_completion"]
             if not isinstance(completion, str):
-                raise RecordFileError(path, position, "must be a string", "judge_completion")
+                raise RecordError(path, position, "judge_completion", "must be a string")
             if nesting_depth(completion) > limits.max_json_depth:
-                raise RecordFileError(path, position, limits.too_deep(), "judge_completion")
+                raise RecordError(path, position, "judge_completion", limits.too_deep())
             try:
                 answer = parse_judge_answer(completion)
             except JudgeAnswerError as exc:  # an unreadable answer is the judge's failure: kept as such
                 outcome, reasoning = "parse_failed", str(exc)
             else:
                 try:  # a readable answer linking missing steps is a broken file: refused
-                    answer = validate_judge_answer(answer, **counts)
+                    answer = validate_judge_answer(answer, n_l1=counts["n_l1"], n_l2=counts["n_l2"])
                 except JudgeAnswerError as exc:
-                    raise RecordFileError(path, position, exc.detail, "judge_completion" + (f".{exc.field}" if exc.field else "")) from exc
-                failures, reasoning, label = answer["critical_failures"], answer["reasoning"], bool(answer["critical_failures"])
+                    raise RecordError(
+                        path, position, "judge_completion" + (f".{exc.field}" if exc.field else ""), exc.detail
+                    ) from exc
+                failures, reasoning, label = (
+                    answer["critical_failures"],
+                    answer["reasoning"],
+                    bool(answer["critical_failures"]),
+                )
         else:
-            raise RecordFileError(path, position, "give has_failure or judge_completion", "has_failure")
-        _storable(path, position, Judgment, {"critical_failures": failures, "reasoning": reasoning},
-                  {"critical_failures": "critical_failures" if "judge_completion" not in record else "judge_completion",
-                   "reasoning": "reasoning" if "judge_completion" not in record else "judge_completion"})
+            raise RecordError(path, position, "has_failure", "give has_failure or judge_completion")
+        _storable(
+            path,
+            position,
+            Judgment,
+            {"critical_failures": failures, "reasoning": reasoning},
+            {
+                "critical_failures": "critical_failures" if "judge_completion" not in record else "judge_completion",
+                "reasoning": "reasoning" if "judge_completion" not in record else "judge_completion",
+            },
+        )
         if Judgment.objects.filter(generation=generation, judge=name).exists():
-            raise RecordFileError(path, position, f"generation already judged by {name!r}; judgments are never overwritten", "judge")
-        judgment = Judgment(generation=generation, judge=name, outcome=outcome, has_failure=label,
-                            critical_failures=failures, reasoning=reasoning)
+            raise RecordError(
+                path, position, "judge", f"generation already judged by {name!r}; judgments are never overwritten"
+            )
+        judgment = Judgment(
+            generation=generation,
+            judge=name,
+            outcome=outcome,
+            has_failure=label,
+            critical_failures=failures,
+            reasoning=reasoning,
+        )
         kept = _kept(record, judgment_record(judgment))
         judgment.provenance = {"imported_from": str(path), **({"record": kept} if kept else {})}
         _storable(path, position, Judgment, {"provenance": judgment.provenance}, {"provenance": "record"})
@@ -322,8 +391,9 @@ def generations_export(*, run: GenerationRun, output: str | Path) -> int:
 
 def judgments_export(*, judge: str, output: str | Path, run: GenerationRun | None = None) -> int:
     count = 0
-    judgments = Judgment.objects.filter(judge=judge).select_related(
-        "generation__procedure__topic", "run").order_by("id")
+    judgments = (
+        Judgment.objects.filter(judge=judge).select_related("generation__procedure__topic", "run").order_by("id")
+    )
     if run is not None:
         judgments = judgments.filter(generation__run=run)
     with atomic_output(output) as handle:

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from llm.models import BatchJob, LedgerEntry, LLMJob
+from llm.models import BatchJob, EndpointRecord, EndpointRoleAssignment, LedgerEntry, LLMJob
 
 
 @admin.register(LedgerEntry)
@@ -21,6 +21,46 @@ class LLMJobAdmin(admin.ModelAdmin):
 
 @admin.register(BatchJob)
 class BatchJobAdmin(admin.ModelAdmin):
-    list_display = ("id", "batch_id", "job", "status", "remote_status", "n_requests", "n_succeeded", "n_failed", "attempt")
+    list_display = (
+        "id",
+        "batch_id",
+        "job",
+        "status",
+        "remote_status",
+        "n_requests",
+        "n_succeeded",
+        "n_failed",
+        "attempt",
+    )
     list_filter = ("status",)
     exclude = ("requests",)
+
+
+@admin.register(EndpointRecord)
+class EndpointRecordAdmin(admin.ModelAdmin):
+    """Read-only here: records are edited on the LLM pages, where keys are encrypted and
+    inputs checked (llm/endpoint_views.py)."""
+
+    list_display = ("name", "base_url", "model", "retired", "last_test_ok", "source")
+    list_filter = ("retired",)
+    exclude = ("api_key_encrypted",)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(EndpointRoleAssignment)
+class EndpointRoleAssignmentAdmin(admin.ModelAdmin):
+    list_display = ("role", "record", "assigned_at")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -11,33 +11,46 @@ Every output line goes through the online client's checks (``completion_envelope
 ``_usage``): a line that is not JSON, a body that is not a completion (``[]``,
 ``{"choices": [null]}``, non-string content) or an error line is a failed request with
 its reason, never an exception that fails the job."""
+
 from __future__ import annotations
 
 import json
 import logging
 import re
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 
 from llm.client import (
-    LLMRequest, MalformedResponse, _usage, classify_completion, completion_envelope, ledger_lookup, ledger_write,
+    LLMRequest,
+    MalformedResponse,
+    _usage,
+    classify_completion,
+    completion_envelope,
+    ledger_lookup,
+    ledger_write,
     request_body,
 )
 from llm.constants import BATCH_MAX_BYTES, BATCH_MAX_REQUESTS, OUTCOME_API_ERROR, PATH_JSON_SCHEMA, PATH_TEXT
+from llm.job_lifecycle import job_endpoint, llm_job_finish, llm_job_refresh_counts
 from llm.models import BatchJob, LLMJob
 from llm.prices import request_cost
-from llm.services import job_endpoint, llm_job_finish, llm_job_refresh_counts
 
 logger = logging.getLogger(__name__)
 TERMINAL = {"completed", "expired", "failed", "cancelled"}
 # The request of an output line that is not JSON, when its custom_id can still be read.
 _CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"([0-9A-Za-z_-]{1,200})"')
 LINE_CHARS = 120  # of an unreadable line, quoted in its error
+# The Batch API endpoint of each request path (LLMRequest.path_url).
+BATCH_ENDPOINTS: dict[str, Literal["/v1/chat/completions", "/v1/completions"]] = {
+    "/chat/completions": "/v1/chat/completions",
+    "/completions": "/v1/completions",
+}
 
 
-def batch_files(lines: list[tuple[str, bytes]], *, max_requests: int = BATCH_MAX_REQUESTS,
-                max_bytes: int = BATCH_MAX_BYTES) -> list[list[tuple[str, bytes]]]:
+def batch_files(
+    lines: list[tuple[str, bytes]], *, max_requests: int = BATCH_MAX_REQUESTS, max_bytes: int = BATCH_MAX_BYTES
+) -> list[list[tuple[str, bytes]]]:
     """Split (key, line) pairs into input files within the request and size limits."""
     files: list[list[tuple[str, bytes]]] = []
     current: list[tuple[str, bytes]] = []
@@ -61,8 +74,11 @@ class BatchExecutor:
 
         self.job = job
         self.endpoint = job_endpoint(job)
-        self.openai = openai.OpenAI(base_url=self.endpoint.base_url, api_key=self.endpoint.api_key or "none",
-                                    timeout=settings.LLM_TIMEOUT_SECONDS)
+        self.openai = openai.OpenAI(
+            base_url=self.endpoint.base_url,
+            api_key=self.endpoint.api_key or "none",
+            timeout=settings.LLM_TIMEOUT_SECONDS,
+        )
         self.requests = {key: LLMRequest.from_dict(raw) for key, raw in zip(job.keys, job.requests)}
 
     def run(self) -> str:
@@ -92,8 +108,9 @@ class BatchExecutor:
         request = self.requests[key]
         path = PATH_TEXT if request.schema is None else PATH_JSON_SCHEMA
         body = request_body(request, self.endpoint.model, path=path)
-        return json.dumps({"custom_id": key, "method": "POST", "url": f"/v1{request.path_url}", "body": body},
-                          ensure_ascii=False).encode("utf-8")
+        return json.dumps(
+            {"custom_id": key, "method": "POST", "url": f"/v1{request.path_url}", "body": body}, ensure_ascii=False
+        ).encode("utf-8")
 
     def _submit(self, keys: list[str], *, attempt: int) -> None:
         # A batch file serves one endpoint: chat and plain completions go in separate batches.
@@ -106,14 +123,21 @@ class BatchExecutor:
     def _submit_same_endpoint(self, keys: list[str], *, attempt: int) -> None:
         for chunk in batch_files([(key, self._line(key)) for key in keys]):
             data = b"\n".join(line for _, line in chunk) + b"\n"
-            uploaded = self.openai.files.create(file=(f"{self.job.run or 'job'}-{self.job.pk}.jsonl", data), purpose="batch")
-            endpoint = f"/v1{self.requests[chunk[0][0]].path_url}"
-            remote = self.openai.batches.create(input_file_id=uploaded.id, endpoint=endpoint,
-                                                completion_window="24h")
+            uploaded = self.openai.files.create(
+                file=(f"{self.job.run or 'job'}-{self.job.pk}.jsonl", data), purpose="batch"
+            )
+            endpoint = BATCH_ENDPOINTS[self.requests[chunk[0][0]].path_url]
+            remote = self.openai.batches.create(input_file_id=uploaded.id, endpoint=endpoint, completion_window="24h")
             BatchJob.objects.create(
-                job=self.job, base_url=self.endpoint.base_url, model=self.endpoint.model, batch_id=remote.id,
-                input_file_id=uploaded.id, remote_status=remote.status or "", attempt=attempt,
-                requests={key: self.requests[key].to_dict() for key, _ in chunk}, n_requests=len(chunk),
+                job=self.job,
+                base_url=self.endpoint.base_url,
+                model=self.endpoint.model,
+                batch_id=remote.id,
+                input_file_id=uploaded.id,
+                remote_status=remote.status or "",
+                attempt=attempt,
+                requests={key: self.requests[key].to_dict() for key, _ in chunk},
+                n_requests=len(chunk),
             )
 
     def _download(self, file_id: str | None) -> list[tuple[Any, dict[str, Any] | None, str]]:
@@ -135,8 +159,13 @@ class BatchExecutor:
                 continue
             found = _CUSTOM_ID.search(raw)
             what = "not JSON" if line is None else f"a JSON {type(line).__name__}, not an object"
-            lines.append((found.group(1) if found else None, None,
-                          f"malformed response: batch output line is {what}: {raw[:LINE_CHARS]!r}"))
+            lines.append(
+                (
+                    found.group(1) if found else None,
+                    None,
+                    f"malformed response: batch output line is {what}: {raw[:LINE_CHARS]!r}",
+                )
+            )
         return lines
 
     def _poll(self, batch: BatchJob) -> None:
@@ -156,7 +185,8 @@ class BatchExecutor:
             if line is None:
                 errors[key] = problem
                 continue
-            response = line.get("response") if isinstance(line.get("response"), dict) else {}
+            answer = line.get("response")
+            response: dict[str, Any] = answer if isinstance(answer, dict) else {}
             if line.get("error") or response.get("status_code") != 200:
                 errors[key] = _line_error(line, response)
                 continue
@@ -186,24 +216,57 @@ class BatchExecutor:
         request = self.requests[key]
         verdict = classify_completion(request, body)  # the body passed completion_envelope
         tokens_in, tokens_out = _usage(body)
-        ledger_write(key, dict(
-            stage=request.stage, role=self.job.role, run=self.job.run, base_url=self.endpoint.base_url,
-            model=self.endpoint.model, executor=self.job.executor, request=request.to_dict(), response=body,
-            response_text=verdict.text, finish_reason=verdict.finish_reason, outcome=verdict.outcome,
-            parsed=verdict.value if verdict.outcome == "ok" else None, error=verdict.error,
-            path=PATH_TEXT if request.schema is None else PATH_JSON_SCHEMA, attempts=1,
-            tokens_in=tokens_in, tokens_out=tokens_out, latency_ms=0,
-            cost_usd=request_cost(model=self.endpoint.model, tokens_in=tokens_in, tokens_out=tokens_out,
-                                  executor=self.job.executor),
-        ))
+        ledger_write(
+            key,
+            dict(
+                stage=request.stage,
+                role=self.job.role,
+                run=self.job.run,
+                base_url=self.endpoint.base_url,
+                model=self.endpoint.model,
+                executor=self.job.executor,
+                request=request.to_dict(),
+                response=body,
+                response_text=verdict.text,
+                finish_reason=verdict.finish_reason,
+                outcome=verdict.outcome,
+                parsed=verdict.value if verdict.outcome == "ok" else None,
+                error=verdict.error,
+                path=PATH_TEXT if request.schema is None else PATH_JSON_SCHEMA,
+                attempts=1,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                latency_ms=0,
+                cost_usd=request_cost(
+                    model=self.endpoint.model,
+                    price_input=self.endpoint.price_input,
+                    price_output=self.endpoint.price_output,
+                    tokens_in=tokens_in,
+                    tokens_out=tokens_out,
+                    executor=self.job.executor,
+                ),
+            ),
+        )
 
     def _record_failure(self, key: str, error: str) -> None:
         request = self.requests[key]
-        ledger_write(key, dict(
-            stage=request.stage, role=self.job.role, run=self.job.run, base_url=self.endpoint.base_url,
-            model=self.endpoint.model, executor=self.job.executor, request=request.to_dict(), response=None,
-            outcome=OUTCOME_API_ERROR, error=error, path=PATH_JSON_SCHEMA if request.schema else PATH_TEXT, attempts=1,
-        ))
+        ledger_write(
+            key,
+            dict(
+                stage=request.stage,
+                role=self.job.role,
+                run=self.job.run,
+                base_url=self.endpoint.base_url,
+                model=self.endpoint.model,
+                executor=self.job.executor,
+                request=request.to_dict(),
+                response=None,
+                outcome=OUTCOME_API_ERROR,
+                error=error,
+                path=PATH_JSON_SCHEMA if request.schema else PATH_TEXT,
+                attempts=1,
+            ),
+        )
 
 
 def _line_error(line: dict[str, Any], response: dict[str, Any]) -> str:

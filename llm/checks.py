@@ -1,16 +1,27 @@
 """`llm_check`: one tiny request per configured endpoint, with what it supports."""
+
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
 import openai
 from django.conf import settings
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat.completion_create_params import ResponseFormat
 
 from llm.endpoints import Endpoint, endpoint_get
 
-CHECK_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
-CHECK_MESSAGES = [{"role": "user", "content": 'Reply with the JSON object {"ok": true} and nothing else.'}]
+CHECK_SCHEMA = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean"}},
+    "required": ["ok"],
+    "additionalProperties": False,
+}
+CHECK_MESSAGES: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": 'Reply with the JSON object {"ok": true} and nothing else.'}
+]
 
 
 @dataclass
@@ -19,25 +30,62 @@ class EndpointCheck:
     base_url: str
     model: str
     reachable: bool
-    structured_output: str  # json_schema, json_object, text, or "" when unreachable
+    structured_output: str  # json_schema, json_object, text ("text (json_schema accepted but not followed)"
+    # when the endpoint took the format but answered otherwise), or "" when unreachable
     latency_ms: int | None
     served_model: str
     error: str = ""
+    answer: str = ""  # the model's answer (an endpoint record's Test shows an excerpt)
 
 
-def _try(client: openai.OpenAI, model: str, response_format: dict | None) -> tuple[dict, int]:
-    kwargs = {"response_format": response_format} if response_format else {}
+def _try(client: openai.OpenAI, model: str, response_format: ResponseFormat | None) -> tuple[dict, int]:
+    """One check request; without a response format the request names none."""
     started = time.perf_counter()
-    raw = client.chat.completions.with_raw_response.create(model=model, messages=CHECK_MESSAGES, max_tokens=20, **kwargs)
+    raw = client.chat.completions.with_raw_response.create(
+        model=model,
+        messages=CHECK_MESSAGES,
+        max_tokens=20,
+        response_format=response_format if response_format else openai.omit,
+    )
     return raw.parse().model_dump(), int((time.perf_counter() - started) * 1000)
 
 
+def _content(body: dict) -> str:
+    """The first choice's message content, or "" when the answer has none (shapes vary)."""
+    choices = body.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def _follows_check_schema(answer: str) -> bool:
+    """Whether the answer is the JSON object CHECK_SCHEMA asks for ({"ok": <boolean>})."""
+    try:
+        value = json.loads(answer)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and isinstance(value.get("ok"), bool)
+
+
 def endpoint_check(endpoint: Endpoint, roles: list[str], timeout: float = 30.0) -> EndpointCheck:
-    client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key or "none", max_retries=0, timeout=timeout)
-    check = EndpointCheck(roles=roles, base_url=endpoint.base_url, model=endpoint.model, reachable=False,
-                          structured_output="", latency_ms=None, served_model="")
-    formats = [
-        ("json_schema", {"type": "json_schema", "json_schema": {"name": "llm_check", "schema": CHECK_SCHEMA, "strict": True}}),
+    client = openai.OpenAI(
+        base_url=endpoint.base_url, api_key=endpoint.api_key or "none", max_retries=0, timeout=timeout
+    )
+    check = EndpointCheck(
+        roles=roles,
+        base_url=endpoint.base_url,
+        model=endpoint.model,
+        reachable=False,
+        structured_output="",
+        latency_ms=None,
+        served_model="",
+    )
+    formats: list[tuple[str, ResponseFormat | None]] = [
+        (
+            "json_schema",
+            {"type": "json_schema", "json_schema": {"name": "llm_check", "schema": CHECK_SCHEMA, "strict": True}},
+        ),
         ("json_object", {"type": "json_object"}),
         ("text", None),
     ]
@@ -48,9 +96,20 @@ def endpoint_check(endpoint: Endpoint, roles: list[str], timeout: float = 30.0) 
             except openai.BadRequestError as exc:
                 check.error = f"{name} rejected: {exc.message}"
                 continue
-            check.reachable, check.structured_output, check.latency_ms = True, name, latency
-            check.served_model = body.get("model") or ""
+            check.served_model = str(body.get("model") or "")
+            check.latency_ms = latency
+            check.answer = _content(body)
             check.error = ""
+            if not check.answer.strip():
+                # A 200 without a message (no choices, a null choice, empty content): nothing usable.
+                check.error = "HTTP 200 but the answer holds no message content"
+                break
+            check.reachable = True
+            check.structured_output = (
+                name
+                if name == "text" or _follows_check_schema(check.answer)
+                else (f"text ({name} accepted but not followed)")
+            )
             break
     except openai.APIStatusError as exc:
         check.error = f"HTTP {exc.status_code}: {exc.message}"

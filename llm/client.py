@@ -15,30 +15,32 @@ value. On the way it:
   answer once with a larger token budget;
 * writes the ledger entry (request, raw response, outcome, tokens, latency, cost) as soon
   as the request is finished."""
+
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import math
 import random
+import ssl
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal, overload
 
+import httpx2 as _http  # the HTTP library the pinned openai client is built on (requirements.txt)
 import jsonschema
 import openai
-
-try:  # the HTTP library the installed openai client is built on
-    import httpx2 as _http
-except ImportError:  # pragma: no cover - older openai releases
-    import httpx as _http
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.bulk_insert import bulk_insert
+from core.secret_masking import MASK
 from llm.constants import (
     EXECUTOR_ONLINE,
     OUTCOME_API_ERROR,
@@ -61,7 +63,16 @@ logger = logging.getLogger(__name__)
 RETRY_SLEEP_SLICE_SECONDS = 0.25  # how often a waiting retry checks that its run still wants it
 
 # Sampling parameters that are part of a request's identity.
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty", "reasoning_effort")
+SAMPLING_KEYS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "reasoning_effort",
+)
 
 
 @dataclass(frozen=True)
@@ -76,14 +87,21 @@ class LLMRequest:
     # Options of the in-process vLLM engine that answers it (``vllm.LLM(**engine)``: revision,
     # max_model_len, tensor_parallel_size, ...): never sent, but part of the request's identity.
     engine: dict[str, Any] | None = None
+    # Keys already computed for this request, per (base URL, model): hashing a judge's ~14 kB
+    # request is a noticeable part of its CPU, and callers ask for the key more than once.
+    _keys: dict[tuple[str, str], str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def key(self, model: str, *, base_url: str = "") -> str:
         """Ledger key: a hash of (endpoint base URL, model, messages or prompt, sampling
         parameters, schema). Product code calls :meth:`key_for` with the endpoint; a
         trailing ``/`` of the URL does not matter. Keys written before the URL was part of
         the key no longer match, so such a request is asked again once."""
+        base_url = base_url.strip().rstrip("/")
+        known = self._keys.get((base_url, model))
+        if known is not None:
+            return known
         payload = {
-            "base_url": base_url.strip().rstrip("/"),
+            "base_url": base_url,
             "model": model,
             "messages": self.messages,
             "params": {k: v for k, v in sorted(self.params.items()) if v is not None},
@@ -93,7 +111,9 @@ class LLMRequest:
             payload["prompt"] = self.prompt
         if self.engine:
             payload["engine"] = self.engine
-        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+        key = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+        self._keys[(base_url, model)] = key
+        return key
 
     def key_for(self, endpoint: Endpoint) -> str:
         """The ledger key of this request sent to ``endpoint``: the one function the
@@ -113,9 +133,15 @@ class LLMRequest:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LLMRequest":
-        return cls(stage=data["stage"], messages=data.get("messages") or [], params=data.get("params") or {},
-                   schema=data.get("schema"), prompt=data.get("prompt"), engine=data.get("engine") or None)
+    def from_dict(cls, data: dict[str, Any]) -> LLMRequest:
+        return cls(
+            stage=data["stage"],
+            messages=data.get("messages") or [],
+            params=data.get("params") or {},
+            schema=data.get("schema"),
+            prompt=data.get("prompt"),
+            engine=data.get("engine") or None,
+        )
 
 
 @dataclass
@@ -140,14 +166,31 @@ class LLMResult:
         return self.outcome == OUTCOME_OK
 
     @classmethod
-    def from_entry(cls, entry: LedgerEntry, *, cached: bool) -> "LLMResult":
+    def from_entry(cls, entry: LedgerEntry, *, cached: bool) -> LLMResult:
         return cls(
-            key=entry.key, stage=entry.stage, outcome=entry.outcome,
+            key=entry.key,
+            stage=entry.stage,
+            outcome=entry.outcome,
             value=entry.parsed if entry.outcome == OUTCOME_OK else None,
-            text=entry.response_text, path=entry.path, cached=cached, attempts=entry.attempts,
-            tokens_in=entry.tokens_in, tokens_out=entry.tokens_out, latency_ms=entry.latency_ms,
-            cost_usd=entry.cost_usd, error=entry.error, finish_reason=entry.finish_reason,
+            text=entry.response_text,
+            path=entry.path,
+            cached=cached,
+            attempts=entry.attempts,
+            tokens_in=entry.tokens_in,
+            tokens_out=entry.tokens_out,
+            latency_ms=entry.latency_ms,
+            cost_usd=entry.cost_usd,
+            error=entry.error,
+            finish_reason=entry.finish_reason,
         )
+
+
+@lru_cache(maxsize=1)
+def tls_context() -> ssl.SSLContext:
+    """The TLS settings every HTTP pool of this process verifies with (the HTTP library's
+    defaults: its CA bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``). Built once: loading the
+    CA bundle costs milliseconds of CPU, and a job opens a pool per 8 requests in flight."""
+    return _http.create_ssl_context()
 
 
 def ledger_lookup(key: str) -> LedgerEntry | None:
@@ -162,8 +205,11 @@ def finished_keys(keys: list[str], chunk: int = 2000) -> set[str]:
     """The keys among ``keys`` with an ``ok`` ledger entry (the ones not sent again), in few queries."""
     found: set[str] = set()
     for start in range(0, len(keys), chunk):
-        found.update(LedgerEntry.objects.filter(key__in=keys[start:start + chunk], outcome=OUTCOME_OK)
-                     .values_list("key", flat=True))
+        found.update(
+            LedgerEntry.objects.filter(key__in=keys[start : start + chunk], outcome=OUTCOME_OK).values_list(
+                "key", flat=True
+            )
+        )
     return found
 
 
@@ -225,7 +271,7 @@ class CallWatch:
 class _Attempt:
     """The mutable state of one call across its attempts."""
 
-    def __init__(self, request: LLMRequest, max_tokens: int | None):
+    def __init__(self, request: LLMRequest, max_tokens: int):
         self.messages = list(request.messages)
         self.max_tokens = max_tokens
         self.attempts = 0
@@ -246,32 +292,173 @@ class LLMClient:
 
     def __init__(self, endpoint: Endpoint, *, limits: EndpointLimits | None = None, executor: str = EXECUTOR_ONLINE):
         self.endpoint = endpoint
-        self.limits = limits or endpoint_limits_default()
+        self.limits = limits or endpoint.limits or endpoint_limits_default()
         self.executor = executor
         self.endpoint_id = f"{endpoint.base_url}|{endpoint.model}"
         self.endpoint_label = f"{endpoint.base_url} ({endpoint.model})"
         self.openai = openai.OpenAI(
-            base_url=endpoint.base_url, api_key=endpoint.api_key or "none",
-            max_retries=0, timeout=settings.LLM_TIMEOUT_SECONDS,
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key or "none",
+            max_retries=0,
+            timeout=settings.LLM_TIMEOUT_SECONDS,
+            http_client=openai.DefaultHttpxClient(verify=tls_context()),
         )
+        # The asynchronous path's state, set up on the first call from an event loop (_async_http).
+        self._async_loop: asyncio.AbstractEventLoop | None = None
+        self._async_pools: list[_http.AsyncClient] = []
+        self._async_lanes: dict[asyncio.Task[Any] | None, _http.AsyncClient] = {}
+        self._async_headers: dict[str, str] = {}
 
     def close(self) -> None:
         self.openai.close()
 
+    # -- the asynchronous client (llm/async_executor.py) ------------------------------
+
+    ASYNC_POOL_CONNECTIONS = 8  # connections per asynchronous pool (see _async_http)
+
+    def _async_http(self) -> _http.AsyncClient:
+        """The HTTP client of the calling task on the running event loop.
+
+        The asynchronous path posts with the HTTP library the ``openai`` package is built on
+        directly (the same headers, timeout and error classes; ``_async_post``): the
+        package's own request machinery costs more CPU than the rest of a request. The
+        library's connection pool scans every one of its connections (polling each socket)
+        whenever a request starts or ends, so one pool of C connections costs O(C) per
+        request; a loop with C requests in flight uses C / 8 pools of 8 connections, each
+        task keeping the pool it was given (its connections stay warm)."""
+        loop = asyncio.get_running_loop()
+        if self._async_loop is not loop:
+            self._async_loop = loop
+            self._async_pools = []
+            self._async_lanes = {}
+            self._async_headers = {
+                **{k: v for k, v in self.openai.default_headers.items() if isinstance(v, str)},
+                "X-Stainless-Async": "async:asyncio",
+                "Authorization": f"Bearer {self.endpoint.api_key or 'none'}",
+            }
+        task = asyncio.current_task()
+        client = self._async_lanes.get(task)
+        if client is None:
+            lane = len(self._async_lanes) // self.ASYNC_POOL_CONNECTIONS
+            if lane >= len(self._async_pools):
+                size = self.ASYNC_POOL_CONNECTIONS
+                self._async_pools.append(
+                    _http.AsyncClient(
+                        verify=tls_context(),
+                        timeout=settings.LLM_TIMEOUT_SECONDS,
+                        follow_redirects=True,
+                        limits=_http.Limits(max_connections=size, max_keepalive_connections=size),
+                    )
+                )
+            client = self._async_lanes[task] = self._async_pools[lane]
+        return client
+
+    async def _async_post(self, path_url: str, body: dict[str, Any]) -> Any:
+        """POST a JSON body; errors become the ``openai`` package's classes, as its client raises them."""
+        http = self._async_http()
+        request = http.build_request(
+            "POST",
+            str(self.openai.base_url).rstrip("/") + path_url,
+            content=json.dumps(body, ensure_ascii=False).encode("utf-8"),
+            headers=self._async_headers,
+        )
+        try:
+            response = await http.send(request)
+        except _http.TimeoutException as exc:
+            raise openai.APITimeoutError(request=request) from exc
+        except Exception as exc:
+            raise openai.APIConnectionError(request=request) from exc
+        if response.status_code >= 400:
+            raise self.openai._make_status_error_from_response(response)
+        return response
+
+    async def aclose(self) -> None:
+        """Close the running loop's connection pools (before the loop ends)."""
+        if self._async_loop is not asyncio.get_running_loop():
+            return
+        for client in self._async_pools:
+            await client.aclose()
+        self._async_loop, self._async_pools, self._async_lanes = None, [], {}
+
+    def _masked(self, text: str) -> str:
+        """An error as stored and shown: never with the endpoint's key in it (a server may
+        echo the key it refused)."""
+        key = self.endpoint.api_key
+        return text.replace(key, MASK) if key and len(key) >= 8 else text
+
     # -- public ---------------------------------------------------------------------
 
-    def complete(self, request: LLMRequest, *, run: str = "", role: str = "", known_unfinished: bool = False,
-                 watch: CallWatch | None = None) -> LLMResult:
+    @overload
+    def complete(
+        self,
+        request: LLMRequest,
+        *,
+        run: str = "",
+        role: str = "",
+        known_unfinished: bool = False,
+        watch: CallWatch | None = None,
+        asynchronous: Literal[False] = False,
+        record: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> LLMResult: ...
+
+    @overload
+    def complete(
+        self,
+        request: LLMRequest,
+        *,
+        run: str = "",
+        role: str = "",
+        known_unfinished: Literal[True],
+        watch: CallWatch | None = None,
+        asynchronous: Literal[True],
+        record: Callable[[str, dict[str, Any]], None],
+    ) -> Coroutine[Any, Any, LLMResult]: ...
+
+    def complete(
+        self,
+        request: LLMRequest,
+        *,
+        run: str = "",
+        role: str = "",
+        known_unfinished: bool = False,
+        watch: CallWatch | None = None,
+        asynchronous: bool = False,
+        record: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> LLMResult | Coroutine[Any, Any, LLMResult]:
         """``known_unfinished``: the caller has just checked the ledger for this key (an
         executor does it for all its keys at once), so the per-call lookup is skipped.
         ``watch`` hears of every failed attempt and may stop the call between attempts
-        (``Interrupted``: nothing is recorded)."""
+        (``Interrupted``: nothing is recorded).
+
+        ``asynchronous=True`` (the online executor, on its event loop): returns an awaitable
+        of the result, sent through the same attempt loop over one ``AsyncOpenAI``
+        connection pool. It touches no database: the caller has checked the ledger
+        (``known_unfinished``) and ``record(key, fields)`` receives what the ledger stores,
+        for the thread that owns the database to write in groups (``ledger_write_many``)."""
         key = request.key_for(self.endpoint)
+        if asynchronous:
+            if not known_unfinished or record is None:
+                raise ValueError("an asynchronous call needs known_unfinished=True and a record function")
+            return self._complete_async(request, key, run=run, role=role, watch=watch or CallWatch(), record=record)
         entry = None if known_unfinished else ledger_lookup(key)
         if entry is not None:
             return LLMResult.from_entry(entry, cached=True)
         result, response_body = self._call(request, key, watch or CallWatch())
         self._record(request, result, response_body, run=run, role=role)
+        return result
+
+    async def _complete_async(
+        self,
+        request: LLMRequest,
+        key: str,
+        *,
+        run: str,
+        role: str,
+        watch: CallWatch,
+        record: Callable[[str, dict[str, Any]], None],
+    ) -> LLMResult:
+        result, response_body = await self._call_async(request, key, watch)
+        record(key, self.ledger_fields(request, result, response_body, run=run, role=role))
         return result
 
     # -- the attempt loop -------------------------------------------------------------
@@ -283,6 +470,48 @@ class LLMClient:
         return [p for p in (PATH_JSON_SCHEMA, PATH_JSON_OBJECT, PATH_TEXT) if p not in unsupported]
 
     def _call(self, request: LLMRequest, key: str, watch: CallWatch) -> tuple[LLMResult, dict | None]:
+        """The attempt loop (``_attempts``) driven by blocking sends and sleeps."""
+        steps = self._attempts(request, key, watch)
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                action = steps.throw(error) if error is not None else steps.send(reply)
+            except StopIteration as finished:
+                return finished.value
+            reply = error = None
+            if action[0] == "send":
+                try:
+                    reply = self._send(request, action[2], action[1])
+                except Exception as exc:  # the attempt loop decides what a failed send means
+                    error = exc
+            else:
+                self._sleep(action[1], watch)
+
+    async def _call_async(self, request: LLMRequest, key: str, watch: CallWatch) -> tuple[LLMResult, dict | None]:
+        """The same attempt loop driven by an event loop: sends and waits are awaited."""
+        steps = self._attempts(request, key, watch)
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                action = steps.throw(error) if error is not None else steps.send(reply)
+            except StopIteration as finished:
+                return finished.value
+            reply = error = None
+            if action[0] == "send":
+                try:
+                    reply = await self._send_async(request, action[2], action[1])
+                except Exception as exc:
+                    error = exc
+            else:
+                await self._sleep_async(action[1], watch)
+
+    def _attempts(self, request: LLMRequest, key: str, watch: CallWatch):
+        """Every decision of one call, free of I/O: it yields ``("send", path, state)`` and
+        receives ``(body, latency_ms)`` or has the send's exception thrown in, yields
+        ``("sleep", seconds, state)`` before a retry, and returns ``(result, last body)``.
+        The blocking and the asynchronous client drive the same loop."""
         state = _Attempt(request, request.params.get("max_tokens") or settings.LLM_DEFAULT_MAX_TOKENS)
         paths = self._paths(request)
         path_index = 0
@@ -293,19 +522,26 @@ class LLMClient:
             path = paths[path_index]
             state.attempts += 1
             try:
-                body, latency_ms = self._send(request, state, path)
+                body, latency_ms = yield ("send", path, state)
             except openai.BadRequestError as exc:
                 if request.schema is not None and path != PATH_TEXT and path_index + 1 < len(paths):
                     logger.info("endpoint %s rejected %s (%s); falling back", self.endpoint_id, path, exc)
                     self._unsupported.setdefault(self.endpoint_id, set()).add(path)
                     path_index += 1
                     continue
-                watch.attempt_failed(f"400: {exc}", self.endpoint_label)
-                return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=f"400: {exc}"), last_body
-            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, openai.APITimeoutError,
-                    openai.ConflictError, MalformedResponse) as exc:
+                error = self._masked(f"400: {exc}")
+                watch.attempt_failed(error, self.endpoint_label)
+                return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=error), last_body
+            except (
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APIConnectionError,
+                openai.APITimeoutError,
+                openai.ConflictError,
+                MalformedResponse,
+            ) as exc:
                 state.api_failures += 1
-                error = _describe(exc)
+                error = self._masked(_describe(exc))
                 watch.attempt_failed(error, self.endpoint_label)
                 wait = self._backoff(state.api_failures)
                 if isinstance(exc, openai.APIStatusError):
@@ -316,11 +552,12 @@ class LLMClient:
                         limits_get().pause(self.endpoint_id, wait)
                 if state.attempts >= settings.LLM_MAX_ATTEMPTS:
                     return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=error), last_body
-                self._sleep(wait, watch)
+                yield ("sleep", wait, state)
                 continue
             except openai.APIStatusError as exc:  # other 4xx: retrying the same request cannot help
-                watch.attempt_failed(_describe(exc), self.endpoint_label)
-                return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=_describe(exc)), last_body
+                error = self._masked(_describe(exc))
+                watch.attempt_failed(error, self.endpoint_label)
+                return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=error), last_body
 
             watch.attempt_succeeded()
             last_body = body
@@ -329,25 +566,44 @@ class LLMClient:
             state.tokens_in += tokens_in
             state.tokens_out += tokens_out
             verdict = classify_completion(request, body)
-            if verdict.outcome == OUTCOME_TRUNCATED and state.truncation_retries < settings.LLM_TRUNCATION_RETRIES \
-                    and state.attempts < settings.LLM_MAX_ATTEMPTS:
+            if (
+                verdict.outcome == OUTCOME_TRUNCATED
+                and state.truncation_retries < settings.LLM_TRUNCATION_RETRIES
+                and state.attempts < settings.LLM_MAX_ATTEMPTS
+            ):
                 state.truncation_retries += 1
                 state.max_tokens = int(state.max_tokens * settings.LLM_TRUNCATION_TOKEN_FACTOR)
                 continue
             if verdict.outcome == OUTCOME_TRUNCATED:
                 verdict.error = f"answer cut off at max_tokens={state.max_tokens}"
-            if verdict.outcome == OUTCOME_PARSE_FAILED and state.reasks < settings.LLM_PARSE_REASKS \
-                    and state.attempts < settings.LLM_MAX_ATTEMPTS:
+            if (
+                verdict.outcome == OUTCOME_PARSE_FAILED
+                and state.reasks < settings.LLM_PARSE_REASKS
+                and state.attempts < settings.LLM_MAX_ATTEMPTS
+            ):
                 state.reasks += 1
                 state.messages = state.messages + [
                     {"role": "assistant", "content": verdict.text},
-                    {"role": "user", "content": (
-                        f"Your answer could not be used: {verdict.error}. Reply again with only one JSON object "
-                        f"that matches the required schema, and nothing else.")},
+                    {
+                        "role": "user",
+                        "content": (
+                            f"Your answer could not be used: {verdict.error}. Reply again with only one JSON object "
+                            f"that matches the required schema, and nothing else."
+                        ),
+                    },
                 ]
                 continue
-            return self._result(key, request, state, verdict.outcome, path=path, text=verdict.text, value=verdict.value,
-                                finish_reason=verdict.finish_reason, error=verdict.error), body
+            return self._result(
+                key,
+                request,
+                state,
+                verdict.outcome,
+                path=path,
+                text=verdict.text,
+                value=verdict.value,
+                finish_reason=verdict.finish_reason,
+                error=verdict.error,
+            ), body
 
     def _sleep(self, seconds: float, watch: CallWatch) -> None:
         """Wait before a retry, counted as retrying, and give up waiting as soon as the run stops."""
@@ -364,21 +620,47 @@ class LLMClient:
         finally:
             watch.waiting(-1)
 
-    def _send(self, request: LLMRequest, state: _Attempt, path: str) -> tuple[dict, int]:
+    async def _sleep_async(self, seconds: float, watch: CallWatch) -> None:
+        watch.waiting(+1)
+        try:
+            deadline = time.monotonic() + seconds
+            while True:
+                if watch.should_stop():
+                    raise Interrupted("the run stopped while a request waited for a retry")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                await asyncio.sleep(min(left, RETRY_SLEEP_SLICE_SECONDS))
+        finally:
+            watch.waiting(-1)
+
+    def _wire(self, request: LLMRequest, state: _Attempt, path: str) -> tuple[dict, int]:
+        """The body one attempt posts, and the tokens it is expected to use (for the TPM limit)."""
         body = request_body(request, self.endpoint.model, path=path, max_tokens=state.max_tokens)
         if request.prompt is None:
             body["messages"] = state.messages
-        body.pop("model")
         prompt_chars = len(request.prompt or "") + sum(len(m.get("content") or "") for m in state.messages)
-        estimate = prompt_chars // 4 + state.max_tokens
+        return body, prompt_chars // 4 + state.max_tokens
+
+    def _send(self, request: LLMRequest, state: _Attempt, path: str) -> tuple[dict, int]:
+        body, estimate = self._wire(request, state, path)
         limits = limits_get()
         limits.wait_turn(self.endpoint_id, self.limits, estimate)
         with limits.slot(self.endpoint_id, self.limits):
             started = time.perf_counter()
             # The client's own HTTP stack and error classes, without its per-call type
             # transformation of the body (which costs more than the rest of the request).
-            response = self.openai.post(request.path_url, body={"model": self.endpoint.model, **body},
-                                        cast_to=_http.Response)
+            response = self.openai.post(request.path_url, body=body, cast_to=_http.Response)
+            latency_ms = int((time.perf_counter() - started) * 1000)
+        return completion_envelope(response.content), latency_ms
+
+    async def _send_async(self, request: LLMRequest, state: _Attempt, path: str) -> tuple[dict, int]:
+        body, estimate = self._wire(request, state, path)
+        limits = limits_get()
+        await limits.wait_turn_async(self.endpoint_id, self.limits, estimate)
+        async with limits.slot_async(self.endpoint_id, self.limits):
+            started = time.perf_counter()
+            response = await self._async_post(request.path_url, body)
             latency_ms = int((time.perf_counter() - started) * 1000)
         return completion_envelope(response.content), latency_ms
 
@@ -387,29 +669,78 @@ class LLMClient:
         ceiling = min(settings.LLM_BACKOFF_MAX_SECONDS, settings.LLM_BACKOFF_BASE_SECONDS * (2 ** (failures - 1)))
         return random.uniform(0, ceiling)
 
-    def _result(self, key: str, request: LLMRequest, state: _Attempt, outcome: str, *, path: str, text: str = "",
-                value: Any = None, finish_reason: str = "", error: str = "") -> LLMResult:
+    def _result(
+        self,
+        key: str,
+        request: LLMRequest,
+        state: _Attempt,
+        outcome: str,
+        *,
+        path: str,
+        text: str = "",
+        value: Any = None,
+        finish_reason: str = "",
+        error: str = "",
+    ) -> LLMResult:
         return LLMResult(
-            key=key, stage=request.stage, outcome=outcome, value=value if outcome == OUTCOME_OK else None,
-            text=text, path=path, attempts=state.attempts, tokens_in=state.tokens_in, tokens_out=state.tokens_out,
-            latency_ms=state.latency_ms, error=error, finish_reason=finish_reason,
-            cost_usd=request_cost(model=self.endpoint.model, tokens_in=state.tokens_in,
-                                  tokens_out=state.tokens_out, executor=self.executor),
+            key=key,
+            stage=request.stage,
+            outcome=outcome,
+            value=value if outcome == OUTCOME_OK else None,
+            text=text,
+            path=path,
+            attempts=state.attempts,
+            tokens_in=state.tokens_in,
+            tokens_out=state.tokens_out,
+            latency_ms=state.latency_ms,
+            error=error,
+            finish_reason=finish_reason,
+            cost_usd=request_cost(
+                model=self.endpoint.model,
+                price_input=self.endpoint.price_input,
+                price_output=self.endpoint.price_output,
+                tokens_in=state.tokens_in,
+                tokens_out=state.tokens_out,
+                executor=self.executor,
+            ),
         )
 
     def _record(self, request: LLMRequest, result: LLMResult, body: dict | None, *, run: str, role: str) -> None:
-        fields = dict(
-            stage=request.stage, role=role, run=run, base_url=self.endpoint.base_url, model=self.endpoint.model,
-            executor=self.executor, request=request.to_dict(), response=body, response_text=result.text,
-            finish_reason=result.finish_reason, outcome=result.outcome, parsed=result.value if result.ok else None,
-            error=result.error, path=result.path, attempts=result.attempts, tokens_in=result.tokens_in,
-            tokens_out=result.tokens_out, latency_ms=result.latency_ms, cost_usd=result.cost_usd,
+        ledger_write(result.key, self.ledger_fields(request, result, body, run=run, role=role))
+
+    def ledger_fields(
+        self, request: LLMRequest, result: LLMResult, body: dict | None, *, run: str, role: str
+    ) -> dict[str, Any]:
+        """What the ledger stores for a finished request (besides its key)."""
+        return dict(
+            stage=request.stage,
+            role=role,
+            run=run,
+            base_url=self.endpoint.base_url,
+            model=self.endpoint.model,
+            executor=self.executor,
+            request=request.to_dict(),
+            response=body,
+            response_text=result.text,
+            finish_reason=result.finish_reason,
+            outcome=result.outcome,
+            parsed=result.value if result.ok else None,
+            error=result.error,
+            path=result.path,
+            attempts=result.attempts,
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+            latency_ms=result.latency_ms,
+            cost_usd=result.cost_usd,
         )
-        ledger_write(result.key, fields)
 
 
 @dataclass
-class Verdict:
+class CompletionVerdict:
+    """What one completion came to: its outcome (ok, parse_failed, truncated, refused), the
+    parsed value when ok, and why not otherwise. Not a mining stage's verdict
+    (``mining.stages.StageVerdict``)."""
+
     outcome: str
     value: Any = None
     text: str = ""
@@ -427,25 +758,33 @@ def _validator(schema_json: str):
     return cls(schema)
 
 
-def classify_completion(request: LLMRequest, body: dict[str, Any]) -> Verdict:
+def classify_completion(request: LLMRequest, body: dict[str, Any]) -> CompletionVerdict:
     """Decide the outcome of one chat-completion body (used by every executor)."""
     choice = body["choices"][0]
     message = choice.get("message") or {}
     text = message.get("content") or choice.get("text") or ""
     finish_reason = choice.get("finish_reason") or ""
     if message.get("refusal") or finish_reason == "content_filter":
-        return Verdict(OUTCOME_REFUSED, text=text, finish_reason=finish_reason,
-                       error=message.get("refusal") or "stopped by the content filter")
+        return CompletionVerdict(
+            OUTCOME_REFUSED,
+            text=text,
+            finish_reason=finish_reason,
+            error=message.get("refusal") or "stopped by the content filter",
+        )
     if finish_reason == "length":
-        return Verdict(OUTCOME_TRUNCATED, text=text, finish_reason=finish_reason, error="answer cut off at the token limit")
+        return CompletionVerdict(
+            OUTCOME_TRUNCATED, text=text, finish_reason=finish_reason, error="answer cut off at the token limit"
+        )
     if request.schema is None:
-        return Verdict(OUTCOME_OK, value=text, text=text, finish_reason=finish_reason)
+        return CompletionVerdict(OUTCOME_OK, value=text, text=text, finish_reason=finish_reason)
     try:
         value = extract_json_object(text)
         _validator(json.dumps(request.schema, sort_keys=True)).validate(value)
     except (JSONExtractError, jsonschema.ValidationError) as exc:
-        return Verdict(OUTCOME_PARSE_FAILED, text=text, finish_reason=finish_reason, error=_parse_problem(exc))
-    return Verdict(OUTCOME_OK, value=value, text=text, finish_reason=finish_reason)
+        return CompletionVerdict(
+            OUTCOME_PARSE_FAILED, text=text, finish_reason=finish_reason, error=_parse_problem(exc)
+        )
+    return CompletionVerdict(OUTCOME_OK, value=value, text=text, finish_reason=finish_reason)
 
 
 def completion_envelope(raw: Any) -> dict[str, Any]:
@@ -511,7 +850,8 @@ def request_body(request: LLMRequest, model: str, *, path: str, max_tokens: int 
         body["messages"] = request.messages
     if path == PATH_JSON_SCHEMA:
         body["response_format"] = {
-            "type": "json_schema", "json_schema": {"name": request.stage, "schema": request.schema, "strict": True},
+            "type": "json_schema",
+            "json_schema": {"name": request.stage, "schema": request.schema, "strict": True},
         }
     elif path == PATH_JSON_OBJECT:
         body["response_format"] = {"type": "json_object"}
@@ -523,10 +863,17 @@ HISTORY_TEXT_CHARS = 2000  # of a failed answer kept in an entry's history
 
 def _history_item(entry: LedgerEntry) -> dict[str, Any]:
     return {
-        "outcome": entry.outcome, "error": entry.error, "run": entry.run, "attempts": entry.attempts,
-        "tokens_in": entry.tokens_in, "tokens_out": entry.tokens_out, "latency_ms": entry.latency_ms,
-        "cost_usd": None if entry.cost_usd is None else str(entry.cost_usd), "path": entry.path,
-        "response_text": (entry.response_text or "")[:HISTORY_TEXT_CHARS], "at": entry.created_at.isoformat(),
+        "outcome": entry.outcome,
+        "error": entry.error,
+        "run": entry.run,
+        "attempts": entry.attempts,
+        "tokens_in": entry.tokens_in,
+        "tokens_out": entry.tokens_out,
+        "latency_ms": entry.latency_ms,
+        "cost_usd": None if entry.cost_usd is None else str(entry.cost_usd),
+        "path": entry.path,
+        "response_text": (entry.response_text or "")[:HISTORY_TEXT_CHARS],
+        "at": entry.created_at.isoformat(),
     }
 
 
@@ -549,6 +896,31 @@ def ledger_write(key: str, fields: dict[str, Any]) -> None:
             # cost_usd is what this key has cost, failed attempts included (itemised in history)
             fields = {**fields, "cost_usd": fields["cost_usd"] + entry.cost_usd}
         LedgerEntry.objects.filter(pk=entry.pk).update(history=history, created_at=timezone.now(), **fields)
+
+
+def ledger_write_many(items: list[tuple[str, dict[str, Any]]]) -> None:
+    """Store many finished requests with the meaning of ``ledger_write`` for each, in
+    order, in a few statements: one lookup of the keys already present, one multi-row
+    insert of the new ones. A key that already has an entry (a failure asked again, or
+    the same request twice in the list) goes through ``ledger_write``, which keeps an
+    ``ok`` entry and moves a replaced failure into the history; so does the whole group
+    when another worker inserted one of its keys in the meantime."""
+    if not items:
+        return
+    present = set(LedgerEntry.objects.filter(key__in=[key for key, _ in items]).values_list("key", flat=True))
+    fresh: dict[str, dict[str, Any]] = {}
+    later: list[tuple[str, dict[str, Any]]] = []
+    for key, fields in items:
+        if key in present or key in fresh:
+            later.append((key, fields))
+        else:
+            fresh[key] = fields
+    try:
+        bulk_insert(LedgerEntry, [LedgerEntry(key=key, **fields) for key, fields in fresh.items()])
+    except IntegrityError:  # a concurrent writer got there first: one at a time, with its rules
+        later = [*fresh.items(), *later]
+    for key, fields in later:
+        ledger_write(key, fields)
 
 
 def _describe(exc: Exception) -> str:

@@ -7,6 +7,7 @@ in the remaining text. Two different objects in one answer are ambiguous and ref
 never settled by taking the first. An answer nested deeper than ``MAX_ANSWER_DEPTH`` is
 refused before any parsing (a hostile or broken model must not exhaust the recursion limit).
 Raises ``JSONExtractError`` saying what was wrong."""
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ class JSONExtractError(ValueError):
 def strip_reasoning(text: str) -> str:
     """Drop everything up to and including the last ``</think>`` (reasoning traces)."""
     marker = text.rfind("</think>")
-    return text[marker + len("</think>"):] if marker >= 0 else text
+    return text[marker + len("</think>") :] if marker >= 0 else text
 
 
 def _balanced_objects(text: str) -> list[str]:
@@ -108,7 +109,8 @@ def extract_json_object(text: str) -> dict[str, Any]:
     objects = _distinct_objects(body)
     if len(objects) > 1:
         raise JSONExtractError(
-            f"the answer holds {len(objects)} different JSON objects; it is ambiguous which one is the answer")
+            f"the answer holds {len(objects)} different JSON objects; it is ambiguous which one is the answer"
+        )
     candidates = [body]
     candidates += [m.group(1).strip() for m in _FENCE.finditer(body)]
     balanced = _first_object(body)

@@ -5,6 +5,98 @@ from django.db import models
 from llm.constants import EXECUTOR_ONLINE, OUTCOMES
 
 
+class EndpointRecord(models.Model):
+    """An LLM endpoint kept as data: base URL, model, API key (by environment-variable name,
+    or stored encrypted), limits and prices. Admins add, edit, test, retire and assign it to
+    roles on the LLM pages (docs/llm.md, "Endpoint records"); a record is never deleted, so
+    the jobs that used it keep pointing at it."""
+
+    name = models.CharField(max_length=100, unique=True)
+    base_url = models.CharField(max_length=500, help_text="OpenAI-compatible base URL, e.g. http://gpu-1:8000/v1.")
+    model = models.CharField(max_length=200, help_text="Model id at the endpoint.")
+    api_key_env = models.CharField(max_length=100, blank=True, help_text="Environment variable holding the API key.")
+    api_key_encrypted = models.TextField(
+        blank=True, help_text="The stored API key, Fernet-encrypted (llm/endpoint_keys.py)."
+    )
+    api_key_last4 = models.CharField(
+        max_length=4, blank=True, help_text="The last characters of the stored key, shown instead of it."
+    )
+    max_concurrency = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: LLM_MAX_CONCURRENCY.")
+    requests_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Empty: LLM_REQUESTS_PER_MINUTE."
+    )
+    tokens_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: LLM_TOKENS_PER_MINUTE.")
+    price_input = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="USD per million input tokens; empty: the price table.",
+    )
+    price_output = models.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        help_text="USD per million output tokens; empty: the price table.",
+    )
+    source = models.CharField(
+        max_length=300, blank=True, help_text='Where it came from: "from LLM_BASE_URL", "added by ada".'
+    )
+    seed_key = models.CharField(
+        max_length=100,
+        null=True,
+        blank=True,
+        unique=True,
+        help_text="Set on records seeded from the environment, so seeding creates each once.",
+    )
+    retired = models.BooleanField(default=False, db_index=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+    last_test_at = models.DateTimeField(null=True, blank=True)
+    last_test_ok = models.BooleanField(null=True, blank=True)
+    last_test_latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    last_test_message = models.TextField(blank=True, help_text="The answer's excerpt, or the error and what to do.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["retired", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def api_key_kind(self) -> str:
+        """``stored``, ``env`` or ``none``."""
+        if self.api_key_encrypted:
+            return "stored"
+        return "env" if self.api_key_env else "none"
+
+    @property
+    def api_key_label(self) -> str:
+        """How pages and the API describe the key, never the key itself."""
+        if self.api_key_encrypted:
+            return f"saved, ending in …{self.api_key_last4}"
+        if self.api_key_env:
+            return f"from ${self.api_key_env}"
+        return "no key"
+
+
+class EndpointRoleAssignment(models.Model):
+    """The endpoint record a role uses: one per role. A role without one uses its
+    environment variables (config/settings/llm.py)."""
+
+    role = models.CharField(max_length=100, unique=True)
+    record = models.ForeignKey(EndpointRecord, on_delete=models.PROTECT, related_name="assignments")
+    assigned_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["role"]
+
+    def __str__(self) -> str:
+        return f"{self.role} -> {self.record}"
+
+
 class LedgerEntry(models.Model):
     """One keyed request and its final response: the cache and the resume mechanism.
 
@@ -14,7 +106,9 @@ class LedgerEntry(models.Model):
     key = models.CharField(max_length=64, unique=True)
     stage = models.CharField(max_length=100, db_index=True)
     role = models.CharField(max_length=100, blank=True)
-    run = models.CharField(max_length=200, blank=True, db_index=True, help_text="The run that paid for it, e.g. judge-run:12.")
+    run = models.CharField(
+        max_length=200, blank=True, db_index=True, help_text="The run that paid for it, e.g. judge-run:12."
+    )
     base_url = models.CharField(max_length=500)
     model = models.CharField(max_length=200, db_index=True)
     executor = models.CharField(max_length=20, default=EXECUTOR_ONLINE)
@@ -30,14 +124,19 @@ class LedgerEntry(models.Model):
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True, help_text="null when the model has no price")
+    cost_usd = models.DecimalField(
+        max_digits=12, decimal_places=6, null=True, blank=True, help_text="null when the model has no price"
+    )
     history = models.JSONField(default=list, blank=True, help_text="earlier failed attempts at this key, oldest first")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-id"]
         verbose_name_plural = "ledger entries"
-        indexes = [models.Index(fields=["run", "stage", "outcome"]), models.Index(fields=["base_url", "model", "created_at"])]
+        indexes = [
+            models.Index(fields=["run", "stage", "outcome"]),
+            models.Index(fields=["base_url", "model", "created_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.stage} {self.outcome} {self.key[:12]}"
@@ -97,7 +196,9 @@ class LiveRunState(models.Model):
     breaker's record when the endpoint failed persistently (llm/runs.py)."""
 
     n_retrying = models.PositiveIntegerField(default=0, help_text="requests waiting for a retry right now")
-    breaker = models.JSONField(default=dict, blank=True, help_text="endpoint, since, last_error, reason: why the run paused itself")
+    breaker = models.JSONField(
+        default=dict, blank=True, help_text="endpoint, since, last_error, reason: why the run paused itself"
+    )
 
     class Meta:
         abstract = True
@@ -114,7 +215,17 @@ class LLMJob(LiveRunState):
 
     run = models.CharField(max_length=200, db_index=True)
     role = models.CharField(max_length=100)
-    endpoint_overrides = models.JSONField(default=dict, blank=True, help_text="base_url / model / api_key_env for this run")
+    endpoint_overrides = models.JSONField(
+        default=dict, blank=True, help_text="base_url / model / api_key_env for this run"
+    )
+    endpoint_record = models.ForeignKey(
+        EndpointRecord,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="jobs",
+        help_text="The endpoint record the job was created with; it keeps using it (its ledger keys name that endpoint).",
+    )
     executor = models.CharField(max_length=20, default=EXECUTOR_ONLINE)
     concurrency = models.PositiveIntegerField(default=16)
     budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
@@ -133,11 +244,23 @@ class LLMJob(LiveRunState):
     finished_at = models.DateTimeField(null=True, blank=True)
     claimed_by = models.CharField(max_length=64, blank=True, help_text="the task executing the job now")
     claim_expires = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(
+        max_length=200, blank=True, help_text="the worker (host and process) that claimed it last"
+    )
+    # A run's job may be cut into shards (llm/shards.py): child jobs over consecutive slices
+    # of its requests, each claimed with a lease by any worker; the parent aggregates them.
+    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="shards")
+    shard_index = models.PositiveIntegerField(null=True, blank=True)
+    # Not stored: the claim (``claimed_by``) the task executing this instance holds, which
+    # its heartbeats renew (llm_job_execute sets it; llm/job_lifecycle.py reads it).
+    claim_token: str = ""
 
     class Meta:
         ordering = ["-id"]
 
     def __str__(self) -> str:
+        if self.parent_id:
+            return f"job {self.pk} (shard {self.shard_index} of job {self.parent_id}, {self.status})"
         return f"job {self.pk} ({self.run}, {self.status})"
 
     @property

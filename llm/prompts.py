@@ -4,6 +4,7 @@ run that uses one records. Mining stages, generation and the How2Score judge all
 their prompts through :func:`prompt_read`, and find them through :func:`prompt_locate`:
 one folder (the ``PROMPTS_DIR`` setting) can hold every stage's prompt, under the
 product's file name or under the reference CLI's (``REFERENCE_PROMPT_NAMES``)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.app_errors import InvalidInput
 
 # The reference CLI's file name of each prompt the product ships (its prompts/ folder):
 # a folder of the reference's prompts is used as it is, file for file.
@@ -50,8 +52,9 @@ def prompts_dir_setting() -> str:
     return getattr(settings, "PROMPTS_DIR", "") or ""
 
 
-class PromptError(ValueError):
-    """A prompt file cannot be used; the message names the file and the problem."""
+class PromptError(InvalidInput):
+    """A prompt file cannot be used; the message names the file and the problem (400: a run's
+    configuration names the file)."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +83,10 @@ def prompt_read(path: str | Path, *, expected: Iterable[str], kind: str) -> Prom
         raise PromptError(f"{path}: not a valid template ({exc}; write literal braces as {{{{ }}}})") from exc
     unknown = used - expected
     if unknown:
-        raise PromptError(f"{path}: unknown placeholder(s) {', '.join(sorted(unknown))}; "
-                          f"a {kind} prompt may use {', '.join(sorted(expected))} (write literal braces as {{{{ }}}})")
+        raise PromptError(
+            f"{path}: unknown placeholder(s) {', '.join(sorted(unknown))}; "
+            f"a {kind} prompt may use {', '.join(sorted(expected))} (write literal braces as {{{{ }}}})"
+        )
     missing = expected - used
     if missing:
         raise PromptError(f"{path}: the prompt never uses {', '.join(sorted(missing))}")

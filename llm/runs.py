@@ -1,9 +1,10 @@
 """The one mechanism behind every run's state (LLM jobs, mining, generation, judge,
 components, goal-step and CoScript runs).
 
-* ``CircuitBreaker`` and ``RunWatch``: what a run learns from its calls as they happen —
-  requests waiting for a retry, and an endpoint that fails persistently, which pauses the
-  run with the reason (endpoint, since when, last error).
+* What a run learns from its calls as they happen — requests waiting for a retry, and an
+  endpoint that fails persistently, which pauses the run with the reason (endpoint, since
+  when, last error) — is ``llm/run_watch.py`` (``CircuitBreaker``, ``RunWatch``), below the
+  executors that feed it.
 * ``run_state``: what a page, the API or a command says about a run — its status, the
   count of requests per outcome (plus pending and retrying), the most frequent errors and
   the breaker's record — read from the ledger, the source of truth.
@@ -13,121 +14,25 @@ components, goal-step and CoScript runs).
 
 The statuses themselves are ``llm.models.RunStatus``; docs/llm.md ("Run states")
 describes them for users."""
+
 from __future__ import annotations
 
-import threading
-from collections import Counter, deque
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone as dt_timezone
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from django.conf import settings
+from django.db import models
 from django.utils import timezone
 
-from llm.client import CallWatch
 from llm.constants import OUTCOME_OK, OUTCOMES
+from llm.job_lifecycle import CLAIMED, llm_job_cancel, llm_job_failed_count, llm_job_pause, llm_job_recount
 from llm.models import FINISHED, LedgerEntry, LLMJob, RunStatus
+from llm.run_watch import ERROR_CHARS
+from llm.services import llm_job_create, llm_job_execute, llm_job_resume, llm_job_retry_failed
+from llm.shards import llm_job_shard, llm_job_workers
 
 TOP_ERRORS = 5  # the most frequent error messages shown for a run
-ERROR_CHARS = 300  # of one error message, as grouped and shown
-
-
-def _now_iso() -> str:
-    return datetime.now(dt_timezone.utc).isoformat(timespec="seconds")
-
-
-class CircuitBreaker:
-    """Trips after ``consecutive`` failed attempts in a row, or when more than
-    ``window_failures`` (a share) of the last ``window`` attempts failed. Thread-safe.
-    Pure: no Django, no I/O."""
-
-    def __init__(self, *, consecutive: int, window: int, window_failures: float):
-        self.consecutive = consecutive
-        self.window = window
-        self.window_failures = window_failures
-        self._recent: deque[bool] = deque(maxlen=max(1, window))
-        self._streak = 0
-        self._streak_since: str | None = None
-        self._lock = threading.Lock()
-        self._last_error = ""
-        self._endpoint = ""
-        self.tripped: dict[str, Any] | None = None
-
-    def streak(self) -> dict[str, Any]:
-        """The failures happening now (before any trip): endpoint, since, last error and how
-        many in a row; {} while the last attempt succeeded."""
-        with self._lock:
-            if not self._streak:
-                return {}
-            return {"endpoint": self._endpoint, "since": self._streak_since, "last_error": self._last_error,
-                    "failed_in_a_row": self._streak}
-
-    def record(self, ok: bool, *, error: str = "", endpoint: str = "") -> dict[str, Any] | None:
-        """Record one attempt. Returns the breaker's record the moment it trips (once)."""
-        with self._lock:
-            self._recent.append(ok)
-            if ok:
-                self._streak, self._streak_since = 0, None
-                return None
-            self._streak += 1
-            self._streak_since = self._streak_since or _now_iso()
-            self._last_error, self._endpoint = error[:ERROR_CHARS], endpoint
-            if self.tripped is not None:
-                return None
-            failed = self._recent.count(False)
-            reason = None
-            if self.consecutive > 0 and self._streak >= self.consecutive:
-                reason = f"{self._streak} failed attempts in a row"
-            elif len(self._recent) >= self.window and failed > self.window_failures * self.window:
-                reason = f"{failed} of the last {self.window} attempts failed"
-            if reason is None:
-                return None
-            self.tripped = {"endpoint": endpoint, "since": self._streak_since, "tripped_at": _now_iso(),
-                            "last_error": error[:ERROR_CHARS], "reason": reason}
-            return self.tripped
-
-
-def breaker_default() -> CircuitBreaker:
-    return CircuitBreaker(consecutive=settings.LLM_BREAKER_CONSECUTIVE, window=settings.LLM_BREAKER_WINDOW,
-                          window_failures=settings.LLM_BREAKER_WINDOW_FAILURES)
-
-
-def breaker_message(record: dict[str, Any]) -> str:
-    """The sentence a paused run shows in its banner."""
-    return (f"paused by the circuit breaker: the endpoint {record.get('endpoint') or '(unknown)'} is failing "
-            f"({record.get('reason')}, since {record.get('since')}); last error: {record.get('last_error')}. "
-            f"Resume when it answers again.")
-
-
-class RunWatch(CallWatch):
-    """Watches one run's calls: counts requests waiting for a retry, feeds the breaker,
-    and tells every call to stop once the run stops (pause, cancel, breaker)."""
-
-    def __init__(self, breaker: CircuitBreaker | None = None):
-        self.breaker = breaker or breaker_default()
-        self.retrying = 0
-        self.tripped: dict[str, Any] | None = None
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-
-    def attempt_failed(self, error: str, endpoint: str = "") -> None:
-        record = self.breaker.record(False, error=error, endpoint=endpoint)
-        if record is not None:
-            self.tripped = record
-            self._stop.set()
-
-    def attempt_succeeded(self) -> None:
-        self.breaker.record(True)
-
-    def waiting(self, delta: int) -> None:
-        with self._lock:
-            self.retrying = max(0, self.retrying + delta)
-
-    def should_stop(self) -> bool:
-        return self._stop.is_set()
-
-    def stop(self) -> None:
-        self._stop.set()
 
 
 # -- reading a run's state ----------------------------------------------------------
@@ -141,7 +46,7 @@ def outcome_counts(keys: Iterable[str], chunk: int = 2000) -> tuple[dict[str, in
     errors: Counter[str] = Counter()
     seen = 0
     for start in range(0, len(keys), chunk):
-        rows = LedgerEntry.objects.filter(key__in=keys[start:start + chunk]).values_list("outcome", "error")
+        rows = LedgerEntry.objects.filter(key__in=keys[start : start + chunk]).values_list("outcome", "error")
         for outcome, error in rows:
             counts[outcome] += 1
             seen += 1
@@ -170,7 +75,8 @@ def _ordered(counts: Counter[str]) -> dict[str, int]:
 
 
 def jobs_state(jobs: Iterable[LLMJob | None], *, live: bool = True) -> dict[str, Any]:
-    """Outcomes, errors, retrying and breaker of one or more jobs (a CoScript run owns one per
+    """Outcomes, errors, retrying, breaker and workers (the shards of a job cut into shards,
+    each with the worker at work on it) of one or more jobs (a CoScript run owns one per
     phase). ``live``: counted from the ledger now; otherwise from the counts the job stored
     when it last stopped (for long lists of runs)."""
     outcomes: Counter[str] = Counter()
@@ -178,6 +84,7 @@ def jobs_state(jobs: Iterable[LLMJob | None], *, live: bool = True) -> dict[str,
     retrying = 0
     breaker: dict[str, Any] = {}
     n_total = 0
+    workers: list[dict[str, Any]] = []
     for job in jobs:
         if job is None:
             continue
@@ -190,47 +97,85 @@ def jobs_state(jobs: Iterable[LLMJob | None], *, live: bool = True) -> dict[str,
         outcomes.update(counts)
         errors.update({row["error"]: row["n"] for row in top})
         n_total += len(set(job.keys))
+        # A job cut into shards (llm/shards.py): its workers retry and watch the endpoint.
+        shards = llm_job_workers(job) if live else []
+        workers += shards
         if job.status in (RunStatus.PENDING, RunStatus.RUNNING):
-            retrying += job.n_retrying
-        breaker = job.breaker or breaker
+            retrying += job.n_retrying + sum(row["n_retrying"] for row in shards if row["at_work"])
+        breaker = (
+            job.breaker
+            or next((row["breaker"] for row in shards if row["at_work"] and row["breaker"]), None)
+            or breaker
+        )
     ordered = _ordered(outcomes)
     ordered["retrying"] = min(retrying, ordered["pending"])
-    return {"outcomes": ordered, "top_errors": [{"error": e, "n": n} for e, n in errors.most_common(TOP_ERRORS)],
-            "n_total": n_total, "breaker": breaker}
+    return {
+        "outcomes": ordered,
+        "top_errors": [{"error": e, "n": n} for e, n in errors.most_common(TOP_ERRORS)],
+        "n_total": n_total,
+        "breaker": breaker,
+        "workers": workers,
+    }
 
 
-def run_state(*, status: str, jobs: Iterable[LLMJob | None] = (), reason: str = "", live: bool = True,
-              counts: tuple[dict[str, int], list[dict[str, Any]]] | None = None, retrying: int = 0,
-              breaker: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_state(
+    *,
+    status: str,
+    jobs: Iterable[LLMJob | None] = (),
+    reason: str = "",
+    live: bool = True,
+    counts: tuple[dict[str, int], list[dict[str, Any]]] | None = None,
+    retrying: int = 0,
+    breaker: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """What every page, API response and command shows about a run. ``jobs``: the LLM jobs
     it owns; or ``counts`` (from ``ledger_run_counts``) for a run that asks as it goes."""
+    state: dict[str, Any]
     if counts is not None:
         outcomes, top = counts
         outcomes = {**outcomes, "retrying": retrying}
-        state = {"outcomes": outcomes, "top_errors": top, "n_total": sum(outcomes[o] for o in OUTCOMES) + outcomes["pending"],
-                 "breaker": breaker or {}}
+        state = {
+            "outcomes": outcomes,
+            "top_errors": top,
+            "n_total": sum(outcomes[o] for o in OUTCOMES) + outcomes["pending"],
+            "breaker": breaker or {},
+            "workers": [],
+        }
     else:
         state = jobs_state(jobs, live=live)
         if breaker:
             state["breaker"] = breaker
     outcomes = state["outcomes"]
     n_failed = sum(outcomes[o] for o in OUTCOMES if o != OUTCOME_OK)
-    state.update({
-        "status": status, "reason": reason, "n_failed": n_failed, "n_ok": outcomes[OUTCOME_OK],
-        # (outcome, count) of each failed outcome that occurred, for one-line summaries.
-        "failed_by_outcome": [(o, outcomes[o]) for o in OUTCOMES if o != OUTCOME_OK and outcomes[o]],
-        "finished": status in FINISHED, "has_failures": n_failed > 0,
-        "can_retry_failed": status in (*FINISHED, RunStatus.PAUSED, RunStatus.FAILED) and n_failed > 0,
-        **(extra or {}),
-    })
+    state.update(
+        {
+            "status": status,
+            "reason": reason,
+            "n_failed": n_failed,
+            "n_ok": outcomes[OUTCOME_OK],
+            # (outcome, count) of each failed outcome that occurred, for one-line summaries.
+            "failed_by_outcome": [(o, outcomes[o]) for o in OUTCOMES if o != OUTCOME_OK and outcomes[o]],
+            "finished": status in FINISHED,
+            "has_failures": n_failed > 0,
+            "can_retry_failed": status in (*FINISHED, RunStatus.PAUSED, RunStatus.FAILED) and n_failed > 0,
+            **(extra or {}),
+        }
+    )
     return state
 
 
 def run_state_json(state: dict[str, Any]) -> dict[str, Any]:
     """The part of a run's state that commands print and the API returns (keys ``status``
     and ``outcomes`` first)."""
-    return {"status": state["status"], "outcomes": state["outcomes"], "n_failed": state["n_failed"],
-            "top_errors": state["top_errors"], "reason": state["reason"], "breaker": state["breaker"]}
+    return {
+        "status": state["status"],
+        "outcomes": state["outcomes"],
+        "n_failed": state["n_failed"],
+        "top_errors": state["top_errors"],
+        "reason": state["reason"],
+        "breaker": state["breaker"],
+    }
 
 
 # -- who owns a job -------------------------------------------------------------------
@@ -254,17 +199,30 @@ class JobOwner:
 _OWNERS: list[JobOwner] = []
 
 
-def job_owner(prefix: str, model: type, *, resume: Callable[[Any], Any], retry_failed: Callable[[Any], int],
-              pause: Callable[[Any], Any], cancel: Callable[[Any], Any], noun: str) -> JobOwner:
+def job_owner(
+    prefix: str,
+    model: type[models.Model],
+    *,
+    resume: Callable[[Any], Any],
+    retry_failed: Callable[[Any], int],
+    pause: Callable[[Any], Any],
+    cancel: Callable[[Any], Any],
+    noun: str,
+) -> JobOwner:
     """An owner whose jobs are labelled ``<prefix><run id>[:...]``, runs of ``model``; each
     callable takes the run."""
 
     def run_of(job: LLMJob):
-        return model.objects.get(pk=int(job.run[len(prefix):].split(":")[0]))
+        return model._default_manager.get(pk=int(job.run[len(prefix) :].split(":")[0]))
 
-    return JobOwner(prefix=prefix, resume=lambda job: resume(run_of(job)),
-                    retry_failed=lambda job: retry_failed(run_of(job)), describe=lambda job: f"{noun} {run_of(job)}",
-                    pause=lambda job: pause(run_of(job)), cancel=lambda job: cancel(run_of(job)))
+    return JobOwner(
+        prefix=prefix,
+        resume=lambda job: resume(run_of(job)),
+        retry_failed=lambda job: retry_failed(run_of(job)),
+        describe=lambda job: f"{noun} {run_of(job)}",
+        pause=lambda job: pause(run_of(job)),
+        cancel=lambda job: cancel(run_of(job)),
+    )
 
 
 def job_owner_register(owner: JobOwner) -> None:
@@ -284,8 +242,6 @@ def llm_job_control(*, job: LLMJob, action: str) -> int:
     cancel, retry). A job owned by a run is driven through its run for every action, so the
     run's own step is never skipped and the run's state follows. Returns how many requests
     a retry re-asks."""
-    from llm.services import llm_job_cancel, llm_job_pause, llm_job_resume, llm_job_retry_failed
-
     owner = job_owner_for(job)
     if action == "pause":
         owner.pause(job) if owner else llm_job_pause(job=job)
@@ -309,6 +265,33 @@ def _update(run, **fields: Any) -> None:
         setattr(run, name, value)
 
 
+def owned_run_job_attach(
+    run,
+    *,
+    label: str,
+    role: str,
+    requests: list,
+    executor: str,
+    concurrency: int,
+    budget_usd=None,
+    endpoint_overrides: dict[str, str] | None = None,
+) -> None:
+    """Give a new run its LLM job over ``requests`` (named ``label:<run id>``, not started), cut
+    into shards that any number of workers share, and store it on the run."""
+    run.llm_job = llm_job_create(
+        run=f"{label}:{run.pk}",
+        role=role,
+        requests=requests,
+        executor=executor,
+        concurrency=concurrency,
+        budget_usd=budget_usd,
+        endpoint_overrides=endpoint_overrides,
+        start=False,
+    )
+    llm_job_shard(run.llm_job)
+    run.save(update_fields=["llm_job"])
+
+
 def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[[Any], int] | None = None) -> str:
     """Execute a run's LLM job, store what it answered (``collect``, idempotent), and give
     the run the state that is true: ``done`` only when every request has an ``ok`` answer
@@ -316,22 +299,25 @@ def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[
     usable outcome, such as judge answers that failed validation); ``done_with_failures``
     otherwise; paused (with the job's reason, e.g. the breaker's), cancelled or failed as
     the job is. Returns what happened, for the task log."""
-    from llm.services import llm_job_execute, llm_job_recount
-
     if run.status in (*FINISHED, RunStatus.CANCELLED):
         return f"not active ({run.status})"
-    job = run.llm_job
+    # The job without its requests (a judge run's are ~14 kB each, thousands of them): this
+    # task only needs its state and keys; the executor reads each shard's own requests.
+    job = run.llm_job = LLMJob.objects.defer("requests").get(pk=run.llm_job_id)
     _update(run, status=RunStatus.RUNNING)
+    outcome = None
     try:
         outcome = "done" if job.status in FINISHED else llm_job_execute(job_id=job.pk)
     finally:  # what finished so far is stored even when the job paused or failed
         job.refresh_from_db()
-        collect(run)
+        if outcome != CLAIMED:  # (while other workers hold shards, the last one to stop stores)
+            collect(run)
     if job.status in FINISHED:
         llm_job_recount(job)  # collect may have refused an ok answer (ledger_entry_reject)
         failed = job.status == RunStatus.DONE_WITH_FAILURES or bool(unusable and unusable(run))
-        _update(run, status=RunStatus.DONE_WITH_FAILURES if failed else RunStatus.DONE, error="",
-                finished_at=timezone.now())
+        _update(
+            run, status=RunStatus.DONE_WITH_FAILURES if failed else RunStatus.DONE, error="", finished_at=timezone.now()
+        )
     elif job.status == RunStatus.PAUSED:
         _update(run, status=RunStatus.PAUSED, error=job.pause_reason)
     elif job.status in (RunStatus.CANCELLED, RunStatus.FAILED):
@@ -340,18 +326,15 @@ def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[
 
 
 def owned_run_pause(run) -> None:
-    from llm.services import llm_job_pause
-
     llm_job_pause(job=run.llm_job)
     type(run).objects.filter(pk=run.pk, status__in=[RunStatus.PENDING, RunStatus.RUNNING]).update(
-        status=RunStatus.PAUSED, error="paused by a user")
+        status=RunStatus.PAUSED, error="paused by a user"
+    )
 
 
 def owned_run_resume(run, *, enqueue: Callable[[], None], budget_usd=None) -> None:
     """Continue a paused, failed or interrupted run: every request without an ``ok``
     answer is asked again, then the run stores the answers (never the job alone)."""
-    from llm.services import llm_job_resume
-
     if run.status in (*FINISHED, RunStatus.CANCELLED):
         raise ValueError(f"{run} is {run.status}; it cannot be resumed (Retry failed asks its failures again)")
     llm_job_resume(job=run.llm_job, budget_usd=budget_usd, enqueue=False)
@@ -360,17 +343,15 @@ def owned_run_resume(run, *, enqueue: Callable[[], None], budget_usd=None) -> No
 
 
 def owned_run_cancel(run) -> None:
-    from llm.services import llm_job_cancel
-
     llm_job_cancel(job=run.llm_job)
     type(run).objects.filter(pk=run.pk).exclude(status__in=FINISHED).update(status=RunStatus.CANCELLED)
 
 
-def owned_run_retry_failed(run, *, enqueue: Callable[[], None], discard_unusable: Callable[[Any], int] | None = None) -> int:
+def owned_run_retry_failed(
+    run, *, enqueue: Callable[[], None], discard_unusable: Callable[[Any], int] | None = None
+) -> int:
     """*Retry failed*: ask exactly the run's requests without an ``ok`` answer again, and
     store their new answers in place of the unusable ones. Returns how many are re-asked."""
-    from llm.services import llm_job_failed_count, llm_job_resume
-
     if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
         raise ValueError(f"{run} is {run.status}; its failures are retried once it has stopped")
     if run.status == RunStatus.CANCELLED:

@@ -1,7 +1,9 @@
 """Reads of the LLM layer: endpoint statistics, the ledger, jobs."""
+
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Avg, Count, Q, QuerySet, Sum
 from django.utils import timezone
@@ -10,10 +12,13 @@ from llm.constants import OUTCOMES
 from llm.limits import limits_get
 from llm.models import LedgerEntry, LLMJob
 
+if TYPE_CHECKING:
+    from llm.client import LLMResult
+
 RATE_WINDOW_MINUTES = 5
 
 
-def endpoint_stats() -> list[dict]:
+def endpoint_stats() -> list[dict[str, Any]]:
     """One row per (base URL, model): requests, outcome counts and error rate, recent rate,
     tokens, cost, mean latency, requests in flight and pause left after a 429."""
     since = timezone.now() - timedelta(minutes=RATE_WINDOW_MINUTES)
@@ -21,15 +26,21 @@ def endpoint_stats() -> list[dict]:
     rows = (
         LedgerEntry.objects.values("base_url", "model")
         .annotate(
-            n=Count("id"), n_recent=Count("id", filter=Q(created_at__gte=since)),
-            tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost_usd"),
-            latency=Avg("latency_ms"), **outcome_counts,
+            n=Count("id"),
+            n_recent=Count("id", filter=Q(created_at__gte=since)),
+            tokens_in=Sum("tokens_in"),
+            tokens_out=Sum("tokens_out"),
+            cost=Sum("cost_usd"),
+            latency=Avg("latency_ms"),
+            **outcome_counts,
         )
         .order_by("base_url", "model")
     )
     limits = limits_get()
     result = []
-    for row in rows:
+    for counted in rows:
+        # The outcome counts are named at run time (n_ok, n_parse_failed, ...): a plain dict.
+        row: dict[str, Any] = dict(counted)
         endpoint_id = f"{row['base_url']}|{row['model']}"
         row["per_minute"] = row["n_recent"] / RATE_WINDOW_MINUTES
         row["error_rate"] = (row["n"] - row["n_ok"]) / row["n"] if row["n"] else None
@@ -54,7 +65,9 @@ def ledger_list(*, run: str = "", stage: str = "", outcome: str = "", model: str
 
 def ledger_filter_choices() -> dict[str, list[str]]:
     return {
-        "runs": list(LedgerEntry.objects.exclude(run="").values_list("run", flat=True).distinct().order_by("run")[:200]),
+        "runs": list(
+            LedgerEntry.objects.exclude(run="").values_list("run", flat=True).distinct().order_by("run")[:200]
+        ),
         "stages": list(LedgerEntry.objects.values_list("stage", flat=True).distinct().order_by("stage")),
         "models": list(LedgerEntry.objects.values_list("model", flat=True).distinct().order_by("model")),
         "outcomes": list(OUTCOMES),
@@ -64,27 +77,68 @@ def ledger_filter_choices() -> dict[str, list[str]]:
 def run_costs(run: str) -> dict:
     """Cost, tokens and outcome counts of one run, per stage and in total."""
     entries = LedgerEntry.objects.filter(run=run)
-    per_stage = list(entries.values("stage").annotate(n=Count("id"), cost=Sum("cost_usd"), tokens_in=Sum("tokens_in"),
-                                                      tokens_out=Sum("tokens_out")).order_by("stage"))
-    total = entries.aggregate(n=Count("id"), cost=Sum("cost_usd"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"))
+    per_stage = list(
+        entries.values("stage")
+        .annotate(n=Count("id"), cost=Sum("cost_usd"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"))
+        .order_by("stage")
+    )
+    total = entries.aggregate(
+        n=Count("id"), cost=Sum("cost_usd"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out")
+    )
     return {"run": run, "per_stage": per_stage, "total": total}
 
 
 def job_list() -> QuerySet[LLMJob]:
-    return LLMJob.objects.defer("requests", "keys").order_by("-id")
+    """Jobs as the LLM page lists them: a run's job cut into shards is one row (its shards,
+    with their workers, are on the run's page)."""
+    return LLMJob.objects.filter(parent__isnull=True).defer("requests", "keys").order_by("-id")
 
 
 def ledger_outcomes(keys: list[str], chunk: int = 2000) -> dict[str, str]:
     """The outcome of each of ``keys`` that has a ledger entry (unfinished keys are left out)."""
     outcomes: dict[str, str] = {}
     for start in range(0, len(keys), chunk):
-        outcomes.update(LedgerEntry.objects.filter(key__in=keys[start:start + chunk]).values_list("key", "outcome"))
+        outcomes.update(LedgerEntry.objects.filter(key__in=keys[start : start + chunk]).values_list("key", "outcome"))
     return outcomes
+
+
+RESULT_FIELDS = (
+    "key",
+    "stage",
+    "outcome",
+    "parsed",
+    "response_text",
+    "path",
+    "attempts",
+    "tokens_in",
+    "tokens_out",
+    "latency_ms",
+    "cost_usd",
+    "error",
+    "finish_reason",
+)
+
+
+def ledger_ok_results(keys: list[str], chunk: int = 2000) -> dict[str, LLMResult]:
+    """The ``ok`` ledger entries among ``keys`` as results (key -> LLMResult, cached), read in
+    bounded chunks with only the columns a result holds (a failure is never an answer)."""
+    from llm.client import LLMResult
+    from llm.constants import OUTCOME_OK
+
+    found: dict[str, LLMResult] = {}
+    for start in range(0, len(keys), chunk):
+        entries = LedgerEntry.objects.filter(key__in=keys[start : start + chunk], outcome=OUTCOME_OK).only(
+            *RESULT_FIELDS
+        )
+        found.update((entry.key, LLMResult.from_entry(entry, cached=True)) for entry in entries)
+    return found
 
 
 def llm_job_results(job: LLMJob) -> list:
     """The result of each of the job's requests, in order (None where nothing is finished yet)."""
     from llm.client import LLMResult
 
-    entries = {e.key: e for e in LedgerEntry.objects.filter(key__in=job.keys)}
+    # Only what a result holds: not the request, the raw response or the history (a judge's
+    # request alone is ~14 kB, and a run reads thousands).
+    entries = {e.key: e for e in LedgerEntry.objects.filter(key__in=job.keys).only(*RESULT_FIELDS)}
     return [LLMResult.from_entry(entries[k], cached=True) if k in entries else None for k in job.keys]

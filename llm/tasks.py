@@ -8,10 +8,12 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
     from llm.models import FINISHED
 
     LLMJob.objects.filter(pk=job_id).exclude(status__in=[*FINISHED, LLMJob.Status.CANCELLED]).update(
-        status=LLMJob.Status.FAILED, error=f"{exc.__class__.__name__}: {exc}", claimed_by="", claim_expires=None)
+        status=LLMJob.Status.FAILED, error=f"{exc.__class__.__name__}: {exc}", claimed_by="", claim_expires=None
+    )
 
 
-@shared_task(bind=True, name="llm.job_execute", on_failure=_mark_failed)
+# celery-types' shared_task lists no on_failure option; Celery sets it on the task class.
+@shared_task(bind=True, name="llm.job_execute", on_failure=_mark_failed)  # type: ignore[call-overload]
 def llm_job_execute_task(self, job_id: int) -> str:
     """Execute one LLM job (ids only; the job row holds the work). A Batch API job that is
     still waiting for its batches comes back after LLM_BATCH_POLL_SECONDS."""

@@ -1,5 +1,9 @@
 """Admin pages of the LLM layer: endpoints live, jobs (pause, resume, cancel), the ledger browser."""
+
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -10,20 +14,41 @@ from django.views.decorators.http import require_POST
 
 from core.confirm import refuse_unconfirmed
 from core.permissions import admin_required
-from llm.models import LedgerEntry, LLMJob
-from llm.selectors import endpoint_stats, job_list, ledger_filter_choices, ledger_list
+from llm.endpoints import normalized_url
+from llm.models import EndpointRecord, LedgerEntry, LLMJob
 from llm.runs import job_owner_for, llm_job_control, run_state
+from llm.selectors import endpoint_stats, job_list, ledger_filter_choices, ledger_list
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One row of the overview's job table: the job, the run that drives it ("" when none)
+    and its state as every run page shows it."""
+
+    job: LLMJob
+    owner: str
+    state: dict[str, Any]
+
+
+def _job_row(job: LLMJob) -> JobRow:
+    owner = job_owner_for(job)
+    return JobRow(
+        job=job,
+        owner=owner.describe(job) if owner else "",
+        state=run_state(
+            status=job.status, jobs=[job], reason=job.pause_reason or job.error, extra={"id": f"job-{job.pk}"}
+        ),
+    )
 
 
 @admin_required
 def overview(request: HttpRequest) -> HttpResponse:
-    jobs = Paginator(job_list(), 20).get_page(request.GET.get("page"))
-    for job in jobs:
-        owner = job_owner_for(job)
-        job.owner = owner.describe(job) if owner else ""
-        job.state = run_state(status=job.status, jobs=[job], reason=job.pause_reason or job.error,
-                              extra={"id": f"job-{job.pk}"})
-    return render(request, "llm/overview.html", {"endpoints": endpoint_stats(), "jobs": jobs})
+    jobs = [_job_row(job) for job in Paginator(job_list(), 20).get_page(request.GET.get("page"))]
+    endpoints = endpoint_stats()
+    records = {(normalized_url(r.base_url), r.model): r for r in EndpointRecord.objects.filter(retired=False)}
+    for row in endpoints:
+        row["record"] = records.get((normalized_url(row["base_url"]), row["model"]))
+    return render(request, "llm/overview.html", {"endpoints": endpoints, "jobs": jobs})
 
 
 @admin_required
@@ -46,8 +71,11 @@ def job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         if action == "retry":
-            messages.success(request, f"Job {job.pk}: {n} failed request(s) will be asked again"
-                             + (f" through its {owner.describe(job)}." if owner else "."))
+            messages.success(
+                request,
+                f"Job {job.pk}: {n} failed request(s) will be asked again"
+                + (f" through its {owner.describe(job)}." if owner else "."),
+            )
         else:
             through = f" (through its {owner.describe(job)})" if owner else ""
             messages.success(request, f"Job {job.pk}: {action} requested{through}.")
@@ -60,8 +88,11 @@ def ledger(request: HttpRequest) -> HttpResponse:
     page = Paginator(ledger_list(**filters), 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "llm/ledger.html", {"page": page, "filters": filters, "choices": ledger_filter_choices(),
-                                                "query": query.urlencode()})
+    return render(
+        request,
+        "llm/ledger.html",
+        {"page": page, "filters": filters, "choices": ledger_filter_choices(), "query": query.urlencode()},
+    )
 
 
 @admin_required

@@ -6,42 +6,43 @@ a local path or a model id already in the local Hugging Face cache. JSON stages 
 constrained with vLLM's structured outputs (``StructuredOutputsParams(json=schema)``, the
 parameter that replaced ``guided_json`` in vLLM 0.12). Requests run in chunks and every
 finished chunk is written to the ledger, so an interrupted job resumes where it stopped."""
+
 from __future__ import annotations
 
 import json
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
 
+from core.reference_configs import SAMPLING_KWARGS
 from llm.client import LLMRequest, classify_completion, ledger_lookup, ledger_write
 from llm.constants import PATH_JSON_SCHEMA, PATH_TEXT
+from llm.job_lifecycle import job_endpoint, llm_job_finish, llm_job_refresh_counts
 from llm.models import LLMJob
-from llm.services import job_endpoint, llm_job_finish, llm_job_refresh_counts
 
 CHUNK = 256
-# vllm.SamplingParams options a request's params may carry (besides temperature and max_tokens).
-SAMPLING_OPTIONS = ("top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids", "presence_penalty",
-                    "frequency_penalty", "repetition_penalty", "min_tokens", "ignore_eos", "skip_special_tokens",
-                    "include_stop_str_in_output", "spaces_between_special_tokens")
 # Request params that are options of LLM.chat() (the chat template), not of sampling.
 CHAT_OPTIONS = ("chat_template", "chat_template_kwargs", "add_generation_prompt")
 
 
-def engine_kwargs(model: str, engine: dict[str, Any] | None, environ: dict[str, str] | None = None) -> dict[str, Any]:
+def engine_kwargs(
+    model: str, engine: dict[str, Any] | None, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The arguments of ``vllm.LLM(...)`` for a job: the model and the requests' engine
     options (``revision``, ``max_model_len``, ``tensor_parallel_size``, ``dtype``, ...) as
     given. ``hf_token_env`` names the variable whose token is passed as ``hf_token``
     (``HF_TOKEN`` by default); ``worker_multiproc_method`` is set in the environment
     (``VLLM_WORKER_MULTIPROC_METHOD``) by :func:`engine_environment`, not passed."""
-    environ = os.environ if environ is None else environ
+    variables: Mapping[str, str] = os.environ if environ is None else environ
     options = dict(engine or {})
     options.pop("worker_multiproc_method", None)
     token_env = options.pop("hf_token_env", "HF_TOKEN")
     kwargs: dict[str, Any] = {"model": model}
-    if token_env and environ.get(token_env):
-        kwargs["hf_token"] = environ[token_env]
+    if token_env and variables.get(token_env):
+        kwargs["hf_token"] = variables[token_env]
     kwargs.update(options)
     return kwargs
 
@@ -61,8 +62,9 @@ def job_engine(requests: list[LLMRequest]) -> dict[str, Any]:
     """The one engine every request of a job asks for (one engine is loaded per job)."""
     engines = {json.dumps(r.engine or {}, sort_keys=True) for r in requests}
     if len(engines) > 1:
-        raise ValueError("the requests of one vllm_offline job ask for different engine options; "
-                         "run them as separate jobs")
+        raise ValueError(
+            "the requests of one vllm_offline job ask for different engine options; run them as separate jobs"
+        )
     return json.loads(engines.pop()) if engines else {}
 
 
@@ -76,8 +78,7 @@ def _import_vllm():
         from vllm.sampling_params import StructuredOutputsParams
     except ImportError as exc:
         raise ExecutorUnavailable(
-            "the vllm_offline executor needs vLLM on a CUDA machine: pip install -r requirements-gpu.txt "
-            f"({exc})"
+            f"the vllm_offline executor needs vLLM on a CUDA machine: pip install -r requirements-gpu.txt ({exc})"
         ) from exc
     return vllm, StructuredOutputsParams
 
@@ -93,7 +94,7 @@ class VLLMOfflineExecutor:
             "temperature": params.get("temperature", 0.0) or 0.0,
             "max_tokens": params.get("max_tokens") or settings.LLM_DEFAULT_MAX_TOKENS,
         }
-        for name in SAMPLING_OPTIONS:
+        for name in SAMPLING_KWARGS:  # the vllm.SamplingParams options a request may carry
             if params.get(name) is not None:
                 kwargs[name] = params[name]
         if request.schema is not None:
@@ -119,14 +120,15 @@ class VLLMOfflineExecutor:
                 if status != LLMJob.Status.RUNNING:
                     llm_job_refresh_counts(self.job)
                     return status or "gone"
-                chunk = group[start:start + CHUNK]
+                chunk = group[start : start + CHUNK]
                 sampling = [self._sampling(r, vllm, structured) for _, r in chunk]
                 started = time.perf_counter()
                 if chunk[0][1].prompt is not None:
                     outputs = engine.generate([r.prompt for _, r in chunk], sampling, use_tqdm=False)
                 else:
-                    outputs = engine.chat([r.messages for _, r in chunk], sampling, use_tqdm=False,
-                                          **chat_kwargs(chunk[0][1]))
+                    outputs = engine.chat(
+                        [r.messages for _, r in chunk], sampling, use_tqdm=False, **chat_kwargs(chunk[0][1])
+                    )
                 latency_ms = int((time.perf_counter() - started) * 1000 / max(1, len(chunk)))
                 for (key, request), output in zip(chunk, outputs):
                     self._record(key, request, output, latency_ms)
@@ -135,17 +137,40 @@ class VLLMOfflineExecutor:
 
     def _record(self, key: str, request: LLMRequest, output: Any, latency_ms: int) -> None:
         completion = output.outputs[0]
-        body = {"choices": [{"message": {"role": "assistant", "content": completion.text},
-                             "finish_reason": completion.finish_reason}],
-                "usage": {"prompt_tokens": len(output.prompt_token_ids or []),
-                          "completion_tokens": len(completion.token_ids or [])}}
+        body: dict[str, Any] = {
+            "choices": [
+                {
+                    "message": {"role": "assistant", "content": completion.text},
+                    "finish_reason": completion.finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(output.prompt_token_ids or []),
+                "completion_tokens": len(completion.token_ids or []),
+            },
+        }
         verdict = classify_completion(request, body)
-        ledger_write(key, dict(
-            stage=request.stage, role=self.job.role, run=self.job.run, base_url="vllm-offline",
-            model=self.endpoint.model, executor=self.job.executor, request=request.to_dict(), response=body,
-            response_text=verdict.text, finish_reason=verdict.finish_reason, outcome=verdict.outcome,
-            parsed=verdict.value if verdict.outcome == "ok" else None, error=verdict.error,
-            path=PATH_JSON_SCHEMA if request.schema else PATH_TEXT, attempts=1,
-            tokens_in=body["usage"]["prompt_tokens"], tokens_out=body["usage"]["completion_tokens"],
-            latency_ms=latency_ms, cost_usd=None,
-        ))
+        ledger_write(
+            key,
+            dict(
+                stage=request.stage,
+                role=self.job.role,
+                run=self.job.run,
+                base_url="vllm-offline",
+                model=self.endpoint.model,
+                executor=self.job.executor,
+                request=request.to_dict(),
+                response=body,
+                response_text=verdict.text,
+                finish_reason=verdict.finish_reason,
+                outcome=verdict.outcome,
+                parsed=verdict.value if verdict.outcome == "ok" else None,
+                error=verdict.error,
+                path=PATH_JSON_SCHEMA if request.schema else PATH_TEXT,
+                attempts=1,
+                tokens_in=body["usage"]["prompt_tokens"],
+                tokens_out=body["usage"]["completion_tokens"],
+                latency_ms=latency_ms,
+                cost_usd=None,
+            ),
+        )

@@ -11,9 +11,14 @@ class MiningConfig(AppConfig):
         from mining import run_services
         from mining.models import MiningRun
 
-        job_owner_register(job_owner(
-            "mining-run:", MiningRun, noun="mining run",
-            resume=lambda run: run_services.mining_run_resume(run=run),
-            retry_failed=lambda run: run_services.mining_run_retry_failures(run=run),
-            pause=lambda run: run_services.mining_run_pause(run=run),
-            cancel=lambda run: run_services.mining_run_cancel(run=run)))
+        job_owner_register(
+            job_owner(
+                "mining-run:",
+                MiningRun,
+                noun="mining run",
+                resume=lambda run: run_services.mining_run_resume(run=run),
+                retry_failed=lambda run: run_services.mining_run_retry_failures(run=run),
+                pause=lambda run: run_services.mining_run_pause(run=run),
+                cancel=lambda run: run_services.mining_run_cancel(run=run),
+            )
+        )

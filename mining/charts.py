@@ -1,4 +1,5 @@
 """Plotly figures for mining pages (HTML fragments drawn by static/js/charts.js: core/charts.py)."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -6,8 +7,12 @@ import plotly.graph_objects as go
 from core.charts import figure_html
 from mining.models import Split
 
-_SPLIT_COLOURS = {Split.BENCH.value: "#1f77b4", Split.TRAIN.value: "#2ca02c", Split.NONE.value: "#9e9e9e",
-                 Split.CONSTRAINED.value: "#ff7f0e"}
+_SPLIT_COLOURS = {
+    Split.BENCH.value: "#1f77b4",
+    Split.TRAIN.value: "#2ca02c",
+    Split.NONE.value: "#9e9e9e",
+    Split.CONSTRAINED.value: "#ff7f0e",
+}
 
 
 def procedures_per_topic_chart(rows: list[dict]) -> str:
@@ -15,12 +20,18 @@ def procedures_per_topic_chart(rows: list[dict]) -> str:
     figure = go.Figure()
     for split in Split:
         figure.add_bar(
-            name=split.label, x=topics, y=[row[split.value] for row in rows],
+            name=split.label,
+            x=topics,
+            y=[row[split.value] for row in rows],
             marker_color=_SPLIT_COLOURS[split.value],
         )
     figure.update_layout(
-        barmode="stack", height=420, margin={"l": 40, "r": 10, "t": 30, "b": 140},
-        yaxis_title="procedures", legend_orientation="h", legend_y=1.1,
+        barmode="stack",
+        height=420,
+        margin={"l": 40, "r": 10, "t": 30, "b": 140},
+        yaxis_title="procedures",
+        legend_orientation="h",
+        legend_y=1.1,
     )
     return figure_html(figure, div_id="procedures-per-topic", config={"displaylogo": False})
 
@@ -44,6 +55,11 @@ def mining_funnel_chart(funnel: list[dict], documents: int) -> str:
     figure.add_funnel(name="passed", y=labels, x=passed, textinfo="value", marker_color="#1f77b4")
     if any(in_flight):
         figure.add_funnel(name="in flight", y=labels, x=in_flight, textinfo="value", marker_color="#c6dbef")
-    figure.update_layout(height=360, margin={"l": 130, "r": 10, "t": 10, "b": 20}, funnelmode="stack",
-                         legend_orientation="h", legend_y=-0.05)
+    figure.update_layout(
+        height=360,
+        margin={"l": 130, "r": 10, "t": 10, "b": 20},
+        funnelmode="stack",
+        legend_orientation="h",
+        legend_y=-0.05,
+    )
     return figure_html(figure, div_id="mining-funnel", config={"displaylogo": False})

@@ -1,6 +1,7 @@
 """Demo procedures: the examples printed in How2Everything (Tables 1, 7, 17-19).
 
 The data files and where each record comes from are described in demo/SOURCES.md."""
+
 from __future__ import annotations
 
 import json

@@ -3,6 +3,7 @@
 A document row has an id, a text, and optionally a URL and a topic; the field names are
 chosen by the user (``--id-field`` and friends). Also here: finding the record files of a
 directory, filtered by an ``--include`` glob."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -11,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mining.procedure_records import RecordFieldError, web_url
-from mining.record_files import RecordFileError, file_kind
+from core.record_files import RecordError, file_kind
+from mining.procedure_records import web_url
 
 
 @dataclass(frozen=True)
@@ -39,30 +40,30 @@ def _scalar_text(raw: dict[str, Any], name: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise RecordFieldError(name, f"expected a string, got {type(value).__name__}")
+        raise RecordError(None, None, name, f"expected a string, got {type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise RecordFieldError(name, f"expected a string or a finite number, got {value}")
+        raise RecordError(None, None, name, f"expected a string or a finite number, got {value}")
     if isinstance(value, (int, float)):
         return str(value)
     if not isinstance(value, str):
-        raise RecordFieldError(name, f"expected a string, got {type(value).__name__}")
+        raise RecordError(None, None, name, f"expected a string, got {type(value).__name__}")
     return value
 
 
 def parse_document_record(raw: dict[str, Any], fields: DocumentFields = DocumentFields()) -> DocumentRecord:
-    """Check one row; raises ``RecordFieldError`` naming the field that is wrong. A URL must
+    """Check one row; raises ``RecordError`` naming the field that is wrong. A URL must
     be empty or http(s); whether the values fit their columns (the id's length, NUL
     characters) is checked against the model by the importer."""
     doc_id = _scalar_text(raw, fields.id)
     if doc_id is None or not doc_id.strip():
-        raise RecordFieldError(fields.id, "missing or empty id")
+        raise RecordError(None, None, fields.id, "missing or empty id")
     text = raw.get(fields.text)
     if text is None:
-        raise RecordFieldError(fields.text, "missing text")
+        raise RecordError(None, None, fields.text, "missing text")
     if not isinstance(text, str):
-        raise RecordFieldError(fields.text, f"expected a string, got {type(text).__name__}")
+        raise RecordError(None, None, fields.text, f"expected a string, got {type(text).__name__}")
     if not text.strip():
-        raise RecordFieldError(fields.text, "empty text")
+        raise RecordError(None, None, fields.text, "empty text")
     url = web_url(_scalar_text(raw, fields.url), fields.url)
     topic = (_scalar_text(raw, fields.topic) or "").strip()
     return DocumentRecord(doc_id=doc_id.strip(), text=text, url=url, topic=topic)
@@ -71,7 +72,7 @@ def parse_document_record(raw: dict[str, Any], fields: DocumentFields = Document
 def _is_record_file(path: Path) -> bool:
     try:
         file_kind(path)
-    except RecordFileError:
+    except RecordError:
         return False
     return True
 
@@ -95,8 +96,10 @@ def corpus_files(path: str | Path, include: str | list[str] | None = None) -> li
         if include is None:
             if _is_record_file(candidate):
                 found.append(candidate)
-        elif any(fnmatch.fnmatch(candidate.name, glob) or fnmatch.fnmatch(relative.as_posix(), glob)
-                 for glob in ([include] if isinstance(include, str) else include)):  # a list: any of its globs
+        elif any(
+            fnmatch.fnmatch(candidate.name, glob) or fnmatch.fnmatch(relative.as_posix(), glob)
+            for glob in ([include] if isinstance(include, str) else include)
+        ):  # a list: any of its globs
             file_kind(candidate)
             found.append(candidate)
     return found

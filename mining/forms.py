@@ -1,6 +1,8 @@
+from typing import Any
+
 from django import forms
 
-from mining.record_files import RecordFileError, file_kind
+from core.record_files import RecordError, file_kind
 
 
 class CorpusUploadForm(forms.Form):
@@ -18,23 +20,27 @@ class CorpusUploadForm(forms.Form):
         upload = self.cleaned_data["file"]
         try:
             file_kind(upload.name)
-        except RecordFileError as exc:
-            raise forms.ValidationError(exc.detail) from exc
+        except RecordError as exc:
+            raise forms.ValidationError(exc.message) from exc
         return upload
 
 
 class MiningRunForm(forms.Form):
     """Launch a run (or change an existing run's stages) from its YAML configuration."""
 
-    corpus = forms.ModelChoiceField(queryset=None, empty_label=None)
-    config = forms.CharField(widget=forms.Textarea(attrs={"rows": 22, "cols": 90, "spellcheck": "false"}),
-                             help_text="YAML: name, topics, candidates_per_topic, … (see docs/mining.md).")
+    corpus: "forms.ModelChoiceField[Any]" = forms.ModelChoiceField(queryset=None, empty_label=None)
+    config = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 22, "cols": 90, "spellcheck": "false"}),
+        help_text="YAML: name, topics, candidates_per_topic, … (see docs/mining.md).",
+    )
 
     def __init__(self, *args, **kwargs):
         from mining.models import Corpus
 
         super().__init__(*args, **kwargs)
-        self.fields["corpus"].queryset = Corpus.objects.order_by("name")
+        corpus = self.fields["corpus"]
+        if isinstance(corpus, forms.ModelChoiceField):
+            corpus.queryset = Corpus.objects.order_by("name")
 
 
 DEFAULT_RUN_CONFIG = """\

@@ -47,6 +47,7 @@ ones rejected for their step count, so they can be inspected when tuning.
 
 Pure Python with no Django imports: usable from a pipeline stage, a Celery task or the
 ``mine_prefilter`` command alike (:func:`prefilter_file` streams a JSONL file)."""
+
 from __future__ import annotations
 
 import json
@@ -58,10 +59,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.record_files import RecordError, atomic_output, file_kind, iter_records
 from mining.constants import (
-    HEURISTICS_NORMALISATION, HEURISTICS_NORMALISATIONS, MAX_STEPS, MIN_STEPS, REPETITION_THRESHOLDS,
+    HEURISTICS_NORMALISATION,
+    HEURISTICS_NORMALISATIONS,
+    MAX_STEPS,
+    MIN_STEPS,
+    REPETITION_THRESHOLDS,
 )
-from mining.record_files import RecordFileError, atomic_output, file_kind, iter_records
 
 NGRAM_SIZES: tuple[int, ...] = (2, 3, 4)
 
@@ -255,19 +260,21 @@ def _kind(value: Any) -> str:
 
 def _steps_of(record: Mapping[str, Any], path: str | Path, position: str) -> list[str]:
     if "steps" not in record:
-        raise RecordFileError(path, position, "missing; expected a list of strings", field="steps")
+        raise RecordError(path, position, "steps", "missing; expected a list of strings")
     steps = record["steps"]
     if not isinstance(steps, list):
-        raise RecordFileError(path, position, f"expected a list of strings, got {_kind(steps)}", field="steps")
+        raise RecordError(path, position, "steps", f"expected a list of strings, got {_kind(steps)}")
     for index, step in enumerate(steps, start=1):
         if not isinstance(step, str):
-            raise RecordFileError(path, position, f"expected a string, got {_kind(step)}", field=f"steps[{index}]")
+            raise RecordError(path, position, f"steps[{index}]", f"expected a string, got {_kind(step)}")
     return steps
 
 
 def _require_jsonl(path: str | Path) -> None:
     if file_kind(path).format != "jsonl":
-        raise RecordFileError(path, None, "expected a JSONL file (.jsonl, .ndjson or .json, optionally .gz/.zst/.bz2/.xz)")
+        raise RecordError(
+            path, None, None, "expected a JSONL file (.jsonl, .ndjson or .json, optionally .gz/.zst/.bz2/.xz)"
+        )
 
 
 def prefilter_file(
@@ -283,13 +290,13 @@ def prefilter_file(
 
     Records are read and written one at a time, so memory does not grow with the file.
     A ``prefilter`` key already in a record is replaced. The output appears only when
-    every record was processed: on a bad record a :class:`RecordFileError` naming the
+    every record was processed: on a bad record a :class:`RecordError` naming the
     file, line and field is raised and ``output_path`` is left as it was."""
     stage = HeuristicsFilter(min_steps=min_steps, max_steps=max_steps, normalisation=normalisation)
     _require_jsonl(input_path)
     _require_jsonl(output_path)
     if not Path(input_path).is_file():
-        raise RecordFileError(input_path, None, "no such file")
+        raise RecordError(input_path, None, None, "no such file")
     summary = PrefilterSummary()
     with atomic_output(output_path) as handle:
         pending: list[str] = []

@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 
 from django.db import models
+from django.utils import timezone
 
 from llm.models import LiveRunState, LLMJob
 
@@ -32,7 +33,7 @@ class Split(models.TextChoices):
 
 def procedure_identity(source_example_id: str, goal: str) -> str:
     """Identity of a procedure: its source document id and its goal (re-imports match on it)."""
-    return hashlib.sha256(f"{source_example_id}\x1f{goal}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{source_example_id}\x1f{goal}".encode()).hexdigest()
 
 
 class Procedure(models.Model):
@@ -98,7 +99,11 @@ class Document(models.Model):
     doc_id = models.CharField(max_length=512, help_text="The id the document has in its source file.")
     url = models.TextField(blank=True)
     topic = models.ForeignKey(
-        Topic, on_delete=models.PROTECT, null=True, blank=True, related_name="documents",
+        Topic,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="documents",
         help_text="Empty when the source gave no topic.",
     )
     text = models.TextField()
@@ -188,24 +193,29 @@ class MiningRun(LiveRunState):
     topics = models.ManyToManyField(Topic, related_name="mining_runs")
     candidates_per_topic = models.PositiveIntegerField(help_text="Most documents sampled per topic (the budget).")
     desired_valid_per_topic = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Stop sampling a topic once it has this many procedures.")
+        null=True, blank=True, help_text="Stop sampling a topic once it has this many procedures."
+    )
     extract_batch_size = models.PositiveIntegerField(
-        default=0, help_text="Documents sampled per topic at a time; 0: all candidates at once.")
+        default=0, help_text="Documents sampled per topic at a time; 0: all candidates at once."
+    )
     seed = models.BigIntegerField(default=0)
     min_steps = models.PositiveSmallIntegerField(default=5)
     max_steps = models.PositiveSmallIntegerField(default=15)
     stages = models.JSONField(
-        default=dict, help_text="Per LLM stage: prompt file and hash, role, endpoint overrides, sampling parameters.")
+        default=dict, help_text="Per LLM stage: prompt file and hash, role, endpoint overrides, sampling parameters."
+    )
     executor = models.CharField(max_length=20, default="online")
     concurrency = models.PositiveIntegerField(default=16)
     workers = models.PositiveSmallIntegerField(default=1, help_text="Celery tasks working on the run at once.")
     budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     failure_retries = models.PositiveSmallIntegerField(
-        default=1, help_text="Automatic retries of a document whose stage call failed (beyond the client's own).")
+        default=1, help_text="Automatic retries of a document whose stage call failed (beyond the client's own)."
+    )
     config = models.JSONField(default=dict, blank=True, help_text="The configuration as given.")
     batch_job_ids = models.JSONField(default=list, blank=True, help_text="Batch API: the LLM jobs of the current wave.")
-    status = models.CharField(max_length=20, choices=MiningRunStatus.choices, default=MiningRunStatus.PENDING,
-                              db_index=True)
+    status = models.CharField(
+        max_length=20, choices=MiningRunStatus.choices, default=MiningRunStatus.PENDING, db_index=True
+    )
     pause_reason = models.CharField(max_length=300, blank=True)
     error = models.TextField(blank=True)
     created_by = models.CharField(max_length=150, blank=True)
@@ -241,9 +251,12 @@ class MiningCandidate(models.Model):
     run = models.ForeignKey(MiningRun, on_delete=models.CASCADE, related_name="candidates")
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="mining_candidates")
     topic = models.ForeignKey(Topic, on_delete=models.PROTECT, related_name="+")
-    sample_round = models.PositiveIntegerField(default=0, help_text="0 for the first documents of a topic, 1 for the next batch, ...")
-    status = models.CharField(max_length=10, choices=CandidateStatus.choices, default=CandidateStatus.PENDING,
-                              db_index=True)
+    sample_round = models.PositiveIntegerField(
+        default=0, help_text="0 for the first documents of a topic, 1 for the next batch, ..."
+    )
+    status = models.CharField(
+        max_length=10, choices=CandidateStatus.choices, default=CandidateStatus.PENDING, db_index=True
+    )
     stage = models.CharField(max_length=40, blank=True, help_text="The last stage with a result.")
     reason = models.TextField(blank=True, help_text="The rejection reason or the failure.")
     failures = models.PositiveSmallIntegerField(default=0, help_text="Failed attempts so far.")
@@ -251,6 +264,11 @@ class MiningCandidate(models.Model):
     claim = models.CharField(max_length=64, blank=True, db_index=True, help_text="The worker processing it now.")
     claimed_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    cpu_ms = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Worker CPU its walks took (ms; its share of its chunk's claim included); empty until a walk ends.",
+    )
 
     class Meta:
         ordering = ["id"]
@@ -269,9 +287,13 @@ class StageResult(models.Model):
     candidate = models.ForeignKey(MiningCandidate, on_delete=models.CASCADE, related_name="stage_results")
     run = models.ForeignKey(MiningRun, on_delete=models.CASCADE, related_name="stage_results")
     stage = models.CharField(max_length=40)
-    status = models.CharField(max_length=20, db_index=True)  # passed, rejected, parse_failed, truncated, refused, api_error
+    status = models.CharField(
+        max_length=20, db_index=True
+    )  # passed, rejected, parse_failed, truncated, refused, api_error
     reason = models.TextField(blank=True)
-    answer = models.JSONField(null=True, blank=True, help_text="The stage's parsed answer (or the heuristics' figures).")
+    answer = models.JSONField(
+        null=True, blank=True, help_text="The stage's parsed answer (or the heuristics' figures)."
+    )
     draft = models.JSONField(default=dict, blank=True, help_text="goal, steps, resources after this stage.")
     request_key = models.CharField(max_length=64)
     prompt_hash = models.CharField(max_length=64, blank=True)
@@ -281,7 +303,11 @@ class StageResult(models.Model):
     tokens_out = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
     latency_ms = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    created_at = models.DateTimeField(
+        default=timezone.now,
+        db_index=True,
+        help_text="When the stage decided (a walk writes its results together when it ends).",
+    )
 
     class Meta:
         ordering = ["id"]

@@ -3,9 +3,10 @@
 An app higher in the dependency chain (judging, annotate) registers a function in its
 ``AppConfig.ready``; mining never imports it. Each function takes the procedure and
 returns ``(template_name, context)`` or ``None`` when it has nothing to show."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from mining.models import Procedure
 

@@ -15,13 +15,14 @@ All may carry ``split`` ("bench", "train", "none" or "constrained") and the flat
 these are written by our exports so that export -> import round-trips exactly, and
 ignored by tools that do not know them. In columnar files a nested object or list may
 also arrive as a JSON string (CSV cells always do)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.link_urls import http_url
-from mining.record_files import JsonDepthError, json_loads_bounded
+from core.record_files import RecordError, json_loads_bounded, json_too_deep
 
 HOW2MINE_SCHEMA_VERSION = "how2mine.v1"
 # How2Bench's example record (the reference CLI's BenchExample): the flat fields plus
@@ -38,22 +39,22 @@ HOW2MINE_STAGE_KEYS = ("procedures", "prefilter", "filter", "postprocess", "reso
 MINING_STAGES_KEY = "mining_stages"
 # The fields of an example record kept in columns; any other field is kept in the
 # procedure's provenance (``record_extra``) and written back on export.
-EXAMPLE_FIELDS = ("schema_version", "source_example_id", "url", "source_text", "topic", "goal", "resources", "steps",
-                  "split")
+EXAMPLE_FIELDS = (
+    "schema_version",
+    "source_example_id",
+    "url",
+    "source_text",
+    "topic",
+    "goal",
+    "resources",
+    "steps",
+    "split",
+)
 # The values of mining.models.Split (this module imports no Django): "constrained" is the
 # slice of chosen CoScript scripts (docs/coscript.md), exported and imported like the others.
 SPLITS = ("bench", "train", "none", "constrained")
 # How deeply a JSON-encoded cell may nest (a whole JSON line is bounded by the reader).
 MAX_CELL_JSON_DEPTH = 64
-
-
-class RecordFieldError(ValueError):
-    """One field of one record is wrong."""
-
-    def __init__(self, field_name: str, message: str):
-        self.field = field_name
-        self.message = message
-        super().__init__(f"field '{field_name}': {message}")
 
 
 @dataclass
@@ -77,22 +78,24 @@ class ProcedureRecord:
 def _maybe_json(value: Any, field_name: str) -> Any:
     """Decode a JSON-encoded cell (CSV, or a columnar column stored as text)."""
     if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
+        if json_too_deep(value, MAX_CELL_JSON_DEPTH):
+            raise RecordError(
+                None, None, field_name, f"cell is JSON nested more than {MAX_CELL_JSON_DEPTH} levels deep"
+            )
         try:
             return json_loads_bounded(value, MAX_CELL_JSON_DEPTH)
-        except JsonDepthError as exc:
-            raise RecordFieldError(field_name, f"cell is {exc}") from exc
-        except ValueError as exc:
-            raise RecordFieldError(field_name, f"cell is not valid JSON ({exc})") from exc
+        except RecordError as exc:
+            raise RecordError(None, None, field_name, f"cell is not valid JSON ({exc.message})") from exc
     return value
 
 
 def _text(value: Any, field_name: str, *, required: bool) -> str:
     if value is None or (isinstance(value, str) and not value.strip()):
         if required:
-            raise RecordFieldError(field_name, "missing or empty")
+            raise RecordError(None, None, field_name, "missing or empty")
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise RecordFieldError(field_name, f"expected a string, got {type(value).__name__}")
+        raise RecordError(None, None, field_name, f"expected a string, got {type(value).__name__}")
     return str(value)
 
 
@@ -116,16 +119,16 @@ def _string_list(value: Any, field_name: str, *, required: bool) -> list[str]:
     value = _maybe_json(value, field_name)
     if value is None or value == "":
         if required:
-            raise RecordFieldError(field_name, "missing; expected a list of non-empty strings")
+            raise RecordError(None, None, field_name, "missing; expected a list of non-empty strings")
         return []
     if not isinstance(value, (list, tuple)):
-        raise RecordFieldError(field_name, f"expected a list of non-empty strings, got {type(value).__name__}")
+        raise RecordError(None, None, field_name, f"expected a list of non-empty strings, got {type(value).__name__}")
     if required and not value:
-        raise RecordFieldError(field_name, "is an empty list; a procedure needs at least one step")
+        raise RecordError(None, None, field_name, "is an empty list; a procedure needs at least one step")
     items = []
     for index, item in enumerate(value, start=1):
         if not isinstance(item, str) or not item.strip():
-            raise RecordFieldError(f"{field_name}[{index}]", "must be a non-empty string")
+            raise RecordError(None, None, f"{field_name}[{index}]", "must be a non-empty string")
         items.append(item)
     return items
 
@@ -136,14 +139,14 @@ def web_url(value: Any, field_name: str) -> str:
     url = _text(value, field_name, required=False).strip()
     if url and not http_url(url):
         shown = url if len(url) <= 60 else url[:57] + "..."
-        raise RecordFieldError(field_name, f"must be an http:// or https:// URL, not {shown!r}")
+        raise RecordError(None, None, field_name, f"must be an http:// or https:// URL, not {shown!r}")
     return url
 
 
 def _object(value: Any, field_name: str) -> dict[str, Any]:
     value = _maybe_json(value, field_name)
     if not isinstance(value, dict):
-        raise RecordFieldError(field_name, f"expected an object, got {type(value).__name__}")
+        raise RecordError(None, None, field_name, f"expected an object, got {type(value).__name__}")
     return value
 
 
@@ -151,7 +154,7 @@ def _split(value: Any) -> str | None:
     if value is None or value == "":
         return None
     if value not in SPLITS:
-        raise RecordFieldError("split", f"{value!r} is not one of {', '.join(SPLITS)}")
+        raise RecordError(None, None, "split", f"{value!r} is not one of {', '.join(SPLITS)}")
     return value
 
 
@@ -160,8 +163,12 @@ def record_shape(record: dict[str, Any]) -> str:
     if version is None:
         return "flat"
     if version not in (HOW2MINE_SCHEMA_VERSION, EXAMPLE_SCHEMA_VERSION):
-        raise RecordFieldError("schema_version", f"unsupported value {version!r}; expected "
-                                                 f"{HOW2MINE_SCHEMA_VERSION!r} or {EXAMPLE_SCHEMA_VERSION!r}")
+        raise RecordError(
+            None,
+            None,
+            "schema_version",
+            f"unsupported value {version!r}; expected {HOW2MINE_SCHEMA_VERSION!r} or {EXAMPLE_SCHEMA_VERSION!r}",
+        )
     return version
 
 
@@ -207,9 +214,9 @@ HOW2MINE_LABELS = {
 
 def _parse_how2mine(record: dict[str, Any], topic_field: str) -> ProcedureRecord:
     if "source_example" not in record:
-        raise RecordFieldError("source_example", "missing")
+        raise RecordError(None, None, "source_example", "missing")
     if "final_procedure" not in record:
-        raise RecordFieldError("final_procedure", "missing")
+        raise RecordError(None, None, "final_procedure", "missing")
     source = _object(record["source_example"], "source_example")
     final = _object(record["final_procedure"], "final_procedure")
     processed = _object(record.get("processed_example") or {}, "processed_example")

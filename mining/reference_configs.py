@@ -6,33 +6,74 @@ configuration's keys (``name``, ``topics``, ``candidates_per_topic``, ``stages``
 plus ``reference``: what the command does around the run (the ``inputs`` to import as a
 corpus, the ``export`` to write under ``out_root``, and the notes). docs/reference-cli.md
 lists every key and what it becomes."""
+
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 from core.reference_configs import (
-    Translation, input_format_check, llm_block, mapping, path_value, refuse_unknown, short_name,
+    Translation,
+    input_format_check,
+    llm_block,
+    mapping,
+    path_value,
+    refuse_unknown,
+    short_name,
 )
 
 # The reference's stage names → ours.
-STAGE_NAMES = {"procedures": "extract_procedure", "filter": "llm_filter", "postprocess": "rewrite",
-               "resources": "extract_resources", "final_filter": "final_validation"}
+STAGE_NAMES = {
+    "procedures": "extract_procedure",
+    "filter": "llm_filter",
+    "postprocess": "rewrite",
+    "resources": "extract_resources",
+    "final_filter": "final_validation",
+}
 # prompts.<key> → stage (``extract`` and ``tools`` are the reference's older names).
-PROMPT_KEYS = {"procedures": "extract_procedure", "extract": "extract_procedure", "filter": "llm_filter",
-               "postprocess": "rewrite", "resources": "extract_resources", "tools": "extract_resources",
-               "final_filter": "final_validation"}
+PROMPT_KEYS = {
+    "procedures": "extract_procedure",
+    "extract": "extract_procedure",
+    "filter": "llm_filter",
+    "postprocess": "rewrite",
+    "resources": "extract_resources",
+    "tools": "extract_resources",
+    "final_filter": "final_validation",
+}
 REFERENCE_KEYS = {"out_root", "inputs", "topics", "llm", "stage_llm_overrides", "prompts", "targets", "export"}
 # Our own keys that may stand beside the reference's (they win over what the translation derives).
 OWN_KEYS = {"name", "corpus", "seed", "executor", "concurrency", "workers", "budget_usd", "failure_retries"}
-INPUT_KEYS = {"path", "kind", "format", "compression", "include_globs", "id_field", "text_field", "url_field",
-              "topic_field"}
+INPUT_KEYS = {
+    "path",
+    "kind",
+    "format",
+    "compression",
+    "include_globs",
+    "id_field",
+    "text_field",
+    "url_field",
+    "topic_field",
+}
 TARGET_KEYS = {"candidates_per_topic", "desired_valid_per_topic", "extract_batch_size", "min_steps", "max_steps"}
-EXPORT_FORMATS = {"jsonl": ("jsonl", ".jsonl"), "jsonl_zst": ("jsonl", ".jsonl.zst"),
-                  "parquet": ("parquet", ".parquet"), "arrow_ipc": ("arrow", ".arrow")}
+EXPORT_FORMATS = {
+    "jsonl": ("jsonl", ".jsonl"),
+    "jsonl_zst": ("jsonl", ".jsonl.zst"),
+    "parquet": ("parquet", ".parquet"),
+    "arrow_ipc": ("arrow", ".arrow"),
+}
 NO_TOPICS = "all"  # the reference's pseudo-topic of its no-topics mode
-SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-              "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+SIZE_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
 
 
 def is_reference_shape(data: dict[str, Any]) -> bool:
@@ -44,13 +85,13 @@ def parse_size(value: Any, where: str, t: Translation) -> int:
     """``"500MB"`` → 500,000,000 bytes (decimal units; ``MiB`` and friends are binary)."""
     text = str(value).strip().upper().replace(" ", "")
     digits = text.rstrip("KMGTIB")
-    unit = text[len(digits):]
+    unit = text[len(digits) :]
     try:
         number = float(digits)
     except ValueError:
         number = -1
     if number <= 0 or unit not in SIZE_UNITS:
-        raise t.error(where, f"must be a size such as \"500MB\" or \"2GB\", got {value!r}")
+        raise t.error(where, f'must be a size such as "500MB" or "2GB", got {value!r}')
     return int(number * SIZE_UNITS[unit])
 
 
@@ -70,9 +111,12 @@ def _inputs(raw: Any, t: Translation, base_dir: Path, use_topics: bool) -> dict[
         if not isinstance(value, str) or not value.strip():
             raise t.error(f"inputs.{key}", "must be a field name")
         fields[key[:-6]] = value.strip()
-    return {"path": str(path_value(inputs.get("path"), "inputs.path", t, base_dir)),
-            "include": [g.strip() for g in globs if g.strip()], "fields": fields,
-            "fixed_topic": "" if use_topics else NO_TOPICS}
+    return {
+        "path": str(path_value(inputs.get("path"), "inputs.path", t, base_dir)),
+        "include": [g.strip() for g in globs if g.strip()],
+        "fields": fields,
+        "fixed_topic": "" if use_topics else NO_TOPICS,
+    }
 
 
 def _stages(data: dict[str, Any], t: Translation, base_dir: Path) -> dict[str, dict[str, Any]]:
@@ -81,13 +125,13 @@ def _stages(data: dict[str, Any], t: Translation, base_dir: Path) -> dict[str, d
     ``executor: online`` stands beside: then it is asked at its role's endpoint (a ``vllm
     serve`` started with the engine options, which are refused here)."""
     in_process = data.get("executor") != "online"
-    top = llm_block(data.get("llm"), "llm", t, base_dir, defaults={"max_new_tokens": 2048},
-                    in_process_vllm=in_process)
+    top = llm_block(data.get("llm"), "llm", t, base_dir, defaults={"max_new_tokens": 2048}, in_process_vllm=in_process)
     overrides = mapping(data.get("stage_llm_overrides"), "stage_llm_overrides", t)
     unknown = sorted(map(str, set(overrides) - set(STAGE_NAMES)))
     if unknown:
-        raise t.error("stage_llm_overrides", f"unknown stage(s) {', '.join(unknown)}; the stages are "
-                                             f"{', '.join(STAGE_NAMES)}")
+        raise t.error(
+            "stage_llm_overrides", f"unknown stage(s) {', '.join(unknown)}; the stages are {', '.join(STAGE_NAMES)}"
+        )
     llm_raw = mapping(data.get("llm"), "llm", t)
     prompts = mapping(data.get("prompts"), "prompts", t)
     refuse_unknown(prompts, set(PROMPT_KEYS), "prompts", t)
@@ -95,11 +139,27 @@ def _stages(data: dict[str, Any], t: Translation, base_dir: Path) -> dict[str, d
     for theirs, ours in STAGE_NAMES.items():
         inherited = {k: v for k, v in llm_raw.items() if k != "backend"}
         given = mapping(overrides.get(theirs), f"stage_llm_overrides.{theirs}", t)
-        spec = llm_block(given, f"stage_llm_overrides.{theirs}", t, base_dir,
-                         defaults={"max_new_tokens": 2048, **inherited}, in_process_vllm=in_process) if given else top
-        stage = {"model": spec["model"], "temperature": spec["temperature"], "max_tokens": spec["max_tokens"],
-                 "requests_per_minute": spec["requests_per_minute"], "tokens_per_minute": spec["tokens_per_minute"],
-                 "mode": spec["mode"], "params": spec["params"]}
+        spec = (
+            llm_block(
+                given,
+                f"stage_llm_overrides.{theirs}",
+                t,
+                base_dir,
+                defaults={"max_new_tokens": 2048, **inherited},
+                in_process_vllm=in_process,
+            )
+            if given
+            else top
+        )
+        stage = {
+            "model": spec["model"],
+            "temperature": spec["temperature"],
+            "max_tokens": spec["max_tokens"],
+            "requests_per_minute": spec["requests_per_minute"],
+            "tokens_per_minute": spec["tokens_per_minute"],
+            "mode": spec["mode"],
+            "params": spec["params"],
+        }
         if spec["backend"] == "vllm":
             stage["role"] = ours  # the role's model settings (and, with executor: online, its `vllm serve`)
             if in_process:
@@ -122,19 +182,27 @@ def mining_reference_translate(data: dict[str, Any], *, source: str, base_dir: P
         data = {**{k: v for k, v in data.items() if k != "stages"}, "stage_llm_overrides": data["stages"]}
     out_root = path_value(data.get("out_root"), "out_root", t, base)
     topics = data.get("topics")
-    if topics is not None and (not isinstance(topics, list)
-                               or not all(isinstance(x, str) and x.strip() for x in topics)):
+    if topics is not None and (
+        not isinstance(topics, list) or not all(isinstance(x, str) and x.strip() for x in topics)
+    ):
         raise t.error("topics", "must be a list of topic names (or [] / omitted for the no-topics mode)")
     use_topics = bool(topics)
     targets = mapping(data.get("targets"), "targets", t)
-    refuse_unknown(targets, TARGET_KEYS, "targets", t, refused={
-        "train_per_topic": "mining runs do not split; split the mined procedures with "
-                           "`split_procedures --per-topic N`",
-        "test_per_topic": "mining runs do not split; split the mined procedures with "
-                          "`split_procedures --per-topic N`"})
+    refuse_unknown(
+        targets,
+        TARGET_KEYS,
+        "targets",
+        t,
+        refused={
+            "train_per_topic": "mining runs do not split; split the mined procedures with "
+            "`split_procedures --per-topic N`",
+            "test_per_topic": "mining runs do not split; split the mined procedures with "
+            "`split_procedures --per-topic N`",
+        },
+    )
     config: dict[str, Any] = {
         "name": short_name(out_root.name),
-        "topics": [x.strip() for x in topics] if use_topics else [NO_TOPICS],
+        "topics": [x.strip() for x in topics] if topics else [NO_TOPICS],
         "candidates_per_topic": targets.get("candidates_per_topic", 100),
         "stages": _stages(data, t, base),
     }
@@ -164,9 +232,14 @@ def mining_reference_translate(data: dict[str, Any], *, source: str, base_dir: P
         if key in data:
             config[key] = data[key]
     config["reference"] = {
-        "out_root": str(out_root), "inputs": inputs, "no_topics": not use_topics,
-        "export": {"output": str(out_root / "data" / f"all_valid{suffix}"), "format": export_fmt,
-                   "max_file_size": max_bytes},
+        "out_root": str(out_root),
+        "inputs": inputs,
+        "no_topics": not use_topics,
+        "export": {
+            "output": str(out_root / "data" / f"all_valid{suffix}"),
+            "format": export_fmt,
+            "max_file_size": max_bytes,
+        },
         "notes": t.notes,
     }
     return config

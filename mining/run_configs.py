@@ -24,23 +24,51 @@ stages:                      # optional, per LLM stage
   # on this machine's GPU, with vllm.LLM(**engine)); the run's executor is the default.
   # llm_filter: {model: Qwen/Qwen3-8B, executor: vllm_offline, engine: {revision: main}}
 ```"""
+
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 from core.run_configs import RunConfigError, config_parse
+from llm.prompts import prompt_locate
 from mining.constants import MAX_STEPS, MIN_STEPS, MINING_STAGE_MAX_TOKENS, MINING_TEMPERATURE
 from mining.reference_configs import OWN_KEYS, REFERENCE_KEYS, is_reference_shape, mining_reference_translate
-from llm.prompts import prompt_locate
 from mining.stages import LLM_STAGES
 
 RUN_KEYS = {
-    "name", "corpus", "topics", "candidates_per_topic", "desired_valid_per_topic", "extract_batch_size", "seed",
-    "min_steps", "max_steps", "executor", "concurrency", "workers", "budget_usd", "failure_retries", "stages",
+    "name",
+    "corpus",
+    "topics",
+    "candidates_per_topic",
+    "desired_valid_per_topic",
+    "extract_batch_size",
+    "seed",
+    "min_steps",
+    "max_steps",
+    "executor",
+    "concurrency",
+    "workers",
+    "budget_usd",
+    "failure_retries",
+    "stages",
 }
-STAGE_KEYS = {"role", "prompt_file", "base_url", "model", "api_key_env", "temperature", "max_tokens", "reasoning_effort",
-              "mode", "params", "requests_per_minute", "tokens_per_minute", "executor", "engine"}
+STAGE_KEYS = {
+    "role",
+    "prompt_file",
+    "base_url",
+    "model",
+    "api_key_env",
+    "temperature",
+    "max_tokens",
+    "reasoning_effort",
+    "mode",
+    "params",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "executor",
+    "engine",
+}
 STAGE_MODES = ("chat", "generate")
 EXECUTORS = ("online", "batch")
 # A stage's own executor (stages.<stage>.executor); vllm_offline runs the model in-process.
@@ -58,9 +86,9 @@ def stage_prompt_path(name_or_path: str, prompts_dir: str | Path | None = None) 
 
 
 def _int(data: dict[str, Any], key: str, source: str, *, default: int | None, minimum: int) -> int | None:
-    value = data.get(key, default)
-    if value is None:
-        return None
+    value = data.get(key)
+    if value is None:  # absent, or written as null: the default
+        return default
     if isinstance(value, bool) or not isinstance(value, int):
         raise RunConfigError(f"{source}: {key} must be a whole number, got {value!r}")
     if value < minimum:
@@ -75,8 +103,10 @@ def _stage_spec(stage: str, given: Any, source: str) -> dict[str, Any]:
         raise RunConfigError(f"{source}: stages.{stage} must be a mapping of settings")
     unknown = set(given) - STAGE_KEYS
     if unknown:
-        raise RunConfigError(f"{source}: unknown key(s) under stages.{stage}: {', '.join(sorted(map(str, unknown)))}; "
-                             f"allowed: {', '.join(sorted(STAGE_KEYS))}")
+        raise RunConfigError(
+            f"{source}: unknown key(s) under stages.{stage}: {', '.join(sorted(map(str, unknown)))}; "
+            f"allowed: {', '.join(sorted(STAGE_KEYS))}"
+        )
     spec = {
         "role": str(given.get("role") or stage),
         "prompt_file": str(given.get("prompt_file") or f"{stage}.txt"),
@@ -86,8 +116,9 @@ def _stage_spec(stage: str, given: Any, source: str) -> dict[str, Any]:
         "temperature": given.get("temperature"),
         "max_tokens": given.get("max_tokens"),
     }
-    if spec["temperature"] is not None and (isinstance(spec["temperature"], bool)
-                                            or not isinstance(spec["temperature"], (int, float))):
+    if spec["temperature"] is not None and (
+        isinstance(spec["temperature"], bool) or not isinstance(spec["temperature"], (int, float))
+    ):
         raise RunConfigError(f"{source}: stages.{stage}.temperature must be a number")
     _int(spec, "max_tokens", f"{source}: stages.{stage}", default=None, minimum=1)
     # Options of the reference configurations, usable in ours too (docs/reference-cli.md).
@@ -109,33 +140,36 @@ def _stage_spec(stage: str, given: Any, source: str) -> dict[str, Any]:
     executor = given.get("executor")
     if executor is not None:
         if executor not in STAGE_EXECUTORS:
-            raise RunConfigError(f"{source}: stages.{stage}.executor must be one of {', '.join(STAGE_EXECUTORS)}, "
-                                 f"got {executor!r}")
+            raise RunConfigError(
+                f"{source}: stages.{stage}.executor must be one of {', '.join(STAGE_EXECUTORS)}, got {executor!r}"
+            )
         spec["executor"] = executor
     engine = given.get("engine")
     if engine is not None and not isinstance(engine, dict):
         raise RunConfigError(f"{source}: stages.{stage}.engine must be a mapping of vLLM engine options")
     if engine:
         if executor != "vllm_offline":
-            raise RunConfigError(f"{source}: stages.{stage}.engine: engine options apply only to executor "
-                                 "vllm_offline (an in-process vLLM engine); a vLLM server takes them on its command "
-                                 "line (`vllm serve MODEL --revision ...`)")
+            raise RunConfigError(
+                f"{source}: stages.{stage}.engine: engine options apply only to executor "
+                "vllm_offline (an in-process vLLM engine); a vLLM server takes them on its command "
+                "line (`vllm serve MODEL --revision ...`)"
+            )
         spec["engine"] = dict(engine)
     return spec
 
 
 def mining_config_parse(text: str, *, source: str) -> dict[str, Any]:
     """The configuration with every default filled in. Errors name the source and the key."""
-    data = config_parse(text, source=source, allowed=RUN_KEYS | REFERENCE_KEYS | {"stages"} | OWN_KEYS,
-                        required=set())
+    data = config_parse(text, source=source, allowed=RUN_KEYS | REFERENCE_KEYS | {"stages"} | OWN_KEYS, required=set())
     reference = None
     if is_reference_shape(data):  # the reference CLI's shape (mining/reference_configs.py)
         data = mining_reference_translate(data, source=source)
         reference = data.pop("reference")
     unknown = set(data) - RUN_KEYS
     if unknown:
-        raise RunConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
-                             f"allowed: {', '.join(sorted(RUN_KEYS))}")
+        raise RunConfigError(
+            f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; allowed: {', '.join(sorted(RUN_KEYS))}"
+        )
     missing = {"name", "candidates_per_topic"} - set(data)
     if missing:
         raise RunConfigError(f"{source}: missing key(s) {', '.join(sorted(missing))}")
@@ -149,14 +183,16 @@ def mining_config_parse(text: str, *, source: str) -> dict[str, Any]:
     elif isinstance(topics, list) and topics and all(isinstance(t, str) and t.strip() for t in topics):
         config["topics"] = [t.strip() for t in topics]
     else:
-        raise RunConfigError(f"{source}: topics must be \"all\" or a list of topic names or slugs")
+        raise RunConfigError(f'{source}: topics must be "all" or a list of topic names or slugs')
     config["candidates_per_topic"] = _int(data, "candidates_per_topic", source, default=None, minimum=1)
     config["desired_valid_per_topic"] = _int(data, "desired_valid_per_topic", source, default=None, minimum=1)
     config["extract_batch_size"] = _int(data, "extract_batch_size", source, default=0, minimum=0)
     if config["desired_valid_per_topic"] and not config["extract_batch_size"]:
-        raise RunConfigError(f"{source}: desired_valid_per_topic needs extract_batch_size (documents sampled per "
-                             "topic at a time until the target is met or candidates_per_topic are spent)")
-    config["seed"] = _int(data, "seed", source, default=0, minimum=-(2 ** 62))
+        raise RunConfigError(
+            f"{source}: desired_valid_per_topic needs extract_batch_size (documents sampled per "
+            "topic at a time until the target is met or candidates_per_topic are spent)"
+        )
+    config["seed"] = _int(data, "seed", source, default=0, minimum=-(2**62))
     # How2Everything App. B.3: 5 to 15 steps by default.
     config["min_steps"] = _int(data, "min_steps", source, default=MIN_STEPS, minimum=1)
     config["max_steps"] = _int(data, "max_steps", source, default=MAX_STEPS, minimum=1)
@@ -175,8 +211,10 @@ def mining_config_parse(text: str, *, source: str) -> dict[str, Any]:
         raise RunConfigError(f"{source}: stages must be a mapping from stage name to settings")
     unknown = set(stages) - set(LLM_STAGES)
     if unknown:
-        raise RunConfigError(f"{source}: unknown stage(s) {', '.join(sorted(map(str, unknown)))}; "
-                             f"the LLM stages are {', '.join(LLM_STAGES)}")
+        raise RunConfigError(
+            f"{source}: unknown stage(s) {', '.join(sorted(map(str, unknown)))}; "
+            f"the LLM stages are {', '.join(LLM_STAGES)}"
+        )
     config["stages"] = {stage: _stage_spec(stage, stages.get(stage), source) for stage in LLM_STAGES}
     for stage, spec in config["stages"].items():
         if spec["temperature"] is None:

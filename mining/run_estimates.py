@@ -10,6 +10,7 @@ rests on and a 95 % interval. Pure Python and SciPy, no Django.
   yet finished, minus what the documents in flight have already cost (so they are not paid
   for twice); a normal 95 % interval on that mean from the spread of the finished
   documents' own costs (needs two of them). Never below what is already spent."""
+
 from __future__ import annotations
 
 import math
@@ -21,6 +22,7 @@ from typing import Any
 from scipy.stats import chi2
 
 from core.intervals import Z_95
+
 POISSON_ALPHA = 0.05
 
 
@@ -41,14 +43,17 @@ def eta_estimate(*, remaining: int, finished_in_window: int, window_minutes: flo
     low_count, high_count = poisson_interval(k)
     return {
         "minutes": round(remaining * window_minutes / k, 1),
-        "ci95": [round(remaining * window_minutes / high_count, 1),
-                 round(remaining * window_minutes / low_count, 1) if low_count > 0 else None],
+        "ci95": [
+            round(remaining * window_minutes / high_count, 1),
+            round(remaining * window_minutes / low_count, 1) if low_count > 0 else None,
+        ],
         "n": k,
     }
 
 
-def cost_projection(*, spent: Decimal, planned: int, finished_costs: Sequence[Decimal],
-                    in_flight_paid: Decimal = Decimal(0)) -> dict[str, Any]:
+def cost_projection(
+    *, spent: Decimal, planned: int, finished_costs: Sequence[Decimal], in_flight_paid: Decimal = Decimal(0)
+) -> dict[str, Any]:
     """``{"usd", "ci95", "n"}``: the projected total for ``planned`` documents.
 
     ``finished_costs`` holds what each finished document cost (n of them, mean m);

@@ -5,12 +5,13 @@ documents, ETA and projected cost count only the documents the run can actually 
 (mining/run_estimates.py has the estimates and their intervals). Yield and the stage pass
 rates carry their n and a 95 % Wilson interval and count only decided documents
 (``mining_yield``)."""
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
@@ -31,13 +32,32 @@ THROUGHPUT_WINDOW = timedelta(minutes=5)
 FINISHED_STATUSES = ("done", "done_with_failures", "cancelled")
 
 
-def mining_run_list() -> QuerySet[MiningRun]:
-    return MiningRun.objects.select_related("corpus").annotate(
-        n_candidates=Count("candidates", distinct=True),
-        n_passed=Count("candidates", filter=Q(candidates__status=CandidateStatus.PASSED), distinct=True),
-        n_failed=Count("candidates", filter=Q(candidates__status=CandidateStatus.FAILED), distinct=True),
-        n_rejected=Count("candidates", filter=Q(candidates__status=CandidateStatus.REJECTED), distinct=True),
-    ).order_by("-id")
+class RunCounts(TypedDict):
+    """The document counts ``mining_run_list`` annotates each run with."""
+
+    n_candidates: int
+    n_passed: int
+    n_failed: int
+    n_rejected: int
+
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    CountedRun = WithAnnotations[MiningRun, RunCounts]
+
+
+def mining_run_list() -> QuerySet[CountedRun]:
+    return (
+        MiningRun.objects.select_related("corpus")
+        .annotate(
+            n_candidates=Count("candidates", distinct=True),
+            n_passed=Count("candidates", filter=Q(candidates__status=CandidateStatus.PASSED), distinct=True),
+            n_failed=Count("candidates", filter=Q(candidates__status=CandidateStatus.FAILED), distinct=True),
+            n_rejected=Count("candidates", filter=Q(candidates__status=CandidateStatus.REJECTED), distinct=True),
+        )
+        .order_by("-id")
+    )
 
 
 def mining_yield(*, procedures: int, rejected: int, failed: int, in_flight: int) -> dict[str, Any]:
@@ -50,14 +70,19 @@ def mining_yield(*, procedures: int, rejected: int, failed: int, in_flight: int)
     return {**share_estimate(procedures, procedures + rejected), "left_out": {"in_flight": in_flight, "failed": failed}}
 
 
-def mining_run_yield(run: MiningRun) -> dict[str, Any]:
+def mining_run_yield(run: CountedRun) -> dict[str, Any]:
     """``mining_yield`` of a run of ``mining_run_list`` (from its document counts)."""
-    return mining_yield(procedures=run.n_passed, rejected=run.n_rejected, failed=run.n_failed,
-                        in_flight=run.n_candidates - run.n_passed - run.n_rejected - run.n_failed)
+    return mining_yield(
+        procedures=run.n_passed,
+        rejected=run.n_rejected,
+        failed=run.n_failed,
+        in_flight=run.n_candidates - run.n_passed - run.n_rejected - run.n_failed,
+    )
 
 
-def mining_run_state(run: MiningRun, *, counts: tuple[dict[str, int], list] | None = None,
-                     n_failed_documents: int | None = None) -> dict[str, Any]:
+def mining_run_state(
+    run: MiningRun, *, counts: tuple[dict[str, int], list] | None = None, n_failed_documents: int | None = None
+) -> dict[str, Any]:
     """The run's state as every run shows it (llm/runs.py run_state; the page, the run list,
     the API and ``mine_run --status``): its status, its requests in the ledger per outcome
     with the most frequent errors, those waiting for a retry, the circuit breaker's record
@@ -67,24 +92,38 @@ def mining_run_state(run: MiningRun, *, counts: tuple[dict[str, int], list] | No
     if n_failed_documents is None:
         n_failed_documents = MiningCandidate.objects.filter(run=run, status=CandidateStatus.FAILED).count()
     stopped = run.status not in (MiningRunStatus.PENDING, MiningRunStatus.RUNNING, MiningRunStatus.CANCELLED)
-    return run_state(status=run.status, counts=counts or ledger_run_counts(run.ledger_run), retrying=run.n_retrying,
-                     breaker=run.breaker, reason=run.pause_reason or run.error,
-                     extra={"id": f"mining-run-{run.pk}", "n_failed_documents": n_failed_documents,
-                            "can_retry_failed": stopped and n_failed_documents > 0})
+    return run_state(
+        status=run.status,
+        counts=counts or ledger_run_counts(run.ledger_run),
+        retrying=run.n_retrying,
+        breaker=run.breaker,
+        reason=run.pause_reason or run.error,
+        extra={
+            "id": f"mining-run-{run.pk}",
+            "n_failed_documents": n_failed_documents,
+            "can_retry_failed": stopped and n_failed_documents > 0,
+        },
+    )
 
 
-def mining_run_list_states() -> list[MiningRun]:
+def mining_run_list_states() -> list[CountedRun]:
     """The run list, each run with its ``state``; the outcome counts of every run come from
     one grouped query (no error messages: the run page lists those)."""
     runs = list(mining_run_list())
     by_label: dict[str, Counter] = defaultdict(Counter)
-    for label, outcome, n in (LedgerEntry.objects.filter(run__in=[run.ledger_run for run in runs]).order_by()
-                              .values_list("run", "outcome").annotate(n=Count("id"))):
+    for label, outcome, n in (
+        LedgerEntry.objects.filter(run__in=[run.ledger_run for run in runs])
+        .order_by()
+        .values_list("run", "outcome")
+        .annotate(n=Count("id"))
+    ):
         by_label[label][outcome] = n
     for run in runs:
         counts = by_label[run.ledger_run]
-        run.state = mining_run_state(run, counts=({**{o: counts[o] for o in OUTCOMES}, "pending": 0}, []),
-                                     n_failed_documents=run.n_failed)
+        # The state is shown beside the run in the list (an attribute for the template).
+        run.state = mining_run_state(  # type: ignore[attr-defined]
+            run, counts=({**{o: counts[o] for o in OUTCOMES}, "pending": 0}, []), n_failed_documents=run.n_failed
+        )
     return runs
 
 
@@ -93,29 +132,43 @@ def _planned_per_topic(run: MiningRun, topic_ids: list[int], per_topic_status: d
     the corpus holds for the topic (the documents present when the run was created, as
     the sampler sees them) when that is fewer; a topic that met
     ``desired_valid_per_topic`` and has nothing pending takes no more than it has."""
-    available = dict(run.corpus.documents.filter(topic_id__in=topic_ids, pk__lte=run.config.get("max_document_id", 0))
-                     .values_list("topic_id").annotate(n=Count("id")))
+    available = dict(
+        run.corpus.documents.filter(topic_id__in=topic_ids, pk__lte=run.config.get("max_document_id", 0))
+        .values_list("topic_id")
+        .annotate(n=Count("id"))
+    )
     planned = {}
     for topic_id in topic_ids:
         counts = per_topic_status[topic_id]
         planned[topic_id] = min(run.candidates_per_topic, available.get(topic_id, 0))
-        if (run.desired_valid_per_topic and counts[CandidateStatus.PASSED] >= run.desired_valid_per_topic
-                and not counts[CandidateStatus.PENDING]):
+        if (
+            run.desired_valid_per_topic
+            and counts[CandidateStatus.PASSED] >= run.desired_valid_per_topic
+            and not counts[CandidateStatus.PENDING]
+        ):
             planned[topic_id] = sum(counts.values())
     return planned
 
 
-def _funnel_cell(stage: str, documents: int, pending: int, reached: int, passed: int, passed_pending: int,
-                 rejected: int = 0) -> dict:
+def _funnel_cell(
+    stage: str, documents: int, pending: int, reached: int, passed: int, passed_pending: int, rejected: int = 0
+) -> dict:
     """One stage of the funnel. ``in_flight``: documents still being worked on that have
     not passed the stage yet (they may); ``dropped``: rejected or failed at or before it.
     ``pass_rate``: passed / decided at this stage (passed or rejected by it), with its
     Wilson interval; ``undecided``: documents whose call at this stage had no usable answer
     (yet), left out of the rate."""
     in_flight = max(pending - passed_pending, 0)
-    return {"stage": stage, "reached": reached, "passed": passed, "in_flight": in_flight,
-            "dropped": max(documents - passed - in_flight, 0), "rejected": rejected,
-            "pass_rate": share_estimate(passed, passed + rejected), "undecided": max(reached - passed - rejected, 0)}
+    return {
+        "stage": stage,
+        "reached": reached,
+        "passed": passed,
+        "in_flight": in_flight,
+        "dropped": max(documents - passed - in_flight, 0),
+        "rejected": rejected,
+        "pass_rate": share_estimate(passed, passed + rejected),
+        "undecided": max(reached - passed - rejected, 0),
+    }
 
 
 def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
@@ -124,31 +177,58 @@ def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
     ``current`` marks the model the stage asks now; a stage without requests yet shows
     its current model with zeros."""
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in (LedgerEntry.objects.filter(run=run.ledger_run).values("stage", "model").order_by("stage", "model")
-                .annotate(requests=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"),
-                          cost_usd=Sum("cost_usd"))):
-        rows[row["stage"]].append(row)
+    for row in (
+        LedgerEntry.objects.filter(run=run.ledger_run)
+        .values("stage", "model")
+        .order_by("stage", "model")
+        .annotate(
+            requests=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost_usd=Sum("cost_usd")
+        )
+    ):
+        rows[row["stage"]].append(dict(row))
     table = []
     for stage in LLM_STAGES:
         spec = run.stages.get(stage, {})
         current_model = spec.get("resolved_model", "")
-        stage_rows = rows.get(stage) or [{"model": current_model, "requests": 0, "tokens_in": 0, "tokens_out": 0,
-                                          "cost_usd": None}]
-        for row in sorted(stage_rows, key=lambda r: (r["model"] != current_model, r["model"])):
-            current = row["model"] == current_model
-            table.append({"stage": stage, "model": row["model"], "current": current, "requests": row["requests"],
-                          "tokens_in": row["tokens_in"] or 0, "tokens_out": row["tokens_out"] or 0,
-                          "cost_usd": row["cost_usd"], "prompt_hash": spec.get("prompt_hash", "") if current else "",
-                          "prompt_file": spec.get("prompt_file", "") if current else ""})
+        stage_rows = rows.get(stage) or [
+            {"model": current_model, "requests": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": None}
+        ]
+        for served in sorted(stage_rows, key=lambda r: (r["model"] != current_model, r["model"])):
+            current = served["model"] == current_model
+            table.append(
+                {
+                    "stage": stage,
+                    "model": served["model"],
+                    "current": current,
+                    "requests": served["requests"],
+                    "tokens_in": served["tokens_in"] or 0,
+                    "tokens_out": served["tokens_out"] or 0,
+                    "cost_usd": served["cost_usd"],
+                    "prompt_hash": spec.get("prompt_hash", "") if current else "",
+                    "prompt_file": spec.get("prompt_file", "") if current else "",
+                }
+            )
     return table
+
+
+def mining_run_cpu(run: MiningRun) -> dict[str, Any]:
+    """Worker CPU per document: the mean of the CPU the workers' walks of each document took
+    (the thread's CPU time, every walk of the document, its share of its chunk's claim and
+    ledger lookup included), with n, the documents whose walk has ended. Left out: walks
+    still under way or interrupted (a killed worker's), and the worker's own bookkeeping
+    outside the walks (status checks, sampling)."""
+    row = MiningCandidate.objects.filter(run=run, cpu_ms__isnull=False).aggregate(n=Count("id"), total=Sum("cpu_ms"))
+    n = row["n"] or 0
+    return {"ms_per_document": round(row["total"] / n, 2) if n else None, "n": n}
 
 
 def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     topics = list(run.topics.order_by("position", "name").values("id", "name", "slug"))
     by_status = Counter(dict(MiningCandidate.objects.filter(run=run).values_list("status").annotate(n=Count("id"))))
     per_topic_status: dict[int, Counter] = defaultdict(Counter)
-    for topic_id, status, n in (MiningCandidate.objects.filter(run=run).values_list("topic_id", "status")
-                                .annotate(n=Count("id"))):
+    for topic_id, status, n in (
+        MiningCandidate.objects.filter(run=run).values_list("topic_id", "status").annotate(n=Count("id"))
+    ):
         per_topic_status[topic_id][status] = n
 
     # The funnel: per topic and stage, how many documents reached the stage and passed it,
@@ -159,8 +239,10 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     rejected: dict[tuple[int, str], int] = Counter()
     outcome_counts: Counter = Counter()
     for topic_id, stage, status, candidate_status, n in (
-            StageResult.objects.filter(run=run).values_list("candidate__topic_id", "stage", "status", "candidate__status")
-            .annotate(n=Count("id"))):
+        StageResult.objects.filter(run=run)
+        .values_list("candidate__topic_id", "stage", "status", "candidate__status")
+        .annotate(n=Count("id"))
+    ):
         reached[(topic_id, stage)] += n
         if status == PASSED:
             passed[(topic_id, stage)] += n
@@ -174,21 +256,49 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     for topic in topics:
         counts = per_topic_status[topic["id"]]
         documents, pending = sum(counts.values()), counts[CandidateStatus.PENDING]
-        funnel_topics.append({
-            "topic": topic["name"], "slug": topic["slug"], "documents": documents,
-            "stages": [_funnel_cell(s, documents, pending, reached[(topic["id"], s)], passed[(topic["id"], s)],
-                                    passed_pending[(topic["id"], s)], rejected[(topic["id"], s)]) for s in PIPELINE],
-            "procedures": counts[CandidateStatus.PASSED],
-            "yield": mining_yield(procedures=counts[CandidateStatus.PASSED], rejected=counts[CandidateStatus.REJECTED],
-                                  failed=counts[CandidateStatus.FAILED], in_flight=pending),
-        })
+        funnel_topics.append(
+            {
+                "topic": topic["name"],
+                "slug": topic["slug"],
+                "documents": documents,
+                "stages": [
+                    _funnel_cell(
+                        s,
+                        documents,
+                        pending,
+                        reached[(topic["id"], s)],
+                        passed[(topic["id"], s)],
+                        passed_pending[(topic["id"], s)],
+                        rejected[(topic["id"], s)],
+                    )
+                    for s in PIPELINE
+                ],
+                "procedures": counts[CandidateStatus.PASSED],
+                "yield": mining_yield(
+                    procedures=counts[CandidateStatus.PASSED],
+                    rejected=counts[CandidateStatus.REJECTED],
+                    failed=counts[CandidateStatus.FAILED],
+                    in_flight=pending,
+                ),
+            }
+        )
     sampled = sum(by_status.values())
-    funnel_total = [_funnel_cell(s, sampled, by_status[CandidateStatus.PENDING],
-                                 sum(reached[(t["id"], s)] for t in topics), sum(passed[(t["id"], s)] for t in topics),
-                                 sum(passed_pending[(t["id"], s)] for t in topics),
-                                 sum(rejected[(t["id"], s)] for t in topics)) for s in PIPELINE]
+    funnel_total = [
+        _funnel_cell(
+            s,
+            sampled,
+            by_status[CandidateStatus.PENDING],
+            sum(reached[(t["id"], s)] for t in topics),
+            sum(passed[(t["id"], s)] for t in topics),
+            sum(passed_pending[(t["id"], s)] for t in topics),
+            sum(rejected[(t["id"], s)] for t in topics),
+        )
+        for s in PIPELINE
+    ]
 
-    finished = by_status[CandidateStatus.PASSED] + by_status[CandidateStatus.REJECTED] + by_status[CandidateStatus.FAILED]
+    finished = (
+        by_status[CandidateStatus.PASSED] + by_status[CandidateStatus.REJECTED] + by_status[CandidateStatus.FAILED]
+    )
     planned = sum(_planned_per_topic(run, [t["id"] for t in topics], per_topic_status).values())
     over = run.status in FINISHED_STATUSES
     now = timezone.now()
@@ -207,47 +317,75 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     projection = {"usd": None, "ci95": None, "n": finished}
     if priced and not over:  # a finished run shows what it spent, not a projection
         finished_costs, in_flight_paid = [], Decimal(0)
-        for status, usd in (MiningCandidate.objects.filter(run=run).annotate(usd=Sum("stage_results__cost_usd"))
-                            .values_list("status", "usd")):
+        for status, usd in (
+            MiningCandidate.objects.filter(run=run)
+            .annotate(usd=Sum("stage_results__cost_usd"))
+            .values_list("status", "usd")
+        ):
             if status == CandidateStatus.PENDING:
                 in_flight_paid += usd or Decimal(0)
             else:
                 finished_costs.append(usd or Decimal(0))
-        projection = cost_projection(spent=spent, planned=planned, finished_costs=finished_costs,
-                                     in_flight_paid=in_flight_paid)
+        projection = cost_projection(
+            spent=spent, planned=planned, finished_costs=finished_costs, in_flight_paid=in_flight_paid
+        )
 
-    rejections = Counter()
-    for stage, reason, n in (MiningCandidate.objects.filter(run=run, status=CandidateStatus.REJECTED)
-                             .values_list("stage", "reason").annotate(n=Count("id"))):
+    rejections: Counter[tuple[str, str]] = Counter()
+    for stage, reason, n in (
+        MiningCandidate.objects.filter(run=run, status=CandidateStatus.REJECTED)
+        .values_list("stage", "reason")
+        .annotate(n=Count("id"))
+    ):
         rejections[(stage, reason_code(reason))] += n
 
     return {
-        "run": run.name, "status": run.status, "pause_reason": run.pause_reason, "error": run.error,
+        "run": run.name,
+        "status": run.status,
+        "pause_reason": run.pause_reason,
+        "error": run.error,
         "totals": {
-            "planned": planned, "sampled": sampled, "pending": by_status[CandidateStatus.PENDING],
-            "finished": finished, "procedures": by_status[CandidateStatus.PASSED],
-            "rejected": by_status[CandidateStatus.REJECTED], "failed": by_status[CandidateStatus.FAILED],
-            "yield": mining_yield(procedures=by_status[CandidateStatus.PASSED],
-                                  rejected=by_status[CandidateStatus.REJECTED], failed=by_status[CandidateStatus.FAILED],
-                                  in_flight=by_status[CandidateStatus.PENDING]),
-            "documents_per_minute": round(per_minute, 2), "eta_minutes": eta["minutes"],
-            "eta_ci95_minutes": eta["ci95"], "eta_n": eta["n"],
-            "cost_usd": spent if priced else None, "projected_cost_usd": projection["usd"],
-            "projected_ci95_usd": projection["ci95"], "projected_n": projection["n"],
-            "budget_usd": run.budget_usd, "over": over,
+            "planned": planned,
+            "sampled": sampled,
+            "pending": by_status[CandidateStatus.PENDING],
+            "finished": finished,
+            "procedures": by_status[CandidateStatus.PASSED],
+            "rejected": by_status[CandidateStatus.REJECTED],
+            "failed": by_status[CandidateStatus.FAILED],
+            "yield": mining_yield(
+                procedures=by_status[CandidateStatus.PASSED],
+                rejected=by_status[CandidateStatus.REJECTED],
+                failed=by_status[CandidateStatus.FAILED],
+                in_flight=by_status[CandidateStatus.PENDING],
+            ),
+            "documents_per_minute": round(per_minute, 2),
+            "eta_minutes": eta["minutes"],
+            "eta_ci95_minutes": eta["ci95"],
+            "eta_n": eta["n"],
+            "cost_usd": spent if priced else None,
+            "projected_cost_usd": projection["usd"],
+            "projected_ci95_usd": projection["ci95"],
+            "projected_n": projection["n"],
+            "budget_usd": run.budget_usd,
+            "over": over,
+            "cpu": mining_run_cpu(run),
         },
         "funnel": funnel_total,
         "funnel_by_topic": funnel_topics,
         "stage_costs": stage_costs,
-        "outcomes": {status: outcome_counts[status] for status in
-                     (PASSED, REJECTED, "parse_failed", "truncated", "refused", "api_error")},
-        "rejection_reasons": [{"stage": stage, "reason": code, "documents": n}
-                              for (stage, code), n in sorted(rejections.items(), key=lambda kv: -kv[1])],
+        "outcomes": {
+            status: outcome_counts[status]
+            for status in (PASSED, REJECTED, "parse_failed", "truncated", "refused", "api_error")
+        },
+        "rejection_reasons": [
+            {"stage": stage, "reason": code, "documents": n}
+            for (stage, code), n in sorted(rejections.items(), key=lambda kv: -kv[1])
+        ],
     }
 
 
-def mining_candidate_list(*, run: MiningRun, status: str = "", stage: str = "", topic: str = "",
-                          q: str = "") -> QuerySet[MiningCandidate]:
+def mining_candidate_list(
+    *, run: MiningRun, status: str = "", stage: str = "", topic: str = "", q: str = ""
+) -> QuerySet[MiningCandidate]:
     """A run's documents, filtered (the rejected-documents browser)."""
     candidates = MiningCandidate.objects.filter(run=run).select_related("document", "topic", "procedure")
     if status:

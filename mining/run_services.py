@@ -2,6 +2,7 @@
 
 The work itself is in ``mining/runner.py``; the Celery task ``mining.run_execute`` calls
 ``runner.mining_run_execute`` with a run id."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -10,25 +11,47 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from core.app_errors import Conflict
 from core.run_configs import RunConfigError
 from core.stored_values import StrictJSONError, check_stored_values
 from llm.models import FINISHED
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.run_configs import mining_config_parse
-from mining.services import TopicResolver
 from mining.runner import run_uses_waves, stage_endpoint, stage_prompt
+from mining.services import TopicResolver
 from mining.stages import LLM_STAGES
 
 # Settings a re-launch under the same name may change: how stages are asked, how the run
 # executes, and how far sampling may go. The rest decides which documents the run takes.
-CHANGEABLE = {"stages", "min_steps", "max_steps", "concurrency", "workers", "budget_usd", "failure_retries",
-              "candidates_per_topic", "desired_valid_per_topic", "extract_batch_size"}
+CHANGEABLE = {
+    "stages",
+    "min_steps",
+    "max_steps",
+    "concurrency",
+    "workers",
+    "budget_usd",
+    "failure_retries",
+    "candidates_per_topic",
+    "desired_valid_per_topic",
+    "extract_batch_size",
+}
 FIXED = {"corpus", "topics", "seed", "executor"}
 
 
 # The configuration keys stored in MiningRun columns of the same name.
-COLUMN_KEYS = ("name", "candidates_per_topic", "desired_valid_per_topic", "extract_batch_size", "seed", "min_steps",
-               "max_steps", "concurrency", "workers", "budget_usd", "failure_retries")
+COLUMN_KEYS = (
+    "name",
+    "candidates_per_topic",
+    "desired_valid_per_topic",
+    "extract_batch_size",
+    "seed",
+    "min_steps",
+    "max_steps",
+    "concurrency",
+    "workers",
+    "budget_usd",
+    "failure_retries",
+)
 
 
 def _check_columns(config: dict[str, Any], source: str) -> None:
@@ -43,7 +66,7 @@ def _check_columns(config: dict[str, Any], source: str) -> None:
 def _resolve_stages(config: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
     """Load every stage's prompt (checked, hashed) and resolve its endpoint, so a run that
     cannot start fails here with a clear message instead of in a worker."""
-    from llm.endpoints import EndpointNotConfigured
+    from llm.endpoints import EndpointNotConfigured, UnknownLLMRole
     from llm.prompts import PromptError
 
     stages = {}
@@ -52,10 +75,14 @@ def _resolve_stages(config: dict[str, Any], source: str) -> dict[str, dict[str, 
         try:
             prompt = stage_prompt(stage, spec)
             endpoint = stage_endpoint(spec)
-        except (PromptError, EndpointNotConfigured, KeyError) as exc:
+        except (PromptError, EndpointNotConfigured, UnknownLLMRole) as exc:
             raise RunConfigError(f"{source}: stages.{stage}: {exc}") from exc
-        spec.update(prompt_file=prompt.path, prompt_hash=prompt.sha256, resolved_model=endpoint.model,
-                    resolved_base_url=endpoint.base_url)
+        spec.update(
+            prompt_file=prompt.path,
+            prompt_hash=prompt.sha256,
+            resolved_model=endpoint.model,
+            resolved_base_url=endpoint.base_url,
+        )
         stages[stage] = spec
     return stages
 
@@ -65,8 +92,10 @@ def _topics(corpus: Corpus, wanted: Any, source: str) -> list[Topic]:
     if wanted == "all":
         topics = list(present)
         if not topics:
-            raise RunConfigError(f"{source}: corpus {corpus.name!r} has no documents with a topic; a run samples "
-                                 "documents per topic (import the corpus with --topic-field)")
+            raise RunConfigError(
+                f"{source}: corpus {corpus.name!r} has no documents with a topic; a run samples "
+                "documents per topic (import the corpus with --topic-field)"
+            )
         return topics
     resolver = TopicResolver(create=False)
     topics = []
@@ -81,7 +110,8 @@ def _topics(corpus: Corpus, wanted: Any, source: str) -> list[Topic]:
 def _stored_config(config: dict[str, Any], text: str) -> dict[str, Any]:
     """The configuration as the run keeps it (JSON: the budget as text) with the YAML it came from."""
     return {k: (str(v) if k == "budget_usd" and v is not None else v) for k, v in config.items()} | {
-        "source_text": text}
+        "source_text": text
+    }
 
 
 def _enqueue(run: MiningRun) -> None:
@@ -92,8 +122,9 @@ def _enqueue(run: MiningRun) -> None:
 
 
 @transaction.atomic
-def mining_run_create(*, config_text: str, source: str, corpus_name: str = "", created_by: str = "",
-                      start: bool = True) -> MiningRun:
+def mining_run_create(
+    *, config_text: str, source: str, corpus_name: str = "", created_by: str = "", start: bool = True
+) -> MiningRun:
     """Create a run from a YAML configuration (see ``mining/run_configs.py``)."""
     config = mining_config_parse(config_text, source=source)
     _check_columns(config, source)
@@ -106,19 +137,31 @@ def mining_run_create(*, config_text: str, source: str, corpus_name: str = "", c
     if corpus is None:
         raise RunConfigError(f"{source}: no corpus named {name!r}")
     if MiningRun.objects.filter(name=config["name"]).exists():
-        raise RunConfigError(f"{source}: a run named {config['name']!r} exists; change its stages with "
-                             "mining_run_update_stages (mine_run with the same name) or choose another name")
+        raise RunConfigError(
+            f"{source}: a run named {config['name']!r} exists; change its stages with "
+            "mining_run_update_stages (mine_run with the same name) or choose another name"
+        )
     topics = _topics(corpus, config["topics"], source)
     config["corpus"] = corpus.name
     config["max_document_id"] = corpus.documents.aggregate(m=Max("pk"))["m"] or 0
     run = MiningRun.objects.create(
-        name=config["name"], corpus=corpus, candidates_per_topic=config["candidates_per_topic"],
-        desired_valid_per_topic=config["desired_valid_per_topic"], extract_batch_size=config["extract_batch_size"],
-        seed=config["seed"], min_steps=config["min_steps"], max_steps=config["max_steps"],
-        stages=_resolve_stages(config, source), executor=config["executor"], concurrency=config["concurrency"],
-        workers=config["workers"], budget_usd=config["budget_usd"], failure_retries=config["failure_retries"],
+        name=config["name"],
+        corpus=corpus,
+        candidates_per_topic=config["candidates_per_topic"],
+        desired_valid_per_topic=config["desired_valid_per_topic"],
+        extract_batch_size=config["extract_batch_size"],
+        seed=config["seed"],
+        min_steps=config["min_steps"],
+        max_steps=config["max_steps"],
+        stages=_resolve_stages(config, source),
+        executor=config["executor"],
+        concurrency=config["concurrency"],
+        workers=config["workers"],
+        budget_usd=config["budget_usd"],
+        failure_retries=config["failure_retries"],
         config=_stored_config(config, config_text),
-        created_by=created_by)
+        created_by=created_by,
+    )
     run.topics.set(topics)
     if start:
         _enqueue(run)
@@ -141,8 +184,10 @@ def mining_run_update_stages(*, run: MiningRun, config_text: str, source: str, s
         if key == "corpus" and not config["corpus"]:
             continue
         if config[key] != old.get(key):
-            raise RunConfigError(f"{source}: {key} differs from run {run.name!r} ({old.get(key)!r}); "
-                                 "it decides which documents the run takes: start a new run instead")
+            raise RunConfigError(
+                f"{source}: {key} differs from run {run.name!r} ({old.get(key)!r}); "
+                "it decides which documents the run takes: start a new run instead"
+            )
     stages = _resolve_stages(config, source)
     changed = [s for s in LLM_STAGES if stages[s] != run.stages[s]]
     if (config["min_steps"], config["max_steps"]) != (run.min_steps, run.max_steps):
@@ -155,8 +200,11 @@ def mining_run_update_stages(*, run: MiningRun, config_text: str, source: str, s
     run.pause_reason = run.error = ""
     run.finished_at = None
     run.save()
-    rewalk = MiningCandidate.objects.filter(run=run).exclude(status=CandidateStatus.PENDING).update(
-        status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None)
+    rewalk = (
+        MiningCandidate.objects.filter(run=run)
+        .exclude(status=CandidateStatus.PENDING)
+        .update(status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None)
+    )
     if start:
         _enqueue(run)
     return {"changed_stages": changed, "documents_rewalked": rewalk}
@@ -164,7 +212,8 @@ def mining_run_update_stages(*, run: MiningRun, config_text: str, source: str, s
 
 def mining_run_pause(*, run: MiningRun, reason: str = "paused by a user") -> None:
     MiningRun.objects.filter(pk=run.pk, status__in=[MiningRunStatus.PENDING, MiningRunStatus.RUNNING]).update(
-        status=MiningRunStatus.PAUSED, pause_reason=reason)
+        status=MiningRunStatus.PAUSED, pause_reason=reason
+    )
 
 
 def mining_run_cancel(*, run: MiningRun) -> None:
@@ -172,7 +221,8 @@ def mining_run_cancel(*, run: MiningRun) -> None:
     from llm.services import llm_job_cancel
 
     MiningRun.objects.filter(pk=run.pk).exclude(status__in=FINISHED).update(
-        status=MiningRunStatus.CANCELLED, finished_at=timezone.now())
+        status=MiningRunStatus.CANCELLED, finished_at=timezone.now()
+    )
     for job in LLMJob.objects.filter(pk__in=run.batch_job_ids or []):  # its Batch API jobs stop with it
         llm_job_cancel(job=job)
 
@@ -183,7 +233,7 @@ def mining_run_resume(*, run: MiningRun, budget_usd=None, start: bool = True) ->
     that died are released; finished stage results and ledger entries are reused."""
     run = MiningRun.objects.select_for_update().get(pk=run.pk)
     if run.status in (*FINISHED, MiningRunStatus.CANCELLED):
-        raise ValueError(f"run {run.name!r} is {run.status}; it cannot be resumed (Retry failed asks its failures again)")
+        raise Conflict(f"run {run.name!r} is {run.status}; it cannot be resumed (Retry failed asks its failures again)")
     if budget_usd is not None:
         run.budget_usd = budget_usd
     run.status = MiningRunStatus.PENDING
@@ -201,14 +251,16 @@ def mining_run_retry_failures(*, run: MiningRun, start: bool = True) -> int:
     """Ask again for every document whose stage call failed (never reusing the failed answer)."""
     run = MiningRun.objects.select_for_update().get(pk=run.pk)
     if run.status in (MiningRunStatus.RUNNING, MiningRunStatus.PENDING):
-        raise ValueError(f"run {run.name!r} is {run.status}; failures are retried when it has stopped")
+        raise Conflict(f"run {run.name!r} is {run.status}; failures are retried when it has stopped")
     if run.status == MiningRunStatus.CANCELLED:
-        raise ValueError(f"run {run.name!r} was cancelled")
+        raise Conflict(f"run {run.name!r} was cancelled")
     n = MiningCandidate.objects.filter(run=run, status=CandidateStatus.FAILED).update(
-        status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None)
+        status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None
+    )
     if n:
-        MiningRun.objects.filter(pk=run.pk).update(status=MiningRunStatus.PENDING, finished_at=None, pause_reason="",
-                                                   error="", breaker={})
+        MiningRun.objects.filter(pk=run.pk).update(
+            status=MiningRunStatus.PENDING, finished_at=None, pause_reason="", error="", breaker={}
+        )
         if start:
             _enqueue(run)
     return n
@@ -230,8 +282,14 @@ def mining_reference_inputs_import(*, config: dict[str, Any], corpus_name: str =
     if not inputs:
         return name
     try:
-        corpus_import(name=name, path=inputs["path"], fields=DocumentFields(**inputs["fields"]),
-                      include=inputs["include"] or None, create_topics=True, fixed_topic=inputs["fixed_topic"])
+        corpus_import(
+            name=name,
+            path=inputs["path"],
+            fields=DocumentFields(**inputs["fields"]),
+            include=inputs["include"] or None,
+            create_topics=True,
+            fixed_topic=inputs["fixed_topic"],
+        )
     except FileNotFoundError as exc:
         raise RunConfigError(f"inputs.path: {inputs['path']}: no such file or folder") from exc
     except CorpusImportFailed as exc:
@@ -260,8 +318,13 @@ def mining_reference_export(*, run: MiningRun) -> list[str]:
     per_shard = max(1, -(-n // shards))
     while True:  # records differ in size: shrink the shards until every one fits
         total = -(-n // per_shard)
-        procedure_export(output=output, fmt=export["format"], shape=HOW2MINE_SCHEMA_VERSION, mining_run=run.name,
-                         shard_size=per_shard)
+        procedure_export(
+            output=output,
+            fmt=export["format"],
+            shape=HOW2MINE_SCHEMA_VERSION,
+            mining_run=run.name,
+            shard_size=per_shard,
+        )
         paths = [shard_path(output, i, total) for i in range(total)]
         if per_shard == 1 or all(p.stat().st_size <= limit for p in paths):
             break

@@ -1,6 +1,10 @@
 """Pages of mining runs: the list, the launch form (admins), the live run page with the
 funnel, costs and errors, the rejected-documents browser, and one document's stages."""
+
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -17,11 +21,19 @@ from mining.charts import mining_funnel_chart
 from mining.forms import DEFAULT_RUN_CONFIG, MiningRunForm
 from mining.models import CandidateStatus, MiningRun
 from mining.run_selectors import (
-    mining_candidate_get, mining_candidate_list, mining_run_list_states, mining_run_progress, mining_run_state,
+    mining_candidate_get,
+    mining_candidate_list,
+    mining_run_list_states,
+    mining_run_progress,
+    mining_run_state,
     stage_result_list,
 )
 from mining.run_services import (
-    mining_run_cancel, mining_run_create, mining_run_pause, mining_run_resume, mining_run_retry_failures,
+    mining_run_cancel,
+    mining_run_create,
+    mining_run_pause,
+    mining_run_resume,
+    mining_run_retry_failures,
     mining_run_update_stages,
 )
 from mining.stages import PIPELINE
@@ -43,8 +55,12 @@ def mining_run_launch(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "mining/run_list.html", {"runs": mining_run_list_states(), "form": form}, status=400)
     try:
-        run = mining_run_create(config_text=form.cleaned_data["config"], source="the configuration",
-                                corpus_name=form.cleaned_data["corpus"].name, created_by=request.user.get_username())
+        run = mining_run_create(
+            config_text=form.cleaned_data["config"],
+            source="the configuration",
+            corpus_name=form.cleaned_data["corpus"].name,
+            created_by=request.user.get_username(),
+        )
     except RunConfigError as exc:
         form.add_error("config", str(exc))
         return render(request, "mining/run_list.html", {"runs": mining_run_list_states(), "form": form}, status=400)
@@ -56,23 +72,36 @@ def mining_run_launch(request: HttpRequest) -> HttpResponse:
 def mining_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(MiningRun.objects.select_related("corpus"), pk=pk)
     progress = mining_run_progress(run)
-    return render(request, "mining/run_detail.html", {
-        "run": run, "progress": progress, "state": mining_run_state(run), "active": run.status in ACTIVE,
-        "chart": mining_funnel_chart(progress["funnel"], progress["totals"]["sampled"]),
-        "stage_form": MiningRunForm(initial={"corpus": run.corpus, "config": run.config.get("source_text", "")}),
-    })
+    return render(
+        request,
+        "mining/run_detail.html",
+        {
+            "run": run,
+            "progress": progress,
+            "state": mining_run_state(run),
+            "active": run.status in ACTIVE,
+            "chart": mining_funnel_chart(progress["funnel"], progress["totals"]["sampled"]),
+            "stage_form": MiningRunForm(initial={"corpus": run.corpus, "config": run.config.get("source_text", "")}),
+        },
+    )
 
 
 @admin_required
 @require_POST
 def mining_run_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     run = get_object_or_404(MiningRun, pk=pk)
-    actions = {"pause": mining_run_pause, "resume": mining_run_resume, "cancel": mining_run_cancel,
-               "retry-failures": mining_run_retry_failures}
+    actions: dict[str, Callable[..., Any]] = {
+        "pause": mining_run_pause,
+        "resume": mining_run_resume,
+        "cancel": mining_run_cancel,
+        "retry-failures": mining_run_retry_failures,
+    }
     if action not in actions:
         return HttpResponseBadRequest("unknown action")
     if action == "cancel":
-        refusal = refuse_unconfirmed(request, what=f"mining run {run.name}", back_url=reverse("mining_run_detail", args=[run.pk]))
+        refusal = refuse_unconfirmed(
+            request, what=f"mining run {run.name}", back_url=reverse("mining_run_detail", args=[run.pk])
+        )
         if refusal is not None:
             return refusal
     try:
@@ -90,14 +119,18 @@ def mining_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
 def mining_run_change_stages(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(MiningRun, pk=pk)
     try:
-        report = mining_run_update_stages(run=run, config_text=request.POST.get("config", ""),
-                                          source="the configuration")
+        report = mining_run_update_stages(
+            run=run, config_text=request.POST.get("config", ""), source="the configuration"
+        )
     except RunConfigError as exc:
         messages.error(request, f"Nothing changed: {exc}")
     else:
         changed = ", ".join(report["changed_stages"]) or "no stage"
-        messages.success(request, f"{run.name}: {changed} changed; {report['documents_rewalked']} documents are "
-                                  "walked again (unchanged stages keep their results).")
+        messages.success(
+            request,
+            f"{run.name}: {changed} changed; {report['documents_rewalked']} documents are "
+            "walked again (unchanged stages keep their results).",
+        )
     return redirect("mining_run_detail", pk=run.pk)
 
 
@@ -111,10 +144,19 @@ def mining_run_documents(request: HttpRequest, pk: int) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     query["status"] = filters["status"]
-    return render(request, "mining/run_documents.html", {
-        "run": run, "page": page, "filters": filters, "query": query.urlencode(), "stages": PIPELINE,
-        "statuses": CandidateStatus.choices, "topics": run.topics.order_by("position", "name"),
-    })
+    return render(
+        request,
+        "mining/run_documents.html",
+        {
+            "run": run,
+            "page": page,
+            "filters": filters,
+            "query": query.urlencode(),
+            "stages": PIPELINE,
+            "statuses": CandidateStatus.choices,
+            "topics": run.topics.order_by("position", "name"),
+        },
+    )
 
 
 @researcher_required
@@ -123,5 +165,8 @@ def mining_run_document(request: HttpRequest, pk: int, candidate_pk: int) -> Htt
     candidate = mining_candidate_get(run=run, pk=candidate_pk)
     if candidate is None:
         return render(request, "404.html", status=404)
-    return render(request, "mining/run_document.html", {
-        "run": run, "candidate": candidate, "results": stage_result_list(candidate=candidate)})
+    return render(
+        request,
+        "mining/run_document.html",
+        {"run": run, "candidate": candidate, "results": stage_result_list(candidate=candidate)},
+    )

@@ -1,7 +1,9 @@
 """Reads of the mining app."""
+
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING, TypedDict
 
 from django.db.models import Count, Q, QuerySet, TextField
 from django.db.models.functions import Cast
@@ -9,7 +11,20 @@ from django.db.models.functions import Cast
 from mining.models import Corpus, CorpusImport, Document, Procedure, Split, SplitReport, Topic
 
 
-def topic_list() -> QuerySet[Topic]:
+class TopicCounts(TypedDict):
+    """The procedure counts ``topic_list`` annotates each topic with."""
+
+    n_procedures: int
+    n_bench: int
+    n_train: int
+    n_constrained: int
+
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+def topic_list() -> QuerySet[WithAnnotations[Topic, TopicCounts]]:
     return Topic.objects.annotate(
         n_procedures=Count("procedures"),
         n_bench=Count("procedures", filter=Q(procedures__split=Split.BENCH)),
@@ -42,15 +57,17 @@ def procedure_counts_by_topic_and_split() -> list[dict]:
     """One row per topic: its name, slug and the number of procedures in each split."""
     rows = []
     for topic in topic_list():
-        rows.append({
-            "topic": topic.name,
-            "slug": topic.slug,
-            Split.BENCH.value: topic.n_bench,
-            Split.TRAIN.value: topic.n_train,
-            Split.CONSTRAINED.value: topic.n_constrained,
-            Split.NONE.value: topic.n_procedures - topic.n_bench - topic.n_train - topic.n_constrained,
-            "total": topic.n_procedures,
-        })
+        rows.append(
+            {
+                "topic": topic.name,
+                "slug": topic.slug,
+                Split.BENCH.value: topic.n_bench,
+                Split.TRAIN.value: topic.n_train,
+                Split.CONSTRAINED.value: topic.n_constrained,
+                Split.NONE.value: topic.n_procedures - topic.n_bench - topic.n_train - topic.n_constrained,
+                "total": topic.n_procedures,
+            }
+        )
     return rows
 
 
@@ -74,8 +91,11 @@ def document_list(*, corpus: Corpus, q: str = "", topic: str = "") -> QuerySet[D
 
 def document_counts_by_topic(*, corpus: Corpus) -> list[dict]:
     """One row per topic that has documents in the corpus (and one for documents without a topic)."""
-    counts = dict(
-        Document.objects.filter(corpus=corpus).order_by().values("topic_id").annotate(n=Count("id"))
+    counts: dict[int | None, int] = dict(
+        Document.objects.filter(corpus=corpus)
+        .order_by()
+        .values("topic_id")
+        .annotate(n=Count("id"))
         .values_list("topic_id", "n")
     )
     rows = [

@@ -1,4 +1,5 @@
 """Writes of the mining app: topics and procedures (import, export), corpora, the bench/train split."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,16 @@ from django.db import reset_queries, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from core.stored_values import StrictJSONError, check_field_value, check_stored_values
+from core.app_errors import InvalidInput
+from core.record_files import (
+    ReadLimits,
+    RecordError,
+    atomic_output,
+    file_kind,
+    iter_records,
+    output_problem,
+)
+from core.stored_values import StrictJSONError, check_field_value, check_stored_values, max_length_of
 from mining.constants import (
     BENCH_PER_TOPIC,
     CORPUS_IMPORT_BATCH_SIZE,
@@ -40,24 +50,15 @@ from mining.models import (
     text_hash,
 )
 from mining.procedure_records import (
-    HOW2MINE_SCHEMA_VERSION,
-    ProcedureRecord,
-    RecordFieldError,
-    parse_procedure_record,
     EXAMPLE_SCHEMA_VERSION,
+    HOW2MINE_SCHEMA_VERSION,
     MINING_STAGES_KEY,
     NO_TOPIC,
+    ProcedureRecord,
+    parse_procedure_record,
     to_example,
     to_flat,
     to_how2mine,
-)
-from mining.record_files import (
-    ReadLimits,
-    RecordFileError,
-    atomic_output,
-    file_kind,
-    iter_records,
-    output_problem,
 )
 from mining.split_dedup import nearest_train, procedure_text, select_benchmark
 from mining.uploads import upload_runs_in_background, upload_save, upload_storage
@@ -96,12 +97,12 @@ class TopicResolver:
             self.by_key[topic.slug] = topic
 
     def resolve(self, name: str, *, label: str = "topic") -> Topic | None:
-        """The topic ``name`` names; raises ``RecordFieldError(label, ...)`` for a name that
+        """The topic ``name`` names; raises ``RecordError`` (its field ``label``) for a name that
         could not be stored (too long, NUL), before it reaches the database."""
         try:
             check_stored_values(Topic, {"name": name}, labels={"name": label})
         except StrictJSONError as exc:
-            raise RecordFieldError(exc.field, exc.message) from exc
+            raise RecordError(None, None, exc.field, exc.message) from exc
         topic = self.by_key.get(name.casefold()) or self.by_key.get(slugify(name))
         if topic is None and (self.create or name == NO_TOPIC):  # topic-less records: always accepted
             topic = Topic.objects.create(name=name, slug=self._free_slug(name), position=1000)
@@ -110,7 +111,7 @@ class TopicResolver:
         return topic
 
     def _free_slug(self, name: str) -> str:
-        base = (slugify(name) or "topic")[:Topic._meta.get_field("slug").max_length - 10].strip("-") or "topic"
+        base = (slugify(name) or "topic")[: max_length_of(Topic, "slug") - 10].strip("-") or "topic"
         slug, n = base, 1
         while Topic.objects.filter(slug=slug).exists():
             n += 1
@@ -122,17 +123,21 @@ class TopicResolver:
 
 
 def procedure_import(
-    *, path: str | Path, split: str | None = None, topic_field: str = "topic", create_topics: bool = False,
+    *,
+    path: str | Path,
+    split: str | None = None,
+    topic_field: str = "topic",
+    create_topics: bool = False,
     collect_ids: bool = False,
 ) -> ImportResult:
     """Import every procedure of one file, all or nothing. With ``collect_ids``, the result
     names the file's procedures (for a run over exactly that file); without it memory stays
     flat whatever the file's size.
 
-    Raises ``RecordFileError`` naming the file, the line (or row) and the field of the
+    Raises ``RecordError`` naming the file, the line (or row) and the field of the
     first bad record; the database is then exactly as it was before the call."""
     if split is not None and split not in Split.values:
-        raise ValueError(f"split must be one of {', '.join(Split.values)}")
+        raise InvalidInput(f"split must be one of {', '.join(Split.values)}")
     created = existing = 0
     identities: dict[str, None] = {}  # file order, each once
     with transaction.atomic():
@@ -143,14 +148,14 @@ def procedure_import(
                 record = parse_procedure_record(raw, topic_field=topic_field)
                 _check_procedure_storable(record)
                 topic = topics.resolve(record.topic, label=record.label("topic"))
-            except RecordFieldError as exc:
-                raise RecordFileError(path, position, exc.message, exc.field) from exc
+            except RecordError as exc:
+                raise exc.at(path, position) from exc
             if topic is None:
-                raise RecordFileError(
-                    path, position,
-                    f"unknown topic {record.topic!r} (known: {topics.known()}); "
-                    "pass --create-topics to create it",
+                raise RecordError(
+                    path,
+                    position,
                     topic_field,
+                    f"unknown topic {record.topic!r} (known: {topics.known()}); pass --create-topics to create it",
                 )
             batch.append(_procedure_from_record(record, topic, split))
             if collect_ids:
@@ -165,25 +170,29 @@ def procedure_import(
     if collect_ids:
         order = list(identities)
         for start in range(0, len(order), IMPORT_BATCH_SIZE):
-            chunk = order[start:start + IMPORT_BATCH_SIZE]
+            chunk = order[start : start + IMPORT_BATCH_SIZE]
             by_identity = dict(Procedure.objects.filter(identity__in=chunk).values_list("identity", "id"))
             procedure_ids += [by_identity[identity] for identity in chunk]
-    return ImportResult(path=str(path), created=created + n_created, existing=existing + n_existing,
-                        procedure_ids=tuple(procedure_ids))
+    return ImportResult(
+        path=str(path), created=created + n_created, existing=existing + n_existing, procedure_ids=tuple(procedure_ids)
+    )
 
 
 def _check_procedure_storable(record: ProcedureRecord) -> None:
     """Every value of ``record`` fits its column (lengths, NUL, JSON values); raises
-    ``RecordFieldError`` naming the field as the file calls it."""
+    ``RecordError`` naming the field as the file calls it."""
     names = ("source_example_id", "goal", "steps", "resources", "source_url")
     try:
-        check_stored_values(Procedure, {name: getattr(record, name) for name in names},
-                            labels={name: record.label(name) for name in names})
+        check_stored_values(
+            Procedure,
+            {name: getattr(record, name) for name in names},
+            labels={name: record.label(name) for name in names},
+        )
         provenance = Procedure._meta.get_field("provenance")
         for key, value in record.provenance.items():
             check_field_value(provenance, value, label=record.label(key))
     except StrictJSONError as exc:
-        raise RecordFieldError(exc.field, exc.message) from exc
+        raise RecordError(None, None, exc.field, exc.message) from exc
 
 
 def _procedure_from_record(record: ProcedureRecord, topic: Topic, split: str | None) -> Procedure:
@@ -230,9 +239,16 @@ def _records(procedures: Iterable[Procedure]) -> Iterator[ProcedureRecord]:
             provenance = dict(p.provenance or {})
             if provenance.get("document_id") in texts and not provenance.get("source_text"):
                 provenance["source_text"] = texts[provenance["document_id"]]
-            yield ProcedureRecord(source_example_id=p.source_example_id, topic=p.topic.name, goal=p.goal,
-                                  steps=p.steps, resources=p.resources, source_url=p.source_url, split=p.split,
-                                  provenance=provenance)
+            yield ProcedureRecord(
+                source_example_id=p.source_example_id,
+                topic=p.topic.name,
+                goal=p.goal,
+                steps=p.steps,
+                resources=p.resources,
+                source_url=p.source_url,
+                split=p.split,
+                provenance=provenance,
+            )
 
     for procedure in procedures:
         chunk.append(procedure)
@@ -252,8 +268,14 @@ def shard_path(output: str | Path, index: int, total: int) -> Path:
 
 
 def procedure_export(
-    *, output: str | Path, split: str | None = None, fmt: str = "jsonl", shape: str = "flat", topic: str | None = None,
-    mining_run: str | None = None, shard_size: int | None = None,
+    *,
+    output: str | Path,
+    split: str | None = None,
+    fmt: str = "jsonl",
+    shape: str = "flat",
+    topic: str | None = None,
+    mining_run: str | None = None,
+    shard_size: int | None = None,
 ) -> int:
     """Write procedures to ``output`` and return how many were written.
 
@@ -262,11 +284,11 @@ def procedure_export(
     ``shard_size`` the records go to numbered shards of at most that many records each
     (:func:`shard_path`); if one shard fails, the shards already written are removed."""
     if fmt not in EXPORT_FORMATS:
-        raise ValueError(f"format must be one of {', '.join(EXPORT_FORMATS)}")
+        raise InvalidInput(f"format must be one of {', '.join(EXPORT_FORMATS)}")
     if shape not in EXPORT_SHAPES:
-        raise ValueError(f"shape must be one of {', '.join(EXPORT_SHAPES)}")
+        raise InvalidInput(f"shape must be one of {', '.join(EXPORT_SHAPES)}")
     if shard_size is not None and shard_size < 1:
-        raise ValueError("shard size must be at least 1 record")
+        raise InvalidInput("shard size must be at least 1 record")
     queryset = Procedure.objects.select_related("topic").order_by("id")
     if split:
         queryset = queryset.filter(split=split)
@@ -282,7 +304,7 @@ def procedure_export(
     written: list[Path] = []
     try:
         for index in range(total):
-            part = ids[index * shard_size:(index + 1) * shard_size]
+            part = ids[index * shard_size : (index + 1) * shard_size]
             path = shard_path(output, index, total)
             _export_file(path, queryset.filter(id__in=part).iterator(chunk_size=IMPORT_BATCH_SIZE), fmt, shape)
             written.append(path)
@@ -316,27 +338,49 @@ def _parquet_schema(shape: str):
 
     strings = pa.list_(pa.string())
     if shape == "flat":
-        return pa.schema([
-            ("source_example_id", pa.string()), ("topic", pa.string()), ("goal", pa.string()),
-            ("steps", strings), ("resources", strings), ("url", pa.string()), ("source_url", pa.string()),
-            ("split", pa.string()),
-        ])
+        return pa.schema(
+            [
+                ("source_example_id", pa.string()),
+                ("topic", pa.string()),
+                ("goal", pa.string()),
+                ("steps", strings),
+                ("resources", strings),
+                ("url", pa.string()),
+                ("source_url", pa.string()),
+                ("split", pa.string()),
+            ]
+        )
     if shape == EXAMPLE_SCHEMA_VERSION:
-        return pa.schema([
-            ("schema_version", pa.string()), ("source_example_id", pa.string()), ("url", pa.string()),
-            ("source_text", pa.string()), ("topic", pa.string()), ("goal", pa.string()), ("resources", strings),
-            ("steps", strings), ("split", pa.string()),
-        ])
-    return pa.schema([
-        ("schema_version", pa.string()),
-        ("source_example", pa.struct([("id", pa.string()), ("text", pa.string()), ("url", pa.string()), ("topic", pa.string())])),
-        # Stage outputs differ from stage to stage and run to run, so a fixed Parquet schema
-        # keeps them as JSON text; the importer decodes JSON text in any nested field.
-        ("processed_example", pa.string()),
-        ("final_procedure", pa.struct([("goal", pa.string()), ("steps", strings), ("resources", strings)])),
-        (MINING_STAGES_KEY, pa.string()), ("mining_run", pa.string()), ("prompt_hashes", pa.string()),
-        ("split", pa.string()),
-    ])
+        return pa.schema(
+            [
+                ("schema_version", pa.string()),
+                ("source_example_id", pa.string()),
+                ("url", pa.string()),
+                ("source_text", pa.string()),
+                ("topic", pa.string()),
+                ("goal", pa.string()),
+                ("resources", strings),
+                ("steps", strings),
+                ("split", pa.string()),
+            ]
+        )
+    return pa.schema(
+        [
+            ("schema_version", pa.string()),
+            (
+                "source_example",
+                pa.struct([("id", pa.string()), ("text", pa.string()), ("url", pa.string()), ("topic", pa.string())]),
+            ),
+            # Stage outputs differ from stage to stage and run to run, so a fixed Parquet schema
+            # keeps them as JSON text; the importer decodes JSON text in any nested field.
+            ("processed_example", pa.string()),
+            ("final_procedure", pa.struct([("goal", pa.string()), ("steps", strings), ("resources", strings)])),
+            (MINING_STAGES_KEY, pa.string()),
+            ("mining_run", pa.string()),
+            ("prompt_hashes", pa.string()),
+            ("split", pa.string()),
+        ]
+    )
 
 
 def _write_parquet(handle, records: Iterator[dict], shape: str, *, arrow: bool = False) -> int:
@@ -345,11 +389,14 @@ def _write_parquet(handle, records: Iterator[dict], shape: str, *, arrow: bool =
     import pyarrow.parquet as pq
 
     schema = _parquet_schema(shape)
-    json_columns = ("processed_example", MINING_STAGES_KEY, "mining_run", "prompt_hashes") \
-        if shape == HOW2MINE_SCHEMA_VERSION else ()
+    json_columns = (
+        ("processed_example", MINING_STAGES_KEY, "mining_run", "prompt_hashes")
+        if shape == HOW2MINE_SCHEMA_VERSION
+        else ()
+    )
     count = 0
     chunk: list[dict] = []
-    with (pa.ipc.new_file(handle, schema) if arrow else pq.ParquetWriter(handle, schema)) as writer:
+    with pa.ipc.new_file(handle, schema) if arrow else pq.ParquetWriter(handle, schema) as writer:
         for record in records:
             for key in json_columns:
                 if key in record:
@@ -369,7 +416,7 @@ def _write_parquet(handle, records: Iterator[dict], shape: str, *, arrow: bool =
 class CorpusImportFailed(Exception):
     """Bad rows without ``skip_bad``: nothing was imported. ``report`` lists them."""
 
-    def __init__(self, report: "CorpusImportReport"):
+    def __init__(self, report: CorpusImportReport):
         self.report = report
         super().__init__(f"{report.bad} bad row{'s' if report.bad != 1 else ''}; nothing was imported")
 
@@ -439,14 +486,14 @@ def corpus_import(
     its file, line and field. Without ``skip_bad`` one bad row means nothing is stored
     (the whole import is one transaction) and ``CorpusImportFailed`` carries the report;
     an unreadable file (malformed JSON or CSV, truncated compression) raises
-    ``RecordFileError`` and stores nothing, with or without ``skip_bad``.
+    ``RecordError`` and stores nothing, with or without ``skip_bad``.
 
     ``fixed_topic`` (created if needed) is every document's topic, whatever its row
     says: the reference configurations' no-topics mode mines all documents as one topic."""
     name = _corpus_name_checked(name, description)
     files = corpus_files(path, include)
     if not files:
-        raise ValueError(f"{path}: no record files" + (f" matching {include!r}" if include else ""))
+        raise InvalidInput(f"{path}: no record files" + (f" matching {include!r}" if include else ""))
     report = CorpusImportReport(corpus=name, files=[str(f) for f in files], skip_bad=skip_bad)
     with transaction.atomic():
         corpus, created = Corpus.objects.get_or_create(name=name, defaults={"description": description})
@@ -465,13 +512,22 @@ def corpus_import(
                     record = parse_document_record(raw, fields)
                     _check_document_storable(record, fields)
                     topic = the_topic or _document_topic(record, topics, fields)
-                except RecordFieldError as exc:
-                    report.add_bad(str(RecordFileError(file, position, exc.message, exc.field)))
+                except RecordError as exc:
+                    report.add_bad(str(exc.at(file, position)))
                     continue
-                batch.append((f"{file}, {position}", Document(
-                    corpus=corpus, doc_id=record.doc_id, url=record.url, topic=topic,
-                    text=record.text, text_hash=text_hash(record.text),
-                )))
+                batch.append(
+                    (
+                        f"{file}, {position}",
+                        Document(
+                            corpus=corpus,
+                            doc_id=record.doc_id,
+                            url=record.url,
+                            topic=topic,
+                            text=record.text,
+                            text_hash=text_hash(record.text),
+                        ),
+                    )
+                )
                 if len(batch) >= CORPUS_IMPORT_BATCH_SIZE:
                     report.created += _documents_insert(corpus, batch, report, stored_before)
                     batch = []
@@ -488,10 +544,13 @@ def corpus_import(
 
 def _check_document_storable(record: DocumentRecord, fields: DocumentFields) -> None:
     try:
-        check_stored_values(Document, {"doc_id": record.doc_id, "url": record.url, "text": record.text},
-                            labels={"doc_id": fields.id, "url": fields.url, "text": fields.text})
+        check_stored_values(
+            Document,
+            {"doc_id": record.doc_id, "url": record.url, "text": record.text},
+            labels={"doc_id": fields.id, "url": fields.url, "text": fields.text},
+        )
     except StrictJSONError as exc:
-        raise RecordFieldError(exc.field, exc.message) from exc
+        raise RecordError(None, None, exc.field, exc.message) from exc
 
 
 def _document_topic(record: DocumentRecord, topics: TopicResolver, fields: DocumentFields) -> Topic | None:
@@ -499,8 +558,12 @@ def _document_topic(record: DocumentRecord, topics: TopicResolver, fields: Docum
         return None
     topic = topics.resolve(record.topic, label=fields.topic)
     if topic is None:
-        raise RecordFieldError(fields.topic, f"unknown topic {record.topic!r} (not a topic name or slug; "
-                                             "create topics to accept it)")
+        raise RecordError(
+            None,
+            None,
+            fields.topic,
+            f"unknown topic {record.topic!r} (not a topic name or slug; create topics to accept it)",
+        )
     return topic
 
 
@@ -529,11 +592,11 @@ def _corpus_name_checked(name: str, description: str) -> str:
     """The stripped name, or ``ValueError`` naming the field that cannot be stored."""
     name = (name or "").strip()
     if not name:
-        raise ValueError("a corpus needs a name")
+        raise InvalidInput("a corpus needs a name")
     try:
         check_stored_values(Corpus, {"name": name, "description": description})
     except StrictJSONError as exc:
-        raise ValueError(f"{exc.field}: {exc.message}") from exc
+        raise InvalidInput(f"{exc.field}: {exc.message}") from exc
     return name
 
 
@@ -561,18 +624,25 @@ def corpus_upload_create(
     a web worker never spends more than a small file's worth of work on an upload
     (``mining/uploads.py``)."""
     original = Path(upload.name or "").name
-    file_kind(original)  # raises RecordFileError for a file type we cannot read
+    file_kind(original)  # raises RecordError for a file type we cannot read
     name = _corpus_name_checked(name, description)
     storage = corpus_upload_storage()
     stored = upload_save(storage, upload)
     background = upload_runs_in_background(storage.path(stored))
     options = {
-        "fields": asdict(fields), "skip_bad": skip_bad, "create_topics": create_topics, "description": description,
+        "fields": asdict(fields),
+        "skip_bad": skip_bad,
+        "create_topics": create_topics,
+        "description": description,
     }
     with transaction.atomic():
         job = CorpusImport.objects.create(
-            corpus_name=name, file_name=stored, original_name=original[:500],
-            size_bytes=upload.size or 0, options=options, created_by=user[:150],
+            corpus_name=name,
+            file_name=stored,
+            original_name=original[:500],
+            size_bytes=upload.size or 0,
+            options=options,
+            created_by=user[:150],
         )
         if background:
             from mining.tasks import corpus_import_run_task
@@ -598,19 +668,24 @@ def corpus_import_run(*, corpus_import_id: int) -> CorpusImport:
     status, report, error, corpus = CorpusImportStatus.FAILED, {}, "", None
     try:
         result = corpus_import(
-            name=job.corpus_name, path=storage.path(job.file_name), fields=DocumentFields(**options.get("fields", {})),
-            skip_bad=bool(options.get("skip_bad")), create_topics=bool(options.get("create_topics")),
+            name=job.corpus_name,
+            path=storage.path(job.file_name),
+            fields=DocumentFields(**options.get("fields", {})),
+            skip_bad=bool(options.get("skip_bad")),
+            create_topics=bool(options.get("create_topics")),
             description=options.get("description", ""),
         )
     except CorpusImportFailed as exc:
         report = exc.report.as_dict()
         error = str(exc)
-    except (RecordFileError, ValueError, FileNotFoundError) as exc:
+    except (RecordError, ValueError, FileNotFoundError) as exc:
         error = str(exc).replace(storage.path(job.file_name), job.original_name)
     except Exception as exc:  # noqa: BLE001 - the row must never stay "running"
         logger.exception("corpus import %s stopped on an unexpected error", job.pk)
-        error = (f"the import stopped on an unexpected error ({exc.__class__.__name__}); nothing was imported "
-                 "(the server log has the details)")
+        error = (
+            f"the import stopped on an unexpected error ({exc.__class__.__name__}); nothing was imported "
+            "(the server log has the details)"
+        )
     else:
         status, report = CorpusImportStatus.DONE, result.as_dict()
         corpus = Corpus.objects.get(name=job.corpus_name)
@@ -654,18 +729,21 @@ def procedure_split(
     JSON report file are written together (the file appears only when complete, and a
     failure leaves every split as it was)."""
     if per_topic < 0:
-        raise ValueError("per_topic must not be negative")
+        raise InvalidInput("per_topic must not be negative")
     if not 0.0 <= tau <= 1.0:
-        raise ValueError("tau must be between 0 and 1")
+        raise InvalidInput("tau must be between 0 and 1")
     if report_path is not None:
         problem = output_problem(report_path)
         if problem:
-            raise ValueError(problem)
+            raise InvalidInput(problem)
     # Constrained procedures (CoScript) are a slice of their own and keep their split.
-    rows = list(Procedure.objects.exclude(split=Split.CONSTRAINED).order_by("id")
-                .values_list("id", "topic__name", "goal", "steps"))
+    rows = list(
+        Procedure.objects.exclude(split=Split.CONSTRAINED)
+        .order_by("id")
+        .values_list("id", "topic__name", "goal", "steps")
+    )
     if not rows:
-        raise ValueError("there are no procedures to split")
+        raise InvalidInput("there are no procedures to split")
     model_name = configured_model_name(embedding_model or getattr(settings, "EMBEDDING_MODEL", ""))
     vectors = embed_texts((procedure_text(goal, steps) for _, _, goal, steps in rows), model=model_name)
     ids = [row[0] for row in rows]
@@ -676,23 +754,36 @@ def procedure_split(
     )
     neighbours = nearest_train(vectors, selection.bench, selection.train, block_rows=block_rows)
     records = [
-        {"procedure_id": ids[b], "topic": topics[b],
-         "nearest_train_id": ids[t] if t >= 0 else None, "cosine": None if c is None else round(c, 6)}
+        {
+            "procedure_id": ids[b],
+            "topic": topics[b],
+            "nearest_train_id": ids[t] if t >= 0 else None,
+            "cosine": None if c is None else round(c, 6),
+        }
         for b, (t, c) in zip(selection.bench, neighbours)
     ]
     dropped = []
     for d in selection.dropped:
         other, cosine = selection.candidate_neighbour[d]
-        dropped.append({"procedure_id": ids[d], "topic": topics[d], "nearest_id": ids[other], "cosine": round(cosine, 6)})
+        dropped.append(
+            {"procedure_id": ids[d], "topic": topics[d], "nearest_id": ids[other], "cosine": round(cosine, 6)}
+        )
     topic_rows = [{"topic": topic, **counts} for topic, counts in selection.per_topic.items()]
     with transaction.atomic():
         for split, members in ((Split.TRAIN, selection.train), (Split.BENCH, selection.bench)):
             for start in range(0, len(members), 900):  # SQLite's historical limit of bound variables
-                chunk = [ids[i] for i in members[start:start + 900]]
+                chunk = [ids[i] for i in members[start : start + 900]]
                 Procedure.objects.filter(id__in=chunk).update(split=split)
         report = SplitReport.objects.create(
-            embedding_model=model_name, per_topic=per_topic, seed=seed, tau=tau, n_procedures=len(ids),
-            n_bench=len(selection.bench), n_train=len(selection.train), topics=topic_rows, records=records,
+            embedding_model=model_name,
+            per_topic=per_topic,
+            seed=seed,
+            tau=tau,
+            n_procedures=len(ids),
+            n_bench=len(selection.bench),
+            n_train=len(selection.train),
+            topics=topic_rows,
+            records=records,
             dropped=dropped,
         )
         target = Path(report_path) if report_path else Path(settings.VAR_DIR) / "splits" / f"split-{report.pk}.json"

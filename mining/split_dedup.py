@@ -19,6 +19,7 @@ training unless it is itself selected, and two near-duplicates in the benchmark 
 better. The rule drops both sides of a near-duplicate pair, does not depend on the order
 in which candidates are examined, and guarantees that every benchmark procedure's
 nearest training procedure is at or below tau."""
+
 from __future__ import annotations
 
 import zlib
@@ -114,13 +115,16 @@ def top_neighbours(
             own = exclude[start:stop]
             mask = own >= 0
             sims[rows[mask], own[mask]] = -np.inf
-        if query_groups is not None:
+        if query_groups is not None and corpus_groups is not None:  # both or neither (checked above)
             sims[query_groups[start:stop, None] == corpus_groups[None, :]] = -np.inf
         if width == 1:
             top = np.argmax(sims, axis=1)[:, None]
         else:
-            top = np.argpartition(-sims, width - 1, axis=1)[:, :width] if width < n_corpus else np.tile(
-                np.arange(n_corpus), (stop - start, 1))
+            top = (
+                np.argpartition(-sims, width - 1, axis=1)[:, :width]
+                if width < n_corpus
+                else np.tile(np.arange(n_corpus), (stop - start, 1))
+            )
             order = np.argsort(-np.take_along_axis(sims, top, axis=1), axis=1, kind="stable")
             top = np.take_along_axis(top, order, axis=1)
         best_index[start:stop, :width] = top
@@ -179,7 +183,7 @@ def select_benchmark(
         batch: list[tuple[str, int]] = []
         for topic in sorted(members):
             need = per_topic - len(chosen[topic])
-            take = queues[topic][cursor[topic]:cursor[topic] + max(need, 0)]
+            take = queues[topic][cursor[topic] : cursor[topic] + max(need, 0)]
             cursor[topic] += len(take)
             batch += [(topic, index) for index in take]
         if not batch:
@@ -206,7 +210,10 @@ def select_benchmark(
         for topic in sorted(members)
     }
     return Selection(
-        bench=bench, train=train, per_topic=summary, candidate_neighbour=neighbour,
+        bench=bench,
+        train=train,
+        per_topic=summary,
+        candidate_neighbour=neighbour,
         dropped=sorted(i for indices in dropped.values() for i in indices),
     )
 

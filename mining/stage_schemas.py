@@ -21,6 +21,7 @@ Stages, their prompt files (``mining/prompts/<stage>.txt``) and their answers
   q in correctness, sequential, no_specific_entity, goal_steps_alignment; the procedure
   is kept only when all four answers are "yes".
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -38,7 +39,12 @@ PROMPT_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "final_validation": frozenset({"goal", "resources", "steps"}),
 }
 
-FINAL_VALIDATION_QUESTIONS: tuple[str, ...] = ("correctness", "sequential", "no_specific_entity", "goal_steps_alignment")
+FINAL_VALIDATION_QUESTIONS: tuple[str, ...] = (
+    "correctness",
+    "sequential",
+    "no_specific_entity",
+    "goal_steps_alignment",
+)
 
 
 def _strict_object(properties: dict[str, Any]) -> dict[str, Any]:
@@ -80,5 +86,6 @@ def stage_schema(stage: str, prompt_text: str) -> dict[str, Any]:
     schema = STAGE_SCHEMAS[stage]
     if stage == "extract_procedure" and "has_valid_process" in prompt_text and "has_procedure" not in prompt_text:
         schema = _strict_object(
-            {"has_valid_process": {"type": "boolean"}, "goal": {"type": "string"}, "steps": _string_list()})
+            {"has_valid_process": {"type": "boolean"}, "goal": {"type": "string"}, "steps": _string_list()}
+        )
     return schema

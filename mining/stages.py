@@ -14,6 +14,7 @@ reference CLI's do; :func:`procedure_fields` cleans them for the stored procedur
 never counted as rejections.
 
 Pure Python, no Django imports."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -26,7 +27,12 @@ from mining.stage_schemas import FINAL_VALIDATION_QUESTIONS, STAGE_SCHEMAS
 # Stage order of How2Everything §3.2: (1) extraction, (2) heuristics, (3) LLM filter,
 # (4) rewrite and resource extraction, (5) final validation.
 PIPELINE: tuple[str, ...] = (
-    "extract_procedure", "heuristics", "llm_filter", "rewrite", "extract_resources", "final_validation",
+    "extract_procedure",
+    "heuristics",
+    "llm_filter",
+    "rewrite",
+    "extract_resources",
+    "final_validation",
 )
 LLM_STAGES: tuple[str, ...] = tuple(stage for stage in PIPELINE if stage != "heuristics")
 
@@ -45,7 +51,10 @@ class Draft:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class StageVerdict:
+    """What a mining stage decided about one document: passed or rejected (with the reason),
+    and the draft procedure as it stands after the stage."""
+
     status: str  # PASSED or REJECTED
     reason: str = ""
     draft: Draft = field(default_factory=Draft)
@@ -79,8 +88,11 @@ def _as_answered(items: Any) -> tuple[str, ...]:
 def procedure_fields(draft: Draft) -> dict[str, Any]:
     """The goal, steps and resources a procedure is stored with: steps and resources
     stripped, empty ones dropped, each resource once (first place kept)."""
-    return {"goal": draft.goal.strip(), "steps": list(_clean(draft.steps)),
-            "resources": list(dict.fromkeys(_clean(draft.resources)))}
+    return {
+        "goal": draft.goal.strip(),
+        "steps": list(_clean(draft.steps)),
+        "resources": list(dict.fromkeys(_clean(draft.resources))),
+    }
 
 
 class LLMStage:
@@ -95,7 +107,7 @@ class LLMStage:
     def prompt_values(self, draft: Draft) -> dict[str, str]:
         return {"goal": draft.goal, "steps": numbered_steps(draft.steps)}
 
-    def judge(self, answer: Mapping[str, Any], draft: Draft) -> Verdict:
+    def judge(self, answer: Mapping[str, Any], draft: Draft) -> StageVerdict:
         raise NotImplementedError
 
 
@@ -107,19 +119,19 @@ class ExtractStage(LLMStage):
     def prompt_values(self, draft: Draft) -> dict[str, str]:
         return {"document": draft.document}
 
-    def judge(self, answer: Mapping[str, Any], draft: Draft) -> Verdict:
+    def judge(self, answer: Mapping[str, Any], draft: Draft) -> StageVerdict:
         goal, steps = str(answer.get("goal") or "").strip(), _as_answered(answer.get("steps") or [])
         # Our prompt's flag, or the reference CLI's (stage_schemas.EXTRACT_FLAGS).
         flag = answer["has_procedure"] if "has_procedure" in answer else answer.get("has_valid_process")
         if not flag:
-            return Verdict(REJECTED, "no_procedure: the document holds no sequential procedure", draft)
+            return StageVerdict(REJECTED, "no_procedure: the document holds no sequential procedure", draft)
         # has_procedure without content is an answer we can use only as a rejection:
         # there is nothing to carry on with.
         if not goal:
-            return Verdict(REJECTED, "no_procedure: a procedure was reported without a goal", draft)
+            return StageVerdict(REJECTED, "no_procedure: a procedure was reported without a goal", draft)
         if not _clean(steps):
-            return Verdict(REJECTED, "no_procedure: a procedure was reported without steps", draft)
-        return Verdict(PASSED, "", replace(draft, goal=goal, steps=steps))
+            return StageVerdict(REJECTED, "no_procedure: a procedure was reported without steps", draft)
+        return StageVerdict(PASSED, "", replace(draft, goal=goal, steps=steps))
 
 
 class HeuristicsStage:
@@ -130,12 +142,12 @@ class HeuristicsStage:
     def __init__(self, *, min_steps: int, max_steps: int):
         self.filter = HeuristicsFilter(min_steps=min_steps, max_steps=max_steps)
 
-    def check(self, draft: Draft) -> Verdict:
+    def check(self, draft: Draft) -> StageVerdict:
         result = self.filter.check(draft.steps)
         details = {"repetition": result.repetition}
         if result.passed:
-            return Verdict(PASSED, "", draft, details)
-        return Verdict(REJECTED, result.reason, draft, details)
+            return StageVerdict(PASSED, "", draft, details)
+        return StageVerdict(REJECTED, result.reason, draft, details)
 
 
 class FilterStage(LLMStage):
@@ -143,11 +155,11 @@ class FilterStage(LLMStage):
 
     name = "llm_filter"
 
-    def judge(self, answer: Mapping[str, Any], draft: Draft) -> Verdict:
+    def judge(self, answer: Mapping[str, Any], draft: Draft) -> StageVerdict:
         if answer.get("judgment"):
             reason = str(answer.get("reason") or "").strip() or "(no reason given)"
-            return Verdict(REJECTED, f"excluded: {reason}", draft)
-        return Verdict(PASSED, "", draft)
+            return StageVerdict(REJECTED, f"excluded: {reason}", draft)
+        return StageVerdict(PASSED, "", draft)
 
 
 class RewriteStage(LLMStage):
@@ -155,14 +167,14 @@ class RewriteStage(LLMStage):
 
     name = "rewrite"
 
-    def judge(self, answer: Mapping[str, Any], draft: Draft) -> Verdict:
+    def judge(self, answer: Mapping[str, Any], draft: Draft) -> StageVerdict:
         goal, steps = str(answer.get("rewritten_goal") or "").strip(), _as_answered(answer.get("rewritten_steps") or [])
         # An empty rewrite cannot go on to the later stages; it is a genuine outcome of the
         # stage (the schema allowed it), so it is a rejection with that reason.
         if not goal or not _clean(steps):
             missing = "goal" if not goal else "steps"
-            return Verdict(REJECTED, f"empty_rewrite: the rewrite returned no {missing}", draft)
-        return Verdict(PASSED, "", replace(draft, goal=goal, steps=steps))
+            return StageVerdict(REJECTED, f"empty_rewrite: the rewrite returned no {missing}", draft)
+        return StageVerdict(PASSED, "", replace(draft, goal=goal, steps=steps))
 
 
 class ResourcesStage(LLMStage):
@@ -170,9 +182,9 @@ class ResourcesStage(LLMStage):
 
     name = "extract_resources"
 
-    def judge(self, answer: Mapping[str, Any], draft: Draft) -> Verdict:
+    def judge(self, answer: Mapping[str, Any], draft: Draft) -> StageVerdict:
         # As answered (the final validation prompt shows them so); procedure_fields drops repeats.
-        return Verdict(PASSED, "", replace(draft, resources=_as_answered(answer.get("resources") or [])))
+        return StageVerdict(PASSED, "", replace(draft, resources=_as_answered(answer.get("resources") or [])))
 
 
 class ValidationStage(LLMStage):
@@ -183,12 +195,12 @@ class ValidationStage(LLMStage):
     def prompt_values(self, draft: Draft) -> dict[str, str]:
         return {"goal": draft.goal, "resources": resource_lines(draft.resources), "steps": numbered_steps(draft.steps)}
 
-    def judge(self, answer: Mapping[str, Any], draft: Draft) -> Verdict:
+    def judge(self, answer: Mapping[str, Any], draft: Draft) -> StageVerdict:
         failed = [q for q in FINAL_VALIDATION_QUESTIONS if (answer.get(q) or {}).get("answer") != "yes"]
         if not failed:
-            return Verdict(PASSED, "", draft)
+            return StageVerdict(PASSED, "", draft)
         reasons = "; ".join(f"{q}: {str((answer.get(q) or {}).get('reason') or '').strip() or 'no'}" for q in failed)
-        return Verdict(REJECTED, f"failed_validation: {reasons}", draft)
+        return StageVerdict(REJECTED, f"failed_validation: {reasons}", draft)
 
 
 LLM_STAGE_CLASSES: dict[str, type[LLMStage]] = {

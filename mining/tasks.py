@@ -1,4 +1,5 @@
 """Celery tasks of the mining app: ids in, one service call, early return when there is nothing to do."""
+
 from celery import shared_task
 
 
@@ -13,7 +14,8 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
     )
 
 
-@shared_task(bind=True, name="mining.corpus_import_run", on_failure=_mark_failed)
+# celery-types' shared_task lists no on_failure option; Celery sets it on the task class.
+@shared_task(bind=True, name="mining.corpus_import_run", on_failure=_mark_failed)  # type: ignore[call-overload]
 def corpus_import_run_task(self, corpus_import_id: int) -> str:
     from mining.models import CorpusImport, CorpusImportStatus
     from mining.services import corpus_import_run
@@ -31,11 +33,12 @@ def _mark_run_failed(self, exc, task_id, args, kwargs, einfo) -> None:
 
     run_id = args[0] if args else kwargs.get("run_id")
     MiningRun.objects.filter(pk=run_id).exclude(
-        status__in=[MiningRunStatus.DONE, MiningRunStatus.DONE_WITH_FAILURES, MiningRunStatus.CANCELLED]).update(
-        status=MiningRunStatus.FAILED, error=f"{exc.__class__.__name__}: {exc}")
+        status__in=[MiningRunStatus.DONE, MiningRunStatus.DONE_WITH_FAILURES, MiningRunStatus.CANCELLED]
+    ).update(status=MiningRunStatus.FAILED, error=f"{exc.__class__.__name__}: {exc}")
 
 
-@shared_task(bind=True, name="mining.run_execute", on_failure=_mark_run_failed)
+# celery-types' shared_task lists no on_failure option; Celery sets it on the task class.
+@shared_task(bind=True, name="mining.run_execute", on_failure=_mark_run_failed)  # type: ignore[call-overload]
 def mining_run_execute_task(self, run_id: int) -> str:
     """One worker's share of a mining run (ids only; the run row holds the work). A Batch
     API run that waits for its batches comes back after LLM_BATCH_POLL_SECONDS."""

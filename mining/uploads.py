@@ -7,7 +7,8 @@ and the import runs at once only when the file is small: its size *and* the size
 decompresses to are at most ``UPLOAD_BACKGROUND_MIN_BYTES``. Anything larger goes to a
 worker, so a web worker never spends more than a small file's worth of work on an upload,
 however well it compresses. Used by corpus uploads (``mining.services``) and study item
-uploads (``annotate.study_imports``)."""
+uploads (``annotate.studies.imports``)."""
+
 from __future__ import annotations
 
 import uuid
@@ -18,7 +19,7 @@ from django.core.files import File
 from django.core.files.storage import FileSystemStorage
 from django.utils.text import get_valid_filename
 
-from mining.record_files import decompresses_beyond
+from core.record_files import decompresses_beyond
 
 # Stored names are <32 hex>/<name>; a name is cut to keep the whole within the 500
 # characters of the job rows' file_name columns (browsers send at most 255 anyway).

@@ -18,7 +18,8 @@ urlpatterns = [
     path("mining/runs/<int:pk>/", run_views.mining_run_detail, name="mining_run_detail"),
     path("mining/runs/<int:pk>/stages/", run_views.mining_run_change_stages, name="mining_run_change_stages"),
     path("mining/runs/<int:pk>/documents/", run_views.mining_run_documents, name="mining_run_documents"),
-    path("mining/runs/<int:pk>/documents/<int:candidate_pk>/", run_views.mining_run_document,
-         name="mining_run_document"),
+    path(
+        "mining/runs/<int:pk>/documents/<int:candidate_pk>/", run_views.mining_run_document, name="mining_run_document"
+    ),
     path("mining/runs/<int:pk>/<str:action>/", run_views.mining_run_action, name="mining_run_action"),
 ]

@@ -6,12 +6,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from core.permissions import admin_required, researcher_required
+from core.record_files import RecordError
 from mining.charts import documents_per_topic_chart, procedures_per_topic_chart
 from mining.document_records import DocumentFields
 from mining.forms import CorpusUploadForm
 from mining.models import Corpus, CorpusImport, CorpusImportStatus, Document, Procedure, Split, SplitReport
 from mining.panels import procedure_panels
-from mining.record_files import RecordFileError
 from mining.selectors import (
     corpus_import_list,
     corpus_list,
@@ -34,7 +34,8 @@ def home(request: HttpRequest) -> HttpResponse:
     rows = procedure_counts_by_topic_and_split()
     totals = {key: sum(row[key] for row in rows) for key in ("bench", "train", "constrained", "none", "total")}
     return render(
-        request, "mining/home.html",
+        request,
+        "mining/home.html",
         {"rows": rows, "totals": totals, "chart": procedures_per_topic_chart(rows)},
     )
 
@@ -48,10 +49,16 @@ def procedure_index(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     return render(
-        request, "mining/procedure_list.html",
+        request,
+        "mining/procedure_list.html",
         {
-            "page": page, "q": q, "topic": topic, "split": split,
-            "topics": topic_list(), "splits": Split.choices, "query": query.urlencode(),
+            "page": page,
+            "q": q,
+            "topic": topic,
+            "split": split,
+            "topics": topic_list(),
+            "splits": Split.choices,
+            "query": query.urlencode(),
         },
     )
 
@@ -60,7 +67,8 @@ def procedure_index(request: HttpRequest) -> HttpResponse:
 def procedure_detail(request: HttpRequest, pk: int) -> HttpResponse:
     procedure = get_object_or_404(Procedure.objects.select_related("topic"), pk=pk)
     return render(
-        request, "mining/procedure_detail.html",
+        request,
+        "mining/procedure_detail.html",
         {"procedure": procedure, "panels": procedure_panels(procedure)},
     )
 
@@ -89,12 +97,23 @@ def corpus_detail(request: HttpRequest, pk: int) -> HttpResponse:
     seed = _int_param(request, "seed", 0, 0, 2**31 - 1)
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "mining/corpus_detail.html", {
-        "corpus": corpus, "rows": rows, "chart": documents_per_topic_chart(rows) if rows else "",
-        "page": page, "q": q, "topic": topic, "query": query.urlencode(),
-        "sample": document_sample(corpus=corpus, n=sample_n, seed=seed, topic=topic), "n": sample_n, "seed": seed,
-        "imports": corpus.imports.all()[:10],
-    })
+    return render(
+        request,
+        "mining/corpus_detail.html",
+        {
+            "corpus": corpus,
+            "rows": rows,
+            "chart": documents_per_topic_chart(rows) if rows else "",
+            "page": page,
+            "q": q,
+            "topic": topic,
+            "query": query.urlencode(),
+            "sample": document_sample(corpus=corpus, n=sample_n, seed=seed, topic=topic),
+            "n": sample_n,
+            "seed": seed,
+            "imports": corpus.imports.all()[:10],
+        },
+    )
 
 
 @researcher_required
@@ -110,26 +129,40 @@ def corpus_upload(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             job = corpus_upload_create(
-                name=data["name"], upload=data["file"], description=data["description"],
-                fields=DocumentFields(id=data["id_field"], text=data["text_field"], url=data["url_field"],
-                                      topic=data["topic_field"]),
-                skip_bad=data["skip_bad"], create_topics=data["create_topics"], user=request.user.get_username(),
+                name=data["name"],
+                upload=data["file"],
+                description=data["description"],
+                fields=DocumentFields(
+                    id=data["id_field"], text=data["text_field"], url=data["url_field"], topic=data["topic_field"]
+                ),
+                skip_bad=data["skip_bad"],
+                create_topics=data["create_topics"],
+                user=request.user.get_username(),
             )
-        except (ValueError, RecordFileError) as exc:
+        except (ValueError, RecordError) as exc:
             form.add_error(None, str(exc))
         else:
             return redirect("corpus_import_detail", pk=job.pk)
-    return render(request, "mining/corpus_upload.html", {"form": form, "sync_limit": settings.UPLOAD_BACKGROUND_MIN_BYTES},
-                  status=400 if request.method == "POST" else 200)
+    return render(
+        request,
+        "mining/corpus_upload.html",
+        {"form": form, "sync_limit": settings.UPLOAD_BACKGROUND_MIN_BYTES},
+        status=400 if request.method == "POST" else 200,
+    )
 
 
 @admin_required
 def corpus_import_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(CorpusImport.objects.select_related("corpus"), pk=pk)
-    return render(request, "mining/corpus_import.html", {
-        "job": job, "lines": corpus_import_report_lines(job.report),
-        "pending": job.status in (CorpusImportStatus.QUEUED, CorpusImportStatus.RUNNING),
-    })
+    return render(
+        request,
+        "mining/corpus_import.html",
+        {
+            "job": job,
+            "lines": corpus_import_report_lines(job.report),
+            "pending": job.status in (CorpusImportStatus.QUEUED, CorpusImportStatus.RUNNING),
+        },
+    )
 
 
 @researcher_required
@@ -141,6 +174,12 @@ def split_index(request: HttpRequest) -> HttpResponse:
 def split_detail(request: HttpRequest, pk: int) -> HttpResponse:
     report = get_object_or_404(SplitReport, pk=pk)
     closest = sorted((r for r in report.records if r["cosine"] is not None), key=lambda r: -r["cosine"])[:50]
-    return render(request, "mining/split_detail.html", {
-        "report": report, "closest": closest, "dropped": report.dropped[:200],
-    })
+    return render(
+        request,
+        "mining/split_detail.html",
+        {
+            "report": report,
+            "closest": closest,
+            "dropped": report.dropped[:200],
+        },
+    )

@@ -1,5 +1,6 @@
 """Word-level text helpers shared by the apps that compare texts by their words (goal-step
 filters, CoScript's retrieval and constraint keywords). Pure Python, no Django."""
+
 from __future__ import annotations
 
 import re
@@ -7,14 +8,16 @@ import unicodedata
 
 # English function words left out of word comparisons (the goal-step filters follow Zhang et al. 2020,
 # App. D: "We exclude stopwords"; CoScript's retrieval keywords use the same list).
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before being below between
 both but by can could did do does doing down during each few for from further had has have having he her here
 hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
 off on once only or other our ours ourselves out over own same she should so some such than that the their
 theirs them themselves then there these they this those through to too under until up very was we were what
 when where which while who whom why will with would you your yours yourself yourselves get make use one
-""".split())
+""".split()
+)
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 

@@ -1,4 +1,5 @@
 """Shared fixtures: staff accounts with each role, and clients logged in as them."""
+
 from __future__ import annotations
 
 import pytest
@@ -49,11 +50,12 @@ def admin_client_(admin_user) -> Client:
 
 @pytest.fixture
 def demo(db):
-    from mining import demo as mining_demo
     from judging import demo as judging_demo
+    from mining import demo as mining_demo
 
     mining_demo.load()
     judging_demo.load()
 
 
 from tests.browser import browser, page  # noqa: E402,F401  (fixtures for browser tests)
+from tests.ci_strict import pytest_runtest_makereport  # noqa: E402,F401  (CI=true: missing services fail)

@@ -2,6 +2,7 @@
 scripted model that answers the three CoScript prompts the way a real model would (specific
 goals per constraint type, Yes/No to the sensitive screen, one faithful and one unfaithful
 script per specific goal)."""
+
 from __future__ import annotations
 
 import re
@@ -17,15 +18,34 @@ from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
 
 # Abstract goal -> (topic, steps).
 PROCEDURES = {
-    "Make a cake": ("Food & Dining", ["Gather your ingredients.", "Preheat the oven to 350 degrees.",
-                                      "Mix the flour, sugar and eggs.", "Pour the batter into a pan.",
-                                      "Bake for 30 minutes."]),
-    "Make a cupcake": ("Food & Dining", ["Line a muffin tin.", "Mix the batter.", "Fill the cups halfway.",
-                                         "Bake for 20 minutes.", "Frost when cool."]),
-    "Clean your skin": ("Health", ["Wet your face.", "Apply a cleanser.", "Rub in small circles.",
-                                   "Rinse with water.", "Pat dry with a towel."]),
-    "Wash a car": ("Cars & Other Vehicles", ["Park in the shade.", "Rinse the car.", "Soap it from the top down.",
-                                             "Rinse again.", "Dry with a microfiber cloth."]),
+    "Make a cake": (
+        "Food & Dining",
+        [
+            "Gather your ingredients.",
+            "Preheat the oven to 350 degrees.",
+            "Mix the flour, sugar and eggs.",
+            "Pour the batter into a pan.",
+            "Bake for 30 minutes.",
+        ],
+    ),
+    "Make a cupcake": (
+        "Food & Dining",
+        ["Line a muffin tin.", "Mix the batter.", "Fill the cups halfway.", "Bake for 20 minutes.", "Frost when cool."],
+    ),
+    "Clean your skin": (
+        "Health",
+        ["Wet your face.", "Apply a cleanser.", "Rub in small circles.", "Rinse with water.", "Pat dry with a towel."],
+    ),
+    "Wash a car": (
+        "Cars & Other Vehicles",
+        [
+            "Park in the shade.",
+            "Rinse the car.",
+            "Soap it from the top down.",
+            "Rinse again.",
+            "Dry with a microfiber cloth.",
+        ],
+    ),
 }
 
 # Abstract goal -> constraint type -> the pairs the scripted model proposes.
@@ -44,24 +64,60 @@ GOALS = {
 
 # Specific goal -> the faithful script (candidate 0); candidate 1 gets a generic one.
 FAITHFUL = {
-    "Make a chocolate cake": ["Gather flour, sugar, eggs and cocoa powder.", "Melt the chocolate.",
-                              "Fold the chocolate into the batter.", "Bake the chocolate cake for 30 minutes."],
-    "Make a vanilla cake": ["Gather flour, sugar and eggs.", "Add two teaspoons of vanilla extract.",
-                            "Beat the vanilla batter.", "Bake the vanilla cake for 30 minutes."],
-    "Make a cake in a microwave": ["Mix the batter in a microwave-safe mug.", "Put the mug in the microwave.",
-                                   "Microwave on high for 90 seconds.", "Let the microwave cake cool."],
-    "Make a cake for diabetics": ["Replace sugar with a sweetener safe for diabetics.", "Use almond flour.",
-                                  "Bake the low-sugar cake for diabetics.", "Check the carbs per slice."],
-    "Make a cake for a wedding": ["Plan the wedding cake tiers.", "Bake three layers.",
-                                  "Stack the tiers with dowels.", "Decorate with wedding flowers."],
-    "Clean oily skin": ["Use an oil-free cleanser for oily skin.", "Wash twice a day.", "Blot the oily areas.",
-                        "Apply an oil-free moisturiser."],
-    "Clean your skin with medication": ["Ask a doctor about the medication.", "Apply the medication cream.",
-                                        "Rinse after ten minutes.", "Repeat as prescribed."],
-    "Clean your skin with soap": ["Wet your skin.", "Lather mild soap in your hands.", "Rub the soap in circles.",
-                                  "Rinse the soap off."],
-    "Clean your skin before bed": ["Remove makeup before bed.", "Wash with a gentle cleanser before bed.",
-                                   "Apply a night cream.", "Go to bed with a clean face."],
+    "Make a chocolate cake": [
+        "Gather flour, sugar, eggs and cocoa powder.",
+        "Melt the chocolate.",
+        "Fold the chocolate into the batter.",
+        "Bake the chocolate cake for 30 minutes.",
+    ],
+    "Make a vanilla cake": [
+        "Gather flour, sugar and eggs.",
+        "Add two teaspoons of vanilla extract.",
+        "Beat the vanilla batter.",
+        "Bake the vanilla cake for 30 minutes.",
+    ],
+    "Make a cake in a microwave": [
+        "Mix the batter in a microwave-safe mug.",
+        "Put the mug in the microwave.",
+        "Microwave on high for 90 seconds.",
+        "Let the microwave cake cool.",
+    ],
+    "Make a cake for diabetics": [
+        "Replace sugar with a sweetener safe for diabetics.",
+        "Use almond flour.",
+        "Bake the low-sugar cake for diabetics.",
+        "Check the carbs per slice.",
+    ],
+    "Make a cake for a wedding": [
+        "Plan the wedding cake tiers.",
+        "Bake three layers.",
+        "Stack the tiers with dowels.",
+        "Decorate with wedding flowers.",
+    ],
+    "Clean oily skin": [
+        "Use an oil-free cleanser for oily skin.",
+        "Wash twice a day.",
+        "Blot the oily areas.",
+        "Apply an oil-free moisturiser.",
+    ],
+    "Clean your skin with medication": [
+        "Ask a doctor about the medication.",
+        "Apply the medication cream.",
+        "Rinse after ten minutes.",
+        "Repeat as prescribed.",
+    ],
+    "Clean your skin with soap": [
+        "Wet your skin.",
+        "Lather mild soap in your hands.",
+        "Rub the soap in circles.",
+        "Rinse the soap off.",
+    ],
+    "Clean your skin before bed": [
+        "Remove makeup before bed.",
+        "Wash with a gentle cleanser before bed.",
+        "Apply a night cream.",
+        "Go to bed with a clean face.",
+    ],
 }
 GENERIC = ["Get ready.", "Do the task carefully.", "Check the result.", "Clean up."]
 
@@ -70,8 +126,9 @@ def make_procedures(split: str = "bench") -> dict[str, Procedure]:
     made = {}
     for n, (goal, (topic_name, steps)) in enumerate(PROCEDURES.items()):
         topic, _ = Topic.objects.get_or_create(name=topic_name, defaults={"slug": slugify(topic_name)})
-        made[goal] = Procedure.objects.create(topic=topic, goal=goal, steps=steps, resources=["an oven"],
-                                              source_example_id=f"doc-{n}", split=split)
+        made[goal] = Procedure.objects.create(
+            topic=topic, goal=goal, steps=steps, resources=["an oven"], source_example_id=f"doc-{n}", split=split
+        )
     return made
 
 
@@ -106,8 +163,13 @@ def scripted_server(settings) -> Iterator[ScriptedLLM]:
     settings.LLM_MAX_ATTEMPTS = 2
     with ScriptedLLM() as scripted:
         roles = dict(settings.LLM_ROLES)
-        roles["generate"] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
-                             "max_tokens": None}
+        roles["generate"] = {
+            "base_url": scripted.base_url,
+            "api_key": "k",
+            "model": "m",
+            "temperature": None,
+            "max_tokens": None,
+        }
         settings.LLM_ROLES = roles
         scripted.default = answer
         yield scripted

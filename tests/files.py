@@ -1,4 +1,5 @@
 """Helpers that write record files in every supported format, for the tests."""
+
 from __future__ import annotations
 
 import bz2
@@ -35,7 +36,9 @@ def csv_bytes(records: list[dict]) -> bytes:
     writer = csv.DictWriter(buffer, fieldnames=fields)
     writer.writeheader()
     for record in records:
-        writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v for k, v in record.items()})
+        writer.writerow(
+            {k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v for k, v in record.items()}
+        )
     return buffer.getvalue().encode("utf-8")
 
 

@@ -18,6 +18,7 @@ is the truth everywhere. Judges:
 Every model writes the same steps for a procedure, so every reference-based signal is
 constant within a procedure while the truth is not (procedures 3-8 are mixed): none of them
 can reach AUC 1."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,20 @@ MODELS = ("model-a", "model-b", "model-c")
 N_PROCEDURES = 12
 FIRST_FAILURE = {"model-a": 9, "model-b": 6, "model-c": 3}
 NOISY_FLIPS = {("model-a", 0), ("model-a", 1), ("model-b", 0), ("model-c", 9), ("model-c", 10), ("model-c", 11)}
-FOODS = ("rice", "lentils", "oats", "barley", "quinoa", "polenta", "couscous", "millet", "farro", "bulgur",
-         "buckwheat", "sorghum")
+FOODS = (
+    "rice",
+    "lentils",
+    "oats",
+    "barley",
+    "quinoa",
+    "polenta",
+    "couscous",
+    "millet",
+    "farro",
+    "bulgur",
+    "buckwheat",
+    "sorghum",
+)
 
 
 def truth(model: str, procedure: int) -> bool:
@@ -37,15 +50,25 @@ def truth(model: str, procedure: int) -> bool:
 
 def reference_steps(p: int) -> list[str]:
     food = FOODS[p]
-    return [f"Rinse the {food} under cold water.", f"Measure {p + 2} cups of water into a pot.",
-            "Bring the water to a boil over high heat.", f"Stir in the {food} and a pinch of salt.",
-            f"Simmer covered for {10 + p} minutes.", f"Fluff the {food} with a fork before serving."]
+    return [
+        f"Rinse the {food} under cold water.",
+        f"Measure {p + 2} cups of water into a pot.",
+        "Bring the water to a boil over high heat.",
+        f"Stir in the {food} and a pinch of salt.",
+        f"Simmer covered for {10 + p} minutes.",
+        f"Fluff the {food} with a fork before serving.",
+    ]
 
 
 def generated_steps(p: int) -> list[str]:
     food = FOODS[p]
-    steps = [f"Rinse the {food}.", "Boil water in a pot.", f"Add the {food} and salt.",
-             f"Cook for {10 + 2 * p} minutes.", f"Serve the {food} warm."]
+    steps = [
+        f"Rinse the {food}.",
+        "Boil water in a pot.",
+        f"Add the {food} and salt.",
+        f"Cook for {10 + 2 * p} minutes.",
+        f"Serve the {food} warm.",
+    ]
     return steps[: 3 + p % 3] + ["Serve it."] * (p % 2)  # varying length, a duplicate-ish tail
 
 
@@ -55,33 +78,67 @@ def _write(path: Path, records: list[dict]) -> Path:
 
 
 def crafted_study(tmp_path: Path, *, slug_name: str = "Metric agreement crafted"):
-    from annotate.item_sources import items_from_judgments
-    from annotate.services import StudySettings, annotation_submit, assignment_next, study_create
+    from annotate.participation.reservations import assignment_next
+    from annotate.participation.submissions import annotation_submit
+    from annotate.studies.item_sources import items_from_judgments
+    from annotate.studies.services import study_create
+    from annotate.studies.settings import StudySettings
     from annotate.testing import NO_FAILURE, ONE_FAILURE, annotator_start, read_everything
     from judging.transfer import generations_import, judgments_import
     from mining.services import procedure_import, topics_ensure
 
     topics_ensure()
-    procedure_import(path=_write(tmp_path / "procedures.jsonl", [
-        {"source_example_id": f"craft-{p}", "topic": "Food & Dining", "goal": f"Cook {FOODS[p]} on the stove.",
-         "resources": [FOODS[p], "water", "salt"], "steps": reference_steps(p)} for p in range(N_PROCEDURES)]))
+    procedure_import(
+        path=_write(
+            tmp_path / "procedures.jsonl",
+            [
+                {
+                    "source_example_id": f"craft-{p}",
+                    "topic": "Food & Dining",
+                    "goal": f"Cook {FOODS[p]} on the stove.",
+                    "resources": [FOODS[p], "water", "salt"],
+                    "steps": reference_steps(p),
+                }
+                for p in range(N_PROCEDURES)
+            ],
+        )
+    )
     for model in MODELS:
-        generations_import(path=_write(tmp_path / f"{model}.jsonl", [
-            {"source_example_id": f"craft-{p}", "model": model, "predicted_steps": generated_steps(p)}
-            for p in range(N_PROCEDURES)]), run_name=f"craft-{model}")
+        generations_import(
+            path=_write(
+                tmp_path / f"{model}.jsonl",
+                [
+                    {"source_example_id": f"craft-{p}", "model": model, "predicted_steps": generated_steps(p)}
+                    for p in range(N_PROCEDURES)
+                ],
+            ),
+            run_name=f"craft-{model}",
+        )
     judgments = []
     for model in MODELS:
         for p in range(N_PROCEDURES):
             t = truth(model, p)
-            for judge, label in (("oracle", t), ("noisy", (not t) if (model, p) in NOISY_FLIPS else t),
-                                 ("always", True)):
-                judgments.append({"source_example_id": f"craft-{p}", "model": model, "judge": judge,
-                                  "has_failure": label})
+            for judge, label in (
+                ("oracle", t),
+                ("noisy", (not t) if (model, p) in NOISY_FLIPS else t),
+                ("always", True),
+            ):
+                judgments.append(
+                    {"source_example_id": f"craft-{p}", "model": model, "judge": judge, "has_failure": label}
+                )
     judgments_import(path=_write(tmp_path / "judgments.jsonl", judgments))
     items = items_from_judgments(judge="oracle", n=len(MODELS) * N_PROCEDURES, seed=0)
-    study = study_create(name=slug_name, items=items, settings=StudySettings(
-        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=3,
-        allow_other_pids=True))  # the PIDs below are not Prolific's 24 hex characters
+    study = study_create(
+        name=slug_name,
+        items=items,
+        settings=StudySettings(
+            training_enabled=False,
+            qualification_enabled=False,
+            min_seconds=0,
+            annotators_per_item=3,
+            allow_other_pids=True,
+        ),
+    )  # the PIDs below are not Prolific's 24 hex characters
     for pid in ("human-1", "human-2", "human-3"):
         participation = annotator_start(study, pid)
         n = 0
@@ -91,7 +148,11 @@ def crafted_study(tmp_path: Path, *, slug_name: str = "Metric agreement crafted"
             if pid == "human-3" and n % 4 == 0:
                 label = not label
             read_everything(participation, assignment)
-            annotation_submit(participation=participation, public_id=assignment.public_id,
-                              answer=ONE_FAILURE if label else NO_FAILURE, submission_id="t")
+            annotation_submit(
+                participation=participation,
+                public_id=assignment.public_id,
+                answer=ONE_FAILURE if label else NO_FAILURE,
+                submission_id="t",
+            )
             n += 1
     return study

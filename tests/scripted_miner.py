@@ -20,6 +20,7 @@ are the steps, each ending in ``(sN)``. Flags:
 The rewrite appends " (rewritten)" to the goal; the resources are "kettle" and "cup".
 The marker travels with the goal through every stage, so each stage's prompt says
 which document it is about."""
+
 from __future__ import annotations
 
 import json
@@ -34,16 +35,50 @@ MARKER = re.compile(r"\[(d\d+)([^\]]*)\]")
 STEP = re.compile(r"^\d+\. (.*\(s\d+\).*)$", re.M)
 
 
-VERBS = ("Heat", "Rinse", "Measure", "Stir", "Fold", "Press", "Trim", "Drain", "Cover", "Label", "Weigh", "Mark",
-         "Clamp", "Sand", "Wipe", "Seal")
-NOUNS = ("kettle", "bowl", "flour", "board", "ribbon", "cloth", "hinge", "jar", "panel", "screw", "basket", "glass",
-         "towel", "brush", "rope", "lid")
+VERBS = (
+    "Heat",
+    "Rinse",
+    "Measure",
+    "Stir",
+    "Fold",
+    "Press",
+    "Trim",
+    "Drain",
+    "Cover",
+    "Label",
+    "Weigh",
+    "Mark",
+    "Clamp",
+    "Sand",
+    "Wipe",
+    "Seal",
+)
+NOUNS = (
+    "kettle",
+    "bowl",
+    "flour",
+    "board",
+    "ribbon",
+    "cloth",
+    "hinge",
+    "jar",
+    "panel",
+    "screw",
+    "basket",
+    "glass",
+    "towel",
+    "brush",
+    "rope",
+    "lid",
+)
 
 
 def document_text(doc: str, goal: str, n_steps: int = 6, flags: str = "") -> str:
     offset = int(doc[1:]) if doc[1:].isdigit() else 0
-    steps = "\n".join(f"* {VERBS[(i + offset) % len(VERBS)]} the {NOUNS[(i * 3 + offset) % len(NOUNS)]} (s{i})"
-                      for i in range(1, n_steps + 1))
+    steps = "\n".join(
+        f"* {VERBS[(i + offset) % len(VERBS)]} the {NOUNS[(i * 3 + offset) % len(NOUNS)]} (s{i})"
+        for i in range(1, n_steps + 1)
+    )
     return f"{goal} [{doc}{' ' + flags if flags else ''}]\n{steps}\n"
 
 
@@ -78,8 +113,8 @@ class ScriptedMiner:
             if found is None or "reject:extract_procedure" in flags:
                 return {"has_procedure": False, "goal": "", "steps": []}
             line_start = text.rfind("\n", 0, found.start()) + 1
-            goal = text[line_start:found.end()].strip()
-            steps = [line[2:].strip() for line in text[found.end():].splitlines() if line.startswith("* ")]
+            goal = text[line_start : found.end()].strip()
+            steps = [line[2:].strip() for line in text[found.end() :].splitlines() if line.startswith("* ")]
             return {"has_procedure": True, "goal": goal, "steps": steps}
         goal = self._goal(text, found)
         if stage == "llm_filter":
@@ -88,15 +123,21 @@ class ScriptedMiner:
             return {"judgment": False, "reason": ""}
         if stage == "rewrite":
             steps = [] if "empty:rewrite" in flags else STEP.findall(text)
-            return {"rewritten_goal": goal if goal.endswith("(rewritten)") else f"{goal} (rewritten)",
-                    "rewritten_steps": steps}
+            return {
+                "rewritten_goal": goal if goal.endswith("(rewritten)") else f"{goal} (rewritten)",
+                "rewritten_steps": steps,
+            }
         if stage == "extract_resources":
             return {"resources": ["kettle", "cup"]}
         if stage == "final_validation":
             bad = "reject:final_validation" in flags
             verdict = {"answer": "yes", "reason": ""}
-            return {"correctness": {"answer": "no", "reason": "The steps never reach the goal."} if bad else verdict,
-                    "sequential": verdict, "no_specific_entity": verdict, "goal_steps_alignment": verdict}
+            return {
+                "correctness": {"answer": "no", "reason": "The steps never reach the goal."} if bad else verdict,
+                "sequential": verdict,
+                "no_specific_entity": verdict,
+                "goal_steps_alignment": verdict,
+            }
         return {}
 
     @staticmethod
@@ -105,7 +146,7 @@ class ScriptedMiner:
             return ""
         line_start = text.rfind("\n", 0, found.start()) + 1
         line_end = text.find("\n", found.end())
-        return text[line_start:line_end if line_end >= 0 else None].strip()
+        return text[line_start : line_end if line_end >= 0 else None].strip()
 
 
 def scripted_miner_server(**kwargs) -> tuple[ScriptedLLM, ScriptedMiner]:

@@ -1,4 +1,5 @@
 """Real services for integration tests: reachability checks and a Celery worker process."""
+
 from __future__ import annotations
 
 import os
@@ -18,6 +19,16 @@ REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 RABBITMQ_URL = os.environ.get("TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
 
 
+def run_coroutine(coroutine):
+    """``asyncio.run`` in a thread of its own, as the executor runs its loop: the session's
+    browser (Playwright's synchronous API) keeps an event loop running in the test thread."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def reachable(url: str, timeout: float = 1.0) -> bool:
     parts = urlsplit(url)
     try:
@@ -29,8 +40,10 @@ def reachable(url: str, timeout: float = 1.0) -> bool:
 
 def require(url: str, what: str) -> None:
     if not reachable(url):
-        pytest.skip(f"{what} is not reachable at {urlsplit(url).hostname}:{urlsplit(url).port}; "
-                    f"start it to run this integration test")
+        pytest.skip(
+            f"{what} is not reachable at {urlsplit(url).hostname}:{urlsplit(url).port}; "
+            f"start it to run this integration test"
+        )
 
 
 def free_port() -> int:
@@ -47,9 +60,26 @@ def celery_worker(tmp_path: Path, env: dict[str, str] | None = None, queue: str 
     child_env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.django.test", **(env or {}))
     with open(log, "wb") as out:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo",
-             "--loglevel", "INFO", "-Q", queue, "--hostname", f"test-{os.getpid()}-{queue}@%h"],
-            cwd=BASE_DIR, env=child_env, stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--pool",
+                "solo",
+                "--loglevel",
+                "INFO",
+                "-Q",
+                queue,
+                "--hostname",
+                f"test-{os.getpid()}-{queue}@%h",
+            ],
+            cwd=BASE_DIR,
+            env=child_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = time.monotonic() + ready_timeout

@@ -1,7 +1,8 @@
-"""Agreement statistics (annotate/agreement.py) checked against independent values:
+"""Agreement statistics (annotate/stats/) checked against independent values:
 Krippendorff's published reliability example, hand-computed cases, crafted majority, tie and
 leave-one-out cases, Rogan-Gladen by hand, MASI by its definition, and the input readers'
 file/line errors."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,35 +17,35 @@ import krippendorff
 import numpy as np
 import pytest
 
-from annotate.agreement import (
-    AgreementInputError,
-    AnnotationRow,
-    HumanMajority,
-    JudgmentRow,
-    agreement_report,
-    annotation_l2_steps,
-    bootstrap_mean_interval,
-    calibrated_score,
+from annotate.stats.agreement import agreement_report, judge_agreement, leave_one_out_agreement, pairwise_agreement
+from annotate.stats.alpha import (
     coincidence_alpha,
-    cohen_kappa,
-    first_failure_location,
-    human_majority,
-    judge_agreement,
     krippendorff_alpha,
-    leave_one_out_agreement,
-    majority_label,
     masi_alpha,
     masi_distance,
     masi_distance_matrix,
     nominal_alpha,
-    pairwise_agreement,
+    reliability_matrix,
+)
+from annotate.stats.calibration import calibrated_score, rogan_gladen
+from annotate.stats.kappa import cohen_kappa
+from annotate.stats.majority import (
+    HumanMajority,
+    annotation_l2_steps,
+    first_failure_location,
+    human_majority,
+    majority_label,
+)
+from annotate.stats.records import (
+    AnnotationRow,
+    JudgmentRow,
     parse_annotation_lines,
     parse_judgment_lines,
     read_annotations,
     read_judgments,
-    reliability_matrix,
-    rogan_gladen,
 )
+from core.intervals import bootstrap_mean_interval
+from core.record_files import RecordError
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", the example with four
 # coders (rows A-D), twelve units and values 1-5; None is a missing cell. Published nominal
@@ -172,7 +173,7 @@ def test_masi_alpha_with_the_package_equals_the_coincidence_definition():
 
 
 def test_large_inputs_fall_back_to_the_same_alpha(monkeypatch):
-    import annotate.agreement as agreement
+    import annotate.stats.alpha as agreement
 
     rows = [
         ann(f"unit-{unit}", coder, True, failure(value))
@@ -270,8 +271,15 @@ def test_human_majority_counts_ties_and_leaves_out_excluded_rows():
     ) + [ann("i2", "c", False, excluded=True), ann("i4", "a", True, failure(2), excluded=True)]
     assert human_majority(rows).labels == {"i1": True, "i2": None, "i3": False}
     report = agreement_report(rows, [], bootstrap=0)
-    assert report["human_majority"] == {"min_annotations": 2, "n_items": 3, "n_with_majority": 2, "n_ties": 1,
-                                        "has_failure": 1, "no_failure": 1, "n_too_few": 0}
+    assert report["human_majority"] == {
+        "min_annotations": 2,
+        "n_items": 3,
+        "n_with_majority": 2,
+        "n_ties": 1,
+        "has_failure": 1,
+        "no_failure": 1,
+        "n_too_few": 0,
+    }
     assert (report["n_items"], report["n_annotators"], report["n_annotations"], report["n_excluded"]) == (3, 3, 8, 2)
 
 
@@ -285,12 +293,33 @@ def test_leave_one_out_uses_the_other_annotators_and_counts_what_it_leaves_out()
         }
     )
     result = leave_one_out_agreement(rows)
-    assert result["a"] == {"agreement": 1.0, "ci95": None, "n": 1, "n_items": 3, "n_others_tie": 1,
-                           "n_others_too_few": 1, "n_no_others": 0}
-    assert result["b"] == {"agreement": 1.0, "ci95": None, "n": 1, "n_items": 3, "n_others_tie": 1,
-                           "n_others_too_few": 1, "n_no_others": 0}
-    assert result["c"] == {"agreement": 1 / 2, "ci95": None, "n": 2, "n_items": 3, "n_others_tie": 0,
-                           "n_others_too_few": 0, "n_no_others": 1}
+    assert result["a"] == {
+        "agreement": 1.0,
+        "ci95": None,
+        "n": 1,
+        "n_items": 3,
+        "n_others_tie": 1,
+        "n_others_too_few": 1,
+        "n_no_others": 0,
+    }
+    assert result["b"] == {
+        "agreement": 1.0,
+        "ci95": None,
+        "n": 1,
+        "n_items": 3,
+        "n_others_tie": 1,
+        "n_others_too_few": 1,
+        "n_no_others": 0,
+    }
+    assert result["c"] == {
+        "agreement": 1 / 2,
+        "ci95": None,
+        "n": 2,
+        "n_items": 3,
+        "n_others_tie": 0,
+        "n_others_too_few": 0,
+        "n_no_others": 1,
+    }
 
 
 def test_leave_one_out_agreement_is_null_when_the_others_always_tie():
@@ -362,16 +391,23 @@ def test_cohen_kappa_by_hand():
 
 
 def test_judge_pairs_are_keyed_in_sorted_order_over_shared_items():
-    judgments = judged("how2judge", {"i1": True, "i2": False, "i3": True, "i4": False}) + judged(
-        "gpt-5", {"i1": True, "i2": True, "i3": True, "i9": False}
-    ) + judged("alone", {"z": True})
+    judgments = (
+        judged("how2judge", {"i1": True, "i2": False, "i3": True, "i4": False})
+        + judged("gpt-5", {"i1": True, "i2": True, "i3": True, "i9": False})
+        + judged("alone", {"z": True})
+    )
     report = agreement_report(binary_rows({"i1": {"a": True}}), judgments, bootstrap=0)
     pairs = report["judge_pairs"]
     assert sorted(pairs) == ["alone|gpt-5", "alone|how2judge", "gpt-5|how2judge"]
     assert pairs["gpt-5|how2judge"]["n"] == 3
     assert pairs["gpt-5|how2judge"]["agreement"] == pytest.approx(2 / 3)
-    assert pairs["alone|gpt-5"] == {"raters": ["alone", "gpt-5"], "agreement": None, "ci95": None, "cohen_kappa": None,
-                                    "n": 0}
+    assert pairs["alone|gpt-5"] == {
+        "raters": ["alone", "gpt-5"],
+        "agreement": None,
+        "ci95": None,
+        "cohen_kappa": None,
+        "n": 0,
+    }
 
 
 def test_annotator_pairs_cover_only_annotators_with_shared_items():
@@ -491,11 +527,26 @@ def test_calibration_is_null_without_both_human_classes():
 def test_report_has_the_required_keys_and_is_strict_json():
     rows, judgments = synthetic(6, items=20)
     report = agreement_report(rows, judgments, bootstrap=50)
-    assert {"n_items", "n_annotators", "n_annotations", "alpha", "human_majority", "leave_one_out", "judges",
-            "judge_pairs"} <= set(report)
+    assert {
+        "n_items",
+        "n_annotators",
+        "n_annotations",
+        "alpha",
+        "human_majority",
+        "leave_one_out",
+        "judges",
+        "judge_pairs",
+    } <= set(report)
     assert set(report["alpha"]) == {"binary", "first_failure_location", "l2_step_sets_masi"}
-    assert set(report["human_majority"]) == {"min_annotations", "n_items", "n_with_majority", "n_ties", "n_too_few",
-                                             "has_failure", "no_failure"}
+    assert set(report["human_majority"]) == {
+        "min_annotations",
+        "n_items",
+        "n_with_majority",
+        "n_ties",
+        "n_too_few",
+        "has_failure",
+        "no_failure",
+    }
     assert {"agreement", "n"} <= set(report["leave_one_out"]["a"])
     assert {"agreement", "agreement_has_failure", "agreement_no_failure", "cohen_kappa", "n", "ci95"} <= set(
         report["judges"]["gpt-5"]
@@ -533,12 +584,15 @@ GOOD = line(item_id="i1", annotator="a", has_failure=True, failures=[failure(2, 
 def test_reader_reads_rows_counts_excluded_and_skips_blank_lines(tmp_path: Path):
     path = tmp_path / "annotations.jsonl"
     path.write_text(
-        "\n".join([
-            GOOD,
-            "",
-            line(item_id="i1", annotator="b", has_failure=False, failures=[], excluded=True, extra="kept out"),
-            line(item_id="i1", annotator="c", has_failure=False, failures=[]),
-        ]) + "\n"
+        "\n".join(
+            [
+                GOOD,
+                "",
+                line(item_id="i1", annotator="b", has_failure=False, failures=[], excluded=True, extra="kept out"),
+                line(item_id="i1", annotator="c", has_failure=False, failures=[]),
+            ]
+        )
+        + "\n"
     )
     rows = read_annotations(path)
     assert [(r.item_id, r.annotator, r.has_failure, r.excluded) for r in rows] == [
@@ -552,7 +606,9 @@ def test_reader_reads_rows_counts_excluded_and_skips_blank_lines(tmp_path: Path)
 
 def test_reader_reads_gzip_files(tmp_path: Path):
     path = tmp_path / "judgments.jsonl.gz"
-    path.write_bytes(gzip.compress((line(item_id="i1", judge="gpt-5", has_failure=True, critical_failures=[]) + "\n").encode()))
+    path.write_bytes(
+        gzip.compress((line(item_id="i1", judge="gpt-5", has_failure=True, critical_failures=[]) + "\n").encode())
+    )
     assert read_judgments(path) == [JudgmentRow("i1", "gpt-5", True)]
 
 
@@ -566,25 +622,55 @@ def test_reader_reads_gzip_files(tmp_path: Path):
         (line(item_id="i2", annotator="", has_failure=True, failures=[]), "annotator", "must not be empty"),
         (line(item_id="i2", annotator="a", has_failure="yes", failures=[]), "has_failure", "expected true or false"),
         (line(item_id="i2", annotator="a", has_failure=True, failures={}), "failures", "expected a list"),
-        (line(item_id="i2", annotator="a", has_failure=True, failures=[{"L1_steps": [], "L2_steps": []}]),
-         "failures[0].description", "missing"),
-        (line(item_id="i2", annotator="a", has_failure=True, failures=[{"description": "d", "L1_steps": []}]),
-         "failures[0].L2_steps", "missing"),
-        (line(item_id="i2", annotator="a", has_failure=True,
-              failures=[{"description": "d", "L1_steps": [], "L2_steps": [1, True]}]),
-         "failures[0].L2_steps[1]", "step number"),
-        (line(item_id="i2", annotator="a", has_failure=True,
-              failures=[{"description": "d", "L1_steps": [0], "L2_steps": []}]),
-         "failures[0].L1_steps[0]", "step number"),
-        (line(item_id="i2", annotator="a", has_failure=False, failures=[failure(1)]), "has_failure", "failure(s) are listed"),
-        (line(item_id="i2", annotator="a", has_failure=True, failures=[], excluded="no"), "excluded", "expected true or false"),
+        (
+            line(item_id="i2", annotator="a", has_failure=True, failures=[{"L1_steps": [], "L2_steps": []}]),
+            "failures[0].description",
+            "missing",
+        ),
+        (
+            line(item_id="i2", annotator="a", has_failure=True, failures=[{"description": "d", "L1_steps": []}]),
+            "failures[0].L2_steps",
+            "missing",
+        ),
+        (
+            line(
+                item_id="i2",
+                annotator="a",
+                has_failure=True,
+                failures=[{"description": "d", "L1_steps": [], "L2_steps": [1, True]}],
+            ),
+            "failures[0].L2_steps[1]",
+            "step number",
+        ),
+        (
+            line(
+                item_id="i2",
+                annotator="a",
+                has_failure=True,
+                failures=[{"description": "d", "L1_steps": [0], "L2_steps": []}],
+            ),
+            "failures[0].L1_steps[0]",
+            "step number",
+        ),
+        (
+            line(item_id="i2", annotator="a", has_failure=False, failures=[failure(1)]),
+            "has_failure",
+            "failure(s) are listed",
+        ),
+        (
+            line(item_id="i2", annotator="a", has_failure=True, failures=[], excluded="no"),
+            "excluded",
+            "expected true or false",
+        ),
         (GOOD, None, "duplicate of line 1"),
     ],
 )
-def test_reader_names_file_line_and_field_of_a_malformed_annotation(tmp_path: Path, bad: str, field: str | None, problem: str):
+def test_reader_names_file_line_and_field_of_a_malformed_annotation(
+    tmp_path: Path, bad: str, field: str | None, problem: str
+):
     path = tmp_path / "annotations.jsonl"
     path.write_text(GOOD + "\n\n" + bad + "\n")
-    with pytest.raises(AgreementInputError) as caught:
+    with pytest.raises(RecordError) as caught:
         read_annotations(path)
     error = caught.value
     assert (error.path, error.line, error.field) == (str(path), 3, field)
@@ -601,18 +687,18 @@ def test_reader_names_file_line_and_field_of_a_malformed_annotation(tmp_path: Pa
     ],
 )
 def test_reader_names_the_line_of_a_malformed_judgment(bad: str, field: str):
-    with pytest.raises(AgreementInputError) as caught:
+    with pytest.raises(RecordError) as caught:
         parse_judgment_lines([line(item_id="i0", judge="j", has_failure=False), bad], source="judgments.jsonl")
     assert (caught.value.path, caught.value.line, caught.value.field) == ("judgments.jsonl", 2, field)
 
 
 def test_reader_reports_a_line_that_is_not_utf8():
-    with pytest.raises(AgreementInputError, match=r"annotations.jsonl, line 2: not UTF-8"):
+    with pytest.raises(RecordError, match=r"annotations.jsonl, line 2: not UTF-8"):
         parse_annotation_lines([GOOD.encode(), b'{"item_id": "\xff"}'], source="annotations.jsonl")
 
 
 def test_reader_reports_a_missing_file(tmp_path: Path):
-    with pytest.raises(AgreementInputError, match="no such file"):
+    with pytest.raises(RecordError, match="no such file"):
         read_annotations(tmp_path / "absent.jsonl")
 
 
@@ -621,14 +707,18 @@ def test_report_from_file_equals_report_from_rows(tmp_path: Path):
     annotations_path = tmp_path / "a.jsonl"
     annotations_path.write_text(
         "".join(
-            json.dumps({"item_id": r.item_id, "annotator": r.annotator, "has_failure": r.has_failure, "failures": r.failures})
+            json.dumps(
+                {"item_id": r.item_id, "annotator": r.annotator, "has_failure": r.has_failure, "failures": r.failures}
+            )
             + "\n"
             for r in rows
         )
     )
     judgments_path = tmp_path / "j.jsonl"
     judgments_path.write_text(
-        "".join(json.dumps({"item_id": j.item_id, "judge": j.judge, "has_failure": j.has_failure}) + "\n" for j in judgments)
+        "".join(
+            json.dumps({"item_id": j.item_id, "judge": j.judge, "has_failure": j.has_failure}) + "\n" for j in judgments
+        )
     )
     assert agreement_report(read_annotations(annotations_path), read_judgments(judgments_path), bootstrap=50) == (
         agreement_report(rows, judgments, bootstrap=50)
@@ -644,7 +734,7 @@ def test_every_annotator_pair_in_a_full_design_is_reported():
 
 @pytest.mark.parametrize("nominal", [True, False])
 def test_bootstrap_alpha_of_a_resample_equals_alpha_of_the_resampled_items(nominal: bool):
-    from annotate.agreement import _pairable, _resample_index, _weighted_alphas
+    from annotate.stats.alpha import _pairable, _resample_index, _weighted_alphas
 
     generator = random.Random(13)
     if nominal:
@@ -652,8 +742,10 @@ def test_bootstrap_alpha_of_a_resample_equals_alpha_of_the_resampled_items(nomin
         distance = None
     else:
         matrix = [
-            [frozenset(generator.sample(range(1, 6), generator.randint(0, 2))) if generator.random() < 0.8 else None
-             for _ in range(3)]
+            [
+                frozenset(generator.sample(range(1, 6), generator.randint(0, 2))) if generator.random() < 0.8 else None
+                for _ in range(3)
+            ]
             for _ in range(25)
         ]
         distance = masi_distance

@@ -1,5 +1,6 @@
 """The researchers' agreement dashboards on studies in the database: the report equals the
 report on the study's export file; judges, annotators, disagreements, downloads, the API."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,17 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from annotate.reports import disagreement_list, study_agreement_report
-from annotate.services import annotation_submit, assignment_next
+from annotate.participation.reservations import assignment_next
+from annotate.participation.submissions import annotation_submit
+from annotate.reports.selectors import disagreement_list, study_agreement_report
 from annotate.testing import (
-    NO_FAILURE, ONE_FAILURE, annotate_all, annotate_next, annotator_start, judged_generation_study, read_everything,
+    NO_FAILURE,
+    ONE_FAILURE,
+    annotate_all,
+    annotate_next,
+    annotator_start,
+    judged_generation_study,
+    read_everything,
     study_make,
 )
 from judging.models import Judgment
@@ -72,7 +80,9 @@ def test_annotators_and_disagreement_pages_and_csv(researcher_client):
     study = _labelled_study()
     html = researcher_client.get(reverse("annotate:report_annotators", args=[study.slug])).content.decode()
     assert "p1" in html and 'id="annotator-scatter"' in html
-    csv_text = researcher_client.get(reverse("annotate:report_annotators", args=[study.slug]) + "?format=csv").content.decode()
+    csv_text = researcher_client.get(
+        reverse("annotate:report_annotators", args=[study.slug]) + "?format=csv"
+    ).content.decode()
     assert csv_text.splitlines()[0].startswith("annotator,n_main,loo_agreement")
     assert len(csv_text.splitlines()) == 4
     html = researcher_client.get(reverse("annotate:report_disagreements", args=[study.slug])).content.decode()
@@ -116,8 +126,12 @@ def test_leaderboard_shows_the_judge_score_calibrated_with_human_labels(research
                 break
             judgment = Judgment.objects.get(pk=assignment.item.source["judgment_id"])
             read_everything(participation, assignment)
-            annotation_submit(participation=participation, public_id=assignment.public_id,
-                              answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE, submission_id="t")
+            annotation_submit(
+                participation=participation,
+                public_id=assignment.public_id,
+                answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE,
+                submission_id="t",
+            )
     rows = {r["model"]: r for r in leaderboard("How2Judge")}
     claude = rows["claude-opus-4.5"]
     assert claude["calibrated"]["corrected_score"] == pytest.approx(claude["how2score_percent"])  # the page's 0-100
@@ -127,7 +141,7 @@ def test_leaderboard_shows_the_judge_score_calibrated_with_human_labels(research
 
 
 def test_one_annotator_per_item_gives_the_leaderboard_no_calibration(demo):
-    from annotate.reports import calibration_from_studies
+    from annotate.reports.selectors import calibration_from_studies
 
     study = judged_generation_study(name="Single labels", annotators_per_item=1)
     annotate_all(annotator_start(study, "h1"), True)
@@ -135,12 +149,15 @@ def test_one_annotator_per_item_gives_the_leaderboard_no_calibration(demo):
 
 
 def test_generations_in_studies_are_kept_out_of_distillation(demo):
-    from annotate.item_sources import items_from_judgments
-    from annotate.services import StudySettings, study_create
+    from annotate.studies.item_sources import items_from_judgments
+    from annotate.studies.services import study_create
+    from annotate.studies.settings import StudySettings
     from judging.distillation import human_annotated_generation_ids
 
     items = items_from_judgments(judge="How2Judge", n=3, seed=0)
-    study_create(name="Excluded", items=items, settings=StudySettings(training_enabled=False, qualification_enabled=False))
+    study_create(
+        name="Excluded", items=items, settings=StudySettings(training_enabled=False, qualification_enabled=False)
+    )
     assert human_annotated_generation_ids() == {item.source["generation_id"] for item in items}
 
 

@@ -1,5 +1,6 @@
 """`manage.py agreement_report`: the report as JSON on stdout or written atomically to a file,
 errors that name file and line with a non-zero exit, and the --study seam."""
+
 from __future__ import annotations
 
 import io
@@ -14,14 +15,27 @@ from django.core.management import CommandError, call_command
 
 from tests.services import BASE_DIR
 
-REQUIRED_KEYS = {"n_items", "n_annotators", "n_annotations", "alpha", "human_majority", "leave_one_out", "judges",
-                 "judge_pairs"}
+REQUIRED_KEYS = {
+    "n_items",
+    "n_annotators",
+    "n_annotations",
+    "alpha",
+    "human_majority",
+    "leave_one_out",
+    "judges",
+    "judge_pairs",
+}
 
 
 def annotation(item: str, annotator: str, has_failure: bool, l2: int | None = None, **extra) -> dict:
     failures = [{"description": "step order breaks the goal", "L1_steps": [2], "L2_steps": [l2] if l2 else []}]
-    return {"item_id": item, "annotator": annotator, "has_failure": has_failure,
-            "failures": failures if has_failure else [], **extra}
+    return {
+        "item_id": item,
+        "annotator": annotator,
+        "has_failure": has_failure,
+        "failures": failures if has_failure else [],
+        **extra,
+    }
 
 
 ANNOTATIONS = [
@@ -50,7 +64,9 @@ def write_jsonl(path: Path, records: list) -> Path:
 
 @pytest.fixture
 def files(tmp_path: Path) -> tuple[Path, Path]:
-    return write_jsonl(tmp_path / "annotations.jsonl", ANNOTATIONS), write_jsonl(tmp_path / "judgments.jsonl", JUDGMENTS)
+    return write_jsonl(tmp_path / "annotations.jsonl", ANNOTATIONS), write_jsonl(
+        tmp_path / "judgments.jsonl", JUDGMENTS
+    )
 
 
 def run(*args: str) -> tuple[str, str]:
@@ -66,12 +82,22 @@ def test_prints_the_report_as_json_with_the_required_keys(files):
     assert REQUIRED_KEYS <= set(report)
     assert (report["n_items"], report["n_annotators"], report["n_annotations"], report["n_excluded"]) == (3, 3, 8, 1)
     # i1: T T F -> has_failure; i2: F F F -> no_failure; i3: T F (c excluded) -> tie.
-    assert report["human_majority"] == {"min_annotations": 2, "n_items": 3, "n_with_majority": 2, "n_ties": 1,
-                                        "has_failure": 1, "no_failure": 1, "n_too_few": 0}
+    assert report["human_majority"] == {
+        "min_annotations": 2,
+        "n_items": 3,
+        "n_with_majority": 2,
+        "n_ties": 1,
+        "has_failure": 1,
+        "no_failure": 1,
+        "n_too_few": 0,
+    }
     assert list(report["judge_pairs"]) == ["gpt-5|how2judge"]
     pair = report["judge_pairs"]["gpt-5|how2judge"]
     assert {k: v for k, v in pair.items() if k != "ci95"} == {
-        "raters": ["gpt-5", "how2judge"], "agreement": 0.5, "cohen_kappa": 0.0, "n": 2,
+        "raters": ["gpt-5", "how2judge"],
+        "agreement": 0.5,
+        "cohen_kappa": 0.0,
+        "n": 2,
     }
     assert len(pair["ci95"]) == 2
     assert report["judges"]["gpt-5"]["agreement"] == 1.0
@@ -97,8 +123,9 @@ def test_the_same_seed_gives_the_same_report_and_the_seed_is_used(files):
 def test_output_is_written_to_the_file_and_not_to_stdout(files, tmp_path: Path):
     annotations, judgments = files
     output = tmp_path / "report.json"
-    out, err = run("--annotations", str(annotations), "--judgments", str(judgments), "--output", str(output),
-                   "--bootstrap", "0")
+    out, err = run(
+        "--annotations", str(annotations), "--judgments", str(judgments), "--output", str(output), "--bootstrap", "0"
+    )
     assert out == ""
     assert str(output) in err
     assert REQUIRED_KEYS <= set(json.loads(output.read_text()))
@@ -106,7 +133,9 @@ def test_output_is_written_to_the_file_and_not_to_stdout(files, tmp_path: Path):
 
 
 def test_malformed_input_names_file_and_line_and_leaves_an_existing_output_alone(tmp_path: Path):
-    bad = write_jsonl(tmp_path / "annotations.jsonl", [ANNOTATIONS[0], ANNOTATIONS[1], '{"item_id": "i9", "annotator": '])
+    bad = write_jsonl(
+        tmp_path / "annotations.jsonl", [ANNOTATIONS[0], ANNOTATIONS[1], '{"item_id": "i9", "annotator": ']
+    )
     output = tmp_path / "report.json"
     output.write_text("previous report\n")
     with pytest.raises(CommandError, match=rf"{bad}, line 3: invalid JSON"):
@@ -117,7 +146,9 @@ def test_malformed_input_names_file_and_line_and_leaves_an_existing_output_alone
 
 def test_a_mistyped_judgment_field_names_file_line_and_field(files, tmp_path: Path):
     annotations, _ = files
-    judgments = write_jsonl(tmp_path / "j.jsonl", [JUDGMENTS[0], {"item_id": "i2", "judge": "gpt-5", "has_failure": "no"}])
+    judgments = write_jsonl(
+        tmp_path / "j.jsonl", [JUDGMENTS[0], {"item_id": "i2", "judge": "gpt-5", "has_failure": "no"}]
+    )
     with pytest.raises(CommandError, match=rf"{judgments}, line 2, field 'has_failure': expected true or false"):
         run("--annotations", str(annotations), "--judgments", str(judgments))
 
@@ -152,16 +183,19 @@ def test_a_study_of_another_kind_has_no_critical_failure_report(kind):
 
 
 def test_study_rows_come_from_the_single_seam(monkeypatch, files):
-    from annotate.agreement import read_annotations, read_judgments
     from annotate.management.commands import agreement_report
+    from annotate.stats.records import read_annotations, read_judgments
 
     annotations, judgments = files
     monkeypatch.setattr(
-        agreement_report, "study_agreement_rows",
-        lambda slug: (read_annotations(annotations), read_judgments(judgments), 2),
+        agreement_report,
+        "study_agreement_rows",
+        lambda slug, include_test=False: (read_annotations(annotations), read_judgments(judgments), 2),
     )
     from_study = json.loads(run("--study", "final", "--bootstrap", "50")[0])
-    from_files = json.loads(run("--annotations", str(annotations), "--judgments", str(judgments), "--bootstrap", "50")[0])
+    from_files = json.loads(
+        run("--annotations", str(annotations), "--judgments", str(judgments), "--bootstrap", "50")[0]
+    )
     assert from_study == from_files
 
 
@@ -180,11 +214,17 @@ def test_invalid_arguments_are_refused(args):
 
 
 def manage(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")
+    }
     env["DJANGO_SETTINGS_MODULE"] = "config.django.test"
     return subprocess.run(
         [sys.executable, "manage.py", "agreement_report", *args],
-        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -194,7 +234,9 @@ def test_manage_py_prints_json_and_exits_zero_then_exits_non_zero_on_a_bad_line(
     assert result.returncode == 0, result.stderr
     assert REQUIRED_KEYS <= set(json.loads(result.stdout))
 
-    bad = write_jsonl(tmp_path / "bad.jsonl", [ANNOTATIONS[0], {"item_id": "i1", "annotator": "x", "has_failure": True}])
+    bad = write_jsonl(
+        tmp_path / "bad.jsonl", [ANNOTATIONS[0], {"item_id": "i1", "annotator": "x", "has_failure": True}]
+    )
     result = manage("--annotations", str(bad))
     assert result.returncode == 1
     assert f"{bad}, line 2, field 'failures': missing" in result.stderr

@@ -3,6 +3,7 @@ annotators report, the agreement page, the metric page and the exports come from
 and agree; a human majority needs at least ``min_annotations_for_majority`` annotations (a
 study setting, default 2) and the pages say what was left out and why; the confusion matrix
 is a table; an undefined alpha is a sentence; small samples carry a note."""
+
 from __future__ import annotations
 
 import io
@@ -14,20 +15,14 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from annotate.agreement import (
-    AnnotationRow,
-    HumanMajority,
-    JudgmentRow,
-    agreement_report,
-    human_majority,
-    bootstrap_mean_interval,
-    bootstrap_share_interval,
-    judge_agreement,
-    sample_size_note,
-)
-from annotate.metric_agreement import metric_agreement_report
-from annotate.reports import study_agreement_report
+from annotate.reports.selectors import study_agreement_report
+from annotate.stats.agreement import agreement_report, judge_agreement
+from annotate.stats.bootstrap import bootstrap_share_interval, sample_size_note
+from annotate.stats.majority import HumanMajority, human_majority
+from annotate.stats.metric_agreement import metric_agreement_report
+from annotate.stats.records import AnnotationRow, JudgmentRow
 from annotate.testing import annotate_all, annotate_next, annotator_start, judged_generation_study, study_make
+from core.intervals import bootstrap_mean_interval
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +54,8 @@ def test_study_page_counts_each_annotators_items_like_the_annotators_report(rese
         for k in range(n):
             assert annotate_next(participation, label=k % 2 == 0) is not None
     # p3 also holds a reservation (two counts over one join multiplied them).
-    from annotate.services import assignment_next
+    from annotate.participation.reservations import assignment_next
+
     assert assignment_next(participation=participation) is not None
 
     detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug]))
@@ -90,8 +86,13 @@ def test_one_annotation_is_not_a_human_majority():
     assert judge["n"] == 0 and judge["agreement"] is None and judge["cohen_kappa"] is None
     assert judge["n_too_few_annotations"] == 7
     assert report["human_majority"] == {
-        "min_annotations": 2, "n_items": 7, "n_with_majority": 0, "has_failure": 0, "no_failure": 0,
-        "n_ties": 0, "n_too_few": 7,
+        "min_annotations": 2,
+        "n_items": 7,
+        "n_with_majority": 0,
+        "has_failure": 0,
+        "no_failure": 0,
+        "n_ties": 0,
+        "n_too_few": 7,
     }
     assert report["calibration"]["judge"]["corrected_score"] is None
 
@@ -110,9 +111,15 @@ def test_the_majority_threshold_is_a_choice_and_two_is_the_least():
 
 
 def test_majority_counts_add_up_and_name_what_they_leave_out():
-    labels = {"h1": {"a": True, "b": True, "c": False}, "h2": {"a": True, "b": True}, "h3": {"a": True, "c": True},
-              "n1": {"a": False, "b": False}, "n2": {"b": False, "c": False, "a": True},
-              "t1": {"a": True, "b": False}, "s1": {"c": True}}
+    labels = {
+        "h1": {"a": True, "b": True, "c": False},
+        "h2": {"a": True, "b": True},
+        "h3": {"a": True, "c": True},
+        "n1": {"a": False, "b": False},
+        "n2": {"b": False, "c": False, "a": True},
+        "t1": {"a": True, "b": False},
+        "s1": {"c": True},
+    }
     summary = agreement_report(rows_of(labels), [], bootstrap=0)["human_majority"]
     assert (summary["has_failure"], summary["no_failure"], summary["n_ties"], summary["n_too_few"]) == (3, 2, 1, 1)
     assert summary["n_with_majority"] == summary["has_failure"] + summary["no_failure"] == 5
@@ -120,8 +127,12 @@ def test_majority_counts_add_up_and_name_what_they_leave_out():
 
 
 def test_metric_report_and_agreement_report_count_the_majority_the_same_way():
-    labels = {"h1": {"a": True, "b": True, "c": False}, "n1": {"a": False, "b": False}, "t1": {"a": True, "b": False},
-              "s1": {"c": True}}
+    labels = {
+        "h1": {"a": True, "b": True, "c": False},
+        "n1": {"a": False, "b": False},
+        "t1": {"a": True, "b": False},
+        "s1": {"c": True},
+    }
     majority = human_majority(rows_of(labels))
     metric = metric_agreement_report(majority=majority, signals={"judge:j": {k: 1.0 for k in labels}}, bootstrap=0)
     agreement = agreement_report(rows_of(labels), [], bootstrap=0)
@@ -132,8 +143,16 @@ def test_metric_report_and_agreement_report_count_the_majority_the_same_way():
 def test_judge_agreement_counts_the_items_left_out_by_reason():
     majority = HumanMajority(labels={"i1": True, "i2": None}, too_few={"i3": 1}, min_annotations=2)
     result = judge_agreement(majority, {"i1": True, "i2": False, "i3": True, "i4": False}, bootstrap=0)
-    assert (result["n"], result["n_human_tie"], result["n_too_few_annotations"], result["n_no_human_labels"]) == (1, 1, 1, 1)
-    assert result["n_judged"] == result["n"] + result["n_human_tie"] + result["n_too_few_annotations"] + result["n_no_human_labels"]
+    assert (result["n"], result["n_human_tie"], result["n_too_few_annotations"], result["n_no_human_labels"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
+    assert (
+        result["n_judged"]
+        == result["n"] + result["n_human_tie"] + result["n_too_few_annotations"] + result["n_no_human_labels"]
+    )
 
 
 def test_leave_one_out_needs_a_majority_of_the_others_too():
@@ -141,8 +160,15 @@ def test_leave_one_out_needs_a_majority_of_the_others_too():
     loo = agreement_report(rows, [], bootstrap=0)["leave_one_out"]
     # On i2 each annotator has one other: one annotation is not a majority.
     assert loo["a"]["n"] == 0 and loo["a"]["n_others_too_few"] == 1 and loo["a"]["n_others_tie"] == 1
-    assert loo["c"] == {"agreement": 0.0, "ci95": None, "n": 1, "n_items": 1, "n_others_tie": 0,
-                        "n_others_too_few": 0, "n_no_others": 0}
+    assert loo["c"] == {
+        "agreement": 0.0,
+        "ci95": None,
+        "n": 1,
+        "n_items": 1,
+        "n_others_tie": 0,
+        "n_others_too_few": 0,
+        "n_no_others": 0,
+    }
 
 
 # --------------------------------------------------------------------------- the study setting
@@ -167,28 +193,65 @@ def test_agreement_page_leaves_out_items_with_one_annotation_and_says_why(resear
 
 
 def test_min_annotations_for_majority_is_validated_on_the_form_the_service_and_the_command(researcher_client, tmp_path):
-    from annotate.services import StudyInvalid, StudySettings, study_create
+    from annotate.errors import StudyInvalid
+    from annotate.studies.services import study_create
+    from annotate.studies.settings import StudySettings
     from annotate.testing import item_spec
 
     with pytest.raises(StudyInvalid, match="majority needs at least 2"):
-        study_create(name="x", items=[item_spec(1)], settings=StudySettings(
-            qualification_enabled=False, min_annotations_for_majority=1))
+        study_create(
+            name="x",
+            items=[item_spec(1)],
+            settings=StudySettings(qualification_enabled=False, min_annotations_for_majority=1),
+        )
     items = tmp_path / "items.jsonl"
-    items.write_text(json.dumps({"item_id": "a", "topic": "t", "goal": "g", "reference_steps": ["r"],
-                                 "candidate_steps": ["c"]}) + "\n")
+    items.write_text(
+        json.dumps({"item_id": "a", "topic": "t", "goal": "g", "reference_steps": ["r"], "candidate_steps": ["c"]})
+        + "\n"
+    )
     with open(items, "rb") as handle:
-        response = researcher_client.post(reverse("annotate:study_new"), {
-            "name": "Form", "kind": "critical_failure", "items_file": handle, "annotators_per_item": 3,
-            "lease_minutes": 30, "attention_check_rate": 0, "attention_max_failures": 1,
-            "min_annotations_for_majority": 1})
+        response = researcher_client.post(
+            reverse("annotate:study_new"),
+            {
+                "name": "Form",
+                "kind": "critical_failure",
+                "items_file": handle,
+                "annotators_per_item": 3,
+                "lease_minutes": 30,
+                "attention_check_rate": 0,
+                "attention_max_failures": 1,
+                "min_annotations_for_majority": 1,
+            },
+        )
     assert response.status_code == 400
     assert "min_annotations_for_majority" in response.context["form"].errors
     with pytest.raises(CommandError, match="majority needs at least 2"):
-        call_command("create_study", "--name", "Cmd", "--items", str(items), "--no-qualification",
-                     "--min-annotations-for-majority", "1", stdout=io.StringIO())
-    call_command("create_study", "--name", "Cmd", "--items", str(items), "--no-qualification",
-                 "--attention-rate", "0", "--min-annotations-for-majority", "3", stdout=io.StringIO())
+        call_command(
+            "create_study",
+            "--name",
+            "Cmd",
+            "--items",
+            str(items),
+            "--no-qualification",
+            "--min-annotations-for-majority",
+            "1",
+            stdout=io.StringIO(),
+        )
+    call_command(
+        "create_study",
+        "--name",
+        "Cmd",
+        "--items",
+        str(items),
+        "--no-qualification",
+        "--attention-rate",
+        "0",
+        "--min-annotations-for-majority",
+        "3",
+        stdout=io.StringIO(),
+    )
     from annotate.models import Study
+
     assert Study.objects.get(name="Cmd").min_annotations_for_majority == 3
 
 
@@ -200,7 +263,9 @@ def test_a_higher_threshold_set_on_the_study_applies_to_every_page(researcher_cl
             pass
     report = study_agreement_report(study, bootstrap=0)
     assert report["human_majority"]["n_too_few"] == 3 and report["human_majority"]["min_annotations"] == 3
-    metric = researcher_client.get(reverse("annotate:report_metric_agreement", args=[study.slug]) + "?format=json").json()
+    metric = researcher_client.get(
+        reverse("annotate:report_metric_agreement", args=[study.slug]) + "?format=json"
+    ).json()
     assert metric["human_majority"] == report["human_majority"]
 
 
@@ -213,18 +278,34 @@ def _write(path: Path, records: list[dict]) -> Path:
 
 
 def test_agreement_report_and_metric_agreement_commands_take_the_threshold(tmp_path):
-    records = [{"item_id": item, "annotator": who, "has_failure": label, "failures": []}
-               for item, by in {"i1": {"a": False, "b": False}, "i2": {"a": False}, "i3": {"a": False, "b": False,
-                                                                                          "c": False}}.items()
-               for who, label in by.items()]
+    records = [
+        {"item_id": item, "annotator": who, "has_failure": label, "failures": []}
+        for item, by in {
+            "i1": {"a": False, "b": False},
+            "i2": {"a": False},
+            "i3": {"a": False, "b": False, "c": False},
+        }.items()
+        for who, label in by.items()
+    ]
     annotations = _write(tmp_path / "a.jsonl", records)
-    judgments = _write(tmp_path / "j.jsonl", [{"item_id": i, "judge": "j", "has_failure": False} for i in ("i1", "i2", "i3")])
+    judgments = _write(
+        tmp_path / "j.jsonl", [{"item_id": i, "judge": "j", "has_failure": False} for i in ("i1", "i2", "i3")]
+    )
     outputs = {}
     for command in ("agreement_report", "metric_agreement"):
         for extra in ((), ("--min-annotations", "3")):
             out = io.StringIO()
-            call_command(command, "--annotations", str(annotations), "--judgments", str(judgments), "--bootstrap", "0",
-                         *extra, stdout=out)
+            call_command(
+                command,
+                "--annotations",
+                str(annotations),
+                "--judgments",
+                str(judgments),
+                "--bootstrap",
+                "0",
+                *extra,
+                stdout=out,
+            )
             outputs[(command, extra)] = json.loads(out.getvalue())["human_majority"]
         with pytest.raises(CommandError, match="at least 2"):
             call_command(command, "--annotations", str(annotations), "--min-annotations", "1", stdout=io.StringIO())
@@ -240,9 +321,11 @@ def _majority_study():
     """Seven items, three annotators: 3 has_failure majorities, 2 no_failure, 1 tie (one
     annotator missing), 1 item with a single annotation."""
     study = study_make(n_items=7, annotators_per_item=3)
-    plan = {"p1": [True, True, True, False, False, True, True],
-            "p2": [True, True, False, False, False, False],
-            "p3": [True, False, True, False, True]}
+    plan = {
+        "p1": [True, True, True, False, False, True, True],
+        "p2": [True, True, False, False, False, False],
+        "p3": [True, False, True, False, True],
+    }
     for pid, labels in plan.items():
         participation = annotator_start(study, pid)
         for label in labels:
@@ -254,13 +337,17 @@ def test_agreement_page_and_metric_page_show_the_same_counts_that_add_up(researc
     study = _majority_study()
     report = study_agreement_report(study, bootstrap=0)
     summary = report["human_majority"]
-    assert summary["n_items"] == summary["has_failure"] + summary["no_failure"] + summary["n_ties"] + summary["n_too_few"]
+    assert (
+        summary["n_items"] == summary["has_failure"] + summary["no_failure"] + summary["n_ties"] + summary["n_too_few"]
+    )
     agreement_html = researcher_client.get(reverse("annotate:report_agreement", args=[study.slug])).content.decode()
     metric_html = researcher_client.get(reverse("annotate:report_metric_agreement", args=[study.slug])).content.decode()
     sentence = _text(agreement_html, "human-majority")
     assert sentence == _text(metric_html, "human-majority")
-    assert (f"{summary['n_with_majority']} items have a majority ({summary['has_failure']} has_failure, "
-            f"{summary['no_failure']} no_failure)") in sentence
+    assert (
+        f"{summary['n_with_majority']} items have a majority ({summary['has_failure']} has_failure, "
+        f"{summary['no_failure']} no_failure)"
+    ) in sentence
 
 
 def test_confusion_matrix_is_a_table_with_totals(researcher_client, demo):
@@ -311,7 +398,7 @@ def test_small_sample_note_rule():
 
 
 def test_judge_numbers_carry_n_intervals_and_a_small_sample_note(researcher_client):
-    from annotate.reports import study_annotation_rows
+    from annotate.reports.selectors import study_annotation_rows
 
     study = _majority_study()
     rows = [JudgmentRow(item.item_id, "j", item.position % 2 == 0) for item in study.items.all()]

@@ -1,5 +1,6 @@
 """Assignment (k distinct annotators, leases, surplus, release), attention checks,
 qualification and training: the annotator's path as the server enforces it."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -9,6 +10,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from annotate.errors import StepRefused
 from annotate.models import (
     Annotation,
     Assignment,
@@ -16,18 +18,16 @@ from annotate.models import (
     ParticipationState,
     Qualification,
 )
-from annotate.services import (
-    StepRefused,
-    annotation_submit,
-    assignment_next,
+from annotate.participation.reservations import assignment_next
+from annotate.participation.services import (
     participation_consent,
     participation_enter,
-    participation_release,
-    study_round_create,
     training_answer,
     training_examples,
     training_open,
 )
+from annotate.participation.submissions import annotation_submit
+from annotate.studies.services import participation_release, study_round_create
 from annotate.testing import (
     NO_FAILURE,
     ONE_FAILURE,
@@ -90,7 +90,7 @@ def test_returning_after_the_lease_to_a_filled_item_moves_on_and_keeps_the_draft
     study = study_make(n_items=2, annotators_per_item=1)
     slow = annotator_start(study, "slow")
     a = assignment_next(participation=slow)
-    from annotate.services import assignment_save
+    from annotate.participation.drafts import assignment_save
 
     assignment_save(participation=slow, public_id=a.public_id, draft={**NO_FAILURE, "comments": "mine"}, seq=1)
     _expire(a)
@@ -153,8 +153,8 @@ def test_max_items_per_annotator_ends_the_session_with_the_completion_code():
 
 def test_attention_checks_are_mixed_in_at_the_study_rate():
     """One check in every stretch of 1/rate items, at the positions and in the order of the
-    participant's seeded plan (annotate/attention_plan.py)."""
-    from annotate.attention_plan import check_order, check_positions
+    participant's seeded plan (annotate/participation/attention_plan.py)."""
+    from annotate.participation.attention_plan import check_order, check_positions
 
     study = study_make(n_items=8, n_attention=2, attention_check_rate=0.25, attention_max_failures=5)
     p = annotator_start(study, "att")
@@ -172,8 +172,9 @@ def test_attention_checks_are_mixed_in_at_the_study_rate():
 
 
 def test_failing_more_attention_checks_than_allowed_screens_out_and_excludes_but_keeps_annotations():
-    study = study_make(n_items=6, n_attention=2, attention_check_rate=0.5, attention_max_failures=1,
-                       attention_answers=[True, True])
+    study = study_make(
+        n_items=6, n_attention=2, attention_check_rate=0.5, attention_max_failures=1, attention_answers=[True, True]
+    )
     p = annotator_start(study, "careless")
     sources = []
     while "attention" not in sources:  # the first check (within the first two items), answered wrong
@@ -293,7 +294,8 @@ def test_entry_with_the_same_pid_resumes_and_records_each_prolific_session():
 
 
 def test_a_closed_study_refuses_new_participants_but_lets_existing_ones_back():
-    from annotate.services import EntryRefused, study_update
+    from annotate.errors import EntryRefused
+    from annotate.studies.services import study_update
 
     study = study_make(n_items=2)
     annotator_start(study, "early")

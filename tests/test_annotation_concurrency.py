@@ -1,6 +1,7 @@
 """Concurrency on PostgreSQL with real threads (one database connection each): 30 annotators
 reserving at once never over-assign an item; concurrent submits of one item store one
 annotation. Run with DATABASE_URL=postgres://... (skipped on SQLite, which serialises writers)."""
+
 from __future__ import annotations
 
 import threading
@@ -12,7 +13,8 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from annotate.models import Annotation, Assignment, AssignmentStatus
-from annotate.services import annotation_submit, assignment_next
+from annotate.participation.reservations import assignment_next
+from annotate.participation.submissions import annotation_submit
 from annotate.testing import NO_FAILURE, annotator_start, read_everything, study_make
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -52,7 +54,9 @@ def _run_at_once(functions):
 
 def _live_per_item(study):
     now = timezone.now()
-    live = Assignment.objects.filter(study=study, role="main").filter(status=AssignmentStatus.RESERVED, lease_expires_at__gt=now)
+    live = Assignment.objects.filter(study=study, role="main").filter(
+        status=AssignmentStatus.RESERVED, lease_expires_at__gt=now
+    )
     return Counter(live.values_list("item_id", flat=True))
 
 
@@ -74,7 +78,9 @@ def test_expired_slots_are_handed_out_again_without_over_assigning():
     _run_at_once([lambda p=p: assignment_next(participation=p) for p in first])
     # Three of the six walk away: their leases run out.
     gone = Assignment.objects.filter(study=study).order_by("pk")[:3]
-    Assignment.objects.filter(pk__in=[a.pk for a in gone]).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    Assignment.objects.filter(pk__in=[a.pk for a in gone]).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
     late = [annotator_start(study, f"late{i}") for i in range(N_THREADS)]
     results = _run_at_once([lambda p=p: assignment_next(participation=p) for p in late])
     assert sum(1 for a in results if a is not None) == 3
@@ -86,17 +92,20 @@ def test_concurrent_submits_of_one_item_store_one_annotation():
     p = annotator_start(study, "clicker")
     a = assignment_next(participation=p)
     read_everything(p, a)
-    results = _run_at_once([
-        lambda: annotation_submit(participation=p, public_id=a.public_id, answer=NO_FAILURE, submission_id="same")
-        for _ in range(10)
-    ])
+    results = _run_at_once(
+        [
+            lambda: annotation_submit(participation=p, public_id=a.public_id, answer=NO_FAILURE, submission_id="same")
+            for _ in range(10)
+        ]
+    )
     assert sum(1 for r in results if r.created) == 1
     assert len({r.annotation.pk for r in results}) == 1
     assert Annotation.objects.count() == 1
 
 
 def test_autosaves_racing_a_submit_never_change_the_submitted_annotation():
-    from annotate.services import DraftRejected, assignment_save
+    from annotate.errors import DraftRejected
+    from annotate.participation.drafts import assignment_save
 
     study = study_make(n_items=1, annotators_per_item=1)
     p = annotator_start(study, "racer")
@@ -105,13 +114,20 @@ def test_autosaves_racing_a_submit_never_change_the_submitted_annotation():
 
     def autosave(i):
         try:
-            assignment_save(participation=p, public_id=a.public_id, draft={"has_failure": True, "failures": [], "comments": f"d{i}"}, seq=100 + i)
+            assignment_save(
+                participation=p,
+                public_id=a.public_id,
+                draft={"has_failure": True, "failures": [], "comments": f"d{i}"},
+                seq=100 + i,
+            )
             return "saved"
         except DraftRejected:
             return "refused"
 
     calls = [lambda i=i: autosave(i) for i in range(15)]
-    calls.append(lambda: annotation_submit(participation=p, public_id=a.public_id, answer={**NO_FAILURE, "comments": "final"}))
+    calls.append(
+        lambda: annotation_submit(participation=p, public_id=a.public_id, answer={**NO_FAILURE, "comments": "final"})
+    )
     _run_at_once(calls)
     ann = Annotation.objects.get()
     assert ann.comments == "final" and ann.has_failure is False

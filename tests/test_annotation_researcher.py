@@ -1,5 +1,6 @@
 """The researchers' study pages: create (file and judged generations), progress, annotators,
 items, rounds, release, exports; who may see them; the demo study."""
+
 from __future__ import annotations
 
 import csv
@@ -13,7 +14,8 @@ from django.test import Client
 from django.urls import reverse
 
 from annotate.models import Annotation, Assignment, AssignmentStatus, Participation, Study
-from annotate.services import assignment_next, study_update
+from annotate.participation.reservations import assignment_next
+from annotate.studies.services import study_update
 from annotate.testing import annotate_next, annotator_start, backdate, study_make
 
 pytestmark = pytest.mark.django_db
@@ -24,22 +26,43 @@ def _jsonl(records) -> bytes:
 
 
 def _record(n, **extra):
-    return {"item_id": f"w{n}", "topic": "Travel & Tourism", "goal": f"Goal {n}", "reference_steps": ["a", "b"],
-            "candidate_steps": ["c", "d"], **extra}
+    return {
+        "item_id": f"w{n}",
+        "topic": "Travel & Tourism",
+        "goal": f"Goal {n}",
+        "reference_steps": ["a", "b"],
+        "candidate_steps": ["c", "d"],
+        **extra,
+    }
 
 
-FORM = {"name": "Web study", "kind": "critical_failure", "annotators_per_item": 3, "min_seconds": 90, "lease_minutes": 30,
-        "training_enabled": "on", "qualification_enabled": "on", "attention_check_rate": 0.1, "attention_max_failures": 1,
-        "seed": 0}
+FORM = {
+    "name": "Web study",
+    "kind": "critical_failure",
+    "annotators_per_item": 3,
+    "min_seconds": 90,
+    "lease_minutes": 30,
+    "training_enabled": "on",
+    "qualification_enabled": "on",
+    "attention_check_rate": 0.1,
+    "attention_max_failures": 1,
+    "seed": 0,
+}
 
 
 def test_a_researcher_creates_a_study_from_judged_generations_plus_a_file_of_gold_items(researcher_client, demo):
-    upload = SimpleUploadedFile("gold.jsonl", _jsonl([
-        _record(1, qualification={"has_failure": True, "explanation": "x"}),
-        _record(2, attention_check={"has_failure": False}),
-    ]))
-    response = researcher_client.post(reverse("annotate:study_new"),
-                                      {**FORM, "judge": "How2Judge", "n_judged": 5, "items_file": upload})
+    upload = SimpleUploadedFile(
+        "gold.jsonl",
+        _jsonl(
+            [
+                _record(1, qualification={"has_failure": True, "explanation": "x"}),
+                _record(2, attention_check={"has_failure": False}),
+            ]
+        ),
+    )
+    response = researcher_client.post(
+        reverse("annotate:study_new"), {**FORM, "judge": "How2Judge", "n_judged": 5, "items_file": upload}
+    )
     assert response.status_code == 302
     study = Study.objects.get()
     assert study.items.filter(role="main").count() == 5 and study.items.filter(role="qualification").count() == 1
@@ -51,7 +74,9 @@ def test_a_researcher_creates_a_study_from_judged_generations_plus_a_file_of_gol
 
 def test_a_bad_upload_names_the_line_and_creates_nothing(researcher_client):
     upload = SimpleUploadedFile("items.jsonl", _jsonl([_record(1)]) + b'{"item_id": "w2"}\n')
-    response = researcher_client.post(reverse("annotate:study_new"), {**FORM, "items_file": upload, "qualification_enabled": ""})
+    response = researcher_client.post(
+        reverse("annotate:study_new"), {**FORM, "items_file": upload, "qualification_enabled": ""}
+    )
     assert response.status_code == 400
     assert "items.jsonl, line 2, field &#x27;goal&#x27;: is required" in response.content.decode()
     assert "Nothing was created." in response.content.decode()
@@ -59,15 +84,22 @@ def test_a_bad_upload_names_the_line_and_creates_nothing(researcher_client):
 
 
 def test_the_study_page_shows_progress_pay_pass_rates_annotators_and_items(researcher_client):
-    study = study_make(n_items=3, annotators_per_item=2, n_gold=2, gold_answers=[False, False], qualification_pass=1,
-                       payment_per_item=Decimal("1.00"))
+    study = study_make(
+        n_items=3,
+        annotators_per_item=2,
+        n_gold=2,
+        gold_answers=[False, False],
+        qualification_pass=1,
+        payment_per_item=Decimal("1.00"),
+    )
     for pid in ("r1", "r2"):
         p = annotator_start(study, pid)
         annotate_next(p, label=False)
         annotate_next(p, label=False)  # both gold items answered right
         a = assignment_next(participation=p)
+        from annotate.participation.drafts import assignment_save
+        from annotate.participation.submissions import annotation_submit
         from annotate.testing import read_everything
-        from annotate.services import assignment_save, annotation_submit
 
         read_everything(p, a)
         backdate(a, 120)
@@ -86,7 +118,9 @@ def test_release_frees_a_returned_participants_slots(researcher_client):
     study = study_make(n_items=2)
     p = annotator_start(study, "returner")
     a = assignment_next(participation=p)
-    response = researcher_client.post(reverse("annotate:participant_release", args=[study.slug, p.pk]), {"confirm": "yes"})
+    response = researcher_client.post(
+        reverse("annotate:participant_release", args=[study.slug, p.pk]), {"confirm": "yes"}
+    )
     assert response.status_code == 302
     assert Assignment.objects.get(pk=a.pk).status == AssignmentStatus.RELEASED
     assert Participation.objects.get(pk=p.pk).state == "returned"
@@ -94,8 +128,9 @@ def test_release_frees_a_returned_participants_slots(researcher_client):
 
 def test_a_new_round_clones_the_items_under_new_guidelines_and_rounds_are_compared(researcher_client):
     study = study_make(n_items=2, annotators_per_item=2)
-    response = researcher_client.post(reverse("annotate:study_round_new", args=[study.slug]),
-                                      {"instructions": "Round two: clearer examples."})
+    response = researcher_client.post(
+        reverse("annotate:study_round_new", args=[study.slug]), {"instructions": "Round two: clearer examples."}
+    )
     new = Study.objects.exclude(pk=study.pk).get()
     assert response.url == reverse("annotate:study_detail", args=[new.slug])
     assert new.round == 2 and new.first_round_id == study.pk and new.guideline_version_id != study.guideline_version_id
@@ -105,7 +140,7 @@ def test_a_new_round_clones_the_items_under_new_guidelines_and_rounds_are_compar
 
 
 def test_guidelines_cannot_change_under_annotators_who_already_started():
-    from annotate.services import StudyInvalid
+    from annotate.errors import StudyInvalid
 
     study = study_make(n_items=2)
     changed = study_update(study=study, instructions="Edited before anyone came.")
@@ -130,8 +165,12 @@ def test_exports_from_the_web_ui_in_csv_and_jsonl(researcher_client):
 
 def test_study_pages_need_the_researcher_role():
     study = study_make(n_items=1)
-    urls = [reverse("annotate:study_list"), reverse("annotate:study_new"), reverse("annotate:study_detail", args=[study.slug]),
-            reverse("annotate:study_export", args=[study.slug, "csv"])]
+    urls = [
+        reverse("annotate:study_list"),
+        reverse("annotate:study_new"),
+        reverse("annotate:study_detail", args=[study.slug]),
+        reverse("annotate:study_export", args=[study.slug, "csv"]),
+    ]
     for url in urls:
         response = Client().get(url)
         assert response.status_code == 302 and "/login/" in response.url
@@ -163,7 +202,7 @@ def test_the_demo_study_loads_idempotently_and_any_pid_can_annotate(demo):
     study = Study.objects.get(slug=annotate_demo.DEMO_SLUG)
     assert study.min_seconds == 90 and study.annotators_per_item == 3 and study.training_enabled
     gold = study.items.filter(role="qualification")
-    assert set(gold.values_list("expected_has_failure", flat=True)) == {True, False}
+    assert set(gold.values_list("expected", flat=True)) == {True, False}
     client = Client()
     response = client.get(annotate_demo.entry_path().replace("demo-annotator-1", "anyone42"))
     assert response.status_code == 302 and response.url.endswith("/consent/")

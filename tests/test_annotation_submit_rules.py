@@ -1,4 +1,5 @@
 """Every rule of a submit, checked by the server; drafts; idempotent submits; provenance."""
+
 from __future__ import annotations
 
 import json
@@ -7,14 +8,11 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from annotate.errors import DraftRejected, SubmissionRejected
 from annotate.models import Annotation, Assignment, AssignmentStatus
-from annotate.services import (
-    DraftRejected,
-    SubmissionRejected,
-    annotation_submit,
-    assignment_next,
-    assignment_save,
-)
+from annotate.participation.drafts import assignment_save
+from annotate.participation.reservations import assignment_next
+from annotate.participation.submissions import annotation_submit
 from annotate.testing import NO_FAILURE, ONE_FAILURE, annotator_start, backdate, read_everything, study_make
 
 pytestmark = pytest.mark.django_db
@@ -82,7 +80,9 @@ def test_submit_with_an_unopened_step_is_rejected():
     study = study_make(n_items=1)
     p = annotator_start(study, "pid-steps")
     a = assignment_next(participation=p)
-    events = [{"type": "goal_ack"}] + [{"type": "step_open", "target": s} for s in ("L1.1", "L1.2", "L1.3", "L2.1", "L2.3")]
+    events = [{"type": "goal_ack"}] + [
+        {"type": "step_open", "target": s} for s in ("L1.1", "L1.2", "L1.3", "L2.1", "L2.3")
+    ]
     assignment_save(participation=p, public_id=a.public_id, events=events)
     errors = _reject(p, a, NO_FAILURE)
     assert "L2.2" in errors["steps"] and "1 not yet read" in errors["steps"]
@@ -103,19 +103,32 @@ def test_no_choice_is_rejected(ready):
 
 
 def test_a_failure_without_description_is_rejected(ready):
-    errors = _reject(ready[1], ready[2], {"has_failure": True, "failures": [{"description": "  ", "L1_steps": [1], "L2_steps": []}]})
+    errors = _reject(
+        ready[1], ready[2], {"has_failure": True, "failures": [{"description": "  ", "L1_steps": [1], "L2_steps": []}]}
+    )
     assert "failures[1].description" in errors
 
 
 def test_a_failure_without_a_linked_step_is_rejected(ready):
-    errors = _reject(ready[1], ready[2], {"has_failure": True, "failures": [{"description": "x", "L1_steps": [], "L2_steps": []}]})
+    errors = _reject(
+        ready[1], ready[2], {"has_failure": True, "failures": [{"description": "x", "L1_steps": [], "L2_steps": []}]}
+    )
     assert "failures[1].steps" in errors
 
 
-@pytest.mark.parametrize("l1, l2, field", [([4], [], "failures[1].L1_steps"), ([], [0], "failures[1].L2_steps"),
-                                           ([], ["2"], "failures[1].L2_steps"), ([True], [], "failures[1].L1_steps")])
+@pytest.mark.parametrize(
+    "l1, l2, field",
+    [
+        ([4], [], "failures[1].L1_steps"),
+        ([], [0], "failures[1].L2_steps"),
+        ([], ["2"], "failures[1].L2_steps"),
+        ([True], [], "failures[1].L1_steps"),
+    ],
+)
 def test_a_step_number_outside_the_list_is_rejected(ready, l1, l2, field):
-    errors = _reject(ready[1], ready[2], {"has_failure": True, "failures": [{"description": "x", "L1_steps": l1, "L2_steps": l2}]})
+    errors = _reject(
+        ready[1], ready[2], {"has_failure": True, "failures": [{"description": "x", "L1_steps": l1, "L2_steps": l2}]}
+    )
     assert field in errors
 
 
@@ -160,10 +173,18 @@ def test_an_older_draft_arriving_late_does_not_undo_a_newer_one(ready):
 
 def test_incomplete_drafts_are_kept_as_typed(ready):
     study, p, a = ready
-    draft = {"has_failure": True, "failures": [{"description": "half a thought", "L1_steps": [2, 9], "L2_steps": []}], "comments": "hm"}
+    draft = {
+        "has_failure": True,
+        "failures": [{"description": "half a thought", "L1_steps": [2, 9], "L2_steps": []}],
+        "comments": "hm",
+    }
     assignment_save(participation=p, public_id=a.public_id, draft=draft, seq=1)
     stored = Assignment.objects.get(pk=a.pk).draft
-    assert stored == {"has_failure": True, "failures": [{"description": "half a thought", "L1_steps": [2], "L2_steps": []}], "comments": "hm"}
+    assert stored == {
+        "has_failure": True,
+        "failures": [{"description": "half a thought", "L1_steps": [2], "L2_steps": []}],
+        "comments": "hm",
+    }
 
 
 def test_visible_time_is_capped_by_wall_time(ready):
@@ -177,7 +198,9 @@ def test_visible_time_is_capped_by_wall_time(ready):
 
 
 def _enter(client: Client, study, pid: str) -> None:
-    response = client.get(reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": "se"})
+    response = client.get(
+        reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": "se"}
+    )
     assert response.status_code == 302
     client.post(reverse("annotate:consent", args=[study.slug]), {"agree": "yes"})
 
@@ -196,15 +219,23 @@ def test_over_http_a_premature_submit_answers_400_with_the_reasons_and_a_reload_
     a = Assignment.objects.get()
     save_url = reverse("annotate:save", args=[study.slug, a.public_id])
     submit_url = reverse("annotate:submit", args=[study.slug, a.public_id])
-    draft = {"has_failure": True, "failures": [{"description": "Typed before reload", "L1_steps": [1], "L2_steps": [3]}], "comments": "c"}
-    status, body = _post(client, save_url, {"draft": draft, "seq": 3, "events": [{"type": "goal_ack"}], "active_ms": 500})
+    draft = {
+        "has_failure": True,
+        "failures": [{"description": "Typed before reload", "L1_steps": [1], "L2_steps": [3]}],
+        "comments": "c",
+    }
+    status, body = _post(
+        client, save_url, {"draft": draft, "seq": 3, "events": [{"type": "goal_ack"}], "active_ms": 500}
+    )
     assert status == 200 and body["draft_saved"]
     status, body = _post(client, submit_url, {"answer": draft, "submission_id": "x"})
     assert status == 400 and not body["ok"]
     assert {e["field"] for e in body["errors"]} == {"steps", "time"}
     assert not Annotation.objects.exists()
     reload = client.get(reverse("annotate:work", args=[study.slug]))
-    state = json.loads(reload.content.decode().split('id="page-state" type="application/json">')[1].split("</script>")[0])
+    state = json.loads(
+        reload.content.decode().split('id="page-state" type="application/json">')[1].split("</script>")[0]
+    )
     assert state["draft"] == draft and state["draftSeq"] == 3 and state["goalAcknowledged"]
     assert state["assignment"] == str(a.public_id) and state["elapsedSeconds"] < 90
 
@@ -231,7 +262,10 @@ def test_annotators_reach_only_their_own_items():
     _enter(bob, study, "bob")
     alice.get(reverse("annotate:work", args=[study.slug]))
     a = Assignment.objects.get(annotator__pid="alice")
-    for url in (reverse("annotate:save", args=[study.slug, a.public_id]), reverse("annotate:submit", args=[study.slug, a.public_id])):
+    for url in (
+        reverse("annotate:save", args=[study.slug, a.public_id]),
+        reverse("annotate:submit", args=[study.slug, a.public_id]),
+    ):
         status, body = _post(bob, url, {"draft": NO_FAILURE, "seq": 1, "answer": NO_FAILURE})
         assert status == 404
         status, body = _post(Client(), url, {"draft": NO_FAILURE, "seq": 1})
@@ -267,8 +301,14 @@ def test_resuming_on_another_device_gets_a_csrf_token_and_can_save():
     page = second.get(response.url)
     assert page.status_code == 200 and "csrftoken" in second.cookies
     a = Assignment.objects.get()
-    response = second.post(reverse("annotate:save", args=[study.slug, a.public_id]),
-                           data=json.dumps({"draft": NO_FAILURE, "seq": 1}), content_type="application/json",
-                           HTTP_X_CSRFTOKEN=second.cookies["csrftoken"].value)
+    response = second.post(
+        reverse("annotate:save", args=[study.slug, a.public_id]),
+        data=json.dumps({"draft": NO_FAILURE, "seq": 1}),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=second.cookies["csrftoken"].value,
+    )
     assert response.status_code == 200
-    assert Client(enforce_csrf_checks=True).post(reverse("annotate:save", args=[study.slug, a.public_id])).status_code == 403
+    assert (
+        Client(enforce_csrf_checks=True).post(reverse("annotate:save", args=[study.slug, a.public_id])).status_code
+        == 403
+    )

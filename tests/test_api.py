@@ -1,4 +1,5 @@
 """The REST API: topics and procedures with filters and pagination, and the OpenAPI schema."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """How2Score from judgments: reading judge answers, the score overall and per topic,
 unreadable answers counted and never scored, and the `bench_aggregate` command's errors."""
+
 from __future__ import annotations
 
 import io
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from core.record_files import RecordError
 from judging.how2score import (
     How2ScoreTally,
     JudgeAnswerError,
@@ -22,15 +24,18 @@ from judging.how2score import (
     parse_judge_answer,
     validate_judge_answer,
 )
-from judging.metrics import RecordFieldError
 
 ROOT = Path(__file__).resolve().parent.parent
 
 NO_FAILURE = json.dumps({"reasoning": "L2 keeps every essential action of L1.", "critical_failures": []})
-ONE_FAILURE = json.dumps({
-    "reasoning": "L2 never waits the 30 days that L1 step 4 requires.",
-    "critical_failures": [{"failure": "Missing the required 30-day waiting period.", "L1_steps": [4], "L2_steps": []}],
-})
+ONE_FAILURE = json.dumps(
+    {
+        "reasoning": "L2 never waits the 30 days that L1 step 4 requires.",
+        "critical_failures": [
+            {"failure": "Missing the required 30-day waiting period.", "L1_steps": [4], "L2_steps": []}
+        ],
+    }
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -56,10 +61,13 @@ def test_reasoning_traces_fences_and_prose_around_the_json_are_tolerated():
 
 
 def test_unknown_fields_are_dropped():
-    answer = validate_judge_answer({
-        "reasoning": "r", "confidence": 0.9,
-        "critical_failures": [{"failure": "f", "L1_steps": [1], "L2_steps": [2], "category": "omission"}],
-    })
+    answer = validate_judge_answer(
+        {
+            "reasoning": "r",
+            "confidence": 0.9,
+            "critical_failures": [{"failure": "f", "L1_steps": [1], "L2_steps": [2], "category": "omission"}],
+        }
+    )
     assert answer == {"reasoning": "r", "critical_failures": [{"failure": "f", "L1_steps": [1], "L2_steps": [2]}]}
 
 
@@ -72,19 +80,33 @@ def test_unknown_fields_are_dropped():
         ({"reasoning": "r", "critical_failures": "none"}, "critical_failures"),
         ({"reasoning": "r", "critical_failures": ["missing step"]}, "critical_failures[0]"),
         ({"reasoning": "r", "critical_failures": [{"L1_steps": [], "L2_steps": []}]}, "critical_failures[0].failure"),
-        ({"reasoning": "r", "critical_failures": [{"failure": "", "L1_steps": [], "L2_steps": []}]},
-         "critical_failures[0].failure"),
+        (
+            {"reasoning": "r", "critical_failures": [{"failure": "", "L1_steps": [], "L2_steps": []}]},
+            "critical_failures[0].failure",
+        ),
         ({"reasoning": "r", "critical_failures": [{"failure": "f", "L2_steps": []}]}, "critical_failures[0].L1_steps"),
-        ({"reasoning": "r", "critical_failures": [{"failure": "f", "L1_steps": 2, "L2_steps": []}]},
-         "critical_failures[0].L1_steps"),
-        ({"reasoning": "r", "critical_failures": [
-            {"failure": "f", "L1_steps": [1], "L2_steps": []},
-            {"failure": "g", "L1_steps": [], "L2_steps": [1, "two"]},
-        ]}, "critical_failures[1].L2_steps[1]"),
-        ({"reasoning": "r", "critical_failures": [{"failure": "f", "L1_steps": [True], "L2_steps": []}]},
-         "critical_failures[0].L1_steps[0]"),
-        ({"reasoning": "r", "critical_failures": [{"failure": "f", "L1_steps": [0], "L2_steps": []}]},
-         "critical_failures[0].L1_steps[0]"),
+        (
+            {"reasoning": "r", "critical_failures": [{"failure": "f", "L1_steps": 2, "L2_steps": []}]},
+            "critical_failures[0].L1_steps",
+        ),
+        (
+            {
+                "reasoning": "r",
+                "critical_failures": [
+                    {"failure": "f", "L1_steps": [1], "L2_steps": []},
+                    {"failure": "g", "L1_steps": [], "L2_steps": [1, "two"]},
+                ],
+            },
+            "critical_failures[1].L2_steps[1]",
+        ),
+        (
+            {"reasoning": "r", "critical_failures": [{"failure": "f", "L1_steps": [True], "L2_steps": []}]},
+            "critical_failures[0].L1_steps[0]",
+        ),
+        (
+            {"reasoning": "r", "critical_failures": [{"failure": "f", "L1_steps": [0], "L2_steps": []}]},
+            "critical_failures[0].L1_steps[0]",
+        ),
     ],
 )
 def test_a_wrong_shape_names_the_field(value, field):
@@ -94,7 +116,9 @@ def test_a_wrong_shape_names_the_field(value, field):
     assert f"field '{field}'" in str(caught.value)
 
 
-@pytest.mark.parametrize("text", ["", "   ", "I think L2 is fine.", "[1, 2]", '{"reasoning": "cut off', "<think>only thinking"])
+@pytest.mark.parametrize(
+    "text", ["", "   ", "I think L2 is fine.", "[1, 2]", '{"reasoning": "cut off', "<think>only thinking"]
+)
 def test_unreadable_answers_raise(text):
     with pytest.raises(JudgeAnswerError):
         parse_judge_answer(text)
@@ -113,10 +137,14 @@ def test_how2score_is_the_share_without_failure():
 
 
 def test_parse_failures_are_counted_but_never_scored():
-    result = how2score_aggregate([
-        ("Health", False), ("Health", None), ("Health", True),
-        ("Religion", None),
-    ])
+    result = how2score_aggregate(
+        [
+            ("Health", False),
+            ("Health", None),
+            ("Health", True),
+            ("Religion", None),
+        ]
+    )
     # Health: 1 no_failure of 2 scored -> 0.5 (50 %); the None is neither a pass nor a fail.
     # 1 of 2: the 95 % Wilson interval is [9.45, 90.55] %.
     ci = [pytest.approx(0.094531, abs=1e-6), pytest.approx(0.905469, abs=1e-6)]
@@ -136,18 +164,45 @@ def test_parse_failures_are_counted_but_never_scored():
         "n_scored": 2,
         "n_parse_failed": 2,
         "by_topic": {
-            "Health": {"how2score": pytest.approx(0.5), "how2score_percent": pytest.approx(50.0), "ci95": ci,
-                       "ci95_percent": ci_percent, "n_judged": 2, "n_scored": 2, "n_unusable": 1},
-            "Religion": {"how2score": None, "how2score_percent": None, "ci95": None, "ci95_percent": None,
-                         "n_judged": 0, "n_scored": 0, "n_unusable": 1},
+            "Health": {
+                "how2score": pytest.approx(0.5),
+                "how2score_percent": pytest.approx(50.0),
+                "ci95": ci,
+                "ci95_percent": ci_percent,
+                "n_judged": 2,
+                "n_scored": 2,
+                "n_unusable": 1,
+            },
+            "Religion": {
+                "how2score": None,
+                "how2score_percent": None,
+                "ci95": None,
+                "ci95_percent": None,
+                "n_judged": 0,
+                "n_scored": 0,
+                "n_unusable": 1,
+            },
         },
     }
 
 
 def test_an_empty_tally_has_no_score():
     assert How2ScoreTally().result() == {
-        "how2score": None, "how2score_percent": None, "ci95": None, "ci95_percent": None, "interval": "wilson", "n_judged": 0, "n_unusable": 0, "n_items": 0,
-        "n_items_judged": 0, "coverage": None, "n": 0, "n_scored": 0, "n_parse_failed": 0, "by_topic": {}}
+        "how2score": None,
+        "how2score_percent": None,
+        "ci95": None,
+        "ci95_percent": None,
+        "interval": "wilson",
+        "n_judged": 0,
+        "n_unusable": 0,
+        "n_items": 0,
+        "n_items_judged": 0,
+        "coverage": None,
+        "n": 0,
+        "n_scored": 0,
+        "n_parse_failed": 0,
+        "by_topic": {},
+    }
 
 
 def test_judgment_records_read_has_failure_or_the_judges_text():
@@ -169,7 +224,7 @@ def test_judgment_records_read_has_failure_or_the_judges_text():
         ({**base, "has_failure": True, "parse_failed": "yes"}, "parse_failed"),
         ({**base, "has_failure": True, "n_failures": -1}, "n_failures"),
     ]:
-        with pytest.raises(RecordFieldError) as caught:
+        with pytest.raises(RecordError) as caught:
             judgment_record(record)
         assert caught.value.field == field
 
@@ -203,14 +258,33 @@ def test_bench_aggregate_overall_and_per_topic(tmp_path):
     ]
     stderr = io.StringIO()
     result = run_aggregate(write_jsonl(tmp_path / "judgments.jsonl", records), stderr)
-    assert list(result) == ["how2score", "how2score_percent", "n_examples", "n_with_failures", "failure_rate",
-                            "avg_failures_per_example", "ci95", "ci95_percent", "interval", "n_judged", "n_unusable", "n_items",
-                            "n_items_judged", "coverage", "n", "n_scored", "n_parse_failed", "by_topic"]
+    assert list(result) == [
+        "how2score",
+        "how2score_percent",
+        "n_examples",
+        "n_with_failures",
+        "failure_rate",
+        "avg_failures_per_example",
+        "ci95",
+        "ci95_percent",
+        "interval",
+        "n_judged",
+        "n_unusable",
+        "n_items",
+        "n_items_judged",
+        "coverage",
+        "n",
+        "n_scored",
+        "n_parse_failed",
+        "by_topic",
+    ]
     # Scored: 1 F, 2 T, 3 F, 4 T, 6 F -> 3 no_failure of 5 -> 0.6 (60 %). Lines 5 and 7 unreadable.
     assert result["how2score"] == pytest.approx(0.6) and result["how2score_percent"] == pytest.approx(60.0)
     assert (result["n"], result["n_scored"], result["n_parse_failed"]) == (7, 5, 2)
-    assert {topic: {"how2score": s["how2score_percent"], "n_scored": s["n_scored"]}
-            for topic, s in result["by_topic"].items()} == {
+    assert {
+        topic: {"how2score": s["how2score_percent"], "n_scored": s["n_scored"]}
+        for topic, s in result["by_topic"].items()
+    } == {
         "Crime & Law": {"how2score": pytest.approx(50.0), "n_scored": 2},  # 6 passes, 4 fails
         "Health": {"how2score": pytest.approx(200 / 3), "n_scored": 3},  # 1 and 3 pass of 3
         "Religion": {"how2score": None, "n_scored": 0},
@@ -223,18 +297,26 @@ def test_bench_aggregate_overall_and_per_topic(tmp_path):
 def test_bench_aggregate_on_the_papers_labels(tmp_path):
     # Tables 1 and 17-19: 10 judged generations, 6 without failure.
     data = ROOT / "demo" / "data"
-    topics = {json.loads(line)["source_example_id"]: json.loads(line)["topic"]
-              for line in (data / "procedures.jsonl").read_text(encoding="utf-8").splitlines()}
+    topics = {
+        json.loads(line)["source_example_id"]: json.loads(line)["topic"]
+        for line in (data / "procedures.jsonl").read_text(encoding="utf-8").splitlines()
+    }
     records = []
     for line in (data / "generations.jsonl").read_text(encoding="utf-8").splitlines():
         generation = json.loads(line)
-        records.append({"source_example_id": generation["source_example_id"],
-                        "topic": topics[generation["source_example_id"]],
-                        "has_failure": generation["has_failure"]})
+        records.append(
+            {
+                "source_example_id": generation["source_example_id"],
+                "topic": topics[generation["source_example_id"]],
+                "has_failure": generation["has_failure"],
+            }
+        )
     result = run_aggregate(write_jsonl(tmp_path / "paper.jsonl", records))
     assert result["how2score_percent"] == pytest.approx(60.0)
-    assert {topic: {"how2score": s["how2score_percent"], "n_scored": s["n_scored"]}
-            for topic, s in result["by_topic"].items()} == {
+    assert {
+        topic: {"how2score": s["how2score_percent"], "n_scored": s["n_scored"]}
+        for topic, s in result["by_topic"].items()
+    } == {
         "Art & Design": {"how2score": pytest.approx(100.0), "n_scored": 3},  # Table 19: all pass
         "Crime & Law": {"how2score": pytest.approx(200 / 3), "n_scored": 3},  # Table 17: Gemini fails
         "Food & Dining": {"how2score": pytest.approx(0.0), "n_scored": 1},  # Table 1: Qwen3-8B fails
@@ -270,7 +352,9 @@ def test_a_malformed_line_names_file_line_and_field(tmp_path, bad_line, field):
 
 
 def test_a_line_that_is_not_an_object_is_reported(tmp_path):
-    path = write_jsonl(tmp_path / "judgments.jsonl", ['{"source_example_id": "a", "topic": "H", "has_failure": true}', "[1, 2]"])
+    path = write_jsonl(
+        tmp_path / "judgments.jsonl", ['{"source_example_id": "a", "topic": "H", "has_failure": true}', "[1, 2]"]
+    )
     with pytest.raises(CommandError, match=r"line 2: expected a JSON object"):
         run_aggregate(path)
 
@@ -283,10 +367,18 @@ def test_a_file_of_another_type_is_refused(tmp_path):
 
 
 def test_the_command_line_exits_non_zero_with_the_message(tmp_path):
-    path = write_jsonl(tmp_path / "judgments.jsonl", [{"source_example_id": "a", "topic": "Health", "has_failure": "no"}])
+    path = write_jsonl(
+        tmp_path / "judgments.jsonl", [{"source_example_id": "a", "topic": "Health", "has_failure": "no"}]
+    )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.django.test"}
-    done = subprocess.run([sys.executable, "manage.py", "bench_aggregate", "--judgments", str(path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "bench_aggregate", "--judgments", str(path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
     assert f"{path}, line 1, field 'has_failure'" in done.stderr
     assert done.stdout == ""

@@ -3,6 +3,7 @@
 
 Token counts used below (o200k_base, checked in tests/test_tokens.py):
 "Boil water." = 4, "Add tea." = 3, "Stir." = 3, "Serve hot." = 3, "Mix the flour and sugar." = 6."""
+
 from __future__ import annotations
 
 import io
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from core.record_files import RecordError
 from judging.constants import (
     LENGTH_REWARD_ALPHA,
     LENGTH_REWARD_DECAY_SPAN,
@@ -24,7 +26,6 @@ from judging.constants import (
 )
 from judging.metrics import (
     MetricsSummary,
-    RecordFieldError,
     dup_ngram_rate,
     generation_record,
     has_duplicate_step,
@@ -219,8 +220,10 @@ def test_predicted_steps_win_over_the_completion_for_steps_but_the_completion_is
 
 def test_summary_means_and_ratio_of_averages():
     a = record_metrics(reference_steps=["Boil water.", "Add tea."], predicted_steps=["Boil water.", "Add tea."])
-    b = record_metrics(reference_steps=["Mix the flour and sugar.", "Serve hot."],
-                       predicted_steps=["Stir.", "Stir.", "Serve hot.", "Boil water."])
+    b = record_metrics(
+        reference_steps=["Mix the flour and sugar.", "Serve hot."],
+        predicted_steps=["Stir.", "Stir.", "Serve hot.", "Boil water."],
+    )
     result = summarize([a, b])
     assert result["n"] == 2
     assert result["avg_gen_tokens"] == pytest.approx((7 + 13) / 2)  # 10
@@ -250,7 +253,7 @@ def test_generation_record_fields_are_checked_by_name():
         ({**good, "source_example_id": None}, "source_example_id"),
     ]
     for record, field in cases:
-        with pytest.raises(RecordFieldError) as caught:
+        with pytest.raises(RecordError) as caught:
             generation_record(record)
         assert caught.value.field == field, record
 
@@ -259,10 +262,29 @@ def test_generation_record_fields_are_checked_by_name():
 # The bench_metrics command
 # ---------------------------------------------------------------------------------------
 
-SUMMARY_KEYS = ["n", "step_count_mismatch", "dup_step_rate", "dup_ngram_rate", "avg_gen_tokens",
-                "avg_ref_tokens", "gen_ref_ratio", "format_reward", "length_reward"]
-PER_RECORD_KEYS = ["source_example_id", "predicted_steps", "n_pred", "n_ref", "gen_tokens", "ref_tokens",
-                   "dup_step", "dup_ngram_rate", "format_reward", "length_reward"]
+SUMMARY_KEYS = [
+    "n",
+    "step_count_mismatch",
+    "dup_step_rate",
+    "dup_ngram_rate",
+    "avg_gen_tokens",
+    "avg_ref_tokens",
+    "gen_ref_ratio",
+    "format_reward",
+    "length_reward",
+]
+PER_RECORD_KEYS = [
+    "source_example_id",
+    "predicted_steps",
+    "n_pred",
+    "n_ref",
+    "gen_tokens",
+    "ref_tokens",
+    "dup_step",
+    "dup_ngram_rate",
+    "format_reward",
+    "length_reward",
+]
 
 GENERATIONS = [
     {
@@ -321,9 +343,16 @@ def test_bench_metrics_writes_one_record_per_example(tmp_path):
     assert [list(row) for row in rows] == [PER_RECORD_KEYS, PER_RECORD_KEYS]
     tea, mix = rows
     assert tea == {
-        "source_example_id": "tea-1", "predicted_steps": ["Boil water.", "Add tea."], "n_pred": 2, "n_ref": 2,
-        "gen_tokens": 7, "ref_tokens": 7, "dup_step": False, "dup_ngram_rate": 0.0,
-        "format_reward": 1, "length_reward": 1.0,
+        "source_example_id": "tea-1",
+        "predicted_steps": ["Boil water.", "Add tea."],
+        "n_pred": 2,
+        "n_ref": 2,
+        "gen_tokens": 7,
+        "ref_tokens": 7,
+        "dup_step": False,
+        "dup_ngram_rate": 0.0,
+        "format_reward": 1,
+        "length_reward": 1.0,
     }
     assert mix["predicted_steps"] == ["Stir.", "Stir.", "Serve hot.", "Boil water."]
     assert (mix["n_pred"], mix["n_ref"], mix["gen_tokens"], mix["ref_tokens"]) == (4, 2, 13, 9)
@@ -345,8 +374,14 @@ def test_bench_metrics_on_the_papers_generations(tmp_path):
     for line in (data / "generations.jsonl").read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
         reference = references[record["source_example_id"]]
-        rows.append({"source_example_id": record["source_example_id"], "topic": reference["topic"],
-                     "steps": reference["steps"], "predicted_steps": record["predicted_steps"]})
+        rows.append(
+            {
+                "source_example_id": record["source_example_id"],
+                "topic": reference["topic"],
+                "steps": reference["steps"],
+                "predicted_steps": record["predicted_steps"],
+            }
+        )
     path = write_jsonl(tmp_path / "paper.jsonl", rows)
     out = tmp_path / "paper-per-record.jsonl"
     result = run_metrics("--generations", str(path), "--per-record", str(out))
@@ -357,7 +392,8 @@ def test_bench_metrics_on_the_papers_generations(tmp_path):
     assert result["format_reward"] == pytest.approx(1 - mismatched / 10)
     assert result["avg_gen_tokens"] == pytest.approx(sum(r["gen_tokens"] for r in per_record) / 10)
     assert result["gen_ref_ratio"] == pytest.approx(
-        sum(r["gen_tokens"] for r in per_record) / sum(r["ref_tokens"] for r in per_record))
+        sum(r["gen_tokens"] for r in per_record) / sum(r["ref_tokens"] for r in per_record)
+    )
 
 
 def test_an_empty_file_gives_n_zero_and_null_means(tmp_path):
@@ -415,8 +451,14 @@ def test_a_per_record_file_in_a_missing_folder_is_reported_before_any_work(tmp_p
 def test_the_command_line_exits_non_zero_with_the_message(tmp_path):
     path = write_jsonl(tmp_path / "gens.jsonl", [{"source_example_id": "a", "topic": "Health", "steps": []}])
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.django.test"}
-    done = subprocess.run([sys.executable, "manage.py", "bench_metrics", "--generations", str(path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "bench_metrics", "--generations", str(path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
     assert f"{path}, line 1, field 'steps'" in done.stderr
     assert done.stdout == ""

@@ -1,4 +1,5 @@
 """bench_run (YAML configs) and bench_transfer (import/export, distillation) end to end."""
+
 from __future__ import annotations
 
 import json
@@ -6,10 +7,10 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from judging.models import GenerationRun, Judgment, JudgeRun
+from judging.models import GenerationRun, JudgeRun, Judgment
 from judging.selectors import judge_run_score
-from tests.test_judging_runs import _judge_answer, _steps_answer
 from tests.scripted_llm import Reply, ScriptedLLM
+from tests.test_judging_runs import _judge_answer, _steps_answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,7 +22,13 @@ def server(settings, demo):
         scripted.default = lambda body: _judge_answer(body) if body.get("response_format") else _steps_answer(body)
         roles = dict(settings.LLM_ROLES)
         for role in ("generate", "how2score_judge"):
-            roles[role] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None, "max_tokens": None}
+            roles[role] = {
+                "base_url": scripted.base_url,
+                "api_key": "k",
+                "model": "m",
+                "temperature": None,
+                "max_tokens": None,
+            }
         settings.LLM_ROLES = roles
         yield scripted
 
@@ -33,7 +40,11 @@ def _yaml(tmp_path, name, text):
 
 
 def _generate_and_judge(tmp_path, capsys):
-    gen = _yaml(tmp_path, "gen.yaml", "name: qwen-bench\nmodel:\n  name: qwen3-8b\n  prompt_style: inst\nsample_per_topic: 1\nseed: 1\n")
+    gen = _yaml(
+        tmp_path,
+        "gen.yaml",
+        "name: qwen-bench\nmodel:\n  name: qwen3-8b\n  prompt_style: inst\nsample_per_topic: 1\nseed: 1\n",
+    )
     call_command("bench_run", "generate", "--config", gen, "--wait")
     judge = _yaml(tmp_path, "judge.yaml", "name: j1\ngeneration_run: qwen-bench\njudge: how2judge\n")
     call_command("bench_run", "judge", "--config", judge, "--wait")
@@ -53,11 +64,15 @@ def test_generate_and_judge_from_yaml_and_read_the_status(server, tmp_path, caps
 
 def test_yaml_mistakes_are_named(server, tmp_path):
     with pytest.raises(CommandError, match="unknown key\\(s\\) temprature"):
-        call_command("bench_run", "generate", "--config", _yaml(tmp_path, "a.yaml", "name: x\nmodel: m\ntemprature: 0\n"))
+        call_command(
+            "bench_run", "generate", "--config", _yaml(tmp_path, "a.yaml", "name: x\nmodel: m\ntemprature: 0\n")
+        )
     with pytest.raises(CommandError, match=r"b.yaml, line \d+: not valid YAML"):
         call_command("bench_run", "generate", "--config", _yaml(tmp_path, "b.yaml", "name: x\nmodel: [unclosed\n"))
     with pytest.raises(CommandError, match="no generation run named 'nope'"):
-        call_command("bench_run", "judge", "--config", _yaml(tmp_path, "c.yaml", "name: j\ngeneration_run: nope\njudge: x\n"))
+        call_command(
+            "bench_run", "judge", "--config", _yaml(tmp_path, "c.yaml", "name: j\ngeneration_run: nope\njudge: x\n")
+        )
     assert GenerationRun.objects.count() == 0
 
 
@@ -80,13 +95,23 @@ def test_exports_feed_bench_metrics_and_bench_aggregate(server, tmp_path, capsys
 
 def test_imported_generations_can_be_judged_and_imported_labels_never_overwrite(server, tmp_path, capsys):
     path = tmp_path / "elsewhere.jsonl"
-    path.write_text(json.dumps({"source_example_id": "paper-t7-health", "model": "llama-x",
-                                "model_completion": "1. Wear stockings.\n2. Exercise.\n3. Apply lotion.\n4. Check legs.\n5. Use ointment."}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "source_example_id": "paper-t7-health",
+                "model": "llama-x",
+                "model_completion": "1. Wear stockings.\n2. Exercise.\n3. Apply lotion.\n4. Check legs.\n5. Use ointment.",
+            }
+        )
+        + "\n"
+    )
     call_command("bench_transfer", "import-generations", str(path), "--run", "llama-import")
     run = GenerationRun.objects.get(name="llama-import")
     assert run.generations.get().predicted_steps[0] == "Wear stockings."
     labels = tmp_path / "labels.jsonl"
-    labels.write_text(json.dumps({"source_example_id": "paper-t7-health", "model": "llama-x", "has_failure": False}) + "\n")
+    labels.write_text(
+        json.dumps({"source_example_id": "paper-t7-health", "model": "llama-x", "has_failure": False}) + "\n"
+    )
     call_command("bench_transfer", "import-judgments", str(labels), "--judge", "human-check")
     assert Judgment.objects.get(judge="human-check").has_failure is False
     with pytest.raises(CommandError, match="never overwritten"):
@@ -98,8 +123,12 @@ def test_imported_generations_can_be_judged_and_imported_labels_never_overwrite(
 
 def test_import_errors_name_the_line_and_store_nothing(server, tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_text(json.dumps({"source_example_id": "paper-t7-health", "model": "m", "predicted_steps": ["a"]}) + "\n"
-                    + json.dumps({"source_example_id": "unknown-doc", "model": "m", "predicted_steps": ["a"]}) + "\n")
+    path.write_text(
+        json.dumps({"source_example_id": "paper-t7-health", "model": "m", "predicted_steps": ["a"]})
+        + "\n"
+        + json.dumps({"source_example_id": "unknown-doc", "model": "m", "predicted_steps": ["a"]})
+        + "\n"
+    )
     with pytest.raises(CommandError, match="(?s)line 2, field 'source_example_id'.*Nothing was stored"):
         call_command("bench_transfer", "import-generations", str(path), "--run", "bad")
     assert not GenerationRun.objects.filter(name="bad").exists()
@@ -112,17 +141,26 @@ def test_distillation_keeps_stable_teacher_labels_only(server, tmp_path, capsys)
 
     def flaky(body):
         if body.get("seed") == 2 and "car seat" in body["messages"][0]["content"]:
-            return Reply(json.dumps({"reasoning": "x", "critical_failures": [{"failure": "f", "L1_steps": [1], "L2_steps": [1]}]}))
+            return Reply(
+                json.dumps(
+                    {"reasoning": "x", "critical_failures": [{"failure": "f", "L1_steps": [1], "L2_steps": [1]}]}
+                )
+            )
         return default(body)
 
     server.default = flaky
     for seed in (1, 2):
-        config = _yaml(tmp_path, f"t{seed}.yaml", f"name: teacher-{seed}\ngeneration_run: qwen-bench\njudge: gpt-5-s{seed}\n"
-                                                  f"temperature: 0.6\nseed: {seed}\n")
+        config = _yaml(
+            tmp_path,
+            f"t{seed}.yaml",
+            f"name: teacher-{seed}\ngeneration_run: qwen-bench\njudge: gpt-5-s{seed}\ntemperature: 0.6\nseed: {seed}\n",
+        )
         call_command("bench_run", "judge", "--config", config, "--wait")
     out = tmp_path / "sft.jsonl"
     capsys.readouterr()
-    call_command("bench_transfer", "export-distillation", "--first", "teacher-1", "--second", "teacher-2", "--output", str(out))
+    call_command(
+        "bench_transfer", "export-distillation", "--first", "teacher-1", "--second", "teacher-2", "--output", str(out)
+    )
     summary = json.loads(capsys.readouterr().out)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     # The sample (seed 1) holds the reticello procedure, which the scripted judge never answers.

@@ -1,4 +1,5 @@
 """In Chromium: a researcher opens the agreement page of the demo study and sees the charts."""
+
 from __future__ import annotations
 
 import pytest

@@ -3,6 +3,7 @@ a failed and a passed qualification, an item annotated with two failures linked 
 premature submit refused by the server, a reload that restores the draft, and the completion
 redirect to Prolific. The study's minimum is shortened to a few seconds (a study field);
 the check itself runs as in production."""
+
 from __future__ import annotations
 
 import re
@@ -19,8 +20,12 @@ PROLIFIC = re.compile(r"https://app\.prolific\.com/.*")
 
 
 def _stub_prolific(page):
-    page.route(PROLIFIC, lambda route: route.fulfill(status=200, content_type="text/html",
-                                                      body="<html><body><h1>Prolific (stub)</h1></body></html>"))
+    page.route(
+        PROLIFIC,
+        lambda route: route.fulfill(
+            status=200, content_type="text/html", body="<html><body><h1>Prolific (stub)</h1></body></html>"
+        ),
+    )
 
 
 def _enter(page, live_server, study, pid):
@@ -50,12 +55,16 @@ def _training(page, *, first_wrong: bool):
 
 
 def _read_all(page):
-    page.get_by_label("I've read the goal and understand that my assessment should focus on how well L2 achieves the goal.").check()
+    page.get_by_label(
+        "I've read the goal and understand that my assessment should focus on how well L2 achieves the goal."
+    ).check()
     steps = page.locator("button.step")
     for i in range(steps.count()):
         steps.nth(i).click()
     total = steps.count()
-    page.wait_for_function(f"() => document.getElementById('step-progress-label').textContent.startsWith('{total}/{total}')")
+    page.wait_for_function(
+        f"() => document.getElementById('step-progress-label').textContent.startsWith('{total}/{total}')"
+    )
 
 
 def _wait_saved(page):
@@ -72,12 +81,15 @@ def _submit_and_wait(page, *, keyboard: bool = False):
         page.keyboard.press("Control+Enter")
     else:
         page.get_by_role("button", name="Submit & Continue").click()
-    page.wait_for_function(f"() => (() => {{ const now = {CURRENT}; return document.readyState === 'complete' && "
-                           f"(document.getElementById('completion-code') || (now && now !== {before!r})); }})()")
+    page.wait_for_function(
+        f"() => (() => {{ const now = {CURRENT}; return document.readyState === 'complete' && "
+        f"(document.getElementById('completion-code') || (now && now !== {before!r})); }})()"
+    )
 
 
 def _answer_item(page, has_failure: bool):
     page.locator("#goal-text").wait_for()
+    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     _read_all(page)
     if has_failure:
         page.get_by_label("Critical failures identified", exact=True).check()
@@ -86,14 +98,23 @@ def _answer_item(page, has_failure: bool):
     else:
         page.get_by_label("No critical failures identified", exact=True).check()
     _wait_saved(page)
-    page.wait_for_function("() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000)
+    page.wait_for_function(
+        "() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000
+    )
     _submit_and_wait(page)
 
 
 def test_the_whole_annotator_path_in_chromium(live_server, page):
     study = study_make(
-        n_items=2, annotators_per_item=1, n_gold=2, gold_answers=[False, False], qualification_pass=2,
-        training_enabled=True, min_seconds=MIN_SECONDS, completion_code="DONE-1234", screened_out_code="SCREEN-99",
+        n_items=2,
+        annotators_per_item=1,
+        n_gold=2,
+        gold_answers=[False, False],
+        qualification_pass=2,
+        training_enabled=True,
+        min_seconds=MIN_SECONDS,
+        completion_code="DONE-1234",
+        screened_out_code="SCREEN-99",
         name="Browser study",
     )
     _stub_prolific(page)
@@ -123,6 +144,7 @@ def test_the_whole_annotator_path_in_chromium(live_server, page):
 
     # First main item: a premature submit is refused by the server.
     page.locator("#goal-text").wait_for()
+    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     assert "until submission becomes open" in page.locator("#timer-text").inner_text()
     page.keyboard.press("Control+Enter")
     errors = page.locator("#errors")
@@ -150,16 +172,21 @@ def test_the_whole_annotator_path_in_chromium(live_server, page):
     # A reload restores everything from the server.
     page.reload()
     page.locator("#goal-text").wait_for()
+    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     assert page.get_by_label("Critical failures identified", exact=True).is_checked()
     assert page.get_by_label("Description of failure 1").input_value() == "L2 skips the soaking step"
     assert page.get_by_label("Description of failure 2").input_value() == "L2 step 3 contradicts the goal"
     assert page.get_by_role("button", name="Failure 1: link step L1.2").get_attribute("aria-pressed") == "true"
     assert page.get_by_role("button", name="Failure 2: link step L2.3").get_attribute("aria-pressed") == "true"
     assert page.get_by_label("Comments (optional)").input_value() == "Typed before the reload"
-    assert page.get_by_label("I've read the goal and understand that my assessment should focus on how well L2 achieves the goal.").is_checked()
+    assert page.get_by_label(
+        "I've read the goal and understand that my assessment should focus on how well L2 achieves the goal."
+    ).is_checked()
     assert page.locator("#step-progress-label").inner_text().startswith("6/6 steps (100%)")
 
-    page.wait_for_function("() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000)
+    page.wait_for_function(
+        "() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000
+    )
     _submit_and_wait(page)
 
     # Second main item, then completion and the redirect to Prolific.
@@ -167,7 +194,9 @@ def test_the_whole_annotator_path_in_chromium(live_server, page):
     page.locator("body").click(position={"x": 5, "y": 5})
     page.keyboard.press("n")
     assert page.get_by_label("No critical failures identified", exact=True).is_checked()
-    page.wait_for_function("() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000)
+    page.wait_for_function(
+        "() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')", timeout=20000
+    )
     _submit_and_wait(page, keyboard=True)
     page.locator("#completion-code").wait_for()
     assert page.locator("#completion-code").inner_text() == "DONE-1234"

@@ -3,6 +3,7 @@ description, text typed there (every shortcut letter and every digit) arrives in
 changes neither the verdict nor the number of failures, no shortcut fires in any kind of text
 field (input, textarea, select, contenteditable) on any study kind's page, and a failure's
 steps are linked with digits instead of a Tab press per step."""
+
 from __future__ import annotations
 
 import time
@@ -12,7 +13,8 @@ from playwright.sync_api import expect
 
 from annotate.kinds import kind_get
 from annotate.models import Assignment
-from annotate.services import StudySettings, study_create
+from annotate.studies.services import study_create
+from annotate.studies.settings import StudySettings
 from annotate.testing import item_spec
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -20,8 +22,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 # Every letter a study kind's page uses as a shortcut (critical failure: N F A; constraint
 # faithfulness: Y N S; multiple choice: J K), both cases, and every digit.
 TYPED = "bad step: n f a y s j k N F A Y S J K 0123456789 done"
-SETTINGS = dict(training_enabled=False, qualification_enabled=False, min_seconds=600, annotators_per_item=1,
-                attention_check_rate=0, allow_other_pids=True)  # test PIDs are not Prolific's 24 hex characters
+SETTINGS = dict(
+    training_enabled=False,
+    qualification_enabled=False,
+    min_seconds=600,
+    annotators_per_item=1,
+    attention_check_rate=0,
+    allow_other_pids=True,
+)  # test PIDs are not Prolific's 24 hex characters
 # Text fields a page could hold; the guard must treat each as typing.
 PROBES = """(() => {
   const host = document.createElement('div');
@@ -51,12 +59,15 @@ def _stored_draft(pid: str, expected: dict) -> dict:
 
 
 def _critical_failure_study(n_l1: int = 4, n_l2: int = 12):
-    return study_create(name="Keyboard study", items=[item_spec(1, n_l1=n_l1, n_l2=n_l2)],
-                        settings=StudySettings(**SETTINGS))
+    return study_create(
+        name="Keyboard study", items=[item_spec(1, n_l1=n_l1, n_l2=n_l2)], settings=StudySettings(**SETTINGS)
+    )
 
 
 def _active(page) -> str:
-    return page.evaluate("document.activeElement ? (document.activeElement.id || document.activeElement.dataset.link || '') : ''")
+    return page.evaluate(
+        "document.activeElement ? (document.activeElement.id || document.activeElement.dataset.link || '') : ''"
+    )
 
 
 def _type_into_probes(page):
@@ -78,6 +89,7 @@ def test_f_focuses_the_new_failure_and_a_typed_description_arrives_intact(live_s
     study = _critical_failure_study()
     _enter(page, live_server, study, "typist01")
     page.locator("#goal-text").wait_for()
+    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     page.locator("body").click(position={"x": 5, "y": 5})
     page.keyboard.press("f")
     assert page.get_by_label("Critical failures identified", exact=True).is_checked()
@@ -107,8 +119,10 @@ def test_f_focuses_the_new_failure_and_a_typed_description_arrives_intact(live_s
     assert page.get_by_label("Description of failure 2").input_value() == "n is not the verdict"
     assert page.get_by_label("Critical failures identified", exact=True).is_checked()
 
-    failures = [{"description": TYPED, "L1_steps": [], "L2_steps": []},
-                {"description": "n is not the verdict", "L1_steps": [], "L2_steps": []}]
+    failures = [
+        {"description": TYPED, "L1_steps": [], "L2_steps": []},
+        {"description": "n is not the verdict", "L1_steps": [], "L2_steps": []},
+    ]
     draft = _stored_draft("typist01", {"failures": failures})
     assert draft == {"has_failure": True, "failures": failures, "comments": TYPED}
 
@@ -117,6 +131,7 @@ def test_choosing_critical_failures_with_the_mouse_also_focuses_the_description(
     study = _critical_failure_study(n_l1=3, n_l2=3)
     _enter(page, live_server, study, "mouse01")
     page.locator("#goal-text").wait_for()
+    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     page.get_by_label("Critical failures identified", exact=True).check()
     expect(page.get_by_label("Description of failure 1")).to_be_focused()
     page.keyboard.type("no soaking")
@@ -128,6 +143,7 @@ def test_digits_link_steps_of_the_focused_failure_without_a_tab_per_step(live_se
     study = _critical_failure_study(n_l1=4, n_l2=12)
     _enter(page, live_server, study, "linker01")
     page.locator("#goal-text").wait_for()
+    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     help_text = page.locator("#shortcut-help").inner_text()
     assert "1" in help_text and "9" in help_text and "digit" in help_text.lower()
 
@@ -146,13 +162,21 @@ def test_digits_link_steps_of_the_focused_failure_without_a_tab_per_step(live_se
     # Two digits in a row name a two-digit step; a lone digit links after a short pause.
     page.keyboard.press("1")
     page.keyboard.press("2")
-    expect(page.get_by_role("button", name="Failure 1: link step L2.12", exact=True)).to_have_attribute("aria-pressed", "true")
+    expect(page.get_by_role("button", name="Failure 1: link step L2.12", exact=True)).to_have_attribute(
+        "aria-pressed", "true"
+    )
     page.keyboard.press("3")
-    expect(page.get_by_role("button", name="Failure 1: link step L2.3", exact=True)).to_have_attribute("aria-pressed", "true")
+    expect(page.get_by_role("button", name="Failure 1: link step L2.3", exact=True)).to_have_attribute(
+        "aria-pressed", "true"
+    )
     page.keyboard.press("1")
-    expect(page.get_by_role("button", name="Failure 1: link step L2.1", exact=True)).to_have_attribute("aria-pressed", "true")
+    expect(page.get_by_role("button", name="Failure 1: link step L2.1", exact=True)).to_have_attribute(
+        "aria-pressed", "true"
+    )
     page.keyboard.press("3")  # again: unlinks
-    expect(page.get_by_role("button", name="Failure 1: link step L2.3", exact=True)).to_have_attribute("aria-pressed", "false")
+    expect(page.get_by_role("button", name="Failure 1: link step L2.3", exact=True)).to_have_attribute(
+        "aria-pressed", "false"
+    )
     assert _active(page).startswith("L2.")
     # The arrow keys move within a list; Tab leaves it.
     page.keyboard.press("ArrowRight")
@@ -171,12 +195,24 @@ def test_digits_link_steps_of_the_focused_failure_without_a_tab_per_step(live_se
 
 def test_constraint_faithfulness_shortcuts_do_not_fire_in_text_fields(live_server, page):
     kind = kind_get("constraint_faithfulness")
-    line = {"id": "cf-1", "abstract_goal": "Make a cake", "specific_goal": "Make a vanilla cake", "constraint": "Vanilla",
-            "constraint_type": "modifier", "topic": "Food", "steps": ["Preheat the oven.", "Mix.", "Bake."]}
-    study = study_create(name="Keyboard faithfulness", kind="constraint_faithfulness", items=[kind.parse_record(line)],
-                         settings=StudySettings(**SETTINGS))
+    line = {
+        "id": "cf-1",
+        "abstract_goal": "Make a cake",
+        "specific_goal": "Make a vanilla cake",
+        "constraint": "Vanilla",
+        "constraint_type": "modifier",
+        "topic": "Food",
+        "steps": ["Preheat the oven.", "Mix.", "Bake."],
+    }
+    study = study_create(
+        name="Keyboard faithfulness",
+        kind="constraint_faithfulness",
+        items=[kind.parse_record(line)],
+        settings=StudySettings(**SETTINGS),
+    )
     _enter(page, live_server, study, "cftypist01")
     page.locator("#specific-goal").wait_for()
+    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     page.get_by_label("Comments (optional)").click()
     page.keyboard.type(TYPED)
     assert page.get_by_label("Comments (optional)").input_value() == TYPED
@@ -190,13 +226,24 @@ def test_constraint_faithfulness_shortcuts_do_not_fire_in_text_fields(live_serve
 
 def test_multiple_choice_shortcuts_do_not_fire_in_text_fields(live_server, page):
     kind = kind_get("multiple_choice")
-    line = {"id": "si-1", "task": "step_inference", "prompt": "Prevent Coronavirus", "label": 0, "topic": "Health",
-            "candidates": ["wash your hands", "wash your cat", "clap your hands", "eat your protein"],
-            "source_procedure_ids": [1, 2, 3, 4]}
-    study = study_create(name="Keyboard choices", kind="multiple_choice", items=[kind.parse_record(line)],
-                         settings=StudySettings(**SETTINGS))
+    line = {
+        "id": "si-1",
+        "task": "step_inference",
+        "prompt": "Prevent Coronavirus",
+        "label": 0,
+        "topic": "Health",
+        "candidates": ["wash your hands", "wash your cat", "clap your hands", "eat your protein"],
+        "source_procedure_ids": [1, 2, 3, 4],
+    }
+    study = study_create(
+        name="Keyboard choices",
+        kind="multiple_choice",
+        items=[kind.parse_record(line)],
+        settings=StudySettings(**SETTINGS),
+    )
     _enter(page, live_server, study, "mctypist01")
     page.locator("fieldset.mc-item").first.wait_for()
+    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     _type_into_probes(page)
     assert page.locator("fieldset.mc-item input[type=radio]:checked").count() == 0
     page.locator("body").click(position={"x": 5, "y": 5})

@@ -1,4 +1,5 @@
 """In Chromium: the leaderboard of the demo (the paper's own generations and labels)."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,12 +29,21 @@ def test_choosing_a_split_shows_that_slice_and_keeps_it_in_the_address(live_serv
 
     demo_with_researcher()
     constrained = Procedure.objects.create(
-        topic=Topic.objects.get(name="Food & Dining"), goal="Make a cake for diabetics", split=Split.CONSTRAINED,
-        steps=["Mix flour, eggs and a sugar substitute.", "Bake for 30 minutes."], source_example_id="coscript:1:1")
-    generation = Generation.objects.create(procedure=constrained, model="olmo-3-7b",
-                                           predicted_steps=["Mix flour, eggs and sugar.", "Bake."])
-    Judgment.objects.create(generation=generation, judge="How2Judge", has_failure=True, critical_failures=[
-        {"failure": "Uses sugar.", "L1_steps": [1], "L2_steps": [1]}])
+        topic=Topic.objects.get(name="Food & Dining"),
+        goal="Make a cake for diabetics",
+        split=Split.CONSTRAINED,
+        steps=["Mix flour, eggs and a sugar substitute.", "Bake for 30 minutes."],
+        source_example_id="coscript:1:1",
+    )
+    generation = Generation.objects.create(
+        procedure=constrained, model="olmo-3-7b", predicted_steps=["Mix flour, eggs and sugar.", "Bake."]
+    )
+    Judgment.objects.create(
+        generation=generation,
+        judge="How2Judge",
+        has_failure=True,
+        critical_failures=[{"failure": "Uses sugar.", "L1_steps": [1], "L2_steps": [1]}],
+    )
     log_in(page, live_server.url, "rita", "rita-Password-1")
     page.get_by_role("link", name="Leaderboard").click()
     assert page.locator("#leaderboard-table tbody tr").count() == 5

@@ -1,6 +1,7 @@
 """In Chromium: the leaderboard of a judge with an incomplete model marks it, ranks the
 complete models over their common procedures, and the compare form answers "is A better
 than B?" with a paired interval."""
+
 from __future__ import annotations
 
 import pytest

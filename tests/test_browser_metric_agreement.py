@@ -1,5 +1,6 @@
 """In Chromium: a researcher goes from the study page to "Which metric agrees with people"
 and sees the ranked table and the chart, the judge equal to the human majority on top."""
+
 from __future__ import annotations
 
 import pytest

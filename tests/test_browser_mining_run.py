@@ -1,6 +1,7 @@
 """In Chromium: an admin starts a mining run from the form, watches it finish on the live
 page (the funnel chart, per-topic table and costs), opens a rejected document's stages
 and pauses and resumes a second run."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_admin_launches_a_run_and_reads_the_live_page(live_server, page, miner):
     user_create(username="ada", role=ROLE_ADMIN, password="ada-Password-1")
-    docs = [(f"d{i}", "food-dining" if i % 2 else "health", document_text(f"d{i}", f"Prepare item {i}"))
-            for i in range(6)]
+    docs = [
+        (f"d{i}", "food-dining" if i % 2 else "health", document_text(f"d{i}", f"Prepare item {i}")) for i in range(6)
+    ]
     docs.append(("d6", "health", document_text("d6", "Visit the shop", flags="reject:llm_filter")))
     make_corpus(docs)
     log_in(page, live_server.url, "ada", "ada-Password-1")

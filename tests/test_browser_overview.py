@@ -1,4 +1,5 @@
 """In Chromium: a researcher logs in, sees the chart on the home page and opens a procedure."""
+
 from __future__ import annotations
 
 import pytest

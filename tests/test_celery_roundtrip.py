@@ -1,5 +1,6 @@
 """A task enqueued by the web process runs in a real Celery worker process: through the
 embedded (file-system) broker, through Redis and through RabbitMQ."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """`import_corpus`: every format and compression, folders with --include, duplicate ids,
 bad rows with and without --skip-bad (all or nothing), topics, and the upload service."""
+
 from __future__ import annotations
 
 import gzip
@@ -8,9 +9,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
+from core.record_files import RecordError
 from mining.document_records import DocumentFields
 from mining.models import Corpus, CorpusImport, Document, Topic
-from mining.record_files import RecordFileError
 from mining.services import CorpusImportFailed, corpus_import, corpus_upload_create, corpus_upload_storage
 from mining.tasks import corpus_import_run_task
 from tests.files import jsonl_bytes, write_records
@@ -18,10 +19,18 @@ from tests.files import jsonl_bytes, write_records
 pytestmark = pytest.mark.django_db
 
 DOCS = [
-    {"id": "doc-1", "text": "Preheat the oven to 200 C. Mix flour, yeast and water.", "url": "https://example.org/bread",
-     "topic": "Food & Dining"},
-    {"id": "doc-2", "text": "Warm up for ten minutes before running.", "url": "https://example.org/run",
-     "topic": "sports-fitness"},
+    {
+        "id": "doc-1",
+        "text": "Preheat the oven to 200 C. Mix flour, yeast and water.",
+        "url": "https://example.org/bread",
+        "topic": "Food & Dining",
+    },
+    {
+        "id": "doc-2",
+        "text": "Warm up for ten minutes before running.",
+        "url": "https://example.org/run",
+        "topic": "sports-fitness",
+    },
     {"id": "doc-3", "text": "Sand the board, then apply two coats of varnish.", "url": "", "topic": "home & hobbies"},
 ]
 
@@ -56,8 +65,19 @@ def test_text_hash_is_the_same_for_identical_texts(tmp_path):
 def test_custom_field_names(tmp_path):
     records = [{"uid": 17, "body": "Step one, then step two.", "link": "https://x.org/1", "category": "Health"}]
     path = write_records(tmp_path, "docs", records, "parquet")
-    call_command("import_corpus", "web", str(path), "--id-field", "uid", "--text-field", "body",
-                 "--url-field", "link", "--topic-field", "category")
+    call_command(
+        "import_corpus",
+        "web",
+        str(path),
+        "--id-field",
+        "uid",
+        "--text-field",
+        "body",
+        "--url-field",
+        "link",
+        "--topic-field",
+        "category",
+    )
     doc = Document.objects.get()
     assert (doc.doc_id, doc.url, doc.topic.name) == ("17", "https://x.org/1", "Health")
 
@@ -119,11 +139,11 @@ def test_duplicates_across_batches_are_found(tmp_path, monkeypatch):
 
 BAD = [
     DOCS[0],
-    {"id": "doc-x", "text": ""},                          # line 2: empty text
-    {"id": "", "text": "no id"},                          # line 3: empty id
-    {"text": "id missing altogether"},                    # line 4: missing id
+    {"id": "doc-x", "text": ""},  # line 2: empty text
+    {"id": "", "text": "no id"},  # line 3: empty id
+    {"text": "id missing altogether"},  # line 4: missing id
     {"id": "doc-y", "text": "topic?", "topic": "Gardening"},  # line 5: unknown topic
-    {"id": "doc-z"},                                      # line 6: missing text
+    {"id": "doc-z"},  # line 6: missing text
     DOCS[1],
 ]
 
@@ -198,7 +218,7 @@ def test_a_truncated_compressed_file_is_an_error(tmp_path):
     data = gzip.compress(jsonl_bytes(DOCS * 50))
     path = tmp_path / "docs.jsonl.gz"
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(RecordFileError, match="cannot decompress"):
+    with pytest.raises(RecordError, match="cannot decompress"):
         corpus_import(name="web", path=path, skip_bad=True)
     assert Document.objects.count() == 0
 
@@ -231,7 +251,9 @@ def test_a_large_upload_is_queued_for_the_worker(monkeypatch, settings, django_c
     sent = []
     monkeypatch.setattr(corpus_import_run_task, "delay", lambda pk: sent.append(pk))
     with django_capture_on_commit_callbacks(execute=True):
-        job = corpus_upload_create(name="web", upload=SimpleUploadedFile("docs.jsonl.gz", gzip.compress(jsonl_bytes(DOCS))))
+        job = corpus_upload_create(
+            name="web", upload=SimpleUploadedFile("docs.jsonl.gz", gzip.compress(jsonl_bytes(DOCS)))
+        )
     assert job.status == "queued" and sent == [job.pk]
     assert Document.objects.count() == 0
     assert corpus_import_run_task.run(job.pk) == "done"
@@ -244,7 +266,6 @@ def test_the_task_returns_early_when_the_upload_is_gone():
 
 
 def test_an_upload_of_an_unknown_file_type_is_refused():
-    with pytest.raises(RecordFileError, match="unknown file type"):
+    with pytest.raises(RecordError, match="unknown file type"):
         corpus_upload_create(name="web", upload=SimpleUploadedFile("docs.txt", b"hello"))
     assert not CorpusImport.objects.exists()
-

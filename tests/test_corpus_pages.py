@@ -1,5 +1,6 @@
 """Corpus pages: who sees them, the per-topic chart, the seeded sample, the search, the
 admins' upload page with its report, and the split report pages."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,12 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def corpus(tmp_path):
     records = [
-        {"id": f"doc-{i:03d}", "text": f"Document number {i}. " + ("Knead the dough." if i % 3 == 0 else "Tighten the bolt."),
-         "url": f"https://example.org/{i}", "topic": "Food & Dining" if i % 3 == 0 else "Industrial"}
+        {
+            "id": f"doc-{i:03d}",
+            "text": f"Document number {i}. " + ("Knead the dough." if i % 3 == 0 else "Tighten the bolt."),
+            "url": f"https://example.org/{i}",
+            "topic": "Food & Dining" if i % 3 == 0 else "Industrial",
+        }
         for i in range(60)
     ] + [{"id": "loose", "text": "A document without a topic."}]
     corpus_import(name="web", path=write_records(tmp_path, "docs", records, "jsonl"))
@@ -49,9 +54,9 @@ def test_researchers_see_corpora_but_cannot_upload(researcher_client, corpus):
 def test_corpus_page_shows_documents_per_topic_with_a_chart(researcher_client, corpus):
     page = researcher_client.get(reverse("corpus_detail", args=[corpus.pk])).content.decode()
     assert reverse("plotly_js") in page and 'id="documents-per-topic"' in page
-    assert "Food &amp; Dining</a></td><td class=\"num\">20</td>" in page
-    assert "Industrial</a></td><td class=\"num\">40</td>" in page
-    assert "(no topic)</a></td><td class=\"num\">1</td>" in page
+    assert 'Food &amp; Dining</a></td><td class="num">20</td>' in page
+    assert 'Industrial</a></td><td class="num">40</td>' in page
+    assert '(no topic)</a></td><td class="num">1</td>' in page
 
 
 def _sample_ids(client, corpus, **params) -> list[str]:
@@ -89,8 +94,15 @@ def test_document_page_shows_the_whole_text(researcher_client, corpus):
 
 
 def _upload(client, data: bytes, name: str, **extra):
-    fields = {"name": "uploaded", "id_field": "id", "text_field": "text", "url_field": "url", "topic_field": "topic",
-              "file": SimpleUploadedFile(name, data), **extra}
+    fields = {
+        "name": "uploaded",
+        "id_field": "id",
+        "text_field": "text",
+        "url_field": "url",
+        "topic_field": "topic",
+        "file": SimpleUploadedFile(name, data),
+        **extra,
+    }
     return client.post(reverse("corpus_upload"), fields)
 
 
@@ -130,14 +142,15 @@ def test_an_upload_of_an_unknown_file_type_is_refused_on_the_form(admin_client_)
 def test_split_pages_show_the_report(researcher_client, monkeypatch):
     import numpy as np
 
-    from mining.services import procedure_split
     from mining.models import Procedure
+    from mining.services import procedure_split
 
     health = Topic.objects.get(name="Health")
     for n in range(4):
         Procedure.objects.create(topic=health, goal=f"goal {n}", steps=["a", "b"], source_example_id=str(n))
-    monkeypatch.setattr("mining.services.embed_texts",
-                        lambda texts, model=None: np.eye(8, dtype=np.float32)[: len(list(texts))])
+    monkeypatch.setattr(
+        "mining.services.embed_texts", lambda texts, model=None: np.eye(8, dtype=np.float32)[: len(list(texts))]
+    )
     report = procedure_split(per_topic=2, seed=0)
     assert researcher_client.get(reverse("split_list")).status_code == 200
     page = researcher_client.get(reverse("split_detail", args=[report.pk])).content.decode()

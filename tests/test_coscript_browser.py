@@ -1,6 +1,7 @@
 """In Chromium: an admin launches a CoScript run from the form (the scripted model
 answers), reads the run page's kept rates per constraint type, approves the flagged goal
 on the review list, and downloads the export, which the faithfulness study accepts."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from annotate.kinds.constraint_faithfulness import parse_record
+from annotate.kinds.constraint_faithfulness.definition import parse_record
 from core.intervals import wilson_interval
 from core.roles import ROLE_ADMIN
 from core.services import user_create

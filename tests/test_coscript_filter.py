@@ -1,11 +1,10 @@
 """CoScript's pure parts: reading specific goals and screen answers, the verbs-and-nouns
 retrieval of examples, and the over-generate-then-filter decisions (§4.3) on hand-made
 embeddings where every similarity is known, then on the bundled all-MiniLM-L6-v2."""
+
 from __future__ import annotations
 
-import ast
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,9 +31,12 @@ from coscript.retrieval import ExampleIndex, goal_keywords
 def test_specific_goals_are_read_from_one_line_pairs():
     reading = parse_specific_goals(
         "Constraint: Chocolate; Specific Goal: Make a chocolate cake\nConstraint: Vanilla; Specific Goal: Make a vanilla cake.",
-        abstract_goal="Make a cake")
+        abstract_goal="Make a cake",
+    )
     assert [(g.constraint, g.specific_goal) for g in reading.goals] == [
-        ("Chocolate", "Make a chocolate cake"), ("Vanilla", "Make a vanilla cake")]
+        ("Chocolate", "Make a chocolate cake"),
+        ("Vanilla", "Make a vanilla cake"),
+    ]
     assert not reading.dropped
 
 
@@ -45,33 +47,46 @@ def test_specific_goals_are_read_from_two_line_pairs_with_bullets_and_numbers():
 
 
 def test_reading_stops_where_the_model_starts_an_abstract_goal_of_its_own():
-    completion = ("Constraint: For a wedding; Specific Goal: Make a cake for a wedding\n\n"
-                  "Abstract Goal: Buy flowers\nConstraint: For mother; Specific Goal: Buy flowers for mother")
+    completion = (
+        "Constraint: For a wedding; Specific Goal: Make a cake for a wedding\n\n"
+        "Abstract Goal: Buy flowers\nConstraint: For mother; Specific Goal: Buy flowers for mother"
+    )
     reading = parse_specific_goals(completion, abstract_goal="Make a cake")
     assert [g.specific_goal for g in reading.goals] == ["Make a cake for a wedding"]
 
 
 def test_empty_repeated_unchanged_and_overlong_goals_are_dropped_with_their_reasons():
     seen: set[str] = set()
-    first = parse_specific_goals("Constraint: Pink; Specific Goal: Make a pink cake", abstract_goal="Make a cake",
-                                 seen=seen)
-    completion = "\n".join([
-        "Constraint: ; Specific Goal: Make a blue cake",  # empty constraint
-        "Constraint: Plain; Specific Goal: make a cake.",  # the abstract goal itself
-        "Constraint: Pink; Specific Goal: Make a PINK cake",  # seen under another constraint type
-        f"Constraint: Long; Specific Goal: Make a {'very ' * 80}long cake",
-        "Constraint: Blue; Specific Goal: Make a blue cake",
-    ])
+    first = parse_specific_goals(
+        "Constraint: Pink; Specific Goal: Make a pink cake", abstract_goal="Make a cake", seen=seen
+    )
+    completion = "\n".join(
+        [
+            "Constraint: ; Specific Goal: Make a blue cake",  # empty constraint
+            "Constraint: Plain; Specific Goal: make a cake.",  # the abstract goal itself
+            "Constraint: Pink; Specific Goal: Make a PINK cake",  # seen under another constraint type
+            f"Constraint: Long; Specific Goal: Make a {'very ' * 80}long cake",
+            "Constraint: Blue; Specific Goal: Make a blue cake",
+        ]
+    )
     second = parse_specific_goals(completion, abstract_goal="Make a cake", seen=seen)
     assert [g.specific_goal for g in first.goals] == ["Make a pink cake"]
     assert [g.specific_goal for g in second.goals] == ["Make a blue cake"]
     assert second.dropped == {"empty": 1, "same_as_abstract_goal": 1, "duplicate": 1, "too_long": 1}
 
 
-@pytest.mark.parametrize("completion, expected", [
-    ("Yes", True), (" no.", False), ("Answer: Yes", True), ("<think>maybe yes</think>No", False),
-    ("It depends on the goal.", None), ("", None), ("Yesterday", None),
-])
+@pytest.mark.parametrize(
+    "completion, expected",
+    [
+        ("Yes", True),
+        (" no.", False),
+        ("Answer: Yes", True),
+        ("<think>maybe yes</think>No", False),
+        ("It depends on the goal.", None),
+        ("", None),
+        ("Yesterday", None),
+    ],
+)
 def test_screen_answers_are_yes_no_or_unreadable(completion, expected):
     assert parse_screen_answer(completion) is expected
 
@@ -81,9 +96,11 @@ def test_every_constraint_type_has_table_13s_three_examples_with_two_goals_each(
     for examples in GOAL_EXAMPLES.values():
         assert len(examples) == 3 and all(len(pairs) == 2 for _, pairs in examples)
     block = goal_examples_block(GOAL_EXAMPLES["modifier"][:1])
-    assert block == ("Abstract Goal: Say Goodbye in Different Language\n"
-                     "Constraint: French; Specific Goal: Say Goodbye in French\n"
-                     "Constraint: English; Specific Goal: Say Goodbye in English")
+    assert block == (
+        "Abstract Goal: Say Goodbye in Different Language\n"
+        "Constraint: French; Specific Goal: Say Goodbye in French\n"
+        "Constraint: English; Specific Goal: Say Goodbye in English"
+    )
     assert script_examples_block([("Make a cake", ["Mix.", "Bake."])]) == "Goal: Make a cake\nSteps:\n1. Mix.\n2. Bake."
 
 
@@ -117,7 +134,10 @@ GOALS = [
 ]
 # Unit vectors: every cosine below is a dot product we can read off.
 VECTORS = {
-    "G-chocolate": [1, 0, 0], "G-microwave": [0, 1, 0], "G-wedding": [0, 0, 1], "G-oily": [1, 0, 0],
+    "G-chocolate": [1, 0, 0],
+    "G-microwave": [0, 1, 0],
+    "G-wedding": [0, 0, 1],
+    "G-oily": [1, 0, 0],
     "Melt the chocolate. Bake.": [0.8, 0.6, 0],  # closest to chocolate: kept
     "Bake it.": [0.6, 0.8, 0],  # closer to microwave than to chocolate: outranked for chocolate
     "Use chocolate. Bake it.": [0.6, 0.8, 0],  # same vector, but carries the keyword "chocolate"
@@ -163,8 +183,12 @@ def test_the_keyword_bonus_rewards_scripts_that_name_the_constraint():
 
 def test_ties_with_a_sibling_are_not_kept():
     vectors = dict(VECTORS, **{"Bake it.": [math.sqrt(0.5), math.sqrt(0.5), 0]})
-    verdicts = filter_candidates(GOALS, CANDIDATES[1:2], mode="embedding",
-                                 embed=lambda texts: np.array([vectors[t] for t in texts], dtype=np.float64))
+    verdicts = filter_candidates(
+        GOALS,
+        CANDIDATES[1:2],
+        mode="embedding",
+        embed=lambda texts: np.array([vectors[t] for t in texts], dtype=np.float64),
+    )
     assert not verdicts[11].kept
 
 
@@ -186,9 +210,11 @@ def test_embedding_modes_need_an_embedding_function_and_modes_are_checked():
 
 def test_one_kept_candidate_is_chosen_per_goal_at_random_with_the_seed():
     candidates = [FilterCandidate(key=k, goal_key=1, steps=("x",)) for k in (20, 21, 22)]
-    verdicts = {20: filter_candidates(GOALS, CANDIDATES, mode="embedding", embed=embed)[10],
-                21: filter_candidates(GOALS, CANDIDATES, mode="embedding", embed=embed)[10],
-                22: filter_candidates(GOALS, CANDIDATES, mode="embedding", embed=embed)[11]}
+    verdicts = {
+        20: filter_candidates(GOALS, CANDIDATES, mode="embedding", embed=embed)[10],
+        21: filter_candidates(GOALS, CANDIDATES, mode="embedding", embed=embed)[10],
+        22: filter_candidates(GOALS, CANDIDATES, mode="embedding", embed=embed)[11],
+    }
     chosen = {seed: select_scripts(candidates, verdicts, seed=seed)[1] for seed in range(20)}
     assert set(chosen.values()) == {20, 21}  # never the outranked one, and both kept ones get chosen
     assert select_scripts(candidates, verdicts, seed=3) == select_scripts(candidates, verdicts, seed=3)
@@ -216,20 +242,22 @@ def test_the_report_gives_kept_rates_per_constraint_type():
 def test_with_a_real_embedding_model_a_chocolate_script_is_kept_for_the_chocolate_goal_only():
     from mining.embeddings import embed_texts
 
-    goals = [FilterGoal(key=n, group="cake", specific_goal=g, constraint=c, constraint_type=t) for n, (g, c, t) in
-             enumerate([("Make a chocolate cake", "Chocolate", "modifier"),
-                        ("Make a cake in the microwave", "In the microwave", "method"),
-                        ("Make a cake for a wedding", "For a wedding", "intent")])]
-    chocolate_steps = ("Gather flour, sugar, eggs and cocoa powder.", "Melt the dark chocolate.",
-                       "Fold the chocolate into the batter.", "Bake the chocolate cake for 30 minutes.")
+    goals = [
+        FilterGoal(key=n, group="cake", specific_goal=g, constraint=c, constraint_type=t)
+        for n, (g, c, t) in enumerate(
+            [
+                ("Make a chocolate cake", "Chocolate", "modifier"),
+                ("Make a cake in the microwave", "In the microwave", "method"),
+                ("Make a cake for a wedding", "For a wedding", "intent"),
+            ]
+        )
+    ]
+    chocolate_steps = (
+        "Gather flour, sugar, eggs and cocoa powder.",
+        "Melt the dark chocolate.",
+        "Fold the chocolate into the batter.",
+        "Bake the chocolate cake for 30 minutes.",
+    )
     candidates = [FilterCandidate(key=n, goal_key=n, steps=chocolate_steps) for n in range(3)]
     verdicts = filter_candidates(goals, candidates, mode="embedding", embed=lambda t: embed_texts(t))
     assert [verdicts[n].kept for n in range(3)] == [True, False, False]
-
-
-def test_the_filtering_modules_import_no_django():
-    for name in ("filtering", "parsing", "retrieval", "constants"):
-        tree = ast.parse((Path(__file__).resolve().parent.parent / "coscript" / f"{name}.py").read_text())
-        modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-        modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        assert not any(m.startswith("django") for m in modules), name

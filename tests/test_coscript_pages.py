@@ -3,6 +3,7 @@ errors beside their fields, a run launched from the form and executed against th
 server, the run page's kept rates per constraint type, filtering again, the JSONL download
 the faithfulness study reads, the review list's approve / remove, adding to the benchmark
 once, the goal table's filters, How2Score of the constrained slice, and the read-only API."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ import yaml
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from annotate.kinds.constraint_faithfulness import parse_record
+from annotate.kinds.constraint_faithfulness.definition import parse_record
 from coscript.models import CandidateScript, CoScriptRun, Review, SpecificGoal
 from coscript.services import coscript_run_create, coscript_run_execute, export_records
 from judging.models import Generation, Judgment
@@ -52,9 +53,20 @@ def run(world, server, model) -> CoScriptRun:
 
 
 def _form(model, **changes) -> dict:
-    data = {"name": "from-the-form", "language_model": model.pk, "split": "bench", "limit": "", "seed": "0", "k": "2",
-            "filter_mode": "embedding+keyword", "keyword_bonus": "0.1", "screen": "on", "executor": "online",
-            "concurrency": "4", "budget_usd": ""}
+    data = {
+        "name": "from-the-form",
+        "language_model": model.pk,
+        "split": "bench",
+        "limit": "",
+        "seed": "0",
+        "k": "2",
+        "filter_mode": "embedding+keyword",
+        "keyword_bonus": "0.1",
+        "screen": "on",
+        "executor": "online",
+        "concurrency": "4",
+        "budget_usd": "",
+    }
     data.update(changes)
     return {k: v for k, v in data.items() if v is not None}
 
@@ -116,19 +128,22 @@ def test_researchers_see_the_pages_and_the_nav_link(researcher_client, run):
 # ----------------------------------------------------------------------------- the launch form
 
 
-@pytest.mark.parametrize("changes, field, words", [
-    ({"name": ""}, "name", "required"),
-    ({"k": "0"}, "k", "greater than or equal to 1"),
-    ({"k": "11"}, "k", "less than or equal to 10"),
-    ({"limit": "0"}, "limit", "greater than or equal to 1"),
-    ({"keyword_bonus": "-0.5"}, "keyword_bonus", "greater than or equal to 0"),
-    ({"filter_mode": "cosine"}, "filter_mode", "Select a valid choice"),
-    ({"split": "constrained"}, "split", "Select a valid choice"),
-    ({"executor": "carrier-pigeon"}, "executor", "Select a valid choice"),
-    ({"concurrency": "0"}, "concurrency", "greater than or equal to 1"),
-    ({"budget_usd": "-1"}, "budget_usd", "greater than or equal to 0"),
-    ({"language_model": "999999"}, "language_model", "Select a valid choice"),
-])
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        ({"name": ""}, "name", "required"),
+        ({"k": "0"}, "k", "greater than or equal to 1"),
+        ({"k": "11"}, "k", "less than or equal to 10"),
+        ({"limit": "0"}, "limit", "greater than or equal to 1"),
+        ({"keyword_bonus": "-0.5"}, "keyword_bonus", "greater than or equal to 0"),
+        ({"filter_mode": "cosine"}, "filter_mode", "Select a valid choice"),
+        ({"split": "constrained"}, "split", "Select a valid choice"),
+        ({"executor": "carrier-pigeon"}, "executor", "Select a valid choice"),
+        ({"concurrency": "0"}, "concurrency", "greater than or equal to 1"),
+        ({"budget_usd": "-1"}, "budget_usd", "greater than or equal to 0"),
+        ({"language_model": "999999"}, "language_model", "Select a valid choice"),
+    ],
+)
 def test_a_bad_launch_field_is_refused_beside_the_field(admin_client_, world, server, model, changes, field, words):
     response = admin_client_.post("/coscript/runs/new/", _form(model, **changes))
     assert response.status_code == 400
@@ -152,12 +167,13 @@ def test_service_refusals_land_on_their_fields_and_never_500(admin_client_, worl
     assert "no LLM endpoint for role 'how2score_judge'" in " ".join(response.context["form"].errors["language_model"])
     unknown = language_model_register(name="unknown-role", role="no-such-role")
     response = admin_client_.post("/coscript/runs/new/", _form(unknown))
-    assert response.status_code == 400 and "unknown LLM role" in " ".join(response.context["form"].errors["language_model"])
+    assert response.status_code == 400 and "unknown LLM role" in " ".join(
+        response.context["form"].errors["language_model"]
+    )
     assert CoScriptRun.objects.count() == 1
 
 
-def test_an_unusable_prompt_file_is_named_above_the_form(admin_client_, world, server, model, tmp_path,
-                                                         monkeypatch):
+def test_an_unusable_prompt_file_is_named_above_the_form(admin_client_, world, server, model, tmp_path, monkeypatch):
     from coscript import services
 
     for name in services.PROMPT_FILES.values():
@@ -173,15 +189,25 @@ def test_an_unusable_prompt_file_is_named_above_the_form(admin_client_, world, s
 
 
 def test_a_run_launched_from_the_form_executes_and_its_page_shows_kept_rates_per_type(
-        admin_client_, admin_user, world, server, model):
+    admin_client_, admin_user, world, server, model
+):
     response = admin_client_.post("/coscript/runs/new/", _form(model, k="2", seed="3", limit="", screen=None))
     run = CoScriptRun.objects.get(name="from-the-form")
     assert response.status_code == 302 and response["Location"] == f"/coscript/runs/{run.pk}/"
-    assert (run.created_by, run.k, run.seed, run.screen, run.split, run.concurrency) == (admin_user, 2, 3, False, "bench", 4)
+    assert (run.created_by, run.k, run.seed, run.screen, run.split, run.concurrency) == (
+        admin_user,
+        2,
+        3,
+        False,
+        "bench",
+        4,
+    )
     assert run.status == "pending" and run.goals_job.n_total == 4 * 3
     page = admin_client_.get(f"/coscript/runs/{run.pk}/").content.decode()
     assert '<meta http-equiv="refresh" content="5">' in page  # active: the page refreshes itself
-    assert "0 / 12" in page and "coscript_specific_goals" in page and run.prompts["coscript_script"]["sha256"][:12] in page
+    assert (
+        "0 / 12" in page and "coscript_specific_goals" in page and run.prompts["coscript_script"]["sha256"][:12] in page
+    )
 
     assert coscript_run_execute(run_id=run.pk) == "done"  # the worker's part, in this process
     run.refresh_from_db()
@@ -194,7 +220,9 @@ def test_a_run_launched_from_the_form_executes_and_its_page_shows_kept_rates_per
         kept = candidates.filter(kept=True).count()
         assert cells[constraint_type] == f"{100 * kept / candidates.count():.1f} %"
     assert "Screen off for this run." in page
-    assert re.search(r'id="phase-goals".*?12 / 12', page, re.S) and re.search(r'id="phase-screen">.*?skipped', page, re.S)
+    assert re.search(r'id="phase-goals".*?12 / 12', page, re.S) and re.search(
+        r'id="phase-screen">.*?skipped', page, re.S
+    )
 
 
 # ----------------------------------------------------------------------------- the run page
@@ -203,8 +231,9 @@ def test_a_run_launched_from_the_form_executes_and_its_page_shows_kept_rates_per
 def test_filtering_again_in_keyword_mode_changes_the_report(researcher_client, run, server):
     before = _kept_rate_cells(researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode())
     sent = len(server.requests)
-    response = researcher_client.post(f"/coscript/runs/{run.pk}/filter/", {"mode": "keyword", "keyword_bonus": "0"},
-                                      follow=True)
+    response = researcher_client.post(
+        f"/coscript/runs/{run.pk}/filter/", {"mode": "keyword", "keyword_bonus": "0"}, follow=True
+    )
     assert len(server.requests) == sent  # no model call
     page = response.content.decode()
     run.refresh_from_db()
@@ -215,8 +244,9 @@ def test_filtering_again_in_keyword_mode_changes_the_report(researcher_client, r
     assert after["all"] == f"{100 * total['kept'] / total['candidates']:.1f} %"
     assert after != before
     # A bad bonus changes nothing and says why.
-    response = researcher_client.post(f"/coscript/runs/{run.pk}/filter/", {"mode": "embedding", "keyword_bonus": "-1"},
-                                      follow=True)
+    response = researcher_client.post(
+        f"/coscript/runs/{run.pk}/filter/", {"mode": "embedding", "keyword_bonus": "-1"}, follow=True
+    )
     assert "Not filtered again" in response.content.decode()
     run.refresh_from_db()
     assert run.filter_mode == "keyword"
@@ -225,14 +255,20 @@ def test_filtering_again_in_keyword_mode_changes_the_report(researcher_client, r
 def test_a_run_stopped_at_the_filter_is_finished_by_filtering_from_the_page(researcher_client, run):
     # As when the worker could not load the embedding model: scripts collected, no verdicts.
     report = {k: v for k, v in run.report.items() if k != "filter"}
-    CoScriptRun.objects.filter(pk=run.pk).update(phase="filter", status="failed", report=report, finished_at=None,
-                                                 error="EmbeddingModelUnavailable: EMBEDDING_MODEL=/x: no such folder")
+    CoScriptRun.objects.filter(pk=run.pk).update(
+        phase="filter",
+        status="failed",
+        report=report,
+        finished_at=None,
+        error="EmbeddingModelUnavailable: EMBEDDING_MODEL=/x: no such folder",
+    )
     CandidateScript.objects.filter(goal__run=run).update(kept=None, reason="", selected=False)
     page = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
     assert "The filter has not run yet." in page and "no such folder" in page
     assert re.search(r'<button type="submit">Filter again</button>', page)  # offered, not disabled
-    page = researcher_client.post(f"/coscript/runs/{run.pk}/filter/", {"mode": "embedding+keyword", "keyword_bonus": "0.1"},
-                                  follow=True).content.decode()
+    page = researcher_client.post(
+        f"/coscript/runs/{run.pk}/filter/", {"mode": "embedding+keyword", "keyword_bonus": "0.1"}, follow=True
+    ).content.decode()
     run.refresh_from_db()
     assert (run.phase, run.status, run.error) == ("done", "done", "") and run.finished_at
     assert set(_kept_rate_cells(page)) == {"modifier", "method", "intent", "all"}
@@ -243,8 +279,9 @@ def test_the_filter_is_not_offered_before_the_scripts_are_in(researcher_client, 
     run = coscript_run_create(name="early", language_model=model, split="bench", start=False)
     page = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
     assert '<button type="submit" disabled>Filter again</button>' in page
-    response = researcher_client.post(f"/coscript/runs/{run.pk}/filter/", {"mode": "keyword", "keyword_bonus": "0"},
-                                      follow=True)
+    response = researcher_client.post(
+        f"/coscript/runs/{run.pk}/filter/", {"mode": "keyword", "keyword_bonus": "0"}, follow=True
+    )
     assert "no candidate scripts to filter yet" in response.content.decode()
     run.refresh_from_db()
     assert run.phase == "goals" and "filter" not in run.report
@@ -254,7 +291,9 @@ def test_the_goal_table_filters_by_type_kept_and_review_and_pages(researcher_cli
     url = f"/coscript/runs/{run.pk}/"
     page = researcher_client.get(url, {"constraint_type": "method"})
     goals = list(page.context["page"])
-    assert {g.constraint_type for g in goals} == {"method"} and len(goals) == run.goals.filter(constraint_type="method").count()
+    assert {g.constraint_type for g in goals} == {"method"} and len(goals) == run.goals.filter(
+        constraint_type="method"
+    ).count()
     page = researcher_client.get(url, {"review": "pending"})
     assert [g.specific_goal for g in page.context["page"]] == [FLAGGED]
     without = researcher_client.get(url, {"kept": "no"}).context["page"]
@@ -265,9 +304,14 @@ def test_the_goal_table_filters_by_type_kept_and_review_and_pages(researcher_cli
     assert researcher_client.get(url, {"constraint_type": "bogus"}).status_code == 200  # ignored, not an error
     # Pagination: 25 per page.
     for n in range(30):
-        SpecificGoal.objects.create(run=run, abstract_goal="Wash a car", constraint_type="modifier",
-                                    constraint=f"Colour {n}", specific_goal=f"Wash a car of colour {n}",
-                                    goal_key=f"extra-{n}")
+        SpecificGoal.objects.create(
+            run=run,
+            abstract_goal="Wash a car",
+            constraint_type="modifier",
+            constraint=f"Colour {n}",
+            specific_goal=f"Wash a car of colour {n}",
+            goal_key=f"extra-{n}",
+        )
     first = researcher_client.get(url)
     assert first.context["page"].paginator.num_pages == 2 and "Page 1 of 2" in first.content.decode()
     assert len(researcher_client.get(url, {"page": 2}).context["page"]) == run.goals.count() - 25
@@ -283,8 +327,12 @@ def test_the_export_download_is_records_the_faithfulness_study_accepts(researche
         for line in lines:
             spec = parse_record(json.loads(line))
             assert spec.candidate_steps and spec.source["constraint_type"] in ("modifier", "method", "intent")
-    everything = [json.loads(line) for line in
-                  researcher_client.get(f"/coscript/runs/{run.pk}/export/", {"candidates": "all"}).content.splitlines()]
+    everything = [
+        json.loads(line)
+        for line in researcher_client.get(
+            f"/coscript/runs/{run.pk}/export/", {"candidates": "all"}
+        ).content.splitlines()
+    ]
     assert len(everything) == CandidateScript.objects.filter(goal__run=run).exclude(goal__specific_goal=FLAGGED).count()
     assert researcher_client.get(f"/coscript/runs/{run.pk}/export/", {"candidates": "some"}).status_code == 400
 
@@ -334,7 +382,11 @@ def test_add_to_benchmark_creates_constrained_procedures_once(admin_client_, run
     assert 'href="/leaderboard/?split=constrained"' in page
     procedure = constrained.get(goal="Make a cake for a wedding")
     assert procedure.provenance["constraint_type"] == "intent" and procedure.steps == [
-        "Plan the wedding cake tiers.", "Bake three layers.", "Stack the tiers with dowels.", "Decorate with wedding flowers."]
+        "Plan the wedding cake tiers.",
+        "Bake three layers.",
+        "Stack the tiers with dowels.",
+        "Decorate with wedding flowers.",
+    ]
 
     response = admin_client_.post(f"/coscript/runs/{run.pk}/benchmark/", follow=True)
     assert constrained.count() == exportable
@@ -395,10 +447,16 @@ def test_the_run_list_shows_how2score_of_the_constrained_slice_per_constraint_ty
     assert a["n_judged"] == sum(n.values()) and a["coverage"] == 1.0 and a["rank"] == 1
     assert a["how2score"] == pytest.approx((n["modifier"] + n["method"]) / sum(n.values()))
     assert a["how2score_percent"] == pytest.approx(100 * (n["modifier"] + n["method"]) / sum(n.values()))
-    assert {c["constraint_type"]: c["how2score"] for c in a["by_type"]} == {"modifier": 1.0, "method": 1.0,
-                                                                            "intent": 0.0}
+    assert {c["constraint_type"]: c["how2score"] for c in a["by_type"]} == {
+        "modifier": 1.0,
+        "method": 1.0,
+        "intent": 0.0,
+    }
     assert {c["constraint_type"]: c["how2score_percent"] for c in a["by_type"]} == {
-        "modifier": 100.0, "method": 100.0, "intent": 0.0}
+        "modifier": 100.0,
+        "method": 100.0,
+        "intent": 0.0,
+    }
     b = rows[("how2judge", "model-b")]
     assert b["how2score"] is None and b["n_unusable"] == 1 and b["rank"] is None and not b["complete"]
     html = response.content.decode()
@@ -421,8 +479,11 @@ def test_the_api_lists_runs_with_their_report_and_goals_with_candidates(research
     assert detail["report"]["filter"]["by_type"]["intent"]["candidates"] == 6
     assert [j["phase"] for j in detail["jobs"]] == ["goals", "screen", "scripts"]
     assert detail["jobs"][0]["n_done"] == detail["jobs"][0]["n_total"] == 12
-    assert {p["stage"] for p in detail["prompts"]} == {"coscript_specific_goals", "coscript_sensitive_screen",
-                                                       "coscript_script"}
+    assert {p["stage"] for p in detail["prompts"]} == {
+        "coscript_specific_goals",
+        "coscript_sensitive_screen",
+        "coscript_script",
+    }
 
     goals = researcher_client.get(f"/api/coscript/runs/{run.pk}/goals/", {"constraint_type": "intent"}).json()
     assert goals["count"] == 3
@@ -445,7 +506,8 @@ def test_the_openapi_schema_describes_the_coscript_endpoints(researcher_client):
     assert {"/api/coscript/runs/", "/api/coscript/runs/{id}/", "/api/coscript/runs/{id}/goals/"} <= set(paths)
     params = {p["name"] for p in paths["/api/coscript/runs/{id}/goals/"]["get"]["parameters"]}
     assert {"constraint_type", "kept", "review", "q", "page"} <= params
-    assert "post" not in paths["/api/coscript/runs/"]  # read-only
+    launch = paths["/api/coscript/runs/"]["post"]  # the launch from YAML (tests/test_api_runs.py)
+    assert "config" in launch["requestBody"]["content"]["application/json"]["examples"]["MinimalConfiguration"]["value"]
 
 
 def test_the_demo_run_has_a_page(researcher_client):

@@ -3,6 +3,7 @@ specific-goal stage per constraint type, the sensitive-domain screen and its rev
 K scripts per goal at Table 11's sampling with retrieved examples, the filter's kept rates,
 resuming, API errors, the export the faithfulness study reads, the constrained split, and
 the coscript_run command."""
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,11 @@ def test_specific_goals_come_one_request_per_abstract_goal_and_constraint_type(w
     run = _finished_run()
     requests = _texts(server, "Create possible Specific Goals")
     assert len(requests) == 4 * 3  # four abstract goals, three constraint types (§4.2)
-    cake_method = next(last_user_message(r) for r in requests
-                       if "Abstract Goal: Make a cake\n" in last_user_message(r) and "is Method" in last_user_message(r))
+    cake_method = next(
+        last_user_message(r)
+        for r in requests
+        if "Abstract Goal: Make a cake\n" in last_user_message(r) and "is Method" in last_user_message(r)
+    )
     # Table 13's method examples, Table 1's definition, and the abstract goal last.
     assert "Abstract Goal: Register to vote\nConstraint: Online; Specific Goal: Register to vote online" in cake_method
     assert "A tool or specified mode that controls the process" in cake_method
@@ -94,8 +98,14 @@ def test_the_sensitive_screen_sends_flagged_goals_to_the_review_list(world, serv
 
 @pytest.mark.django_db(transaction=True)
 def test_an_unreadable_screen_answer_also_needs_review(world, server):
-    server.on(lambda body: "sensitive and high-risk" in last_user_message(body) and "Vanilla" not in
-              last_user_message(body) and "vanilla cake" in last_user_message(body), Reply("Hard to say."))
+    server.on(
+        lambda body: (
+            "sensitive and high-risk" in last_user_message(body)
+            and "Vanilla" not in last_user_message(body)
+            and "vanilla cake" in last_user_message(body)
+        ),
+        Reply("Hard to say."),
+    )
     run = _finished_run()
     vanilla = run.goals.get(specific_goal="Make a vanilla cake")
     assert vanilla.sensitive is None and vanilla.review == Review.PENDING
@@ -169,8 +179,9 @@ def test_a_rerun_is_answered_from_the_ledger_and_a_finished_run_does_nothing(wor
 @pytest.mark.django_db(transaction=True)
 def test_api_errors_pause_the_run_and_resume_sends_them_again(world, server):
     failing = {"on": True}
-    server.default = lambda body: (Status(500, "down") if failing["on"] and "Vanilla" in last_user_message(body)
-                                   else coscript_world.answer(body))
+    server.default = lambda body: (
+        Status(500, "down") if failing["on"] and "Vanilla" in last_user_message(body) else coscript_world.answer(body)
+    )
     model = language_model_register(name="scripted-model")
     run = coscript_run_create(name="r1", language_model=model, split="bench", start=False, screen=False)
     outcome = coscript_run_execute(run_id=run.pk)
@@ -188,8 +199,9 @@ def test_api_errors_pause_the_run_and_resume_sends_them_again(world, server):
 
 @pytest.mark.django_db(transaction=True)
 def test_resuming_without_the_failed_requests_counts_them_as_no_script(world, server):
-    server.default = lambda body: (Status(500, "down") if "Vanilla" in last_user_message(body)
-                                   else coscript_world.answer(body))
+    server.default = lambda body: (
+        Status(500, "down") if "Vanilla" in last_user_message(body) else coscript_world.answer(body)
+    )
     model = language_model_register(name="scripted-model")
     run = coscript_run_create(name="r1", language_model=model, split="bench", start=False, screen=False)
     coscript_run_execute(run_id=run.pk)
@@ -203,9 +215,13 @@ def test_resuming_without_the_failed_requests_counts_them_as_no_script(world, se
 @pytest.mark.django_db(transaction=True)
 def test_bad_run_settings_are_refused_before_anything_is_stored(world, server):
     model = language_model_register(name="scripted-model")
-    for options, message in [({"k": 0}, "k must be between 1 and 10"), ({"filter_mode": "rules"}, "filter mode"),
-                             ({"limit": 0}, "limit must be at least 1"), ({"split": "train"}, "no procedures in split"),
-                             ({"keyword_bonus": -1}, "must not be negative")]:
+    for options, message in [
+        ({"k": 0}, "k must be between 1 and 10"),
+        ({"filter_mode": "rules"}, "filter mode"),
+        ({"limit": 0}, "limit must be at least 1"),
+        ({"split": "train"}, "no procedures in split"),
+        ({"keyword_bonus": -1}, "must not be negative"),
+    ]:
         with pytest.raises(ValueError, match=message):
             coscript_run_create(name="bad", language_model=model, start=False, **options)
     assert not CoScriptRun.objects.exists()
@@ -225,7 +241,7 @@ def test_a_limit_draws_abstract_goals_with_the_seed(world, server):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_export_is_what_the_faithfulness_study_reads(world, server, tmp_path):
-    from annotate.kinds.constraint_faithfulness import parse_record
+    from annotate.kinds.constraint_faithfulness.definition import parse_record
 
     run = _finished_run()
     path = tmp_path / "constrained.jsonl"
@@ -239,8 +255,16 @@ def test_the_export_is_what_the_faithfulness_study_reads(world, server, tmp_path
     assert record["source"]["coscript_run"] == run.pk and record["source"]["selected"] is True
     for line in lines:
         parse_record(line)  # raises ItemRecordError on any line the study would refuse
-    call_command("create_study", "--name", "Faithfulness of run r1", "--kind", "constraint_faithfulness",
-                 "--items", str(path), "--no-qualification")
+    call_command(
+        "create_study",
+        "--name",
+        "Faithfulness of run r1",
+        "--kind",
+        "constraint_faithfulness",
+        "--items",
+        str(path),
+        "--no-qualification",
+    )
     from annotate.models import Study
 
     study = Study.objects.get(name="Faithfulness of run r1")
@@ -260,7 +284,9 @@ def test_chosen_scripts_join_the_constrained_split_once(world, server):
     assert constrained.count() == 8
     diabetics = constrained.get(goal="Make a cake for diabetics")
     assert diabetics.topic.name == "Food & Dining" and diabetics.resources == []
-    assert diabetics.provenance["constraint_type"] == "intent" and diabetics.provenance["abstract_goal"] == "Make a cake"
+    assert (
+        diabetics.provenance["constraint_type"] == "intent" and diabetics.provenance["abstract_goal"] == "Make a cake"
+    )
     assert coscript_add_to_benchmark(run=run) == {"already_added": 8, "held_by_review": 1}
     assert constrained.count() == 8
     # Constrained procedures are never abstract goals of a later run.
@@ -273,8 +299,9 @@ def test_chosen_scripts_join_the_constrained_split_once(world, server):
 def test_the_command_runs_exports_and_adds_and_says_what_is_wrong(world, server, tmp_path, capsys):
     with pytest.raises(CommandError, match="no registered language model named 'nobody'"):
         call_command("coscript_run", "start", "--name", "c", "--model", "nobody")
-    call_command("coscript_run", "start", "--name", "c", "--model", "scripted", "--model-id", "m", "--split", "bench",
-                 "--wait")
+    call_command(
+        "coscript_run", "start", "--name", "c", "--model", "scripted", "--model-id", "m", "--split", "bench", "--wait"
+    )
     out = capsys.readouterr().out
     assert "CoScript run 'c'" in out and "4 abstract goals, 12 specific-goal requests" in out
     assert re.search(r"modifier: kept \d+ / 6 candidates", out) and "total: kept" in out

@@ -1,4 +1,5 @@
 """The demo data: the papers' own examples, loaded idempotently, shown on the pages."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,7 +40,9 @@ def test_demo_judgments_follow_the_paper_labels(demo):
         for j in Judgment.objects.filter(generation__procedure__source_example_id="paper-t7-crime-law")
     }
     assert labels == {"claude-opus-4.5": False, "gpt-5": False, "gemini-2.5-pro": True}
-    gemini = Judgment.objects.get(generation__model="gemini-2.5-pro", generation__procedure__source_example_id="paper-t7-crime-law")
+    gemini = Judgment.objects.get(
+        generation__model="gemini-2.5-pro", generation__procedure__source_example_id="paper-t7-crime-law"
+    )
     assert any(4 in f["L1_steps"] for f in gemini.critical_failures)
     for judgment in Judgment.objects.all():
         assert judgment.has_failure == bool(judgment.critical_failures)

@@ -4,6 +4,7 @@ nothing is created, the three questions and the wrong steps with their error typ
 validated by the server, drafts are kept, items go to k distinct annotators, attention checks
 and qualification items have known answers per question, and the study page reports Fleiss'
 kappa, Krippendorff's alpha, accuracy by constraint type and error-type counts."""
+
 from __future__ import annotations
 
 import json
@@ -15,18 +16,22 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from annotate.constants import FAITHFULNESS_MIN_SECONDS_DEFAULT
-from annotate.faithfulness_results import FaithfulnessItem, majority_yes, study_results
-from annotate.fleiss_kappa import count_table, fleiss_kappa, fleiss_kappa_interval
+from annotate.errors import DraftRejected, SubmissionRejected
 from annotate.kinds import kind_get
 from annotate.kinds.base import ItemRecordError
-from annotate.kinds.constraint_faithfulness import ERROR_TYPES, goal_parts
+from annotate.kinds.constraint_faithfulness.definition import ERROR_TYPES, goal_parts
+from annotate.kinds.constraint_faithfulness.results import FaithfulnessItem, majority_yes, study_results
+from annotate.kinds.constraint_faithfulness.study_results import faithfulness_study_results
 from annotate.models import Annotation, ParticipationState, Study
-from annotate.reports import calibration_from_studies
-from annotate.selectors import faithfulness_study_results, study_round_summaries
-from annotate.services import (
-    DraftRejected, StudySettings, SubmissionRejected, annotation_submit, assignment_next, assignment_save,
-    participation_consent, participation_enter, study_create,
-)
+from annotate.participation.drafts import assignment_save
+from annotate.participation.reservations import assignment_next
+from annotate.participation.services import participation_consent, participation_enter
+from annotate.participation.submissions import annotation_submit
+from annotate.reports.selectors import calibration_from_studies
+from annotate.stats.kappa import count_table, fleiss_kappa, fleiss_kappa_interval
+from annotate.studies.selectors import study_round_summaries
+from annotate.studies.services import study_create
+from annotate.studies.settings import StudySettings
 from annotate.testing import backdate
 
 KIND = kind_get("constraint_faithfulness")
@@ -36,25 +41,49 @@ YES_ALL = {"specific_goal_ok": "yes", "meets_constraint": "yes", "steps_correct"
 
 def _line(n: int = 1, constraint_type: str = "modifier", **extra) -> dict:
     return {
-        "id": f"cs-{n}", "abstract_goal": "Make a cake", "specific_goal": "Make a vanilla cake",
-        "constraint": "Vanilla", "constraint_type": constraint_type, "topic": "Food",
-        "steps": ["Gather your ingredients.", "Preheat the oven to 325 °F.", "Cream the butter and sugar.",
-                  "Add the eggs and vanilla.", "Bake the cake for 1 hour 15 minutes."],
-        "source": {"procedure_id": 7, "candidate": n}, **extra,
+        "id": f"cs-{n}",
+        "abstract_goal": "Make a cake",
+        "specific_goal": "Make a vanilla cake",
+        "constraint": "Vanilla",
+        "constraint_type": constraint_type,
+        "topic": "Food",
+        "steps": [
+            "Gather your ingredients.",
+            "Preheat the oven to 325 °F.",
+            "Cream the butter and sugar.",
+            "Add the eggs and vanilla.",
+            "Bake the cake for 1 hour 15 minutes.",
+        ],
+        "source": {"procedure_id": 7, "candidate": n},
+        **extra,
     }
 
 
 def _answer(q1="yes", q2="yes", q3="yes", wrong=None, comments=""):
-    return {"specific_goal_ok": q1, "meets_constraint": q2, "steps_correct": q3, "wrong_steps": wrong or [],
-            "comments": comments}
+    return {
+        "specific_goal_ok": q1,
+        "meets_constraint": q2,
+        "steps_correct": q3,
+        "wrong_steps": wrong or [],
+        "comments": comments,
+    }
 
 
 def _study(lines: list[dict], **settings) -> Study:
-    defaults = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0, "attention_check_rate": 0,
-                "allow_other_pids": True}  # test PIDs are not Prolific's 24 hex characters
+    defaults = {
+        "training_enabled": False,
+        "qualification_enabled": False,
+        "min_seconds": 0,
+        "attention_check_rate": 0,
+        "allow_other_pids": True,
+    }  # test PIDs are not Prolific's 24 hex characters
     defaults.update(settings)
-    return study_create(name="Constraint faithfulness", kind="constraint_faithfulness",
-                        items=[KIND.parse_record(line) for line in lines], settings=StudySettings(**defaults))
+    return study_create(
+        name="Constraint faithfulness",
+        kind="constraint_faithfulness",
+        items=[KIND.parse_record(line) for line in lines],
+        settings=StudySettings(**defaults),
+    )
 
 
 def _enter(study, pid: str):
@@ -73,45 +102,59 @@ def test_a_coscript_export_line_becomes_an_item_with_its_goals_constraint_and_pr
     spec = KIND.parse_record(_line(3, constraint_type="method"))
     assert (spec.item_id, spec.goal, spec.role, spec.topic) == ("cs-3", "Make a vanilla cake", "main", "Food")
     assert spec.candidate_steps[3] == "Add the eggs and vanilla." and spec.reference_steps == []
-    assert spec.source == {"procedure_id": 7, "candidate": 3, "abstract_goal": "Make a cake", "constraint": "Vanilla",
-                           "constraint_type": "method"}
-    assert spec.expected_answer is None and spec.expected_has_failure is None
+    assert spec.source == {
+        "procedure_id": 7,
+        "candidate": 3,
+        "abstract_goal": "Make a cake",
+        "constraint": "Vanilla",
+        "constraint_type": "method",
+    }
+    assert spec.expected is None
 
 
 def test_known_answers_of_attention_checks_and_qualification_items_are_kept_per_question():
     check = KIND.parse_record(_line(attention_check={"meets_constraint": "no"}))
-    gold = KIND.parse_record(_line(qualification={"steps_correct": "yes", "specific_goal_ok": "yes",
-                                                  "explanation": "A faithful script."}))
-    assert (check.role, check.expected_answer) == ("attention", {"meets_constraint": "no"})
-    assert (gold.role, gold.expected_answer, gold.explanation) == (
-        "qualification", {"specific_goal_ok": "yes", "steps_correct": "yes"}, "A faithful script.")
+    gold = KIND.parse_record(
+        _line(qualification={"steps_correct": "yes", "specific_goal_ok": "yes", "explanation": "A faithful script."})
+    )
+    assert (check.role, check.expected) == ("attention", {"meets_constraint": "no"})
+    assert (gold.role, gold.expected, gold.explanation) == (
+        "qualification",
+        {"specific_goal_ok": "yes", "steps_correct": "yes"},
+        "A faithful script.",
+    )
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"id": " "}, "id"),
-    ({"id": None}, "id"),
-    ({"abstract_goal": ""}, "abstract_goal"),
-    ({"abstract_goal": None}, "abstract_goal"),
-    ({"specific_goal": 5}, "specific_goal"),
-    ({"constraint": "  "}, "constraint"),
-    ({"constraint_type": "purpose"}, "constraint_type"),
-    ({"constraint_type": None}, "constraint_type"),
-    ({"steps": []}, "steps"),
-    ({"steps": "1. Mix."}, "steps"),
-    ({"steps": ["Mix.", "", "Bake."]}, "steps[1]"),
-    ({"steps": ["Mix.", 3]}, "steps[1]"),
-    ({"topic": ["Food"]}, "topic"),
-    ({"source": "coscript"}, "source"),
-    ({"attention_check": "no"}, "attention_check"),
-    ({"attention_check": {}}, "attention_check"),
-    ({"attention_check": {"steps_correct": "not_sure"}}, "attention_check.steps_correct"),
-    ({"attention_check": {"steps_correct": True}}, "attention_check.steps_correct"),
-    ({"attention_check": {"stepz_correct": "no"}}, "attention_check.stepz_correct"),
-    ({"qualification": {"steps_correct": "no"}}, "qualification.explanation"),
-    ({"qualification": {"steps_correct": "no", "explanation": 4}}, "qualification.explanation"),
-    ({"attention_check": {"steps_correct": "no"}, "qualification": {"steps_correct": "no", "explanation": "x"}},
-     "attention_check"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"id": " "}, "id"),
+        ({"id": None}, "id"),
+        ({"abstract_goal": ""}, "abstract_goal"),
+        ({"abstract_goal": None}, "abstract_goal"),
+        ({"specific_goal": 5}, "specific_goal"),
+        ({"constraint": "  "}, "constraint"),
+        ({"constraint_type": "purpose"}, "constraint_type"),
+        ({"constraint_type": None}, "constraint_type"),
+        ({"steps": []}, "steps"),
+        ({"steps": "1. Mix."}, "steps"),
+        ({"steps": ["Mix.", "", "Bake."]}, "steps[1]"),
+        ({"steps": ["Mix.", 3]}, "steps[1]"),
+        ({"topic": ["Food"]}, "topic"),
+        ({"source": "coscript"}, "source"),
+        ({"attention_check": "no"}, "attention_check"),
+        ({"attention_check": {}}, "attention_check"),
+        ({"attention_check": {"steps_correct": "not_sure"}}, "attention_check.steps_correct"),
+        ({"attention_check": {"steps_correct": True}}, "attention_check.steps_correct"),
+        ({"attention_check": {"stepz_correct": "no"}}, "attention_check.stepz_correct"),
+        ({"qualification": {"steps_correct": "no"}}, "qualification.explanation"),
+        ({"qualification": {"steps_correct": "no", "explanation": 4}}, "qualification.explanation"),
+        (
+            {"attention_check": {"steps_correct": "no"}, "qualification": {"steps_correct": "no", "explanation": "x"}},
+            "attention_check",
+        ),
+    ],
+)
 def test_a_bad_line_is_refused_with_its_field(change, field):
     with pytest.raises(ItemRecordError) as error:
         KIND.parse_record({**_line(), **change})
@@ -135,11 +178,29 @@ def test_a_record_that_is_not_an_object_is_refused():
 @pytest.mark.django_db
 def test_create_study_reports_every_bad_line_with_its_field_and_creates_nothing(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("\n".join([json.dumps(_line(1)), json.dumps({**_line(2), "constraint_type": "purpose"}),
-                              json.dumps({**_line(3), "steps": ["Mix.", ""]}), "{not json"]) + "\n")
+    bad.write_text(
+        "\n".join(
+            [
+                json.dumps(_line(1)),
+                json.dumps({**_line(2), "constraint_type": "purpose"}),
+                json.dumps({**_line(3), "steps": ["Mix.", ""]}),
+                "{not json",
+            ]
+        )
+        + "\n"
+    )
     with pytest.raises(CommandError) as error:
-        call_command("create_study", "--name", "Bad", "--kind", "constraint_faithfulness", "--items", str(bad),
-                     "--no-qualification", "--no-training")
+        call_command(
+            "create_study",
+            "--name",
+            "Bad",
+            "--kind",
+            "constraint_faithfulness",
+            "--items",
+            str(bad),
+            "--no-qualification",
+            "--no-training",
+        )
     message = str(error.value)
     assert "line 2, field 'constraint_type'" in message and "line 3, field 'steps[1]'" in message
     assert "line 4: invalid JSON" in message and "Nothing was created." in message
@@ -149,16 +210,28 @@ def test_create_study_reports_every_bad_line_with_its_field_and_creates_nothing(
 @pytest.mark.django_db
 def test_create_study_makes_a_faithfulness_study_with_the_kinds_minimum_seconds(tmp_path, capsys):
     good = tmp_path / "coscript.jsonl"
-    lines = [_line(1), _line(2, "intent"), _line(3, attention_check={"steps_correct": "yes"}),
-             _line(4, qualification={"meets_constraint": "yes", "explanation": "It adds vanilla."})]
+    lines = [
+        _line(1),
+        _line(2, "intent"),
+        _line(3, attention_check={"steps_correct": "yes"}),
+        _line(4, qualification={"meets_constraint": "yes", "explanation": "It adds vanilla."}),
+    ]
     good.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    call_command("create_study", "--name", "CoScript check", "--kind", "constraint_faithfulness", "--items", str(good),
-                 "--no-training")
+    call_command(
+        "create_study",
+        "--name",
+        "CoScript check",
+        "--kind",
+        "constraint_faithfulness",
+        "--items",
+        str(good),
+        "--no-training",
+    )
     study = Study.objects.get()
     assert study.kind == "constraint_faithfulness" and study.min_seconds == FAITHFULNESS_MIN_SECONDS_DEFAULT == 45
     assert not study.training_enabled and study.qualification_enabled
     gold = study.items.get(role="qualification")
-    assert gold.expected_answer == {"meets_constraint": "yes"} and gold.source["line"] == 4
+    assert gold.expected == {"meets_constraint": "yes"} and gold.source["line"] == 4
     assert "Prolific entry URL" in capsys.readouterr().out
 
 
@@ -191,20 +264,39 @@ def test_steps_not_correct_requires_marking_the_wrong_steps():
 
 
 def test_every_wrong_step_needs_an_error_type_and_other_needs_a_description():
-    errors = _errors(_answer(q3="no", wrong=[{"step": 2, "error_types": []},
-                                             {"step": 4, "error_types": ["other"], "other": "  "}]))
-    assert errors == {"wrong_steps.2.error_types": "Step 2: select at least one error type (or Other with a description).",
-                      "wrong_steps.4.other": "Step 4: describe what is wrong under Other."}
+    errors = _errors(
+        _answer(q3="no", wrong=[{"step": 2, "error_types": []}, {"step": 4, "error_types": ["other"], "other": "  "}])
+    )
+    assert errors == {
+        "wrong_steps.2.error_types": "Step 2: select at least one error type (or Other with a description).",
+        "wrong_steps.4.other": "Step 4: describe what is wrong under Other.",
+    }
 
 
 def test_a_description_alone_counts_as_other_and_the_answer_is_cleaned():
-    cleaned, errors = KIND.validate_submission(_answer(q3="no", comments=" ok ", wrong=[
-        {"step": 4, "error_types": ["no_constraint", "missing_steps"]},
-        {"step": 1, "error_types": [], "other": " Says nothing about vanilla. "}]), 0, 5)
+    cleaned, errors = KIND.validate_submission(
+        _answer(
+            q3="no",
+            comments=" ok ",
+            wrong=[
+                {"step": 4, "error_types": ["no_constraint", "missing_steps"]},
+                {"step": 1, "error_types": [], "other": " Says nothing about vanilla. "},
+            ],
+        ),
+        0,
+        5,
+    )
     assert errors == []
-    assert cleaned == {"specific_goal_ok": "yes", "meets_constraint": "yes", "steps_correct": "no", "comments": "ok",
-                       "wrong_steps": [{"step": 1, "error_types": ["other"], "other": "Says nothing about vanilla."},
-                                       {"step": 4, "error_types": ["missing_steps", "no_constraint"], "other": ""}]}
+    assert cleaned == {
+        "specific_goal_ok": "yes",
+        "meets_constraint": "yes",
+        "steps_correct": "no",
+        "comments": "ok",
+        "wrong_steps": [
+            {"step": 1, "error_types": ["other"], "other": "Says nothing about vanilla."},
+            {"step": 4, "error_types": ["missing_steps", "no_constraint"], "other": ""},
+        ],
+    }
 
 
 @pytest.mark.parametrize("q3", ["yes", "not_sure"])
@@ -214,9 +306,18 @@ def test_marked_steps_are_refused_unless_question_3_is_no(q3):
 
 
 def test_steps_outside_the_script_twice_marked_or_with_unknown_error_types_are_refused():
-    errors = _errors(_answer(q3="no", wrong=[
-        {"step": 9, "error_types": ["wrong_order"]}, {"step": 2, "error_types": ["wrong_order"]},
-        {"step": 2, "error_types": ["unrelated_steps"]}, {"step": 3, "error_types": ["typo"]}, {"step": "1"}]))
+    errors = _errors(
+        _answer(
+            q3="no",
+            wrong=[
+                {"step": 9, "error_types": ["wrong_order"]},
+                {"step": 2, "error_types": ["wrong_order"]},
+                {"step": 2, "error_types": ["unrelated_steps"]},
+                {"step": 3, "error_types": ["typo"]},
+                {"step": "1"},
+            ],
+        )
+    )
     assert errors["wrong_steps.9.step"] == "Step 9 does not exist: the script has steps 1 to 5."
     assert errors["wrong_steps.2.step"] == "Step 2 is marked twice."
     assert "error types must be among" in errors["wrong_steps.3.error_types"]
@@ -225,9 +326,16 @@ def test_steps_outside_the_script_twice_marked_or_with_unknown_error_types_are_r
 
 def test_the_six_error_types_keep_the_papers_names_and_explanations():
     assert [e["label"] for e in ERROR_TYPES.values()] == [
-        "Wrong order", "Repeat steps", "Missing steps", "No constraint", "Incoherent steps", "Unrelated steps"]
+        "Wrong order",
+        "Repeat steps",
+        "Missing steps",
+        "No constraint",
+        "Incoherent steps",
+        "Unrelated steps",
+    ]
     assert ERROR_TYPES["incoherent_steps"]["explanation"] == (
-        "Steps that are related to the goal, but are not coherent within the script.")
+        "Steps that are related to the goal, but are not coherent within the script."
+    )
     for key in ERROR_TYPES:
         assert ERROR_TYPES[key]["label"] in KIND.default_instructions
         assert ERROR_TYPES[key]["explanation"] in KIND.default_instructions
@@ -243,7 +351,9 @@ def test_a_submit_is_stored_with_its_answer_and_no_has_failure_label():
     assert ann.has_failure is None and ann.failures == [] and ann.correct is None
     assert ann.answer["wrong_steps"] == [{"step": 4, "error_types": ["no_constraint"], "other": ""}]
     assert ann.l2_hash == a.item.l2_hash and ann.guideline_version.startswith("constraint_faithfulness-v")
-    assert ann.label == "Specific goal: Yes · Meets the constraint: No · Steps correct: No · wrong steps 4 (No constraint)"
+    assert (
+        ann.label == "Specific goal: Yes · Meets the constraint: No · Steps correct: No · wrong steps 4 (No constraint)"
+    )
 
 
 @pytest.mark.django_db
@@ -276,17 +386,32 @@ def test_a_draft_is_cleaned_kept_and_shown_again_on_the_page():
     assert "Are the steps in the script correct in achieving the specific goal?" in html
     assert "constraint_faithfulness.js" in html and 'id="goal-ack"' not in html
     a = page.context["assignment"]
-    draft = {"specific_goal_ok": "yes", "steps_correct": "no", "meets_constraint": "perhaps",
-             "wrong_steps": [{"step": 2, "error_types": ["wrong_order", "bogus"], "other": "x"}, {"step": 99},
-                             {"step": 2, "error_types": []}],
-             "comments": "half done"}
-    saved = client.post(f"/a/{study.slug}/work/{a.public_id}/save", json.dumps({"draft": draft, "seq": 3}),
-                        content_type="application/json")
+    draft = {
+        "specific_goal_ok": "yes",
+        "steps_correct": "no",
+        "meets_constraint": "perhaps",
+        "wrong_steps": [
+            {"step": 2, "error_types": ["wrong_order", "bogus"], "other": "x"},
+            {"step": 99},
+            {"step": 2, "error_types": []},
+        ],
+        "comments": "half done",
+    }
+    saved = client.post(
+        f"/a/{study.slug}/work/{a.public_id}/save",
+        json.dumps({"draft": draft, "seq": 3}),
+        content_type="application/json",
+    )
     assert saved.json()["draft_saved"]
     stale = assignment_save(participation=a.participation_id, public_id=a.public_id, draft=YES_ALL, seq=2)
     assert not stale.draft_saved
-    expected = {"specific_goal_ok": "yes", "meets_constraint": None, "steps_correct": "no", "comments": "half done",
-                "wrong_steps": [{"step": 2, "error_types": ["wrong_order"], "other": "x"}]}
+    expected = {
+        "specific_goal_ok": "yes",
+        "meets_constraint": None,
+        "steps_correct": "no",
+        "comments": "half done",
+        "wrong_steps": [{"step": 2, "error_types": ["wrong_order"], "other": "x"}],
+    }
     again = client.get(f"/a/{study.slug}/work/")
     assert again.context["page_state"]["draft"] == expected and again.context["page_state"]["draftSeq"] == 3
     p = a.participation
@@ -319,7 +444,8 @@ def test_each_item_goes_to_k_distinct_annotators():
 def test_attention_checks_compare_each_known_question_and_screen_out_after_too_many_misses():
     lines = [_line(n) for n in range(1, 5)] + [
         _line(10, attention_check={"meets_constraint": "no", "steps_correct": "no"}),
-        _line(11, attention_check={"specific_goal_ok": "yes"})]
+        _line(11, attention_check={"specific_goal_ok": "yes"}),
+    ]
     study = _study(lines, attention_check_rate=0.5, attention_max_failures=0, annotators_per_item=2)
     good = _enter(study, "careful")
     wrong = [{"step": 1, "error_types": ["unrelated_steps"]}]
@@ -346,9 +472,12 @@ def test_attention_checks_compare_each_known_question_and_screen_out_after_too_m
 
 @pytest.mark.django_db
 def test_the_qualification_test_passes_or_screens_out_on_the_known_answers():
-    lines = [_line(1), _line(2),
-             _line(20, qualification={"meets_constraint": "yes", "steps_correct": "yes", "explanation": "Fine."}),
-             _line(21, qualification={"steps_correct": "no", "explanation": "Step order is wrong."})]
+    lines = [
+        _line(1),
+        _line(2),
+        _line(20, qualification={"meets_constraint": "yes", "steps_correct": "yes", "explanation": "Fine."}),
+        _line(21, qualification={"steps_correct": "no", "explanation": "Step order is wrong."}),
+    ]
     study = _study(lines, qualification_enabled=True)
     assert study.qualification_pass == 2
 
@@ -373,8 +502,18 @@ def test_the_qualification_test_passes_or_screens_out_on_the_known_answers():
 
 # Fleiss (1971), the worked example (also on Wikipedia's "Fleiss' kappa" page): 10 subjects,
 # 14 raters, 5 categories; P = 0.378, P_e = 0.213, kappa = 0.210.
-FLEISS_1971 = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
-               [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+FLEISS_1971 = [
+    [0, 0, 0, 0, 14],
+    [0, 2, 6, 4, 2],
+    [0, 0, 3, 5, 6],
+    [0, 3, 9, 2, 0],
+    [2, 2, 8, 1, 1],
+    [7, 7, 0, 0, 0],
+    [3, 2, 6, 3, 0],
+    [2, 5, 3, 2, 2],
+    [6, 5, 2, 1, 0],
+    [0, 2, 2, 3, 7],
+]
 
 
 def test_fleiss_kappa_on_the_worked_example_of_fleiss_1971():
@@ -419,15 +558,35 @@ def test_count_table_counts_each_items_ratings_by_category():
 NO_CONSTRAINT = [{"step": 2, "error_types": ["no_constraint"]}]
 PLAN = {
     "m1": ("modifier", [("yes", "yes", "yes", None), ("yes", "yes", "yes", None), ("yes", "no", "yes", None)]),
-    "m2": ("modifier", [("yes", "no", "no", NO_CONSTRAINT),
-                        ("yes", "no", "no", [{"step": 2, "error_types": ["no_constraint", "unrelated_steps"]}]),
-                        ("no", "no", "not_sure", None)]),
-    "me1": ("method", [("yes", "yes", "yes", None),
-                       ("yes", "yes", "no", [{"step": 1, "error_types": ["wrong_order"]},
-                                             {"step": 3, "error_types": [], "other": "Too vague."}]),
-                       ("yes", "yes", "yes", None)]),
-    "i1": ("intent", [("no", "no", "no", [{"step": 1, "error_types": ["unrelated_steps"]}]),
-                      ("yes", "yes", "yes", None), ("not_sure", "no", "yes", None)]),
+    "m2": (
+        "modifier",
+        [
+            ("yes", "no", "no", NO_CONSTRAINT),
+            ("yes", "no", "no", [{"step": 2, "error_types": ["no_constraint", "unrelated_steps"]}]),
+            ("no", "no", "not_sure", None),
+        ],
+    ),
+    "me1": (
+        "method",
+        [
+            ("yes", "yes", "yes", None),
+            (
+                "yes",
+                "yes",
+                "no",
+                [{"step": 1, "error_types": ["wrong_order"]}, {"step": 3, "error_types": [], "other": "Too vague."}],
+            ),
+            ("yes", "yes", "yes", None),
+        ],
+    ),
+    "i1": (
+        "intent",
+        [
+            ("no", "no", "no", [{"step": 1, "error_types": ["unrelated_steps"]}]),
+            ("yes", "yes", "yes", None),
+            ("not_sure", "no", "yes", None),
+        ],
+    ),
     "i2": ("intent", [("yes", "yes", "yes", None)]),
 }
 
@@ -478,18 +637,40 @@ def test_study_results_give_kappa_alpha_accuracy_by_constraint_type_and_error_co
     assert low <= r["questions"]["meets_constraint"]["alpha"] <= high
     accuracy = r["accuracy"]
     assert {t: accuracy[t]["specific_goal_ok"]["correct"] for t in accuracy} == {
-        "modifier": 2, "method": 1, "intent": 0, "all": 3}
+        "modifier": 2,
+        "method": 1,
+        "intent": 0,
+        "all": 3,
+    }
     assert {t: accuracy[t]["meets_constraint"]["accuracy"] for t in accuracy} == {
-        "modifier": 0.5, "method": 1.0, "intent": 0.0, "all": 0.5}
+        "modifier": 0.5,
+        "method": 1.0,
+        "intent": 0.0,
+        "all": 0.5,
+    }
     assert {t: accuracy[t]["steps_correct"]["accuracy"] for t in accuracy} == {
-        "modifier": 0.5, "method": 1.0, "intent": 1.0, "all": 0.75}
+        "modifier": 0.5,
+        "method": 1.0,
+        "intent": 1.0,
+        "all": 0.75,
+    }
     assert {t: accuracy[t]["script_correct"]["accuracy"] for t in accuracy} == {
-        "modifier": 0.5, "method": 1.0, "intent": 0.0, "all": 0.5}
+        "modifier": 0.5,
+        "method": 1.0,
+        "intent": 0.0,
+        "all": 0.5,
+    }
     assert accuracy["intent"]["steps_correct"]["items"] == 1  # i2 has one answer of three: left out
     errors = r["error_types"]
     assert {k: (v["answers"], v["steps"]) for k, v in errors.items()} == {
-        "wrong_order": (1, 1), "repeated_steps": (0, 0), "missing_steps": (0, 0), "no_constraint": (2, 2),
-        "incoherent_steps": (0, 0), "unrelated_steps": (2, 2), "other": (1, 1)}
+        "wrong_order": (1, 1),
+        "repeated_steps": (0, 0),
+        "missing_steps": (0, 0),
+        "no_constraint": (2, 2),
+        "incoherent_steps": (0, 0),
+        "unrelated_steps": (2, 2),
+        "other": (1, 1),
+    }
 
 
 def test_the_majority_is_strict_and_not_sure_counts_against_yes():
@@ -523,7 +704,9 @@ def test_the_study_page_shows_the_results_and_the_exports_carry_the_answer(resea
     assert "-0.034" in html  # question 1's kappa, -1/29
     assert "Steps correct: No · wrong steps 2 (No constraint)" in html
     [row] = study_round_summaries(study)
-    assert row["alpha"] == pytest.approx(faithfulness_study_results(study, bootstrap=0)["questions"]["steps_correct"]["alpha"])
+    assert row["alpha"] == pytest.approx(
+        faithfulness_study_results(study, bootstrap=0)["questions"]["steps_correct"]["alpha"]
+    )
     out = tmp_path / "annotations.jsonl"
     call_command("export_annotations", "--study", study.slug, "--output", str(out))
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -552,10 +735,18 @@ def test_the_kind_and_its_statistics_import_no_django():
     import sys
     from pathlib import Path
 
-    code = ("import sys, annotate.fleiss_kappa, annotate.faithfulness_results, annotate.kinds.constraint_faithfulness; "
-            "print(sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
-                         capture_output=True, text=True, check=True, env={"PATH": ""})
+    code = (
+        "import sys, annotate.stats.kappa, annotate.kinds.constraint_faithfulness.results, annotate.kinds.constraint_faithfulness.definition; "
+        "print(sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": ""},
+    )
     assert out.stdout.strip() == "[]"
 
 

@@ -2,6 +2,7 @@
 a page of four questions answered with the keyboard (a candidate, "None of the above is
 likely", and "Neutral" on the step-ordering question), a premature submit refused by the
 server, a reload that keeps the choices, and the completion code with its redirect."""
+
 from __future__ import annotations
 
 import re
@@ -11,34 +12,78 @@ from playwright.sync_api import expect
 
 from annotate.kinds import kind_get
 from annotate.models import Annotation
-from annotate.services import StudySettings, study_create
+from annotate.studies.services import study_create
+from annotate.studies.settings import StudySettings
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 MIN_SECONDS = 4
 PROLIFIC = re.compile(r"https://app\.prolific\.com/.*")
 LINES = [
-    {"id": "si-1", "task": "step_inference", "prompt": "Prevent Coronavirus", "label": 0, "topic": "Health",
-     "candidates": ["wash your hands", "wash your cat", "clap your hands", "eat your protein"], "source_procedure_ids": [1, 2, 3, 4]},
-    {"id": "gi-1", "task": "goal_inference", "prompt": "choose a color of lipstick", "label": 0, "topic": "Beauty",
-     "candidates": ["Get Pink Lips", "Read One's Lips", "Lip Sync", "Draw Lips"], "source_procedure_ids": [5, 6, 7, 8]},
-    {"id": "si-2", "task": "step_inference", "prompt": "Play Guitar", "label": 2, "topic": "Music",
-     "candidates": ["buy a used car", "gather the ingredients", "practice basic scales", "wind down with meditation"],
-     "source_procedure_ids": [9, 10, 11, 12]},
-    {"id": "so-1", "task": "step_ordering", "prompt": "Clean Silver", "label": 1, "topic": "Home",
-     "candidates": ["dry the silver", "handwash the silver"], "source_procedure_ids": [13]},
+    {
+        "id": "si-1",
+        "task": "step_inference",
+        "prompt": "Prevent Coronavirus",
+        "label": 0,
+        "topic": "Health",
+        "candidates": ["wash your hands", "wash your cat", "clap your hands", "eat your protein"],
+        "source_procedure_ids": [1, 2, 3, 4],
+    },
+    {
+        "id": "gi-1",
+        "task": "goal_inference",
+        "prompt": "choose a color of lipstick",
+        "label": 0,
+        "topic": "Beauty",
+        "candidates": ["Get Pink Lips", "Read One's Lips", "Lip Sync", "Draw Lips"],
+        "source_procedure_ids": [5, 6, 7, 8],
+    },
+    {
+        "id": "si-2",
+        "task": "step_inference",
+        "prompt": "Play Guitar",
+        "label": 2,
+        "topic": "Music",
+        "candidates": [
+            "buy a used car",
+            "gather the ingredients",
+            "practice basic scales",
+            "wind down with meditation",
+        ],
+        "source_procedure_ids": [9, 10, 11, 12],
+    },
+    {
+        "id": "so-1",
+        "task": "step_ordering",
+        "prompt": "Clean Silver",
+        "label": 1,
+        "topic": "Home",
+        "candidates": ["dry the silver", "handwash the silver"],
+        "source_procedure_ids": [13],
+    },
 ]
 
 
 def test_a_page_of_questions_answered_with_the_keyboard_in_chromium(live_server, page):
     kind = kind_get("multiple_choice")
-    study = study_create(name="Goal-step validation", kind="multiple_choice",
-                         items=[kind.parse_record(line) for line in LINES],
-                         settings=StudySettings(training_enabled=False, qualification_enabled=False,
-                                                min_seconds=MIN_SECONDS, items_per_page=4, annotators_per_item=1,
-                                                completion_code="MC-DONE-1", screened_out_code="MC-OUT-1",
-                                                allow_other_pids=True))  # PID mcpid01 is not Prolific's shape
-    page.route(PROLIFIC, lambda route: route.fulfill(status=200, content_type="text/html", body="<h1>Prolific (stub)</h1>"))
+    study = study_create(
+        name="Goal-step validation",
+        kind="multiple_choice",
+        items=[kind.parse_record(line) for line in LINES],
+        settings=StudySettings(
+            training_enabled=False,
+            qualification_enabled=False,
+            min_seconds=MIN_SECONDS,
+            items_per_page=4,
+            annotators_per_item=1,
+            completion_code="MC-DONE-1",
+            screened_out_code="MC-OUT-1",
+            allow_other_pids=True,
+        ),
+    )  # PID mcpid01 is not Prolific's shape
+    page.route(
+        PROLIFIC, lambda route: route.fulfill(status=200, content_type="text/html", body="<h1>Prolific (stub)</h1>")
+    )
     page.goto(f"{live_server.url}/a/{study.slug}/?PROLIFIC_PID=mcpid01&STUDY_ID=prolific-study&SESSION_ID=s1")
     assert "you have to choose one" in page.locator("main").inner_text()
     page.get_by_label("I have read the guidelines and agree to take part.").check()
@@ -46,6 +91,7 @@ def test_a_page_of_questions_answered_with_the_keyboard_in_chromium(live_server,
 
     questions = page.locator("fieldset.mc-item")
     questions.first.wait_for()
+    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     assert questions.count() == 4
     assert "If multiple options seem equally likely, you have to choose one" in page.locator("#guidance").inner_text()
     texts = [questions.nth(i).inner_text() for i in range(4)]
@@ -84,16 +130,24 @@ def test_a_page_of_questions_answered_with_the_keyboard_in_chromium(live_server,
     # A reload keeps every choice (server drafts).
     page.reload()
     questions.first.wait_for()
+    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     for i, value in wanted.items():
         expect(page.locator("fieldset.mc-item").nth(i).locator(f'input[value="{value}"]')).to_be_checked()
 
-    page.wait_for_function("() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')",
-                           timeout=(MIN_SECONDS + 5) * 1000)
+    page.wait_for_function(
+        "() => document.getElementById('timer-text').textContent.startsWith('Time elapsed')",
+        timeout=(MIN_SECONDS + 5) * 1000,
+    )
     page.get_by_role("button", name="Submit & Continue").click()
     page.locator("#completion-code").wait_for()
     assert page.locator("#completion-code").inner_text() == "MC-DONE-1"
     stored = {a.item.item_id: a for a in Annotation.objects.select_related("item")}
-    assert {k: a.answer["choice"] for k, a in stored.items()} == {"si-1": 0, "gi-1": "none", "si-2": 2, "so-1": "neutral"}
+    assert {k: a.answer["choice"] for k, a in stored.items()} == {
+        "si-1": 0,
+        "gi-1": "none",
+        "si-2": 2,
+        "so-1": "neutral",
+    }
     assert [stored[k].correct for k in ("si-1", "gi-1", "si-2", "so-1")] == [True, False, True, False]
     assert all(a.participation.prolific_session_id == "s1" for a in stored.values())
     page.wait_for_url(PROLIFIC, timeout=15000)

@@ -1,6 +1,7 @@
 """``goalstep_build``: the JSONL lines and their fields, determinism for a seed, the filter
 report on stdout, the stored task set, the leakage guard between a How2Train training set and
 a How2Bench test set, refusals that write nothing, and one build with the real embedding model."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from goalstep.models import TaskSet
 from goalstep.items import normalise_text
+from goalstep.models import TaskSet
 from mining.models import Procedure, Split, Topic
 from mining.split_dedup import l2_normalise
 
@@ -36,8 +37,12 @@ def word_embedder(monkeypatch):
 def _make(topic: Topic, j: int, split: str, steps: list[str] | None = None) -> Procedure:
     word = topic.slug.split("-")[0]
     return Procedure.objects.create(
-        topic=topic, goal=f"Finish the {word} project number {j}", split=split, source_example_id=f"{topic.slug}-{split}-{j}",
-        steps=steps or [f"{VERBS[(j + s) % len(VERBS)]} the {word}{j}x{s} parts carefully" for s in range(5)])
+        topic=topic,
+        goal=f"Finish the {word} project number {j}",
+        split=split,
+        source_example_id=f"{topic.slug}-{split}-{j}",
+        steps=steps or [f"{VERBS[(j + s) % len(VERBS)]} the {word}{j}x{s} parts carefully" for s in range(5)],
+    )
 
 
 @pytest.fixture
@@ -58,8 +63,19 @@ def _lines(path) -> list[dict]:
 @pytest.mark.parametrize("task, n", [("step_inference", 4), ("goal_inference", 4), ("step_ordering", 2)])
 def test_build_writes_one_item_per_line_with_the_documented_fields(pool, word_embedder, tmp_path, capsys, task, n):
     out = tmp_path / f"{task}.jsonl"
-    call_command("goalstep_build", "--task", task, "--split", "bench", "--output", str(out), "--seed", "1",
-                 "--max-shared-words", "off")
+    call_command(
+        "goalstep_build",
+        "--task",
+        task,
+        "--split",
+        "bench",
+        "--output",
+        str(out),
+        "--seed",
+        "1",
+        "--max-shared-words",
+        "off",
+    )
     lines = _lines(out)
     assert lines
     bench_ids = set(Procedure.objects.filter(split=Split.BENCH).values_list("id", flat=True))
@@ -80,8 +96,19 @@ def test_build_writes_one_item_per_line_with_the_documented_fields(pool, word_em
 def test_the_same_seed_writes_the_same_file_and_another_seed_another(pool, word_embedder, tmp_path):
     paths = [tmp_path / name for name in ("a.jsonl", "b.jsonl", "c.jsonl")]
     for path, seed in zip(paths, ("5", "5", "6")):
-        call_command("goalstep_build", "--task", "step_inference", "--split", "train", "--output", str(path),
-                     "--seed", seed, "--max-shared-words", "off")
+        call_command(
+            "goalstep_build",
+            "--task",
+            "step_inference",
+            "--split",
+            "train",
+            "--output",
+            str(path),
+            "--seed",
+            seed,
+            "--max-shared-words",
+            "off",
+        )
     assert paths[0].read_bytes() == paths[1].read_bytes()
     assert paths[0].read_bytes() != paths[2].read_bytes()
 
@@ -96,12 +123,14 @@ def test_a_filter_can_be_turned_off_and_the_report_counts_what_it_removed(pool, 
     # Goals share "parts" with nothing, but "project" goals and "parts" steps are long enough;
     # a 6-word minimum makes every 5-word step too short.
     out = tmp_path / "strict.jsonl"
-    call_command("goalstep_build", "--task", "step_ordering", "--split", "bench", "--output", str(out),
-                 "--min-step-words", "6")
+    call_command(
+        "goalstep_build", "--task", "step_ordering", "--split", "bench", "--output", str(out), "--min-step-words", "6"
+    )
     assert "removed by length (min words: step 6, goal 2): 60" in capsys.readouterr().out
     assert _lines(out) == []
-    call_command("goalstep_build", "--task", "step_ordering", "--split", "bench", "--output", str(out),
-                 "--min-step-words", "off")
+    call_command(
+        "goalstep_build", "--task", "step_ordering", "--split", "bench", "--output", str(out), "--min-step-words", "off"
+    )
     assert len(_lines(out)) == 60
 
 
@@ -115,10 +144,28 @@ def test_no_test_item_shares_its_prompt_or_a_candidate_with_a_training_item(pool
     copy.save()
     for task in ("step_inference", "goal_inference", "step_ordering"):
         test_file, train_file = tmp_path / f"{task}-test.jsonl", tmp_path / f"{task}-train.jsonl"
-        call_command("goalstep_build", "--task", task, "--split", "bench", "--output", str(test_file),
-                     "--max-shared-words", "off")
-        call_command("goalstep_build", "--task", task, "--split", "train", "--output", str(train_file),
-                     "--max-shared-words", "off")
+        call_command(
+            "goalstep_build",
+            "--task",
+            task,
+            "--split",
+            "bench",
+            "--output",
+            str(test_file),
+            "--max-shared-words",
+            "off",
+        )
+        call_command(
+            "goalstep_build",
+            "--task",
+            task,
+            "--split",
+            "train",
+            "--output",
+            str(train_file),
+            "--max-shared-words",
+            "off",
+        )
         test_texts = {normalise_text(t) for line in _lines(test_file) for t in [line["prompt"], *line["candidates"]]}
         train_lines = _lines(train_file)
         assert test_texts and train_lines
@@ -133,16 +180,27 @@ def test_bad_arguments_are_refused_and_nothing_is_written(pool, word_embedder, t
     with pytest.raises(CommandError):
         call_command("goalstep_build", "--task", "step_guessing", "--split", "bench", "--output", str(out))
     with pytest.raises(CommandError, match="--limit must be at least 1"):
-        call_command("goalstep_build", "--task", "step_ordering", "--split", "bench", "--output", str(out), "--limit", "0")
+        call_command(
+            "goalstep_build", "--task", "step_ordering", "--split", "bench", "--output", str(out), "--limit", "0"
+        )
     with pytest.raises(CommandError, match="Nothing was written"):
-        call_command("goalstep_build", "--task", "step_ordering", "--split", "bench",
-                     "--output", str(tmp_path / "missing-folder" / "out.jsonl"))
+        call_command(
+            "goalstep_build",
+            "--task",
+            "step_ordering",
+            "--split",
+            "bench",
+            "--output",
+            str(tmp_path / "missing-folder" / "out.jsonl"),
+        )
     assert not out.exists() and TaskSet.objects.count() == 0
 
 
 def test_an_empty_split_is_an_error(db, tmp_path):
     with pytest.raises(CommandError, match="no procedures in split 'bench'"):
-        call_command("goalstep_build", "--task", "step_ordering", "--split", "bench", "--output", str(tmp_path / "o.jsonl"))
+        call_command(
+            "goalstep_build", "--task", "step_ordering", "--split", "bench", "--output", str(tmp_path / "o.jsonl")
+        )
 
 
 def test_the_default_model_picks_the_most_similar_steps_of_other_topics_as_negatives(db, tmp_path):
@@ -150,23 +208,74 @@ def test_the_default_model_picks_the_most_similar_steps_of_other_topics_as_negat
     from mining.embeddings import embed_texts
 
     texts = {
-        "Food & Dining": ("Cook a pot of rice", ["Rinse the rice under cold running water.", "Add the rice and water to a pot.",
-                                                 "Bring the pot to a boil over high heat.", "Cover and simmer for fifteen minutes."]),
-        "Home & Hobbies": ("Paint a bedroom wall", ["Cover the floor with a drop cloth.", "Tape along the edges of the ceiling.",
-                                                   "Roll on a coat of primer.", "Apply two coats of wall paint."]),
-        "Sports & Fitness": ("Clean a bicycle chain", ["Shift onto the smallest sprocket.", "Scrub the chain with degreaser and a brush.",
-                                                      "Rinse the chain with warm water.", "Dry the chain and apply fresh lube."]),
-        "Health": ("Clean a small cut", ["Wash your hands with soap and water.", "Rinse the cut under clean running water.",
-                                         "Pat the skin dry with a clean towel.", "Cover the cut with a sterile bandage."]),
-        "Travel & Tourism": ("Pack a carry-on bag", ["Lay out the clothes you need for the trip.", "Roll the clothes tightly.",
-                                                     "Put liquids in a clear plastic bag.", "Place heavy items at the bottom of the bag."]),
+        "Food & Dining": (
+            "Cook a pot of rice",
+            [
+                "Rinse the rice under cold running water.",
+                "Add the rice and water to a pot.",
+                "Bring the pot to a boil over high heat.",
+                "Cover and simmer for fifteen minutes.",
+            ],
+        ),
+        "Home & Hobbies": (
+            "Paint a bedroom wall",
+            [
+                "Cover the floor with a drop cloth.",
+                "Tape along the edges of the ceiling.",
+                "Roll on a coat of primer.",
+                "Apply two coats of wall paint.",
+            ],
+        ),
+        "Sports & Fitness": (
+            "Clean a bicycle chain",
+            [
+                "Shift onto the smallest sprocket.",
+                "Scrub the chain with degreaser and a brush.",
+                "Rinse the chain with warm water.",
+                "Dry the chain and apply fresh lube.",
+            ],
+        ),
+        "Health": (
+            "Clean a small cut",
+            [
+                "Wash your hands with soap and water.",
+                "Rinse the cut under clean running water.",
+                "Pat the skin dry with a clean towel.",
+                "Cover the cut with a sterile bandage.",
+            ],
+        ),
+        "Travel & Tourism": (
+            "Pack a carry-on bag",
+            [
+                "Lay out the clothes you need for the trip.",
+                "Roll the clothes tightly.",
+                "Put liquids in a clear plastic bag.",
+                "Place heavy items at the bottom of the bag.",
+            ],
+        ),
     }
     for n, (topic, (goal, steps)) in enumerate(texts.items()):
-        Procedure.objects.create(topic=Topic.objects.get(name=topic), goal=goal, steps=steps, split=Split.BENCH,
-                                 source_example_id=f"real-{n}")
+        Procedure.objects.create(
+            topic=Topic.objects.get(name=topic),
+            goal=goal,
+            steps=steps,
+            split=Split.BENCH,
+            source_example_id=f"real-{n}",
+        )
     out = tmp_path / "real.jsonl"
-    call_command("goalstep_build", "--task", "step_inference", "--split", "bench", "--output", str(out),
-                 "--max-shared-words", "off", "--similarity-ceiling", "off")
+    call_command(
+        "goalstep_build",
+        "--task",
+        "step_inference",
+        "--split",
+        "bench",
+        "--output",
+        str(out),
+        "--max-shared-words",
+        "off",
+        "--similarity-ceiling",
+        "off",
+    )
     lines = _lines(out)
     assert len(lines) == 20  # every step is a positive once; 5 topics give 3 negatives from 3 other topics
     assert TaskSet.objects.get().embedding_model == "all-MiniLM-L6-v2"

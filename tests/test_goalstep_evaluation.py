@@ -2,6 +2,7 @@
 the prompt lists the candidates, the answer is read from the completion, unparseable answers
 are counted and never guessed, accuracy per task set and topic, the goalstep_evaluate command,
 and the leaderboard page per task with the paper's figures beside the models."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,18 +22,37 @@ CANDIDATES = ["wash your hands", "wash your cat", "clap your hands", "eat your p
 # --- reading answers (pure) --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("A", 0), (" b ", 1), ("(C)", 2), ("D.", 3), ("**B**", 1),
-    ("Answer: C", 2), ("The answer is (D).", 3), ("I considered A, but the answer is B", 1),
-    ("C. clap your hands", 2), ("wash your cat", 1),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("A", 0),
+        (" b ", 1),
+        ("(C)", 2),
+        ("D.", 3),
+        ("**B**", 1),
+        ("Answer: C", 2),
+        ("The answer is (D).", 3),
+        ("I considered A, but the answer is B", 1),
+        ("C. clap your hands", 2),
+        ("wash your cat", 1),
+    ],
+)
 def test_an_answer_naming_one_candidate_is_read(text, expected):
     assert parse_choice(text, CANDIDATES) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "", "E", "Answer: E", "A or B, hard to say", "I am not sure.", "Both wash steps help.", "washing",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "E",
+        "Answer: E",
+        "A or B, hard to say",
+        "I am not sure.",
+        "Both wash steps help.",
+        "washing",
+    ],
+)
 def test_an_answer_naming_no_single_candidate_is_unparseable(text):
     assert parse_choice(text, CANDIDATES) is None
 
@@ -60,11 +80,23 @@ ANSWERS = {  # prompt -> the scripted model's completion
 @pytest.fixture
 def task_set(db):
     task_set = TaskSet.objects.create(task="step_inference", split="bench", seed=0, n_items=4)
-    rows = [("Prevent Coronavirus", 0, "Health"), ("Keep a cat calm", 1, "Pets & Animals"),
-            ("Clean silver", 3, "Home & Hobbies"), ("Plant tulips", 2, "Home & Hobbies")]
+    rows = [
+        ("Prevent Coronavirus", 0, "Health"),
+        ("Keep a cat calm", 1, "Pets & Animals"),
+        ("Clean silver", 3, "Home & Hobbies"),
+        ("Plant tulips", 2, "Home & Hobbies"),
+    ]
     for position, (prompt, label, topic) in enumerate(rows):
-        TaskItem.objects.create(task_set=task_set, item_id=f"item-{position}", position=position, prompt=prompt,
-                                candidates=CANDIDATES, label=label, topic=topic, source_procedure_ids=[position])
+        TaskItem.objects.create(
+            task_set=task_set,
+            item_id=f"item-{position}",
+            position=position,
+            prompt=prompt,
+            candidates=CANDIDATES,
+            label=label,
+            topic=topic,
+            source_procedure_ids=[position],
+        )
     return task_set
 
 
@@ -73,7 +105,13 @@ def server(settings):
     settings.LLM_BACKOFF_BASE_SECONDS = 0.01
     with ScriptedLLM() as scripted:
         roles = dict(settings.LLM_ROLES)
-        roles["generate"] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None, "max_tokens": None}
+        roles["generate"] = {
+            "base_url": scripted.base_url,
+            "api_key": "k",
+            "model": "m",
+            "temperature": None,
+            "max_tokens": None,
+        }
         settings.LLM_ROLES = roles
 
         def answer(body):
@@ -96,8 +134,12 @@ def test_accuracy_counts_unparseable_answers_and_never_guesses(task_set, server)
     assert (result["correct"], result["answered"], result["unparseable"]) == (2, 4, 1)
     assert result["accuracy"] == pytest.approx(0.5)
     assert result["accuracy_parsed"] == pytest.approx(2 / 3)
-    assert result["by_topic"]["Home & Hobbies"] == {"correct": 1, "answered": 2, "accuracy": 0.5,
-                                                    "ci95": list(wilson_interval(1, 2))}
+    assert result["by_topic"]["Home & Hobbies"] == {
+        "correct": 1,
+        "answered": 2,
+        "accuracy": 0.5,
+        "ci95": list(wilson_interval(1, 2)),
+    }
     assert result["by_topic"]["Health"]["accuracy"] == 1.0
     unparseable = evaluation.predictions.get(item__prompt="Clean silver")
     assert unparseable.outcome == "unparseable" and unparseable.choice is None and unparseable.correct is None
@@ -135,21 +177,29 @@ def test_the_evaluate_command_prints_accuracy_per_topic(task_set, server, capsys
     language_model_register(name="scripted-model")
     call_command("goalstep_evaluate", "--task-set", str(task_set.pk), "--model", "scripted-model")
     out = capsys.readouterr().out
-    assert ("accuracy 0.500 (95% Wilson 0.150–0.850) = 2 / 4 answered, 1 unparseable, 4 items; "
-            "left out: 0 unusable (none), 0 unanswered") in out
+    assert (
+        "accuracy 0.500 (95% Wilson 0.150–0.850) = 2 / 4 answered, 1 unparseable, 4 items; "
+        "left out: 0 unusable (none), 0 unanswered"
+    ) in out
     assert "Health: 1.000 (1 / 1; 95% Wilson 0.207–1.000)" in out
 
 
 @pytest.mark.django_db(transaction=True)
 def test_leaderboard_page_ranks_models_with_the_papers_figures_beside_them(task_set, server, researcher_client):
-    scripted, weak = language_model_register(name="scripted-model"), language_model_register(name="a-weak-model", model="weak")
+    scripted, weak = (
+        language_model_register(name="scripted-model"),
+        language_model_register(name="a-weak-model", model="weak"),
+    )
     for model in (scripted, weak):
         evaluation = task_evaluation_create(task_set=task_set, language_model=model, start=False)
         if model is weak:
             server.default = lambda body: Reply("D")  # right only on "Clean silver": 1 / 4
         task_evaluation_execute(evaluation_id=evaluation.pk)
     board = leaderboard("step_inference")
-    assert [(row["model"], row["accuracy"]) for row in board["rows"]] == [("scripted-model", 0.5), ("a-weak-model", 0.25)]
+    assert [(row["model"], row["accuracy"]) for row in board["rows"]] == [
+        ("scripted-model", 0.5),
+        ("a-weak-model", 0.25),
+    ]
     page = researcher_client.get("/goalstep/step_inference/")
     html = page.content.decode()
     assert page.status_code == 200

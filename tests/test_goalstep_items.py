@@ -5,6 +5,7 @@ candidates-only check, each App. D filter with its count, the leakage guard, det
 The many small pools are embedded with ``_word_embed`` (a bag-of-words vector: texts that
 share words are similar), or with ``_random_embed`` (one random unit vector per text) where
 the geometry matters; tests/test_goalstep_build.py uses the real model."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,8 +17,18 @@ import pytest
 
 from core.intervals import wilson_interval
 from goalstep.items import (
-    REASON_AMBIGUOUS, REASON_LEAKAGE, REASON_LENGTH, REASON_LEXICAL_OVERLAP, REASON_SIMILARITY, FilterSettings,
-    PoolProcedure, build_items, content_words, hub_choice, normalise_text, report_lines,
+    REASON_AMBIGUOUS,
+    REASON_LEAKAGE,
+    REASON_LENGTH,
+    REASON_LEXICAL_OVERLAP,
+    REASON_SIMILARITY,
+    FilterSettings,
+    PoolProcedure,
+    build_items,
+    content_words,
+    hub_choice,
+    normalise_text,
+    report_lines,
 )
 from mining.split_dedup import l2_normalise, top_neighbours
 
@@ -35,8 +46,10 @@ def _word_embed(texts: list[str]) -> np.ndarray:
 
 def _random_embed(texts: list[str], dim: int = 8) -> np.ndarray:
     """One random unit vector per text; a low dimension makes nearest neighbours close."""
-    rows = [np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")).normal(size=dim)
-            for t in texts]
+    rows = [
+        np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")).normal(size=dim)
+        for t in texts
+    ]
     return l2_normalise(np.array(rows))
 
 
@@ -138,12 +151,20 @@ def test_step_ordering_label_points_at_the_earlier_step_and_both_orders_occur():
 
 def test_length_filter_removes_items_with_a_too_short_step_and_counts_them():
     pool = _pool()
-    short = PoolProcedure(id=99, topic="Food", goal="Finish Food project short", steps=("clean the food99", "Serve!", "measure the food99x2 bowl"))
+    short = PoolProcedure(
+        id=99,
+        topic="Food",
+        goal="Finish Food project short",
+        steps=("clean the food99", "Serve!", "measure the food99x2 bowl"),
+    )
     pool.append(short)
     loose = build_items(task="step_ordering", procedures=pool, embed=_word_embed, filters=NO_FILTERS)
-    strict = build_items(task="step_ordering", procedures=pool, embed=_word_embed,
-                         filters=FilterSettings(min_step_words=3, min_goal_words=None, max_shared_words=None,
-                                                similarity_ceiling=None))
+    strict = build_items(
+        task="step_ordering",
+        procedures=pool,
+        embed=_word_embed,
+        filters=FilterSettings(min_step_words=3, min_goal_words=None, max_shared_words=None, similarity_ceiling=None),
+    )
     assert any("Serve!" in item.candidates for item in loose.items)
     assert not any("Serve!" in item.candidates for item in strict.items)
     assert strict.report["removed"][REASON_LENGTH] == 2 == len(loose.items) - len(strict.items)
@@ -155,9 +176,12 @@ def test_lexical_overlap_filter_removes_items_whose_prompt_shares_a_content_word
     # Goals that repeat a word of their own steps ("cleaning" ~ "clean"): the overlap filter's target.
     pool = [PoolProcedure(p.id, p.topic, f"Cleaning for {p.topic} job {p.id}", p.steps) for p in pool]
     loose = build_items(task="step_inference", procedures=pool, embed=_word_embed, filters=NO_FILTERS)
-    strict = build_items(task="step_inference", procedures=pool, embed=_word_embed,
-                         filters=FilterSettings(min_step_words=None, min_goal_words=None, max_shared_words=0,
-                                                similarity_ceiling=None))
+    strict = build_items(
+        task="step_inference",
+        procedures=pool,
+        embed=_word_embed,
+        filters=FilterSettings(min_step_words=None, min_goal_words=None, max_shared_words=0, similarity_ceiling=None),
+    )
     removed = strict.report["removed"][REASON_LEXICAL_OVERLAP]
     assert removed > 0 and removed == loose.report["kept"] - strict.report["kept"]
     for item in strict.items:
@@ -179,9 +203,14 @@ def test_similarity_ceiling_removes_items_with_a_negative_close_to_the_prompts_p
         return _random_embed(texts, dim=16)
 
     loose = build_items(task=task, procedures=pool, embed=embed, filters=NO_FILTERS)
-    strict = build_items(task=task, procedures=pool, embed=embed,
-                         filters=FilterSettings(min_step_words=None, min_goal_words=None, max_shared_words=None,
-                                                similarity_ceiling=ceiling))
+    strict = build_items(
+        task=task,
+        procedures=pool,
+        embed=embed,
+        filters=FilterSettings(
+            min_step_words=None, min_goal_words=None, max_shared_words=None, similarity_ceiling=ceiling
+        ),
+    )
     removed = strict.report["removed"][REASON_SIMILARITY]
     assert removed > 0 and removed == len(loose.items) - len(strict.items) and strict.items
     for item in strict.items:
@@ -217,8 +246,13 @@ def test_leakage_guard_keeps_reserved_texts_out_of_every_prompt_and_candidate():
     reserved = [pool[0].goal, pool[1].steps[2], pool[7].goal]
     for task in ("step_inference", "goal_inference", "step_ordering"):
         free = build_items(task=task, procedures=pool, embed=_word_embed, filters=NO_FILTERS)
-        guarded = build_items(task=task, procedures=pool, embed=_word_embed, filters=NO_FILTERS,
-                              reserved_texts=[t.upper() + " " for t in reserved])  # compared normalised
+        guarded = build_items(
+            task=task,
+            procedures=pool,
+            embed=_word_embed,
+            filters=NO_FILTERS,
+            reserved_texts=[t.upper() + " " for t in reserved],
+        )  # compared normalised
         texts = {normalise_text(t) for t in reserved}
         for item in guarded.items:
             assert normalise_text(item.prompt) not in texts
@@ -241,7 +275,9 @@ def test_the_same_seed_gives_the_same_items_and_another_seed_others(task):
 def test_limit_takes_the_first_items_of_the_full_build():
     pool = _pool()
     full = build_items(task="step_inference", procedures=pool, embed=_word_embed, seed=1, filters=NO_FILTERS)
-    limited = build_items(task="step_inference", procedures=pool, embed=_word_embed, seed=1, limit=7, filters=NO_FILTERS)
+    limited = build_items(
+        task="step_inference", procedures=pool, embed=_word_embed, seed=1, limit=7, filters=NO_FILTERS
+    )
     assert [i.as_record() for i in limited.items] == [i.as_record() for i in full.items[:7]]
     assert limited.report["kept"] == 7
 
@@ -265,8 +301,9 @@ def test_top_neighbours_equals_brute_force_without_the_querys_own_group():
     corpus = l2_normalise(rng.normal(size=(41, 12)))
     groups = np.arange(41) % 5
     for block_rows in (1, 4, 100):
-        index, sims = top_neighbours(corpus[:9], corpus, k=6, query_groups=groups[:9], corpus_groups=groups,
-                                     block_rows=block_rows)
+        index, sims = top_neighbours(
+            corpus[:9], corpus, k=6, query_groups=groups[:9], corpus_groups=groups, block_rows=block_rows
+        )
         full = corpus[:9] @ corpus.T
         full[groups[:9, None] == groups[None, :]] = -np.inf
         assert index.tolist() == np.argsort(-full, axis=1, kind="stable")[:, :6].tolist()

@@ -3,6 +3,7 @@ lines become study items, answers are a candidate, "none" or (ordering) "neutral
 several items are reserved under the usual assignment rules, attention checks screen people
 out, and the results give Table 2 (0/1/2/3 correct, yield, gold and harder tiers, alpha, human
 accuracy), whose human accuracy shows on the goal-step leaderboard."""
+
 from __future__ import annotations
 
 import json
@@ -10,15 +11,21 @@ import json
 import pytest
 from django.core.management import call_command
 
-from annotate.choice_results import ChoiceItem, task_results
+from annotate.errors import SubmissionRejected
 from annotate.kinds import kind_get
 from annotate.kinds.base import ItemRecordError
-from annotate.models import Annotation, ParticipationState
-from annotate.selectors import choice_human_accuracy, choice_study_results, choice_tier_records
-from annotate.services import (
-    StudySettings, SubmissionRejected, annotation_submit, assignment_page, participation_consent, participation_enter,
-    study_create,
+from annotate.kinds.multiple_choice.results import ChoiceItem, task_results
+from annotate.kinds.multiple_choice.study_results import (
+    choice_human_accuracy,
+    choice_study_results,
+    choice_tier_records,
 )
+from annotate.models import Annotation, ParticipationState
+from annotate.participation.reservations import assignment_page
+from annotate.participation.services import participation_consent, participation_enter
+from annotate.participation.submissions import annotation_submit
+from annotate.studies.services import study_create
+from annotate.studies.settings import StudySettings
 from goalstep.validation import human_accuracy
 
 KIND = kind_get("multiple_choice")
@@ -28,16 +35,32 @@ def _line(n: int, task: str = "step_inference", label: int = 0, **extra) -> dict
     candidates = ["wash your hands", "wash your cat", "clap your hands", "eat your protein"]
     if task == "step_ordering":
         candidates = ["handwash the silver", "dry the silver"]
-    return {"id": f"{task}-{n}", "task": task, "prompt": f"Prevent illness {n}", "candidates": candidates,
-            "label": label, "topic": "Health", "source_procedure_ids": [n, n + 100], **extra}
+    return {
+        "id": f"{task}-{n}",
+        "task": task,
+        "prompt": f"Prevent illness {n}",
+        "candidates": candidates,
+        "label": label,
+        "topic": "Health",
+        "source_procedure_ids": [n, n + 100],
+        **extra,
+    }
 
 
 def _study(lines: list[dict], **settings) -> object:
-    defaults = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0,
-                "allow_other_pids": True}  # test PIDs are not Prolific's 24 hex characters
+    defaults = {
+        "training_enabled": False,
+        "qualification_enabled": False,
+        "min_seconds": 0,
+        "allow_other_pids": True,
+    }  # test PIDs are not Prolific's 24 hex characters
     defaults.update(settings)
-    return study_create(name="Goal-step validation", kind="multiple_choice",
-                        items=[KIND.parse_record(line) for line in lines], settings=StudySettings(**defaults))
+    return study_create(
+        name="Goal-step validation",
+        kind="multiple_choice",
+        items=[KIND.parse_record(line) for line in lines],
+        settings=StudySettings(**defaults),
+    )
 
 
 def _enter(study, pid: str):
@@ -54,16 +77,23 @@ def _answer(p, a, choice):
 
 def test_a_goalstep_build_line_becomes_an_item_with_its_label_and_provenance():
     spec = KIND.parse_record(_line(1, label=2))
-    assert (spec.item_id, spec.goal, spec.expected_choice, spec.role) == ("step_inference-1", "Prevent illness 1", 2, "main")
+    assert (spec.item_id, spec.goal, spec.expected, spec.role) == ("step_inference-1", "Prevent illness 1", 2, "main")
     assert spec.candidate_steps[1] == "wash your cat" and spec.reference_steps == []
     assert spec.source == {"task": "step_inference", "source_procedure_ids": [1, 101]}
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"label": 4}, "label"), ({"label": True}, "label"), ({"candidates": ["a", "b"]}, "candidates"),
-    ({"task": "guessing"}, "task"), ({"prompt": " "}, "prompt"), ({"candidates": ["a", "", "c", "d"]}, "candidates[1]"),
-    ({"attention_check": {"label": 9}}, "attention_check.label"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"label": 4}, "label"),
+        ({"label": True}, "label"),
+        ({"candidates": ["a", "b"]}, "candidates"),
+        ({"task": "guessing"}, "task"),
+        ({"prompt": " "}, "prompt"),
+        ({"candidates": ["a", "", "c", "d"]}, "candidates[1]"),
+        ({"attention_check": {"label": 9}}, "attention_check.label"),
+    ],
+)
 def test_a_bad_line_is_refused_with_its_field(change, field):
     with pytest.raises(ItemRecordError) as error:
         KIND.parse_record({**_line(1), **change})
@@ -77,7 +107,13 @@ def test_answers_are_a_candidate_none_of_the_above_or_for_ordering_neutral():
     assert KIND.validate_submission({"choice": 3}, 0, 4)[0]["choice"] == 3
     assert KIND.validate_submission({"choice": "none"}, 0, 4)[0]["choice"] == "none"
     assert KIND.validate_submission({"choice": "neutral"}, 0, 2)[0]["choice"] == "neutral"
-    for bad, n in (({"choice": "neutral"}, 4), ({"choice": "none"}, 2), ({"choice": 4}, 4), ({}, 4), ({"choice": True}, 4)):
+    for bad, n in (
+        ({"choice": "neutral"}, 4),
+        ({"choice": "none"}, 2),
+        ({"choice": 4}, 4),
+        ({}, 4),
+        ({"choice": True}, 4),
+    ):
         cleaned, errors = KIND.validate_submission(bad, 0, n)
         assert cleaned is None and errors[0].field == "choice"
         assert "you have to choose one" in errors[0].message
@@ -215,7 +251,7 @@ def test_study_results_tiers_export_and_human_accuracy_on_the_leaderboard(tmp_pa
 @pytest.mark.django_db
 def test_the_critical_failure_kind_keeps_its_goal_acknowledgement_and_known_answer_rules():
     """The optional kind fields the multiple-choice kind added leave critical-failure studies as they were."""
-    from annotate.services import assignment_next
+    from annotate.participation.reservations import assignment_next
     from annotate.testing import NO_FAILURE, annotator_start, read_everything, study_make
 
     study = study_make(n_items=2, n_gold=1, gold_answers=[False])
@@ -237,7 +273,7 @@ def test_the_critical_failure_kind_keeps_its_goal_acknowledgement_and_known_answ
 def test_the_critical_failure_dashboards_point_a_choice_study_to_its_own_results(researcher_client):
     from django.urls import reverse
 
-    from annotate.selectors import study_round_summaries
+    from annotate.studies.selectors import study_round_summaries
 
     lines = [_line(n, label=0) for n in range(3)]
     study = _study(lines, items_per_page=3, annotators_per_item=2)
@@ -247,8 +283,12 @@ def test_the_critical_failure_dashboards_point_a_choice_study_to_its_own_results
         for line, choice in zip(lines, choices):
             _answer(p, by_id[line["id"]], choice)
     detail = reverse("annotate:study_detail", args=[study.slug])
-    for name in ("annotate:report_agreement", "annotate:report_annotators", "annotate:report_disagreements",
-                 "annotate:report_metric_agreement"):
+    for name in (
+        "annotate:report_agreement",
+        "annotate:report_annotators",
+        "annotate:report_disagreements",
+        "annotate:report_metric_agreement",
+    ):
         html = researcher_client.get(reverse(name, args=[study.slug])).content.decode()
         assert 'id="other-kind-note"' in html and "is a Multiple choice (goal-step tasks) study" in html, name
         assert "carry no has_failure" in html and f'href="{detail}"' in html, name

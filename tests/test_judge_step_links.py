@@ -3,6 +3,7 @@ L2 steps 1..len(candidate). An answer linking another number is not a verdict: i
 re-asked with the error, like malformed JSON, and ends parse_failed with the reason if the
 judge never fixes it; imported judgments with such links are refused with file, line and
 field. Exercised through the scripted OpenAI-compatible server."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,13 @@ from django.core.management import CommandError, call_command
 
 from judging.how2score import JUDGE_SCHEMA, JudgeAnswerError, judge_schema, validate_judge_answer
 from judging.models import Judgment
-from judging.services import generation_run_create, generation_run_execute, judge_run_create, judge_run_execute, \
-    language_model_register
+from judging.services import (
+    generation_run_create,
+    generation_run_execute,
+    judge_run_create,
+    judge_run_execute,
+    language_model_register,
+)
 from tests.scripted_llm import Reply
 from tests.test_judging_runs import server  # noqa: F401  (fixture: the scripted server with the demo data)
 
@@ -29,8 +35,14 @@ def _six_steps(body):
 
 
 def _failure(l2_steps):
-    return Reply(json.dumps({"reasoning": "L2 skips the wait.", "critical_failures": [
-        {"failure": "No 30-day waiting period.", "L1_steps": [1], "L2_steps": l2_steps}]}))
+    return Reply(
+        json.dumps(
+            {
+                "reasoning": "L2 skips the wait.",
+                "critical_failures": [{"failure": "No 30-day waiting period.", "L1_steps": [1], "L2_steps": l2_steps}],
+            }
+        )
+    )
 
 
 def _no_failure():
@@ -40,6 +52,7 @@ def _no_failure():
 def _judge_with(server, crime_answer):
     """Generate six-step candidates, then judge them; ``crime_answer(body)`` answers for the
     Crime & Law generation, every other one has no failure."""
+
     def answer(body):
         if not body.get("response_format"):
             return _six_steps(body)
@@ -57,8 +70,7 @@ def _judge_with(server, crime_answer):
 
 
 def _crime_requests(server):
-    return [r for r in server.chat_requests()
-            if r.get("response_format") and CRIME_GOAL in r["messages"][0]["content"]]
+    return [r for r in server.chat_requests() if r.get("response_format") and CRIME_GOAL in r["messages"][0]["content"]]
 
 
 # -- the answer's rules -----------------------------------------------------------------
@@ -135,19 +147,36 @@ def test_an_answer_with_an_impossible_link_from_an_older_ledger_is_never_stored_
 def _imported_generations(tmp_path):
     """Three-step candidates for two demo procedures."""
     path = tmp_path / "generations.jsonl"
-    path.write_text("".join(json.dumps({"source_example_id": source, "model": "llama-x",
-                                        "predicted_steps": ["Wear stockings.", "Exercise.", "Apply lotion."]}) + "\n"
-                            for source in ("paper-t7-health", "paper-t7-crime-law")))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "source_example_id": source,
+                    "model": "llama-x",
+                    "predicted_steps": ["Wear stockings.", "Exercise.", "Apply lotion."],
+                }
+            )
+            + "\n"
+            for source in ("paper-t7-health", "paper-t7-crime-law")
+        )
+    )
     call_command("bench_transfer", "import-generations", str(path), "--run", "llama-import")
 
 
 def test_imported_labels_linking_a_missing_step_are_refused_with_file_line_and_field(server, tmp_path):
     _imported_generations(tmp_path)
     labels = tmp_path / "labels.jsonl"
-    good = {"source_example_id": "paper-t7-health", "model": "llama-x", "has_failure": True,
-            "critical_failures": [{"failure": "f", "L1_steps": [1], "L2_steps": [3]}]}
-    bad = dict(good, source_example_id="paper-t7-crime-law",
-               critical_failures=[{"failure": "f", "L1_steps": [1], "L2_steps": [28]}])
+    good = {
+        "source_example_id": "paper-t7-health",
+        "model": "llama-x",
+        "has_failure": True,
+        "critical_failures": [{"failure": "f", "L1_steps": [1], "L2_steps": [3]}],
+    }
+    bad = dict(
+        good,
+        source_example_id="paper-t7-crime-law",
+        critical_failures=[{"failure": "f", "L1_steps": [1], "L2_steps": [28]}],
+    )
     labels.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(CommandError) as caught:
         call_command("bench_transfer", "import-judgments", str(labels), "--judge", "other")
@@ -160,9 +189,12 @@ def test_imported_labels_linking_a_missing_step_are_refused_with_file_line_and_f
 def test_imported_raw_answers_linking_a_missing_step_are_refused_with_file_line_and_field(server, tmp_path):
     _imported_generations(tmp_path)
     labels = tmp_path / "raw.jsonl"
-    completion = json.dumps({"reasoning": "r", "critical_failures": [{"failure": "f", "L1_steps": [99], "L2_steps": []}]})
-    labels.write_text(json.dumps({"source_example_id": "paper-t7-health", "model": "llama-x",
-                                  "judge_completion": completion}) + "\n")
+    completion = json.dumps(
+        {"reasoning": "r", "critical_failures": [{"failure": "f", "L1_steps": [99], "L2_steps": []}]}
+    )
+    labels.write_text(
+        json.dumps({"source_example_id": "paper-t7-health", "model": "llama-x", "judge_completion": completion}) + "\n"
+    )
     with pytest.raises(CommandError) as caught:
         call_command("bench_transfer", "import-judgments", str(labels), "--judge", "other")
     message = str(caught.value)

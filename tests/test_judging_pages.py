@@ -1,4 +1,5 @@
 """Leaderboard, cross-judge and run pages; launching runs from the web."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,9 +22,14 @@ def test_demo_leaderboard_ranks_the_papers_models(researcher_client, demo):
 def test_cross_judge_page_reports_rank_correlations(researcher_client, demo):
     # A second judge that disagrees with How2Judge on one output.
     for judgment in Judgment.objects.filter(judge="How2Judge"):
-        Judgment.objects.create(generation=judgment.generation, judge="gpt-5",
-                                has_failure=not judgment.has_failure if judgment.generation.model == "claude-opus-4.5" else judgment.has_failure,
-                                critical_failures=[])
+        Judgment.objects.create(
+            generation=judgment.generation,
+            judge="gpt-5",
+            has_failure=not judgment.has_failure
+            if judgment.generation.model == "claude-opus-4.5"
+            else judgment.has_failure,
+            critical_failures=[],
+        )
     html = researcher_client.get(reverse("cross_judge")).content.decode()
     assert "How2Judge vs gpt-5" in html
     assert "Kendall" in html
@@ -45,8 +51,11 @@ def test_researcher_reads_runs_but_cannot_launch(researcher_client, demo):
 
 
 def test_admin_launch_with_bad_input_explains_and_creates_nothing(admin_client_, demo):
-    response = admin_client_.post(reverse("generation_run_launch"), {"name": "run-1", "split": "bench", "seed": 0,
-                                                                     "executor": "online", "concurrency": 0}, follow=True)
+    response = admin_client_.post(
+        reverse("generation_run_launch"),
+        {"name": "run-1", "split": "bench", "seed": 0, "executor": "online", "concurrency": 0},
+        follow=True,
+    )
     html = response.content.decode()
     assert "was not started" in html and "language_model" in html and "concurrency" in html
     assert GenerationRun.objects.count() == 0
@@ -57,9 +66,18 @@ def test_admin_launch_without_an_endpoint_says_so(admin_client_, demo, settings)
     roles["generate"] = {"base_url": "", "api_key": "", "model": "", "temperature": None, "max_tokens": None}
     settings.LLM_ROLES = roles
     model = language_model_register(name="qwen3-8b")
-    response = admin_client_.post(reverse("generation_run_launch"), {
-        "name": "run-1", "language_model": model.pk, "split": "bench", "seed": 0, "executor": "online", "concurrency": 4,
-    }, follow=True)
+    response = admin_client_.post(
+        reverse("generation_run_launch"),
+        {
+            "name": "run-1",
+            "language_model": model.pk,
+            "split": "bench",
+            "seed": 0,
+            "executor": "online",
+            "concurrency": 4,
+        },
+        follow=True,
+    )
     assert "LLM_BASE_URL" in response.content.decode()
     assert GenerationRun.objects.count() == 0
 
@@ -71,10 +89,16 @@ def test_the_leaderboard_shows_one_split_at_a_time(researcher_client, demo):
 
     # A constrained procedure (as CoScript adds them) judged for a model that has no other output.
     base = Procedure.objects.filter(split="bench").first() or Procedure.objects.first()
-    constrained = Procedure.objects.create(topic=base.topic, goal="Make a cake for diabetics", split="constrained",
-                                           steps=["Use a sweetener.", "Bake."], source_example_id="coscript:1:1")
-    generation = Generation.objects.create(procedure=constrained, model="constrained-only-model",
-                                           predicted_steps=["Add sugar.", "Bake."])
+    constrained = Procedure.objects.create(
+        topic=base.topic,
+        goal="Make a cake for diabetics",
+        split="constrained",
+        steps=["Use a sweetener.", "Bake."],
+        source_example_id="coscript:1:1",
+    )
+    generation = Generation.objects.create(
+        procedure=constrained, model="constrained-only-model", predicted_steps=["Add sugar.", "Bake."]
+    )
     Judgment.objects.create(generation=generation, judge="How2Judge", has_failure=True, critical_failures=[])
     assert "constrained" in judged_splits("How2Judge")
     assert [r["model"] for r in leaderboard("How2Judge", "constrained")] == ["constrained-only-model"]
@@ -82,7 +106,9 @@ def test_the_leaderboard_shows_one_split_at_a_time(researcher_client, demo):
     others = [s for s in judged_splits("How2Judge") if s != "constrained"]
     for split in others:
         assert "constrained-only-model" not in [r["model"] for r in leaderboard("How2Judge", split)]
-    html = researcher_client.get(reverse("leaderboard"), {"judge": "How2Judge", "split": "constrained"}).content.decode()
+    html = researcher_client.get(
+        reverse("leaderboard"), {"judge": "How2Judge", "split": "constrained"}
+    ).content.decode()
     assert "Leaderboard: Constrained (CoScript)" in html and "constrained-only-model" in html
     assert "Claude 4.5 Opus" not in html
     assert '<option value="constrained" selected>' in html

@@ -1,6 +1,7 @@
 """Generation and judge runs end to end against the scripted OpenAI-compatible server:
 prompts from files, decoding per model kind, step parsing, How2Score with unusable answers
 counted and never scored, resumed runs making no new requests, several judges per run."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,11 @@ from judging.models import Generation, Judgment
 from judging.prompts import PromptError, prompt_load
 from judging.selectors import judge_run_score, leaderboard
 from judging.services import (
-    generation_run_create, generation_run_execute, judge_run_create, judge_run_execute, language_model_register,
+    generation_run_create,
+    generation_run_execute,
+    judge_run_create,
+    judge_run_execute,
+    language_model_register,
 )
 from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
 
@@ -34,8 +39,14 @@ def _asked(text: str) -> int:
 def _judge_answer(body):
     text = body["messages"][0]["content"]  # the judge prompt (re-asks append messages after it)
     if "Sell your share" in text:  # the Crime & Law goal: a failure linked to steps
-        return Reply(json.dumps({"reasoning": "L2 skips the wait.", "critical_failures": [
-            {"failure": "No 30-day waiting period.", "L1_steps": [4], "L2_steps": [3]}]}))
+        return Reply(
+            json.dumps(
+                {
+                    "reasoning": "L2 skips the wait.",
+                    "critical_failures": [{"failure": "No 30-day waiting period.", "L1_steps": [4], "L2_steps": [3]}],
+                }
+            )
+        )
     if "reticello" in text:  # a judge that never answers in JSON for this one, even when re-asked
         return Reply("I think this procedure is fine overall.")
     return Reply(json.dumps({"reasoning": "Equivalent.", "critical_failures": []}))
@@ -47,7 +58,13 @@ def server(settings, demo):
     with ScriptedLLM() as scripted:
         roles = dict(settings.LLM_ROLES)
         for role in ("generate", "how2score_judge"):
-            roles[role] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None, "max_tokens": None}
+            roles[role] = {
+                "base_url": scripted.base_url,
+                "api_key": "k",
+                "model": "m",
+                "temperature": None,
+                "max_tokens": None,
+            }
         settings.LLM_ROLES = roles
 
         def answer(body):
@@ -133,14 +150,18 @@ def test_reasoning_models_sample_at_temperature_0_6(server):
 def test_topic_stratified_sample_is_deterministic(server):
     from judging.services import sample_procedures
 
-    assert sample_procedures(split="bench", per_topic=1, seed=7) == sample_procedures(split="bench", per_topic=1, seed=7)
+    assert sample_procedures(split="bench", per_topic=1, seed=7) == sample_procedures(
+        split="bench", per_topic=1, seed=7
+    )
     assert len(sample_procedures(split="bench", per_topic=1, seed=7)) == 14
 
 
 def test_truncated_generation_is_stored_but_not_judged(server, settings):
     settings.LLM_TRUNCATION_RETRIES = 0
     default = server.default
-    server.default = lambda body: Reply("1. Heat", finish_reason="length") if "fricas" in last_user_message(body) else default(body)
+    server.default = lambda body: (
+        Reply("1. Heat", finish_reason="length") if "fricas" in last_user_message(body) else default(body)
+    )
     run = _generate()
     truncated = Generation.objects.get(run=run, outcome="truncated")
     assert truncated.predicted_steps == [] and truncated.model_completion == "1. Heat"
@@ -174,11 +195,17 @@ def test_prompt_files_are_checked(tmp_path):
         prompt_load(str(bad), kind="generate")
     with pytest.raises(PromptError, match="cannot read"):
         prompt_load(str(tmp_path / "missing.txt"), kind="generate")
-    for name, kind in (("generate_base.txt", "generate"), ("generate_inst.txt", "generate"),
-                       ("how2score_judge.txt", "how2score_judge")):
+    for name, kind in (
+        ("generate_base.txt", "generate"),
+        ("generate_inst.txt", "generate"),
+        ("how2score_judge.txt", "how2score_judge"),
+    ):
         prompt = prompt_load(name, kind=kind)
-        values = {"goal": "G", "resources": "[x]", "n": 3} if kind == "generate" else \
-            {"goal": "G", "reference_steps": "1. a", "steps": "1. b"}
+        values = (
+            {"goal": "G", "resources": "[x]", "n": 3}
+            if kind == "generate"
+            else {"goal": "G", "reference_steps": "1. a", "steps": "1. b"}
+        )
         assert "G" in prompt.render(**values)
 
 

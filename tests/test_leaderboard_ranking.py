@@ -3,6 +3,7 @@ every one of them has a usable verdict for, a model below the coverage threshold
 and never ranked above complete ones, every row carries its interval and coverage, and any
 two models are compared on their common procedures with a paired bootstrap interval (page
 and API). Cross-judge rank correlations carry bootstrap intervals."""
+
 from __future__ import annotations
 
 import pytest
@@ -73,7 +74,9 @@ def test_the_common_basis_leaves_out_items_a_complete_model_lacks(db):
     assert _row(stricter, "b")["rank"] is None and stricter["n_common_items"] == 20
 
 
-def test_leaderboard_page_states_the_common_items_the_threshold_and_marks_incomplete_rows(researcher_client, bench_world):
+def test_leaderboard_page_states_the_common_items_the_threshold_and_marks_incomplete_rows(
+    researcher_client, bench_world
+):
     html = researcher_client.get(reverse("leaderboard"), {"judge": "how2judge"}).content.decode()
     assert "Ranked over the <strong>23</strong> procedures that every complete model (2)" in html
     assert "below 95% coverage" in html
@@ -91,7 +94,9 @@ def test_leaderboard_page_with_a_bad_basis_or_threshold_is_a_400_naming_it(resea
 
 
 def test_leaderboard_page_compares_two_models_with_a_paired_interval(researcher_client, bench_world):
-    html = researcher_client.get(reverse("leaderboard"), {"judge": "how2judge", "a": "strong", "b": "weak"}).content.decode()
+    html = researcher_client.get(
+        reverse("leaderboard"), {"judge": "how2judge", "a": "strong", "b": "weak"}
+    ).content.decode()
     comparison = model_comparison("how2judge", "strong", "weak")
     assert comparison["n_items"] == 23 and comparison["difference"] == pytest.approx(8 / 23)
     assert comparison["difference_percent"] == pytest.approx(100 * 8 / 23)
@@ -99,30 +104,40 @@ def test_leaderboard_page_compares_two_models_with_a_paired_interval(researcher_
     assert "<strong>strong is better than weak</strong>" in html
     assert "1000 times (seed 0)" in html
     response = researcher_client.get(reverse("leaderboard"), {"judge": "how2judge", "a": "strong", "b": "nobody"})
-    assert response.status_code == 400 and "b: judge &#x27;how2judge&#x27; has judged no generation" in response.content.decode()
+    assert (
+        response.status_code == 400
+        and "b: judge &#x27;how2judge&#x27; has judged no generation" in response.content.decode()
+    )
 
 
 def test_compare_api_gives_the_difference_on_common_items(researcher_client, bench_world):
-    body = researcher_client.get("/api/leaderboard/compare", {"judge": "how2judge", "a": "few-judged", "b": "weak"}).json()
+    body = researcher_client.get(
+        "/api/leaderboard/compare", {"judge": "how2judge", "a": "few-judged", "b": "weak"}
+    ).json()
     # Common procedures: the 3 with a usable verdict for few-judged (weak passes all 3).
     assert body["n_items"] == 3 and body["difference"] == 0.0 and body["difference_percent"] == 0.0
     assert body["a"]["n_judged"] == 3 and body["b"]["n_judged"] == 3
     assert body["resamples"] == 1000 and body["seed"] == 0 and body["interval"] == "paired bootstrap over items"
-    again = researcher_client.get("/api/leaderboard/compare", {"judge": "how2judge", "a": "few-judged", "b": "weak"}).json()
+    again = researcher_client.get(
+        "/api/leaderboard/compare", {"judge": "how2judge", "a": "few-judged", "b": "weak"}
+    ).json()
     assert again == body
 
 
-@pytest.mark.parametrize("query, field", [
-    ({"a": "strong", "b": "weak"}, "judge"),
-    ({"judge": "nobody", "a": "strong", "b": "weak"}, "judge"),
-    ({"judge": "how2judge", "b": "weak"}, "a"),
-    ({"judge": "how2judge", "a": "strong", "b": "ghost"}, "b"),
-    ({"judge": "how2judge", "a": "strong", "b": "strong"}, "b"),
-    ({"judge": "how2judge", "a": "strong", "b": "weak", "split": "train"}, "split"),
-    ({"judge": "how2judge", "a": "strong", "b": "weak", "resamples": "0"}, "resamples"),
-    ({"judge": "how2judge", "a": "strong", "b": "weak", "resamples": "lots"}, "resamples"),
-    ({"judge": "how2judge", "a": "strong", "b": "weak", "seed": "-1"}, "seed"),
-])
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ({"a": "strong", "b": "weak"}, "judge"),
+        ({"judge": "nobody", "a": "strong", "b": "weak"}, "judge"),
+        ({"judge": "how2judge", "b": "weak"}, "a"),
+        ({"judge": "how2judge", "a": "strong", "b": "ghost"}, "b"),
+        ({"judge": "how2judge", "a": "strong", "b": "strong"}, "b"),
+        ({"judge": "how2judge", "a": "strong", "b": "weak", "split": "train"}, "split"),
+        ({"judge": "how2judge", "a": "strong", "b": "weak", "resamples": "0"}, "resamples"),
+        ({"judge": "how2judge", "a": "strong", "b": "weak", "resamples": "lots"}, "resamples"),
+        ({"judge": "how2judge", "a": "strong", "b": "weak", "seed": "-1"}, "seed"),
+    ],
+)
 def test_compare_api_bad_input_is_a_400_naming_the_field(researcher_client, bench_world, query, field):
     response = researcher_client.get("/api/leaderboard/compare", query)
     assert response.status_code == 400 and field in response.json()
@@ -137,8 +152,12 @@ def test_leaderboard_api_gives_the_page_rows_with_intervals_and_coverage(researc
     assert strong["how2score_percent"] == pytest.approx(100 * strong["how2score"]) and 0 < strong["how2score"] <= 1
     assert strong["ci95_percent"] == pytest.approx([100 * x for x in strong["ci95"]])
     assert strong["coverage"] == 1.0 and strong["n_unusable"] == 0 and strong["interval"] == "wilson"
-    for query, field in [({"basis": "x"}, "basis"), ({"min_coverage": "-0.1"}, "min_coverage"),
-                         ({"judge": "nobody"}, "judge"), ({"split": "train"}, "split")]:
+    for query, field in [
+        ({"basis": "x"}, "basis"),
+        ({"min_coverage": "-0.1"}, "min_coverage"),
+        ({"judge": "nobody"}, "judge"),
+        ({"split": "train"}, "split"),
+    ]:
         response = researcher_client.get("/api/leaderboard", query)
         assert response.status_code == 400 and field in response.json()
 
@@ -159,7 +178,10 @@ def test_cross_judge_correlations_and_scores_carry_intervals(researcher_client, 
 
 def test_leaderboard_api_needs_a_researcher(client, bench_world):
     assert client.get("/api/leaderboard", {"judge": "how2judge"}).status_code in (401, 403)
-    assert client.get("/api/leaderboard/compare", {"judge": "how2judge", "a": "strong", "b": "weak"}).status_code in (401, 403)
+    assert client.get("/api/leaderboard/compare", {"judge": "how2judge", "a": "strong", "b": "weak"}).status_code in (
+        401,
+        403,
+    )
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", "0.9.5"])
@@ -180,4 +202,7 @@ def test_an_unknown_judge_on_the_page_is_a_400_naming_it(researcher_client, benc
     assert response.status_code == 400 and "judge: no judgments by a judge named" in response.content.decode()
     # a NUL in the name is refused before the view, naming the parameter too
     response = researcher_client.get(reverse("leaderboard"), {"judge": "no\x00body"})
-    assert response.status_code == 400 and "<strong>judge</strong>: must not contain a NUL character" in response.content.decode()
+    assert (
+        response.status_code == 400
+        and "<strong>judge</strong>: must not contain a NUL character" in response.content.decode()
+    )

@@ -2,6 +2,7 @@
 no resources, as CoScript adds them) and a judge run against the scripted server, then the
 leaderboard and cross-judge pages by split: a constrained run's judgments count in the
 constrained and all-splits views and never in How2Bench's."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,11 @@ from django.urls import reverse
 from judging.forms import GenerationRunForm
 from judging.selectors import cross_judge_rankings, judged_splits, leaderboard
 from judging.services import (
-    generation_run_create, generation_run_execute, judge_run_create, judge_run_execute, language_model_register,
+    generation_run_create,
+    generation_run_execute,
+    judge_run_create,
+    judge_run_execute,
+    language_model_register,
 )
 from mining.models import Procedure, Split, Topic
 from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
@@ -21,10 +26,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CONSTRAINED_GOALS = [
     # (goal, reference steps): specific goals of the kind CoScript writes (Yuan et al. 2023, Table 1).
-    ("Make a cake for diabetics", ["Mix flour, eggs and a sugar substitute.", "Pour the batter into a tin.",
-                                   "Bake for 30 minutes."]),
-    ("Make a chocolate cake in a microwave", ["Mix flour, cocoa, egg and milk in a mug.",
-                                              "Microwave the mug for 90 seconds.", "Let it cool for a minute."]),
+    (
+        "Make a cake for diabetics",
+        ["Mix flour, eggs and a sugar substitute.", "Pour the batter into a tin.", "Bake for 30 minutes."],
+    ),
+    (
+        "Make a chocolate cake in a microwave",
+        ["Mix flour, cocoa, egg and milk in a mug.", "Microwave the mug for 90 seconds.", "Let it cool for a minute."],
+    ),
 ]
 
 
@@ -38,8 +47,16 @@ def _steps_answer(body):
 def _judge_answer(body):
     text = body["messages"][0]["content"]
     if "diabetics" in text:  # the generic steps never honour the constraint
-        return Reply(json.dumps({"reasoning": "No sugar substitute.", "critical_failures": [
-            {"failure": "Ignores the diabetic constraint.", "L1_steps": [1], "L2_steps": [1]}]}))
+        return Reply(
+            json.dumps(
+                {
+                    "reasoning": "No sugar substitute.",
+                    "critical_failures": [
+                        {"failure": "Ignores the diabetic constraint.", "L1_steps": [1], "L2_steps": [1]}
+                    ],
+                }
+            )
+        )
     return Reply(json.dumps({"reasoning": "Equivalent.", "critical_failures": []}))
 
 
@@ -49,8 +66,13 @@ def server(settings, demo):
     with ScriptedLLM() as scripted:
         roles = dict(settings.LLM_ROLES)
         for role in ("generate", "how2score_judge"):
-            roles[role] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
-                           "max_tokens": None}
+            roles[role] = {
+                "base_url": scripted.base_url,
+                "api_key": "k",
+                "model": "m",
+                "temperature": None,
+                "max_tokens": None,
+            }
         settings.LLM_ROLES = roles
         scripted.default = lambda body: _judge_answer(body) if body.get("response_format") else _steps_answer(body)
         yield scripted
@@ -59,17 +81,24 @@ def server(settings, demo):
 @pytest.fixture
 def constrained():
     topic = Topic.objects.get(name="Food & Dining")
-    return [Procedure.objects.create(topic=topic, goal=goal, steps=steps, resources=[], split=Split.CONSTRAINED,
-                                     source_example_id=f"coscript:1:{n}")
-            for n, (goal, steps) in enumerate(CONSTRAINED_GOALS, start=1)]
+    return [
+        Procedure.objects.create(
+            topic=topic,
+            goal=goal,
+            steps=steps,
+            resources=[],
+            split=Split.CONSTRAINED,
+            source_example_id=f"coscript:1:{n}",
+        )
+        for n, (goal, steps) in enumerate(CONSTRAINED_GOALS, start=1)
+    ]
 
 
 def _run(model, split, judges=("how2judge",)):
     run = generation_run_create(name=f"{model.name}-{split}", language_model=model, split=split, start=False)
     assert generation_run_execute(run_id=run.pk) == "done"
     for judge in judges:
-        judge_run = judge_run_create(name=f"{model.name}-{split}-{judge}", generation_run=run, judge=judge,
-                                     start=False)
+        judge_run = judge_run_create(name=f"{model.name}-{split}-{judge}", generation_run=run, judge=judge, start=False)
         assert judge_run_execute(run_id=judge_run.pk) == "done"
     run.refresh_from_db()
     return run
@@ -80,9 +109,16 @@ def _by_model(rows):
 
 
 def test_a_generation_run_on_the_constrained_split_prompts_with_no_resources(server, constrained):
-    form = GenerationRunForm(data={"name": "qwen-constrained", "language_model": language_model_register(
-        name="qwen3-8b", prompt_style="inst").pk, "split": "constrained", "seed": 0, "executor": "online",
-        "concurrency": 4})
+    form = GenerationRunForm(
+        data={
+            "name": "qwen-constrained",
+            "language_model": language_model_register(name="qwen3-8b", prompt_style="inst").pk,
+            "split": "constrained",
+            "seed": 0,
+            "executor": "online",
+            "concurrency": 4,
+        }
+    )
     assert form.is_valid(), form.errors
     run = _run(form.cleaned_data["language_model"], form.cleaned_data["split"])
     assert run.split == "constrained" and sorted(run.procedure_ids) == sorted(p.pk for p in constrained)
@@ -124,10 +160,10 @@ def test_the_leaderboard_page_offers_the_judged_splits_and_names_the_slice(serve
     assert '<h1 id="leaderboard-heading">Leaderboard: Constrained (CoScript)</h1>' in html
     assert '<option value="constrained" selected>Constrained (CoScript)</option>' in html
     assert "olmo-3-7b" in html and "qwen3-8b" not in html
-    select = html[html.index('<select id="split"'):html.index("</select>", html.index('<select id="split"'))]
+    select = html[html.index('<select id="split"') : html.index("</select>", html.index('<select id="split"'))]
     # how2judge judged a bench run and a constrained run: "All splits" and those two.
     assert select.count("<option") == 3 and 'value="bench"' in select and 'value="train"' not in select
-    assert f'{reverse("cross_judge")}?split=constrained' in html
+    assert f"{reverse('cross_judge')}?split=constrained" in html
 
     html = researcher_client.get(url, {"judge": "how2judge", "split": "bench"}).content.decode()
     assert '<h1 id="leaderboard-heading">How2Bench leaderboard</h1>' in html
@@ -150,14 +186,14 @@ def test_an_unknown_split_is_named_and_all_splits_are_shown(server, constrained,
 
 def test_cross_judge_rankings_by_split(server, constrained, researcher_client):
     _run(language_model_register(name="qwen3-8b", prompt_style="inst"), "bench", judges=("how2judge", "gpt-5"))
-    _run(language_model_register(name="olmo-3-7b", prompt_style="inst"), "constrained",
-         judges=("how2judge", "gpt-5"))
+    _run(language_model_register(name="olmo-3-7b", prompt_style="inst"), "constrained", judges=("how2judge", "gpt-5"))
     rankings = cross_judge_rankings(["how2judge", "gpt-5"], "constrained")
     assert rankings["models"] == ["olmo-3-7b"] and rankings["scores"]["gpt-5"] == {"olmo-3-7b": 0.5}
     assert rankings["estimates"]["gpt-5"]["olmo-3-7b"]["how2score_percent"] == 50.0
     assert cross_judge_rankings(["how2judge", "gpt-5"])["models"] == ["olmo-3-7b", "qwen3-8b"]
-    html = researcher_client.get(reverse("cross_judge"), {"judge": ["how2judge", "gpt-5"],
-                                                          "split": "constrained"}).content.decode()
+    html = researcher_client.get(
+        reverse("cross_judge"), {"judge": ["how2judge", "gpt-5"], "split": "constrained"}
+    ).content.decode()
     assert "Cross-judge robustness: the constrained slice (CoScript)" in html
     assert "olmo-3-7b" in html and "qwen3-8b" not in html
     html = researcher_client.get(reverse("cross_judge"), {"split": "nonsense"}).content.decode()

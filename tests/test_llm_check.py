@@ -1,4 +1,5 @@
 """`llm_check` against the scripted server: reachability, structured-output support, clear failures."""
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,18 @@ pytestmark = pytest.mark.django_db
 
 
 def _configure(settings, **roles):
-    configured = {name: {"base_url": "", "api_key": "", "model": "", "temperature": None, "max_tokens": None}
-                  for name in settings.LLM_ROLES}
+    configured = {
+        name: {"base_url": "", "api_key": "", "model": "", "temperature": None, "max_tokens": None}
+        for name in settings.LLM_ROLES
+    }
     for role, (base_url, model) in roles.items():
-        configured[role] = {"base_url": base_url, "api_key": "k", "model": model, "temperature": None, "max_tokens": None}
+        configured[role] = {
+            "base_url": base_url,
+            "api_key": "k",
+            "model": model,
+            "temperature": None,
+            "max_tokens": None,
+        }
     settings.LLM_ROLES = configured
 
 
@@ -28,8 +37,12 @@ def test_nothing_configured_is_a_clear_failure(settings):
 def test_reports_each_endpoint_once_with_its_roles_and_structured_output(settings, capsys):
     with ScriptedLLM() as full, ScriptedLLM(reject_json_schema=True) as basic:
         full.default = basic.default = lambda body: Reply(json.dumps({"ok": True}))
-        _configure(settings, how2score_judge=(full.base_url, "how2judge"), llm_filter=(full.base_url, "how2judge"),
-                   generate=(basic.base_url, "llama"))
+        _configure(
+            settings,
+            how2score_judge=(full.base_url, "how2judge"),
+            llm_filter=(full.base_url, "how2judge"),
+            generate=(basic.base_url, "llama"),
+        )
         call_command("llm_check")
     out = capsys.readouterr().out
     assert f"OK    {full.base_url}" in out and "structured output: json_schema" in out

@@ -1,5 +1,6 @@
 """The LLM client through the real openai client over HTTP against the scripted server:
 outcomes, retries that can succeed, structured-output fallback, the ledger as cache."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,10 @@ from tests.scripted_llm import Reply, ScriptedLLM, Status, last_user_message
 
 pytestmark = pytest.mark.django_db
 
-VERDICT = {"reasoning": "L2 skips the waiting period.", "critical_failures": [{"failure": "no 30-day wait", "L1_steps": [4], "L2_steps": []}]}
+VERDICT = {
+    "reasoning": "L2 skips the waiting period.",
+    "critical_failures": [{"failure": "no 30-day wait", "L1_steps": [4], "L2_steps": []}],
+}
 
 
 @pytest.fixture(autouse=True)
@@ -35,8 +39,12 @@ def _client(server: ScriptedLLM, model: str = "gpt-5") -> LLMClient:
 
 
 def _judge(text: str = "judge this") -> LLMRequest:
-    return LLMRequest(stage="how2score_judge", messages=[{"role": "user", "content": text}],
-                      params={"temperature": 0}, schema=JUDGE_SCHEMA)
+    return LLMRequest(
+        stage="how2score_judge",
+        messages=[{"role": "user", "content": text}],
+        params={"temperature": 0},
+        schema=JUDGE_SCHEMA,
+    )
 
 
 def test_structured_answer_is_ok_and_sent_with_a_strict_json_schema(server):
@@ -90,7 +98,12 @@ def test_401_is_not_retried(server):
 
 
 def test_malformed_json_is_re_asked_with_the_parse_error(server):
-    server.queue(Reply('{"reasoning": "cut', ), Reply("```json\n" + json.dumps(VERDICT) + "\n```"))
+    server.queue(
+        Reply(
+            '{"reasoning": "cut',
+        ),
+        Reply("```json\n" + json.dumps(VERDICT) + "\n```"),
+    )
     result = _client(server).complete(_judge())
     assert result.ok and result.value == VERDICT
     first, second = server.chat_requests()
@@ -101,7 +114,9 @@ def test_malformed_json_is_re_asked_with_the_parse_error(server):
 
 def test_answer_that_breaks_the_schema_is_re_asked_and_fails_cleanly(server, settings):
     settings.LLM_PARSE_REASKS = 1
-    wrong = json.dumps({"reasoning": "fine", "critical_failures": [{"failure": "x", "L1_steps": ["four"], "L2_steps": []}]})
+    wrong = json.dumps(
+        {"reasoning": "fine", "critical_failures": [{"failure": "x", "L1_steps": ["four"], "L2_steps": []}]}
+    )
     server.default = lambda body: Reply(wrong)
     result = _client(server).complete(_judge())
     assert result.outcome == "parse_failed" and result.value is None
@@ -112,8 +127,12 @@ def test_answer_that_breaks_the_schema_is_re_asked_and_fails_cleanly(server, set
 
 def test_truncated_answer_is_retried_once_with_a_larger_budget(server):
     server.queue(Reply('{"reasoning": "long', finish_reason="length"), Reply(json.dumps(VERDICT)))
-    request = LLMRequest(stage="how2score_judge", messages=[{"role": "user", "content": "x"}],
-                         params={"max_tokens": 300}, schema=JUDGE_SCHEMA)
+    request = LLMRequest(
+        stage="how2score_judge",
+        messages=[{"role": "user", "content": "x"}],
+        params={"max_tokens": 300},
+        schema=JUDGE_SCHEMA,
+    )
     result = _client(server).complete(request)
     assert result.ok
     assert [r["max_tokens"] for r in server.chat_requests()] == [300, 600]
@@ -173,7 +192,9 @@ def test_changing_the_prompt_or_model_or_parameters_invalidates_the_key():
     assert request.key("gpt-5") == _judge("same").key("gpt-5")
     assert request.key("gpt-5") != request.key("how2judge")
     assert request.key("gpt-5") != _judge("other").key("gpt-5")
-    warmer = LLMRequest(stage=request.stage, messages=request.messages, params={"temperature": 0.6}, schema=JUDGE_SCHEMA)
+    warmer = LLMRequest(
+        stage=request.stage, messages=request.messages, params={"temperature": 0.6}, schema=JUDGE_SCHEMA
+    )
     assert warmer.key("gpt-5") != request.key("gpt-5")
 
 
@@ -189,8 +210,12 @@ def test_api_errors_are_not_cached_so_a_rerun_asks_again(server, settings):
 
 def test_plain_prompt_goes_to_the_completions_endpoint_with_its_stop_sequence(server):
     server.queue(Reply("1. Heat oil.\n2. Fry pork."))
-    request = LLMRequest(stage="generate", messages=[], prompt="Goal:\nStew\n\nExactly 2 steps:\n",
-                         params={"temperature": 0, "stop": ["\n\n"]})
+    request = LLMRequest(
+        stage="generate",
+        messages=[],
+        prompt="Goal:\nStew\n\nExactly 2 steps:\n",
+        params={"temperature": 0, "stop": ["\n\n"]},
+    )
     result = _client(server).complete(request)
     assert result.ok and result.value == "1. Heat oil.\n2. Fry pork."
     sent = server.chat_requests()[0]

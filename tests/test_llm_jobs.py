@@ -1,5 +1,6 @@
 """LLM jobs: the online executor under a concurrency cap, zero-cost re-runs, the budget cap,
 pause and cancel, and the OpenAI Batch API flow including a partially failed batch."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,19 @@ from tests.scripted_llm import Reply, ScriptedLLM, Status, last_user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "integer"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
 
 
 def _requests(n: int, schema=SCHEMA) -> list[LLMRequest]:
-    return [LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": f"question {i}"}], schema=schema) for i in range(n)]
+    return [
+        LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": f"question {i}"}], schema=schema)
+        for i in range(n)
+    ]
 
 
 def _answer_number(body):
@@ -33,8 +42,13 @@ def server(settings):
     with ScriptedLLM(latency=0.05) as scripted:
         scripted.default = _answer_number
         roles = dict(settings.LLM_ROLES)
-        roles["llm_filter"] = {"base_url": scripted.base_url, "api_key": "sk-test", "model": "gpt-5",
-                               "temperature": None, "max_tokens": None}
+        roles["llm_filter"] = {
+            "base_url": scripted.base_url,
+            "api_key": "sk-test",
+            "model": "gpt-5",
+            "temperature": None,
+            "max_tokens": None,
+        }
         settings.LLM_ROLES = roles
         yield scripted
 
@@ -70,8 +84,9 @@ def test_a_second_identical_run_makes_zero_network_calls(server):
 
 
 def test_budget_cap_pauses_the_job_and_resume_continues_without_repeats(server):
-    job = llm_job_create(run="budget", role="llm_filter", requests=_requests(40), concurrency=2,
-                         budget_usd=Decimal("1.0"), start=False)
+    job = llm_job_create(
+        run="budget", role="llm_filter", requests=_requests(40), concurrency=2, budget_usd=Decimal("1.0"), start=False
+    )
     assert llm_job_execute(job_id=job.pk) == "budget reached"
     job.refresh_from_db()
     assert job.status == "paused" and "budget" in job.pause_reason
@@ -146,14 +161,20 @@ def test_batch_api_flow_with_a_partially_failed_batch(server, settings):
     entry = LedgerEntry.objects.get(key=job.keys[3])
     assert entry.parsed == {"answer": 3} and entry.executor == "batch"
     assert entry.cost_usd == Decimal("0.1125")  # half of 0.225: the Batch API discount
-    sent = [json.loads(line)["custom_id"] for f in server.files.values() for line in f.decode().splitlines()
-            if line.startswith('{"custom_id"')]
+    sent = [
+        json.loads(line)["custom_id"]
+        for f in server.files.values()
+        for line in f.decode().splitlines()
+        if line.startswith('{"custom_id"')
+    ]
     assert sorted(sent) == sorted(job.keys + [job.keys[3], job.keys[7]])  # only the failed ones twice
 
 
 def test_batch_requests_that_keep_failing_end_as_api_errors(server, settings):
     settings.LLM_BATCH_MAX_RESUBMITS = 0
-    server.batch_failure = lambda line: "server_error" if line["body"]["messages"][-1]["content"] == "question 1" else None
+    server.batch_failure = lambda line: (
+        "server_error" if line["body"]["messages"][-1]["content"] == "question 1" else None
+    )
     job = llm_job_create(run="batch-fail", role="llm_filter", requests=_requests(3), executor="batch", start=False)
     llm_job_execute(job_id=job.pk)
     assert llm_job_execute(job_id=job.pk) == "done"

@@ -1,5 +1,6 @@
 """Rate limits per endpoint (requests and tokens per minute), in process and in Redis, and
 the pause after a 429 shared by every user of the endpoint."""
+
 from __future__ import annotations
 
 import time
@@ -8,13 +9,18 @@ import uuid
 import pytest
 
 from llm.limits import EndpointLimits, InProcessLimits, RedisLimits
-from tests.services import REDIS_URL, reachable
+from tests.services import REDIS_URL, reachable, run_coroutine
 
 
 def _backends():
     backends = [pytest.param(InProcessLimits, id="in-process")]
-    backends.append(pytest.param(lambda: RedisLimits(REDIS_URL, prefix=f"test:{uuid.uuid4().hex}"), id="redis",
-                                 marks=pytest.mark.skipif(not reachable(REDIS_URL), reason="Redis is not reachable")))
+    backends.append(
+        pytest.param(
+            lambda: RedisLimits(REDIS_URL, prefix=f"test:{uuid.uuid4().hex}"),
+            id="redis",
+            marks=pytest.mark.skipif(not reachable(REDIS_URL), reason="Redis is not reachable"),
+        )
+    )
     return backends
 
 
@@ -58,4 +64,95 @@ def test_slots_count_requests_in_flight(make):
     cap = EndpointLimits(concurrency=2)
     with limits.slot("e", cap), limits.slot("e", cap):
         assert limits.in_flight("e") == 2
+    assert limits.in_flight("e") == 0
+
+
+@pytest.mark.parametrize("make", _backends())
+def test_a_slot_freed_on_the_same_event_loop_wakes_a_waiting_request_at_once(make):
+    """With polling slowed to 30 s, a request waiting for the only slot still gets it as soon
+    as another request of its loop gives it back (not at its next poll), and never while the
+    slot is held."""
+    import asyncio
+
+    limits = make()
+    limits.SLOT_POLL_MIN = limits.SLOT_POLL_MAX = 30.0
+    cap = EndpointLimits(concurrency=1)
+    order: list[str] = []
+
+    async def holder(release: asyncio.Event) -> None:
+        async with limits.slot_async("e", cap):
+            order.append("first in")
+            await release.wait()
+            order.append("first out")
+
+    async def waiter() -> None:
+        async with limits.slot_async("e", cap):
+            order.append("second in")
+
+    async def main() -> None:
+        release = asyncio.Event()
+        first = asyncio.create_task(holder(release))
+        while not order:
+            await asyncio.sleep(0.01)
+        second = asyncio.create_task(waiter())
+        await asyncio.sleep(0.2)  # the waiter found the slot taken and is waiting
+        assert order == ["first in"]
+        release.set()
+        await asyncio.wait_for(asyncio.gather(first, second), timeout=10)
+
+    run_coroutine(main())
+    assert order == ["first in", "first out", "second in"]
+    assert limits.in_flight("e") == 0
+
+
+@pytest.mark.parametrize("make", _backends())
+def test_many_requests_waiting_for_a_slot_held_elsewhere_poll_as_one(make):
+    """Twenty requests of one event loop wait while another caller (a thread here, another
+    process in production) holds the endpoint's only slot for 0.6 s: one of them polls the
+    backend, the others wait to be woken, and every one gets the slot in turn once it is
+    given back. Polling each on its own took about 20 x 15 tries in that time."""
+    import asyncio
+    import threading
+
+    limits = make()
+    cap = EndpointLimits(concurrency=1)
+    tries = 0
+    take = limits._take_slot_async
+
+    async def counted(endpoint, caps):
+        nonlocal tries
+        tries += 1
+        return await take(endpoint, caps)
+
+    limits._take_slot_async = counted
+    held, release = threading.Event(), threading.Event()
+
+    def elsewhere() -> None:
+        with limits.slot("e", cap):
+            held.set()
+            release.wait(10)
+
+    other = threading.Thread(target=elsewhere)
+    other.start()
+    held.wait(10)
+    got: list[int] = []
+
+    async def request(i: int) -> None:
+        async with limits.slot_async("e", cap):
+            got.append(i)
+            await asyncio.sleep(0.005)
+
+    async def main() -> None:
+        tasks = [asyncio.create_task(request(i)) for i in range(20)]
+        await asyncio.sleep(0.6)
+        assert got == []  # the slot is held elsewhere all along
+        waiting_tries = tries
+        release.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
+        return waiting_tries
+
+    waiting_tries = run_coroutine(main())
+    other.join(10)
+    assert sorted(got) == list(range(20))
+    assert waiting_tries <= 20 + 25, waiting_tries  # each tried once, then one poller backing off to 50 ms
     assert limits.in_flight("e") == 0

@@ -1,4 +1,5 @@
 """The admins' LLM pages: endpoints with live figures, jobs with pause/resume/cancel, the ledger browser."""
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,19 @@ def finished_job(settings):
         server.default = lambda body: Reply(json.dumps({"answer": 1}))
         server.on(lambda body: "broken" in body["messages"][-1]["content"], Status(500, "down"))
         roles = dict(settings.LLM_ROLES)
-        roles["llm_filter"] = {"base_url": server.base_url, "api_key": "k", "model": "gpt-5", "temperature": None, "max_tokens": None}
+        roles["llm_filter"] = {
+            "base_url": server.base_url,
+            "api_key": "k",
+            "model": "gpt-5",
+            "temperature": None,
+            "max_tokens": None,
+        }
         settings.LLM_ROLES = roles
         schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
-        requests = [LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": text}], schema=schema)
-                    for text in ("one", "two", "broken")]
+        requests = [
+            LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": text}], schema=schema)
+            for text in ("one", "two", "broken")
+        ]
         job = llm_job_create(run="filter-run:7", role="llm_filter", requests=requests, start=False)
         llm_job_execute(job_id=job.pk)
         yield job, server
@@ -59,9 +68,20 @@ def test_pause_resume_and_cancel_from_the_page(admin_client_, settings):
     from llm.client import LLMRequest
 
     roles = dict(settings.LLM_ROLES)
-    roles["generate"] = {"base_url": "http://127.0.0.1:9/v1", "api_key": "k", "model": "m", "temperature": None, "max_tokens": None}
+    roles["generate"] = {
+        "base_url": "http://127.0.0.1:9/v1",
+        "api_key": "k",
+        "model": "m",
+        "temperature": None,
+        "max_tokens": None,
+    }
     settings.LLM_ROLES = roles
-    job = llm_job_create(run="r", role="generate", requests=[LLMRequest(stage="generate", messages=[{"role": "user", "content": "x"}])], start=False)
+    job = llm_job_create(
+        run="r",
+        role="generate",
+        requests=[LLMRequest(stage="generate", messages=[{"role": "user", "content": "x"}])],
+        start=False,
+    )
     admin_client_.post(reverse("llm_job_action", args=[job.pk, "pause"]))
     assert LLMJob.objects.get(pk=job.pk).status == "paused"
     admin_client_.post(reverse("llm_job_action", args=[job.pk, "resume"]))

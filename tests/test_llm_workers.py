@@ -1,6 +1,7 @@
 """LLM jobs in real Celery worker processes: a worker killed mid-run and the job resumed
 (no completed request sent twice, no result lost), and the concurrency cap shared through
 Redis by two worker processes."""
+
 from __future__ import annotations
 
 import json
@@ -35,19 +36,31 @@ def _echo_number(body):
 
 def _requests(n: int, prefix: str = "question") -> list[LLMRequest]:
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
-    return [LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": f"{prefix} {i}"}], schema=schema)
-            for i in range(n)]
+    return [
+        LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": f"{prefix} {i}"}], schema=schema)
+        for i in range(n)
+    ]
 
 
 def _point_role_at(settings, server: ScriptedLLM) -> dict[str, str]:
     roles = dict(settings.LLM_ROLES)
-    roles["llm_filter"] = {"base_url": server.base_url, "api_key": "sk-test", "model": "scripted-model",
-                           "temperature": None, "max_tokens": None}
+    roles["llm_filter"] = {
+        "base_url": server.base_url,
+        "api_key": "sk-test",
+        "model": "scripted-model",
+        "temperature": None,
+        "max_tokens": None,
+    }
     settings.LLM_ROLES = roles
     # A killed worker's claim on its job runs out after the lease; the resumed job's task
     # comes back after one lease and takes the job over.
-    return {"LLM_BASE_URL": server.base_url, "LLM_MODEL": "scripted-model", "LLM_API_KEY": "sk-test",
-            "DATABASE_URL": _database_url(), "LLM_JOB_LEASE_SECONDS": "3"}
+    return {
+        "LLM_BASE_URL": server.base_url,
+        "LLM_MODEL": "scripted-model",
+        "LLM_API_KEY": "sk-test",
+        "DATABASE_URL": _database_url(),
+        "LLM_JOB_LEASE_SECONDS": "3",
+    }
 
 
 def _wait(condition, timeout: float, what: str) -> None:
@@ -94,10 +107,22 @@ def test_two_workers_share_the_concurrency_cap_through_redis(settings, tmp_path)
     with ScriptedLLM(latency=0.1) as server:
         server.default = _echo_number
         env = _point_role_at(settings, server)
-        env.update(CELERY_BROKER_URL=REDIS_URL, CELERY_RESULT_BACKEND=REDIS_URL, LLM_MAX_CONCURRENCY="3",
-                   LLM_LIMITS_REDIS_URL=REDIS_URL)
-        jobs = [llm_job_create(run=f"shared-{i}", role="llm_filter", requests=_requests(30, f"{prefix}-{i}"),
-                               concurrency=8, start=False) for i in range(2)]
+        env.update(
+            CELERY_BROKER_URL=REDIS_URL,
+            CELERY_RESULT_BACKEND=REDIS_URL,
+            LLM_MAX_CONCURRENCY="3",
+            LLM_LIMITS_REDIS_URL=REDIS_URL,
+        )
+        jobs = [
+            llm_job_create(
+                run=f"shared-{i}",
+                role="llm_filter",
+                requests=_requests(30, f"{prefix}-{i}"),
+                concurrency=8,
+                start=False,
+            )
+            for i in range(2)
+        ]
         client = Celery("web-process", broker=REDIS_URL, backend=REDIS_URL, set_as_current=False)
         second_dir = tmp_path / "second"
         second_dir.mkdir()

@@ -2,6 +2,7 @@
 by hand; the bootstrap against scikit-learn and SciPy on resamples; a crafted study built
 through the real services whose ranking of signals is known by construction, on the page,
 the downloads, the API and the command; bad input; access."""
+
 from __future__ import annotations
 
 import io
@@ -19,22 +20,20 @@ from sacrebleu import sentence_bleu
 from scipy.stats import kendalltau
 from sklearn.metrics import roc_auc_score
 
-from annotate.agreement import HumanMajority
-from annotate.metric_agreement import (
-    _accuracy_by_cut,
-    _best_accuracy,
-    _group_weights,
-    _groups,
-    _model_sums,
-    _weighted_auc,
-    _weighted_tau,
+from annotate.stats.majority import HumanMajority
+from annotate.stats.metric_agreement import metric_agreement_report
+from annotate.stats.ranking import (
+    accuracy_by_cut,
+    best_accuracy,
     best_threshold,
-    failure_scores,
-    metric_agreement_report,
+    group_weights,
+    model_sums,
     roc_auc,
-    signal_spec,
+    score_groups,
+    weighted_auc,
+    weighted_tau,
 )
-from annotate.metric_signals import bleu, item_signals, lcs_length, rouge_l
+from annotate.stats.signals import bleu, failure_scores, item_signals, lcs_length, rouge_l, signal_spec
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 SCORE = signal_spec("score")
@@ -54,9 +53,9 @@ def test_auc_counts_ties_as_half_and_reads_higher_score_as_no_failure():
     # (0.5, 0.9) = 3, and (0.5, 0.5) ties = 1/2: 3.5 / 4.
     labels, values = [True, True, False, False], [0.1, 0.5, 0.5, 0.9]
     assert roc_auc(labels, values, SCORE) == pytest.approx(0.875)
-    groups = _groups(failure_scores(values, SCORE), np.array(labels))
-    positive, negative = _group_weights(groups, np.ones((4, 1)))
-    assert _weighted_auc(positive, negative)[0] == pytest.approx(0.875)
+    groups = score_groups(failure_scores(values, SCORE), np.array(labels))
+    positive, negative = group_weights(groups, np.ones((4, 1)))
+    assert weighted_auc(positive, negative)[0] == pytest.approx(0.875)
 
 
 def test_auc_is_not_flipped_for_a_signal_that_points_the_wrong_way():
@@ -70,8 +69,13 @@ def test_best_threshold_by_hand_prefers_the_rule_flagging_fewest_items():
     # Rules "has_failure when SCORE <= t": t = 0.1 flags item 1 -> 3/4 right; t = 0.5 flags
     # items 1-3 -> 3/4; t = 0.9 flags all -> 2/4; never -> 2/4. Tie: t = 0.1 (one flagged).
     best = best_threshold([True, True, False, False], [0.1, 0.5, 0.5, 0.9], SCORE)
-    assert best == {"accuracy": 0.75, "threshold": 0.1, "rule": "has_failure when score <= 0.1", "n_flagged": 1,
-                    "baseline_accuracy": 0.5}
+    assert best == {
+        "accuracy": 0.75,
+        "threshold": 0.1,
+        "rule": "has_failure when score <= 0.1",
+        "n_flagged": 1,
+        "baseline_accuracy": 0.5,
+    }
     # A judge's verdict: "has_failure when >= 1" beats "never" when it is right more often.
     judge = best_threshold([True, False, False, True], [1.0, 0.0, 1.0, 1.0], JUDGE)
     assert (judge["accuracy"], judge["threshold"], judge["n_flagged"]) == (0.75, 1.0, 3)
@@ -87,9 +91,9 @@ def test_kendall_tau_by_hand_over_model_means():
     score = {"a1": 0.9, "a2": 0.9, "b1": 0.1, "b2": 0.3, "c1": 0.5, "c2": 0.5}
     # A judge flagging A 0/2, B 2/2, C 1/2: success A 1 > C 0.5 > B 0: the same tau.
     judge = {"a1": 0.0, "a2": 0.0, "b1": 1.0, "b2": 1.0, "c1": 1.0, "c2": 0.0}
-    report = metric_agreement_report(majority=HumanMajority(majority), models=models,
-                                     signals={"score": score, "judge:j": judge},
-                                     bootstrap=0)
+    report = metric_agreement_report(
+        majority=HumanMajority(majority), models=models, signals={"score": score, "judge:j": judge}, bootstrap=0
+    )
     by_key = _by_key(report)
     assert by_key["score"]["kendall_tau"] == pytest.approx(1 / 3)
     assert by_key["judge:j"]["kendall_tau"] == pytest.approx(1 / 3)
@@ -102,9 +106,20 @@ def test_ties_and_missing_values_are_left_out_and_counted():
     signals = {"judge:j": {"i1": 1.0, "i2": 0.0, "i3": 1.0, "other": 0.0}}
     report = metric_agreement_report(majority=HumanMajority(majority), signals=signals, bootstrap=0)
     judge = report["signals"][0]
-    assert report["human_majority"] == {"min_annotations": 2, "n_items": 4, "n_with_majority": 3, "has_failure": 2,
-                                        "no_failure": 1, "n_ties": 1, "n_too_few": 0}
-    assert (judge["n"], judge["n_missing"], judge["n_unlabelled"]) == (2, 1, 2)  # i4 unjudged; i3 tied, other unannotated
+    assert report["human_majority"] == {
+        "min_annotations": 2,
+        "n_items": 4,
+        "n_with_majority": 3,
+        "has_failure": 2,
+        "no_failure": 1,
+        "n_ties": 1,
+        "n_too_few": 0,
+    }
+    assert (judge["n"], judge["n_missing"], judge["n_unlabelled"]) == (
+        2,
+        1,
+        2,
+    )  # i4 unjudged; i3 tied, other unannotated
     assert judge["auc"] == 1.0 and judge["kendall_tau"] is None and judge["auc_ci95"] is None
 
 
@@ -119,13 +134,13 @@ def test_weighted_statistics_equal_scikit_learn_and_scipy_on_resamples():
     models = rng.integers(0, 4, n)
     draws = rng.integers(0, n, size=(25, n))
     counts = np.stack([np.bincount(d, minlength=n) for d in draws], axis=1).astype(float)  # items x resamples
-    groups = _groups(failure_scores(values, SCORE), labels)
-    positive, negative = _group_weights(groups, counts)
-    aucs, best = _weighted_auc(positive, negative), _best_accuracy(positive, negative)
-    assert np.allclose(best, np.nanmax(_accuracy_by_cut(positive, negative), axis=0))
+    groups = score_groups(failure_scores(values, SCORE), labels)
+    positive, negative = group_weights(groups, counts)
+    aucs, best = weighted_auc(positive, negative), best_accuracy(positive, negative)
+    assert np.allclose(best, np.nanmax(accuracy_by_cut(positive, negative), axis=0))
     goodness = values
-    count = _model_sums(models, 4, counts, np.ones(n))
-    taus = _weighted_tau(count, _model_sums(models, 4, counts, goodness), _model_sums(models, 4, counts, (~labels) * 1.0))
+    count = model_sums(models, 4, counts, np.ones(n))
+    taus = weighted_tau(count, model_sums(models, 4, counts, goodness), model_sums(models, 4, counts, (~labels) * 1.0))
     for r, d in enumerate(draws):
         y, v, m = labels[d], values[d], models[d]
         assert aucs[r] == pytest.approx(roc_auc_score(y, -v))
@@ -154,21 +169,30 @@ def _noisy_inputs(seed: int = 3, n: int = 200):
 
 def test_intervals_contain_the_point_estimates_and_the_seed_fixes_them():
     majority, models, signals = _noisy_inputs()
-    report = metric_agreement_report(majority=HumanMajority(majority), models=models, signals=signals,
-                                     bootstrap=400, seed=5)
+    report = metric_agreement_report(
+        majority=HumanMajority(majority), models=models, signals=signals, bootstrap=400, seed=5
+    )
     for s in report["signals"]:
-        for point, interval in ((s["auc"], s["auc_ci95"]), (s["best_threshold"]["accuracy"], s["best_threshold"]["ci95"]),
-                                (s["kendall_tau"], s["kendall_tau_ci95"])):
+        for point, interval in (
+            (s["auc"], s["auc_ci95"]),
+            (s["best_threshold"]["accuracy"], s["best_threshold"]["ci95"]),
+            (s["kendall_tau"], s["kendall_tau_ci95"]),
+        ):
             if point is None:
                 assert interval is None
             else:
                 assert interval[0] <= point <= interval[1], (s["key"], point, interval)
-    again = metric_agreement_report(majority=HumanMajority(dict(reversed(majority.items()))), models=models,
-                                    signals={k: dict(reversed(v.items())) for k, v in reversed(signals.items())},
-                                    bootstrap=400, seed=5)
+    again = metric_agreement_report(
+        majority=HumanMajority(dict(reversed(majority.items()))),
+        models=models,
+        signals={k: dict(reversed(v.items())) for k, v in reversed(signals.items())},
+        bootstrap=400,
+        seed=5,
+    )
     assert again == report  # input order does not matter
-    other = metric_agreement_report(majority=HumanMajority(majority), models=models, signals=signals,
-                                    bootstrap=400, seed=6)
+    other = metric_agreement_report(
+        majority=HumanMajority(majority), models=models, signals=signals, bootstrap=400, seed=6
+    )
     assert _by_key(other)["score"]["auc_ci95"] != _by_key(report)["score"]["auc_ci95"]
     assert _by_key(other)["score"]["auc"] == _by_key(report)["score"]["auc"]
 
@@ -176,8 +200,9 @@ def test_intervals_contain_the_point_estimates_and_the_seed_fixes_them():
 def test_constant_signal_sits_at_chance_and_its_undefined_resamples_are_counted():
     majority, models, signals = _noisy_inputs()
     signals["judge:sparse"] = {"i000": 1.0 if majority["i000"] else 0.0, "i001": 1.0 if majority["i001"] else 0.0}
-    report = metric_agreement_report(majority=HumanMajority(majority), models=models, signals=signals,
-                                     bootstrap=300, seed=0)
+    report = metric_agreement_report(
+        majority=HumanMajority(majority), models=models, signals=signals, bootstrap=300, seed=0
+    )
     by_key = _by_key(report)
     assert by_key["bleu"]["auc"] == 0.5 and by_key["bleu"]["auc_ci95"] == [0.5, 0.5]
     assert by_key["bleu"]["kendall_tau"] is None and by_key["bleu"]["n_bootstrap_undefined"]["tau"] == 300
@@ -228,12 +253,14 @@ def test_item_signals_by_hand():
 
 def test_signal_modules_work_offline_without_django_or_nltk_data(tmp_path):
     code = (
-        "import sys, annotate.metric_agreement, annotate.metric_signals as m; "
+        "import sys, annotate.stats.metric_agreement, annotate.stats.signals as m; "
         "print(round(m.rouge_l(['Stirring the soups'], ['Stir the soup']), 6)); "
         "print(sorted(x for x in sys.modules if x == 'django' or x.startswith('django.')))"
     )
     env = {"PATH": "", "HOME": str(tmp_path), "NLTK_DATA": str(tmp_path / "none")}
-    out = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=BASE_DIR, capture_output=True, text=True, check=True, env=env
+    )
     assert out.stdout.split("\n")[:2] == ["1.0", "[]"]
 
 
@@ -254,12 +281,19 @@ def _run(*args: str) -> str:
 
 
 def test_crafted_study_ranks_the_judge_equal_to_the_majority_first(crafted):
-    from annotate.metric_agreement_selectors import study_metric_agreement_report
+    from annotate.reports.metric_selectors import study_metric_agreement_report
 
     report = study_metric_agreement_report(crafted, bootstrap=200, seed=0)
     assert (report["n_items"], report["n_ties"], report["n_models"]) == (36, 0, 3)
-    assert report["human_majority"] == {"min_annotations": 2, "n_items": 36, "n_with_majority": 36,
-                                        "has_failure": 18, "no_failure": 18, "n_ties": 0, "n_too_few": 0}
+    assert report["human_majority"] == {
+        "min_annotations": 2,
+        "n_items": 36,
+        "n_with_majority": 36,
+        "has_failure": 18,
+        "no_failure": 18,
+        "n_ties": 0,
+        "n_too_few": 0,
+    }
     keys = [s["key"] for s in report["signals"]]
     by_key = _by_key(report)
     oracle, noisy, always = by_key["judge:oracle"], by_key["judge:noisy"], by_key["judge:always"]
@@ -271,8 +305,18 @@ def test_crafted_study_ranks_the_judge_equal_to_the_majority_first(crafted):
     assert always["auc"] == 0.5 and always["kendall_tau"] is None
     assert keys.index("judge:noisy") < keys.index("judge:always")
     # Every reference-based signal is computed, on every item, and cannot reach AUC 1.
-    for key in ("score", "score_r_scale", "score_order", "score_semantics", "rouge_l", "bleu", "length_ratio",
-                "step_count_mismatch", "duplicate_step", "dup_ngram_rate"):
+    for key in (
+        "score",
+        "score_r_scale",
+        "score_order",
+        "score_semantics",
+        "rouge_l",
+        "bleu",
+        "length_ratio",
+        "step_count_mismatch",
+        "duplicate_step",
+        "dup_ngram_rate",
+    ):
         assert by_key[key]["n"] == 36 and by_key[key]["auc"] < 1.0, key
     assert by_key["score"]["note"] == "components: 36 items by the rule-based fallback"
     assert report["score_components"] == {"rule": 36}
@@ -282,27 +326,44 @@ def test_crafted_study_ranks_the_judge_equal_to_the_majority_first(crafted):
 
 
 def test_score_reads_stored_components_when_the_run_has_them(crafted):
-    from annotate.metric_agreement_selectors import study_metric_agreement_report
+    from annotate.reports.metric_selectors import study_metric_agreement_report
     from judging.components import rule_based_steps
     from judging.models import ComponentExtraction, ComponentsRun, GenerationRun, RunStatus
     from judging.score_services import steps_hash
 
     run = GenerationRun.objects.get(name="craft-model-a")
     extractor = "llm:test-model@0123456789ab"
-    ComponentsRun.objects.create(name="craft-components", generation_run=run, extractor=extractor,
-                                 prompt_file="extract_components.txt", prompt_hash="0123456789ab", status=RunStatus.DONE)
-    step_lists = {tuple(s) for g in run.generations.select_related("procedure") for s in (g.procedure.steps, g.predicted_steps)}
-    ComponentExtraction.objects.bulk_create([
-        ComponentExtraction(steps_hash=steps_hash(list(steps)), extractor=extractor, steps=list(steps),
-                            components=[c.as_dict() for c in rule_based_steps(steps)]) for steps in step_lists])
+    ComponentsRun.objects.create(
+        name="craft-components",
+        generation_run=run,
+        extractor=extractor,
+        prompt_file="extract_components.txt",
+        prompt_hash="0123456789ab",
+        status=RunStatus.DONE,
+    )
+    step_lists = {
+        tuple(s) for g in run.generations.select_related("procedure") for s in (g.procedure.steps, g.predicted_steps)
+    }
+    ComponentExtraction.objects.bulk_create(
+        [
+            ComponentExtraction(
+                steps_hash=steps_hash(list(steps)),
+                extractor=extractor,
+                steps=list(steps),
+                components=[c.as_dict() for c in rule_based_steps(steps)],
+            )
+            for steps in step_lists
+        ]
+    )
     report = study_metric_agreement_report(crafted, bootstrap=0)
     assert report["score_components"] == {extractor: 12, "rule": 24}
     assert _by_key(report)["score_r_scale"]["note"] == (
-        f"components: 12 items by {extractor}, 24 items by the rule-based fallback")
+        f"components: 12 items by {extractor}, 24 items by the rule-based fallback"
+    )
 
 
 def test_page_shows_the_ranking_chart_notes_and_downloads(crafted, researcher_client):
-    from annotate.metric_agreement_selectors import study_metric_agreement_report
+    from annotate.reports.metric_selectors import study_metric_agreement_report
 
     url = reverse("annotate:report_metric_agreement", args=[crafted.slug])
     html = researcher_client.get(url).content.decode()
@@ -377,8 +438,10 @@ def test_a_study_of_another_kind_is_refused(researcher_client, db, kind):
         assert f'href="{reverse("annotate:study_detail", args=[study.slug])}"' in html
     response = researcher_client.get(f"/api/studies/{study.slug}/metric-agreement")
     assert response.status_code == 400
-    assert response.json()["detail"] == (f"study {study.slug!r} is a {kind} study: its answers carry no has_failure, "
-                                         f"so there is no metric-agreement report; its results are on the study page")
+    assert response.json()["detail"] == (
+        f"study {study.slug!r} is a {kind} study: its answers carry no has_failure, "
+        f"so there is no metric-agreement report; its results are on the study page"
+    )
     assert researcher_client.get("/api/studies/missing/metric-agreement").status_code == 404
     with pytest.raises(CommandError, match="metric agreement needs has_failure labels"):
         _run("--study", study.slug)
@@ -409,55 +472,97 @@ def _annotation(item: str, annotator: str, has_failure: bool) -> dict:
 
 @pytest.fixture
 def files(tmp_path):
-    annotations = [_annotation(i, a, label) for i, label in (("i1", True), ("i2", False), ("i3", True), ("i4", False))
-                   for a in ("x", "y")]
+    annotations = [
+        _annotation(i, a, label)
+        for i, label in (("i1", True), ("i2", False), ("i3", True), ("i4", False))
+        for a in ("x", "y")
+    ]
     annotations += [_annotation("i5", "x", True), _annotation("i5", "y", False)]  # a tie
     reference = ["Boil water.", "Add tea leaves.", "Wait three minutes.", "Pour the tea."]
     generations = [
-        {"item_id": "i1", "model": "m1", "reference_steps": reference, "candidate_steps": ["Boil water.", "Pour the tea."]},
+        {
+            "item_id": "i1",
+            "model": "m1",
+            "reference_steps": reference,
+            "candidate_steps": ["Boil water.", "Pour the tea."],
+        },
         {"item_id": "i2", "model": "m1", "reference_steps": reference, "candidate_steps": list(reference)},
-        {"item_id": "i3", "source": {"model": "m2"}, "reference_steps": reference, "candidate_steps": ["Pour the tea."] * 3},
+        {
+            "item_id": "i3",
+            "source": {"model": "m2"},
+            "reference_steps": reference,
+            "candidate_steps": ["Pour the tea."] * 3,
+        },
         {"item_id": "i4", "model": "m2", "reference_steps": reference, "candidate_steps": reference[:3] + ["Pour it."]},
         {"item_id": "i5", "model": "m2", "reference_steps": reference, "candidate_steps": ["Drink."]},
     ]
-    judgments = [{"item_id": i, "judge": "j", "has_failure": label}
-                 for i, label in (("i1", True), ("i2", False), ("i3", False), ("i4", False), ("i5", True))]
-    return (_write(tmp_path / "annotations.jsonl", annotations), _write(tmp_path / "generations.jsonl", generations),
-            _write(tmp_path / "judgments.jsonl", judgments))
+    judgments = [
+        {"item_id": i, "judge": "j", "has_failure": label}
+        for i, label in (("i1", True), ("i2", False), ("i3", False), ("i4", False), ("i5", True))
+    ]
+    return (
+        _write(tmp_path / "annotations.jsonl", annotations),
+        _write(tmp_path / "generations.jsonl", generations),
+        _write(tmp_path / "judgments.jsonl", judgments),
+    )
 
 
 def test_command_on_files_scores_file_items_from_their_steps(files):
     annotations, generations, judgments = files
-    report = json.loads(_run("--annotations", str(annotations), "--generations", str(generations),
-                             "--judgments", str(judgments), "--bootstrap", "100"))
+    report = json.loads(
+        _run(
+            "--annotations",
+            str(annotations),
+            "--generations",
+            str(generations),
+            "--judgments",
+            str(judgments),
+            "--bootstrap",
+            "100",
+        )
+    )
     by_key = _by_key(report)
     assert (report["n_items"], report["n_ties"], report["n_models"]) == (4, 1, 2)
     assert by_key["judge:j"]["auc"] == 0.75  # has_failure i1 (flagged) i3 (missed); no_failure i2, i4 (right)
     assert by_key["judge:j"]["n_unlabelled"] == 1  # i5 is tied
     assert by_key["rouge_l"]["n"] == 4 and by_key["rouge_l"]["auc"] == 1.0  # failures overlap less here
     assert by_key["score"]["note"] == "components: 4 items by the rule-based fallback"
-    assert by_key["duplicate_step"]["models"] == {"m1": {"n": 2, "human_no_failure": 0.5, "signal_mean": 0.0},
-                                                  "m2": {"n": 2, "human_no_failure": 0.5, "signal_mean": 0.5}}
+    assert by_key["duplicate_step"]["models"] == {
+        "m1": {"n": 2, "human_no_failure": 0.5, "signal_mean": 0.0},
+        "m2": {"n": 2, "human_no_failure": 0.5, "signal_mean": 0.5},
+    }
     only_judges = json.loads(_run("--annotations", str(annotations), "--judgments", str(judgments), "--bootstrap", "0"))
     assert [s["key"] for s in only_judges["signals"]] == ["judge:j"] and only_judges["n_models"] == 0
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    ('{"item_id": "i1", "reference_steps": ["a"], "candidate_steps": ["b", 3]}',
-     "generations.jsonl, line 2, field 'candidate_steps[1]': expected a string, got int"),
-    ('{"item_id": "i1", "reference_steps": [], "candidate_steps": []}',
-     "generations.jsonl, line 2, field 'reference_steps': expected at least one step"),
-    ('{"item_id": "i1", "candidate_steps": []}', "generations.jsonl, line 2, field 'reference_steps': missing"),
-    ('{"item_id": "i1", "reference_steps": ["a"], "candidate_steps": [], "model": 7}',
-     "generations.jsonl, line 2, field 'model': expected a non-empty string or null, got int 7"),
-    ('{"item_id": "i0", "reference_steps": ["a"], "candidate_steps": []}',
-     "generations.jsonl, line 2: duplicate of line 1 (same item_id 'i0')"),
-    ('{"item_id": "i1", ', "generations.jsonl, line 2: invalid JSON"),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            '{"item_id": "i1", "reference_steps": ["a"], "candidate_steps": ["b", 3]}',
+            "generations.jsonl, line 2, field 'candidate_steps[1]': expected a string, got int",
+        ),
+        (
+            '{"item_id": "i1", "reference_steps": [], "candidate_steps": []}',
+            "generations.jsonl, line 2, field 'reference_steps': expected at least one step",
+        ),
+        ('{"item_id": "i1", "candidate_steps": []}', "generations.jsonl, line 2, field 'reference_steps': missing"),
+        (
+            '{"item_id": "i1", "reference_steps": ["a"], "candidate_steps": [], "model": 7}',
+            "generations.jsonl, line 2, field 'model': expected a non-empty string or null, got int 7",
+        ),
+        (
+            '{"item_id": "i0", "reference_steps": ["a"], "candidate_steps": []}',
+            "generations.jsonl, line 2: duplicate of line 1 (same item_id 'i0')",
+        ),
+        ('{"item_id": "i1", ', "generations.jsonl, line 2: invalid JSON"),
+    ],
+)
 def test_bad_generations_lines_name_file_line_and_field(tmp_path, files, line, expected):
     annotations, _, _ = files
-    generations = _write(tmp_path / "generations.jsonl",
-                         ['{"item_id": "i0", "reference_steps": ["a"], "candidate_steps": ["b"]}', line])
+    generations = _write(
+        tmp_path / "generations.jsonl", ['{"item_id": "i0", "reference_steps": ["a"], "candidate_steps": ["b"]}', line]
+    )
     output = tmp_path / "out.json"
     with pytest.raises(CommandError) as error:
         _run("--annotations", str(annotations), "--generations", str(generations), "--output", str(output))

@@ -1,6 +1,7 @@
 """`manage.py mine_prefilter`: every record written back with its `prefilter` verdict,
 plain and compressed files, the step bounds as options, a summary by reason, and bad
 lines reported by file, line and field with no output left behind."""
+
 from __future__ import annotations
 
 import io
@@ -13,12 +14,16 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from mining.record_files import iter_records
+from core.record_files import iter_records
 from tests.files import COMPRESSORS, jsonl_bytes
 from tests.services import BASE_DIR
 
-KEPT = {"id": "kept", "goal": "Varnish a board.", "topic": "Home & Hobbies",
-        "steps": ["Sand the board.", "Wipe off the dust.", "Stir the varnish.", "Brush on one coat.", "Let it dry."]}
+KEPT = {
+    "id": "kept",
+    "goal": "Varnish a board.",
+    "topic": "Home & Hobbies",
+    "steps": ["Sand the board.", "Wipe off the dust.", "Stir the varnish.", "Brush on one coat.", "Let it dry."],
+}
 SHORT = {"id": "short", "steps": ["Boil water.", "Add pasta.", "Drain."]}
 LONG = {"id": "long", "steps": [f"Do task{i} now." for i in range(16)]}
 # bigrams: (stir soup) x3, (add salt), (serve hot) -> rate_2 = 2/5 = 0.40 -> rejected
@@ -57,8 +62,11 @@ def test_every_record_comes_back_with_its_verdict_in_order(tmp_path):
     assert out[0]["prefilter"] == {"passed": True, "reason": "", "repetition": {"2": 0.0, "3": 0.0, "4": 0.0}}
     assert out[1]["prefilter"]["reason"] == "too_few_steps: 3 < 5"
     assert out[2]["prefilter"]["reason"] == "too_many_steps: 16 > 15"
-    assert out[3]["prefilter"] == {"passed": False, "reason": "repetition_2gram: 0.4000 >= 0.40",
-                                   "repetition": {"2": 0.4, "3": 0.0, "4": 0.0}}
+    assert out[3]["prefilter"] == {
+        "passed": False,
+        "reason": "repetition_2gram: 0.4000 >= 0.40",
+        "repetition": {"2": 0.4, "3": 0.0, "4": 0.0},
+    }
 
 
 def test_the_summary_counts_records_passed_and_rejections_by_reason(tmp_path):
@@ -180,10 +188,18 @@ def test_missing_input_and_non_jsonl_files_are_refused(tmp_path):
 
 
 def manage(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")
+    }
     env["DJANGO_SETTINGS_MODULE"] = "config.django.test"
-    return subprocess.run([sys.executable, "manage.py", "mine_prefilter", *args],
-                          cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", "mine_prefilter", *args],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_manage_py_exits_zero_on_success_and_non_zero_on_a_bad_line(tmp_path):

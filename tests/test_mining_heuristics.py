@@ -4,6 +4,7 @@ repetition at and around each threshold, normalisation, and n-grams kept within 
 Every expected rate below is worked out by hand in the comments. Notation: a step of
 L words has L-1 bigrams, L-2 trigrams and L-3 fourgrams (none when that is <= 0);
 rate_n = (total - distinct) / total over the n-grams of all steps pooled."""
+
 from __future__ import annotations
 
 import pytest
@@ -67,8 +68,13 @@ def test_step_bounds_are_configurable():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"min_steps": 6, "max_steps": 5}, {"min_steps": -1}, {"max_steps": 2.5}, {"thresholds": {2: 0.4, 3: 0.35}},
-     {"thresholds": {2: 0.4, 3: 0.35, 4: 0.0}}],
+    [
+        {"min_steps": 6, "max_steps": 5},
+        {"min_steps": -1},
+        {"max_steps": 2.5},
+        {"thresholds": {2: 0.4, 3: 0.35}},
+        {"thresholds": {2: 0.4, 3: 0.35, 4: 0.0}},
+    ],
 )
 def test_inconsistent_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
@@ -86,8 +92,16 @@ def test_step_count_is_checked_before_repetition_and_rates_are_still_reported():
 # --- 2-gram threshold (0.40) ---------------------------------------------------------
 # Two-word steps have exactly one bigram and no trigram or fourgram, so only rate_2 moves.
 
-EIGHT_DISTINCT_PAIRS = ["Add salt.", "Add pepper.", "Taste broth.", "Chop parsley.", "Warm bowls.",
-                        "Ladle portions.", "Garnish generously.", "Serve hot."]
+EIGHT_DISTINCT_PAIRS = [
+    "Add salt.",
+    "Add pepper.",
+    "Taste broth.",
+    "Chop parsley.",
+    "Warm bowls.",
+    "Ladle portions.",
+    "Garnish generously.",
+    "Serve hot.",
+]
 
 
 def test_bigram_rate_of_exactly_040_is_rejected():
@@ -226,7 +240,18 @@ def test_case_and_punctuation_do_not_make_ngrams_distinct():
 def test_normalisation_lowercases_and_turns_punctuation_into_spaces():
     assert normalise_step("Pre-heat the OVEN, then… wait!") == ["pre", "heat", "the", "oven", "then", "wait"]
     assert normalise_step("Add 1/2 cup (120 ml) of the chef's milk.") == [
-        "add", "1", "2", "cup", "120", "ml", "of", "the", "chef", "s", "milk"]
+        "add",
+        "1",
+        "2",
+        "cup",
+        "120",
+        "ml",
+        "of",
+        "the",
+        "chef",
+        "s",
+        "milk",
+    ]
     assert normalise_step("¿Listo? «Sí»") == ["listo", "sí"]
 
 
@@ -234,14 +259,23 @@ def test_symbols_are_not_punctuation_but_percent_is():
     # The nfkc_casefold option: '+' (Sm) and '°' (So) and '$' (Sc) are symbols and stay;
     # '%' is category Po. (The default reference rule turns all of them into spaces.)
     assert normalise_step("Set 180 °C + $5 tip 10%", normalisation="nfkc_casefold") == [
-        "set", "180", "°c", "+", "$5", "tip", "10"]
+        "set",
+        "180",
+        "°c",
+        "+",
+        "$5",
+        "tip",
+        "10",
+    ]
     assert normalise_step("Set 180 °C + $5 tip 10%") == ["set", "180", "c", "5", "tip", "10"]
 
 
 def test_compatibility_forms_and_casefolding_compare_equal():
     # The nfkc_casefold option (tests/test_reference_heuristics.py covers the default).
     assert normalise_step("Ｓｔｉｒ ﬁrmly", normalisation="nfkc_casefold") == ["stir", "firmly"]
-    assert normalise_step("STRASSE", normalisation="nfkc_casefold") == normalise_step("Straße", normalisation="nfkc_casefold")
+    assert normalise_step("STRASSE", normalisation="nfkc_casefold") == normalise_step(
+        "Straße", normalisation="nfkc_casefold"
+    )
 
 
 # --- n-grams stay within a step ------------------------------------------------------
@@ -252,7 +286,10 @@ def test_ngrams_never_span_two_steps():
     # no step has 3 words, so no trigrams or fourgrams at all. Read across the boundaries,
     # "a b c d a b c d" would have repeated trigrams and fourgrams.
     assert repetition_rates(["alpha beta", "gamma delta", "alpha beta", "gamma delta"]) == {
-        "2": 0.5, "3": 0.0, "4": 0.0}
+        "2": 0.5,
+        "3": 0.0,
+        "4": 0.0,
+    }
 
 
 def test_words_split_across_steps_do_not_form_a_bigram():
@@ -292,5 +329,8 @@ def test_reason_code_is_the_check_name():
 
 def test_as_dict_is_the_prefilter_object():
     result = prefilter(distinct_steps(2))
-    assert result.as_dict() == {"passed": False, "reason": "too_few_steps: 2 < 5",
-                                "repetition": {"2": 0.0, "3": 0.0, "4": 0.0}}
+    assert result.as_dict() == {
+        "passed": False,
+        "reason": "too_few_steps: 2 < 5",
+        "repetition": {"2": 0.0, "3": 0.0, "4": 0.0},
+    }

@@ -3,6 +3,7 @@ projected cost from the documents the run can actually sample (the corpus may ho
 than ``candidates_per_topic``), a finished run shows what it spent and no projection,
 documents still being worked on are in flight (not drop-offs), and the cost table keeps
 each request under the model that served it. Runs go through the scripted server."""
+
 from __future__ import annotations
 
 import json
@@ -29,24 +30,28 @@ TOPICS = ("food-dining", "health", "home-hobbies")
 
 
 def _corpus(n: int, name: str = "web"):
-    return make_corpus([(f"d{i}", TOPICS[i % 3], document_text(f"d{i}", f"Make thing {i}")) for i in range(n)],
-                       name=name)
+    return make_corpus(
+        [(f"d{i}", TOPICS[i % 3], document_text(f"d{i}", f"Make thing {i}")) for i in range(n)], name=name
+    )
 
 
 def test_planned_documents_are_what_each_topic_can_give_not_the_budget_times_topics(miner):
     corpus = _corpus(35)  # 12 + 12 + 11 documents
-    run = mining_run_create(config_text=config(candidates_per_topic=100), source="run.yaml", corpus_name=corpus.name,
-                            start=False)
+    run = mining_run_create(
+        config_text=config(candidates_per_topic=100), source="run.yaml", corpus_name=corpus.name, start=False
+    )
     assert mining_run_progress(run)["totals"]["planned"] == 35
-    small = mining_run_create(config_text=config("small", candidates_per_topic=5), source="run.yaml",
-                              corpus_name=corpus.name, start=False)
+    small = mining_run_create(
+        config_text=config("small", candidates_per_topic=5), source="run.yaml", corpus_name=corpus.name, start=False
+    )
     assert mining_run_progress(small)["totals"]["planned"] == 15  # the budget binds: 5 per topic
 
 
 def test_eta_counts_the_documents_left_in_the_corpus(miner):
     corpus = _corpus(35)
-    run = mining_run_create(config_text=config(candidates_per_topic=100), source="run.yaml", corpus_name=corpus.name,
-                            start=False)
+    run = mining_run_create(
+        config_text=config(candidates_per_topic=100), source="run.yaml", corpus_name=corpus.name, start=False
+    )
     candidates_sample(run)
     now = timezone.now()
     MiningRun.objects.filter(pk=run.pk).update(status="running", started_at=now - timedelta(minutes=10))
@@ -66,8 +71,12 @@ def test_projected_cost_extrapolates_to_the_documents_the_run_can_sample(setting
     with server:
         point_stages_at(settings, server, model="gpt-4.1")  # priced: 0.00128 USD a call
         corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(10)])
-        run = mining_run_create(config_text=config(budget_usd=0.01, concurrency=1, candidates_per_topic=100),
-                                source="run.yaml", corpus_name=corpus.name, start=False)
+        run = mining_run_create(
+            config_text=config(budget_usd=0.01, concurrency=1, candidates_per_topic=100),
+            source="run.yaml",
+            corpus_name=corpus.name,
+            start=False,
+        )
         assert execute(run).startswith("paused")
         totals = mining_run_progress(run)["totals"]
         assert totals["planned"] == 10 and totals["finished"] >= 1
@@ -91,8 +100,9 @@ def test_a_finished_runs_page_shows_what_it_spent_and_no_projection(settings, re
     with server:
         point_stages_at(settings, server, model="gpt-4.1")
         corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(3)])
-        run = mining_run_create(config_text=config(candidates_per_topic=400), source="run.yaml", corpus_name=corpus.name,
-                                start=False)
+        run = mining_run_create(
+            config_text=config(candidates_per_topic=400), source="run.yaml", corpus_name=corpus.name, start=False
+        )
         execute(run)
         assert run.status in ("done", "done_with_failures")
         page = researcher_client.get(reverse("mining_run_detail", args=[run.pk])).content.decode()
@@ -106,8 +116,9 @@ def test_documents_still_in_flight_are_not_drawn_as_drop_offs(settings, research
     with server:
         point_stages_at(settings, server, model="gpt-4.1")
         corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(10)])
-        run = mining_run_create(config_text=config(budget_usd=0.01, concurrency=1), source="run.yaml",
-                                corpus_name=corpus.name, start=False)
+        run = mining_run_create(
+            config_text=config(budget_usd=0.01, concurrency=1), source="run.yaml", corpus_name=corpus.name, start=False
+        )
         assert execute(run).startswith("paused")  # nothing rejected, nothing failed; most documents pending
         progress = mining_run_progress(run)
         totals = progress["totals"]
@@ -140,16 +151,21 @@ def test_the_eta_interval_is_the_exact_poisson_interval_of_the_documents_counted
 
 def test_a_projection_never_drops_below_what_is_spent_and_needs_a_finished_document():
     assert cost_projection(spent=Decimal("1"), planned=10, finished_costs=[])["usd"] is None
-    one = cost_projection(spent=Decimal("0.5"), planned=4, finished_costs=[Decimal("0.2"), Decimal("0.3")],
-                          in_flight_paid=Decimal("0"))
+    one = cost_projection(
+        spent=Decimal("0.5"), planned=4, finished_costs=[Decimal("0.2"), Decimal("0.3")], in_flight_paid=Decimal("0")
+    )
     assert one["usd"] == pytest.approx(0.5 + 2 * 0.25) and one["n"] == 2
     low, high = one["ci95"]
     assert 0.5 <= low < one["usd"] < high
 
 
 def test_a_rejection_is_a_drop_off_and_stays_one(miner):
-    corpus = make_corpus([("d1", "health", document_text("d1", "Tape an ankle", flags="reject:llm_filter")),
-                          ("d2", "health", document_text("d2", "Ice a bruise"))])
+    corpus = make_corpus(
+        [
+            ("d1", "health", document_text("d1", "Tape an ankle", flags="reject:llm_filter")),
+            ("d2", "health", document_text("d2", "Ice a bruise")),
+        ]
+    )
     run = mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name, start=False)
     execute(run)
     funnel = {row["stage"]: row for row in mining_run_progress(run)["funnel"]}
@@ -162,8 +178,9 @@ def _run_then_change_the_rewrite_model(n_documents: int) -> MiningRun:
     corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(n_documents)])
     run = mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name, start=False)
     execute(run)
-    mining_run_update_stages(run=run, config_text=config() + "stages:\n  rewrite: {model: other-model}\n",
-                             source="run-v2.yaml", start=False)
+    mining_run_update_stages(
+        run=run, config_text=config() + "stages:\n  rewrite: {model: other-model}\n", source="run-v2.yaml", start=False
+    )
     execute(run)
     return run
 
@@ -172,7 +189,9 @@ def test_the_cost_table_keeps_requests_under_the_model_that_served_them(miner):
     run = _run_then_change_the_rewrite_model(3)
     rows = [row for row in mining_run_progress(run)["stage_costs"] if row["stage"] == "rewrite"]
     assert {(row["model"], row["requests"], row["current"]) for row in rows} == {
-        ("scripted", 3, False), ("other-model", 3, True)}
+        ("scripted", 3, False),
+        ("other-model", 3, True),
+    }
     other = next(row for row in mining_run_progress(run)["stage_costs"] if row["stage"] == "llm_filter")
     assert (other["model"], other["requests"], other["current"]) == ("scripted", 3, True)
 
@@ -180,8 +199,8 @@ def test_the_cost_table_keeps_requests_under_the_model_that_served_them(miner):
 def test_the_cost_table_on_the_page_names_each_model(miner, researcher_client):
     run = _run_then_change_the_rewrite_model(2)
     page = researcher_client.get(reverse("mining_run_detail", args=[run.pk])).content.decode()
-    table = page[page.index('id="stage-costs"'):]
-    table = table[:table.index("</table>")]
+    table = page[page.index('id="stage-costs"') :]
+    table = table[: table.index("</table>")]
     assert table.count("<td>rewrite</td>") == 2
     assert "<td>other-model</td>" in table and "earlier configuration" in table
 
@@ -189,5 +208,5 @@ def test_the_cost_table_on_the_page_names_each_model(miner, researcher_client):
 def _chart_data(html: str) -> list[dict]:
     """The traces of a chart fragment (its figure's JSON block, drawn by static/js/charts.js)."""
     start = html.index('class="plotly-figure"')
-    payload = html[html.index(">", start) + 1:html.index("</script>", start)]
+    payload = html[html.index(">", start) + 1 : html.index("</script>", start)]
     return json.loads(payload)["figure"]["data"]

@@ -1,5 +1,6 @@
 """The prompt files of the five How2Mine LLM stages render with exactly their placeholders,
 and each stage's strict answer schema accepts a correct answer and refuses wrong ones."""
+
 from __future__ import annotations
 
 import copy
@@ -66,11 +67,11 @@ CORRECT = {
 
 WRONG = {
     "extract_procedure": [
-        {"has_procedure": "yes", "goal": "", "steps": []},              # boolean as a string
-        {"has_procedure": False, "goal": ""},                           # steps missing
-        {"has_procedure": True, "goal": "g", "steps": "1. a\n2. b"},    # steps not a list
-        {"has_procedure": True, "goal": "g", "steps": ["a", 2]},        # a step not a string
-        {"has_procedure": True, "goal": "g", "steps": [], "topic": ""}, # extra key
+        {"has_procedure": "yes", "goal": "", "steps": []},  # boolean as a string
+        {"has_procedure": False, "goal": ""},  # steps missing
+        {"has_procedure": True, "goal": "g", "steps": "1. a\n2. b"},  # steps not a list
+        {"has_procedure": True, "goal": "g", "steps": ["a", 2]},  # a step not a string
+        {"has_procedure": True, "goal": "g", "steps": [], "topic": ""},  # extra key
     ],
     "llm_filter": [
         {"judgment": 1, "reason": ""},

@@ -3,6 +3,7 @@ nothing created), the live page shows the funnel, costs, outcomes and reasons, t
 rejected-documents browser and a document's stages; researchers read but cannot act;
 `mine_run` starts, re-configures and reports a run; mined procedures export (sharded)
 in the How2Mine shape with their source text and import back."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from core.intervals import share_estimate
+from core.record_files import iter_records
 from mining.models import MiningRun, Procedure
-from mining.record_files import iter_records
 from mining.runner import mining_run_execute
 from mining.services import procedure_import
 from tests.scripted_miner import document_text
@@ -25,8 +26,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def corpus():
-    docs = [(f"d{i}", "food-dining" if i % 2 else "health", document_text(f"d{i}", f"Prepare item {i}"))
-            for i in range(6)]
+    docs = [
+        (f"d{i}", "food-dining" if i % 2 else "health", document_text(f"d{i}", f"Prepare item {i}")) for i in range(6)
+    ]
     docs.append(("d6", "health", document_text("d6", "Visit the shop", flags="reject:llm_filter")))
     docs.append(("d7", "health", document_text("d7", "Fix a hinge", flags="malformed:rewrite")))
     return make_corpus(docs)
@@ -115,9 +117,16 @@ def test_mine_run_command_starts_reconfigures_and_reports(miner, corpus, tmp_pat
     assert run.candidates.filter(status="rejected", stage="heuristics").count() == 2  # 6 steps > 5
     call_command("mine_run", "--status", "cli-run")
     status = json.loads(capsys.readouterr().out)
-    assert status["totals"]["rejected"] == 2 and status["funnel"][1] == {"stage": "heuristics", "reached": 2, "passed": 0,
-                                                                    "in_flight": 0, "dropped": 2, "rejected": 2,
-                                                                    "pass_rate": share_estimate(0, 2), "undecided": 0}
+    assert status["totals"]["rejected"] == 2 and status["funnel"][1] == {
+        "stage": "heuristics",
+        "reached": 2,
+        "passed": 0,
+        "in_flight": 0,
+        "dropped": 2,
+        "rejected": 2,
+        "pass_rate": share_estimate(0, 2),
+        "undecided": 0,
+    }
     with pytest.raises(CommandError, match="no mining run named 'nope'"):
         call_command("mine_run", "--status", "nope")
     path.write_text("name: [broken\n")
@@ -131,8 +140,17 @@ def test_mined_procedures_export_sharded_with_their_source_text_and_import_back(
     run = mining_run_create(config_text=config("web-run"), source="run.yaml", corpus_name=corpus.name, start=False)
     assert mining_run_execute(run_id=run.pk) == "done"
     out = tmp_path / "mined.jsonl.zst"
-    call_command("export_procedures", "--output", str(out), "--shape", "how2mine.v1", "--mining-run", "web-run",
-                 "--shard-size", "4")
+    call_command(
+        "export_procedures",
+        "--output",
+        str(out),
+        "--shape",
+        "how2mine.v1",
+        "--mining-run",
+        "web-run",
+        "--shard-size",
+        "4",
+    )
     shards = sorted(tmp_path.glob("mined-*.jsonl.zst"))
     assert [p.name for p in shards] == ["mined-00000-of-00002.jsonl.zst", "mined-00001-of-00002.jsonl.zst"]
     records = [r for shard in shards for _, r in iter_records(shard)]
@@ -141,8 +159,14 @@ def test_mined_procedures_export_sharded_with_their_source_text_and_import_back(
     assert first["source_example"]["text"].startswith("Prepare item 0 [d0]")
     # our stages' answers travel beside how2mine.v1's processed_example, never under it
     assert first["processed_example"] == {}
-    assert set(first["mining_stages"]) == {"extract_procedure", "heuristics", "llm_filter", "rewrite",
-                                           "extract_resources", "final_validation"}
+    assert set(first["mining_stages"]) == {
+        "extract_procedure",
+        "heuristics",
+        "llm_filter",
+        "rewrite",
+        "extract_resources",
+        "final_validation",
+    }
     assert first["mining_run"] == "web-run" and first["final_procedure"]["resources"] == ["kettle", "cup"]
     Procedure.objects.all().delete()
     for shard in shards:

@@ -2,6 +2,7 @@
 every stage's pass and rejection path, failed calls kept apart from rejections and
 retried, the sampling budget and desired_valid_per_topic, the USD cap, resumed and
 re-configured runs asking nothing twice, and the Batch API executor."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -13,7 +14,11 @@ from core.run_configs import RunConfigError
 from llm.models import LedgerEntry
 from mining.models import Corpus, Document, MiningCandidate, MiningRun, Procedure, StageResult, Topic
 from mining.run_services import (
-    mining_run_cancel, mining_run_create, mining_run_pause, mining_run_resume, mining_run_retry_failures,
+    mining_run_cancel,
+    mining_run_create,
+    mining_run_pause,
+    mining_run_resume,
+    mining_run_retry_failures,
     mining_run_update_stages,
 )
 from mining.runner import mining_run_execute
@@ -29,8 +34,13 @@ TOPICS = ("food-dining", "health", "home-hobbies")
 def point_stages_at(settings, server, model: str = "scripted") -> None:
     roles = dict(settings.LLM_ROLES)
     for role in ("extract_procedure", "llm_filter", "rewrite", "extract_resources", "final_validation"):
-        roles[role] = {"base_url": server.base_url, "api_key": "k", "model": model, "temperature": None,
-                       "max_tokens": None}
+        roles[role] = {
+            "base_url": server.base_url,
+            "api_key": "k",
+            "model": model,
+            "temperature": None,
+            "max_tokens": None,
+        }
     settings.LLM_ROLES = roles
     settings.LLM_BACKOFF_BASE_SECONDS = 0.01
 
@@ -48,8 +58,9 @@ def make_corpus(docs: list[tuple[str, str, str]], name: str = "web") -> Corpus:
     topics_ensure()  # a transactional test's flush removes the topics the migration seeded
     corpus = Corpus.objects.create(name=name)
     topics = {t.slug: t for t in Topic.objects.all()}
-    Document.objects.bulk_create([Document(corpus=corpus, doc_id=d, topic=topics[t], text=text, text_hash=d)
-                                  for d, t, text in docs])
+    Document.objects.bulk_create(
+        [Document(corpus=corpus, doc_id=d, topic=topics[t], text=text, text_hash=d) for d, t, text in docs]
+    )
     return corpus
 
 
@@ -93,19 +104,27 @@ def test_full_run_over_several_topics_mines_procedures_with_provenance(miner):
     assert set(first.provenance["processed_example"]) == set(PIPELINE)
     assert first.provenance["prompt_hashes"] == run.prompt_hashes() and all(run.prompt_hashes().values())
     # five LLM calls for each of the 9 passing documents, two for the filtered one
-    assert sent_stages(server) == Counter({"extract_procedure": 10, "llm_filter": 10, "rewrite": 9,
-                                           "extract_resources": 9, "final_validation": 9})
+    assert sent_stages(server) == Counter(
+        {"extract_procedure": 10, "llm_filter": 10, "rewrite": 9, "extract_resources": 9, "final_validation": 9}
+    )
     assert StageResult.objects.filter(run=run).count() == 9 * 6 + 3
     assert LedgerEntry.objects.filter(run=run.ledger_run).count() == 47
 
 
-@pytest.mark.parametrize("flags, stage, reason_start", [
-    ("reject:extract_procedure", "extract_procedure", "no_procedure"),
-    ("", "heuristics", "too_few_steps"),
-    ("reject:llm_filter", "llm_filter", "excluded: It is focused on a named entity."),
-    ("empty:rewrite", "rewrite", "empty_rewrite"),
-    ("reject:final_validation", "final_validation", "failed_validation: correctness: The steps never reach the goal."),
-])
+@pytest.mark.parametrize(
+    "flags, stage, reason_start",
+    [
+        ("reject:extract_procedure", "extract_procedure", "no_procedure"),
+        ("", "heuristics", "too_few_steps"),
+        ("reject:llm_filter", "llm_filter", "excluded: It is focused on a named entity."),
+        ("empty:rewrite", "rewrite", "empty_rewrite"),
+        (
+            "reject:final_validation",
+            "final_validation",
+            "failed_validation: correctness: The steps never reach the goal.",
+        ),
+    ],
+)
 def test_each_stage_rejects_with_its_reason_and_stops_the_document(miner, flags, stage, reason_start):
     server, _ = miner
     n_steps = 3 if stage == "heuristics" else 6
@@ -117,20 +136,27 @@ def test_each_stage_rejects_with_its_reason_and_stops_the_document(miner, flags,
     assert candidate.reason.startswith(reason_start)
     result = StageResult.objects.get(candidate=candidate, stage=stage)
     assert result.status == "rejected" and result.reason == candidate.reason
-    later = PIPELINE[PIPELINE.index(stage) + 1:]
+    later = PIPELINE[PIPELINE.index(stage) + 1 :]
     assert not StageResult.objects.filter(candidate=candidate, stage__in=later).exists()
     assert not (set(sent_stages(server)) & set(later))
     assert Procedure.objects.count() == 0
 
 
-@pytest.mark.parametrize("stage", ["extract_procedure", "llm_filter", "rewrite", "extract_resources", "final_validation"])
+@pytest.mark.parametrize(
+    "stage", ["extract_procedure", "llm_filter", "rewrite", "extract_resources", "final_validation"]
+)
 @pytest.mark.parametrize("kind, outcome", [("malformed", "parse_failed"), ("truncated", "truncated")])
 def test_malformed_and_truncated_answers_fail_the_document_without_counting_as_rejections(miner, stage, kind, outcome):
     server, answers = miner
-    corpus = make_corpus([("d1", "health", document_text("d1", "Tape an ankle", 6, f"{kind}:{stage}")),
-                          ("d2", "health", document_text("d2", "Ice a bruise", 6))])
-    run = mining_run_create(config_text=config(failure_retries=1), source="run.yaml", corpus_name=corpus.name,
-                            start=False)
+    corpus = make_corpus(
+        [
+            ("d1", "health", document_text("d1", "Tape an ankle", 6, f"{kind}:{stage}")),
+            ("d2", "health", document_text("d2", "Ice a bruise", 6)),
+        ]
+    )
+    run = mining_run_create(
+        config_text=config(failure_retries=1), source="run.yaml", corpus_name=corpus.name, start=False
+    )
     assert execute(run) == "done"
     failed = run.candidates.get(document__doc_id="d1")
     assert (failed.status, failed.stage) == ("failed", stage) and failed.reason.startswith(outcome)
@@ -144,8 +170,9 @@ def test_malformed_and_truncated_answers_fail_the_document_without_counting_as_r
 
 def test_a_failure_that_goes_away_on_retry_ends_as_a_procedure(miner):
     corpus = make_corpus([("d1", "health", document_text("d1", "Tape an ankle", 6, "flaky:rewrite"))])
-    run = mining_run_create(config_text=config(failure_retries=1), source="run.yaml", corpus_name=corpus.name,
-                            start=False)
+    run = mining_run_create(
+        config_text=config(failure_retries=1), source="run.yaml", corpus_name=corpus.name, start=False
+    )
     # The client re-asks twice after an unparseable answer, so "flaky" is fixed within the call.
     assert execute(run) == "done"
     assert run.candidates.get().status == "passed"
@@ -155,8 +182,9 @@ def test_failures_are_listed_and_retried_on_request(miner, settings):
     settings.LLM_PARSE_REASKS = 0
     server, answers = miner
     corpus = make_corpus([("d1", "health", document_text("d1", "Tape an ankle", 6, "flaky:llm_filter"))])
-    run = mining_run_create(config_text=config(failure_retries=0), source="run.yaml", corpus_name=corpus.name,
-                            start=False)
+    run = mining_run_create(
+        config_text=config(failure_retries=0), source="run.yaml", corpus_name=corpus.name, start=False
+    )
     assert execute(run) == "done"
     assert run.candidates.get().status == "failed"
     assert mining_run_retry_failures(run=run, start=False) == 1
@@ -169,8 +197,15 @@ def test_failures_are_listed_and_retried_on_request(miner, settings):
 def test_candidates_per_topic_is_the_sampling_budget_and_the_sample_is_seeded(miner):
     docs = [(f"d{i}", TOPICS[i % 2], document_text(f"d{i}", f"Make thing {i}")) for i in range(20)]
     corpus = make_corpus(docs)
-    runs = [mining_run_create(config_text=config(f"r{n}", candidates_per_topic=3, seed=seed), source="run.yaml",
-                              corpus_name=corpus.name, start=False) for n, seed in enumerate((7, 7, 8))]
+    runs = [
+        mining_run_create(
+            config_text=config(f"r{n}", candidates_per_topic=3, seed=seed),
+            source="run.yaml",
+            corpus_name=corpus.name,
+            start=False,
+        )
+        for n, seed in enumerate((7, 7, 8))
+    ]
     samples = []
     for run in runs:
         assert execute(run) == "done"
@@ -184,12 +219,17 @@ def test_desired_valid_per_topic_stops_sampling_once_the_target_is_met(miner):
     server, _ = miner
     # food: every document passes; health: only every third one passes.
     docs = [(f"d{i}", "food-dining", document_text(f"d{i}", f"Cook dish {i}")) for i in range(20)]
-    docs += [(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}", flags="" if i % 3 == 0 else "reject:llm_filter"))
-             for i in range(20, 40)]
+    docs += [
+        (f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}", flags="" if i % 3 == 0 else "reject:llm_filter"))
+        for i in range(20, 40)
+    ]
     corpus = make_corpus(docs)
-    run = mining_run_create(config_text=config(candidates_per_topic=12, desired_valid_per_topic=3,
-                                               extract_batch_size=2),
-                            source="run.yaml", corpus_name=corpus.name, start=False)
+    run = mining_run_create(
+        config_text=config(candidates_per_topic=12, desired_valid_per_topic=3, extract_batch_size=2),
+        source="run.yaml",
+        corpus_name=corpus.name,
+        start=False,
+    )
     assert execute(run) == "done"
     food = run.candidates.filter(topic__slug="food-dining")
     health = run.candidates.filter(topic__slug="health")
@@ -204,8 +244,9 @@ def test_budget_cap_pauses_the_run_and_resume_finishes_without_asking_twice(sett
     with server:
         point_stages_at(settings, server, model="gpt-4.1")  # priced: 400 in + 60 out tokens = 0.00128 USD a call
         corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(10)])
-        run = mining_run_create(config_text=config(budget_usd=0.01, concurrency=1), source="run.yaml",
-                                corpus_name=corpus.name, start=False)
+        run = mining_run_create(
+            config_text=config(budget_usd=0.01, concurrency=1), source="run.yaml", corpus_name=corpus.name, start=False
+        )
         assert execute(run).startswith("paused")
         assert run.status == "paused" and "budget" in run.pause_reason
         spent = LedgerEntry.objects.filter(run=run.ledger_run)
@@ -241,8 +282,12 @@ def test_a_prompt_change_reruns_only_the_changed_stage_and_what_its_answer_chang
 
     changed = tmp_path / "llm_filter_v2.txt"
     changed.write_text((PROMPTS_DIR / "llm_filter.txt").read_text() + "\nBe strict.\n")
-    report = mining_run_update_stages(run=run, config_text=config() + f"stages:\n  llm_filter: {{prompt_file: {changed}}}\n",
-                                      source="run-v2.yaml", start=False)
+    report = mining_run_update_stages(
+        run=run,
+        config_text=config() + f"stages:\n  llm_filter: {{prompt_file: {changed}}}\n",
+        source="run-v2.yaml",
+        start=False,
+    )
     assert report == {"changed_stages": ["llm_filter"], "documents_rewalked": 4}
     assert execute(run) == "done"
     after = sent_stages(server) - before
@@ -250,7 +295,8 @@ def test_a_prompt_change_reruns_only_the_changed_stage_and_what_its_answer_chang
     assert set(Procedure.objects.values_list("pk", flat=True)) == procedures
     assert run.stages["llm_filter"]["prompt_hash"] != run.config.get("llm_filter_hash")
     assert set(StageResult.objects.filter(run=run, stage="llm_filter").values_list("prompt_hash", flat=True)) == {
-        run.stages["llm_filter"]["prompt_hash"]}
+        run.stages["llm_filter"]["prompt_hash"]
+    }
 
 
 def test_a_model_change_reruns_a_stage_and_the_stages_after_it(miner, settings):
@@ -259,8 +305,9 @@ def test_a_model_change_reruns_a_stage_and_the_stages_after_it(miner, settings):
     run = mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name, start=False)
     assert execute(run) == "done"
     before = sent_stages(server)
-    report = mining_run_update_stages(run=run, config_text=config() + "stages:\n  rewrite: {model: other-model}\n",
-                                      source="run-v2.yaml", start=False)
+    report = mining_run_update_stages(
+        run=run, config_text=config() + "stages:\n  rewrite: {model: other-model}\n", source="run-v2.yaml", start=False
+    )
     assert report["changed_stages"] == ["rewrite"]
     assert execute(run) == "done"
     # the new rewrite gives the same answer here, so only the rewrite itself is asked again
@@ -298,8 +345,9 @@ def test_batch_api_run_mines_the_same_procedures_as_an_online_run(settings):
         docs = [(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(4)]
         docs.append(("d4", "health", document_text("d4", "Lift", flags="reject:final_validation")))
         corpus = make_corpus(docs)
-        run = mining_run_create(config_text=config(executor="batch"), source="run.yaml", corpus_name=corpus.name,
-                                start=False)
+        run = mining_run_create(
+            config_text=config(executor="batch"), source="run.yaml", corpus_name=corpus.name, start=False
+        )
         outcome = execute(run)
         for _ in range(20):
             if outcome == "done":
@@ -310,20 +358,28 @@ def test_batch_api_run_mines_the_same_procedures_as_an_online_run(settings):
         assert run.candidates.get(document__doc_id="d4").stage == "final_validation"
         assert len(server.batches) == 5  # one wave per LLM stage
         assert server.chat_requests() == []  # nothing went through the online endpoint
-        assert LedgerEntry.objects.filter(run=run.ledger_run, executor="batch").count() == 25  # 5 documents x 5 LLM stages
+        assert (
+            LedgerEntry.objects.filter(run=run.ledger_run, executor="batch").count() == 25
+        )  # 5 documents x 5 LLM stages
 
 
-@pytest.mark.parametrize("text, message", [
-    ("name: x\n", "missing key(s) candidates_per_topic"),
-    ("name: x\ncandidates_per_topic: 5\ncolour: red\n", "unknown key(s) colour"),
-    ("name: x\ncandidates_per_topic: 0\n", "candidates_per_topic must be at least 1"),
-    ("name: x\ncandidates_per_topic: 5\ndesired_valid_per_topic: 2\n", "needs extract_batch_size"),
-    ("name: x\ncandidates_per_topic: 5\ntopics: [Nowhere]\n", "unknown topic 'Nowhere'"),
-    ("name: x\ncandidates_per_topic: 5\nstages: {rewrite: {prompt_file: /nope.txt}}\n", "stages.rewrite: /nope.txt: cannot read"),
-    ("name: x\ncandidates_per_topic: 5\nstages: {paint: {}}\n", "unknown stage(s) paint"),
-    ("name: x\ncandidates_per_topic: 5\nmin_steps: 9\nmax_steps: 4\n", "min_steps (9) is above max_steps (4)"),
-    ("name: [x\n", "run.yaml, line 2: not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: x\n", "missing key(s) candidates_per_topic"),
+        ("name: x\ncandidates_per_topic: 5\ncolour: red\n", "unknown key(s) colour"),
+        ("name: x\ncandidates_per_topic: 0\n", "candidates_per_topic must be at least 1"),
+        ("name: x\ncandidates_per_topic: 5\ndesired_valid_per_topic: 2\n", "needs extract_batch_size"),
+        ("name: x\ncandidates_per_topic: 5\ntopics: [Nowhere]\n", "unknown topic 'Nowhere'"),
+        (
+            "name: x\ncandidates_per_topic: 5\nstages: {rewrite: {prompt_file: /nope.txt}}\n",
+            "stages.rewrite: /nope.txt: cannot read",
+        ),
+        ("name: x\ncandidates_per_topic: 5\nstages: {paint: {}}\n", "unknown stage(s) paint"),
+        ("name: x\ncandidates_per_topic: 5\nmin_steps: 9\nmax_steps: 4\n", "min_steps (9) is above max_steps (4)"),
+        ("name: [x\n", "run.yaml, line 2: not valid YAML"),
+    ],
+)
 def test_bad_configurations_are_refused_with_what_and_where(miner, text, message):
     corpus = make_corpus([("d1", "health", document_text("d1", "Tape an ankle"))])
     with pytest.raises(RunConfigError) as caught:

@@ -7,6 +7,7 @@ vLLM is not installed here (it needs a GPU), so these tests check what the run h
 the executor, that a machine without vLLM pauses the run with the executor's message,
 and that once the vLLM stage's answers are in the ledger the online stages run against
 the scripted server."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -79,8 +80,14 @@ targets:
 export:
   format: jsonl
 """
-ENGINE = {"revision": "main", "max_model_len": 16384, "dtype": "bfloat16", "tensor_parallel_size": 1,
-          "worker_multiproc_method": "spawn", "hf_token_env": "MY_HF_TOKEN"}
+ENGINE = {
+    "revision": "main",
+    "max_model_len": 16384,
+    "dtype": "bfloat16",
+    "tensor_parallel_size": 1,
+    "worker_multiproc_method": "spawn",
+    "hf_token_env": "MY_HF_TOKEN",
+}
 
 
 def mixed(inputs: str = "docs") -> str:
@@ -118,12 +125,17 @@ def test_our_own_shape_gives_a_stage_its_executor_and_engine_options():
     assert "executor" not in config["stages"]["rewrite"]
 
 
-@pytest.mark.parametrize("stage_text, message", [
-    ("{engine: {revision: main}}", "stages.extract_procedure.engine: engine options apply only to executor "
-                                   "vllm_offline"),
-    ("{executor: gpu}", "stages.extract_procedure.executor must be one of online, batch, vllm_offline"),
-    ("{executor: vllm_offline, engine: [revision]}", "stages.extract_procedure.engine must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "stage_text, message",
+    [
+        (
+            "{engine: {revision: main}}",
+            "stages.extract_procedure.engine: engine options apply only to executor vllm_offline",
+        ),
+        ("{executor: gpu}", "stages.extract_procedure.executor must be one of online, batch, vllm_offline"),
+        ("{executor: vllm_offline, engine: [revision]}", "stages.extract_procedure.engine must be a mapping"),
+    ],
+)
 def test_a_stage_executor_or_engine_we_cannot_honour_is_refused_by_name(stage_text, message):
     text = f"name: own\ncandidates_per_topic: 3\nstages:\n  extract_procedure: {stage_text}\n"
     with pytest.raises(RunConfigError) as caught:
@@ -138,8 +150,17 @@ def write_documents(folder: Path, n: int = 3) -> Path:
     folder.mkdir()
     with open(folder / "part-0.jsonl", "w") as handle:
         for i in range(n):
-            handle.write(json.dumps({"doc": f"d{i}", "body": document_text(f"d{i}", f"Make thing {i}"),
-                                     "link": f"https://example.org/{i}", "topic_label": "Health"}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "doc": f"d{i}",
+                        "body": document_text(f"d{i}", f"Make thing {i}"),
+                        "link": f"https://example.org/{i}",
+                        "topic_label": "Health",
+                    }
+                )
+                + "\n"
+            )
     return folder
 
 
@@ -164,15 +185,36 @@ def answer_as_the_gpu_would(job: LLMJob, miner_answers) -> None:
         text = request.messages[0]["content"]
         found = MARKER.search(text)
         answer = miner_answers.answer("extract_procedure", text, found, found.group(2).split() if found else [])
-        body = {"choices": [{"message": {"role": "assistant", "content": json.dumps(answer)}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 40}}
+        body = {
+            "choices": [{"message": {"role": "assistant", "content": json.dumps(answer)}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 40},
+        }
         verdict = classify_completion(request, body)
         assert verdict.outcome == "ok"
-        ledger_write(key, dict(stage=request.stage, role=job.role, run=job.run, base_url="vllm-offline",
-                               model=job_endpoint(job).model, executor=job.executor, request=request.to_dict(),
-                               response=body, response_text=verdict.text, finish_reason=verdict.finish_reason,
-                               outcome=verdict.outcome, parsed=verdict.value, error="", path=PATH_JSON_SCHEMA,
-                               attempts=1, tokens_in=100, tokens_out=40, latency_ms=5, cost_usd=None))
+        ledger_write(
+            key,
+            dict(
+                stage=request.stage,
+                role=job.role,
+                run=job.run,
+                base_url="vllm-offline",
+                model=job_endpoint(job).model,
+                executor=job.executor,
+                request=request.to_dict(),
+                response=body,
+                response_text=verdict.text,
+                finish_reason=verdict.finish_reason,
+                outcome=verdict.outcome,
+                parsed=verdict.value,
+                error="",
+                path=PATH_JSON_SCHEMA,
+                attempts=1,
+                tokens_in=100,
+                tokens_out=40,
+                latency_ms=5,
+                cost_usd=None,
+            ),
+        )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -189,14 +231,20 @@ def test_the_vllm_stage_gets_wave_jobs_that_carry_its_engine_options_to_the_engi
     # what the executor passes to vllm.LLM(...), to the environment and to LLM.chat()
     options = job_engine(requests)
     assert engine_kwargs(job_endpoint(job).model, options, environ={"MY_HF_TOKEN": "hf_secret"}) == {
-        "model": "Qwen/Qwen3-8B", "hf_token": "hf_secret", "revision": "main", "max_model_len": 16384,
-        "dtype": "bfloat16", "tensor_parallel_size": 1}
+        "model": "Qwen/Qwen3-8B",
+        "hf_token": "hf_secret",
+        "revision": "main",
+        "max_model_len": 16384,
+        "dtype": "bfloat16",
+        "tensor_parallel_size": 1,
+    }
     assert engine_environment(options) == {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
     assert chat_kwargs(requests[0]) == {"chat_template_kwargs": {"enable_thinking": False}}
     # the engine options are part of each request's identity
     assert len({r.key_for(job_endpoint(job)) for r in requests}) == 3
     assert requests[0].key_for(job_endpoint(job)) != LLMRequest.from_dict(
-        {**job.requests[0], "engine": {**ENGINE, "revision": "other"}}).key_for(job_endpoint(job))
+        {**job.requests[0], "engine": {**ENGINE, "revision": "other"}}
+    ).key_for(job_endpoint(job))
     assert server.chat_requests() == []  # nothing went to a server
 
 
@@ -232,8 +280,9 @@ def test_with_the_vllm_answers_in_the_ledger_the_online_stages_run_against_the_s
     assert sent == sorted(["llm_filter", "rewrite", "extract_resources", "final_validation"] * 3)
     assert all(body["model"] == "gpt-4.1" for body in server.chat_requests())
     later = LLMJob.objects.filter(run=run.ledger_run).exclude(pk=vllm_job.pk)
-    assert {(j.role, j.executor) for j in later} == {(role, "online") for role in (
-        "llm_filter", "rewrite", "extract_resources", "final_validation")}
+    assert {(j.role, j.executor) for j in later} == {
+        (role, "online") for role in ("llm_filter", "rewrite", "extract_resources", "final_validation")
+    }
     extract = StageResult.objects.filter(run=run, stage="extract_procedure")
     assert extract.count() == 3 and set(extract.values_list("status", flat=True)) == {"passed"}
     assert set(extract.values_list("request_key", flat=True)) == set(vllm_job.keys)
@@ -251,11 +300,30 @@ def test_a_failed_vllm_answer_is_asked_again_in_a_later_wave_not_taken_twice(min
     answer_as_the_gpu_would(first, answers)
     broken = first.keys[2]
     LedgerEntry.objects.filter(key=broken).delete()
-    ledger_write(broken, dict(stage="extract_procedure", role=first.role, run=first.run, base_url="vllm-offline",
-                              model="Qwen/Qwen3-8B", executor="vllm_offline", request=first.requests[2],
-                              response=None, response_text="not json", finish_reason="stop",
-                              outcome="parse_failed", parsed=None, error="no JSON object", path=PATH_JSON_SCHEMA,
-                              attempts=1, tokens_in=100, tokens_out=3, latency_ms=5, cost_usd=None))
+    ledger_write(
+        broken,
+        dict(
+            stage="extract_procedure",
+            role=first.role,
+            run=first.run,
+            base_url="vllm-offline",
+            model="Qwen/Qwen3-8B",
+            executor="vllm_offline",
+            request=first.requests[2],
+            response=None,
+            response_text="not json",
+            finish_reason="stop",
+            outcome="parse_failed",
+            parsed=None,
+            error="no JSON object",
+            path=PATH_JSON_SCHEMA,
+            attempts=1,
+            tokens_in=100,
+            tokens_out=3,
+            latency_ms=5,
+            cost_usd=None,
+        ),
+    )
     mining_run_resume(run=run, start=False)
     assert mining_run_execute(run_id=run.pk).startswith("paused: the vllm_offline executor needs vLLM")
     again = LLMJob.objects.filter(run=run.ledger_run, executor="vllm_offline").exclude(pk=first.pk)
@@ -272,10 +340,13 @@ def test_a_failed_vllm_answer_is_asked_again_in_a_later_wave_not_taken_twice(min
 
 
 def test_a_top_level_vllm_llm_block_runs_every_stage_in_process():
-    text = mixed().replace("llm:\n  provider: openai\n  model: gpt-4.1\n",
-                           "llm:\n  backend: vllm\n  model: Qwen/Qwen3-8B\n  vllm: {engine_kwargs: {revision: v2}}\n")
+    text = mixed().replace(
+        "llm:\n  provider: openai\n  model: gpt-4.1\n",
+        "llm:\n  backend: vllm\n  model: Qwen/Qwen3-8B\n  vllm: {engine_kwargs: {revision: v2}}\n",
+    )
     config = mining_config_parse(text, source="all_vllm.yaml")
-    assert {stage: spec["executor"] for stage, spec in config["stages"].items()} == dict.fromkeys(config["stages"],
-                                                                                                   "vllm_offline")
+    assert {stage: spec["executor"] for stage, spec in config["stages"].items()} == dict.fromkeys(
+        config["stages"], "vllm_offline"
+    )
     assert config["stages"]["rewrite"]["engine"] == {"revision": "v2"}
     assert config["stages"]["extract_procedure"]["engine"] == ENGINE  # its own block wins

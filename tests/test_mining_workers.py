@@ -1,6 +1,7 @@
 """A mining run in real Celery worker processes: a worker killed mid-run and the run
 resumed finishes with no duplicated procedure and no completed request sent again; two
 workers share one run through their claims."""
+
 from __future__ import annotations
 
 import uuid
@@ -23,8 +24,13 @@ N_DOCS = 30
 
 
 def _env(server) -> dict[str, str]:
-    return {"LLM_BASE_URL": server.base_url, "LLM_MODEL": "scripted", "LLM_API_KEY": "k",
-            "DATABASE_URL": _database_url(), "LLM_BACKOFF_BASE_SECONDS": "0.01"}
+    return {
+        "LLM_BASE_URL": server.base_url,
+        "LLM_MODEL": "scripted",
+        "LLM_API_KEY": "k",
+        "DATABASE_URL": _database_url(),
+        "LLM_BACKOFF_BASE_SECONDS": "0.01",
+    }
 
 
 def _send(run, queue: str, n: int = 1) -> None:
@@ -35,8 +41,10 @@ def _send(run, queue: str, n: int = 1) -> None:
 
 
 def _corpus():
-    docs = [(f"d{i}", ("food-dining", "health", "industrial")[i % 3], document_text(f"d{i}", f"Make thing {i}"))
-            for i in range(N_DOCS)]
+    docs = [
+        (f"d{i}", ("food-dining", "health", "industrial")[i % 3], document_text(f"d{i}", f"Make thing {i}"))
+        for i in range(N_DOCS)
+    ]
     return make_corpus(docs)
 
 
@@ -51,8 +59,9 @@ def test_worker_killed_mid_run_then_resumed_mines_each_procedure_once(settings, 
         corpus = _corpus()
         queue = f"mining-{uuid.uuid4().hex[:8]}"
         with celery_worker(tmp_path, env=_env(server), queue=queue) as worker:
-            run = mining_run_create(config_text=config("killed", concurrency=4), source="run.yaml",
-                                    corpus_name=corpus.name, start=False)
+            run = mining_run_create(
+                config_text=config("killed", concurrency=4), source="run.yaml", corpus_name=corpus.name, start=False
+            )
             _send(run, queue)
             _wait(lambda: StageResult.objects.filter(run=run).count() >= 40, 90, "the first stage results")
             worker.kill()  # SIGKILL: no chance to release claims or mark anything
@@ -91,10 +100,16 @@ def test_two_workers_share_a_run_without_taking_the_same_document(settings, tmp_
         second = tmp_path / "second"
         second.mkdir()
         queue = f"mining-{uuid.uuid4().hex[:8]}"
-        with celery_worker(tmp_path, env=_env(server), queue=queue), \
-                celery_worker(second, env=_env(server), queue=queue):
-            run = mining_run_create(config_text=config("shared", concurrency=3, workers=2), source="run.yaml",
-                                    corpus_name=corpus.name, start=False)
+        with (
+            celery_worker(tmp_path, env=_env(server), queue=queue),
+            celery_worker(second, env=_env(server), queue=queue),
+        ):
+            run = mining_run_create(
+                config_text=config("shared", concurrency=3, workers=2),
+                source="run.yaml",
+                corpus_name=corpus.name,
+                start=False,
+            )
             _send(run, queue, n=2)
             _wait(lambda: MiningRun.objects.get(pk=run.pk).status == "done", 120, "the run")
         assert run.candidates.filter(status="passed").count() == N_DOCS

@@ -1,6 +1,7 @@
 """Who sees what: anonymous users see only the login page (and, later, annotator entry
 points); researchers see procedures, the API and its docs; admins also see the system
 page and the Django admin."""
+
 from __future__ import annotations
 
 import pytest

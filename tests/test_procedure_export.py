@@ -1,5 +1,6 @@
 """`export_procedures`: both shapes, JSONL (plain and compressed) and Parquet; export ->
 import -> export gives back exactly the same file."""
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,15 @@ def _wipe():
 
 
 @pytest.mark.parametrize("shape", ["flat", "how2mine.v1"])
-@pytest.mark.parametrize("name,fmt", [
-    ("out.jsonl", "jsonl"), ("out.jsonl.gz", "jsonl"), ("out.jsonl.zst", "jsonl"), ("out.parquet", "parquet"),
-])
+@pytest.mark.parametrize(
+    "name,fmt",
+    [
+        ("out.jsonl", "jsonl"),
+        ("out.jsonl.gz", "jsonl"),
+        ("out.jsonl.zst", "jsonl"),
+        ("out.parquet", "parquet"),
+    ],
+)
 def test_export_then_import_round_trips_exactly(tmp_path, shape, name, fmt):
     _load_fixture(tmp_path)
     first = tmp_path / f"first-{name}"
@@ -43,7 +50,7 @@ def test_export_then_import_round_trips_exactly(tmp_path, shape, name, fmt):
         assert pq.read_table(first).to_pylist() == pq.read_table(second).to_pylist()
     else:
         assert first.read_bytes() == second.read_bytes() or name.endswith(".gz")  # gzip stamps mtime
-        from mining.record_files import iter_records
+        from core.record_files import iter_records
 
         assert [r for _, r in iter_records(first)] == [r for _, r in iter_records(second)]
 
@@ -100,17 +107,35 @@ def test_a_constrained_export_round_trips_with_its_split(tmp_path):
     """Procedures of the constrained slice (CoScript) leave and come back as constrained,
     and ``--split constrained`` exports them alone."""
     _load_fixture(tmp_path)
-    call_command("import_procedures", str(write_records(tmp_path, "constrained", [
-        {"source_example_id": "coscript:1:1", "topic": FLAT[0]["topic"], "goal": "Make a sugar-free cake for a diabetic",
-         "steps": ["Mix flour with a sweetener.", "Bake for 30 minutes."], "resources": []},
-    ], "jsonl")), "--split", "constrained")
+    call_command(
+        "import_procedures",
+        str(
+            write_records(
+                tmp_path,
+                "constrained",
+                [
+                    {
+                        "source_example_id": "coscript:1:1",
+                        "topic": FLAT[0]["topic"],
+                        "goal": "Make a sugar-free cake for a diabetic",
+                        "steps": ["Mix flour with a sweetener.", "Bake for 30 minutes."],
+                        "resources": [],
+                    },
+                ],
+                "jsonl",
+            )
+        ),
+        "--split",
+        "constrained",
+    )
     out = tmp_path / "constrained.jsonl"
     call_command("export_procedures", "--output", str(out), "--split", "constrained")
-    from mining.record_files import iter_records
+    from core.record_files import iter_records
 
     records = [r for _, r in iter_records(out)]
     assert [(r["source_example_id"], r["split"], r["resources"]) for r in records] == [
-        ("coscript:1:1", "constrained", [])]
+        ("coscript:1:1", "constrained", [])
+    ]
     _wipe()
     call_command("import_procedures", str(out))
     assert list(Procedure.objects.values_list("source_example_id", "split")) == [("coscript:1:1", "constrained")]

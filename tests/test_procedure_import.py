@@ -1,4 +1,5 @@
 """`import_procedures`: every shape and format, idempotent re-import, all-or-nothing on bad input."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,8 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from core.record_files import RecordError
 from mining.models import Procedure, Topic
-from mining.record_files import RecordFileError
 from mining.services import procedure_import
 from tests.files import write_records
 
@@ -33,7 +34,12 @@ FLAT = [
 HOW2MINE = [
     {
         "schema_version": "how2mine.v1",
-        "source_example": {"id": "doc-9", "text": "Full page text ...", "url": "https://example.org/knurl", "topic": "Home & Hobbies"},
+        "source_example": {
+            "id": "doc-9",
+            "text": "Full page text ...",
+            "url": "https://example.org/knurl",
+            "topic": "Home & Hobbies",
+        },
         "processed_example": {
             "procedures": {"stage_passed": True, "goal": "knurl", "steps": ["a", "b"]},
             "final_filter": {"stage_passed": True, "correctness": {"answer": "yes", "reason": "fine"}},
@@ -173,7 +179,7 @@ def test_bad_record_is_reported_with_file_line_and_field_and_nothing_is_stored(t
 def test_unknown_topic_is_created_only_when_asked(tmp_path):
     records = [dict(FLAT[0], topic="Astrology")]
     path = write_records(tmp_path, "astro", records, "jsonl")
-    with pytest.raises(RecordFileError):
+    with pytest.raises(RecordError):
         procedure_import(path=path)
     assert not Topic.objects.filter(name="Astrology").exists()
     procedure_import(path=path, create_topics=True)
@@ -183,7 +189,7 @@ def test_unknown_topic_is_created_only_when_asked(tmp_path):
 def test_bad_row_in_a_parquet_file_is_reported_by_row(tmp_path):
     records = [FLAT[0], dict(FLAT[1], goal="")]
     path = write_records(tmp_path, "bad", records, "parquet")
-    with pytest.raises(RecordFileError) as excinfo:
+    with pytest.raises(RecordError) as excinfo:
         procedure_import(path=path)
     assert "row 2" in str(excinfo.value) and "field 'goal'" in str(excinfo.value)
     assert Procedure.objects.count() == 0
@@ -192,11 +198,11 @@ def test_bad_row_in_a_parquet_file_is_reported_by_row(tmp_path):
 def test_bad_csv_cell_is_reported_by_line(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text(
-        'source_example_id,topic,goal,steps,resources\n'
+        "source_example_id,topic,goal,steps,resources\n"
         'a,Health,Goal A,"[""Step one.""]",[]\n'
         'b,Health,Goal B,"[""Step one."", ""unterminated]",[]\n'
     )
-    with pytest.raises(RecordFileError) as excinfo:
+    with pytest.raises(RecordError) as excinfo:
         procedure_import(path=path)
     assert "line 3" in str(excinfo.value) and "field 'steps'" in str(excinfo.value)
     assert Procedure.objects.count() == 0
@@ -204,7 +210,7 @@ def test_bad_csv_cell_is_reported_by_line(tmp_path):
 
 def test_unsupported_schema_version_is_rejected(tmp_path):
     record = dict(HOW2MINE[0], schema_version="how2mine.v0")
-    with pytest.raises(RecordFileError) as excinfo:
+    with pytest.raises(RecordError) as excinfo:
         procedure_import(path=write_records(tmp_path, "v0", [record], "jsonl"))
     assert "field 'schema_version'" in str(excinfo.value)
 
@@ -222,6 +228,6 @@ def test_truncated_compressed_file_is_an_error_not_a_partial_import(tmp_path, co
     path = write_records(tmp_path, "procedures", records, "jsonl", compression)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(RecordFileError):
+    with pytest.raises(RecordError):
         procedure_import(path=path)
     assert Procedure.objects.count() == 0

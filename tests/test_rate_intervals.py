@@ -4,6 +4,7 @@ command: mining yield (overall, per topic) and stage pass rates, CoScript kept a
 rates per constraint type, How2Score of the constrained slice per constraint type (n judged,
 n unusable, coverage, interval; an incomplete row is never ranked above complete ones), and
 goal-step accuracy (calls without a usable answer left out and counted)."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ def _command_json(capsys, *args) -> dict:
     capsys.readouterr()
     call_command(*args)
     out = capsys.readouterr().out
-    return json.loads(out[out.index("{"):])
+    return json.loads(out[out.index("{") :])
 
 
 def _shown_share(cell_html: str) -> tuple[str, str, str, int, int]:
@@ -73,13 +74,16 @@ def mined(miner):
     """A finished run: health has 4 procedures, 1 rejection and 1 failed document (its
     llm_filter answer is never readable); food-dining 2 procedures and 1 rejection."""
     docs = [(f"d{i}", "health", document_text(f"d{i}", f"Prepare item {i}")) for i in range(4)]
-    docs += [("d4", "health", document_text("d4", "Visit the shop", flags="reject:llm_filter")),
-             ("d5", "health", document_text("d5", "Sort the mail", flags="malformed:llm_filter"))]
+    docs += [
+        ("d4", "health", document_text("d4", "Visit the shop", flags="reject:llm_filter")),
+        ("d5", "health", document_text("d5", "Sort the mail", flags="malformed:llm_filter")),
+    ]
     docs += [(f"d{i}", "food-dining", document_text(f"d{i}", f"Cook dish {i}")) for i in (6, 7)]
     docs += [("d8", "food-dining", document_text("d8", "Visit the market", flags="reject:llm_filter"))]
     corpus = make_corpus(docs)
-    run = mining_run_create(config_text=config("rates-run", failure_retries=0), source="run.yaml",
-                            corpus_name=corpus.name, start=False)
+    run = mining_run_create(
+        config_text=config("rates-run", failure_retries=0), source="run.yaml", corpus_name=corpus.name, start=False
+    )
     mining_run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == "done_with_failures"
@@ -123,6 +127,7 @@ def test_the_run_page_api_and_command_show_the_same_yield(mined, researcher_clie
 
 # -- CoScript kept rates ----------------------------------------------------------------
 
+
 def test_kept_rates_per_constraint_type_carry_n_and_wilson_intervals_everywhere(run, researcher_client, capsys):
     report = run.report["filter"]
     html = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
@@ -161,38 +166,60 @@ def constrained_slice(db):
     them (modifier and method pass, intent fails); "few-model" passes the one intent
     procedure it has a usable verdict for, and two of its answers were unusable."""
     topic, _ = Topic.objects.get_or_create(name="Health", defaults={"slug": "health"})
-    procedures = {t: [Procedure.objects.create(topic=topic, goal=f"{t} goal {i}", steps=["a", "b"], split=Split.CONSTRAINED,
-                                               source_example_id=f"{t}-{i}", provenance={"constraint_type": t})
-                      for i in range(4)] for t in ("modifier", "method", "intent")}
+    procedures = {
+        t: [
+            Procedure.objects.create(
+                topic=topic,
+                goal=f"{t} goal {i}",
+                steps=["a", "b"],
+                split=Split.CONSTRAINED,
+                source_example_id=f"{t}-{i}",
+                provenance={"constraint_type": t},
+            )
+            for i in range(4)
+        ]
+        for t in ("modifier", "method", "intent")
+    }
     for constraint_type, items in procedures.items():
         for procedure in items:
             generation = Generation.objects.create(procedure=procedure, model="complete-model", predicted_steps=["x"])
             Judgment.objects.create(generation=generation, judge="how2judge", has_failure=constraint_type == "intent")
-    few = [Generation.objects.create(procedure=procedures["intent"][i], model="few-model", predicted_steps=["x"])
-           for i in range(3)]
+    few = [
+        Generation.objects.create(procedure=procedures["intent"][i], model="few-model", predicted_steps=["x"])
+        for i in range(3)
+    ]
     Judgment.objects.create(generation=few[0], judge="how2judge", has_failure=False)
     for generation in few[1:]:
         Judgment.objects.create(generation=generation, judge="how2judge", has_failure=None, outcome="parse_failed")
     return procedures
 
 
-def test_the_constrained_slice_never_ranks_a_barely_covered_model_above_a_complete_one(constrained_slice,
-                                                                                      researcher_client):
+def test_the_constrained_slice_never_ranks_a_barely_covered_model_above_a_complete_one(
+    constrained_slice, researcher_client
+):
     rows = constrained_how2score()
-    assert [(r["model"], r["rank"], r["complete"]) for r in rows] == [("complete-model", 1, True),
-                                                                      ("few-model", None, False)]
+    assert [(r["model"], r["rank"], r["complete"]) for r in rows] == [
+        ("complete-model", 1, True),
+        ("few-model", None, False),
+    ]
     complete, few = rows
     # Each score is judging's estimate: n judged, unusable, coverage and the Wilson interval.
     fields = ("how2score", "how2score_percent", "ci95", "ci95_percent", "n_judged", "n_unusable", "coverage")
     assert {k: complete[k] for k in fields} == {
-        k: how2score_estimate(8, 12, n_items=12, n_items_judged=12)[k] for k in fields}
+        k: how2score_estimate(8, 12, n_items=12, n_items_judged=12)[k] for k in fields
+    }
     assert (few["how2score"], few["how2score_percent"], few["n_judged"], few["n_unusable"]) == (1.0, 100.0, 1, 2)
     assert few["coverage"] == pytest.approx(1 / 12)
     intent = {c["constraint_type"]: c for c in few["by_type"]}["intent"]
-    assert intent == {"constraint_type": "intent", **how2score_estimate(1, 1, n_unusable=2, n_items=4, n_items_judged=1),
-                      "complete": False}
+    assert intent == {
+        "constraint_type": "intent",
+        **how2score_estimate(1, 1, n_unusable=2, n_items=4, n_items_judged=1),
+        "complete": False,
+    }
     modifier = {c["constraint_type"]: c for c in complete["by_type"]}["modifier"]
-    assert modifier["how2score"] == 1.0 and modifier["ci95"] == how2score_estimate(4, 4)["ci95"] and modifier["complete"]
+    assert (
+        modifier["how2score"] == 1.0 and modifier["ci95"] == how2score_estimate(4, 4)["ci95"] and modifier["complete"]
+    )
     # The same numbers as the constrained leaderboard over all judged items.
     board = {r["model"]: r for r in leaderboard_ranking("how2judge", Split.CONSTRAINED, basis="all")["rows"]}
     for row in rows:
@@ -219,8 +246,9 @@ def _truncating(body):
     return Reply("B", finish_reason="length") if prompt == "Keep a cat calm" else Reply(ANSWERS[prompt])
 
 
-def test_goal_step_accuracy_leaves_out_calls_without_a_usable_answer_and_says_so(task_set, server,
-                                                                                 researcher_client, capsys):
+def test_goal_step_accuracy_leaves_out_calls_without_a_usable_answer_and_says_so(
+    task_set, server, researcher_client, capsys
+):
     server.default = _truncating  # the scripted server of the generate role
     scripted_model = language_model_register(name="scripted-model")
     evaluation = task_evaluation_create(task_set=task_set, language_model=scripted_model, start=False)

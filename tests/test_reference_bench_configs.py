@@ -4,6 +4,7 @@ suite of local and API generators, an API-only suite, judging existing generatio
 the generation and judge runs their keys say, with every request option; a key we do not
 know or cannot honour is refused by name; and a generate and a judge-existing-generations
 configuration run end to end against the scripted server."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,8 @@ from judging.models import GenerationRun, JudgeRun
 from judging.reference_configs import bench_reference_translate
 from judging.reference_runs import reference_generation_runs_create
 from judging.run_configs import reference_bench_config_load
-from llm.vllm_offline import chat_kwargs, engine_environment, engine_kwargs, job_engine
 from llm.client import LLMRequest
+from llm.vllm_offline import chat_kwargs, engine_environment, engine_kwargs, job_engine
 from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
 from tests.test_judging_runs import _asked
 
@@ -129,8 +130,7 @@ evaluator:
 def translate(text: str, tmp_path=None):
     import yaml
 
-    return bench_reference_translate(yaml.safe_load(textwrap.dedent(text)), source="bench.yaml",
-                                     base_dir=tmp_path)
+    return bench_reference_translate(yaml.safe_load(textwrap.dedent(text)), source="bench.yaml", base_dir=tmp_path)
 
 
 # --- translation (pure) ---------------------------------------------------------------
@@ -143,8 +143,11 @@ def test_official_suite_becomes_one_generation_run_per_model_with_its_options(tm
     early = runs["olmo-early"]
     assert early["executor"] == "vllm_offline" and early["model"]["model"] == "allenai/Olmo-3-1025-7B"
     assert early["model"]["prompt_style"] == "base" and early["options"]["mode"] == "generate"
-    assert early["options"]["engine"] == {"revision": "stage1-step566000", "max_model_len": 8192,
-                                          "tensor_parallel_size": 2}
+    assert early["options"]["engine"] == {
+        "revision": "stage1-step566000",
+        "max_model_len": 8192,
+        "tensor_parallel_size": 2,
+    }
     assert early["options"]["params"] == {"stop": ["\n\n"]}
     assert runs["olmo-late"]["options"]["params"] == {"stop": None}  # no stop unless the config gives one
     assert runs["qwen-no-thinking"]["options"]["params"] == {"chat_template_kwargs": {"enable_thinking": False}}
@@ -165,19 +168,28 @@ def test_api_only_suite_keeps_free_temperatures_reasoning_effort_and_the_evaluat
     config = translate(API_ONLY.format(out_root="out/api"), tmp_path)
     runs = {r["name"]: r for r in config["generations"]}
     assert runs["gpt-4.1"]["options"]["temperature"] == 0.3 and runs["gpt-4.1"]["options"]["max_tokens"] == 1500
-    assert runs["gpt-5"]["options"] == {"temperature": 1.0, "max_tokens": 8192, "mode": "chat",
-                                        "params": {"reasoning_effort": "minimal"}}
+    assert runs["gpt-5"]["options"] == {
+        "temperature": 1.0,
+        "max_tokens": 8192,
+        "mode": "chat",
+        "params": {"reasoning_effort": "minimal"},
+    }
     served = runs["qwen-served"]  # executor: online → asked at the generate role (a vllm serve)
     assert served["executor"] == "online" and "engine" not in served["options"]
     assert config["judge"]["judge"] == "gpt-5" and config["judge"]["model"] == "gpt-5"
-    assert config["judge"]["options"] == {"temperature": 1.0, "max_tokens": 8192, "mode": "chat",
-                                          "params": {"reasoning_effort": "minimal"}}
+    assert config["judge"]["options"] == {
+        "temperature": 1.0,
+        "max_tokens": 8192,
+        "mode": "chat",
+        "params": {"reasoning_effort": "minimal"},
+    }
     assert config["own"] == {"sample_per_topic": 1, "seed": 1}
 
 
 def test_judge_existing_generations_names_the_file_to_import_and_the_judgments_file(tmp_path):
-    config = translate(JUDGE_EXISTING.format(out_root="out/rejudge", generations="g/generations.jsonl",
-                                             judgments="j.jsonl"), tmp_path)
+    config = translate(
+        JUDGE_EXISTING.format(out_root="out/rejudge", generations="g/generations.jsonl", judgments="j.jsonl"), tmp_path
+    )
     assert config["generations"] == []
     assert config["reference"]["generations_file"] == str(tmp_path / "g" / "generations.jsonl")
     assert config["reference"]["judgments_file"] == str(tmp_path / "j.jsonl")
@@ -185,23 +197,36 @@ def test_judge_existing_generations_names_the_file_to_import_and_the_judgments_f
     assert config["judge"]["options"]["max_tokens"] == 2048 and config["judge"]["judge"] == "gpt-4.1"
 
 
-@pytest.mark.parametrize("change, message", [
-    (("out_root:", "outputs: x\nout_root:"), "top level: unknown key(s) outputs"),
-    (("    run_name: olmo-late\n", "    run_name: olmo-late\n    beam_width: 3\n"), "models[1]: unknown key(s) beam_width"),
-    (("generator_defaults:\n", "generator_defaults:\n  top_p: 0.9\n"), "generator_defaults: unknown key(s) top_p"),
-    (("out_root:", "generator: {model: x}\nout_root:"), "generator: the reference's older bench shape"),
-    (("out_root:", "prompts: {extract: a.txt}\nout_root:"), "prompts: unknown key(s) extract"),
-    (("out_root:", "paths: {outputs: a}\nout_root:"), "paths: unknown key(s) outputs"),
-    (("stop: [", "best_of: 2\n        stop: ["), "sampling_kwargs.best_of: not a sampling option"),
-    (("out_root:", "executor: online\nout_root:"), "models[0].vllm.engine_kwargs: engine options need the in-process"),
-    (("    run_name: qwen-thinking\n    prompt_style: inst\n", "    run_name: qwen-thinking\n"),
-     "models[3].prompt_style: is required"),
-    (("run_name: olmo-late", "run_name: olmo-early"), "models[1].run_name: 'olmo-early' names two models"),
-    (("reasoning_effort: minimal", "reasoning_effort: extreme"), "models[4].reasoning_effort: must be one of"),
-    (("out_root:", "inputs: {hf_repo: someone/missing-bench}\nout_root:"),
-     "inputs.hf_repo: no local copy of the Hugging Face dataset 'someone/missing-bench'"),
-    (("out_root:", "paths: {generations: g.jsonl}\nout_root:"), "paths.generations: give either models"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("out_root:", "outputs: x\nout_root:"), "top level: unknown key(s) outputs"),
+        (
+            ("    run_name: olmo-late\n", "    run_name: olmo-late\n    beam_width: 3\n"),
+            "models[1]: unknown key(s) beam_width",
+        ),
+        (("generator_defaults:\n", "generator_defaults:\n  top_p: 0.9\n"), "generator_defaults: unknown key(s) top_p"),
+        (("out_root:", "generator: {model: x}\nout_root:"), "generator: the reference's older bench shape"),
+        (("out_root:", "prompts: {extract: a.txt}\nout_root:"), "prompts: unknown key(s) extract"),
+        (("out_root:", "paths: {outputs: a}\nout_root:"), "paths: unknown key(s) outputs"),
+        (("stop: [", "best_of: 2\n        stop: ["), "sampling_kwargs.best_of: not a sampling option"),
+        (
+            ("out_root:", "executor: online\nout_root:"),
+            "models[0].vllm.engine_kwargs: engine options need the in-process",
+        ),
+        (
+            ("    run_name: qwen-thinking\n    prompt_style: inst\n", "    run_name: qwen-thinking\n"),
+            "models[3].prompt_style: is required",
+        ),
+        (("run_name: olmo-late", "run_name: olmo-early"), "models[1].run_name: 'olmo-early' names two models"),
+        (("reasoning_effort: minimal", "reasoning_effort: extreme"), "models[4].reasoning_effort: must be one of"),
+        (
+            ("out_root:", "inputs: {hf_repo: someone/missing-bench}\nout_root:"),
+            "inputs.hf_repo: no local copy of the Hugging Face dataset 'someone/missing-bench'",
+        ),
+        (("out_root:", "paths: {generations: g.jsonl}\nout_root:"), "paths.generations: give either models"),
+    ],
+)
 def test_a_key_we_do_not_know_or_cannot_honour_is_refused_by_name(change, message, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     assert change[0] in OFFICIAL
@@ -216,26 +241,43 @@ def test_a_hub_dataset_id_is_read_from_its_local_copy_and_never_downloaded(tmp_p
     snapshot.mkdir(parents=True)
     (snapshot / "train-00000.jsonl").write_text("{}\n")
     (snapshot / "test-00000.jsonl").write_text("{}\n")
-    text = OFFICIAL.replace("out_root:", f"inputs:\n  hf_repo: someone/bench\n  hf_cache_dir: {tmp_path / 'cache'}\n"
-                                         "  hf_streaming: true\nout_root:", 1)
+    text = OFFICIAL.replace(
+        "out_root:",
+        f"inputs:\n  hf_repo: someone/bench\n  hf_cache_dir: {tmp_path / 'cache'}\n  hf_streaming: true\nout_root:",
+        1,
+    )
     config = translate(text, tmp_path)
     assert config["reference"]["inputs"] == [str(snapshot / "train-00000.jsonl")]  # hf_split train
     assert any("hf_streaming" in note for note in config["reference"]["notes"])
 
 
 def test_engine_options_reach_the_vllm_engine_constructor_arguments():
-    engine = {"revision": "stage1-step566000", "max_model_len": 8192, "tensor_parallel_size": 2,
-              "hf_token_env": "MY_TOKEN", "worker_multiproc_method": "spawn"}
+    engine = {
+        "revision": "stage1-step566000",
+        "max_model_len": 8192,
+        "tensor_parallel_size": 2,
+        "hf_token_env": "MY_TOKEN",
+        "worker_multiproc_method": "spawn",
+    }
     assert engine_kwargs("allenai/Olmo-3-1025-7B", engine, environ={"MY_TOKEN": "t0k"}) == {
-        "model": "allenai/Olmo-3-1025-7B", "hf_token": "t0k", "revision": "stage1-step566000",
-        "max_model_len": 8192, "tensor_parallel_size": 2}
+        "model": "allenai/Olmo-3-1025-7B",
+        "hf_token": "t0k",
+        "revision": "stage1-step566000",
+        "max_model_len": 8192,
+        "tensor_parallel_size": 2,
+    }
     assert engine_environment(engine) == {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
-    request = LLMRequest(stage="generate", messages=[{"role": "user", "content": "x"}],
-                         params={"chat_template_kwargs": {"enable_thinking": False}, "top_p": 0.9}, engine=engine)
+    request = LLMRequest(
+        stage="generate",
+        messages=[{"role": "user", "content": "x"}],
+        params={"chat_template_kwargs": {"enable_thinking": False}, "top_p": 0.9},
+        engine=engine,
+    )
     assert chat_kwargs(request) == {"chat_template_kwargs": {"enable_thinking": False}}
     assert job_engine([request, request]) == engine
-    other = LLMRequest(stage="generate", messages=request.messages, params=request.params,
-                       engine={**engine, "revision": "main"})
+    other = LLMRequest(
+        stage="generate", messages=request.messages, params=request.params, engine={**engine, "revision": "main"}
+    )
     with pytest.raises(ValueError, match="different engine options"):
         job_engine([request, other])
     assert request.key("m") != other.key("m")  # the revision is part of the request's identity
@@ -259,16 +301,26 @@ def scripted(settings, demo):
         server.default = answer
         roles = dict(settings.LLM_ROLES)
         for role in ("generate", "how2score_judge"):
-            roles[role] = {"base_url": server.base_url, "api_key": "k", "model": "served-judge", "temperature": None,
-                           "max_tokens": None}
+            roles[role] = {
+                "base_url": server.base_url,
+                "api_key": "k",
+                "model": "served-judge",
+                "temperature": None,
+                "max_tokens": None,
+            }
         settings.LLM_ROLES = roles
         yield server
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_official_suite_creates_runs_whose_requests_carry_their_options(scripted, tmp_path):
-    config = reference_bench_config_load(_write(tmp_path, "official.yaml", OFFICIAL.replace(
-        "generator_defaults:", "sample_per_topic: 1\ngenerator_defaults:")))
+    config = reference_bench_config_load(
+        _write(
+            tmp_path,
+            "official.yaml",
+            OFFICIAL.replace("generator_defaults:", "sample_per_topic: 1\ngenerator_defaults:"),
+        )
+    )
     runs = {r.name: r for r in reference_generation_runs_create(config=config, start=False)}
     early = runs["olmo-early"]
     assert early.executor == "vllm_offline" and early.llm_job.executor == "vllm_offline"
@@ -280,7 +332,9 @@ def test_the_official_suite_creates_runs_whose_requests_carry_their_options(scri
     # The same model at two revisions never shares a ledger answer.
     assert not set(early.llm_job.keys) & set(runs["olmo-late"].llm_job.keys)
     qwen = runs["qwen-no-thinking"].llm_job.requests[0]
-    assert qwen["messages"][0]["role"] == "user" and qwen["params"]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert qwen["messages"][0]["role"] == "user" and qwen["params"]["chat_template_kwargs"] == {
+        "enable_thinking": False
+    }
     assert runs["qwen-thinking"].llm_job.requests[0]["params"]["top_k"] == 20
     assert runs["gpt-5"].llm_job.requests[0]["params"]["reasoning_effort"] == "minimal"
     assert len(early.procedure_ids) == 14
@@ -308,24 +362,35 @@ def test_a_reference_generate_config_runs_end_to_end_with_its_request_options(sc
     # the three models wrote the same steps: the ledger answers the repeated judge requests
     assert len(judge_bodies) == 14 and {b["model"] for b in judge_bodies} == {"gpt-5"}
     assert [r.judgments.count() for r in JudgeRun.objects.order_by("name")] == [14, 14, 14]
-    assert {(b["max_tokens"], b["temperature"], b["reasoning_effort"]) for b in judge_bodies} == {(8192, 1.0, "minimal")}
-    assert sorted(JudgeRun.objects.values_list("name", flat=True)) == ["gpt-4.1--gpt-5", "gpt-5--gpt-5",
-                                                                       "qwen-served--gpt-5"]
+    assert {(b["max_tokens"], b["temperature"], b["reasoning_effort"]) for b in judge_bodies} == {
+        (8192, 1.0, "minimal")
+    }
+    assert sorted(JudgeRun.objects.values_list("name", flat=True)) == [
+        "gpt-4.1--gpt-5",
+        "gpt-5--gpt-5",
+        "qwen-served--gpt-5",
+    ]
     assert (tmp_path / "out" / "bench" / "gpt-5" / "judgments" / "gpt-5" / "judgments.jsonl").exists()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_judge_existing_generations_config_imports_the_file_and_judges_it(scripted, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    gen = _write(tmp_path, "gen.yaml", "name: elsewhere\nmodel: {name: some-model, prompt_style: inst}\n"
-                                       "sample_per_topic: 1\nseed: 2\n")
+    gen = _write(
+        tmp_path,
+        "gen.yaml",
+        "name: elsewhere\nmodel: {name: some-model, prompt_style: inst}\nsample_per_topic: 1\nseed: 2\n",
+    )
     call_command("bench_run", "generate", "--config", gen, "--wait")
     generations = tmp_path / "elsewhere" / "generations.jsonl"
     generations.parent.mkdir()
     call_command("bench_transfer", "export-generations", "--run", "elsewhere", "--output", str(generations))
     judgments = tmp_path / "rejudged.jsonl"
-    config = _write(tmp_path, "judge_existing.yaml", JUDGE_EXISTING.format(
-        out_root="out/rejudge", generations=generations, judgments=judgments))
+    config = _write(
+        tmp_path,
+        "judge_existing.yaml",
+        JUDGE_EXISTING.format(out_root="out/rejudge", generations=generations, judgments=judgments),
+    )
     call_command("bench_run", "judge", "--config", config, "--wait")
     imported = GenerationRun.objects.get(name="rejudge")
     assert imported.generations.count() == 14 and imported.language_model.name == "some-model"
@@ -344,8 +409,11 @@ def test_a_judge_existing_generations_config_imports_the_file_and_judges_it(scri
 @pytest.mark.django_db(transaction=True)
 def test_without_an_evaluator_the_judge_role_is_asked_as_how2judge_with_plain_prompts(scripted, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    path = _write(tmp_path, "no_evaluator.yaml", "models:\n  - {model: gpt-4.1, provider: openai, "
-                                                  "prompt_style: inst}\nout_root: out/b\nsample_per_topic: 1\n")
+    path = _write(
+        tmp_path,
+        "no_evaluator.yaml",
+        "models:\n  - {model: gpt-4.1, provider: openai, prompt_style: inst}\nout_root: out/b\nsample_per_topic: 1\n",
+    )
     call_command("bench_run", "generate", "--config", path, "--wait")
     call_command("bench_run", "judge", "--config", path, "--wait")
     judge_bodies = [b for b in scripted.chat_requests() if b.get("response_format")]
@@ -356,12 +424,19 @@ def test_without_an_evaluator_the_judge_role_is_asked_as_how2judge_with_plain_pr
 
 @pytest.mark.django_db(transaction=True)
 def test_our_own_shape_takes_the_same_request_options(scripted, tmp_path):
-    gen = _write(tmp_path, "gen.yaml", "name: mine\nmodel: {name: m1, prompt_style: inst, max_tokens: 700}\n"
-                                       "sample_per_topic: 1\ntemperature: 0.7\ntop_p: 0.9\nreasoning_effort: low\n"
-                                       "params: {chat_template_kwargs: {enable_thinking: false}}\n")
+    gen = _write(
+        tmp_path,
+        "gen.yaml",
+        "name: mine\nmodel: {name: m1, prompt_style: inst, max_tokens: 700}\n"
+        "sample_per_topic: 1\ntemperature: 0.7\ntop_p: 0.9\nreasoning_effort: low\n"
+        "params: {chat_template_kwargs: {enable_thinking: false}}\n",
+    )
     call_command("bench_run", "generate", "--config", gen, "--wait")
-    judge = _write(tmp_path, "judge.yaml", "name: j\ngeneration_run: mine\njudge: how2judge\nmax_tokens: 3000\n"
-                                           "reasoning_effort: high\n")
+    judge = _write(
+        tmp_path,
+        "judge.yaml",
+        "name: j\ngeneration_run: mine\njudge: how2judge\nmax_tokens: 3000\nreasoning_effort: high\n",
+    )
     call_command("bench_run", "judge", "--config", judge, "--wait")
     bodies = scripted.chat_requests()
     gen_body = next(b for b in bodies if not b.get("response_format"))
@@ -370,8 +445,12 @@ def test_our_own_shape_takes_the_same_request_options(scripted, tmp_path):
     judge_body = next(b for b in bodies if b.get("response_format"))
     assert (judge_body["max_tokens"], judge_body["reasoning_effort"]) == (3000, "high")
     with pytest.raises(CommandError, match="engine options apply only to the vllm_offline executor"):
-        call_command("bench_run", "generate", "--config", _write(tmp_path, "e.yaml", "name: e\nmodel: m1\n"
-                                                                                    "engine: {revision: main}\n"))
+        call_command(
+            "bench_run",
+            "generate",
+            "--config",
+            _write(tmp_path, "e.yaml", "name: e\nmodel: m1\nengine: {revision: main}\n"),
+        )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -383,9 +462,16 @@ def test_a_reference_config_with_inputs_generates_for_exactly_the_inputs_procedu
     monkeypatch.chdir(tmp_path)
     steps = [f"Do step {i} of the task." for i in range(1, 6)]
     records = [
-        {"schema_version": "how2bench.example.v1", "source_example_id": f"input-{i}", "url": "",
-         "source_text": "", "topic": "Food & Dining", "goal": f"Cook dish number {i}.", "resources": ["pot"],
-         "steps": steps}
+        {
+            "schema_version": "how2bench.example.v1",
+            "source_example_id": f"input-{i}",
+            "url": "",
+            "source_text": "",
+            "topic": "Food & Dining",
+            "goal": f"Cook dish number {i}.",
+            "resources": ["pot"],
+            "steps": steps,
+        }
         for i in range(3)
     ]
     records.append(records[0])  # a repeated record: generated for once
@@ -396,8 +482,11 @@ def test_a_reference_config_with_inputs_generates_for_exactly_the_inputs_procedu
     text = API_ONLY.format(out_root="out/inputs").replace("sample_per_topic: 1\n", "")
     path = _write(tmp_path, "inputs.yaml", f"inputs:\n  path: {inputs}\n" + text)
     call_command("bench_run", "generate", "--config", path, "--wait")
-    imported = list(Procedure.objects.filter(source_example_id__startswith="input-")
-                    .order_by("source_example_id").values_list("pk", flat=True))
+    imported = list(
+        Procedure.objects.filter(source_example_id__startswith="input-")
+        .order_by("source_example_id")
+        .values_list("pk", flat=True)
+    )
     assert len(imported) == 3 and Procedure.objects.filter(split="bench").count() == already + 3
     for run in GenerationRun.objects.filter(name__in=["gpt-4.1", "gpt-5", "qwen-served"]):
         assert run.procedure_ids == imported, run.name

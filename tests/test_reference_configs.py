@@ -3,6 +3,7 @@
 shapes are accepted and become the runs, stages and settings their keys say; a key we
 do not know is refused by name, a key we cannot honour is refused with the reason; and
 one mining and one bench configuration run end to end against the scripted server."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,13 @@ def yaml_text(text: str) -> str:
 
 def reference_prompts_block() -> str:
     """The reference's ``prompts:`` block, pointing at prompt files by path."""
-    files = {"procedures": "extract_procedure.txt", "filter": "llm_filter.txt", "postprocess": "rewrite.txt",
-             "resources": "extract_resources.txt", "final_filter": "final_validation.txt"}
+    files = {
+        "procedures": "extract_procedure.txt",
+        "filter": "llm_filter.txt",
+        "postprocess": "rewrite.txt",
+        "resources": "extract_resources.txt",
+        "final_filter": "final_validation.txt",
+    }
     return "prompts:\n" + "".join(f"  {key}: {MINING_PROMPTS / name}\n" for key, name in files.items())
 
 
@@ -136,7 +142,11 @@ def test_api_only_mining_config_becomes_our_run_configuration():
     config = mining_config_parse(fill(OPENAI_SYNC), source="openai_sync.yaml")
     assert config["name"] == "how2mine"
     assert config["topics"] == ["Food & Dining", "Health"]
-    assert (config["candidates_per_topic"], config["desired_valid_per_topic"], config["extract_batch_size"]) == (40, 3, 10)
+    assert (config["candidates_per_topic"], config["desired_valid_per_topic"], config["extract_batch_size"]) == (
+        40,
+        3,
+        10,
+    )
     assert (config["min_steps"], config["max_steps"]) == (4, 12)  # targets.min_steps honoured
     extract = config["stages"]["extract_procedure"]
     assert extract["model"] == "gpt-4.1" and extract["temperature"] == 0.0 and extract["max_tokens"] == 4096
@@ -184,20 +194,28 @@ def test_with_our_executor_online_a_vllm_stage_is_asked_at_its_served_endpoint()
     notes = " ".join(config["reference"]["notes"])
     assert "worker_multiproc_method" in notes and "hf_token_env" in notes
     with pytest.raises(RunConfigError, match="engine_kwargs: engine options need the in-process vLLM executor"):
-        mining_config_parse("executor: online\n" + fill(MIXED).replace(
-            "      engine_kwargs:\n", "      engine_kwargs: {revision: main}\n"), source="mixed.yaml")
+        mining_config_parse(
+            "executor: online\n"
+            + fill(MIXED).replace("      engine_kwargs:\n", "      engine_kwargs: {revision: main}\n"),
+            source="mixed.yaml",
+        )
 
 
-@pytest.mark.parametrize("change, message", [
-    (("\nllm:\n", "\nllm:\n  top_k_sampler: 3\n"), "llm: unknown key(s) top_k_sampler"),
-    (("out_root:", "outputs: x\nout_root:"), "unknown key(s) outputs"),
-    (("targets:\n", "targets:\n  train_per_topic: 2\n"), "targets.train_per_topic: mining runs do not split"),
-    (("require_guided_json: true", "require_guided_json: false"), "require_guided_json: JSON stages always ask"),
-    (("top_k: 20", "top_k: 20\n        best_of: 3"), "sampling_kwargs.best_of: not a sampling option"),
-    (("format: parquet", "format: feather"), "export.format: must be one of jsonl, jsonl_zst, parquet, arrow_ipc"),
-    (("  procedures:\n    backend", "  tools_stage: {}\n  procedures:\n    backend"),
-     "stage_llm_overrides: unknown stage(s) tools_stage"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("\nllm:\n", "\nllm:\n  top_k_sampler: 3\n"), "llm: unknown key(s) top_k_sampler"),
+        (("out_root:", "outputs: x\nout_root:"), "unknown key(s) outputs"),
+        (("targets:\n", "targets:\n  train_per_topic: 2\n"), "targets.train_per_topic: mining runs do not split"),
+        (("require_guided_json: true", "require_guided_json: false"), "require_guided_json: JSON stages always ask"),
+        (("top_k: 20", "top_k: 20\n        best_of: 3"), "sampling_kwargs.best_of: not a sampling option"),
+        (("format: parquet", "format: feather"), "export.format: must be one of jsonl, jsonl_zst, parquet, arrow_ipc"),
+        (
+            ("  procedures:\n    backend", "  tools_stage: {}\n  procedures:\n    backend"),
+            "stage_llm_overrides: unknown stage(s) tools_stage",
+        ),
+    ],
+)
 def test_a_key_we_do_not_know_or_cannot_honour_is_refused_by_name(change, message):
     text = fill(MIXED)
     assert change[0] in text
@@ -219,8 +237,12 @@ def write_documents(folder: Path, n: int = 6) -> Path:
     topics = ("Food & Dining", "Health", "Sports & Fitness")
     with open(folder / "part-0.jsonl", "w") as handle:
         for i in range(n):
-            row = {"doc": f"d{i}", "body": document_text(f"d{i}", f"Make thing {i}"),
-                   "link": f"https://example.org/{i}", "topic_label": topics[i % 3]}
+            row = {
+                "doc": f"d{i}",
+                "body": document_text(f"d{i}", f"Make thing {i}"),
+                "link": f"https://example.org/{i}",
+                "topic_label": topics[i % 3],
+            }
             handle.write(json.dumps(row) + "\n")
     (folder / "notes.txt").write_text("not a record file")  # left out by include_globs
     return folder
@@ -258,8 +280,9 @@ def test_no_topics_mode_runs_on_documents_without_topics(miner, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "a.jsonl").write_text("".join(
-        json.dumps({"doc": f"d{i}", "body": document_text(f"d{i}", f"Fix part {i}")}) + "\n" for i in range(7)))
+    (docs / "a.jsonl").write_text(
+        "".join(json.dumps({"doc": f"d{i}", "body": document_text(f"d{i}", f"Fix part {i}")}) + "\n" for i in range(7))
+    )
     config = tmp_path / "no_topics.yaml"
     config.write_text(fill(NO_TOPICS, inputs=str(docs)))
     call_command("mine_run", "--config", str(config), "--wait")

@@ -7,6 +7,7 @@ pooled; rate_n = repeated occurrences / all occurrences, 0.0 when there are none
 the list has fewer than two steps; reject when rate_4 >= 0.30 or rate_3 >= 0.35 or
 rate_2 >= 0.40, after the step count check. ``oracle_decision`` below restates that rule
 character by character, independently of ``mining.heuristics``."""
+
 from __future__ import annotations
 
 import random
@@ -31,7 +32,7 @@ def oracle_rate(steps: list[str], n: int) -> float:
     grams: list[str] = []
     for step in steps:
         words = oracle_words(step)
-        grams.extend(" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
+        grams.extend(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
     if not grams:
         return 0.0
     return sum(c - 1 for c in Counter(grams).values()) / len(grams)
@@ -114,10 +115,58 @@ def test_a_single_step_has_no_repetition_as_in_the_reference():
 
 # --- property test: seeded random step lists ------------------------------------------
 
-WORDS = ["stir", "the", "soup", "add", "salt", "oil", "heat", "pan", "dough", "bake", "Stir", "SOUP", "café",
-         "cafe\u0301", "straße", "STRASSE", "ＳＯＵＰ", "ﬂour", "flour", "\u0130ce", "m²", "m2", "42", "½"]
-DECORATIONS = ["", "", "", ".", ",", "!", "_", "°", "$", "+", "=", "🙂", "\u200b", "\u200d", "\u0301", "™", "'s", "…",
-               "\u00a0", "-", "/", "©", "—", "＿"]
+WORDS = [
+    "stir",
+    "the",
+    "soup",
+    "add",
+    "salt",
+    "oil",
+    "heat",
+    "pan",
+    "dough",
+    "bake",
+    "Stir",
+    "SOUP",
+    "café",
+    "cafe\u0301",
+    "straße",
+    "STRASSE",
+    "ＳＯＵＰ",
+    "ﬂour",
+    "flour",
+    "\u0130ce",
+    "m²",
+    "m2",
+    "42",
+    "½",
+]
+DECORATIONS = [
+    "",
+    "",
+    "",
+    ".",
+    ",",
+    "!",
+    "_",
+    "°",
+    "$",
+    "+",
+    "=",
+    "🙂",
+    "\u200b",
+    "\u200d",
+    "\u0301",
+    "™",
+    "'s",
+    "…",
+    "\u00a0",
+    "-",
+    "/",
+    "©",
+    "—",
+    "＿",
+]
 JOINERS = [" ", " ", " ", " ", "_", "-", "\u200b", "\u00a0", "/", "+", "\t", "  "]
 
 
@@ -160,8 +209,9 @@ def test_seeded_random_lists_agree_at_other_bounds_too():
         steps = random_steps(rng)
         low = rng.randint(0, 6)
         high = rng.randint(low, 16)
-        assert HeuristicsFilter(min_steps=low, max_steps=high).check(steps).passed == \
-            oracle_decision(steps, low, high), steps
+        assert HeuristicsFilter(min_steps=low, max_steps=high).check(steps).passed == oracle_decision(
+            steps, low, high
+        ), steps
 
 
 def test_mine_prefilter_offers_the_old_normalisation(tmp_path):
@@ -171,8 +221,15 @@ def test_mine_prefilter_offers_the_old_normalisation(tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps({"steps": steps}) + "\n")
     call_command("mine_prefilter", "--input", str(source), "--output", str(tmp_path / "ref.jsonl"))
-    call_command("mine_prefilter", "--input", str(source), "--output", str(tmp_path / "old.jsonl"),
-                 "--normalisation", "nfkc_casefold")
+    call_command(
+        "mine_prefilter",
+        "--input",
+        str(source),
+        "--output",
+        str(tmp_path / "old.jsonl"),
+        "--normalisation",
+        "nfkc_casefold",
+    )
     ref = json.loads((tmp_path / "ref.jsonl").read_text())["prefilter"]
     old = json.loads((tmp_path / "old.jsonl").read_text())["prefilter"]
     assert ref["passed"] is True and old["passed"] is False

@@ -2,6 +2,7 @@
 run, never an IntegrityError; the ledger key names the endpoint's base URL, so two servers
 serving one model name never share cached answers, and every place that recomputes a
 key (the client, the job, the generation's provenance, the mining walker) agrees."""
+
 from __future__ import annotations
 
 import pytest
@@ -46,13 +47,22 @@ def test_generate_with_a_taken_run_name_is_a_clear_error_naming_the_run(server, 
 
 def test_judge_with_a_taken_run_name_is_a_clear_error_naming_the_run(server, tmp_path):  # noqa: F811
     call_command("bench_run", "generate", "--config", _yaml(tmp_path, "gen.yaml", GENERATE), "--wait")
-    call_command("bench_run", "judge", "--config",
-                 _yaml(tmp_path, "j.yaml", "name: j1\ngeneration_run: qwen-bench\njudge: how2judge\n"), "--wait")
+    call_command(
+        "bench_run",
+        "judge",
+        "--config",
+        _yaml(tmp_path, "j.yaml", "name: j1\ngeneration_run: qwen-bench\njudge: how2judge\n"),
+        "--wait",
+    )
     existing = JudgeRun.objects.get(name="j1")
     # another judge name, the same run name: the name is what is taken
     with pytest.raises(CommandError) as caught:
-        call_command("bench_run", "judge", "--config",
-                     _yaml(tmp_path, "j2.yaml", "name: j1\ngeneration_run: qwen-bench\njudge: other-judge\n"))
+        call_command(
+            "bench_run",
+            "judge",
+            "--config",
+            _yaml(tmp_path, "j2.yaml", "name: j1\ngeneration_run: qwen-bench\njudge: other-judge\n"),
+        )
     assert f"judge run 'j1' already exists (id {existing.pk})" in str(caught.value)
     assert JudgeRun.objects.count() == 1
 
@@ -69,8 +79,9 @@ def test_the_service_refuses_a_taken_name_before_writing_anything(server, tmp_pa
 
 
 def _request() -> LLMRequest:
-    return LLMRequest(stage="generate", messages=[{"role": "user", "content": "Write 2 steps"}],
-                      params={"temperature": 0})
+    return LLMRequest(
+        stage="generate", messages=[{"role": "user", "content": "Write 2 steps"}], params={"temperature": 0}
+    )
 
 
 def test_the_key_includes_the_base_url_and_ignores_a_trailing_slash():

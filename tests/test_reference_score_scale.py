@@ -4,6 +4,7 @@
 API, ``bench_run status`` and ``bench_aggregate`` on the exported judgments give the same
 numbers, equal to the ones counted by hand; a topic with nothing scored is null with
 n_judged 0 everywhere."""
+
 from __future__ import annotations
 
 import io
@@ -13,7 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from core.intervals import wilson_interval
-from judging.models import Generation, GenerationRun, Judgment, JudgeRun, LanguageModel
+from judging.models import Generation, GenerationRun, JudgeRun, Judgment, LanguageModel
 from mining.models import Procedure, Topic
 
 pytestmark = pytest.mark.django_db
@@ -41,15 +42,26 @@ def world():
     for t, (topic_name, verdicts) in enumerate(VERDICTS.items()):
         topic, _ = Topic.objects.get_or_create(name=topic_name, defaults={"slug": f"scale-topic-{t}"})
         for i, verdict in enumerate(verdicts):
-            procedure = Procedure.objects.create(topic=topic, goal=f"{topic_name} task {i}", steps=STEPS, split="bench",
-                                                 source_example_id=f"scale-{t}-{i}")
+            procedure = Procedure.objects.create(
+                topic=topic,
+                goal=f"{topic_name} task {i}",
+                steps=STEPS,
+                split="bench",
+                source_example_id=f"scale-{t}-{i}",
+            )
             ids.append(procedure.pk)
-            generation = Generation.objects.create(procedure=procedure, run=generation_run, model=model.name,
-                                                   predicted_steps=STEPS)
+            generation = Generation.objects.create(
+                procedure=procedure, run=generation_run, model=model.name, predicted_steps=STEPS
+            )
             Judgment.objects.create(
-                generation=generation, run=run, judge=JUDGE, has_failure=verdict,
-                outcome="ok" if verdict is not None else "parse_failed", reasoning="Read it.",
-                critical_failures=[{"failure": "Wrong.", "L1_steps": [1], "L2_steps": [2]}] if verdict else [])
+                generation=generation,
+                run=run,
+                judge=JUDGE,
+                has_failure=verdict,
+                outcome="ok" if verdict is not None else "parse_failed",
+                reasoning="Read it.",
+                critical_failures=[{"failure": "Wrong.", "L1_steps": [1], "L2_steps": [2]}] if verdict else [],
+            )
     generation_run.procedure_ids = ids
     generation_run.save()
     return run
@@ -97,8 +109,11 @@ def test_the_judge_run_api_and_bench_run_status_state_both_scales(world, researc
     out = io.StringIO()
     call_command("bench_run", "status", world.name, stdout=out)
     status = json.loads(out.getvalue())
-    for where, score in (("api detail", detail["how2score"]), ("api list", listed["how2score"]),
-                         ("bench_run status", status["how2score"])):
+    for where, score in (
+        ("api detail", detail["how2score"]),
+        ("api list", listed["how2score"]),
+        ("bench_run status", status["how2score"]),
+    ):
         _check(score, N_PASS, N_SCORED, where)
         assert (score["n_judged"], score["n_unusable"]) == (N_SCORED, N_UNUSABLE), where
         _check_topics(score["by_topic"], where)
@@ -113,9 +128,13 @@ def test_bench_aggregate_on_the_exported_judgments_gives_the_same_numbers(world,
     _check(aggregate, N_PASS, N_SCORED, "bench_aggregate")
     assert (aggregate["n_judged"], aggregate["n_parse_failed"]) == (N_SCORED, N_UNUSABLE)
     _check_topics(aggregate["by_topic"], "bench_aggregate by_topic")
-    (row,) = researcher_client.get("/api/leaderboard", {"judge": JUDGE, "basis": "all", "min_coverage": 0}).json()["rows"]
+    (row,) = researcher_client.get("/api/leaderboard", {"judge": JUDGE, "basis": "all", "min_coverage": 0}).json()[
+        "rows"
+    ]
     assert (row["how2score"], row["how2score_percent"]) == (
-        pytest.approx(aggregate["how2score"]), pytest.approx(aggregate["how2score_percent"]))
+        pytest.approx(aggregate["how2score"]),
+        pytest.approx(aggregate["how2score_percent"]),
+    )
 
 
 def test_the_comparison_api_gives_the_difference_on_both_scales(world, researcher_client):
@@ -123,8 +142,9 @@ def test_the_comparison_api_gives_the_difference_on_both_scales(world, researche
     for generation in other:  # a second model that passes everything it was judged on
         twin = Generation.objects.create(procedure=generation.procedure, model="scale-other", predicted_steps=STEPS)
         Judgment.objects.create(generation=twin, judge=JUDGE, has_failure=False, outcome="ok")
-    body = researcher_client.get("/api/leaderboard/compare", {"judge": JUDGE, "a": "scale-model", "b": "scale-other",
-                                                              "resamples": 200}).json()
+    body = researcher_client.get(
+        "/api/leaderboard/compare", {"judge": JUDGE, "a": "scale-model", "b": "scale-other", "resamples": 200}
+    ).json()
     assert body["n_items"] == N_SCORED
     assert body["difference"] == pytest.approx(N_PASS / N_SCORED - 1.0)
     assert body["difference_percent"] == pytest.approx(100 * (N_PASS / N_SCORED - 1.0))

@@ -7,6 +7,7 @@ what lies between the first ``<answer>`` and the next ``</answer>``; then every 
 non-empty line that starts with decimal digits is a step: the digits, optional spaces,
 at most one of ``) . : -`` and optional spaces are dropped, and an empty rest is skipped;
 when no line gave a step, every non-empty stripped line is a step."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,9 +20,9 @@ def reference_steps(text: str) -> list[str]:
     if not body:
         return []
     if "</think>" in body:
-        body = body[body.rindex("</think>") + len("</think>"):].strip()
+        body = body[body.rindex("</think>") + len("</think>") :].strip()
     if "<answer>" in body and "</answer>" in body:
-        inside = body[body.index("<answer>") + len("<answer>"):]
+        inside = body[body.index("<answer>") + len("<answer>") :]
         end = inside.find("</answer>")
         body = (inside if end < 0 else inside[:end]).strip()
     steps = []
@@ -53,7 +54,8 @@ AGREE = {
     "blank lines between items": "1. Boil water.\n\n\n2. Add tea.\n   \n3. Steep.\n",
     "prose before and after": "Sure! Here are the steps:\n\n1. Boil water.\n2. Add tea.\n\nEnjoy your tea!",
     "multi-line steps keep only the numbered line": (
-        "1. Boil water\n   in a kettle.\n2. Add tea:\n   - green or black\n3. Steep."),
+        "1. Boil water\n   in a kettle.\n2. Add tea:\n   - green or black\n3. Steep."
+    ),
     "bullets only": "- Boil water.\n- Add tea.\n* Steep.",
     "bullets under numbered items": "1. Prepare:\n- a kettle\n- a cup\n2. Boil water.",
     "Step N: labels are not numbers": "Step 1: Boil water.\nStep 2: Add tea.",
@@ -88,27 +90,40 @@ def test_at_least_sixteen_varied_completions_agree():
 # Each documented difference: (completion, our steps, the reason we keep our rule).
 DIFFER = {
     "a line starting with a quantity is not an item": (
-        "1. Mix:\n2 cups flour\n1 egg\n2. Bake.", ["Mix:", "Bake."],
-        "the reference reads any line starting with digits as an item ('cups flour', 'egg')"),
+        "1. Mix:\n2 cups flour\n1 egg\n2. Bake.",
+        ["Mix:", "Bake."],
+        "the reference reads any line starting with digits as an item ('cups flour', 'egg')",
+    ),
     "a decimal at the start of a line is text": (
-        "1.5 cups of flour.\n2 eggs.", ["1.5 cups of flour.", "2 eggs."],
-        "the reference turns '1.5 cups' into the step '5 cups' and '2 eggs.' into 'eggs.'"),
+        "1.5 cups of flour.\n2 eggs.",
+        ["1.5 cups of flour.", "2 eggs."],
+        "the reference turns '1.5 cups' into the step '5 cups' and '2 eggs.' into 'eggs.'",
+    ),
     "a range or a time at the start of a line is text": (
-        "1. Beat the eggs.\n3-4 eggs work best.\n10:30 is a good time.\n2. Fry.", ["Beat the eggs.", "Fry."],
-        "the reference adds '4 eggs work best.' and '30 is a good time.' as steps"),
+        "1. Beat the eggs.\n3-4 eggs work best.\n10:30 is a good time.\n2. Fry.",
+        ["Beat the eggs.", "Fry."],
+        "the reference adds '4 eggs work best.' and '30 is a good time.' as steps",
+    ),
     "a number followed by a word with no separator is not an item": (
-        "1 Boil water.\n2 Add tea.", ["1 Boil water.", "2 Add tea."],
-        "without a separator a line is indistinguishable from a quantity; the reference strips the number"),
+        "1 Boil water.\n2 Add tea.",
+        ["1 Boil water.", "2 Add tea."],
+        "without a separator a line is indistinguishable from a quantity; the reference strips the number",
+    ),
     "the last answer block is the answer": (
         "I will answer in <answer></answer> tags.\n<answer>\n1. Boil water.\n2. Add tea.\n</answer>",
         ["Boil water.", "Add tea."],
-        "the reference keeps the first block, here an empty mention of the tags, and finds no steps"),
+        "the reference keeps the first block, here an empty mention of the tags, and finds no steps",
+    ),
     "answer tags in capitals": (
-        "Intro.\n<ANSWER>\n1. Boil water.\n</ANSWER>\n2. Not part of it.", ["Boil water."],
-        "the reference matches the tags in lower case only and keeps the line after the block"),
+        "Intro.\n<ANSWER>\n1. Boil water.\n</ANSWER>\n2. Not part of it.",
+        ["Boil water."],
+        "the reference matches the tags in lower case only and keeps the line after the block",
+    ),
     "an unclosed answer tag keeps what follows it": (
-        "0. A draft line.\n<answer>\nBoil water.\nAdd tea.", ["Boil water.", "Add tea."],
-        "the reference ignores a lone <answer> and keeps the text before it"),
+        "0. A draft line.\n<answer>\nBoil water.\nAdd tea.",
+        ["Boil water.", "Add tea."],
+        "the reference ignores a lone <answer> and keeps the text before it",
+    ),
 }
 
 

@@ -1,4 +1,5 @@
 """POST /api/reward: How2Score from the configured judge, format and length rewards, batches, tokens."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,6 @@ import pytest
 from rest_framework.test import APIClient
 
 from core.services import api_token_create
-
 from judging.metrics import length_reward
 from judging.tokens import procedure_tokens
 from tests.scripted_llm import Reply, ScriptedLLM
@@ -15,13 +15,16 @@ from tests.scripted_llm import Reply, ScriptedLLM
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REFERENCE = ["Heat oil in a large pot.", "Fry pork pieces in the oil until golden.", "Simmer for about 2 hours."]
-GOOD = "<think>Three steps.</think>\n1. Heat oil in a large pot.\n2. Fry the pork until golden.\n3. Simmer for two hours."
+GOOD = (
+    "<think>Three steps.</think>\n1. Heat oil in a large pot.\n2. Fry the pork until golden.\n3. Simmer for two hours."
+)
 BAD = "1. Fry the pork.\n3. Serve it raw."
 
 
 @pytest.fixture
 def judge(settings):
     with ScriptedLLM() as server:
+
         def answer(body):
             text = body["messages"][0]["content"]
             failures = [{"failure": "Serves raw pork.", "L1_steps": [3], "L2_steps": [2]}] if "raw" in text else []
@@ -29,7 +32,13 @@ def judge(settings):
 
         server.default = answer
         roles = dict(settings.LLM_ROLES)
-        roles["how2score_judge"] = {"base_url": server.base_url, "api_key": "k", "model": "how2judge", "temperature": None, "max_tokens": None}
+        roles["how2score_judge"] = {
+            "base_url": server.base_url,
+            "api_key": "k",
+            "model": "how2judge",
+            "temperature": None,
+            "max_tokens": None,
+        }
         settings.LLM_ROLES = roles
         yield server
 
@@ -42,15 +51,24 @@ def api(researcher):
 
 
 def _item(completion):
-    return {"goal": "Prepare a pork stew.", "resources": ["oil", "pork"], "reference_steps": REFERENCE, "completion": completion}
+    return {
+        "goal": "Prepare a pork stew.",
+        "resources": ["oil", "pork"],
+        "reference_steps": REFERENCE,
+        "completion": completion,
+    }
 
 
 def test_reward_for_one_completion(api, judge):
     body = api.post("/api/reward", _item(GOOD), format="json").json()
     steps = ["Heat oil in a large pot.", "Fry the pork until golden.", "Simmer for two hours."]
     expected_length = length_reward(procedure_tokens(steps), procedure_tokens(REFERENCE))
-    assert body == {"how2score": 1, "format": 1, "length": pytest.approx(expected_length),
-                    "total": pytest.approx(2 + expected_length)}
+    assert body == {
+        "how2score": 1,
+        "format": 1,
+        "length": pytest.approx(expected_length),
+        "total": pytest.approx(2 + expected_length),
+    }
     sent = judge.chat_requests()[0]["messages"][0]["content"]
     assert "1. Heat oil in a large pot." in sent and "<think>" not in sent  # the judge sees parsed steps only
 
@@ -60,8 +78,12 @@ def test_batch_of_completions(api, judge):
     good, bad, empty = body["items"]
     assert good["how2score"] == 1 and good["format"] == 1
     assert bad["how2score"] == 0 and bad["format"] == 0  # numbering 1, 3 is not consecutive
-    assert empty == {"how2score": 0, "format": 0, "length": pytest.approx(length_reward(0, procedure_tokens(REFERENCE))),
-                     "total": pytest.approx(length_reward(0, procedure_tokens(REFERENCE)))}
+    assert empty == {
+        "how2score": 0,
+        "format": 0,
+        "length": pytest.approx(length_reward(0, procedure_tokens(REFERENCE))),
+        "total": pytest.approx(length_reward(0, procedure_tokens(REFERENCE))),
+    }
     assert len(judge.chat_requests()) == 2  # nothing to judge for the empty completion
 
 
@@ -78,8 +100,11 @@ def test_repeated_completion_is_not_judged_twice(api, judge):
 
 
 def test_bad_input_names_the_field(api, judge):
-    response = api.post("/api/reward", {"items": [_item(GOOD), {"goal": "x", "reference_steps": [], "completion": "1. a"}]},
-                        format="json")
+    response = api.post(
+        "/api/reward",
+        {"items": [_item(GOOD), {"goal": "x", "reference_steps": [], "completion": "1. a"}]},
+        format="json",
+    )
     assert response.status_code == 400
     errors = response.json()["items"]  # keyed by the position of the bad item
     assert list(errors) == ["1"] and "reference_steps" in errors["1"]

@@ -4,11 +4,13 @@ n_failed, top_errors, reason, breaker) in its list and detail, and admins drive 
 POST retry-failed, resume, pause and cancel (cancel only with ``{"confirm": "yes"}``),
 each through the service its page uses. Against the scripted server with some requests
 failing: *Retry failed* through the API re-asks exactly the failed requests."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -19,7 +21,11 @@ from coscript.services import coscript_run_create, coscript_run_execute
 from goalstep.services import task_evaluation_create, task_evaluation_execute
 from judging.score_services import components_run_create, components_run_execute
 from judging.services import (
-    generation_run_create, generation_run_execute, judge_run_create, judge_run_execute, language_model_register,
+    generation_run_create,
+    generation_run_execute,
+    judge_run_create,
+    judge_run_execute,
+    language_model_register,
 )
 from llm.client import LLMRequest
 from llm.services import llm_job_create, llm_job_execute
@@ -108,8 +114,16 @@ def generation_world(server, settings):  # noqa: F811
     failing = _failing_server(server, lambda body: key(body) is not None, _generate_answer)
     model = language_model_register(name="qwen3-8b")
     run = generation_run_create(name="qwen3-8b-bench", language_model=model, start=False)
-    return World("/api/judging/generation-runs/", run.pk, server, lambda: generation_run_execute(run_id=run.pk),
-                 failing, key, set(BROKEN_GOALS), n_failed=2)
+    return World(
+        "/api/judging/generation-runs/",
+        run.pk,
+        server,
+        lambda: generation_run_execute(run_id=run.pk),
+        failing,
+        key,
+        set(BROKEN_GOALS),
+        n_failed=2,
+    )
 
 
 @pytest.fixture
@@ -120,11 +134,22 @@ def judge_world(server, settings):  # noqa: F811
     def key(body):
         return _first(body["messages"][0]["content"], BROKEN_GOALS) if body.get("response_format") else None
 
-    failing = _failing_server(server, lambda body: key(body) is not None,
-                              lambda body: _judge_ok(body) if body.get("response_format") else _steps_answer(body))
+    failing = _failing_server(
+        server,
+        lambda body: key(body) is not None,
+        lambda body: _judge_ok(body) if body.get("response_format") else _steps_answer(body),
+    )
     run = judge_run_create(name="j", generation_run=generation, judge="how2judge", start=False)
-    return World("/api/judging/judge-runs/", run.pk, server, lambda: judge_run_execute(run_id=run.pk), failing, key,
-                 set(BROKEN_GOALS), n_failed=2)
+    return World(
+        "/api/judging/judge-runs/",
+        run.pk,
+        server,
+        lambda: judge_run_execute(run_id=run.pk),
+        failing,
+        key,
+        set(BROKEN_GOALS),
+        n_failed=2,
+    )
 
 
 @pytest.fixture
@@ -149,8 +174,16 @@ def components_world(server, settings):  # noqa: F811
 
     failing = _failing_server(server, lambda body: key(body) is not None, answer)
     run = components_run_create(name="components-1", generation_run=generation, start=False)
-    return World("/api/judging/components-runs/", run.pk, server, lambda: components_run_execute(run_id=run.pk),
-                 failing, key, {"reticello"}, n_failed=1)
+    return World(
+        "/api/judging/components-runs/",
+        run.pk,
+        server,
+        lambda: components_run_execute(run_id=run.pk),
+        failing,
+        key,
+        {"reticello"},
+        n_failed=1,
+    )
 
 
 FAILING_ITEMS = ("Keep a cat calm", "Plant tulips")
@@ -160,13 +193,23 @@ FAILING_ITEMS = ("Keep a cat calm", "Plant tulips")
 def goalstep_world(task_set, goalstep_server, settings):  # noqa: F811
     _one_attempt(settings)
     key = lambda body: _first(last_user_message(body), FAILING_ITEMS)  # noqa: E731
-    failing = _failing_server(goalstep_server, lambda body: key(body) is not None,
-                              lambda body: Reply(ANSWERS[_first(last_user_message(body), ANSWERS)]))
+    failing = _failing_server(
+        goalstep_server,
+        lambda body: key(body) is not None,
+        lambda body: Reply(ANSWERS[_first(last_user_message(body), ANSWERS)]),
+    )
     model = language_model_register(name="scripted-model")
     evaluation = task_evaluation_create(task_set=task_set, language_model=model, start=False)
-    return World("/api/goalstep/evaluations/", evaluation.pk, goalstep_server,
-                 lambda: task_evaluation_execute(evaluation_id=evaluation.pk), failing, key, set(FAILING_ITEMS),
-                 n_failed=2)
+    return World(
+        "/api/goalstep/evaluations/",
+        evaluation.pk,
+        goalstep_server,
+        lambda: task_evaluation_execute(evaluation_id=evaluation.pk),
+        failing,
+        key,
+        set(FAILING_ITEMS),
+        n_failed=2,
+    )
 
 
 @pytest.fixture
@@ -182,8 +225,17 @@ def coscript_world_(db, settings):
         failing = _failing_server(scripted, lambda body: key(body) is not None, coscript_world.answer)
         model = language_model_register(name="scripted-model")
         run = coscript_run_create(name="plan", language_model=model, split="bench", start=False, screen=False)
-        yield World("/api/coscript/runs/", run.pk, scripted, lambda: coscript_run_execute(run_id=run.pk), failing,
-                    key, {"vanilla"}, stopped="paused", n_failed=2)
+        yield World(
+            "/api/coscript/runs/",
+            run.pk,
+            scripted,
+            lambda: coscript_run_execute(run_id=run.pk),
+            failing,
+            key,
+            {"vanilla"},
+            stopped="paused",
+            n_failed=2,
+        )
 
 
 BROKEN_DOCS = {"d2", "d4"}
@@ -198,14 +250,24 @@ def _doc(body) -> str | None:
 def mining_world(miner, settings):  # noqa: F811
     server, answers = miner
     _one_attempt(settings)
-    failing = _failing_server(server, lambda body: stage_of(body) == "llm_filter" and _doc(body) in BROKEN_DOCS,
-                              answers)
+    failing = _failing_server(
+        server, lambda body: stage_of(body) == "llm_filter" and _doc(body) in BROKEN_DOCS, answers
+    )
     corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Prepare item {i}")) for i in range(6)])
-    run = mining_run_create(config_text=config("api-mine", failure_retries=0), source="run.yaml",
-                            corpus_name=corpus.name, start=False)
+    run = mining_run_create(
+        config_text=config("api-mine", failure_retries=0), source="run.yaml", corpus_name=corpus.name, start=False
+    )
     # A failed document is asked again from its failed stage on: the key is the document.
-    return World("/api/mining/runs/", run.pk, server, lambda: mining_run_execute(run_id=run.pk), failing, _doc,
-                 set(BROKEN_DOCS), n_failed=2)
+    return World(
+        "/api/mining/runs/",
+        run.pk,
+        server,
+        lambda: mining_run_execute(run_id=run.pk),
+        failing,
+        _doc,
+        set(BROKEN_DOCS),
+        n_failed=2,
+    )
 
 
 SCHEMA = {"type": "object", "properties": {"has": {"type": "boolean"}}, "required": ["has"]}
@@ -216,16 +278,31 @@ def llm_job_world(settings):
     _one_attempt(settings)
     with ScriptedLLM() as scripted:
         roles = dict(settings.LLM_ROLES)
-        roles["llm_filter"] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
-                               "max_tokens": None}
+        roles["llm_filter"] = {
+            "base_url": scripted.base_url,
+            "api_key": "k",
+            "model": "m",
+            "temperature": None,
+            "max_tokens": None,
+        }
         settings.LLM_ROLES = roles
         key = lambda body: _first(last_user_message(body), ("q1", "q3"))  # noqa: E731
         failing = _failing_server(scripted, lambda body: key(body) is not None, lambda body: Reply('{"has": true}'))
-        requests = [LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": f"q{i}"}], schema=SCHEMA)
-                    for i in range(5)]
+        requests = [
+            LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": f"q{i}"}], schema=SCHEMA)
+            for i in range(5)
+        ]
         job = llm_job_create(run="plain-job", role="llm_filter", requests=requests, start=False, concurrency=2)
-        yield World("/api/llm/jobs/", job.pk, scripted, lambda: llm_job_execute(job_id=job.pk), failing, key,
-                    {"q1", "q3"}, n_failed=2)
+        yield World(
+            "/api/llm/jobs/",
+            job.pk,
+            scripted,
+            lambda: llm_job_execute(job_id=job.pk),
+            failing,
+            key,
+            {"q1", "q3"},
+            n_failed=2,
+        )
 
 
 @pytest.fixture
@@ -239,7 +316,8 @@ def world(request, db) -> World:
 
 @pytest.mark.parametrize("world", KINDS, indirect=True)
 def test_each_kind_of_run_gives_its_state_and_retry_failed_through_the_api_reasks_exactly_the_failures(
-        world, admin_client_):
+    world, admin_client_
+):
     world.execute()
     listing = admin_client_.get(world.url).json()
     row = next(r for r in listing["results"] if r["id"] == world.pk)
@@ -358,8 +436,15 @@ def test_the_schema_lists_every_runs_endpoints_and_actions(researcher_client):
     response = researcher_client.get("/api/schema/?format=json")
     assert response.status_code == 200
     paths = json.loads(response.content)["paths"]
-    for collection in ("mining/runs", "judging/generation-runs", "judging/judge-runs", "judging/components-runs",
-                       "goalstep/evaluations", "coscript/runs", "llm/jobs"):
+    for collection in (
+        "mining/runs",
+        "judging/generation-runs",
+        "judging/judge-runs",
+        "judging/components-runs",
+        "goalstep/evaluations",
+        "coscript/runs",
+        "llm/jobs",
+    ):
         assert f"/api/{collection}/" in paths and f"/api/{collection}/{{id}}/" in paths
         for name in ACTIONS:
             operation = paths[f"/api/{collection}/{{id}}/{name}/"]["post"]

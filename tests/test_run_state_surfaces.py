@@ -4,6 +4,7 @@ some requests failing end ``done_with_failures`` (a CoScript run pauses at the p
 say so on their pages, in their commands' JSON (keys ``status`` and ``outcomes``) and in
 the API; once the endpoint recovers, *Retry failed* from the page or the command asks
 exactly the failed requests again and the run ends ``done``."""
+
 from __future__ import annotations
 
 import json
@@ -40,7 +41,7 @@ def _command_json(capsys, *args) -> dict:
     capsys.readouterr()
     call_command(*args)
     out = capsys.readouterr().out
-    return json.loads(out[out.index("{"):])
+    return json.loads(out[out.index("{") :])
 
 
 def _retry_failed(via: str, server, failing: dict, *, client, url: str, execute, command: tuple) -> list[dict]:
@@ -65,17 +66,22 @@ def _doc(body) -> str:
 
 
 @pytest.mark.parametrize("via", VIA)
-def test_a_mining_run_with_failed_documents_says_so_and_retry_failed_asks_only_them(miner, admin_client_, settings,
-                                                                                    capsys, via):
+def test_a_mining_run_with_failed_documents_says_so_and_retry_failed_asks_only_them(
+    miner, admin_client_, settings, capsys, via
+):
     server, answers = miner
     _one_attempt(settings)
     failing = {"on": True}
     broken = {"d2", "d4"}
-    server.default = lambda body: (Status(500, "upstream down") if failing["on"] and stage_of(body) == "llm_filter"
-                                   and _doc(body) in broken else answers(body))
+    server.default = lambda body: (
+        Status(500, "upstream down")
+        if failing["on"] and stage_of(body) == "llm_filter" and _doc(body) in broken
+        else answers(body)
+    )
     corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Prepare item {i}")) for i in range(6)])
-    run = mining_run_create(config_text=config("flaky-mine", failure_retries=0), source="run.yaml",
-                            corpus_name=corpus.name, start=False)
+    run = mining_run_create(
+        config_text=config("flaky-mine", failure_retries=0), source="run.yaml", corpus_name=corpus.name, start=False
+    )
     mining_run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == "done_with_failures"
@@ -84,20 +90,26 @@ def test_a_mining_run_with_failed_documents_says_so_and_retry_failed_asks_only_t
     assert f'id="mining-run-{run.pk}-state" data-status="done_with_failures"' in page
     assert "22 ok · 2 api_error" in page and "upstream down" in page and "Retry failed (2)" in page
     listing = admin_client_.get(reverse("mining_run_list")).content.decode()
-    assert "done_with_failures" in listing and "2 failed</span> <span class=\"muted small\">(2 api_error)" in listing
+    assert "done_with_failures" in listing and '2 failed</span> <span class="muted small">(2 api_error)' in listing
     status = _command_json(capsys, "mine_run", "--status", "flaky-mine")
     assert list(status)[1:3] == ["status", "outcomes"]
     assert status["status"] == "done_with_failures" and status["outcomes"]["api_error"] == 2
     assert status["outcomes"]["ok"] == 22 and status["totals"]["failed"] == 2
 
-    sent = _retry_failed(via, server, failing, client=admin_client_,
-                         url=reverse("mining_run_action", args=[run.pk, "retry-failures"]),
-                         execute=lambda: mining_run_execute(run_id=run.pk),
-                         command=("mine_run", "--retry", "flaky-mine", "--wait"))
+    sent = _retry_failed(
+        via,
+        server,
+        failing,
+        client=admin_client_,
+        url=reverse("mining_run_action", args=[run.pk, "retry-failures"]),
+        execute=lambda: mining_run_execute(run_id=run.pk),
+        command=("mine_run", "--retry", "flaky-mine", "--wait"),
+    )
     asked = [(stage_of(body), _doc(body)) for body in sent]
     # the two failed calls again, then the later stages of those two documents, nothing else
-    assert sorted(asked) == sorted((stage, doc) for doc in broken for stage in
-                                   ("llm_filter", "rewrite", "extract_resources", "final_validation"))
+    assert sorted(asked) == sorted(
+        (stage, doc) for doc in broken for stage in ("llm_filter", "rewrite", "extract_resources", "final_validation")
+    )
     run.refresh_from_db()
     assert run.status == "done"
     status = _command_json(capsys, "mine_run", "--status", "flaky-mine")
@@ -106,15 +118,20 @@ def test_a_mining_run_with_failed_documents_says_so_and_retry_failed_asks_only_t
     assert 'data-status="done"' in page and "Retry failed" not in page
 
 
-def test_a_mining_run_whose_endpoint_is_down_pauses_with_the_breakers_banner_on_its_page(miner, admin_client_,
-                                                                                        settings):
+def test_a_mining_run_whose_endpoint_is_down_pauses_with_the_breakers_banner_on_its_page(
+    miner, admin_client_, settings
+):
     server, _ = miner
     _one_attempt(settings)
     settings.LLM_BREAKER_CONSECUTIVE = 3
     server.default = lambda body: Status(503, "service unavailable")
     corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Prepare item {i}")) for i in range(8)])
-    run = mining_run_create(config_text=config("down-mine", failure_retries=0, concurrency=1), source="run.yaml",
-                            corpus_name=corpus.name, start=False)
+    run = mining_run_create(
+        config_text=config("down-mine", failure_retries=0, concurrency=1),
+        source="run.yaml",
+        corpus_name=corpus.name,
+        start=False,
+    )
     mining_run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == "paused" and run.breaker["reason"] == "3 failed attempts in a row"
@@ -128,8 +145,9 @@ def test_mining_run_states_are_in_the_api(miner, researcher_client, settings):
     _one_attempt(settings)
     server.default = lambda body: Status(500, "down") if _doc(body) == "d1" else answers(body)
     corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Prepare item {i}")) for i in range(3)])
-    run = mining_run_create(config_text=config("api-mine", failure_retries=0), source="run.yaml",
-                            corpus_name=corpus.name, start=False)
+    run = mining_run_create(
+        config_text=config("api-mine", failure_retries=0), source="run.yaml", corpus_name=corpus.name, start=False
+    )
     mining_run_execute(run_id=run.pk)
     listing = researcher_client.get("/api/mining/runs/").json()
     row = listing["results"][0]
@@ -148,7 +166,8 @@ FAILING_ITEMS = ("Keep a cat calm", "Plant tulips")
 
 @pytest.mark.parametrize("via", VIA)
 def test_a_goalstep_evaluation_with_failed_requests_says_so_and_retry_failed_asks_only_them(
-        task_set, server, admin_client_, settings, capsys, via):
+    task_set, server, admin_client_, settings, capsys, via
+):
     _one_attempt(settings)
     failing = {"on": True}
 
@@ -173,10 +192,15 @@ def test_a_goalstep_evaluation_with_failed_requests_says_so_and_retry_failed_ask
     assert status["status"] == "done_with_failures" and status["outcomes"]["api_error"] == 2
     assert status["outcomes"]["ok"] == 2 and "upstream down" in status["top_errors"][0]["error"]
 
-    sent = _retry_failed(via, server, failing, client=admin_client_,
-                         url=reverse("goalstep_evaluation_action", args=[evaluation.pk, "retry"]),
-                         execute=lambda: task_evaluation_execute(evaluation_id=evaluation.pk),
-                         command=("goalstep_evaluate", "--retry", str(evaluation.pk)))
+    sent = _retry_failed(
+        via,
+        server,
+        failing,
+        client=admin_client_,
+        url=reverse("goalstep_evaluation_action", args=[evaluation.pk, "retry"]),
+        execute=lambda: task_evaluation_execute(evaluation_id=evaluation.pk),
+        command=("goalstep_evaluate", "--retry", str(evaluation.pk)),
+    )
     asked = [last_user_message(body) for body in sent]
     assert sorted(next(item for item in FAILING_ITEMS if item in text) for text in asked) == sorted(FAILING_ITEMS)
     evaluation.refresh_from_db()
@@ -187,8 +211,9 @@ def test_a_goalstep_evaluation_with_failed_requests_says_so_and_retry_failed_ask
     assert 'data-status="done"' in page and "Retry failed" not in page
 
 
-def test_goalstep_evaluation_actions_are_for_admins_and_refuse_unknown_ones(task_set, server, admin_client_,
-                                                                            researcher_client):
+def test_goalstep_evaluation_actions_are_for_admins_and_refuse_unknown_ones(
+    task_set, server, admin_client_, researcher_client
+):
     model = language_model_register(name="scripted-model")
     evaluation = task_evaluation_create(task_set=task_set, language_model=model, start=False)
     task_evaluation_execute(evaluation_id=evaluation.pk)
@@ -214,13 +239,16 @@ def coscript_server(settings):
 
 @pytest.mark.parametrize("via", VIA)
 def test_a_coscript_run_with_failed_requests_pauses_says_so_and_retry_failed_asks_only_them(
-        db, coscript_server, admin_client_, researcher_client, settings, capsys, via):
+    db, coscript_server, admin_client_, researcher_client, settings, capsys, via
+):
     coscript_world.make_procedures()
     _one_attempt(settings)
     failing = {"on": True}
-    coscript_server.default = lambda body: (Status(500, "upstream down")
-                                            if failing["on"] and "Vanilla" in last_user_message(body)
-                                            else coscript_world.answer(body))
+    coscript_server.default = lambda body: (
+        Status(500, "upstream down")
+        if failing["on"] and "Vanilla" in last_user_message(body)
+        else coscript_world.answer(body)
+    )
     model = language_model_register(name="scripted-model")
     run = coscript_run_create(name="flaky-plan", language_model=model, split="bench", start=False, screen=False)
     coscript_run_execute(run_id=run.pk)
@@ -239,10 +267,15 @@ def test_a_coscript_run_with_failed_requests_pauses_says_so_and_retry_failed_ask
     assert api["status"] == "paused" and api["outcomes"]["api_error"] == 2 and api["n_failed"] == 2
     assert researcher_client.get("/api/coscript/runs/").json()["results"][0]["outcomes"]["api_error"] == 2
 
-    sent = _retry_failed(via, coscript_server, failing, client=admin_client_,
-                         url=reverse("coscript_run_action", args=[run.pk, "retry-failed"]),
-                         execute=lambda: coscript_run_execute(run_id=run.pk),
-                         command=("coscript_run", "retry", "flaky-plan", "--wait"))
+    sent = _retry_failed(
+        via,
+        coscript_server,
+        failing,
+        client=admin_client_,
+        url=reverse("coscript_run_action", args=[run.pk, "retry-failed"]),
+        execute=lambda: coscript_run_execute(run_id=run.pk),
+        command=("coscript_run", "retry", "flaky-plan", "--wait"),
+    )
     asked = [last_user_message(body) for body in sent]
     assert len(asked) == 2 and all("vanilla" in text.lower() for text in asked)
     run = CoScriptRun.objects.get(pk=run.pk)

@@ -2,6 +2,7 @@
 ok answer, a breaker that pauses a run whose endpoint is down, failures never served from
 the ledger, Retry failed that re-asks exactly the failures, and any answer at all turned
 into an outcome. Everything goes through the scripted OpenAI-compatible server."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ from llm.client import LLMClient, LLMRequest, _retry_after_seconds
 from llm.endpoints import Endpoint
 from llm.limits import limits_get
 from llm.models import LedgerEntry, LLMJob
-from llm.runs import CircuitBreaker
+from llm.run_watch import CircuitBreaker
 from llm.services import llm_job_create, llm_job_execute
 from tests.scripted_llm import Raw, Reply, ScriptedLLM, Status
 from tests.test_judging_runs import _generate, _judge_answer, server  # noqa: F401  (the fixture)
@@ -39,8 +40,11 @@ def quick(settings):
 def test_a_judge_run_whose_endpoint_is_down_pauses_itself_and_says_why(server, quick, researcher_client):  # noqa: F811
     run = _generate()
     outage = {"on": True}
-    server.default = lambda body: (Status(500, "upstream overloaded") if outage["on"] and body.get("response_format")
-                                   else (_judge_answer(body) if body.get("response_format") else Reply("1. a\n2. b")))
+    server.default = lambda body: (
+        Status(500, "upstream overloaded")
+        if outage["on"] and body.get("response_format")
+        else (_judge_answer(body) if body.get("response_format") else Reply("1. a\n2. b"))
+    )
     judge = judge_run_create(name="j-outage", generation_run=run, judge="how2judge", start=False, concurrency=4)
     judge_run_execute(run_id=judge.pk)
     judge.refresh_from_db()
@@ -52,7 +56,7 @@ def test_a_judge_run_whose_endpoint_is_down_pauses_itself_and_says_why(server, q
     assert len(_judge_requests(server)) < 17 * 6  # it stopped instead of spending every retry on every request
     assert judge.judgments.count() == 0  # nothing unusable was stored as a verdict
     html = researcher_client.get(reverse("generation_run_detail", args=[run.pk])).content.decode()
-    assert 'id="judge-%d-breaker"' % judge.pk in html and "upstream overloaded" in html
+    assert f'id="judge-{judge.pk}-breaker"' in html and "upstream overloaded" in html
 
     outage["on"] = False  # the endpoint recovers; resuming continues the run
     run_control(run=JudgeRun.objects.get(pk=judge.pk), action="resume")
@@ -97,9 +101,12 @@ def test_a_new_run_reasks_failures_another_run_left_in_the_ledger(server, quick)
     run = _generate()
     broken = {"on": True}
     server.default = lambda body: (
-        Reply("1. a\n2. b") if not body.get("response_format")
-        else Reply("<html>oops</html>") if broken["on"] and "Sell your share" in body["messages"][0]["content"]
-        else Reply(json.dumps({"reasoning": "ok", "critical_failures": []})))
+        Reply("1. a\n2. b")
+        if not body.get("response_format")
+        else Reply("<html>oops</html>")
+        if broken["on"] and "Sell your share" in body["messages"][0]["content"]
+        else Reply(json.dumps({"reasoning": "ok", "critical_failures": []}))
+    )
     first = judge_run_create(name="j1", generation_run=run, judge="how2judge", start=False)
     judge_run_execute(run_id=first.pk)
     broken["on"] = False
@@ -131,33 +138,44 @@ def _client(server: ScriptedLLM) -> LLMClient:
 SCHEMA = {"type": "object", "properties": {"has": {"type": "boolean"}}, "required": ["has"]}
 
 
-@pytest.mark.parametrize("raw, reason", [
-    (Raw("<html><body>502 Bad Gateway</body></html>", content_type="text/html"), "not JSON"),
-    (Raw(json.dumps({"choices": [None]})), "choices[0]"),
-    (Raw("[]"), "JSON list"),
-    (Raw(json.dumps({"choices": [{"message": {"content": {"has": True}}, "finish_reason": "stop"}]})), "non-string content"),
-    (Raw(json.dumps({"object": "chat.completion"})), "no choices"),
-    (Raw('{"choices": ' + "[" * 100_000 + "]" * 100_000 + "}"), "not JSON"),
-])
+@pytest.mark.parametrize(
+    "raw, reason",
+    [
+        (Raw("<html><body>502 Bad Gateway</body></html>", content_type="text/html"), "not JSON"),
+        (Raw(json.dumps({"choices": [None]})), "choices[0]"),
+        (Raw("[]"), "JSON list"),
+        (
+            Raw(json.dumps({"choices": [{"message": {"content": {"has": True}}, "finish_reason": "stop"}]})),
+            "non-string content",
+        ),
+        (Raw(json.dumps({"object": "chat.completion"})), "no choices"),
+        (Raw('{"choices": ' + "[" * 100_000 + "]" * 100_000 + "}"), "not JSON"),
+    ],
+)
 def test_any_200_that_is_not_a_completion_becomes_an_api_error_outcome(quick, raw, reason):
     quick.LLM_MAX_ATTEMPTS = 2
     with ScriptedLLM() as server:
         server.default = lambda body: raw
         client = _client(server)
-        result = client.complete(LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": reason}],
-                                            schema=SCHEMA))
+        result = client.complete(
+            LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": reason}], schema=SCHEMA)
+        )
         client.close()
     assert result.outcome == "api_error" and reason in result.error and "malformed response" in result.error
     assert LedgerEntry.objects.get(key=result.key).outcome == "api_error"
 
 
 def test_non_numeric_usage_is_read_as_zero_tokens(quick):
-    body = {"choices": [{"message": {"content": '{"has": true}'}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": "many", "completion_tokens": None}}
+    body = {
+        "choices": [{"message": {"content": '{"has": true}'}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": "many", "completion_tokens": None},
+    }
     with ScriptedLLM() as server:
         server.default = lambda _: Raw(json.dumps(body))
         client = _client(server)
-        result = client.complete(LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": "x"}], schema=SCHEMA))
+        result = client.complete(
+            LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": "x"}], schema=SCHEMA)
+        )
         client.close()
     assert result.ok and result.value == {"has": True} and result.tokens_in == result.tokens_out == 0
 
@@ -166,7 +184,9 @@ def test_an_answer_holding_two_different_json_objects_is_parse_failed(quick):
     with ScriptedLLM() as server:
         server.default = lambda _: Reply('{"has": true}\nOn second thought: {"has": false}')
         client = _client(server)
-        result = client.complete(LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": "x"}], schema=SCHEMA))
+        result = client.complete(
+            LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": "x"}], schema=SCHEMA)
+        )
         client.close()
     assert result.outcome == "parse_failed" and "ambiguous" in result.error
 
@@ -176,7 +196,9 @@ def test_an_answer_nested_beyond_any_stage_is_parse_failed_not_a_crash(quick):
     with ScriptedLLM() as server:
         server.default = lambda _: Reply(deep)
         client = _client(server)
-        result = client.complete(LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": "x"}], schema=SCHEMA))
+        result = client.complete(
+            LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": "x"}], schema=SCHEMA)
+        )
         client.close()
     assert result.outcome == "parse_failed" and "levels deep" in result.error
 
@@ -191,10 +213,17 @@ class _Error:
         self.response = _Headers(headers)
 
 
-@pytest.mark.parametrize("headers, expected", [
-    ({"retry-after": "100000"}, 60.0), ({"retry-after": "-5"}, None), ({"retry-after": "nan"}, None),
-    ({"retry-after": "inf"}, None), ({"retry-after-ms": "1500"}, 1.5), ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, None),
-])
+@pytest.mark.parametrize(
+    "headers, expected",
+    [
+        ({"retry-after": "100000"}, 60.0),
+        ({"retry-after": "-5"}, None),
+        ({"retry-after": "nan"}, None),
+        ({"retry-after": "inf"}, None),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, None),
+    ],
+)
 def test_retry_after_is_capped_and_unreadable_values_ignored(settings, headers, expected):
     settings.LLM_RETRY_AFTER_MAX_SECONDS = 60.0
     assert _retry_after_seconds(_Error(headers)) == expected
@@ -206,7 +235,9 @@ def test_one_429_with_a_huge_retry_after_pauses_the_endpoint_only_up_to_the_cap(
         server.queue(Status(429, "slow down", {"retry-after": "100000"}))
         server.default = lambda _: Reply('{"has": true}')
         client = _client(server)
-        result = client.complete(LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": "x"}], schema=SCHEMA))
+        result = client.complete(
+            LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": "x"}], schema=SCHEMA)
+        )
         assert limits_get().paused_for(client.endpoint_id) <= 0.3
         client.close()
     assert result.ok and result.attempts == 2
@@ -214,10 +245,17 @@ def test_one_429_with_a_huge_retry_after_pauses_the_endpoint_only_up_to_the_cap(
 
 def _job(server: ScriptedLLM, settings, n: int = 3) -> LLMJob:
     roles = dict(settings.LLM_ROLES)
-    roles["llm_filter"] = {"base_url": server.base_url, "api_key": "k", "model": "m", "temperature": None, "max_tokens": None}
+    roles["llm_filter"] = {
+        "base_url": server.base_url,
+        "api_key": "k",
+        "model": "m",
+        "temperature": None,
+        "max_tokens": None,
+    }
     settings.LLM_ROLES = roles
-    requests = [LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": f"q{i}"}], schema=SCHEMA)
-                for i in range(n)]
+    requests = [
+        LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": f"q{i}"}], schema=SCHEMA) for i in range(n)
+    ]
     return llm_job_create(run="plain-job", role="llm_filter", requests=requests, start=False, concurrency=2)
 
 
@@ -227,8 +265,9 @@ def test_a_job_is_executed_by_one_task_at_a_time(quick):
     with ScriptedLLM() as server:
         server.default = lambda _: Reply('{"has": true}')
         job = _job(server, quick)
-        LLMJob.objects.filter(pk=job.pk).update(claimed_by="another-task",
-                                                claim_expires=timezone.now() + timezone.timedelta(seconds=60))
+        LLMJob.objects.filter(pk=job.pk).update(
+            claimed_by="another-task", claim_expires=timezone.now() + timezone.timedelta(seconds=60)
+        )
         assert llm_job_execute(job_id=job.pk) == "waiting: claimed by another worker"
         assert server.chat_requests() == []
         # The holder died: its lease runs out and the job is taken over.

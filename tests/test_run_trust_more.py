@@ -4,6 +4,7 @@ unusable and keep their procedure in the leaderboard's slice; Batch API lines th
 completions become failure outcomes; a run's job is paused and cancelled through its run;
 Retry failed of generation runs (bench_run retry) and plain jobs (the LLM page) asks exactly
 the failures, which stay in the ledger entry's history."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from judging.how2score import JUDGE_SCHEMA
-from judging.models import Judgment, JudgeRun
+from judging.models import JudgeRun, Judgment
 from judging.selectors import cross_judge_rankings, judge_run_score, leaderboard_ranking
 from judging.services import judge_run_create, judge_run_execute, run_control
 from llm.client import LLMRequest
@@ -43,7 +44,8 @@ def _judge_requests(server: ScriptedLLM) -> list[dict]:
 
 
 def test_a_judge_answer_from_an_older_ledger_with_an_impossible_link_is_asked_again_by_retry_failed(
-        server, quick, monkeypatch):  # noqa: F811
+    server, quick, monkeypatch
+):  # noqa: F811
     # Asked with the unbounded schema (as jobs created before the bounds were), the link to
     # step 28 of a 6-step candidate comes back ok from the client; storing it refuses it.
     monkeypatch.setattr("judging.services.judge_schema", lambda **counts: JUDGE_SCHEMA)
@@ -75,9 +77,12 @@ def _judge_all_but_crime(server, judge="how2judge", models=("model-a", "model-b"
     """Judge runs of ``judge`` for each model; every judge request for the Crime & Law
     procedure ends api_error (a 404: not retried), the "reticello" one parse_failed."""
     server.default = lambda body: (
-        _steps_answer(body) if not body.get("response_format")
-        else Status(404, "no judge for this one") if CRIME_GOAL in body["messages"][0]["content"]
-        else _judge_answer(body))
+        _steps_answer(body)
+        if not body.get("response_format")
+        else Status(404, "no judge for this one")
+        if CRIME_GOAL in body["messages"][0]["content"]
+        else _judge_answer(body)
+    )
     runs = []
     for model in models:
         generation_run = _generate(name=model)
@@ -88,7 +93,8 @@ def _judge_all_but_crime(server, judge="how2judge", models=("model-a", "model-b"
 
 
 def test_api_error_judge_requests_count_as_unusable_and_keep_their_procedure_in_the_slice(
-        server, quick, researcher_client):  # noqa: F811
+    server, quick, researcher_client
+):  # noqa: F811
     runs = _judge_all_but_crime(server)
     assert not Judgment.objects.filter(judge="how2judge", generation__procedure__goal__contains=CRIME_GOAL).exists()
     board = leaderboard_ranking("how2judge", basis="all")
@@ -110,8 +116,11 @@ def test_api_error_judge_requests_count_as_unusable_and_keep_their_procedure_in_
 def test_the_cross_judge_page_counts_api_errors_as_unusable(server, quick, researcher_client):  # noqa: F811
     _judge_all_but_crime(server, judge="how2judge", models=("model-a",))
     [generation_run] = [r.generation_run for r in JudgeRun.objects.all()]
-    server.default = lambda body: (_steps_answer(body) if not body.get("response_format")
-                                   else Reply(json.dumps({"reasoning": "fine", "critical_failures": []})))
+    server.default = lambda body: (
+        _steps_answer(body)
+        if not body.get("response_format")
+        else Reply(json.dumps({"reasoning": "fine", "critical_failures": []}))
+    )
     # Another judge model: its own requests (the same model would be answered from the ledger).
     other = judge_run_create(name="other-a", generation_run=generation_run, judge="other", model="m2", start=False)
     judge_run_execute(run_id=other.pk)
@@ -128,10 +137,17 @@ def test_the_cross_judge_page_counts_api_errors_as_unusable(server, quick, resea
 
 def _batch_job(server: ScriptedLLM, settings, contents: list[str]) -> LLMJob:
     roles = dict(settings.LLM_ROLES)
-    roles["llm_filter"] = {"base_url": server.base_url, "api_key": "k", "model": "m", "temperature": None, "max_tokens": None}
+    roles["llm_filter"] = {
+        "base_url": server.base_url,
+        "api_key": "k",
+        "model": "m",
+        "temperature": None,
+        "max_tokens": None,
+    }
     settings.LLM_ROLES = roles
-    requests = [LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": c}], schema=SCHEMA)
-                for c in contents]
+    requests = [
+        LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": c}], schema=SCHEMA) for c in contents
+    ]
     return llm_job_create(run="batch-faults", role="llm_filter", requests=requests, executor="batch", start=False)
 
 
@@ -146,14 +162,23 @@ def _until_done(job: LLMJob) -> str:
 
 def test_batch_lines_that_are_not_completions_become_failures_with_their_reason_and_resume_asks_them(settings):
     settings.LLM_BATCH_MAX_RESUBMITS = 0
-    bad_usage = {"choices": [{"message": {"content": '{"has": true}'}, "finish_reason": "stop"}],
-                 "usage": {"prompt_tokens": "many", "completion_tokens": None}}
-    faults = {"null choice": Raw(json.dumps({"choices": [None]})), "a list": Raw("[]"),
-              "not json": Raw("<html><body>502 Bad Gateway</body></html>"), "bad usage": Raw(json.dumps(bad_usage))}
+    bad_usage = {
+        "choices": [{"message": {"content": '{"has": true}'}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": "many", "completion_tokens": None},
+    }
+    faults = {
+        "null choice": Raw(json.dumps({"choices": [None]})),
+        "a list": Raw("[]"),
+        "not json": Raw("<html><body>502 Bad Gateway</body></html>"),
+        "bad usage": Raw(json.dumps(bad_usage)),
+    }
     broken = {"on": True}
     with ScriptedLLM() as server:
-        server.default = lambda body: (faults[last_user_message(body)] if broken["on"] and last_user_message(body) in faults
-                                       else Reply('{"has": false}'))
+        server.default = lambda body: (
+            faults[last_user_message(body)]
+            if broken["on"] and last_user_message(body) in faults
+            else Reply('{"has": false}')
+        )
         job = _batch_job(server, settings, [*faults, "fine"])
         assert _until_done(job) == "done"  # the job finishes instead of failing on a line
         job.refresh_from_db()
@@ -171,8 +196,11 @@ def test_batch_lines_that_are_not_completions_become_failures_with_their_reason_
         assert _until_done(job) == "done"
         job.refresh_from_db()
         assert job.status == "done" and job.outcome_counts == {"ok": 5}
-        new_inputs = [f for fid, f in list(server.files.items())[sent_before:] if f.startswith(b'{"custom_id"')
-                      and b'"method"' in f]
+        new_inputs = [
+            f
+            for fid, f in list(server.files.items())[sent_before:]
+            if f.startswith(b'{"custom_id"') and b'"method"' in f
+        ]
         assert [len(f.decode().splitlines()) for f in new_inputs] == [3]
         assert [h["outcome"] for h in LedgerEntry.objects.get(key=entries["not json"].key).history] == ["api_error"]
 
@@ -212,8 +240,8 @@ def test_pausing_and_cancelling_a_runs_job_from_the_llm_page_go_through_the_run(
 
 
 def test_pausing_and_cancelling_a_mining_runs_batch_job_from_the_llm_page_go_through_the_run(settings, admin_client_):
-    from mining.runner import mining_run_execute
     from mining.run_services import mining_run_create, mining_run_resume
+    from mining.runner import mining_run_execute
     from tests.scripted_miner import document_text, scripted_miner_server
     from tests.test_mining_runs import config, make_corpus, point_stages_at
 
@@ -221,8 +249,9 @@ def test_pausing_and_cancelling_a_mining_runs_batch_job_from_the_llm_page_go_thr
     with server:
         point_stages_at(settings, server)
         corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(2)])
-        run = mining_run_create(config_text=config(executor="batch"), source="run.yaml", corpus_name=corpus.name,
-                                start=False)
+        run = mining_run_create(
+            config_text=config(executor="batch"), source="run.yaml", corpus_name=corpus.name, start=False
+        )
         assert mining_run_execute(run_id=run.pk).startswith("waiting")  # a batch is out
         run.refresh_from_db()
         [job_id] = run.batch_job_ids
@@ -243,8 +272,14 @@ def test_every_kind_of_run_registers_how_its_jobs_are_paused_and_cancelled():
     from llm.runs import _OWNERS
 
     prefixes = {owner.prefix for owner in _OWNERS}
-    assert prefixes >= {"judge-run:", "generation-run:", "components-run:", "goalstep-evaluation:", "coscript:",
-                        "mining-run:"}
+    assert prefixes >= {
+        "judge-run:",
+        "generation-run:",
+        "components-run:",
+        "goalstep-evaluation:",
+        "coscript:",
+        "mining-run:",
+    }
     assert all(callable(owner.pause) and callable(owner.cancel) for owner in _OWNERS)
 
 
@@ -271,7 +306,9 @@ def test_a_generation_run_with_failures_is_retried_by_bench_run_retry_exactly_on
     generation_run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == "done_with_failures"
-    assert run.generations.filter(outcome="ok").count() == 15 and run.generations.filter(outcome="truncated").count() == 1
+    assert (
+        run.generations.filter(outcome="ok").count() == 15 and run.generations.filter(outcome="truncated").count() == 1
+    )
     call_command("bench_run", "status", "flaky-bench")
     status = json.loads(capsys.readouterr().out)
     assert status["status"] == "done_with_failures" and status["outcomes"]["api_error"] == 1
@@ -286,7 +323,7 @@ def test_a_generation_run_with_failures_is_retried_by_bench_run_retry_exactly_on
     assert len(resent) == 2 and any("Sell your share" in t for t in resent) and any("reticello" in t for t in resent)
     run.refresh_from_db()
     assert run.status == "done" and run.generations.filter(outcome="ok").count() == 17
-    assert json.loads(out[out.index("{"):])["status"] == "done"
+    assert json.loads(out[out.index("{") :])["status"] == "done"
 
 
 @pytest.fixture
@@ -294,15 +331,24 @@ def plain_job_with_a_failure(settings):
     settings.LLM_MAX_ATTEMPTS = 1
     with ScriptedLLM() as scripted:
         broken = {"on": True}
-        scripted.default = lambda body: (Status(500, "down for maintenance")
-                                         if broken["on"] and last_user_message(body) == "broken"
-                                         else Reply('{"has": true}'))
+        scripted.default = lambda body: (
+            Status(500, "down for maintenance")
+            if broken["on"] and last_user_message(body) == "broken"
+            else Reply('{"has": true}')
+        )
         roles = dict(settings.LLM_ROLES)
-        roles["llm_filter"] = {"base_url": scripted.base_url, "api_key": "k", "model": "m", "temperature": None,
-                               "max_tokens": None}
+        roles["llm_filter"] = {
+            "base_url": scripted.base_url,
+            "api_key": "k",
+            "model": "m",
+            "temperature": None,
+            "max_tokens": None,
+        }
         settings.LLM_ROLES = roles
-        requests = [LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": text}], schema=SCHEMA)
-                    for text in ("one", "two", "broken")]
+        requests = [
+            LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": text}], schema=SCHEMA)
+            for text in ("one", "two", "broken")
+        ]
         job = llm_job_create(run="plain-filter", role="llm_filter", requests=requests, start=False)
         llm_job_execute(job_id=job.pk)
         yield job, scripted, broken
@@ -336,6 +382,6 @@ def test_the_ledger_entry_page_shows_the_failed_attempts_before_the_answer(admin
     entry = LedgerEntry.objects.get(key=job.keys[2])
     assert entry.outcome == "ok" and [h["outcome"] for h in entry.history] == ["api_error", "api_error"]
     html = admin_client_.get(reverse("llm_ledger_entry", args=[entry.pk])).content.decode()
-    section = html[html.index('id="ledger-history"'):]
+    section = html[html.index('id="ledger-history"') :]
     assert section.count("<td>api_error</td>") == 2 and section.count("down for maintenance") == 2
     assert "plain-filter" in section and "None: this is the first answer" not in section

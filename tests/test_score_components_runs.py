@@ -1,6 +1,7 @@
 """The extract_components stage against the scripted server, and SCORE on generation runs
 and the leaderboard: LLM components stored and reused, malformed answers stored as
 parse_failed and replaced by the rule-based components, the offline fallback."""
+
 from __future__ import annotations
 
 import json
@@ -20,6 +21,7 @@ from judging.selectors import leaderboard
 from judging.services import generation_run_create, generation_run_execute, language_model_register, run_control
 from llm.models import LedgerEntry, LLMJob
 from tests.scripted_llm import Reply, last_user_message
+
 # The generation run fixture's scripted server (generate and how2score_judge roles).
 from tests.test_judging_runs import server  # noqa: F401
 
@@ -124,7 +126,9 @@ def test_run_score_uses_llm_components_after_extraction_and_rules_before(compone
     # The rule-based SCORE, computed here from the rule directly.
     generations = list(generation_run.generations.select_related("procedure"))
     rule_scores = [
-        score_steps([rule_based_components(s) for s in g.predicted_steps], [rule_based_components(s) for s in g.procedure.steps]).score
+        score_steps(
+            [rule_based_components(s) for s in g.predicted_steps], [rule_based_components(s) for s in g.procedure.steps]
+        ).score
         for g in generations
     ]
     assert before["score"] == pytest.approx(sum(rule_scores) / len(rule_scores))
@@ -155,6 +159,7 @@ def test_leaderboard_shows_score_beside_how2score(components_server, generation_
     assert row["how2score"] == 1.0 and row["how2score_percent"] == 100.0
     assert row["score_n"] == 17
     assert row["score"] == pytest.approx(generation_run_score(generation_run)["score"])
+    assert row["score_ci95"] == generation_run_score(generation_run)["ci95"]["score"]
 
 
 def test_demo_leaderboard_has_rule_based_score_offline(researcher_client, demo):
@@ -173,7 +178,9 @@ def test_run_page_shows_score_and_admins_start_an_extraction(admin_client_, comp
     assert ComponentsRun.objects.filter(generation_run=generation_run, name="qwen3-8b-bench-components-1").exists()
 
 
-def test_extraction_without_an_llm_is_refused_and_stores_nothing(admin_client_, settings, components_server, generation_run):
+def test_extraction_without_an_llm_is_refused_and_stores_nothing(
+    admin_client_, settings, components_server, generation_run
+):
     roles = dict(settings.LLM_ROLES)
     roles["extract_components"] = {"base_url": "", "api_key": "", "model": "", "temperature": None, "max_tokens": None}
     settings.LLM_ROLES = roles
@@ -237,8 +244,12 @@ def _answer_every_list(server):
 
 
 def _reticello_hash(generation_run):
-    [steps] = {tuple(s) for g in generation_run.generations.select_related("procedure")
-               for s in (g.procedure.steps, g.predicted_steps) if any("reticello" in x.lower() for x in s)}
+    [steps] = {
+        tuple(s)
+        for g in generation_run.generations.select_related("procedure")
+        for s in (g.procedure.steps, g.predicted_steps)
+        if any("reticello" in x.lower() for x in s)
+    }
     return steps_hash(list(steps))
 
 
@@ -250,8 +261,9 @@ def _extract_with_one_failure(generation_run, name="components-1"):
     return run
 
 
-def test_a_wrong_count_is_refused_by_the_schema_and_retry_failed_asks_exactly_that_list(components_server,
-                                                                                        generation_run):
+def test_a_wrong_count_is_refused_by_the_schema_and_retry_failed_asks_exactly_that_list(
+    components_server, generation_run
+):
     run = _extract_with_one_failure(generation_run)
     key = run.llm_job.keys[run.steps_hashes.index(_reticello_hash(generation_run))]
     entry = LedgerEntry.objects.get(key=key)
@@ -285,7 +297,8 @@ def test_a_new_components_run_asks_again_for_the_lists_whose_extraction_failed(c
 
 
 def test_an_ok_answer_from_an_older_ledger_with_a_wrong_count_is_marked_failed_and_asked_again(
-        components_server, generation_run, monkeypatch):
+    components_server, generation_run, monkeypatch
+):
     # Jobs created before the count was bounded asked with the unbounded schema: the ledger
     # holds the wrong count as ok. Storing it refuses it, and the ledger entry says so.
     monkeypatch.setattr("judging.score_services.components_schema", lambda n_steps: COMPONENTS_SCHEMA)
@@ -305,3 +318,23 @@ def test_an_ok_answer_from_an_older_ledger_with_a_wrong_count_is_marked_failed_a
     assert run.status == "done" and len(_components_requests(components_server)) - before == 1
     history = LedgerEntry.objects.get(key=key).history
     assert len(history) == 1 and history[0]["outcome"] == "parse_failed" and "expected" in history[0]["error"]
+
+
+def test_every_score_mean_carries_its_bootstrap_interval_and_n(components_server, generation_run, researcher_client):
+    from core.intervals import bootstrap_mean_interval
+
+    summary = generation_run_score(generation_run)
+    generations = list(generation_run.generations.select_related("procedure", "run"))
+    per_generation = [result.result.score for result in generation_scores(generations).values()]
+    assert summary["n_scored"] == len(per_generation) == 17
+    assert summary["interval"] == "bootstrap over items"
+    assert summary["ci95"]["score"] == bootstrap_mean_interval(per_generation)
+    low, high = summary["ci95"]["score"]
+    assert low <= summary["score"] <= high
+    for key in ("step_m", "order_strict", "order_lcs_eval", "order_tau", "semantic"):
+        assert len(summary["ci95"][key]) == 2
+    # The run page and the API show the same interval.
+    page = researcher_client.get(f"/runs/generation/{generation_run.pk}/").content.decode()
+    assert f"95% CI {low:.3f}–{high:.3f}" in page
+    api = researcher_client.get(f"/api/judging/generation-runs/{generation_run.pk}/").json()
+    assert api["score"]["ci95"]["score"] == [low, high]

@@ -1,6 +1,7 @@
 """The `score_metric` command: one JSON line per input with exactly the documented keys,
 Sketch-and-Fill or triples as input, and bad lines refused by file, line and field before
 anything is printed."""
+
 from __future__ import annotations
 
 import gzip
@@ -14,8 +15,18 @@ from django.core.management import CommandError, call_command
 
 from judging.constants import SCORE_MAX
 
-KEYS = ["format_ok", "consistency_ok", "r_scale", "order_strict", "order_lcs", "semantic", "score",
-        "step_m", "order_lcs_eval", "order_tau"]
+KEYS = [
+    "format_ok",
+    "consistency_ok",
+    "r_scale",
+    "order_strict",
+    "order_lcs",
+    "semantic",
+    "score",
+    "step_m",
+    "order_lcs_eval",
+    "order_tau",
+]
 
 GOLD = [
     {"action": "harvest", "objects": ["cells"], "parameters": []},
@@ -48,11 +59,14 @@ def run(path: str) -> list[dict]:
 
 
 def test_one_json_line_per_input_with_exactly_the_documented_keys(tmp_path):
-    path = write_lines(tmp_path / "in.jsonl", [
-        {"gold": GOLD, "completion": ANSWER},
-        "",
-        {"gold": GOLD, "pred": GOLD[:1] + GOLD[2:]},
-    ])
+    path = write_lines(
+        tmp_path / "in.jsonl",
+        [
+            {"gold": GOLD, "completion": ANSWER},
+            "",
+            {"gold": GOLD, "pred": GOLD[:1] + GOLD[2:]},
+        ],
+    )
     rows = run(path)
     assert len(rows) == 2
     assert all(list(row) == KEYS for row in rows)
@@ -83,7 +97,11 @@ def test_triples_skip_the_gates_and_score_by_hand(tmp_path):
 def test_a_broken_answer_is_a_gate_failure_not_a_bad_line(tmp_path):
     broken = ANSWER.replace("<note>Keep samples on ice.</note>", "")
     unfaithful = ANSWER.replace("Step 3: Centrifuge the lysate at 12000 xg for 10 min.", "Step 3: Spin it.")
-    rows = run(write_lines(tmp_path / "in.jsonl", [{"gold": GOLD, "completion": broken}, {"gold": GOLD, "completion": unfaithful}]))
+    rows = run(
+        write_lines(
+            tmp_path / "in.jsonl", [{"gold": GOLD, "completion": broken}, {"gold": GOLD, "completion": unfaithful}]
+        )
+    )
     assert rows[0]["format_ok"] is False and rows[0]["score"] == 0.0 and rows[0]["r_scale"] is None
     assert rows[1]["format_ok"] is True and rows[1]["consistency_ok"] is False and rows[1]["score"] == 0.0
     assert rows[1]["r_scale"] == 1.0
@@ -97,15 +115,22 @@ def test_compressed_input_is_read(tmp_path):
     assert row["score"] == pytest.approx(SCORE_MAX)
 
 
-@pytest.mark.parametrize("record, field, problem", [
-    ({"pred": GOLD}, "gold", "missing"),
-    ({"gold": [], "pred": GOLD}, "gold", "expected at least one step"),
-    ({"gold": GOLD}, "pred", "missing: give pred"),
-    ({"gold": GOLD, "pred": GOLD, "completion": ANSWER}, "pred", "give pred or completion, not both"),
-    ({"gold": GOLD, "completion": 7}, "completion", "expected a string, got int"),
-    ({"gold": GOLD, "pred": [{"action": "mix", "objects": ["a"]}]}, "pred[0].parameters", "missing"),
-    ({"gold": [{"action": "mix", "objects": "a", "parameters": []}], "pred": []}, "gold[0].objects", "expected a list of strings"),
-])
+@pytest.mark.parametrize(
+    "record, field, problem",
+    [
+        ({"pred": GOLD}, "gold", "missing"),
+        ({"gold": [], "pred": GOLD}, "gold", "expected at least one step"),
+        ({"gold": GOLD}, "pred", "missing: give pred"),
+        ({"gold": GOLD, "pred": GOLD, "completion": ANSWER}, "pred", "give pred or completion, not both"),
+        ({"gold": GOLD, "completion": 7}, "completion", "expected a string, got int"),
+        ({"gold": GOLD, "pred": [{"action": "mix", "objects": ["a"]}]}, "pred[0].parameters", "missing"),
+        (
+            {"gold": [{"action": "mix", "objects": "a", "parameters": []}], "pred": []},
+            "gold[0].objects",
+            "expected a list of strings",
+        ),
+    ],
+)
 def test_a_bad_line_is_refused_by_file_line_and_field_before_any_output(tmp_path, record, field, problem):
     path = write_lines(tmp_path / "in.jsonl", [{"gold": GOLD, "pred": GOLD}, "", record])
     out = io.StringIO()

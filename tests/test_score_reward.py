@@ -1,6 +1,7 @@
 """The optional SCORE term of POST /api/reward: SCORE / 2.5 from rule-based components,
 offline, added to total only when asked for; plain numbered answers and Sketch-and-Fill
 answers."""
+
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ import pytest
 from judging.components import rule_based_components
 from judging.constants import SCORE_MAX
 from judging.score_metric import score_reward, score_steps
+
 # The endpoint's fixtures: a token-authenticated client and the scripted judge.
 from tests.test_reward_endpoint import api, judge  # noqa: F401
 

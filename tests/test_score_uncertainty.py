@@ -1,6 +1,7 @@
 """Every How2Score carries n_judged, n_unusable, coverage and a 95 % interval: the pure
 intervals (Wilson, paired bootstrap, rank-correlation bootstrap) on hand-computed cases, and
 the score of a judge run, `bench_run status` and `bench_aggregate`."""
+
 from __future__ import annotations
 
 import io
@@ -12,7 +13,7 @@ from django.core.management import call_command
 from core.intervals import paired_bootstrap_difference, wilson_interval
 from judging.coverage import paired_comparison, ranking
 from judging.how2score import How2ScoreTally, how2score_estimate
-from judging.models import GenerationRun, Judgment, JudgeRun, LanguageModel
+from judging.models import GenerationRun, JudgeRun, Judgment, LanguageModel
 from judging.rankings import rank_correlation_intervals
 from judging.selectors import judge_run_score
 from tests.judged_world import judge_model, procedures
@@ -142,10 +143,17 @@ def test_ranking_rule_ranks_complete_models_over_their_common_items():
 def judged_run(db):
     items = procedures(5)
     model = LanguageModel.objects.create(name="m1")
-    generation_run = GenerationRun.objects.create(name="g1", language_model=model, prompt_file="p", prompt_hash="h",
-                                                  procedure_ids=[p.pk for p in items], status="done")
-    judge_run = JudgeRun.objects.create(name="j1", generation_run=generation_run, judge="how2judge", prompt_file="p",
-                                        prompt_hash="h", status="done")
+    generation_run = GenerationRun.objects.create(
+        name="g1",
+        language_model=model,
+        prompt_file="p",
+        prompt_hash="h",
+        procedure_ids=[p.pk for p in items],
+        status="done",
+    )
+    judge_run = JudgeRun.objects.create(
+        name="j1", generation_run=generation_run, judge="how2judge", prompt_file="p", prompt_hash="h", status="done"
+    )
     judge_model("m1", items[:4], [False, True, False, None])
     from judging.models import Generation
 
@@ -172,17 +180,20 @@ def test_bench_run_status_prints_the_score_with_interval_and_coverage(judged_run
 
 
 def test_bench_aggregate_prints_interval_and_coverage_by_source_example(tmp_path):
-    lines = [{"source_example_id": "1", "topic": "Health", "has_failure": False},
-             {"source_example_id": "1", "topic": "Health", "has_failure": True},
-             {"source_example_id": "2", "topic": "Health", "judge_completion": "no JSON here"},
-             {"source_example_id": "3", "topic": "Health", "has_failure": False}]
+    lines = [
+        {"source_example_id": "1", "topic": "Health", "has_failure": False},
+        {"source_example_id": "1", "topic": "Health", "has_failure": True},
+        {"source_example_id": "2", "topic": "Health", "judge_completion": "no JSON here"},
+        {"source_example_id": "3", "topic": "Health", "has_failure": False},
+    ]
     path = tmp_path / "j.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     out = io.StringIO()
     call_command("bench_aggregate", "--judgments", str(path), stdout=out, stderr=io.StringIO())
     result = json.loads(out.getvalue())
     assert result["how2score_percent"] == pytest.approx(100 * 2 / 3) and result["ci95"] == pytest.approx(
-        how2score_estimate(2, 3)["ci95"])
+        how2score_estimate(2, 3)["ci95"]
+    )
     # Items are source_example_ids: 1 and 3 of 3 have a usable verdict.
     assert (result["n_judged"], result["n_unusable"], result["n_items"], result["n_items_judged"]) == (3, 1, 3, 2)
     assert result["coverage"] == pytest.approx(2 / 3)

@@ -1,6 +1,7 @@
 """`make run`'s command: migrates, loads the demo, prints a random admin password once,
 serves the web app beside a Celery worker, and stops both on Ctrl-C; a second run
 reuses what exists."""
+
 from __future__ import annotations
 
 import http.cookiejar
@@ -23,7 +24,11 @@ pytestmark = pytest.mark.integration
 
 class Server:
     def __init__(self, var_dir: Path, port: int):
-        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND")
+        }
         env.update(VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="config.django.base", PYTHONUNBUFFERED="1")
         self.log = var_dir / f"serve-{time.monotonic_ns()}.log"
         self.base = f"http://127.0.0.1:{port}"
@@ -31,7 +36,11 @@ class Server:
             # A new session, so Ctrl-C can be simulated the way a terminal sends it: to the whole group.
             self.process = subprocess.Popen(
                 [sys.executable, "manage.py", "serve", "--port", str(port)],
-                cwd=BASE_DIR, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                cwd=BASE_DIR,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     def output(self) -> str:

@@ -1,4 +1,5 @@
 """Settings come from the environment, with embedded defaults and a safe production mode."""
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,9 @@ from tests.services import BASE_DIR
 
 def _django_setup(env: dict[str, str]) -> subprocess.CompletedProcess:
     code = "import django; django.setup(); from django.conf import settings; print(settings.DEBUG, settings.DATABASES['default']['ENGINE'])"
-    return subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_production_mode_refuses_to_start_without_secret_key(tmp_path):
@@ -30,7 +33,12 @@ def test_production_mode_refuses_to_start_without_secret_key(tmp_path):
 
 
 def test_production_mode_starts_with_secret_key_and_debug_off(tmp_path):
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.django.production", VAR_DIR=str(tmp_path), SECRET_KEY=secrets.token_urlsafe(50))
+    env = dict(
+        os.environ,
+        DJANGO_SETTINGS_MODULE="config.django.production",
+        VAR_DIR=str(tmp_path),
+        SECRET_KEY=secrets.token_urlsafe(50),
+    )
     result = _django_setup(env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("False")
@@ -81,11 +89,19 @@ def test_llm_roles_default_to_llm_settings_and_can_be_overridden(monkeypatch):
     roles = llm_settings()["LLM_ROLES"]
     monkeypatch.setenv("JUDGE_TEMPERATURE", "0")
     roles = llm_settings()["LLM_ROLES"]
-    assert roles["generate"] == {"base_url": "http://127.0.0.1:9000/v1", "api_key": "sk-default", "model": "gpt-5",
-                                 "temperature": None, "max_tokens": None}
+    assert roles["generate"] == {
+        "base_url": "http://127.0.0.1:9000/v1",
+        "api_key": "sk-default",
+        "model": "gpt-5",
+        "temperature": None,
+        "max_tokens": None,
+    }
     assert roles["how2score_judge"] == {
-        "base_url": "http://127.0.0.1:8001/v1", "api_key": "sk-default", "model": "how2everything/how2judge",
-        "temperature": 0.0, "max_tokens": None,
+        "base_url": "http://127.0.0.1:8001/v1",
+        "api_key": "sk-default",
+        "model": "how2everything/how2judge",
+        "temperature": 0.0,
+        "max_tokens": None,
     }
 
 

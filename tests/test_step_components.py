@@ -1,5 +1,6 @@
 """Steps as (action, objects, parameters): checking a triple from JSON with the field
 named, and the rule-based fallback that reads a plain step sentence offline."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,17 +17,24 @@ from judging.components import (
 def test_a_triple_is_read_from_a_json_object():
     value = {"action": " mix ", "objects": ["flour", "sugar"], "parameters": ["in a bowl"]}
     assert components_from_dict(value) == StepComponents("mix", ("flour", "sugar"), ("in a bowl",))
-    assert components_from_dict(value).as_dict() == {"action": "mix", "objects": ["flour", "sugar"], "parameters": ["in a bowl"]}
+    assert components_from_dict(value).as_dict() == {
+        "action": "mix",
+        "objects": ["flour", "sugar"],
+        "parameters": ["in a bowl"],
+    }
 
 
-@pytest.mark.parametrize("value, field, problem", [
-    ({"objects": [], "parameters": []}, "action", "missing"),
-    ({"action": "mix", "objects": [], "parameters": [], "notes": []}, "notes", "unexpected key"),
-    ({"action": 3, "objects": [], "parameters": []}, "action", "expected a non-empty string"),
-    ({"action": "mix", "objects": None, "parameters": []}, "objects", "expected a list of strings, got null"),
-    ({"action": "mix", "objects": [""], "parameters": []}, "objects[0]", "expected a non-empty string"),
-    ({"action": "mix", "objects": [], "parameters": ["ok", 5]}, "parameters[1]", "expected a string, got int"),
-])
+@pytest.mark.parametrize(
+    "value, field, problem",
+    [
+        ({"objects": [], "parameters": []}, "action", "missing"),
+        ({"action": "mix", "objects": [], "parameters": [], "notes": []}, "notes", "unexpected key"),
+        ({"action": 3, "objects": [], "parameters": []}, "action", "expected a non-empty string"),
+        ({"action": "mix", "objects": None, "parameters": []}, "objects", "expected a list of strings, got null"),
+        ({"action": "mix", "objects": [""], "parameters": []}, "objects[0]", "expected a non-empty string"),
+        ({"action": "mix", "objects": [], "parameters": ["ok", 5]}, "parameters[1]", "expected a string, got int"),
+    ],
+)
 def test_a_malformed_triple_names_its_field(value, field, problem):
     with pytest.raises(ComponentsError) as caught:
         components_from_dict(value)
@@ -36,7 +44,13 @@ def test_a_malformed_triple_names_its_field(value, field, problem):
 
 def test_a_list_of_triples_names_the_index_and_field():
     with pytest.raises(ComponentsError) as caught:
-        components_list([{"action": "mix", "objects": [], "parameters": []}, {"action": "stir", "objects": "pot", "parameters": []}], "gold")
+        components_list(
+            [
+                {"action": "mix", "objects": [], "parameters": []},
+                {"action": "stir", "objects": "pot", "parameters": []},
+            ],
+            "gold",
+        )
     assert caught.value.field == "gold[1].objects"
     with pytest.raises(ComponentsError) as caught:
         components_list([["mix"]], "pred")
@@ -63,7 +77,9 @@ def test_objects_split_on_and_and_commas_and_parameters_on_prepositions():
 def test_list_markers_fillers_and_a_leading_clause_are_skipped():
     assert rule_based_components("3. Then add the pasta.").action == "add"
     assert rule_based_components("Step 2: Carefully remove the supernatant with a pipette.") == StepComponents(
-        "remove", ("supernatant",), ("with a pipette",),
+        "remove",
+        ("supernatant",),
+        ("with a pipette",),
     )
     assert rule_based_components("Once the water boils, add the pasta.").action == "add"
 

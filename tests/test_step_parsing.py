@@ -1,5 +1,6 @@
 """Step parsing of model completions: reasoning traces, <answer> tags, numbering styles,
 stray lines, refusals, and the paper's own outputs."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,7 @@ def test_reasoning_trace_is_dropped_even_when_it_holds_a_numbered_draft():
         "<think>The goal needs three steps. Draft:\n"
         "1. Put the band on.\n"
         "2. Twist it.\n"
-        "Hmm, the examples are more specific; rewrite.</think>\n\n"
-        + numbered(DOOR_STEPS)
+        "Hmm, the examples are more specific; rewrite.</think>\n\n" + numbered(DOOR_STEPS)
     )
     assert parse_steps(completion) == DOOR_STEPS
 

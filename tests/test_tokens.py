@@ -5,6 +5,7 @@ world", the mixed string and the CJK/emoji string are published o200k_base ids (
 own examples and other implementations' known-answer tests); the other counts come from
 tiktoken 0.14 itself, run with no network on the o200k_base vocabulary file whose SHA-256
 (446a9538…1a2d) is the one tiktoken checks."""
+
 from __future__ import annotations
 
 import os
@@ -43,9 +44,15 @@ def test_cjk_and_emoji_match_published_ids():
 @pytest.mark.parametrize(
     ("text", "expected_ids"),
     [
-        (DOOR_STEPS[0], [102722, 290, 29993, 8177, 2846, 1001, 4121, 5318, 813, 484, 480, 95853, 1072, 290, 101574, 27004, 13]),
+        (
+            DOOR_STEPS[0],
+            [102722, 290, 29993, 8177, 2846, 1001, 4121, 5318, 813, 484, 480, 95853, 1072, 290, 101574, 27004, 13],
+        ),
         (DOOR_STEPS[2], [13550, 290, 8177, 813, 480, 24384, 12508, 5251, 290, 101574, 14651, 13]),
-        ("Preheat the oven to 180°C (350°F).", [4319, 38002, 290, 24722, 316, 220, 7521, 26557, 350, 11727, 68854, 741]),
+        (
+            "Preheat the oven to 180°C (350°F).",
+            [4319, 38002, 290, 24722, 316, 220, 7521, 26557, 350, 11727, 68854, 741],
+        ),
         ("12345678", [7633, 19354, 4388]),
         ("  leading spaces", [220, 8117, 18608]),
     ],
@@ -101,8 +108,15 @@ def test_counting_makes_no_network_connection(tmp_path):
         "from judging.tokens import procedure_tokens\n"
         f"print(procedure_tokens({DOOR_STEPS!r}))\n"
     )
-    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path), "DATA_GYM_CACHE_DIR": str(tmp_path), "HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "TIKTOKEN_CACHE_DIR": str(tmp_path),
+        "DATA_GYM_CACHE_DIR": str(tmp_path),
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "46"
 

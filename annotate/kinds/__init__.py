@@ -1,14 +1,17 @@
 """The registry of study kinds: ``critical_failure``, ``multiple_choice`` and
-``constraint_faithfulness``, each with its own templates, record parser and validators
-(see annotate/kinds/base.py)."""
+``constraint_faithfulness``, each a package (``annotate/kinds/<kind>/``: its definition, its
+codebook, its results) whose ``KIND`` says what the kind has (annotate/kinds/base.py). Another
+kind registers itself with ``kind_register`` (and ``kind_unregister`` takes it away again)."""
+
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from annotate.kinds import constraint_faithfulness, critical_failure, multiple_choice
 from annotate.kinds.base import StudyKind
+from core.app_errors import Unavailable
 
 _KINDS: dict[str, StudyKind] = {}
 
@@ -19,18 +22,36 @@ def kind_register(kind: StudyKind) -> None:
     _KINDS[kind.key] = kind
 
 
+def kind_unregister(key: str) -> None:
+    """Take a registered kind away (a kind added at run time, e.g. by a test)."""
+    _KINDS.pop(key, None)
+    codebook_get.cache_clear()
+
+
+def kind_list() -> list[StudyKind]:
+    return list(_KINDS.values())
+
+
+class KindNotInstalled(Unavailable, KeyError):
+    """No kind of that key is registered: a study made with a kind whose package has since
+    been removed from this installation (503, naming it), or a key nobody registered. A
+    ``KeyError`` too, for code that checks a key it was given."""
+
+
 def kind_get(key: str) -> StudyKind:
     try:
         return _KINDS[key]
     except KeyError:
-        raise KeyError(f"unknown study kind {key!r}; known kinds: {', '.join(sorted(_KINDS))}") from None
+        raise KindNotInstalled(
+            f"the study kind {key!r} is not installed on this server; installed kinds: {', '.join(sorted(_KINDS))}"
+        ) from None
 
 
 def kind_choices() -> list[tuple[str, str]]:
     return [(kind.key, kind.label) for kind in _KINDS.values()]
 
 
-@lru_cache(maxsize=None)
+@cache
 def codebook_get(key: str) -> dict[str, Any] | None:
     """The kind's training codebook (definition, categories, examples), or None."""
     kind = kind_get(key)

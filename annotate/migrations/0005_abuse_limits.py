@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='participation',
             name='attention_seed',
-            field=models.BigIntegerField(blank=True, help_text="Seed of this participant's attention-check positions and order (annotate/attention_plan.py).", null=True),
+            field=models.BigIntegerField(blank=True, help_text="Seed of this participant's attention-check positions and order (annotate/participation/attention_plan.py).", null=True),
         ),
         migrations.AddField(
             model_name='study',

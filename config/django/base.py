@@ -1,5 +1,6 @@
 """Settings for local use: every value comes from the environment (see config/env.py),
 with embedded defaults (SQLite and a file-based Celery broker under var/)."""
+
 from config.env import BASE_DIR, env_bool, env_list, env_str, local_secret_key, var_dir
 from config.settings.annotate import annotate_settings
 from config.settings.cache import cache_settings
@@ -7,6 +8,8 @@ from config.settings.celery import celery_settings
 from config.settings.csp import csp_settings
 from config.settings.database import database_settings
 from config.settings.llm import judging_settings, llm_settings, mining_settings
+from config.settings.prolific import prolific_settings
+from config.settings.rewards import reward_settings
 from config.settings.security import accounts_settings
 from config.settings.uploads import upload_settings
 
@@ -42,6 +45,8 @@ INSTALLED_APPS = [
     "goalstep",
     "coscript",
     "annotate",
+    # Above annotate: publishes its studies to Prolific and reviews their participants there.
+    "prolific",
 ]
 
 MIDDLEWARE = [
@@ -59,6 +64,8 @@ MIDDLEWARE = [
     # entry points, the API, which answers 401/403 itself).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # A refusal (core/app_errors.py) no page answered itself -> the error page with its status.
+    "core.middleware.AppErrorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: turns a locked-out login into the lockout page (429).
     "axes.middleware.AxesMiddleware",
@@ -134,6 +141,8 @@ REST_FRAMEWORK = {
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # The application's error family (core/app_errors.py) answered with its status and body.
+    "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "How2Everything Studio API",
@@ -143,14 +152,24 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One name per choice set shared by several fields (studies API: an item's role is an
+    # annotation's source; a study import's status is not a run's).
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "llm.models.RunStatus.choices",
+        "ItemRoleEnum": "annotate.models.ItemRole.choices",
+        "StudyKindEnum": "annotate.kinds.kind_choices",
+        "StudyImportStatusEnum": "mining.models.CorpusImportStatus.choices",
+    },
 }
 
 globals().update(cache_settings())
 globals().update(annotate_settings())
 globals().update(celery_settings())
+globals().update(prolific_settings())
 globals().update(csp_settings())
 globals().update(llm_settings())
 globals().update(judging_settings())
+globals().update(reward_settings())
 globals().update(mining_settings())
 globals().update(accounts_settings())
 globals().update(upload_settings())
@@ -163,7 +182,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"mask_secrets": {"()": "core.log_filters.SecretMaskingFilter"}},
     "formatters": {
-        "django.server": {"()": "django.utils.log.ServerFormatter", "format": "[{server_time}] {message}", "style": "{"},
+        "django.server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        },
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "filters": ["mask_secrets"]},

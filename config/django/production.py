@@ -2,13 +2,14 @@
 refused), HTTPS with HSTS unless HTTPS_ONLY=false, the proxy header trusted only when
 TRUST_PROXY_HEADERS=true (config/settings/security.py, docs/security.md).
 `manage.py check --deploy` is clean with these settings (tests/security/test_settings_hardening.py)."""
+
 from django.core.exceptions import ImproperlyConfigured
 
 from config.django.base import *  # noqa: F401,F403
 from config.env import env_bool, env_str
 from config.settings.security import production_security_settings, secret_key_problem
 
-SECRET_KEY = env_str("SECRET_KEY")
+SECRET_KEY = env_str("SECRET_KEY", "")
 _problem = secret_key_problem(SECRET_KEY)
 if _problem:
     raise ImproperlyConfigured(_problem)

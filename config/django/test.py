@@ -4,6 +4,7 @@ The database comes from DATABASE_URL as everywhere else, so the same suite runs 
 SQLite (default) and PostgreSQL (``DATABASE_URL=postgres://...``). Local state (the
 embedded broker's folders, the generated secret key) goes to a fresh temporary
 directory unless VAR_DIR is set, so tests never touch a developer's var/."""
+
 import os
 import tempfile
 

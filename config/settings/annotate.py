@@ -9,6 +9,7 @@ every slot of a study with made-up participant ids.
 The client address is ``core.client_ip`` (REMOTE_ADDR, or X-Forwarded-For when
 TRUST_PROXY_HEADERS says a proxy sets it); IPv6 addresses count per /64 network. The counts
 live in the shared cache (config/settings/cache.py)."""
+
 from __future__ import annotations
 
 from config.env import ImproperlyConfiguredEnv, env_int

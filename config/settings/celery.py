@@ -1,4 +1,5 @@
 """Celery: a broker that needs no server by default, Redis or RabbitMQ when CELERY_BROKER_URL says so."""
+
 from pathlib import Path
 
 from config.env import env_int, env_str, var_dir
@@ -17,8 +18,7 @@ def celery_settings() -> dict:
     broker_url = env_str("CELERY_BROKER_URL", "filesystem://") or "filesystem://"
     settings = {
         "CELERY_BROKER_URL": broker_url,
-        "CELERY_RESULT_BACKEND": env_str("CELERY_RESULT_BACKEND")
-        or _default_result_backend(broker_url, local),
+        "CELERY_RESULT_BACKEND": env_str("CELERY_RESULT_BACKEND") or _default_result_backend(broker_url, local),
         "CELERY_TASK_ACKS_LATE": True,  # a killed worker's task is redelivered, not lost
         "CELERY_WORKER_PREFETCH_MULTIPLIER": 1,
         "CELERY_TASK_TRACK_STARTED": True,
@@ -32,7 +32,8 @@ def celery_settings() -> dict:
         # runs), so a redelivered task finds a live job claimed and leaves it alone, and a
         # killed worker's job (its claim long expired) is taken over.
         settings["CELERY_BROKER_TRANSPORT_OPTIONS"] = {
-            "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 4 * 3600)}
+            "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 4 * 3600)
+        }
     if broker_url.startswith("filesystem://"):
         queue = local / "celery" / "queue"
         processed = local / "celery" / "processed"

@@ -9,6 +9,7 @@ favicon). Nothing may frame the pages, forms post only to this site, and ``<base
 redirect relative links. The API's Redoc page alone adds ``blob:`` workers (its search
 index) in config/urls.py. Reports of violations go to the browser console.
 """
+
 from __future__ import annotations
 
 from typing import Any

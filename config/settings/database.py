@@ -1,4 +1,5 @@
 """DATABASE_URL: SQLite under var/ by default, PostgreSQL (or anything dj-database-url reads) when set."""
+
 import dj_database_url
 
 from config.env import env_int, env_str, var_dir

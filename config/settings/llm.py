@@ -3,7 +3,12 @@
 ``LLM_BASE_URL``, ``LLM_API_KEY`` and ``LLM_MODEL`` set the default for every role;
 ``<ROLE>_BASE_URL``, ``<ROLE>_API_KEY``, ``<ROLE>_MODEL``, ``<ROLE>_TEMPERATURE`` and
 ``<ROLE>_MAX_TOKENS`` (for example ``JUDGE_MODEL``) override it for one role. Nothing is
-configured until the user points at an endpoint: an empty base URL means "no LLM"."""
+configured until the user points at an endpoint: an empty base URL means "no LLM".
+Endpoint records assigned to a role on the LLM pages win over these variables, which also
+seed the first records (llm/endpoints.py, docs/llm.md)."""
+
+from typing import Any
+
 from config.env import BASE_DIR, env_float, env_int, env_str
 
 # Roles and the environment prefix of their overrides. Each How2Mine stage, the
@@ -31,7 +36,7 @@ def _optional_int(name: str) -> int | None:
 
 
 def llm_settings() -> dict:
-    default = {
+    default: dict[str, Any] = {
         "base_url": env_str("LLM_BASE_URL", "") or "",
         "api_key": env_str("LLM_API_KEY", "") or "",
         "model": env_str("LLM_MODEL", "") or "",
@@ -44,12 +49,19 @@ def llm_settings() -> dict:
             "base_url": env_str(f"{prefix}_BASE_URL", default["base_url"]) or "",
             "api_key": env_str(f"{prefix}_API_KEY", default["api_key"]) or "",
             "model": env_str(f"{prefix}_MODEL", default["model"]) or "",
-            "temperature": _optional_float(f"{prefix}_TEMPERATURE") if env_str(f"{prefix}_TEMPERATURE") else default["temperature"],
-            "max_tokens": _optional_int(f"{prefix}_MAX_TOKENS") if env_str(f"{prefix}_MAX_TOKENS") else default["max_tokens"],
+            "temperature": _optional_float(f"{prefix}_TEMPERATURE")
+            if env_str(f"{prefix}_TEMPERATURE")
+            else default["temperature"],
+            "max_tokens": _optional_int(f"{prefix}_MAX_TOKENS")
+            if env_str(f"{prefix}_MAX_TOKENS")
+            else default["max_tokens"],
         }
     return {
         "LLM_DEFAULT_ENDPOINT": default,
         "LLM_ROLES": roles,
+        "LLM_ROLE_PREFIXES": dict(LLM_ROLE_PREFIXES),
+        # How long the Test button of an endpoint record waits for the answer.
+        "LLM_ENDPOINT_TEST_TIMEOUT_SECONDS": env_float("LLM_ENDPOINT_TEST_TIMEOUT_SECONDS", 20.0),
         "LLM_TIMEOUT_SECONDS": env_float("LLM_TIMEOUT_SECONDS", 120.0),
         # Retries: attempts for 429/5xx/connection errors, re-asks after an unparseable
         # answer, retries with a larger budget after a truncated one.
@@ -72,6 +84,9 @@ def llm_settings() -> dict:
         # A job is executed by one task at a time: the task holds a claim renewed every few
         # seconds; a claim not renewed for this long (a killed worker) can be taken over.
         "LLM_JOB_LEASE_SECONDS": env_float("LLM_JOB_LEASE_SECONDS", 60.0),
+        # A generation, judge, components run or goal-step evaluation with more requests than
+        # this is cut into shards of this many, which any number of workers claim (llm/shards.py).
+        "LLM_SHARD_REQUESTS": env_int("LLM_SHARD_REQUESTS", 500),
         # Limits per endpoint (base URL + model), shared by every worker process when
         # LLM_LIMITS_REDIS_URL (default: the broker URL, if it is Redis) is set.
         "LLM_MAX_CONCURRENCY": env_int("LLM_MAX_CONCURRENCY", 16),

@@ -16,6 +16,7 @@ Environment variables:
   whatever the client sent. Only then are these headers believed (for "is this request
   HTTPS" and for the address a login failure is counted against).
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -35,12 +36,16 @@ def secret_key_problem(key: str | None) -> str | None:
     if not key:
         return "SECRET_KEY must be set in the environment in production mode"
     if len(key) < MIN_SECRET_KEY_LENGTH:
-        return (f"SECRET_KEY is {len(key)} characters long; production mode needs at least "
-                f"{MIN_SECRET_KEY_LENGTH} random characters (python -c \"import secrets; "
-                f"print(secrets.token_urlsafe(50))\")")
+        return (
+            f"SECRET_KEY is {len(key)} characters long; production mode needs at least "
+            f'{MIN_SECRET_KEY_LENGTH} random characters (python -c "import secrets; '
+            f'print(secrets.token_urlsafe(50))")'
+        )
     if len(set(key)) < MIN_SECRET_KEY_UNIQUE_CHARACTERS:
-        return (f"SECRET_KEY has {len(set(key))} distinct characters; production mode needs at "
-                f"least {MIN_SECRET_KEY_UNIQUE_CHARACTERS} (use a random key)")
+        return (
+            f"SECRET_KEY has {len(set(key))} distinct characters; production mode needs at "
+            f"least {MIN_SECRET_KEY_UNIQUE_CHARACTERS} (use a random key)"
+        )
     if key.startswith(_INSECURE_PREFIX):
         return f"SECRET_KEY starts with {_INSECURE_PREFIX!r}, Django's placeholder; use a random key"
     return None

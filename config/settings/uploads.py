@@ -3,8 +3,8 @@
 Two scopes, each a set of four limits named ``<SCOPE>_MAX_...``:
 
 * ``RECORD``: record files of every importer (corpora, procedures, generations, judgments),
-  read by ``mining/record_files.py``.
-* ``STUDY_ITEMS``: item files of a study (``annotate/item_files.py``), smaller by nature.
+  read by ``core/record_files.py`` (the one record reader).
+* ``STUDY_ITEMS``: item files of a study (``annotate/studies/item_files.py``), smaller by nature.
 
 ``MAX_LINE_BYTES`` bounds one line (JSONL) or one record (CSV) after decompression;
 ``MAX_RECORDS`` the records of a file; ``MAX_DECOMPRESSED_BYTES`` the bytes a file may
@@ -15,6 +15,7 @@ the setting, so whoever meets one knows which variable to raise.
 Also here: the size above which a web upload is imported by a Celery worker rather than in
 the request (``UPLOAD_BACKGROUND_MIN_BYTES``), and the largest YAML run configuration
 (``RUN_CONFIG_MAX_BYTES``)."""
+
 from __future__ import annotations
 
 from config.env import env_positive_int
@@ -50,6 +51,8 @@ def upload_settings() -> dict:
         for key in LIMIT_KEYS:
             name = f"{scope}_{key}"
             settings[name] = env_positive_int(name, defaults[key])
-    settings["UPLOAD_BACKGROUND_MIN_BYTES"] = env_positive_int("UPLOAD_BACKGROUND_MIN_BYTES", UPLOAD_BACKGROUND_MIN_BYTES_DEFAULT)
+    settings["UPLOAD_BACKGROUND_MIN_BYTES"] = env_positive_int(
+        "UPLOAD_BACKGROUND_MIN_BYTES", UPLOAD_BACKGROUND_MIN_BYTES_DEFAULT
+    )
     settings["RUN_CONFIG_MAX_BYTES"] = env_positive_int("RUN_CONFIG_MAX_BYTES", RUN_CONFIG_MAX_BYTES_DEFAULT)
     return settings

@@ -6,6 +6,7 @@
   else (``javascript:``, ``data:``, ...), the value as plain text in a ``<code>`` marked
   ``url-as-text``. The label defaults to the URL itself.
 """
+
 from __future__ import annotations
 
 from django import template
@@ -31,7 +32,13 @@ def page_url(value: object) -> str:
 def web_link(value: object, label: object = None, link_id: str = "") -> SafeString:
     href = link_urls.http_url(value)
     if href:
-        return format_html('<a{} href="{}" rel="noopener noreferrer nofollow" class="web-link">{}</a>',
-                           format_html(' id="{}"', link_id) if link_id else "", href, label or href)
-    return format_html('<code class="url-as-text" title="not an http(s) address, shown as text">{}</code>',
-                       "" if value is None else value)
+        return format_html(
+            '<a{} href="{}" rel="noopener noreferrer nofollow" class="web-link">{}</a>',
+            format_html(' id="{}"', link_id) if link_id else "",
+            href,
+            label or href,
+        )
+    return format_html(
+        '<code class="url-as-text" title="not an http(s) address, shown as text">{}</code>',
+        "" if value is None else value,
+    )

@@ -1,5 +1,6 @@
 """Formatting of shares for every page: ``percent`` and the ``share_estimate`` include
 (templates/includes/share_estimate.html)."""
+
 from __future__ import annotations
 
 from django import template

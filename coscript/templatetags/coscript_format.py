@@ -1,4 +1,5 @@
 """Small formatting filters of the CoScript pages (``percent`` is core's share_format)."""
+
 from __future__ import annotations
 
 from django import template

@@ -1,5 +1,6 @@
 """Helpers shared by the judging app's management commands: reading JSONL input with
 positions for error messages, and writing output files atomically."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,8 @@ from typing import IO, Any
 
 from django.core.management.base import CommandError
 
-from mining.record_files import RecordFileError, file_kind, iter_records, output_problem
-from mining.record_files import atomic_output as record_files_atomic_output
+from core.record_files import RecordError, file_kind, iter_records, output_problem
+from core.record_files import atomic_output as record_files_atomic_output
 
 
 def jsonl_records(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -22,24 +23,24 @@ def jsonl_records(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
         raise CommandError(f"{path}: no such file")
     try:
         kind = file_kind(path)
-    except RecordFileError as exc:
+    except RecordError as exc:
         raise CommandError(str(exc)) from exc
     if kind.format != "jsonl":
         raise CommandError(f"{path}: expected a JSONL file (.jsonl, optionally .gz/.zst/.bz2/.xz)")
     try:
         yield from iter_records(path)
-    except RecordFileError as exc:
+    except RecordError as exc:
         raise CommandError(str(exc)) from exc
 
 
 def record_error(path: str, position: str, field: str | None, message: str) -> CommandError:
     """``<file>, line <n>, field '<field>': <problem>``, as every importer says it."""
-    return CommandError(str(RecordFileError(path, position, message, field=field)))
+    return CommandError(str(RecordError(path, position, field, message)))
 
 
 @contextmanager
 def atomic_output(path: str) -> Iterator[IO[bytes]]:
-    """``mining.record_files.atomic_output`` with a CommandError for an unusable path."""
+    """``core.record_files.atomic_output`` with a CommandError for an unusable path."""
     problem = output_problem(path)
     if problem:
         raise CommandError(problem)

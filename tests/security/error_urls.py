@@ -1,5 +1,6 @@
 """Views that fail on purpose, for the error-page tests (test_settings_hardening.py) only:
 pulled in with ``@pytest.mark.urls``, never part of the product's URLs."""
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import BadRequest, SuspiciousOperation

@@ -1,5 +1,6 @@
 """Accounts (issue 18, item 8): login throttling with lockout on /login/ and /admin/login/, and
 API tokens stored hashed, with an expiry, shown once, revocable, never listed in full."""
+
 from __future__ import annotations
 
 import hashlib
@@ -204,22 +205,32 @@ def test_a_user_cannot_revoke_someone_elses_token(researcher_client, admin_user)
     assert ApiToken.objects.filter(pk=theirs.pk).exists()
 
 
-@pytest.mark.parametrize("header", [
-    "Token " + "a" * 100_000, "Token h2e_\u00e9\u00e9", "Token", "Token a b", "Token \x00abc",
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Token " + "a" * 100_000,
+        "Token h2e_\u00e9\u00e9",
+        "Token",
+        "Token a b",
+        "Token \x00abc",
+    ],
+)
 def test_hostile_token_headers_get_401_not_500(demo, header):
     response = Client().get("/api/procedures/", HTTP_AUTHORIZATION=header)
     assert response.status_code == 401
 
 
-@pytest.mark.parametrize("data, field", [
-    ({"action": "revoke", "token": "1e9"}, "token"),
-    ({"action": "revoke", "token": "9" * 40}, "token"),
-    ({"action": "revoke", "token": "١"}, "token"),  # an Arabic-Indic digit
-    ({"action": "steal"}, "action"),
-    ({"action": "create", "label": "x" * 101}, "label"),
-    ({"action": "create", "label": "bad\x00label"}, "label"),
-])
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"action": "revoke", "token": "1e9"}, "token"),
+        ({"action": "revoke", "token": "9" * 40}, "token"),
+        ({"action": "revoke", "token": "١"}, "token"),  # an Arabic-Indic digit
+        ({"action": "steal"}, "action"),
+        ({"action": "create", "label": "x" * 101}, "label"),
+        ({"action": "create", "label": "bad\x00label"}, "label"),
+    ],
+)
 def test_bad_account_form_values_get_a_400_naming_the_field(researcher_client, researcher, data, field):
     response = researcher_client.post(reverse("account"), data)
     assert response.status_code == 400
@@ -241,9 +252,13 @@ def test_the_admin_lists_tokens_by_prefix_only_and_cannot_create_one(admin_clien
 def test_old_plain_text_tokens_are_imported_hashed_and_their_table_dropped(researcher, demo):
     legacy_key = "0123456789abcdef0123456789abcdef01234567"
     with connection.cursor() as cursor:
-        cursor.execute('CREATE TABLE authtoken_token ("key" varchar(40) PRIMARY KEY, created timestamp, user_id integer)')
-        cursor.execute("INSERT INTO authtoken_token (\"key\", created, user_id) VALUES (%s, %s, %s)",
-                       [legacy_key, timezone.now(), researcher.pk])
+        cursor.execute(
+            'CREATE TABLE authtoken_token ("key" varchar(40) PRIMARY KEY, created timestamp, user_id integer)'
+        )
+        cursor.execute(
+            'INSERT INTO authtoken_token ("key", created, user_id) VALUES (%s, %s, %s)',
+            [legacy_key, timezone.now(), researcher.pk],
+        )
     migration = importlib.import_module("core.migrations.0002_api_tokens_from_authtoken")
     with connection.schema_editor() as editor:
         migration.import_legacy_tokens(apps, editor)

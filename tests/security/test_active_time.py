@@ -2,6 +2,7 @@
 credited only up to the server's own elapsed time between its events, and the total never
 exceeds the wall time since the item was first served (issue 18: 60 rapid autosaves used to
 credit 121 s in 6.9 s of wall time, defeating the speeder screening and the implied pay)."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.models import Annotation, Assignment
-from annotate.services import annotation_submit, assignment_next, assignment_save
+from annotate.participation.drafts import assignment_save
+from annotate.participation.reservations import assignment_next
+from annotate.participation.submissions import annotation_submit
 from annotate.testing import NO_FAILURE, annotator_start, read_everything, study_make
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +29,9 @@ def _wall_seconds(a: Assignment) -> float:
 def test_sixty_rapid_autosaves_claiming_two_seconds_each_credit_at_most_the_wall_time():
     study = study_make(n_items=1)
     client = Client()
-    client.get(reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": "speeder", "STUDY_ID": "s", "SESSION_ID": "s"})
+    client.get(
+        reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": "speeder", "STUDY_ID": "s", "SESSION_ID": "s"}
+    )
     client.post(reverse("annotate:consent", args=[study.slug]), {"agree": "yes"})
     client.get(reverse("annotate:work", args=[study.slug]))
     a = Assignment.objects.get()
@@ -69,8 +74,10 @@ def test_a_claim_beyond_the_elapsed_time_is_credited_the_elapsed_time_only():
     study = study_make(n_items=1)
     p = annotator_start(study, "claimer")
     a = assignment_next(participation=p)
-    Assignment.objects.filter(pk=a.pk).update(first_served_at=a.first_served_at - timedelta(seconds=60),
-                                              last_activity_at=timezone.now() - timedelta(seconds=10))
+    Assignment.objects.filter(pk=a.pk).update(
+        first_served_at=a.first_served_at - timedelta(seconds=60),
+        last_activity_at=timezone.now() - timedelta(seconds=10),
+    )
     assignment_save(participation=p, public_id=a.public_id, active_ms=50_000)
     a.refresh_from_db()
     assert 10.0 <= a.active_seconds < 11.0  # 10 s elapsed (plus the test's own run time), not 50

@@ -3,6 +3,7 @@ beyond a 32-bit column, deep nesting, NUL characters, lone surrogates and over-l
 get a 400 that names the field, never a 500, and nothing stored changes.
 
 Every study kind shares the save and submit endpoints; each kind is attacked on them."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,8 @@ from django.urls import reverse
 
 from annotate.kinds import kind_get
 from annotate.models import Annotation, Annotator, Assignment, Participation
-from annotate.services import StudySettings, study_create
+from annotate.studies.services import study_create
+from annotate.studies.settings import StudySettings
 from annotate.testing import item_spec, study_make
 
 pytestmark = pytest.mark.django_db
@@ -23,18 +25,37 @@ TOO_BIG = 2**31  # one above the largest value of a PostgreSQL integer column
 
 
 def _multiple_choice_study():
-    line = {"id": "mc-1", "task": "step_inference", "prompt": "Prevent colds", "label": 0, "topic": "Health",
-            "candidates": ["wash your hands", "wash your cat", "clap your hands", "eat your protein"]}
-    return study_create(name="Choices", kind="multiple_choice", items=[kind_get("multiple_choice").parse_record(line)],
-                        settings=StudySettings(training_enabled=False, qualification_enabled=False, min_seconds=0))
+    line = {
+        "id": "mc-1",
+        "task": "step_inference",
+        "prompt": "Prevent colds",
+        "label": 0,
+        "topic": "Health",
+        "candidates": ["wash your hands", "wash your cat", "clap your hands", "eat your protein"],
+    }
+    return study_create(
+        name="Choices",
+        kind="multiple_choice",
+        items=[kind_get("multiple_choice").parse_record(line)],
+        settings=StudySettings(training_enabled=False, qualification_enabled=False, min_seconds=0),
+    )
 
 
 def _faithfulness_study():
-    line = {"id": "cs-1", "abstract_goal": "Make a cake", "specific_goal": "Make a vanilla cake", "constraint": "Vanilla",
-            "constraint_type": "modifier", "steps": ["Gather.", "Mix.", "Bake."]}
-    return study_create(name="Faithfulness", kind="constraint_faithfulness",
-                        items=[kind_get("constraint_faithfulness").parse_record(line)],
-                        settings=StudySettings(training_enabled=False, qualification_enabled=False, min_seconds=0))
+    line = {
+        "id": "cs-1",
+        "abstract_goal": "Make a cake",
+        "specific_goal": "Make a vanilla cake",
+        "constraint": "Vanilla",
+        "constraint_type": "modifier",
+        "steps": ["Gather.", "Mix.", "Bake."],
+    }
+    return study_create(
+        name="Faithfulness",
+        kind="constraint_faithfulness",
+        items=[kind_get("constraint_faithfulness").parse_record(line)],
+        settings=StudySettings(training_enabled=False, qualification_enabled=False, min_seconds=0),
+    )
 
 
 STUDIES = {
@@ -49,8 +70,9 @@ def on_item(request):
     """An annotator of each kind's study with an item reserved on their page."""
     study = STUDIES[request.param]()
     client = Client()
-    response = client.get(reverse("annotate:entry", args=[study.slug]),
-                          {"PROLIFIC_PID": PID, "STUDY_ID": "st", "SESSION_ID": "se"})
+    response = client.get(
+        reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": PID, "STUDY_ID": "st", "SESSION_ID": "se"}
+    )
     assert response.status_code == 302
     client.post(reverse("annotate:consent", args=[study.slug]), {"agree": "yes"})
     assert client.get(reverse("annotate:work", args=[study.slug])).status_code == 200
@@ -61,9 +83,20 @@ def on_item(request):
 def _snapshot() -> list:
     """Everything an annotator's request could write."""
     return [
-        list(Assignment.objects.order_by("pk").values(
-            "status", "draft", "draft_seq", "draft_saved_at", "click_log", "steps_opened", "goal_acknowledged_at",
-            "active_seconds", "last_activity_at", "lease_expires_at")),
+        list(
+            Assignment.objects.order_by("pk").values(
+                "status",
+                "draft",
+                "draft_seq",
+                "draft_saved_at",
+                "click_log",
+                "steps_opened",
+                "goal_acknowledged_at",
+                "active_seconds",
+                "last_activity_at",
+                "lease_expires_at",
+            )
+        ),
         list(Participation.objects.order_by("pk").values()),
         list(Annotation.objects.order_by("pk").values("pk")),
         list(Annotator.objects.order_by("pk").values()),
@@ -100,7 +133,10 @@ HOSTILE_SAVES = {
     "seq a float": ('{"seq": 1.5, "draft": {}}', "seq"),
     "client_t Infinity": ('{"events": [{"type": "visible", "client_t": Infinity}]}', "events[0].client_t"),
     "client_t above 2^53": (json.dumps({"events": [{"type": "visible", "client_t": 2**60}]}), "events[0].client_t"),
-    "NUL in an event target": (json.dumps({"events": [{"type": "shortcut", "target": "a\u0000b"}]}), "events[0].target"),
+    "NUL in an event target": (
+        json.dumps({"events": [{"type": "shortcut", "target": "a\u0000b"}]}),
+        "events[0].target",
+    ),
     "event type not a string": (json.dumps({"events": [{"type": ["goal_ack"]}]}), "events[0].type"),
     "event not an object": (json.dumps({"events": ["goal_ack"]}), "events[0]"),
     "events not a list": (json.dumps({"events": {"type": "goal_ack"}}), "events"),
@@ -124,7 +160,10 @@ def test_a_hostile_autosave_is_refused_with_400_naming_the_field_and_changes_not
 
 
 HOSTILE_SUBMITS = {
-    "NaN in the answer": ('{"answer": {"has_failure": NaN, "choice": NaN, "steps_correct": NaN}}', "answer.has_failure"),
+    "NaN in the answer": (
+        '{"answer": {"has_failure": NaN, "choice": NaN, "steps_correct": NaN}}',
+        "answer.has_failure",
+    ),
     "Infinity in the answer": ('{"answer": {"comments": "ok", "x": Infinity}}', "answer.x"),
     "NUL in the comments": (json.dumps({"answer": {"comments": "\u0000"}}), "answer.comments"),
     "submission_id with NUL": (json.dumps({"answer": {}, "submission_id": "a\u0000"}), "submission_id"),
@@ -156,22 +195,34 @@ def test_a_hostile_submit_is_refused_with_400_naming_the_field_and_stores_nothin
 def test_a_huge_step_or_choice_inside_an_answer_is_a_400_of_the_kind_not_a_500(kind):
     study = STUDIES[kind]()
     client = Client()
-    client.get(reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": PID, "STUDY_ID": "st", "SESSION_ID": "se"})
+    client.get(
+        reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": PID, "STUDY_ID": "st", "SESSION_ID": "se"}
+    )
     client.post(reverse("annotate:consent", args=[study.slug]), {"agree": "yes"})
     client.get(reverse("annotate:work", args=[study.slug]))
     a = Assignment.objects.get()
     answer = {
-        "critical_failure": {"has_failure": True, "failures": [{"description": "d", "L1_steps": [2**40], "L2_steps": [1]}]},
+        "critical_failure": {
+            "has_failure": True,
+            "failures": [{"description": "d", "L1_steps": [2**40], "L2_steps": [1]}],
+        },
         "multiple_choice": {"choice": 2**63},
-        "constraint_faithfulness": {"specific_goal_ok": "yes", "meets_constraint": "yes", "steps_correct": "no",
-                                    "wrong_steps": [{"step": 10**20, "error_types": ["wrong_order"]}]},
+        "constraint_faithfulness": {
+            "specific_goal_ok": "yes",
+            "meets_constraint": "yes",
+            "steps_correct": "no",
+            "wrong_steps": [{"step": 10**20, "error_types": ["wrong_order"]}],
+        },
     }[kind]
     url = reverse("annotate:submit", args=[study.slug, a.public_id])
     response = client.post(url, data=json.dumps({"answer": answer}), content_type="application/json")
     assert response.status_code == 400 and response.json()["errors"]
     assert not Annotation.objects.exists()
-    save = client.post(reverse("annotate:save", args=[study.slug, a.public_id]),
-                       data=json.dumps({"draft": answer, "seq": 1}), content_type="application/json")
+    save = client.post(
+        reverse("annotate:save", args=[study.slug, a.public_id]),
+        data=json.dumps({"draft": answer, "seq": 1}),
+        content_type="application/json",
+    )
     assert save.status_code == 200  # a draft keeps only what is valid
     assert json.dumps(Assignment.objects.get().draft).count(str(2**40)) == 0
 
@@ -210,7 +261,9 @@ def test_undecodable_bytes_in_the_entry_url_get_a_friendly_400(encoded):
 def test_hostile_form_posts_and_huge_training_numbers_on_the_path_are_never_a_500():
     study = study_make(n_items=1, training_enabled=True)
     client = Client()
-    client.get(reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": PID, "STUDY_ID": "st", "SESSION_ID": "se"})
+    client.get(
+        reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": PID, "STUDY_ID": "st", "SESSION_ID": "se"}
+    )
     consent = reverse("annotate:consent", args=[study.slug])
     assert client.post(consent, {"agree": "yes\x00"}).status_code == 400
     assert client.post(consent, {"agree": "y" * 100_000}).status_code == 400

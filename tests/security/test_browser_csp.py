@@ -2,6 +2,7 @@
 researcher opens and clicks it, and the product's pages work under the Content-Security-Policy
 with no violation: the charts draw, the annotation page's script runs, the leaderboard's
 filters submit, the API docs and the Django admin render."""
+
 from __future__ import annotations
 
 import pytest
@@ -43,8 +44,10 @@ class Watch:
         self.events: list[str] = []
         page.on("dialog", self._dialog)
         page.expose_binding("__reportCspViolation", lambda source, text: self.events.append(text))
-        page.on("console", lambda message: self.console.append(message.text)
-                if "Content Security Policy" in message.text else None)
+        page.on(
+            "console",
+            lambda message: self.console.append(message.text) if "Content Security Policy" in message.text else None,
+        )
         page.add_init_script(WATCH_VIOLATIONS)
 
     def _dialog(self, dialog) -> None:
@@ -81,11 +84,18 @@ def test_a_hostile_stored_url_runs_no_script_when_a_researcher_opens_and_clicks_
     corpus = Corpus.objects.create(name="hostile urls")
     pages = []
     for i, url in enumerate(HOSTILE_URLS):
-        procedure = Procedure.objects.create(topic=topic, goal=f"Hostile goal {i}", steps=["One.", "Two."],
-                                             source_example_id=f"hostile-{i}", source_url=url)
+        procedure = Procedure.objects.create(
+            topic=topic,
+            goal=f"Hostile goal {i}",
+            steps=["One.", "Two."],
+            source_example_id=f"hostile-{i}",
+            source_url=url,
+        )
         document = Document.objects.create(corpus=corpus, doc_id=f"hostile-{i}", url=url, text="Some text.")
-        pages += [(f"/procedures/{procedure.pk}/", "#source-link"),
-                  (f"/corpora/{corpus.pk}/documents/{document.pk}/", "#document-url")]
+        pages += [
+            (f"/procedures/{procedure.pk}/", "#source-link"),
+            (f"/corpora/{corpus.pk}/documents/{document.pk}/", "#document-url"),
+        ]
     log_in(page, live_server.url, "rita", "rita-Password-1")
     for path, link in pages:
         page.goto(live_server.url + path)
@@ -108,8 +118,13 @@ def test_a_web_source_url_stays_a_link(live_server, page, watch):
     from mining.models import Procedure, Topic
 
     demo_with_researcher()
-    procedure = Procedure.objects.create(topic=Topic.objects.order_by("id").first(), goal="Fix a tap", steps=["Turn."],
-                                         source_example_id="tap", source_url="https://www.wikihow.com/Fix-a-Tap")
+    procedure = Procedure.objects.create(
+        topic=Topic.objects.order_by("id").first(),
+        goal="Fix a tap",
+        steps=["Turn."],
+        source_example_id="tap",
+        source_url="https://www.wikihow.com/Fix-a-Tap",
+    )
     log_in(page, live_server.url, "rita", "rita-Password-1")
     page.goto(f"{live_server.url}/procedures/{procedure.pk}/")
     assert page.locator("#source-link").get_attribute("href") == "https://www.wikihow.com/Fix-a-Tap"
@@ -119,8 +134,9 @@ def test_a_web_source_url_stays_a_link(live_server, page, watch):
 def test_the_policy_blocks_an_injected_inline_script_and_the_watch_reports_it(live_server, page, watch):
     demo_with_researcher()
     log_in(page, live_server.url, "rita", "rita-Password-1")
-    page.evaluate("document.body.appendChild(Object.assign(document.createElement('script'), "
-                  "{textContent: 'alert(9)'}))")
+    page.evaluate(
+        "document.body.appendChild(Object.assign(document.createElement('script'), {textContent: 'alert(9)'}))"
+    )
     page.evaluate("document.body.insertAdjacentHTML('beforeend', '<img src=x onerror=alert(10)>')")
     page.wait_for_timeout(500)
     assert watch.dialogs == []
@@ -190,14 +206,17 @@ def test_the_annotation_page_script_runs_under_the_policy(live_server, page, wat
     from annotate.testing import study_make
 
     study = study_make(n_items=1, annotators_per_item=1, min_seconds=600, name="CSP study")
-    page.goto(f"{live_server.url}/a/{study.slug}/?PROLIFIC_PID=5f1e2d3c4b5a69788796a5b4"
-              f"&STUDY_ID=prolific-study&SESSION_ID=csp-session")
+    page.goto(
+        f"{live_server.url}/a/{study.slug}/?PROLIFIC_PID=5f1e2d3c4b5a69788796a5b4"
+        f"&STUDY_ID=prolific-study&SESSION_ID=csp-session"
+    )
     page.get_by_label("I have read the guidelines and agree to take part.").check()
     page.get_by_role("button", name="Continue").click()
     page.locator("#goal-text").wait_for()
     # Opening a step is the page's own script at work: its progress label counts it.
-    page.get_by_label("I've read the goal and understand that my assessment should focus on how well L2 "
-                      "achieves the goal.").check()
+    page.get_by_label(
+        "I've read the goal and understand that my assessment should focus on how well L2 achieves the goal."
+    ).check()
     page.locator("button.step").first.click()
     page.wait_for_function("() => document.getElementById('step-progress-label').textContent.startsWith('1/')")
     page.get_by_label("No critical failures identified", exact=True).check()

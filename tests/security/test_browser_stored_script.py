@@ -2,6 +2,7 @@
 annotators' comments, study names) holding script in every common form is shown as text on
 every page a researcher or an annotator opens; no script runs (a dialog handler records any
 alert, confirm or prompt)."""
+
 from __future__ import annotations
 
 import pytest
@@ -43,12 +44,17 @@ def _plant_hostile_text() -> dict[str, str]:
     generation.model_completion = HOSTILE
     generation.save()
     Judgment.objects.filter(generation=generation).update(
-        critical_failures=[{"description": HOSTILE, "L1_steps": [1], "L2_steps": [1]}], reasoning=HOSTILE,
+        critical_failures=[{"description": HOSTILE, "L1_steps": [1], "L2_steps": [1]}],
+        reasoning=HOSTILE,
     )
     corpus = Corpus.objects.create(name=f"corpus {PAYLOADS[0]}"[:200], description=HOSTILE)
     document = Document.objects.create(
-        corpus=corpus, doc_id=PAYLOADS[1][:100], url="https://example.org/?q=<script>alert(1)</script>",
-        text=HOSTILE, text_hash="0" * 64, topic=Topic.objects.first(),
+        corpus=corpus,
+        doc_id=PAYLOADS[1][:100],
+        url="https://example.org/?q=<script>alert(1)</script>",
+        text=HOSTILE,
+        text_hash="0" * 64,
+        topic=Topic.objects.first(),
     )
     study = Study.objects.order_by("pk").first()
     study.name = f"Study {PAYLOADS[1]}"[:200]
@@ -104,7 +110,8 @@ def test_hostile_text_on_the_annotation_page_never_runs_as_script(live_server, p
 
     call_command("load_demo", verbosity=0)
     StudyItem.objects.filter(study__slug="demo-critical-failures").update(
-        goal=f"Goal {HOSTILE}", candidate_steps=[f"Step {p}" for p in PAYLOADS],
+        goal=f"Goal {HOSTILE}",
+        candidate_steps=[f"Step {p}" for p in PAYLOADS],
         reference_steps=[f"Reference {p}" for p in PAYLOADS],
     )
     dialogs: list[str] = []

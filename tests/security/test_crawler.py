@@ -5,6 +5,7 @@ its traceback).
 The parameter names are not listed by hand: they are read from the source (every
 ``GET``/``POST``/``query_params``/``data`` lookup of a literal name) and from every form class
 of the project's apps, so a parameter added later is attacked too."""
+
 from __future__ import annotations
 
 import importlib
@@ -170,7 +171,9 @@ def _annotator_client(slug: str) -> tuple[Client, list[str]]:
 
     Participation.objects.filter(annotator__pid=pid).update(state=ParticipationState.ANNOTATING)
     client.get(f"/a/{slug}/work/")
-    held = [str(u) for u in Assignment.objects.filter(participation__annotator__pid=pid).values_list("public_id", flat=True)]
+    held = [
+        str(u) for u in Assignment.objects.filter(participation__annotator__pid=pid).values_list("public_id", flat=True)
+    ]
     return client, held
 
 

@@ -1,6 +1,7 @@
 """Exports that cannot execute: every CSV the product writes neutralises cells a spreadsheet
 would read as a formula (a leading =, +, -, @, tab or carriage return gets a ' in front),
 while real numbers, negative ones included, stay numbers (docs/annotation.md, "CSV exports")."""
+
 from __future__ import annotations
 
 import csv
@@ -12,7 +13,8 @@ from django.urls import reverse
 
 from annotate.kinds.base import ROLE_MAIN
 from annotate.models import Participation
-from annotate.services import StudySettings, study_create
+from annotate.studies.services import study_create
+from annotate.studies.settings import StudySettings
 from annotate.testing import ONE_FAILURE, annotate_next, annotator_start, item_spec, judged_generation_study
 from core.csv_cells import FORMULA_TRIGGERS, csv_cell, csv_writer
 from judging.models import Judgment
@@ -55,9 +57,10 @@ def _hostile_annotator(client, study) -> Participation:
     entry = client.get(f"/a/{study.slug}/", {"PROLIFIC_PID": PID, "STUDY_ID": "study1", "SESSION_ID": "session1"})
     assert entry.status_code == 302, entry.content[:500]
     Participation.objects.filter(study=study, annotator__pid=PID).update(
-        prolific_study_id=FORMULA, prolific_session_id=AT_FORMULA)
+        prolific_study_id=FORMULA, prolific_session_id=AT_FORMULA
+    )
     p = Participation.objects.get(study=study, annotator__pid=PID)
-    from annotate.services import participation_consent
+    from annotate.participation.services import participation_consent
 
     p = participation_consent(participation=p)
     assert annotate_next(p, {**ONE_FAILURE, "comments": FORMULA}) is not None
@@ -90,8 +93,13 @@ def test_the_jsonl_export_keeps_the_annotators_text_unchanged(client, researcher
 def test_item_ids_from_an_uploaded_file_are_neutralised_in_the_disagreements_csv(researcher_client):
     items = [item_spec(1), item_spec(2)]
     items[0].item_id, items[1].item_id = "=1+2", "-3+4"
-    study = study_create(name="Hostile ids", items=items, settings=StudySettings(
-        training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=2))
+    study = study_create(
+        name="Hostile ids",
+        items=items,
+        settings=StudySettings(
+            training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=2
+        ),
+    )
     for n, pid in enumerate((f"{1:024x}", f"{2:024x}")):
         p = annotator_start(study, pid)
         while annotate_next(p, label=bool(n)) is not None:
@@ -125,30 +133,68 @@ def test_annotators_csv_writes_through_the_neutralising_writer(client, researche
 
 
 def test_metric_agreement_csv_neutralises_text_and_keeps_negative_numbers(researcher_client, monkeypatch):
-    import annotate.metric_agreement_views as views
+    import annotate.reports.views as views
 
     study = _study()
-    signal = {"rank": 1, "key": "-key", "label": "=label()", "family": "+family", "higher_means": "@x", "n": 4,
-              "n_has_failure": 2, "n_no_failure": 2, "auc": 0.25, "auc_ci95": [-0.5, 0.75],
-              "best_threshold": {"accuracy": 0.5, "ci95": None, "threshold": -0.52, "rule": "\tleft",
-                                 "baseline_accuracy": 0.5},
-              "kendall_tau": -1.0, "kendall_tau_ci95": None, "n_models": 2, "note": "\r=note"}
+    signal = {
+        "rank": 1,
+        "key": "-key",
+        "label": "=label()",
+        "family": "+family",
+        "higher_means": "@x",
+        "n": 4,
+        "n_has_failure": 2,
+        "n_no_failure": 2,
+        "auc": 0.25,
+        "auc_ci95": [-0.5, 0.75],
+        "best_threshold": {
+            "accuracy": 0.5,
+            "ci95": None,
+            "threshold": -0.52,
+            "rule": "\tleft",
+            "baseline_accuracy": 0.5,
+        },
+        "kendall_tau": -1.0,
+        "kendall_tau_ci95": None,
+        "n_models": 2,
+        "note": "\r=note",
+    }
     monkeypatch.setattr(views, "study_metric_agreement_report", lambda s: {"signals": [signal]})
     rows = _rows(researcher_client.get(reverse("annotate:report_metric_agreement", args=[study.slug]) + "?format=csv"))
     cells = dict(zip(rows[0], rows[1]))
-    assert (cells["key"], cells["label"], cells["family"], cells["higher_means"]) == ("'-key", "'=label()", "'+family", "'@x")
+    assert (cells["key"], cells["label"], cells["family"], cells["higher_means"]) == (
+        "'-key",
+        "'=label()",
+        "'+family",
+        "'@x",
+    )
     assert cells["best_threshold_rule"] == "'\tleft" and cells["note"] == "'\r=note"
     assert cells["best_threshold"] == "-0.52" and cells["kendall_tau"] == "-1.0" and cells["auc_ci95_low"] == "-0.5"
     assert _executable_cells(rows) == []
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("=1+1", "'=1+1"), ("+1", "'+1"), ("-1", "'-1"), ("@A1", "'@A1"), ("\tx", "'\tx"), ("\rx", "'\rx"),
-    ("\uff1d1+1", "'\uff1d1+1"),  # a full-width '=' some spreadsheets take for '='
-    ("plain", "plain"), ("", ""), ("a=b", "a=b"), (None, None),
-    (-0.52, -0.52), (-3, -3), (0, 0), (True, True),
-    (float("-inf"), "'-inf"), (float("nan"), "nan"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("=1+1", "'=1+1"),
+        ("+1", "'+1"),
+        ("-1", "'-1"),
+        ("@A1", "'@A1"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("\uff1d1+1", "'\uff1d1+1"),  # a full-width '=' some spreadsheets take for '='
+        ("plain", "plain"),
+        ("", ""),
+        ("a=b", "a=b"),
+        (None, None),
+        (-0.52, -0.52),
+        (-3, -3),
+        (0, 0),
+        (True, True),
+        (float("-inf"), "'-inf"),
+        (float("nan"), "nan"),
+    ],
+)
 def test_csv_cell_neutralises_formula_text_and_keeps_real_numbers(value, expected):
     assert csv_cell(value) == expected
 

@@ -1,6 +1,7 @@
 """The annotators dashboard (and the study page's annotator table, and the annotators CSV)
 marks an annotator excluded from the participation, never from the rows of the check and
 qualification items they answered (those rows are always set aside from the statistics)."""
+
 from __future__ import annotations
 
 import csv
@@ -11,9 +12,10 @@ from django.urls import reverse
 
 from annotate.kinds.base import ROLE_MAIN
 from annotate.models import Annotation, Participation, ParticipationState
-from annotate.reports import annotator_table, study_agreement_report
-from annotate.selectors import study_annotators
-from annotate.services import annotation_submit, assignment_next
+from annotate.participation.reservations import assignment_next
+from annotate.participation.submissions import annotation_submit
+from annotate.reports.selectors import annotator_table, study_agreement_report
+from annotate.studies.selectors import study_annotators
 from annotate.testing import NO_FAILURE, ONE_FAILURE, annotator_start, read_everything, study_make
 
 pytestmark = pytest.mark.django_db
@@ -25,9 +27,17 @@ GOOD, BAD, GOLD0 = "a00000000000000000000001", "b00000000000000000000002", "c000
 def _study():
     """4 main items, 2 gold items (qualification: both needed), 2 attention checks every
     other item, at most 0 misses."""
-    return study_make(n_items=4, n_gold=2, n_attention=2, annotators_per_item=3, attention_check_rate=0.5,
-                      attention_max_failures=0, qualification_pass=2, gold_answers=[False, True],
-                      attention_answers=[True, True])
+    return study_make(
+        n_items=4,
+        n_gold=2,
+        n_attention=2,
+        annotators_per_item=3,
+        attention_check_rate=0.5,
+        attention_max_failures=0,
+        qualification_pass=2,
+        gold_answers=[False, True],
+        attention_answers=[True, True],
+    )
 
 
 def _walk(p: Participation, *, right_on_checks: bool, right_on_gold: bool = True) -> None:
@@ -38,11 +48,12 @@ def _walk(p: Participation, *, right_on_checks: bool, right_on_gold: bool = True
             return
         read_everything(p, a)
         label = True
-        if a.item.expected_has_failure is not None and a.role != ROLE_MAIN:
+        if a.item.expected is not None and a.role != ROLE_MAIN:
             right = right_on_gold if a.role == "qualification" else right_on_checks
-            label = a.item.expected_has_failure if right else not a.item.expected_has_failure
-        annotation_submit(participation=p, public_id=a.public_id, answer=ONE_FAILURE if label else NO_FAILURE,
-                          submission_id="t")
+            label = a.item.expected if right else not a.item.expected
+        annotation_submit(
+            participation=p, public_id=a.public_id, answer=ONE_FAILURE if label else NO_FAILURE, submission_id="t"
+        )
 
 
 def _rows_by_pid(study) -> dict[str, dict]:
@@ -64,8 +75,15 @@ def test_an_annotator_who_passed_qualification_and_checks_is_not_excluded(resear
     assert [(r["annotator"], r["excluded"]) for r in table] == [(GOOD, False)]
     html = researcher_client.get(reverse("annotate:report_annotators", args=[study.slug])).content.decode()
     assert 'class="badge bad"' not in html.split('id="annotator-table"')[1]
-    csv_rows = list(csv.DictReader(io.StringIO(researcher_client.get(
-        reverse("annotate:report_annotators", args=[study.slug]) + "?format=csv").content.decode())))
+    csv_rows = list(
+        csv.DictReader(
+            io.StringIO(
+                researcher_client.get(
+                    reverse("annotate:report_annotators", args=[study.slug]) + "?format=csv"
+                ).content.decode()
+            )
+        )
+    )
     assert [(r["annotator"], r["excluded"], r["exclusion_reason"]) for r in csv_rows] == [(GOOD, "False", "")]
     detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content.decode()
     annotators_section = detail.split('id="annotators"')[1].split("</section>")[0]

@@ -2,6 +2,7 @@
 (core/parsers.py): a NUL in a parameter, a path integer beyond the database's keys, and JSON
 that is not JSON (NaN, Infinity, nesting, NUL, giant integers) are answered 400/404, naming
 the field, before any view or database sees them."""
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 multi-valued relations (items, annotations, participations) at once, whose product grows as
 items × annotations × participants; the number of queries does not grow with the number of
 studies; and the counts equal hand counts (bench/studies_pages.py times the pages)."""
+
 from __future__ import annotations
 
 import re
@@ -12,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotate.models import Annotation, Participation
-from annotate.selectors import study_list
+from annotate.studies.selectors import study_list
 from annotate.testing import annotate_next, annotator_start, study_make
 
 pytestmark = pytest.mark.django_db
@@ -26,8 +27,13 @@ def _pid(n: int) -> str:
 
 def _labelled(name: str, *, n_items: int, per_item: int, n_annotators: int, n_attention: int = 0):
     """``n_annotators`` annotators each label up to every item (k = ``per_item``)."""
-    study = study_make(n_items=n_items, annotators_per_item=per_item, name=name, n_attention=n_attention,
-                       **({"attention_check_rate": 0.5} if n_attention else {}))
+    study = study_make(
+        n_items=n_items,
+        annotators_per_item=per_item,
+        name=name,
+        n_attention=n_attention,
+        **({"attention_check_rate": 0.5} if n_attention else {}),
+    )
     for n in range(n_annotators):
         p = annotator_start(study, _pid(1000 * study.pk + n))
         while annotate_next(p, label=True) is not None:  # right on every attention check (expected: True)
@@ -59,15 +65,21 @@ def test_the_studies_list_counts_equal_hand_counts():
     by_slug = {s.slug: s for s in study_list()}
     for study in (a, b, empty):
         row = by_slug[study.slug]
-        hand = (study.items.filter(role="main").count(),
-                Annotation.objects.filter(study=study, source="main").count(),
-                Participation.objects.filter(study=study).count())
+        hand = (
+            study.items.filter(role="main").count(),
+            Annotation.objects.filter(study=study, source="main").count(),
+            Participation.objects.filter(study=study).count(),
+        )
         assert (row.n_items, row.n_annotations, row.n_participants) == hand
     assert (by_slug[a.slug].n_items, by_slug[a.slug].n_annotations, by_slug[a.slug].n_participants) == (3, 6, 3)
     assert (by_slug[b.slug].n_items, by_slug[b.slug].n_annotations, by_slug[b.slug].n_participants) == (5, 15, 4)
     # Attention-check answers are not main-pool annotations.
     assert Annotation.objects.filter(study=b, source="attention").exists()
-    assert (by_slug[empty.slug].n_items, by_slug[empty.slug].n_annotations, by_slug[empty.slug].n_participants) == (2, 0, 1)
+    assert (by_slug[empty.slug].n_items, by_slug[empty.slug].n_annotations, by_slug[empty.slug].n_participants) == (
+        2,
+        0,
+        1,
+    )
 
 
 def test_the_studies_page_shows_the_counts(researcher_client):
@@ -94,13 +106,14 @@ def test_the_number_of_queries_of_the_studies_page_does_not_grow_with_studies(re
 def test_the_number_of_queries_of_the_study_page_does_not_grow_with_items_annotators_or_rounds(researcher_client):
     small = _labelled("Small", n_items=2, per_item=1, n_annotators=1)
     big = _labelled("Big", n_items=8, per_item=3, n_annotators=5)
-    assert _queries(researcher_client, reverse("annotate:study_detail", args=[small.slug])) == \
-        _queries(researcher_client, reverse("annotate:study_detail", args=[big.slug]))
+    assert _queries(researcher_client, reverse("annotate:study_detail", args=[small.slug])) == _queries(
+        researcher_client, reverse("annotate:study_detail", args=[big.slug])
+    )
 
 
 def test_the_study_progress_counts_equal_hand_counts():
-    from annotate.selectors import study_progress_get
-    from annotate.services import assignment_next
+    from annotate.participation.reservations import assignment_next
+    from annotate.studies.selectors import study_progress_get
 
     study = study_make(n_items=5, annotators_per_item=2, name="Progress")
     for n in range(2):  # two annotators label items 1-3 (complete); a third labels item 4
@@ -112,15 +125,19 @@ def test_the_study_progress_counts_equal_hand_counts():
     assert held.item.item_id in ("item-4", "item-5")
     progress = study_progress_get(study)
     # Items 1-3: 2 of 2 (complete); the held item: in progress; the other: open.
-    assert (progress["items_total"], progress["items_complete"], progress["items_in_progress"],
-            progress["items_open"]) == (5, 3, 1, 1)
+    assert (
+        progress["items_total"],
+        progress["items_complete"],
+        progress["items_in_progress"],
+        progress["items_open"],
+    ) == (5, 3, 1, 1)
     assert progress["annotations_main"] == 6 and progress["annotations_excluded"] == 0
     assert progress["participants"] == 3 and progress["live_annotators"] == 3
     assert progress["live_reservations"] == 1
 
 
 def test_the_study_page_shows_one_page_of_items_and_of_annotators(researcher_client, monkeypatch):
-    import annotate.selectors as selectors
+    import annotate.studies.selectors as selectors
 
     monkeypatch.setattr(selectors, "STUDY_PAGE_ITEMS", 3)
     monkeypatch.setattr(selectors, "STUDY_PAGE_ANNOTATORS", 2)
@@ -142,14 +159,15 @@ def test_the_study_page_shows_one_page_of_items_and_of_annotators(researcher_cli
 @pytest.mark.parametrize("hostile", ["abc", "-1", "0", "1e9", "9" * 5000, "1; DROP TABLE x", "２", "1" * 13])
 def test_a_hostile_page_number_on_the_study_page_is_not_an_error(researcher_client, hostile):
     study = _labelled("Hostile pages", n_items=2, per_item=1, n_annotators=1)
-    response = researcher_client.get(reverse("annotate:study_detail", args=[study.slug]),
-                                     {"items_page": hostile, "annotators_page": hostile})
+    response = researcher_client.get(
+        reverse("annotate:study_detail", args=[study.slug]), {"items_page": hostile, "annotators_page": hostile}
+    )
     assert response.status_code == 200
     assert len(response.context["items"]) == 2
 
 
 def test_the_round_alpha_is_recomputed_when_annotations_arrive():
-    from annotate.selectors import study_round_summaries
+    from annotate.studies.selectors import study_round_summaries
 
     study = _labelled("Fresh", n_items=3, per_item=2, n_annotators=1)
     before = study_round_summaries(study)[0]
@@ -162,7 +180,7 @@ def test_the_round_alpha_is_recomputed_when_annotations_arrive():
 
 
 def test_a_slow_round_alpha_is_shown_with_its_time_and_the_annotations_since(monkeypatch):
-    import annotate.selectors as selectors
+    import annotate.studies.selectors as selectors
 
     monkeypatch.setattr(selectors, "ROUND_ALPHA_SLOW_SECONDS", 0.0)  # every computation counts as slow
     study = _labelled("Slow", n_items=3, per_item=2, n_annotators=1)

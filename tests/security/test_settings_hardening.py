@@ -9,6 +9,7 @@
 * Production settings refuse a weak SECRET_KEY and DEBUG=true, default to HTTPS with HSTS,
   trust the proxy header only when told to, and pass `check --deploy` clean.
 """
+
 from __future__ import annotations
 
 import io
@@ -81,7 +82,9 @@ def test_technical_500_page_hides_the_login_password_with_debug_on(secret_urls, 
     original = error_urls.broker_down
     try:
         error_urls.urlpatterns[0].callback = sensitive_post_parameters("password")(original)
-        response = Client(raise_request_exception=False).post("/boom/", {"username": "rita", "password": request_password})
+        response = Client(raise_request_exception=False).post(
+            "/boom/", {"username": "rita", "password": request_password}
+        )
     finally:
         error_urls.urlpatterns[0].callback = original
     assert response.status_code == 500
@@ -155,7 +158,9 @@ def test_every_configured_log_handler_masks_secrets():
 
 def test_log_lines_and_tracebacks_mask_url_credentials(secret_urls):
     stream = io.StringIO()
-    console = next(h for h in logging.getLogger().handlers if any(isinstance(f, SecretMaskingFilter) for f in h.filters))
+    console = next(
+        h for h in logging.getLogger().handlers if any(isinstance(f, SecretMaskingFilter) for f in h.filters)
+    )
     previous = console.setStream(stream)
     try:
         log = logging.getLogger("tests.security.masking")
@@ -198,13 +203,29 @@ def test_celery_worker_log_handlers_get_the_masking_filter():
 
 
 def _settings_in_subprocess(env_overrides: dict[str, str], names: list[str], tmp_path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DEBUG", "SECRET_KEY", "HTTPS_ONLY", "TRUST_PROXY_HEADERS", "SECURE_COOKIES",
-                        "SECURE_HSTS_SECONDS", "SECURE_HSTS_PRELOAD", "DATABASE_URL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "DEBUG",
+            "SECRET_KEY",
+            "HTTPS_ONLY",
+            "TRUST_PROXY_HEADERS",
+            "SECURE_COOKIES",
+            "SECURE_HSTS_SECONDS",
+            "SECURE_HSTS_PRELOAD",
+            "DATABASE_URL",
+        )
+    }
     env.update(VAR_DIR=str(tmp_path), **env_overrides)
-    code = ("import json, django; django.setup(); from django.conf import settings; "
-            f"print(json.dumps({{n: getattr(settings, n) for n in {names!r}}}, default=str))")
-    return subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120)
+    code = (
+        "import json, django; django.setup(); from django.conf import settings; "
+        f"print(json.dumps({{n: getattr(settings, n) for n in {names!r}}}, default=str))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_embedded_default_runs_with_debug_off(tmp_path):
@@ -232,8 +253,15 @@ def test_pages_get_their_css_and_js_with_debug_off(settings, tmp_path, researche
 # --- production settings -------------------------------------------------------------------
 
 PRODUCTION = "config.django.production"
-SECURITY_SETTINGS = ["DEBUG", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "SECURE_HSTS_INCLUDE_SUBDOMAINS",
-                     "SECURE_PROXY_SSL_HEADER", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE"]
+SECURITY_SETTINGS = [
+    "DEBUG",
+    "SECURE_SSL_REDIRECT",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+    "SECURE_PROXY_SSL_HEADER",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+]
 
 
 def _good_key() -> str:
@@ -241,50 +269,84 @@ def _good_key() -> str:
 
 
 def test_manage_py_check_deploy_is_clean_with_the_production_settings(tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DEBUG", "HTTPS_ONLY", "TRUST_PROXY_HEADERS", "SECURE_COOKIES", "SECURE_HSTS_SECONDS",
-                        "SECURE_HSTS_PRELOAD", "DATABASE_URL", "ALLOWED_HOSTS",
-                        # set in this process by the browser tests' fixture, never in a deployment
-                        "DJANGO_ALLOW_ASYNC_UNSAFE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "DEBUG",
+            "HTTPS_ONLY",
+            "TRUST_PROXY_HEADERS",
+            "SECURE_COOKIES",
+            "SECURE_HSTS_SECONDS",
+            "SECURE_HSTS_PRELOAD",
+            "DATABASE_URL",
+            "ALLOWED_HOSTS",
+            # set in this process by the browser tests' fixture, never in a deployment
+            "DJANGO_ALLOW_ASYNC_UNSAFE",
+        )
+    }
     env.update(DJANGO_SETTINGS_MODULE=PRODUCTION, SECRET_KEY=_good_key(), VAR_DIR=str(tmp_path))
-    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                            cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
 
 
 def test_production_defaults_to_https_redirect_hsts_and_secure_cookies_without_trusting_the_proxy(tmp_path):
-    result = _settings_in_subprocess({"DJANGO_SETTINGS_MODULE": PRODUCTION, "SECRET_KEY": _good_key()},
-                                     SECURITY_SETTINGS, tmp_path)
+    result = _settings_in_subprocess(
+        {"DJANGO_SETTINGS_MODULE": PRODUCTION, "SECRET_KEY": _good_key()}, SECURITY_SETTINGS, tmp_path
+    )
     assert result.returncode == 0, result.stderr
     values = json.loads(result.stdout.splitlines()[-1])
     assert values == {
-        "DEBUG": False, "SECURE_SSL_REDIRECT": True, "SECURE_HSTS_SECONDS": 365 * 24 * 3600,
-        "SECURE_HSTS_INCLUDE_SUBDOMAINS": True, "SECURE_PROXY_SSL_HEADER": None,
-        "SESSION_COOKIE_SECURE": True, "CSRF_COOKIE_SECURE": True,
+        "DEBUG": False,
+        "SECURE_SSL_REDIRECT": True,
+        "SECURE_HSTS_SECONDS": 365 * 24 * 3600,
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": True,
+        "SECURE_PROXY_SSL_HEADER": None,
+        "SESSION_COOKIE_SECURE": True,
+        "CSRF_COOKIE_SECURE": True,
     }
 
 
 def test_production_trusts_the_proxy_header_only_when_told_and_https_can_be_switched_off(tmp_path):
     result = _settings_in_subprocess(
         {"DJANGO_SETTINGS_MODULE": PRODUCTION, "SECRET_KEY": _good_key(), "TRUST_PROXY_HEADERS": "true"},
-        SECURITY_SETTINGS, tmp_path)
+        SECURITY_SETTINGS,
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1])["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]
 
     result = _settings_in_subprocess(
         {"DJANGO_SETTINGS_MODULE": PRODUCTION, "SECRET_KEY": _good_key(), "HTTPS_ONLY": "false"},
-        SECURITY_SETTINGS, tmp_path)
+        SECURITY_SETTINGS,
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     local = json.loads(result.stdout.splitlines()[-1])
-    assert (local["SECURE_SSL_REDIRECT"], local["SECURE_HSTS_SECONDS"], local["SESSION_COOKIE_SECURE"]) == (False, 0, False)
+    assert (local["SECURE_SSL_REDIRECT"], local["SECURE_HSTS_SECONDS"], local["SESSION_COOKIE_SECURE"]) == (
+        False,
+        0,
+        False,
+    )
 
 
-@pytest.mark.parametrize("key, reason", [
-    ("x" * 60, "distinct characters"),
-    ("short-but-random-Q7#", "characters long"),
-    ("django-insecure-" + "a1b2c3d4e5" * 5, "django-insecure-"),
-])
+@pytest.mark.parametrize(
+    "key, reason",
+    [
+        ("x" * 60, "distinct characters"),
+        ("short-but-random-Q7#", "characters long"),
+        ("django-insecure-" + "a1b2c3d4e5" * 5, "django-insecure-"),
+    ],
+)
 def test_production_refuses_a_weak_secret_key(tmp_path, key, reason):
     result = _settings_in_subprocess({"DJANGO_SETTINGS_MODULE": PRODUCTION, "SECRET_KEY": key}, ["DEBUG"], tmp_path)
     assert result.returncode != 0
@@ -293,8 +355,9 @@ def test_production_refuses_a_weak_secret_key(tmp_path, key, reason):
 
 
 def test_production_refuses_debug_true(tmp_path):
-    result = _settings_in_subprocess({"DJANGO_SETTINGS_MODULE": PRODUCTION, "SECRET_KEY": _good_key(), "DEBUG": "true"},
-                                     ["DEBUG"], tmp_path)
+    result = _settings_in_subprocess(
+        {"DJANGO_SETTINGS_MODULE": PRODUCTION, "SECRET_KEY": _good_key(), "DEBUG": "true"}, ["DEBUG"], tmp_path
+    )
     assert result.returncode != 0
     assert "DEBUG=true is refused in production mode" in result.stderr
 

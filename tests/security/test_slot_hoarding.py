@@ -8,6 +8,7 @@ the slots stayed locked for the 30-minute lease).
 * STUDY_ID must match the study's Prolific study id when one is set;
 * the PID must look like a Prolific id unless the study allows others;
 * attention checks come at seeded, per-participant positions and in a seeded order."""
+
 from __future__ import annotations
 
 import json
@@ -21,22 +22,16 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from annotate import attention_plan
 from annotate import constants as C
-from annotate import services
+from annotate.errors import EntryLimited, EntryRefused
 from annotate.kinds import kind_get
 from annotate.models import Annotator, Assignment, AssignmentStatus, Participation, ParticipationState, Study
-from annotate.services import (
-    EntryLimited,
-    EntryRefused,
-    StudySettings,
-    assignment_next,
-    assignment_page,
-    assignment_save,
-    participation_consent,
-    participation_enter,
-    study_create,
-)
+from annotate.participation import attention_plan, clock
+from annotate.participation.drafts import assignment_save
+from annotate.participation.reservations import assignment_next, assignment_page
+from annotate.participation.services import participation_consent, participation_enter
+from annotate.studies.services import study_create
+from annotate.studies.settings import StudySettings
 from annotate.testing import annotate_next, annotator_start, item_spec, study_make
 from core import rate_limit
 
@@ -52,8 +47,9 @@ def _prolific_study(n_items: int = 20, **settings) -> Study:
     """A study as a researcher creates it: Prolific ids only, one annotator per item."""
     values = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0, "annotators_per_item": 1}
     values.update(settings)
-    return study_create(name="Prolific study", items=[item_spec(i) for i in range(1, n_items + 1)],
-                        settings=StudySettings(**values))
+    return study_create(
+        name="Prolific study", items=[item_spec(i) for i in range(1, n_items + 1)], settings=StudySettings(**values)
+    )
 
 
 def _walk_in(study: Study, pid: str, address: str = "203.0.113.7", client: Client | None = None, **params):
@@ -70,7 +66,7 @@ def _walk_in(study: Study, pid: str, address: str = "203.0.113.7", client: Clien
 def _later(monkeypatch, seconds: float) -> None:
     """The services' clock, ``seconds`` from now."""
     moment = timezone.now() + timedelta(seconds=seconds)
-    monkeypatch.setattr(services, "_now", lambda: moment)
+    monkeypatch.setattr(clock, "now", lambda: moment)
 
 
 def _live_reservations(study: Study, at=None) -> int:
@@ -92,14 +88,16 @@ def test_twenty_five_made_up_pids_from_one_client_cannot_take_every_slot(monkeyp
     page, genuine = _walk_in(study, prolific_pid(1000), address="198.51.100.20")
     assert page.status_code == 200 and b"page-state" in page.content
     mine = Assignment.objects.get(participation__annotator__pid=prolific_pid(1000))
-    saved = genuine.post(reverse("annotate:save", args=[study.slug, mine.public_id]),
-                         data=json.dumps({"events": [{"type": "goal_ack"}], "active_ms": 800}),
-                         content_type="application/json")
+    saved = genuine.post(
+        reverse("annotate:save", args=[study.slug, mine.public_id]),
+        data=json.dumps({"events": [{"type": "goal_ack"}], "active_ms": 800}),
+        content_type="application/json",
+    )
     assert saved.status_code == 200
 
     # The hoarder never acts: after the short initial lease every one of their slots is free again.
     _later(monkeypatch, C.INITIAL_LEASE_SECONDS + 1)
-    assert _live_reservations(study, services._now()) == 1  # only the genuine participant's
+    assert _live_reservations(study, clock.now()) == 1  # only the genuine participant's
     others = [annotator_start(study, prolific_pid(2000 + n)) for n in range(19)]
     assert all(assignment_next(participation=p) is not None for p in others)
 
@@ -122,8 +120,10 @@ def test_a_returning_participant_is_never_counted_and_other_studies_and_addresse
         page, client = _walk_in(first, prolific_pid(1))
         assert page.status_code == 200
         for _ in range(3):  # the same PID again (a reload, another tab): resumes
-            again = client.get(reverse("annotate:entry", args=[first.slug]),
-                               {"PROLIFIC_PID": prolific_pid(1), "STUDY_ID": "st", "SESSION_ID": "x"})
+            again = client.get(
+                reverse("annotate:entry", args=[first.slug]),
+                {"PROLIFIC_PID": prolific_pid(1), "STUDY_ID": "st", "SESSION_ID": "x"},
+            )
             assert again.status_code == 302
         assert _walk_in(first, prolific_pid(2))[0].status_code == 429
         assert _walk_in(second, prolific_pid(2))[0].status_code == 200  # another study
@@ -214,11 +214,25 @@ def test_an_active_participant_keeps_the_slot_beyond_the_short_lease(monkeypatch
 
 
 def test_on_a_page_of_several_items_activity_on_one_lengthens_them_all():
-    lines = [{"id": f"mc-{n}", "task": "step_inference", "prompt": f"Prevent colds {n}", "label": 0, "topic": "Health",
-              "candidates": ["wash your hands", "wash your cat", "clap your hands", "eat your protein"]} for n in range(4)]
-    study = study_create(name="Page", kind="multiple_choice", items=[kind_get("multiple_choice").parse_record(x) for x in lines],
-                         settings=StudySettings(training_enabled=False, qualification_enabled=False, min_seconds=0,
-                                                items_per_page=4, lease_minutes=30))
+    lines = [
+        {
+            "id": f"mc-{n}",
+            "task": "step_inference",
+            "prompt": f"Prevent colds {n}",
+            "label": 0,
+            "topic": "Health",
+            "candidates": ["wash your hands", "wash your cat", "clap your hands", "eat your protein"],
+        }
+        for n in range(4)
+    ]
+    study = study_create(
+        name="Page",
+        kind="multiple_choice",
+        items=[kind_get("multiple_choice").parse_record(x) for x in lines],
+        settings=StudySettings(
+            training_enabled=False, qualification_enabled=False, min_seconds=0, items_per_page=4, lease_minutes=30
+        ),
+    )
     p = participation_consent(participation=participation_enter(study=study, pid=prolific_pid(1)))
     page = assignment_page(participation=p, size=4)
     assert len(page) == 4
@@ -237,8 +251,8 @@ def test_a_save_after_the_short_lease_ran_out_does_not_take_back_a_slot_given_to
     assert assignment_next(participation=fast) is not None
     assignment_save(participation=slow, public_id=a.public_id, events=[{"type": "goal_ack"}])
     a.refresh_from_db()
-    assert a.lease_expires_at <= services._now()  # not lengthened: the item is the other person's now
-    assert _live_reservations(study, services._now()) == 1
+    assert a.lease_expires_at <= clock.now()  # not lengthened: the item is the other person's now
+    assert _live_reservations(study, clock.now()) == 1
 
 
 # ------------------------------------------------------------------------- STUDY_ID and PID
@@ -281,20 +295,54 @@ def test_the_demo_study_accepts_any_pid(demo):
 
 def test_the_study_settings_come_from_the_form_the_command_and_the_study_page(researcher_client, tmp_path):
     items = tmp_path / "items.jsonl"
-    items.write_text("".join(json.dumps({"item_id": f"i{n}", "topic": "T", "goal": "G", "reference_steps": ["a"],
-                                         "candidate_steps": ["b"]}) + "\n" for n in range(2)))
-    call_command("create_study", "--name", "Cmd", "--items", str(items), "--no-training",
-                 "--prolific-study-id", "60d5f0a1b2c3d4e5f6a7b8c9", stdout=StringIO())
+    items.write_text(
+        "".join(
+            json.dumps(
+                {"item_id": f"i{n}", "topic": "T", "goal": "G", "reference_steps": ["a"], "candidate_steps": ["b"]}
+            )
+            + "\n"
+            for n in range(2)
+        )
+    )
+    call_command(
+        "create_study",
+        "--name",
+        "Cmd",
+        "--items",
+        str(items),
+        "--no-training",
+        "--prolific-study-id",
+        "60d5f0a1b2c3d4e5f6a7b8c9",
+        stdout=StringIO(),
+    )
     made = Study.objects.get(name="Cmd")
     assert made.prolific_study_id == "60d5f0a1b2c3d4e5f6a7b8c9" and not made.allow_other_pids
-    call_command("create_study", "--name", "Pilot", "--items", str(items), "--no-training", "--allow-other-pids",
-                 stdout=StringIO())
+    call_command(
+        "create_study",
+        "--name",
+        "Pilot",
+        "--items",
+        str(items),
+        "--no-training",
+        "--allow-other-pids",
+        stdout=StringIO(),
+    )
     assert Study.objects.get(name="Pilot").allow_other_pids
 
     with open(items, "rb") as upload:
-        response = researcher_client.post(reverse("annotate:study_new"), {
-            "name": "Web", "kind": "critical_failure", "items_file": upload, "annotators_per_item": 3, "lease_minutes": 30,
-            "attention_max_failures": 1, "qualification_enabled": "auto", "prolific_study_id": "bad id!"})
+        response = researcher_client.post(
+            reverse("annotate:study_new"),
+            {
+                "name": "Web",
+                "kind": "critical_failure",
+                "items_file": upload,
+                "annotators_per_item": 3,
+                "lease_minutes": 30,
+                "attention_max_failures": 1,
+                "qualification_enabled": "auto",
+                "prolific_study_id": "bad id!",
+            },
+        )
     assert response.status_code == 400 and "prolific_study_id" in response.context["form"].errors
 
     settings_url = reverse("annotate:study_settings", args=[made.slug])
@@ -319,10 +367,18 @@ def _served_roles(p: Participation) -> list[str]:
 
 def test_attention_checks_come_at_seeded_positions_that_differ_between_participants():
     checks = study_create(
-        name="Checks", items=[item_spec(i) for i in range(1, 13)] + [
-            item_spec(i, role="attention", expected=True) for i in range(1, 4)],
-        settings=StudySettings(training_enabled=False, qualification_enabled=False, min_seconds=0, annotators_per_item=12,
-                               attention_check_rate=0.25, attention_max_failures=10))
+        name="Checks",
+        items=[item_spec(i) for i in range(1, 13)]
+        + [item_spec(i, role="attention", expected=True) for i in range(1, 4)],
+        settings=StudySettings(
+            training_enabled=False,
+            qualification_enabled=False,
+            min_seconds=0,
+            annotators_per_item=12,
+            attention_check_rate=0.25,
+            attention_max_failures=10,
+        ),
+    )
     plans = set()
     for n, seed in enumerate((11, 22, 33, 44, 55, 66)):
         p = annotator_start(checks, prolific_pid(n))
@@ -333,7 +389,7 @@ def test_attention_checks_come_at_seeded_positions_that_differ_between_participa
         roles = _served_roles(p)
         positions = [i for i, role in enumerate(roles) if role == "attention"]
         assert positions == attention_plan.check_positions(seed, 0.25, 3)
-        assert [roles[4 * j:4 * j + 4].count("attention") for j in range(3)] == [1, 1, 1]
+        assert [roles[4 * j : 4 * j + 4].count("attention") for j in range(3)] == [1, 1, 1]
         plans.add(tuple(positions))
     assert len(plans) > 1  # not every annotator meets the checks at the same positions
 
@@ -342,7 +398,9 @@ def test_the_seed_is_recorded_at_entry_and_the_plan_is_reproducible():
     study = study_make(n_items=4, n_attention=2, attention_check_rate=0.5)
     p = annotator_start(study, "seeded")
     assert p.attention_seed is not None
-    assert attention_plan.check_positions(p.attention_seed, 0.5, 2) == attention_plan.check_positions(p.attention_seed, 0.5, 2)
+    assert attention_plan.check_positions(p.attention_seed, 0.5, 2) == attention_plan.check_positions(
+        p.attention_seed, 0.5, 2
+    )
     assert attention_plan.check_order(7, ["a", "b", "c", "d"]) == attention_plan.check_order(7, ["a", "b", "c", "d"])
     orders = {tuple(attention_plan.check_order(seed, list(range(6)))) for seed in range(20)}
     assert len(orders) > 1
@@ -372,7 +430,7 @@ def test_a_participant_from_before_the_seed_gets_one_when_checks_are_due():
 
 
 def test_the_export_carries_each_annotations_attention_seed():
-    from annotate.selectors import annotation_export_rows
+    from annotate.studies.exports import annotation_export_rows
 
     study = study_make(n_items=4, n_attention=2, attention_check_rate=0.5, attention_max_failures=5)
     p = annotator_start(study, "exported")

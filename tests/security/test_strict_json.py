@@ -1,5 +1,6 @@
 """core/strict_json.py: the loader that refuses what would later become a server error, and
 names the field."""
+
 from __future__ import annotations
 
 import time
@@ -18,15 +19,18 @@ from core.strict_json import (
 )
 
 
-@pytest.mark.parametrize("body, field", [
-    ('{"a": NaN}', "a"),
-    ('{"a": [1, Infinity]}', "a[1]"),
-    ('{"a": {"b": -Infinity}}', "a.b"),
-    ('{"x": 1e400}', "x"),
-    ('{"draft": {"comments": "a\\u0000b"}}', "draft.comments"),
-    ('{"s": "\\ud800"}', "s"),
-    ('{"n": ' + "9" * 40 + "}", "n"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ('{"a": NaN}', "a"),
+        ('{"a": [1, Infinity]}', "a[1]"),
+        ('{"a": {"b": -Infinity}}', "a.b"),
+        ('{"x": 1e400}', "x"),
+        ('{"draft": {"comments": "a\\u0000b"}}', "draft.comments"),
+        ('{"s": "\\ud800"}', "s"),
+        ('{"n": ' + "9" * 40 + "}", "n"),
+    ],
+)
 def test_hostile_values_are_refused_with_their_path(body, field):
     with pytest.raises(StrictJSONError) as info:
         loads(body)
@@ -70,7 +74,9 @@ def test_oversized_bodies_and_invalid_utf8_are_refused():
 
 def test_ordinary_json_passes_unchanged():
     assert loads('{"ok": [1, 2.5, "x", null, true], "nested": {"k": "v"}}') == {
-        "ok": [1, 2.5, "x", None, True], "nested": {"k": "v"}}
+        "ok": [1, 2.5, "x", None, True],
+        "nested": {"k": "v"},
+    }
     assert loads_object(b"") == {}
     with pytest.raises(StrictJSONError, match="JSON object"):
         loads_object(b"[1]")

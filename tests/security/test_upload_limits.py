@@ -4,6 +4,7 @@ compressed columnar files are checked for their signature before they are decomp
 run configurations refuse aliases, and a corpus import never stays ``running``.
 
 The bombs are scaled down and the limits set low; memory is measured with tracemalloc."""
+
 from __future__ import annotations
 
 import bz2
@@ -21,14 +22,14 @@ import zstandard
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 
-from annotate.item_files import DEFAULT_LIMITS as STUDY_ITEM_DEFAULTS
-from annotate.item_files import ItemFileError, items_read
-from annotate.item_sources import items_from_file
+from annotate.studies.item_files import DEFAULT_LIMITS as STUDY_ITEM_DEFAULTS
+from annotate.studies.item_files import items_read
+from annotate.studies.item_sources import items_from_file
 from config.settings.uploads import LIMIT_DEFAULTS, RUN_CONFIG_MAX_BYTES_DEFAULT, upload_settings
+from core.record_files import ReadLimits, RecordError, iter_records
 from core.run_configs import RUN_CONFIG_MAX_BYTES_DEFAULT as RUN_CONFIG_PURE_DEFAULT
 from core.run_configs import RunConfigError, config_parse, config_read
 from mining.models import Corpus, CorpusImport, Document
-from mining.record_files import ReadLimits, RecordFileError, iter_records
 from mining.services import corpus_import, corpus_import_run, corpus_upload_create, procedure_import
 
 MIB = 1 << 20
@@ -56,8 +57,14 @@ def _peak_bytes(function) -> int:
 
 
 def _item(n: int, **extra) -> dict:
-    return {"item_id": f"i{n}", "topic": "Food & Dining", "goal": "Bake bread", "reference_steps": ["Mix", "Bake"],
-            "candidate_steps": ["Mix", "Bake"], **extra}
+    return {
+        "item_id": f"i{n}",
+        "topic": "Food & Dining",
+        "goal": "Bake bread",
+        "reference_steps": ["Mix", "Bake"],
+        "candidate_steps": ["Mix", "Bake"],
+        **extra,
+    }
 
 
 # --- the defaults ---------------------------------------------------------------------
@@ -65,14 +72,20 @@ def _item(n: int, **extra) -> dict:
 
 def test_the_pure_readers_defaults_are_the_settings_defaults():
     record = LIMIT_DEFAULTS["RECORD"]
-    assert ReadLimits() == ReadLimits(max_line_bytes=record["MAX_LINE_BYTES"], max_records=record["MAX_RECORDS"],
-                                      max_decompressed_bytes=record["MAX_DECOMPRESSED_BYTES"],
-                                      max_json_depth=record["MAX_JSON_DEPTH"])
+    assert ReadLimits() == ReadLimits(
+        max_line_bytes=record["MAX_LINE_BYTES"],
+        max_records=record["MAX_RECORDS"],
+        max_decompressed_bytes=record["MAX_DECOMPRESSED_BYTES"],
+        max_json_depth=record["MAX_JSON_DEPTH"],
+    )
     items = LIMIT_DEFAULTS["STUDY_ITEMS"]
     assert STUDY_ITEM_DEFAULTS == ReadLimits(
-        max_line_bytes=items["MAX_LINE_BYTES"], max_records=items["MAX_RECORDS"],
-        max_decompressed_bytes=items["MAX_DECOMPRESSED_BYTES"], max_json_depth=items["MAX_JSON_DEPTH"],
-        scope="STUDY_ITEMS")
+        max_line_bytes=items["MAX_LINE_BYTES"],
+        max_records=items["MAX_RECORDS"],
+        max_decompressed_bytes=items["MAX_DECOMPRESSED_BYTES"],
+        max_json_depth=items["MAX_JSON_DEPTH"],
+        scope="STUDY_ITEMS",
+    )
     assert RUN_CONFIG_PURE_DEFAULT == RUN_CONFIG_MAX_BYTES_DEFAULT
 
 
@@ -100,7 +113,7 @@ def test_a_gzip_holding_one_huge_line_fails_after_one_lines_worth_with_bounded_m
     def read():
         try:
             _read_all(path)
-        except RecordFileError as exc:
+        except RecordError as exc:
             errors.append(exc)
 
     started = time.monotonic()
@@ -124,7 +137,7 @@ def test_a_csv_record_spanning_many_lines_is_bounded_as_a_whole(tmp_path):
     path = tmp_path / "docs.csv"
     cell = "line\n" * 20_000  # 100 KB in one quoted cell, every physical line short
     path.write_text(f'id,text\nd1,"{cell}"\n', encoding="utf-8")
-    with pytest.raises(RecordFileError, match="record longer than 64 KiB .RECORD_MAX_LINE_BYTES."):
+    with pytest.raises(RecordError, match="record longer than 64 KiB .RECORD_MAX_LINE_BYTES."):
         _read_all(path)
     small = tmp_path / "ok.csv"
     small.write_text('id,text\nd1,"two\nlines"\nd2,plain\n', encoding="utf-8")
@@ -141,7 +154,7 @@ def test_a_decompression_bomb_of_short_lines_stops_at_the_decompressed_limit(tmp
     path = tmp_path / f"docs.jsonl{suffix}"
     path.write_bytes(COMPRESS[suffix](data))
     limits = ReadLimits(max_line_bytes=SMALL.max_line_bytes, max_records=10**9, max_decompressed_bytes=MIB)
-    with pytest.raises(RecordFileError, match=r"decompresses to more than 1 MiB \(RECORD_MAX_DECOMPRESSED_BYTES\)"):
+    with pytest.raises(RecordError, match=r"decompresses to more than 1 MiB \(RECORD_MAX_DECOMPRESSED_BYTES\)"):
         _read_all(path, limits)
 
 
@@ -155,7 +168,7 @@ def test_a_zstd_bomb_never_expands_in_one_piece(tmp_path):
     def read():
         try:
             _read_all(path, ReadLimits(max_line_bytes=512 * MIB, max_decompressed_bytes=8 * MIB))
-        except RecordFileError as exc:
+        except RecordError as exc:
             errors.append(exc)
 
     peak = _peak_bytes(read)
@@ -167,8 +180,8 @@ def test_a_gzipped_parquet_that_is_not_parquet_is_refused_before_it_is_decompres
     path = tmp_path / "docs.parquet.gz"
     path.write_bytes(gzip.compress(b"\0" * (64 * MIB), compresslevel=1))
     copied = []
-    monkeypatch.setattr("mining.record_files.shutil.copyfileobj", lambda *a, **k: copied.append(1))
-    with pytest.raises(RecordFileError, match="not a Parquet file"):
+    monkeypatch.setattr("core.record_files.shutil.copyfileobj", lambda *a, **k: copied.append(1))
+    with pytest.raises(RecordError, match="not a Parquet file"):
         _read_all(path)
     assert copied == []  # refused on its first bytes
 
@@ -176,14 +189,14 @@ def test_a_gzipped_parquet_that_is_not_parquet_is_refused_before_it_is_decompres
 def test_a_gzipped_parquet_bomb_is_decompressed_only_up_to_the_limit(tmp_path):
     path = tmp_path / "docs.parquet.gz"
     path.write_bytes(gzip.compress(b"PAR1" + b"\0" * (64 * MIB), compresslevel=1))
-    with pytest.raises(RecordFileError, match=r"more than 1 MiB \(RECORD_MAX_DECOMPRESSED_BYTES\)"):
+    with pytest.raises(RecordError, match=r"more than 1 MiB \(RECORD_MAX_DECOMPRESSED_BYTES\)"):
         _read_all(path)
 
 
 def test_a_compressed_arrow_file_is_checked_for_its_signature_too(tmp_path):
     path = tmp_path / "docs.arrow.zst"
     path.write_bytes(zstandard.ZstdCompressor().compress(b"PAR1" + b"x" * 100))
-    with pytest.raises(RecordFileError, match="not an Arrow file"):
+    with pytest.raises(RecordError, match="not an Arrow file"):
         _read_all(path)
 
 
@@ -192,7 +205,7 @@ def test_a_parquet_file_whose_columns_decode_past_the_limit_is_refused_from_its_
     table = pa.table({"id": ["a", "b"], "text": ["x" * (2 * MIB), "y"]})
     pq.write_table(table, path, compression="zstd")
     assert path.stat().st_size < MIB  # small on disk, 2 MiB decoded
-    with pytest.raises(RecordFileError, match="RECORD_MAX_DECOMPRESSED_BYTES"):
+    with pytest.raises(RecordError, match="RECORD_MAX_DECOMPRESSED_BYTES"):
         _read_all(path)
 
 
@@ -210,7 +223,7 @@ def test_a_file_with_more_records_than_allowed_is_refused(tmp_path, fmt):
     else:
         pq.write_table(pa.Table.from_pylist(records), path)
     limits = ReadLimits(max_records=10)
-    with pytest.raises(RecordFileError, match="more than 10 records .RECORD_MAX_RECORDS."):
+    with pytest.raises(RecordError, match="more than 10 records .RECORD_MAX_RECORDS."):
         _read_all(path, limits)
     assert len(_read_all(path, ReadLimits(max_records=11))) == 11
 
@@ -222,7 +235,7 @@ def test_a_file_with_more_records_than_allowed_is_refused(tmp_path, fmt):
 def test_deeply_nested_json_is_a_line_error_not_a_recursion_error(tmp_path, depth):
     path = tmp_path / "docs.jsonl"
     path.write_text('{"id": "ok", "text": "t"}\n{"id": "x", "text": "t", "meta": ' + "[" * depth + "]" * depth + "}\n")
-    with pytest.raises(RecordFileError) as caught:
+    with pytest.raises(RecordError) as caught:
         _read_all(path, ReadLimits(max_json_depth=16))
     assert caught.value.position == "line 2"
     assert "nested more than 16 levels deep (RECORD_MAX_JSON_DEPTH)" in str(caught.value)
@@ -238,7 +251,7 @@ def test_brackets_inside_strings_do_not_count_as_nesting(tmp_path):
 def test_nan_infinity_and_absurd_numbers_are_refused_in_json_lines(tmp_path, value):
     path = tmp_path / "docs.jsonl"
     path.write_text('{"id": "x", "text": "t", "score": ' + value + "}\n")
-    with pytest.raises(RecordFileError) as caught:
+    with pytest.raises(RecordError) as caught:
         _read_all(path)
     assert caught.value.position == "line 1"
 
@@ -247,9 +260,9 @@ def test_a_json_cell_in_a_csv_is_bounded_too(db, tmp_path):
     path = tmp_path / "procs.csv"
     steps = "[" * 5000 + "]" * 5000
     path.write_text(f'topic,goal,steps\nFood & Dining,Bake,"{steps}"\n')
-    with pytest.raises(RecordFileError) as caught:
+    with pytest.raises(RecordError) as caught:
         procedure_import(path=path)
-    assert caught.value.field == "steps" and "nested more than" in caught.value.detail
+    assert caught.value.field == "steps" and "nested more than" in caught.value.message
 
 
 # --- study item files -----------------------------------------------------------------
@@ -260,14 +273,19 @@ def test_a_study_item_file_with_a_huge_line_stops_at_the_line_limit(tmp_path):
     with gzip.open(path, "wb", compresslevel=1) as handle:
         handle.write((json.dumps(_item(1)) + "\n").encode())
         handle.write(b'{"item_id": "' + b"a" * (32 * MIB))
-    limits = ReadLimits(max_line_bytes=64 * 1024, max_records=100, max_decompressed_bytes=64 * MIB,
-                        max_json_depth=8, scope="STUDY_ITEMS")
+    limits = ReadLimits(
+        max_line_bytes=64 * 1024,
+        max_records=100,
+        max_decompressed_bytes=64 * MIB,
+        max_json_depth=8,
+        scope="STUDY_ITEMS",
+    )
     errors = []
 
     def read():
         try:
             items_read(path, kind="critical_failure", limits=limits)
-        except ItemFileError as exc:
+        except RecordError as exc:
             errors.append(exc)
 
     peak = _peak_bytes(read)
@@ -280,13 +298,15 @@ def test_a_study_item_file_with_a_huge_line_stops_at_the_line_limit(tmp_path):
 def test_study_item_files_follow_the_study_items_settings(db, tmp_path):
     path = tmp_path / "items.jsonl"
     path.write_text("".join(json.dumps(_item(n)) + "\n" for n in range(5)))
-    with pytest.raises(ItemFileError) as caught:
+    with pytest.raises(RecordError) as caught:
         items_from_file(path=path, kind="critical_failure")
     assert caught.value.problems[0].line == 4
     assert "more than 3 records (STUDY_ITEMS_MAX_RECORDS)" in caught.value.problems[0].message
     deep = tmp_path / "deep.jsonl"
     deep.write_text(json.dumps(_item(1, source={"a": [[[[["x"]]]]]})) + "\n")
-    with pytest.raises(ItemFileError, match=r"line 1: JSON nested more than 4 levels deep \(STUDY_ITEMS_MAX_JSON_DEPTH\)"):
+    with pytest.raises(
+        RecordError, match=r"line 1: JSON nested more than 4 levels deep \(STUDY_ITEMS_MAX_JSON_DEPTH\)"
+    ):
         items_from_file(path=deep, kind="critical_failure")
 
 
@@ -294,7 +314,7 @@ def test_study_item_files_follow_the_study_items_settings(db, tmp_path):
 def test_nan_in_a_study_item_file_is_a_line_error(tmp_path, value):
     path = tmp_path / "items.jsonl"
     path.write_text(json.dumps(_item(1)) + "\n" + json.dumps(_item(2))[:-1] + ', "weight": ' + value + "}\n")
-    with pytest.raises(ItemFileError) as caught:
+    with pytest.raises(RecordError) as caught:
         items_read(path, kind="critical_failure")
     assert [p.line for p in caught.value.problems] == [2]
 
@@ -338,7 +358,7 @@ def test_a_corpus_upload_bomb_ends_failed_naming_the_setting():
 def test_the_corpus_importer_uses_the_configured_record_limit(tmp_path):
     path = tmp_path / "docs.jsonl"
     path.write_text("".join(json.dumps({"id": f"d{i}", "text": "t"}) + "\n" for i in range(3)))
-    with pytest.raises(RecordFileError, match="RECORD_MAX_RECORDS"):
+    with pytest.raises(RecordError, match="RECORD_MAX_RECORDS"):
         corpus_import(name="web", path=path)
     assert not Document.objects.exists()
 
@@ -400,20 +420,27 @@ def test_a_config_above_the_size_limit_is_refused_before_parsing(tmp_path, setti
         config_read(path)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("name: x\nbudget_usd: .inf\n", "budget_usd must be a finite number"),
-    ("name: x\nbudget_usd: .nan\n", "budget_usd must be a finite number"),
-    ('name: "a\\0b"\n', "name must not contain a NUL character"),
-    ("name: x\nstages: " + "9" * 30 + "\n", "is too large"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: x\nbudget_usd: .inf\n", "budget_usd must be a finite number"),
+        ("name: x\nbudget_usd: .nan\n", "budget_usd must be a finite number"),
+        ('name: "a\\0b"\n', "name must not contain a NUL character"),
+        ("name: x\nstages: " + "9" * 30 + "\n", "is too large"),
+    ],
+)
 def test_config_values_must_be_storable(text, message):
     with pytest.raises(RunConfigError, match=message):
         config_parse(text, source="run.yaml", allowed=KEYS, required={"name"})
 
 
 def test_an_ordinary_config_still_parses():
-    data = config_parse("name: x\nbudget_usd: 2.5\nstages: {extract: {max_tokens: 10}}\n", source="run.yaml",
-                        allowed=KEYS, required={"name"})
+    data = config_parse(
+        "name: x\nbudget_usd: 2.5\nstages: {extract: {max_tokens: 10}}\n",
+        source="run.yaml",
+        allowed=KEYS,
+        required={"name"},
+    )
     assert data["stages"] == {"extract": {"max_tokens": 10}} and str(data["budget_usd"]) == "2.5"
 
 
@@ -422,22 +449,39 @@ def test_a_plain_file_above_the_decompressed_limit_is_refused(tmp_path):
     line = (json.dumps({"id": "x", "text": "t" * 100}) + "\n").encode()
     with open(path, "wb") as handle:
         handle.write(line * ((2 * MIB) // len(line)))
-    with pytest.raises(RecordFileError, match="RECORD_MAX_DECOMPRESSED_BYTES"):
+    with pytest.raises(RecordError, match="RECORD_MAX_DECOMPRESSED_BYTES"):
         _read_all(path, ReadLimits(max_decompressed_bytes=MIB))
 
 
 # --- large study uploads run on a worker ----------------------------------------------
 
-STUDY_FORM = {"name": "Big study", "kind": "critical_failure", "annotators_per_item": 3, "min_seconds": 90,
-              "lease_minutes": 30, "training_enabled": "on", "attention_max_failures": 1, "seed": 0,
-              "min_annotations_for_majority": 2}
+STUDY_FORM = {
+    "name": "Big study",
+    "kind": "critical_failure",
+    "annotators_per_item": 3,
+    "min_seconds": 90,
+    "lease_minutes": 30,
+    "training_enabled": "on",
+    "attention_max_failures": 1,
+    "seed": 0,
+    "min_annotations_for_majority": 2,
+}
 
 
 def _items_bytes(n: int, bad_line: int | None = None) -> bytes:
     lines = []
     for i in range(1, n + 1):
-        record = _item(i) if i != bad_line else {"item_id": f"i{i}", "topic": "T" * 101, "goal": "g",
-                                                 "reference_steps": ["a"], "candidate_steps": ["b"]}
+        record = (
+            _item(i)
+            if i != bad_line
+            else {
+                "item_id": f"i{i}",
+                "topic": "T" * 101,
+                "goal": "g",
+                "reference_steps": ["a"],
+                "candidate_steps": ["b"],
+            }
+        )
         lines.append(json.dumps(record) + "\n")
     return "".join(lines).encode()
 
@@ -450,20 +494,22 @@ def queued(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_large_items_upload_is_created_by_a_worker_and_its_page_follows_it(researcher_client, settings, queued,
-                                                                           django_capture_on_commit_callbacks):
+def test_a_large_items_upload_is_created_by_a_worker_and_its_page_follows_it(
+    researcher_client, settings, queued, django_capture_on_commit_callbacks
+):
     from django.urls import reverse
 
     from annotate.models import Study, StudyImport
-    from annotate.study_imports import study_upload_storage
+    from annotate.studies.imports import study_upload_storage
     from annotate.tasks import study_import_run_task
 
     settings.UPLOAD_BACKGROUND_MIN_BYTES = 1000
     data = _items_bytes(20)
     assert len(data) > 1000
     with django_capture_on_commit_callbacks(execute=True):
-        response = researcher_client.post(reverse("annotate:study_new"),
-                                          {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", data)})
+        response = researcher_client.post(
+            reverse("annotate:study_new"), {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", data)}
+        )
     job = StudyImport.objects.get()
     assert response.status_code == 302 and response.url == reverse("annotate:study_import", args=[job.pk])
     assert job.status == "queued" and queued == [job.pk] and not Study.objects.exists()
@@ -487,8 +533,9 @@ def test_a_small_gzip_that_decompresses_past_the_threshold_goes_to_the_worker(re
     settings.UPLOAD_BACKGROUND_MIN_BYTES = 2000
     data = gzip.compress(_items_bytes(200))
     assert len(data) < 2000
-    response = researcher_client.post(reverse("annotate:study_new"),
-                                      {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl.gz", data)})
+    response = researcher_client.post(
+        reverse("annotate:study_new"), {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl.gz", data)}
+    )
     assert response.status_code == 302 and StudyImport.objects.get().status == "queued"
 
 
@@ -497,7 +544,7 @@ def test_a_small_items_upload_is_still_created_in_the_request_and_leaves_no_file
     from django.urls import reverse
 
     from annotate.models import Study, StudyImport
-    from annotate.study_imports import study_upload_storage
+    from annotate.studies.imports import study_upload_storage
 
     root = Path(study_upload_storage().location)
 
@@ -505,24 +552,28 @@ def test_a_small_items_upload_is_still_created_in_the_request_and_leaves_no_file
         return {p for p in root.rglob("*") if p.is_file()} if root.exists() else set()
 
     before = stored()
-    response = researcher_client.post(reverse("annotate:study_new"),
-                                      {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(3))})
+    response = researcher_client.post(
+        reverse("annotate:study_new"), {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(3))}
+    )
     assert response.status_code == 302 and Study.objects.get().items.count() == 3
     assert not StudyImport.objects.exists()
     assert stored() == before
 
 
 @pytest.mark.django_db
-def test_a_large_upload_with_bad_lines_ends_failed_and_its_page_lists_file_line_field(researcher_client, settings,
-                                                                                     queued):
+def test_a_large_upload_with_bad_lines_ends_failed_and_its_page_lists_file_line_field(
+    researcher_client, settings, queued
+):
     from django.urls import reverse
 
     from annotate.models import Study, StudyImport
     from annotate.tasks import study_import_run_task
 
     settings.UPLOAD_BACKGROUND_MIN_BYTES = 1000
-    researcher_client.post(reverse("annotate:study_new"),
-                           {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(20, bad_line=7))})
+    researcher_client.post(
+        reverse("annotate:study_new"),
+        {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(20, bad_line=7))},
+    )
     job = StudyImport.objects.get()
     assert study_import_run_task.run(job.pk) == "failed"
     job.refresh_from_db()
@@ -533,17 +584,19 @@ def test_a_large_upload_with_bad_lines_ends_failed_and_its_page_lists_file_line_
 
 
 @pytest.mark.django_db
-def test_a_study_import_that_fails_unexpectedly_ends_failed_never_running(researcher_client, settings, queued,
-                                                                        monkeypatch):
+def test_a_study_import_that_fails_unexpectedly_ends_failed_never_running(
+    researcher_client, settings, queued, monkeypatch
+):
     from django.urls import reverse
 
     from annotate.models import StudyImport
-    from annotate.study_imports import study_import_run
+    from annotate.studies.imports import study_import_run
 
     settings.UPLOAD_BACKGROUND_MIN_BYTES = 1000
-    researcher_client.post(reverse("annotate:study_new"),
-                           {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(20))})
-    monkeypatch.setattr("annotate.study_imports.study_create", lambda **kw: (_ for _ in ()).throw(RuntimeError("x")))
+    researcher_client.post(
+        reverse("annotate:study_new"), {**STUDY_FORM, "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(20))}
+    )
+    monkeypatch.setattr("annotate.studies.imports.study_create", lambda **kw: (_ for _ in ()).throw(RuntimeError("x")))
     job = study_import_run(study_import_id=StudyImport.objects.get().pk)
     assert job.status == "failed" and "unexpected error (RuntimeError)" in job.error and job.finished_at
 
@@ -563,9 +616,16 @@ def test_a_study_imports_settings_survive_the_trip_through_the_worker(researcher
     from annotate.tasks import study_import_run_task
 
     settings.UPLOAD_BACKGROUND_MIN_BYTES = 1000
-    researcher_client.post(reverse("annotate:study_new"), {
-        **STUDY_FORM, "payment_per_item": "0.35", "lease_minutes": 45, "slug": "big-one",
-        "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(20))})
+    researcher_client.post(
+        reverse("annotate:study_new"),
+        {
+            **STUDY_FORM,
+            "payment_per_item": "0.35",
+            "lease_minutes": 45,
+            "slug": "big-one",
+            "items_file": SimpleUploadedFile("items.jsonl", _items_bytes(20)),
+        },
+    )
     job = StudyImport.objects.get()
     study_import_run_task.run(job.pk)
     job.refresh_from_db()
@@ -574,12 +634,15 @@ def test_a_study_imports_settings_survive_the_trip_through_the_worker(researcher
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("line, field", [
-    ("workers: 40000", "workers"),
-    ("concurrency: 3000000000", "concurrency"),
-    ("budget_usd: 1000000000000", "budget_usd"),
-    ("name: " + "r" * 201, "name"),
-])
+@pytest.mark.parametrize(
+    "line, field",
+    [
+        ("workers: 40000", "workers"),
+        ("concurrency: 3000000000", "concurrency"),
+        ("budget_usd: 1000000000000", "budget_usd"),
+        ("name: " + "r" * 201, "name"),
+    ],
+)
 def test_a_mining_run_config_value_beyond_its_column_is_refused_naming_the_key(line, field):
     from mining.run_services import mining_run_create
 

@@ -2,6 +2,7 @@
 else is shown as text), and every response carries a Content-Security-Policy that allows no
 inline script, which no page of the product needs (charts are JSON blocks drawn by a static
 file, form controls are bound by static files)."""
+
 from __future__ import annotations
 
 import json
@@ -99,7 +100,11 @@ def _script_problems(html: str) -> list[str]:
         if tag == "script" and "src" not in attrs and attrs.get("type", "") != "application/json":
             problems.append(f"inline <script {attrs}>")
         problems += [f"<{tag} {name}=...>" for name in attrs if name.startswith("on")]
-        if tag in ("a", "area") and "href" in attrs and browser_form(attrs["href"]).lower().startswith(("javascript:", "data:", "vbscript:")):
+        if (
+            tag in ("a", "area")
+            and "href" in attrs
+            and browser_form(attrs["href"]).lower().startswith(("javascript:", "data:", "vbscript:"))
+        ):
             problems.append(f"<{tag} href={attrs['href']!r}>")
     return problems
 
@@ -113,9 +118,16 @@ def hostile_procedures(db):
     from mining.models import Procedure, Topic
 
     topic = Topic.objects.get(slug="food-dining")
-    return [Procedure.objects.create(topic=topic, goal=f"Make tea {i}", steps=["Boil water.", "Steep."],
-                                     source_example_id=f"doc-{i}", source_url=url)
-            for i, url in enumerate(STORED_HOSTILE_URLS)]
+    return [
+        Procedure.objects.create(
+            topic=topic,
+            goal=f"Make tea {i}",
+            steps=["Boil water.", "Steep."],
+            source_example_id=f"doc-{i}",
+            source_url=url,
+        )
+        for i, url in enumerate(STORED_HOSTILE_URLS)
+    ]
 
 
 def test_a_procedures_hostile_source_url_is_shown_as_text_not_as_a_link(hostile_procedures, researcher_client):
@@ -131,8 +143,9 @@ def test_a_procedures_web_source_url_is_a_link(researcher_client, db):
     from mining.models import Procedure, Topic
 
     topic = Topic.objects.get(slug="food-dining")
-    procedure = Procedure.objects.create(topic=topic, goal="Fix a tap", steps=["Turn off the water."],
-                                         source_url="https://www.wikihow.com/Fix-a-Tap")
+    procedure = Procedure.objects.create(
+        topic=topic, goal="Fix a tap", steps=["Turn off the water."], source_url="https://www.wikihow.com/Fix-a-Tap"
+    )
     html = researcher_client.get(reverse("procedure_detail", args=[procedure.pk])).content.decode()
     assert 'id="source-link" href="https://www.wikihow.com/Fix-a-Tap"' in html
 
@@ -141,8 +154,10 @@ def test_a_documents_hostile_url_is_shown_as_text_and_a_web_url_as_a_link(resear
     from mining.models import Corpus, Document
 
     corpus = Corpus.objects.create(name="hostile")
-    documents = [Document.objects.create(corpus=corpus, doc_id=f"d{i}", url=url, text="Boil water.")
-                 for i, url in enumerate([u for u in STORED_HOSTILE_URLS if u] + ["https://example.com/tea"])]
+    documents = [
+        Document.objects.create(corpus=corpus, doc_id=f"d{i}", url=url, text="Boil water.")
+        for i, url in enumerate([u for u in STORED_HOSTILE_URLS if u] + ["https://example.com/tea"])
+    ]
     for document in documents:
         html = researcher_client.get(reverse("document_detail", args=[corpus.pk, document.pk])).content.decode()
         assert _script_problems(html) == [], document.url
@@ -155,8 +170,7 @@ def test_a_documents_hostile_url_is_shown_as_text_and_a_web_url_as_a_link(resear
 def test_the_web_link_tag_escapes_what_it_shows_as_text():
     from django.template import Context, Template
 
-    html = Template('{% load links %}{% web_link url "label" %}').render(
-        Context({"url": 'javascript:alert("<b>")'}))
+    html = Template('{% load links %}{% web_link url "label" %}').render(Context({"url": 'javascript:alert("<b>")'}))
     assert "<b>" not in html and "&lt;b&gt;" in html and "href" not in html
 
 
@@ -173,26 +187,41 @@ def test_the_completion_page_links_to_prolific_only_with_a_web_url():
 def test_a_confirmation_page_never_links_back_off_the_site():
     from django.template.loader import render_to_string
 
-    html = render_to_string("confirm.html", {"title": "t", "question": "q", "action": "/x/", "confirm_label": "Yes",
-                                             "back_url": "javascript:alert(1)//"})
+    html = render_to_string(
+        "confirm.html",
+        {"title": "t", "question": "q", "action": "/x/", "confirm_label": "Yes", "back_url": "javascript:alert(1)//"},
+    )
     assert _hrefs(html)[-1] == "/"
 
 
 # --- the chart fragments: data in a JSON block, never an inline script ---------------------
 
+
 def _chart_blocks(html: str) -> list[dict]:
-    blocks = re.findall(r'<script type="application/json" class="plotly-figure" data-target="[^"]+">(.*?)</script>',
-                        html, flags=re.S)
+    blocks = re.findall(
+        r'<script type="application/json" class="plotly-figure" data-target="[^"]+">(.*?)</script>', html, flags=re.S
+    )
     return [json.loads(block) for block in blocks]
 
 
 def test_a_chart_is_a_json_block_and_a_hostile_label_cannot_close_it():
     from judging.charts import how2score_bars
 
-    label = '</script><script>alert(1)</script><!--'
-    html = how2score_bars([{"label": label, "how2score": 0.5, "how2score_percent": 50.0, "ci95": [0.4, 0.6],
-                            "ci95_percent": [40.0, 60.0], "n_judged": 10, "metrics": {"avg_gen_tokens": 90.0},
-                            "coverage": 1.0}])
+    label = "</script><script>alert(1)</script><!--"
+    html = how2score_bars(
+        [
+            {
+                "label": label,
+                "how2score": 0.5,
+                "how2score_percent": 50.0,
+                "ci95": [0.4, 0.6],
+                "ci95_percent": [40.0, 60.0],
+                "n_judged": 10,
+                "metrics": {"avg_gen_tokens": 90.0},
+                "coverage": 1.0,
+            }
+        ]
+    )
     assert html.count("<script") == 1 and html.count("</script>") == 1 and "<!--" not in html
     assert _script_problems(html) == []
     (block,) = _chart_blocks(html)
@@ -202,6 +231,7 @@ def test_a_chart_is_a_json_block_and_a_hostile_label_cannot_close_it():
 
 
 # --- the policy on every response ------------------------------------------------------------
+
 
 def _directives(header: str) -> dict[str, list[str]]:
     directives = {}
@@ -272,7 +302,10 @@ def test_every_page_a_crawl_reaches_as_admin_carries_the_policy_and_has_no_inlin
 def test_the_api_docs_load_their_script_from_a_url_not_inline(researcher_client):
     html = researcher_client.get(reverse("api-docs")).content.decode()
     assert _script_problems(html) == []
-    (init,) = [attrs["src"] for tag, attrs in _tags(html) if tag == "script" and "script" in attrs.get("src", "")
-               and "?" in attrs["src"]]
+    (init,) = [
+        attrs["src"]
+        for tag, attrs in _tags(html)
+        if tag == "script" and "script" in attrs.get("src", "") and "?" in attrs["src"]
+    ]
     script = researcher_client.get(init)
     assert script.status_code == 200 and "SwaggerUIBundle" in script.content.decode()

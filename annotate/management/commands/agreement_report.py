@@ -1,9 +1,10 @@
 """``python manage.py agreement_report (--study SLUG | --annotations FILE.jsonl)
 [--judgments FILE.jsonl] [--min-annotations N] [--output FILE.json] [--bootstrap 1000] [--seed 0]``
 
-Prints the agreement report (``annotate.agreement.agreement_report``) as one JSON object,
+Prints the agreement report (``annotate.stats.agreement.agreement_report``) as one JSON object,
 or writes it atomically to ``--output``. Malformed input stops the command with an error
 that names the file and line, and a non-zero exit status. See docs/agreement.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,17 +16,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotate.agreement import (
-    DEFAULT_BOOTSTRAP,
-    AgreementInputError,
-    AnnotationRow,
-    JudgmentRow,
-    agreement_report,
-    check_min_annotations,
-    read_annotations,
-    read_judgments,
-)
 from annotate.constants import MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT
+from annotate.stats.agreement import agreement_report
+from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP
+from annotate.stats.majority import check_min_annotations
+from annotate.stats.records import AnnotationRow, JudgmentRow, read_annotations, read_judgments
+from core.record_files import RecordError
 
 
 def _min_annotations(value: str) -> int:
@@ -43,26 +39,38 @@ def add_min_annotations_argument(parser: CommandParser) -> None:
     """``--min-annotations N``: annotations an item needs for a human majority (>= 2);
     default: the study's setting with ``--study``, 2 with ``--annotations``."""
     parser.add_argument(
-        "--min-annotations", metavar="N", type=_min_annotations, default=None,
+        "--min-annotations",
+        metavar="N",
+        type=_min_annotations,
+        default=None,
         help=f"non-excluded annotations an item needs for a human majority, at least 2 (default: the study's "
-             f"setting with --study, {MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT} with --annotations)")
+        f"setting with --study, {MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT} with --annotations)",
+    )
 
 
-def study_agreement_rows(slug: str) -> tuple[list[AnnotationRow], list[JudgmentRow], int]:
-    """The annotations (excluded ones included, flagged) and judge labels of a study, and
-    its ``min_annotations_for_majority``."""
+def study_agreement_rows(
+    slug: str, *, include_test: bool = False
+) -> tuple[list[AnnotationRow], list[JudgmentRow], int]:
+    """The annotations (excluded ones included, flagged; test participants' only with
+    ``include_test``) and judge labels of a study, and its ``min_annotations_for_majority``."""
+    from annotate.kinds import kind_get
+    from annotate.kinds.base import REPORT_AGREEMENT
     from annotate.models import Study
-    from annotate.reports import study_annotation_rows, study_judgment_rows
-
-    from annotate.kinds.critical_failure import KEY as CRITICAL_FAILURE
+    from annotate.reports.selectors import study_annotation_rows, study_judgment_rows
 
     study = Study.objects.filter(slug=slug).first()
     if study is None:
         raise CommandError(f"no study with slug {slug!r}")
-    if study.kind != CRITICAL_FAILURE:
-        raise CommandError(f"study {study.slug!r} is a {study.kind} study: its answers carry no has_failure, so there "
-                           f"is no critical-failure agreement report; its results are on the study page")
-    return study_annotation_rows(study), study_judgment_rows(study), study.min_annotations_for_majority
+    if not kind_get(study.kind).has_report(REPORT_AGREEMENT):
+        raise CommandError(
+            f"study {study.slug!r} is a {study.kind} study: its answers carry no has_failure, so there "
+            f"is no critical-failure agreement report; its results are on the study page"
+        )
+    return (
+        study_annotation_rows(study, include_test=include_test),
+        study_judgment_rows(study),
+        study.min_annotations_for_majority,
+    )
 
 
 def _non_negative(value: str) -> int:
@@ -123,15 +131,26 @@ class Command(BaseCommand):
         )
         parser.add_argument("--output", metavar="FILE.json", help="write here (atomically) instead of stdout")
         parser.add_argument(
-            "--bootstrap", metavar="N", type=_non_negative, default=DEFAULT_BOOTSTRAP, help="resamples (0: no intervals)"
+            "--bootstrap",
+            metavar="N",
+            type=_non_negative,
+            default=DEFAULT_BOOTSTRAP,
+            help="resamples (0: no intervals)",
         )
         parser.add_argument("--seed", metavar="N", type=_non_negative, default=0, help="seed of the resamples")
         add_min_annotations_argument(parser)
+        parser.add_argument(
+            "--include-test",
+            action="store_true",
+            help="with --study: count test participants' annotations too (left out by default)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             if options["study"]:
-                annotations, judgments, min_annotations = study_agreement_rows(options["study"])
+                annotations, judgments, min_annotations = study_agreement_rows(
+                    options["study"], include_test=options["include_test"]
+                )
             else:
                 annotations, judgments = read_annotations(options["annotations"]), []
                 min_annotations = MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT
@@ -139,9 +158,14 @@ class Command(BaseCommand):
                 min_annotations = options["min_annotations"]
             if options["judgments"]:
                 judgments = [*judgments, *read_judgments(options["judgments"])]
-            report = agreement_report(annotations, judgments, bootstrap=options["bootstrap"], seed=options["seed"],
-                                      min_annotations=min_annotations)
-        except AgreementInputError as exc:
+            report = agreement_report(
+                annotations,
+                judgments,
+                bootstrap=options["bootstrap"],
+                seed=options["seed"],
+                min_annotations=min_annotations,
+            )
+        except RecordError as exc:
             raise CommandError(str(exc)) from exc
         except ValueError as exc:  # e.g. a judge labelling the same item in the study and in --judgments
             raise CommandError(str(exc)) from exc

@@ -1,4 +1,5 @@
 """python manage.py create_study --name NAME --items FILE.jsonl [options]"""
+
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
@@ -7,12 +8,12 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate import constants as C
-from annotate.item_files import ItemFileError
-from annotate.item_sources import items_from_file, items_from_judgments
+from annotate.errors import AnnotateError
 from annotate.kinds import kind_choices
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.links import default_base_url, prolific_entry_url
-from annotate.services import AnnotateError, StudySettings, study_create
+from annotate.studies.imports import study_create_from_sources, study_create_options
+from core.record_files import RecordError
 
 
 class Command(BaseCommand):
@@ -24,41 +25,69 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--name", required=True)
-        parser.add_argument("--items", help='JSONL (optionally .gz/.zst/.bz2/.xz), one item per line in the shape of '
-                            'the --kind (docs/annotation.md); critical_failure: {"item_id", "topic", "goal", '
-                            '"reference_steps", "candidate_steps"} + optional "attention_check" / "qualification"')
+        parser.add_argument(
+            "--items",
+            help="JSONL (optionally .gz/.zst/.bz2/.xz), one item per line in the shape of "
+            'the --kind (docs/annotation.md); critical_failure: {"item_id", "topic", "goal", '
+            '"reference_steps", "candidate_steps"} + optional "attention_check" / "qualification"',
+        )
         parser.add_argument("--from-judge", metavar="JUDGE", help="also sample judged generations of this judge")
-        parser.add_argument("--sample", type=int, default=200, help="how many judged generations (default 200, as in §4.3)")
+        parser.add_argument(
+            "--sample", type=int, default=200, help="how many judged generations (default 200, as in §4.3)"
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--kind", default="critical_failure", choices=[k for k, _ in kind_choices()])
         parser.add_argument("--slug")
         parser.add_argument("--annotators-per-item", type=int, default=C.ANNOTATORS_PER_ITEM_DEFAULT)
-        parser.add_argument("--min-seconds", type=int,
-                            help=f"minimum seconds per item (default: the kind's, {C.MIN_SECONDS_DEFAULT} s for critical "
-                            f"failure, {C.FAITHFULNESS_MIN_SECONDS_DEFAULT} s for constraint faithfulness)")
+        parser.add_argument(
+            "--min-seconds",
+            type=int,
+            help=f"minimum seconds per item (default: the kind's, {C.MIN_SECONDS_DEFAULT} s for critical "
+            f"failure, {C.FAITHFULNESS_MIN_SECONDS_DEFAULT} s for constraint faithfulness)",
+        )
         parser.add_argument("--lease-minutes", type=int, default=C.LEASE_MINUTES_DEFAULT)
         parser.add_argument("--no-training", action="store_true")
-        parser.add_argument("--no-qualification", action="store_true",
-                            help="no qualification test (default: one when the items include gold qualification items)")
+        parser.add_argument(
+            "--no-qualification",
+            action="store_true",
+            help="no qualification test (default: one when the items include gold qualification items)",
+        )
         parser.add_argument("--qualification-pass", type=int, help="gold items needed to pass (default: 80 %% of them)")
-        parser.add_argument("--attention-rate", type=float,
-                            help=f"share of attention checks (default: {C.ATTENTION_CHECK_RATE_DEFAULT} when the items include "
-                            "attention-check items, else 0; above 0 without any is refused)")
+        parser.add_argument(
+            "--attention-rate",
+            type=float,
+            help=f"share of attention checks (default: {C.ATTENTION_CHECK_RATE_DEFAULT} when the items include "
+            "attention-check items, else 0; above 0 without any is refused)",
+        )
         parser.add_argument("--attention-max-failures", type=int, default=C.ATTENTION_MAX_FAILURES_DEFAULT)
         parser.add_argument("--max-items", type=int, help="items per annotator (default: until none are left)")
-        parser.add_argument("--items-per-page", type=int, default=1,
-                            help="multiple-choice studies: items shown on one page (default 1; the paper: 15, or 30 for step ordering)")
-        parser.add_argument("--min-annotations-for-majority", type=int, default=C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT,
-                            help="annotations an item needs for a human majority, at least 2 (default "
-                                 f"{C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT}; docs/agreement.md)")
+        parser.add_argument(
+            "--items-per-page",
+            type=int,
+            default=1,
+            help="multiple-choice studies: items shown on one page (default 1; the paper: 15, or 30 for step ordering)",
+        )
+        parser.add_argument(
+            "--min-annotations-for-majority",
+            type=int,
+            default=C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT,
+            help="annotations an item needs for a human majority, at least 2 (default "
+            f"{C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT}; docs/agreement.md)",
+        )
         parser.add_argument("--completion-code")
         parser.add_argument("--screened-out-code")
         parser.add_argument("--payment-per-item", help="USD per item, for the implied hourly pay")
         parser.add_argument("--instructions", help="text file with the consent and guidelines text")
-        parser.add_argument("--prolific-study-id", default="",
-                            help="Prolific's id of the study: only entry links with this STUDY_ID are accepted")
-        parser.add_argument("--allow-other-pids", action="store_true",
-                            help="accept PROLIFIC_PIDs that are not 24 hexadecimal characters (demos, pilots)")
+        parser.add_argument(
+            "--prolific-study-id",
+            default="",
+            help="Prolific's id of the study: only entry links with this STUDY_ID are accepted",
+        )
+        parser.add_argument(
+            "--allow-other-pids",
+            action="store_true",
+            help="accept PROLIFIC_PIDs that are not 24 hexadecimal characters (demos, pilots)",
+        )
         parser.add_argument("--base-url", default=default_base_url(), help="where annotators reach this server")
 
     def handle(self, *args, **o) -> None:
@@ -76,36 +105,28 @@ class Command(BaseCommand):
                 payment = Decimal(o["payment_per_item"])
             except InvalidOperation as exc:
                 raise CommandError(f"--payment-per-item: {o['payment_per_item']!r} is not a number") from exc
-        items = []
-        if o["from_judge"]:
-            items += items_from_judgments(judge=o["from_judge"], n=o["sample"], seed=o["seed"])
-            if not items:
-                raise CommandError(f"--from-judge: no judged generations of {o['from_judge']!r}. Nothing was created.")
-        if o["items"]:
-            try:
-                file_items = items_from_file(path=o["items"], kind=o["kind"])
-            except ItemFileError as exc:
-                raise CommandError(f"{exc}\nNothing was created.") from exc
-            taken = {i.item_id for i in items}
-            clash = next((i.item_id for i in file_items if i.item_id in taken), None)
-            if clash:
-                raise CommandError(f"{o['items']}: item_id {clash!r} is also a sampled generation's id. Nothing was created.")
-            items += file_items
-        settings = StudySettings(
-            annotators_per_item=o["annotators_per_item"], min_seconds=o["min_seconds"], lease_minutes=o["lease_minutes"],
-            training_enabled=not o["no_training"], qualification_enabled=False if o["no_qualification"] else None,
-            qualification_pass=o["qualification_pass"], attention_check_rate=o["attention_rate"],
-            attention_max_failures=o["attention_max_failures"], max_items_per_annotator=o["max_items"],
-            items_per_page=o["items_per_page"], min_annotations_for_majority=o["min_annotations_for_majority"],
-            completion_code=o["completion_code"], screened_out_code=o["screened_out_code"], payment_per_item=payment,
-            prolific_study_id=o["prolific_study_id"], allow_other_pids=o["allow_other_pids"],
-        )
+        # The command's option names, where they differ from the New study page's.
+        values = {
+            **o,
+            "judge": o["from_judge"],
+            "n_judged": o["sample"],
+            "instructions": instructions,
+            "training_enabled": not o["no_training"],
+            "qualification_enabled": False if o["no_qualification"] else None,
+            "attention_check_rate": o["attention_rate"],
+            "max_items_per_annotator": o["max_items"],
+            "payment_per_item": payment,
+        }
         try:
-            study = study_create(name=o["name"], kind=o["kind"], slug=o["slug"], items=items,
-                                 instructions=instructions, settings=settings)
+            study = study_create_from_sources(options=study_create_options(values), file_path=o["items"])
+        except RecordError as exc:
+            raise CommandError(f"{exc}\nNothing was created.") from exc
         except AnnotateError as exc:
             raise CommandError(f"{exc.message}\nNothing was created.") from exc
-        counts = {role: sum(1 for i in items if i.role == role) for role in (ROLE_MAIN, ROLE_ATTENTION, ROLE_QUALIFICATION)}
+        items = list(study.items.all())
+        counts = {
+            role: sum(1 for i in items if i.role == role) for role in (ROLE_MAIN, ROLE_ATTENTION, ROLE_QUALIFICATION)
+        }
         self.stdout.write(
             f"Created study {study.slug!r} ({study.kind}, guidelines {study.guideline_version.label}): "
             f"{counts[ROLE_MAIN]} items, {counts[ROLE_ATTENTION]} attention checks, "

@@ -5,13 +5,16 @@
  * The server decides everything: it records the goal acknowledgement and each step
  * opening when they happen, refuses early or incomplete submits, and stores the draft.
  * This script only reports what happens and shows what the server says. A copy of the
- * draft is kept in localStorage so nothing typed is lost if the network drops. */
+ * draft is kept in localStorage so nothing typed is lost if the network drops. The request,
+ * that copy, the active-time clock and the shortcut keys are core.js's (window.AnnotateCore);
+ * the kind's part of the page is its own script (window.AnnotateKind). */
 "use strict";
 (function () {
   const state = JSON.parse(document.getElementById("page-state").textContent);
-  const kind = window.AnnotateKind;
-  const $ = (id) => document.getElementById(id);
-  const storageKey = "annotate:draft:" + state.assignment;
+  const core = window.AnnotateCore;
+  const kind = core.defineKind(window.AnnotateKind);
+  const $ = core.byId;
+  const localCopy = core.localDraft(state.assignment);
   const submissionId = (window.crypto && crypto.randomUUID) ? crypto.randomUUID()
     : String(Date.now()) + "-" + Math.random().toString(16).slice(2);
 
@@ -23,16 +26,9 @@
   let stopped = false;      // the server said this item is closed (already submitted)
   let submitting = false;
   let touched = false;      // something was entered on this page and not yet submitted
-  let activeMs = 0;
-  let visibleSince = document.visibilityState === "visible" ? performance.now() : null;
   const pageStart = performance.now();
   const opened = new Set(state.stepsOpened || []);
   const totalSteps = state.nL1 + state.nL2;
-
-  function csrfToken() {
-    const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return m ? decodeURIComponent(m[1]) : "";
-  }
 
   function status(text) { $("save-status").textContent = text; }
 
@@ -42,40 +38,17 @@
     events.push(e);
   }
 
-  function takeActive() {
-    if (visibleSince !== null) {
-      const now = performance.now();
-      activeMs += now - visibleSince;
-      visibleSince = now;
-    }
-    const ms = Math.round(activeMs);
-    activeMs -= ms;
-    return ms;
-  }
+  // Visible time: hiding the page logs it and saves what was counted so far.
+  const clock = core.activeClock({
+    visible: () => log("visible"),
+    hidden: () => { log("hidden"); save(); },
+  });
 
-  function backup() {
-    try { localStorage.setItem(storageKey, JSON.stringify({ seq: seq, draft: kind.getDraft() })); } catch (e) { /* private mode */ }
-  }
-
-  function readBackup() {
-    try { return JSON.parse(localStorage.getItem(storageKey) || "null"); } catch (e) { return null; }
-  }
+  function backup() { localCopy.save(seq, kind.getDraft()); }
 
   function markTouched() {
     touched = kind.hasContent();
     $("unsaved").hidden = !touched;
-  }
-
-  async function post(url, body) {
-    const response = await fetch(url, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-      body: JSON.stringify(body),
-    });
-    let data = null;
-    try { data = await response.json(); } catch (e) { data = { ok: false, message: "The server sent an unexpected answer (" + response.status + ")." }; }
-    return { status: response.status, data: data };
   }
 
   async function save() {
@@ -83,13 +56,13 @@
     if (inflight) { again = true; return inflight; }
     const sentEvents = events;
     events = [];
-    const body = { events: sentEvents, active_ms: takeActive() };
+    const body = { events: sentEvents, active_ms: clock.take() };
     const sentSeq = seq;
     if (draftDirty) { body.draft = kind.getDraft(); body.seq = seq; }
     status("Saving…");
     inflight = (async () => {
       try {
-        const r = await post(state.saveUrl, body);
+        const r = await core.post(state.saveUrl, body);
         if (r.status === 200) {
           if (body.draft && sentSeq === seq) draftDirty = false;
           status("All changes saved");
@@ -101,7 +74,7 @@
         }
       } catch (e) {
         events = sentEvents.concat(events);
-        activeMs += body.active_ms;
+        clock.giveBack(body.active_ms);
         status("Not saved yet: no connection. Your work is kept in this browser and will be saved when the connection is back.");
       } finally {
         inflight = null;
@@ -169,38 +142,23 @@
 
   // ---- the kind's part of the page; a newer local copy of the draft wins over the server's
   let draft = state.draft || {};
-  const local = readBackup();
-  if (local && typeof local.seq === "number" && local.seq > seq && local.draft) {
+  const local = localCopy.load();
+  if (local && local.seq > seq) {
     draft = local.draft;
     seq = local.seq;
     draftDirty = true;
   }
-  kind.init({ draft: draft, nL1: state.nL1, nL2: state.nL2, onChange: onChange, log: log });
+  const changed = (type, target) => { if (type) log(type, target); onChange(); };
+  kind.init({ draft: draft, nL1: state.nL1, nL2: state.nL2, onChange: onChange, changed: changed, log: log });
   markTouched();
   if (draftDirty) save();
-
-  // ---- visible time
-  document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState === "visible") {
-      visibleSince = performance.now();
-      log("visible");
-    } else {
-      if (visibleSince !== null) activeMs += performance.now() - visibleSince;
-      visibleSince = null;
-      log("hidden");
-      save();
-    }
-  });
 
   setInterval(() => {
     if (!stopped && !submitting) save();
   }, state.autosaveSeconds * 1000);
 
   // ---- timer
-  function fmt(seconds) {
-    const s = Math.max(0, Math.floor(seconds));
-    return Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0");
-  }
+  const fmt = core.formatSeconds;
   const submitButton = $("submit");
   function tick() {
     const elapsed = state.elapsedSeconds + (performance.now() - pageStart) / 1000;
@@ -245,9 +203,9 @@
     log("submit_attempt");
     try {
       await save();
-      const r = await post(state.submitUrl, { answer: kind.getAnswer(), submission_id: submissionId });
+      const r = await core.post(state.submitUrl, { answer: kind.getAnswer(), submission_id: submissionId });
       if (r.status === 200 && r.data.ok) {
-        try { localStorage.removeItem(storageKey); } catch (e) { /* ignore */ }
+        localCopy.clear();
         stopped = true;
         status("Submitted");
         window.location.assign(r.data.next);
@@ -263,12 +221,7 @@
   $("annotation").addEventListener("submit", submit);
 
   // ---- keyboard shortcuts
-  document.addEventListener("keydown", (e) => {
-    if ((e.ctrlKey || e.metaKey) && e.key === "Enter") { submit(e); return; }
-    if (e.defaultPrevented || window.AnnotateKeys.ignore(e)) return;
-    const action = kind.shortcuts[e.key.toLowerCase()];
-    if (action) { e.preventDefault(); action(); }
-  });
+  core.shortcuts(submit, (key) => kind.shortcuts[key]);
 
   // Leaving the page: keep the newest draft in this browser (the next visit sends it).
   window.addEventListener("pagehide", () => { if (!stopped && draftDirty) backup(); });

@@ -4,19 +4,14 @@
  * submitting: annotate.js calls init(), getDraft(), getAnswer() and showErrors(); the
  * server decides whether an answer is complete. */
 "use strict";
-window.AnnotateKind = (function () {
+window.AnnotateKind = window.AnnotateCore.defineKind((function () {
   const QUESTIONS = ["specific_goal_ok", "meets_constraint", "steps_correct"];
   let ctx = null;
   let answers = {};       // question -> "yes" | "no" | "not_sure" | null
   let wrong = [];         // [{step, error_types: [..], other}] sorted by step
   let current = 0;        // the question the Y / N / S keys answer
   let errorTypes = [];    // [[key, label, aspect, explanation], ...]
-  const $ = (id) => document.getElementById(id);
-
-  function changed(type, target) {
-    if (type) ctx.log(type, target);
-    ctx.onChange();
-  }
+  const $ = window.AnnotateCore.byId;
 
   function stepText(n) {
     const b = document.querySelector('.fs-step[data-step="' + n + '"] .step-text');
@@ -32,7 +27,7 @@ window.AnnotateKind = (function () {
     answers[question] = value;
     document.querySelectorAll('input[name="' + question + '"]').forEach((r) => { r.checked = r.value === value; });
     render();
-    changed(viaShortcut ? "shortcut" : "choice", question + ":" + value);
+    ctx.changed(viaShortcut ? "shortcut" : "choice", question + ":" + value);
   }
 
   function shortcutAnswer(value) {
@@ -52,7 +47,7 @@ window.AnnotateKind = (function () {
     if (at >= 0) wrong.splice(at, 1);
     else { wrong.push({ step: n, error_types: [], other: "" }); wrong.sort((a, b) => a.step - b.step); }
     render();
-    changed(at >= 0 ? "unlink_step" : "link_step", "step" + n);
+    ctx.changed(at >= 0 ? "unlink_step" : "link_step", "step" + n);
   }
 
   function renderSteps() {
@@ -82,7 +77,7 @@ window.AnnotateKind = (function () {
       const i = entry.error_types.indexOf(key);
       if (box.checked && i < 0) entry.error_types.push(key);
       if (!box.checked && i >= 0) entry.error_types.splice(i, 1);
-      changed("choice", "step" + entry.step + ":" + key + (box.checked ? "" : ":off"));
+      ctx.changed("choice", "step" + entry.step + ":" + key + (box.checked ? "" : ":off"));
     });
     wrap.appendChild(box);
     wrap.appendChild(document.createTextNode(" " + label));
@@ -125,20 +120,15 @@ window.AnnotateKind = (function () {
         const box = $("step-" + entry.step + "-type-other");
         const has = entry.error_types.indexOf("other") >= 0;
         if (other.value.trim() && !has) { entry.error_types.push("other"); box.checked = true; }
-        changed(null);
+        ctx.changed(null);
       });
       fs.appendChild(other);
-      const rm = document.createElement("button");
-      rm.type = "button";
-      rm.className = "remove";
-      rm.textContent = "Unmark step " + entry.step;
-      rm.addEventListener("click", () => { toggleStep(entry.step); const b = document.querySelector('.fs-step[data-step="' + entry.step + '"]'); if (b && !b.disabled) b.focus(); });
-      fs.appendChild(rm);
-      const err = document.createElement("p");
-      err.className = "field-error";
-      err.id = "wrong-step-" + entry.step + "-error";
-      err.setAttribute("aria-live", "polite");
-      fs.appendChild(err);
+      fs.appendChild(window.AnnotateCore.removeButton("Unmark step " + entry.step, () => {
+        toggleStep(entry.step);
+        const b = document.querySelector('.fs-step[data-step="' + entry.step + '"]');
+        if (b && !b.disabled) b.focus();
+      }));
+      fs.appendChild(window.AnnotateCore.errorLine("wrong-step-" + entry.step + "-error"));
       li.appendChild(fs);
       ol.appendChild(li);
     });
@@ -171,7 +161,7 @@ window.AnnotateKind = (function () {
     document.querySelectorAll(".fs-step").forEach((b) => b.addEventListener("click", () => toggleStep(Number(b.dataset.step))));
     document.querySelectorAll(".fs-question").forEach((fs, k) => fs.addEventListener("focusin", () => setCurrent(k)));
     $("comments").value = typeof draft.comments === "string" ? draft.comments : "";
-    $("comments").addEventListener("input", () => changed(null));
+    $("comments").addEventListener("input", () => ctx.changed(null));
     $("error-types-help").addEventListener("toggle", (e) => { if (e.target.open) ctx.log("help_open", "error_types"); });
     const firstOpen = QUESTIONS.findIndex((q) => answers[q] === null);
     setCurrent(firstOpen < 0 ? 0 : firstOpen);
@@ -205,23 +195,18 @@ window.AnnotateKind = (function () {
         const m = /^wrong_steps\.(\d+)\./.exec(field);
         if (m) el = $("wrong-step-" + m[1] + "-error");
       }
-      if (el) el.textContent = (el.textContent ? el.textContent + " " : "") + e.message;
+      window.AnnotateCore.appendError(el, e.message);
     });
   }
 
-  return {
-    init: init,
-    getDraft: getDraft,
-    getAnswer: getDraft,
-    hasContent: hasContent,
-    showErrors: showErrors,
-    shortcuts: {
-      y: () => shortcutAnswer("yes"),
-      n: () => shortcutAnswer("no"),
-      s: () => shortcutAnswer("not_sure"),
-      "1": () => { setCurrent(0); $("question-1").scrollIntoView({ block: "nearest" }); },
-      "2": () => { setCurrent(1); $("question-2").scrollIntoView({ block: "nearest" }); },
-      "3": () => { setCurrent(2); $("question-3").scrollIntoView({ block: "nearest" }); },
-    },
+  const shortcuts = {
+    y: () => shortcutAnswer("yes"),
+    n: () => shortcutAnswer("no"),
+    s: () => shortcutAnswer("not_sure"),
+    "1": () => { setCurrent(0); $("question-1").scrollIntoView({ block: "nearest" }); },
+    "2": () => { setCurrent(1); $("question-2").scrollIntoView({ block: "nearest" }); },
+    "3": () => { setCurrent(2); $("question-3").scrollIntoView({ block: "nearest" }); },
   };
-})();
+
+  return { init, getDraft, hasContent, showErrors, shortcuts };
+})());

@@ -7,16 +7,11 @@
  * toggles are one Tab stop each (the arrow keys move within them); while one has focus,
  * digits link or unlink step n of that list (two digits in a row for steps 10 and above). */
 "use strict";
-window.AnnotateKind = (function () {
+window.AnnotateKind = window.AnnotateCore.defineKind((function () {
   let ctx = null;
   let failures = [];            // [{description, L1_steps: [int], L2_steps: [int]}]
   let hasFailure = null;        // true | false | null
-  const $ = (id) => document.getElementById(id);
-
-  function changed(type, target) {
-    if (type) ctx.log(type, target);
-    ctx.onChange();
-  }
+  const $ = window.AnnotateCore.byId;
 
   function setChoice(value, viaShortcut) {
     hasFailure = value;
@@ -25,7 +20,7 @@ window.AnnotateKind = (function () {
     const created = value === true && failures.length === 0;
     if (created) failures.push({ description: "", L1_steps: [], L2_steps: [] });
     render();
-    changed(viaShortcut ? "shortcut" : "choice", value === true ? "has_failure" : "no_failure");
+    ctx.changed(viaShortcut ? "shortcut" : "choice", value === true ? "has_failure" : "no_failure");
     if (created) focusDescription(0);
   }
 
@@ -44,7 +39,7 @@ window.AnnotateKind = (function () {
     if (at >= 0) failure[key].splice(at, 1); else { failure[key].push(n); failure[key].sort((a, b) => a - b); }
     const button = document.querySelector("#failure-" + (index + 1) + " [data-link='" + list + "." + n + "']");
     if (button) button.setAttribute("aria-pressed", at >= 0 ? "false" : "true");
-    changed(at >= 0 ? "unlink_step" : "link_step", "failure" + (index + 1) + ":" + list + "." + n);
+    ctx.changed(at >= 0 ? "unlink_step" : "link_step", "failure" + (index + 1) + ":" + list + "." + n);
   }
 
   // Digits typed on a failure's step toggles: "1" then "2" within DIGIT_WAIT_MS is step 12; a
@@ -100,7 +95,7 @@ window.AnnotateKind = (function () {
     if (hasFailure !== true) { setChoice(true, viaShortcut); if (failures.length === 1 && !failures[0].description) { focusDescription(0); return; } }
     failures.push({ description: "", L1_steps: [], L2_steps: [] });
     render();
-    changed("add_failure", String(failures.length));
+    ctx.changed("add_failure", String(failures.length));
     focusDescription(failures.length - 1);
   }
 
@@ -112,7 +107,7 @@ window.AnnotateKind = (function () {
   function removeFailure(index) {
     failures.splice(index, 1);
     render();
-    changed("remove_failure", String(index + 1));
+    ctx.changed("remove_failure", String(index + 1));
     const add = $("add-failure");
     if (add) add.focus();
   }
@@ -171,21 +166,12 @@ window.AnnotateKind = (function () {
       ta.rows = 2;
       ta.placeholder = "Briefly describe this critical failure";
       ta.value = failure.description;
-      ta.addEventListener("input", () => { failure.description = ta.value; changed(null); });
+      ta.addEventListener("input", () => { failure.description = ta.value; ctx.changed(null); });
       fs.appendChild(ta);
       fs.appendChild(stepGroup("L1", ctx.nL1, index));
       fs.appendChild(stepGroup("L2", ctx.nL2, index));
-      const rm = document.createElement("button");
-      rm.type = "button";
-      rm.className = "remove";
-      rm.textContent = "Remove failure " + (index + 1);
-      rm.addEventListener("click", () => removeFailure(index));
-      fs.appendChild(rm);
-      const err = document.createElement("p");
-      err.className = "field-error";
-      err.id = "failure-" + (index + 1) + "-error";
-      err.setAttribute("aria-live", "polite");
-      fs.appendChild(err);
+      fs.appendChild(window.AnnotateCore.removeButton("Remove failure " + (index + 1), () => removeFailure(index)));
+      fs.appendChild(window.AnnotateCore.errorLine("failure-" + (index + 1) + "-error"));
       li.appendChild(fs);
       ol.appendChild(li);
     });
@@ -213,7 +199,7 @@ window.AnnotateKind = (function () {
     $("has-failure-yes").addEventListener("change", () => setChoice(true, false));
     $("has-failure-no").addEventListener("change", () => setChoice(false, false));
     $("add-failure").addEventListener("click", () => addFailure(false));
-    $("comments").addEventListener("input", () => changed(null));
+    $("comments").addEventListener("input", () => ctx.changed(null));
     $("failure-types").addEventListener("toggle", (e) => { if (e.target.open) ctx.log("help_open", "failure_types"); });
     render();
   }
@@ -235,23 +221,15 @@ window.AnnotateKind = (function () {
     document.querySelectorAll(".failure .field-error").forEach((el) => { el.textContent = ""; });
     (errors || []).forEach((e) => {
       const m = /^failures\[(\d+)\]/.exec(e.field || "");
-      if (m) {
-        const el = document.getElementById("failure-" + m[1] + "-error");
-        if (el) el.textContent = (el.textContent ? el.textContent + " " : "") + e.message;
-      }
+      if (m) window.AnnotateCore.appendError($("failure-" + m[1] + "-error"), e.message);
     });
   }
 
-  return {
-    init: init,
-    getDraft: getDraft,
-    getAnswer: getDraft,
-    hasContent: hasContent,
-    showErrors: showErrors,
-    shortcuts: {
-      n: () => setChoice(false, true),
-      f: identifyFailures,
-      a: () => addFailure(true),
-    },
+  const shortcuts = {
+    n: () => setChoice(false, true),
+    f: identifyFailures,
+    a: () => addFailure(true),
   };
-})();
+
+  return { init, getDraft, hasContent, showErrors, shortcuts };
+})());

@@ -1,33 +1,25 @@
 /* The multiple-choice page (goal-step tasks): one or more questions, each saved on every
-   change (server draft plus a localStorage copy) and submitted on its own; the server decides. */
+   change (server draft plus a localStorage copy) and submitted on its own; the server decides.
+   The request, the local copy, the active-time clock (paused while the page is hidden, as on
+   every annotator page; each save carries what it counted since the previous save, and a save
+   is sent when the page is hidden and before a submit) and the
+   shortcut keys are core.js's (window.AnnotateCore). */
 (function () {
   "use strict";
+  const core = window.AnnotateCore;
   const state = JSON.parse(document.getElementById("page-state").textContent);
   const cards = Array.from(document.querySelectorAll(".mc-item"));
   const seq = state.items.map((item) => item.draftSeq);
   const submitted = state.items.map(() => false);
+  const localCopies = state.items.map((item) => core.localDraft(item.assignment));
+  // The time counted since the last save goes with a save when the page is hidden and before
+  // a submit (as on the one-item page), so time spent after the last change is not lost.
+  const clock = core.activeClock({ hidden: () => flush() });
   const loadedAt = performance.now();
-  let lastActive = performance.now();
   let current = 0;
 
-  function $(id) { return document.getElementById(id); }
-  function csrfToken() {
-    const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return m ? decodeURIComponent(m[1]) : "";
-  }
-  function localKey(i) { return "mc-draft:" + state.items[i].assignment; }
+  const $ = core.byId;
   function setStatus(text) { $("save-status").textContent = text; }
-
-  async function post(url, body) {
-    const response = await fetch(url, {
-      method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-      body: JSON.stringify(body),
-    });
-    let data = {};
-    try { data = await response.json(); } catch (e) { data = { message: "The server sent no answer (" + response.status + ")." }; }
-    return { ok: response.ok && data.ok !== false, status: response.status, data: data };
-  }
 
   function choiceOf(i) {
     const checked = cards[i].querySelector("input[type=radio]:checked");
@@ -37,30 +29,32 @@
 
   function restore(i) {
     let draft = state.items[i].draft || {};
-    try {
-      const local = JSON.parse(localStorage.getItem(localKey(i)) || "null");
-      if (local && local.seq > seq[i]) { draft = local.draft; save(i, draft); }
-    } catch (e) { /* no local copy */ }
+    const local = localCopies[i].load();
+    if (local && local.seq > seq[i]) { draft = local.draft; save(i, draft); }
     if (draft.choice !== null && draft.choice !== undefined) {
       const input = cards[i].querySelector('input[value="' + draft.choice + '"]');
       if (input) input.checked = true;
     }
   }
 
-  function takeActive() {
-    const now = performance.now();
-    const ms = document.visibilityState === "visible" ? now - lastActive : 0;
-    lastActive = now;
-    return Math.round(ms);
-  }
-
   async function save(i, draft) {
     seq[i] += 1;
-    const body = { draft: draft || { choice: choiceOf(i) }, seq: seq[i], active_ms: takeActive() };
-    try { localStorage.setItem(localKey(i), JSON.stringify({ seq: seq[i], draft: body.draft })); } catch (e) { /* full */ }
+    const body = { draft: draft || { choice: choiceOf(i) }, seq: seq[i], active_ms: clock.take() };
+    localCopies[i].save(seq[i], body.draft);
     setStatus("Saving…");
-    const result = await post(state.items[i].saveUrl, body);
+    let result;
+    try {
+      result = await core.post(state.items[i].saveUrl, body);
+    } catch (e) {
+      clock.giveBack(body.active_ms);  // not delivered: the next save carries it
+      throw e;
+    }
     setStatus(result.ok ? "All changes saved" : (result.data.message || "Not saved"));
+  }
+
+  function flush() {
+    const i = submitted.indexOf(false);
+    return i < 0 ? Promise.resolve() : save(i).catch(() => { /* kept: the next save carries it */ });
   }
 
   function setCurrent(i) {
@@ -84,7 +78,7 @@
 
   function tick() {
     const left = Math.ceil(secondsLeft());
-    const fmt = (s) => Math.floor(s / 60) + ":" + String(Math.floor(s % 60)).padStart(2, "0");
+    const fmt = core.formatSeconds;
     $("timer-text").textContent = left > 0 ? fmt(left) + " until submission becomes open"
       : "Time elapsed: " + fmt((performance.now() - loadedAt) / 1000 + Math.min(...state.items.map((x) => x.elapsedSeconds)));
   }
@@ -107,11 +101,12 @@
       return;
     }
     busy = true;
+    await flush();
     const problems = [];
     let next = state.nextUrl;
     for (let i = 0; i < cards.length; i++) {
       if (submitted[i]) continue;
-      const result = await post(state.items[i].submitUrl, {
+      const result = await core.post(state.items[i].submitUrl, {
         answer: { choice: choiceOf(i) }, submission_id: state.items[i].assignment + ":" + seq[i],
       });
       if (result.ok) {
@@ -119,7 +114,7 @@
         next = result.data.next || next;
         cards[i].disabled = true;
         cards[i].querySelector(".mc-state").textContent = "Submitted";
-        try { localStorage.removeItem(localKey(i)); } catch (e) { /* ignore */ }
+        localCopies[i].clear();
       } else {
         problems.push("Question " + (i + 1) + ": " + (result.data.message || "not submitted"));
         if (result.status === 403) break;
@@ -137,14 +132,14 @@
   });
   setCurrent(0);
   $("mc-page").addEventListener("submit", submitPage);
-  document.addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); submitPage(); return; }
-    if (window.AnnotateKeys.ignore(e)) return;
+  function move(by) { setCurrent(current + by); cards[current].scrollIntoView({ block: "center" }); }
+  core.shortcuts(submitPage, (key) => {
     const options = cards[current].querySelectorAll("input[type=radio]").length - 1;
-    if (/^[1-9]$/.test(e.key) && Number(e.key) <= options) { e.preventDefault(); choose(current, String(Number(e.key) - 1)); }
-    else if (e.key === "0") { e.preventDefault(); const extra = cards[current].querySelector(".mc-extra input"); if (extra) choose(current, extra.value); }
-    else if (e.key === "j" || e.key === "J") { e.preventDefault(); setCurrent(current + 1); cards[current].scrollIntoView({ block: "center" }); }
-    else if (e.key === "k" || e.key === "K") { e.preventDefault(); setCurrent(current - 1); cards[current].scrollIntoView({ block: "center" }); }
+    if (/^[1-9]$/.test(key) && Number(key) <= options) return () => choose(current, String(Number(key) - 1));
+    if (key === "0") return () => { const extra = cards[current].querySelector(".mc-extra input"); if (extra) choose(current, extra.value); };
+    if (key === "j") return () => move(1);
+    if (key === "k") return () => move(-1);
+    return null;
   });
   tick();
   setInterval(tick, 500);

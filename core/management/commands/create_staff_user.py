@@ -15,9 +15,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         try:
-            created = user_create(
-                username=options["username"], role=options["role"], email=options["email"]
-            )
+            created = user_create(username=options["username"], role=options["role"], email=options["email"])
         except IntegrityError as exc:
             raise CommandError(f"user {options['username']!r} already exists") from exc
         self.stdout.write(

@@ -1,5 +1,6 @@
 """The local runner behind `make run`: migrate, demo data, admin account, then the web
-server and one Celery worker side by side until Ctrl-C."""
+server, one Celery worker and the Celery scheduler (beat) side by side until Ctrl-C."""
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ STOP_GRACE_SECONDS = 15
 
 
 class Command(BaseCommand):
-    help = "Prepare the database and run the web server with one Celery worker (Ctrl-C stops both)."
+    help = "Prepare the database and run the web server with one Celery worker and the scheduler (Ctrl-C stops all)."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -26,7 +27,16 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=int(os.environ.get("WORKER_CONCURRENCY", "2")))
         parser.add_argument("--no-demo", action="store_true", help="do not load the demo data")
 
+    @staticmethod
+    def address_export(options: dict) -> None:
+        """HOST and PORT as given on the command line, for what builds this server's address
+        (annotate.links.default_base_url: the demo's annotator link, and a Prolific draft made
+        by the worker or scheduler without PROLIFIC_SITE_URL); the children inherit them."""
+        os.environ["HOST"] = str(options["host"])
+        os.environ["PORT"] = str(options["port"])
+
     def handle(self, *args, **options) -> None:
+        self.address_export(options)
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database is up to date.")
         if not options["no_demo"]:
@@ -35,21 +45,51 @@ class Command(BaseCommand):
             call_command("collectstatic", interactive=False, verbosity=0)
         self._announce_admin()
 
-        manage = str(settings.BASE_DIR / "manage.py")
         address = f"{options['host']}:{options['port']}"
-        children = {
-            "web": subprocess.Popen([sys.executable, manage, "runserver", address, "--noreload"]),
-            "worker": subprocess.Popen(
-                [
-                    sys.executable, "-m", "celery", "-A", "config", "worker",
-                    "--loglevel", "INFO", "--concurrency", str(options["concurrency"]),
-                    "--hostname", f"local-{os.getpid()}@%h",
-                ]
-            ),
-        }
-        self.stdout.write(self.style.SUCCESS(f"Serving http://{address}/ (Ctrl-C stops the server and the worker)"))
+        children = {name: subprocess.Popen(command) for name, command in self.commands(options).items()}
+        self.stdout.write(
+            self.style.SUCCESS(f"Serving http://{address}/ (Ctrl-C stops the server, the worker and the scheduler)")
+        )
         exit_code = self._supervise(children)
         sys.exit(exit_code)
+
+    @staticmethod
+    def commands(options: dict) -> dict[str, list[str]]:
+        """The processes `serve` runs side by side: the web server, one Celery worker, and the
+        scheduler (celery beat: the periodic tasks of CELERY_BEAT_SCHEDULE, such as the Prolific
+        sync, with its state file under var/)."""
+        manage = str(settings.BASE_DIR / "manage.py")
+        schedule = settings.VAR_DIR / "celery" / "beat-schedule"
+        schedule.parent.mkdir(parents=True, exist_ok=True)
+        return {
+            "web": [sys.executable, manage, "runserver", f"{options['host']}:{options['port']}", "--noreload"],
+            "worker": [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                str(options["concurrency"]),
+                "--hostname",
+                f"local-{os.getpid()}@%h",
+            ],
+            "beat": [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(schedule),
+            ],
+        }
 
     def _announce_admin(self) -> None:
         created = local_admin_ensure()
@@ -83,7 +123,7 @@ class Command(BaseCommand):
                     stopping["requested"] = True
                     break
             time.sleep(0.5)
-        self.stdout.write("Stopping the web server and the worker ...")
+        self.stdout.write("Stopping the web server, the worker and the scheduler ...")
         for child in children.values():
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)

@@ -2,9 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand
 
+from core.record_files import RecordError
 from judging.how2score import How2ScoreTally, judgment_record
 from judging.management import jsonl_records, record_error
-from judging.metrics import RecordFieldError
 
 # How many unreadable judge answers are described on stderr before the rest are counted.
 PARSE_FAILURES_SHOWN = 10
@@ -31,10 +31,11 @@ class Command(BaseCommand):
         for position, raw in jsonl_records(path):
             try:
                 judgment = judgment_record(raw)
-            except RecordFieldError as exc:
-                raise record_error(path, position, exc.field, exc.detail) from exc
-            tally.add(judgment.topic, judgment.has_failure, item=judgment.source_example_id,
-                      n_failures=judgment.n_failures)
+            except RecordError as exc:
+                raise record_error(path, position, exc.field, exc.message) from exc
+            tally.add(
+                judgment.topic, judgment.has_failure, item=judgment.source_example_id, n_failures=judgment.n_failures
+            )
             if judgment.parse_error is not None and tally.n_parse_failed <= PARSE_FAILURES_SHOWN:
                 field = "parse_failed" if raw.get("parse_failed") is True else "judge_completion"
                 self.stderr.write(f"{path}, {position}, field '{field}': not scored: {judgment.parse_error}")

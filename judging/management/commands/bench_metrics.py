@@ -2,8 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.record_files import RecordError
 from judging.management import atomic_output, jsonl_records, record_error
-from judging.metrics import MetricsSummary, RecordFieldError, generation_record
+from judging.metrics import MetricsSummary, generation_record
 from judging.tokens import TokenCountError, TokenizerUnavailable
 
 
@@ -18,7 +19,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--generations", required=True, metavar="FILE.jsonl", help="the generations to measure")
         parser.add_argument(
-            "--per-record", metavar="OUT.jsonl",
+            "--per-record",
+            metavar="OUT.jsonl",
             help="also write one JSON object per example to this file (replaced atomically)",
         )
 
@@ -41,8 +43,8 @@ class Command(BaseCommand):
             try:
                 record = generation_record(raw)
                 metrics = record.metrics()
-            except RecordFieldError as exc:
-                raise record_error(path, position, exc.field, exc.detail) from exc
+            except RecordError as exc:
+                raise record_error(path, position, exc.field, exc.message) from exc
             except TokenCountError as exc:
                 raise record_error(path, position, None, str(exc)) from exc
             summary.add(metrics)

@@ -1,21 +1,24 @@
 """Import and export generations and judgments as JSONL (the shapes bench_metrics and
 bench_aggregate read), and export distillation data."""
+
 from __future__ import annotations
 
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.record_files import RecordError
 from judging.distillation import distillation_export
 from judging.models import GenerationRun, JudgeRun
 from judging.transfer import generations_export, generations_import, judgments_export, judgments_import
-from mining.record_files import RecordFileError
 
 
 class Command(BaseCommand):
-    help = ("bench_transfer import-generations FILE --run NAME [--model M] | import-judgments FILE [--judge J] [--run NAME] [--model M] | "
-            "export-generations --run NAME --output F | export-judgments --judge J [--run NAME] --output F | "
-            "export-distillation --first RUN --second RUN --output F")
+    help = (
+        "bench_transfer import-generations FILE --run NAME [--model M] | import-judgments FILE [--judge J] [--run NAME] [--model M] | "
+        "export-generations --run NAME --output F | export-judgments --judge J [--run NAME] --output F | "
+        "export-distillation --first RUN --second RUN --output F"
+    )
 
     def add_arguments(self, parser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -61,20 +64,32 @@ class Command(BaseCommand):
                 run = generations_import(path=options["file"], run_name=options["run"], model=options["model"])
                 self.stdout.write(f"generation run {run.name!r}: {run.generations.count()} generations imported")
             elif action == "import-judgments":
-                n = judgments_import(path=options["file"], judge=options["judge"],
-                                     run=self._generation_run(options["run"]), model=options["model"])
+                n = judgments_import(
+                    path=options["file"],
+                    judge=options["judge"],
+                    run=self._generation_run(options["run"]),
+                    model=options["model"],
+                )
                 self.stdout.write(f"{n} judgments imported")
             elif action == "export-generations":
-                n = generations_export(run=self._generation_run(options["run"]), output=options["output"])
+                export_run = self._generation_run(options["run"])
+                if export_run is None:
+                    raise CommandError("export-generations needs --run NAME (the generation run to export)")
+                n = generations_export(run=export_run, output=options["output"])
                 self.stdout.write(f"{options['output']}: {n} generations")
             elif action == "export-judgments":
-                n = judgments_export(judge=options["judge"], run=self._generation_run(options["run"]), output=options["output"])
+                n = judgments_export(
+                    judge=options["judge"], run=self._generation_run(options["run"]), output=options["output"]
+                )
                 self.stdout.write(f"{options['output']}: {n} judgments")
             else:
-                summary = distillation_export(first=self._judge_run(options["first"]), second=self._judge_run(options["second"]),
-                                              output=options["output"])
+                summary = distillation_export(
+                    first=self._judge_run(options["first"]),
+                    second=self._judge_run(options["second"]),
+                    output=options["output"],
+                )
                 self.stdout.write(json.dumps(summary, indent=2))
         except FileNotFoundError as exc:
             raise CommandError(f"{exc.filename}: no such file") from exc
-        except (RecordFileError, ValueError) as exc:
+        except (RecordError, ValueError) as exc:
             raise CommandError(f"{exc}\nNothing was stored." if action.startswith("import") else str(exc)) from exc

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from core.record_files import RecordError
 from mining.models import Split
-from mining.record_files import RecordFileError
 from mining.services import EXPORT_FORMATS, EXPORT_SHAPES, procedure_export, shard_path
 
 
@@ -21,14 +21,21 @@ class Command(BaseCommand):
         fmt = options["format"] or ("parquet" if options["output"].lower().endswith(".parquet") else "jsonl")
         try:
             count = procedure_export(
-                output=options["output"], split=options["split"], fmt=fmt, shape=options["shape"],
-                topic=options["topic"], mining_run=options["mining_run"], shard_size=options["shard_size"],
+                output=options["output"],
+                split=options["split"],
+                fmt=fmt,
+                shape=options["shape"],
+                topic=options["topic"],
+                mining_run=options["mining_run"],
+                shard_size=options["shard_size"],
             )
-        except (ValueError, RecordFileError) as exc:
+        except (ValueError, RecordError) as exc:
             raise CommandError(str(exc)) from exc
         if options["shard_size"]:
             total = max(1, -(-count // options["shard_size"]))
-            self.stdout.write(f"{shard_path(options['output'], 0, total)} ... {shard_path(options['output'], total - 1, total)}: "
-                              f"{count} procedures in {total} shards ({options['shape']}, {fmt})")
+            self.stdout.write(
+                f"{shard_path(options['output'], 0, total)} ... {shard_path(options['output'], total - 1, total)}: "
+                f"{count} procedures in {total} shards ({options['shape']}, {fmt})"
+            )
         else:
             self.stdout.write(f"{options['output']}: {count} procedures written ({options['shape']}, {fmt})")

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from core.record_files import RecordError
 from mining.document_records import DocumentFields
-from mining.record_files import RecordFileError
 from mining.services import CorpusImportFailed, corpus_import
 
 
@@ -20,7 +20,9 @@ class Command(BaseCommand):
         parser.add_argument("--text-field", default="text", help="field holding the text (default: text)")
         parser.add_argument("--url-field", default="url", help="field holding the URL (default: url)")
         parser.add_argument("--topic-field", default="topic", help="field holding the topic (default: topic)")
-        parser.add_argument("--include", help="glob for the files of a folder, e.g. '*.jsonl.zst' (default: every record file)")
+        parser.add_argument(
+            "--include", help="glob for the files of a folder, e.g. '*.jsonl.zst' (default: every record file)"
+        )
         parser.add_argument("--skip-bad", action="store_true", help="import the good rows and list the bad ones")
         parser.add_argument("--create-topics", action="store_true", help="create topics that do not exist yet")
         parser.add_argument("--description", default="", help="description of the corpus")
@@ -31,8 +33,12 @@ class Command(BaseCommand):
         )
         try:
             report = corpus_import(
-                name=options["name"], path=options["path"], fields=fields, include=options["include"],
-                skip_bad=options["skip_bad"], create_topics=options["create_topics"],
+                name=options["name"],
+                path=options["path"],
+                fields=fields,
+                include=options["include"],
+                skip_bad=options["skip_bad"],
+                create_topics=options["create_topics"],
                 description=options["description"],
             )
         except FileNotFoundError as exc:
@@ -41,6 +47,6 @@ class Command(BaseCommand):
             lines = exc.report.lines()
             lines[-1] = "Nothing was imported: pass --skip-bad to import the good rows and skip the bad ones."
             raise CommandError("\n".join(lines)) from exc
-        except (RecordFileError, ValueError) as exc:
+        except (RecordError, ValueError) as exc:
             raise CommandError(f"{exc}\nNothing was imported.") from exc
         self.stdout.write("\n".join(report.lines()))

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from core.record_files import RecordError
 from mining.models import Split
-from mining.record_files import RecordFileError
 from mining.services import procedure_import
 
 
@@ -14,7 +14,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("file")
         parser.add_argument("--split", choices=Split.values, help="file every procedure under this split")
-        parser.add_argument("--topic-field", default="topic", help="name of the field holding the topic (default: topic)")
+        parser.add_argument(
+            "--topic-field", default="topic", help="name of the field holding the topic (default: topic)"
+        )
         parser.add_argument("--create-topics", action="store_true", help="create topics that do not exist yet")
 
     def handle(self, *args, **options) -> None:
@@ -27,8 +29,6 @@ class Command(BaseCommand):
             )
         except FileNotFoundError as exc:
             raise CommandError(f"{options['file']}: no such file") from exc
-        except RecordFileError as exc:
+        except RecordError as exc:
             raise CommandError(f"{exc}\nNothing was imported.") from exc
-        self.stdout.write(
-            f"{result.path}: {result.created} procedures created, {result.existing} already existed"
-        )
+        self.stdout.write(f"{result.path}: {result.created} procedures created, {result.existing} already existed")

@@ -12,17 +12,30 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--per-topic", type=int, default=BENCH_PER_TOPIC, help=f"benchmark size per topic (default: {BENCH_PER_TOPIC})")
+        parser.add_argument(
+            "--per-topic",
+            type=int,
+            default=BENCH_PER_TOPIC,
+            help=f"benchmark size per topic (default: {BENCH_PER_TOPIC})",
+        )
         parser.add_argument("--seed", type=int, default=0, help="seed of the per-topic sampling (default: 0)")
         parser.add_argument("--tau", type=float, default=DEDUP_TAU, help=f"cosine threshold (default: {DEDUP_TAU})")
-        parser.add_argument("--embedding-model", help="model name or folder (default: the EMBEDDING_MODEL setting, else all-MiniLM-L6-v2)")
-        parser.add_argument("--report", help="write the similarity report here (default: VAR_DIR/splits/split-<id>.json)")
+        parser.add_argument(
+            "--embedding-model",
+            help="model name or folder (default: the EMBEDDING_MODEL setting, else all-MiniLM-L6-v2)",
+        )
+        parser.add_argument(
+            "--report", help="write the similarity report here (default: VAR_DIR/splits/split-<id>.json)"
+        )
 
     def handle(self, *args, **options) -> None:
         try:
             report = procedure_split(
-                per_topic=options["per_topic"], seed=options["seed"], tau=options["tau"],
-                embedding_model=options["embedding_model"], report_path=options["report"],
+                per_topic=options["per_topic"],
+                seed=options["seed"],
+                tau=options["tau"],
+                embedding_model=options["embedding_model"],
+                report_path=options["report"],
             )
         except (ValueError, EmbeddingModelUnavailable) as exc:
             raise CommandError(f"{exc}\nNo split was changed.") from exc

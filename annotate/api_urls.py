@@ -1,0 +1,28 @@
+"""REST API routes of studies (annotate/studies/apis.py, item_apis.py, participant_apis.py) and their
+reports (annotate/reports/apis.py), mounted under /api/ by config/urls.py."""
+
+from django.urls import path
+
+from annotate.reports import apis as report_apis
+from annotate.studies import apis, item_apis, participant_apis
+
+urlpatterns: list = [
+    path("studies/", apis.StudyListCreateView.as_view(), name="api-study-list"),
+    path("studies/imports/<int:pk>/", apis.StudyImportView.as_view(), name="api-study-import"),
+    path("studies/<slug:slug>/", apis.StudyDetailView.as_view(), name="api-study-detail"),
+    path("studies/<slug:slug>/rounds/", apis.StudyRoundsView.as_view(), name="api-study-rounds"),
+    path("studies/<slug:slug>/items/", item_apis.StudyItemListView.as_view(), name="api-study-items"),
+    path("studies/<slug:slug>/annotations/", item_apis.StudyAnnotationListView.as_view(), name="api-study-annotations"),
+    path("studies/<slug:slug>/export/", item_apis.StudyExportView.as_view(), name="api-study-export"),
+    path(
+        "studies/<slug:slug>/participants/",
+        participant_apis.StudyParticipantListView.as_view(),
+        name="api-study-participants",
+    ),
+    path(
+        "studies/<slug:slug>/participants/<int:pk>/release/",
+        participant_apis.ParticipantReleaseView.as_view(),
+        name="api-study-participant-release",
+    ),
+    path("studies/<slug:slug>/report/", report_apis.StudyReportView.as_view(), name="api-study-report"),
+]

@@ -1,0 +1,67 @@
+"""The errors of the annotation app's services, members of the application's error family
+(core/app_errors.py): each carries a message for the person who caused it, the field problems,
+and the HTTP status it is answered with (the views' ``annotate_errors`` decorator and the API's
+exception handler turn them into responses)."""
+
+from __future__ import annotations
+
+from annotate.kinds.base import FieldError
+from core.app_errors import AppError
+from core.strict_json import StrictJSONError
+
+
+class AnnotateError(AppError):
+    """An error with a message meant for the person who caused it; ``errors``: the field
+    problems, in order."""
+
+    status = 400
+
+    def __init__(self, message: str, errors: list[FieldError] | None = None):
+        self.errors = errors or []
+        fields: dict[str, list[str]] = {}
+        for error in self.errors:
+            fields.setdefault(error.field, []).append(error.message)
+        super().__init__(message, fields)
+        self.has_summary = True
+
+
+class StudyInvalid(AnnotateError):
+    pass
+
+
+class EntryRefused(AnnotateError):
+    pass
+
+
+class EntryLimited(EntryRefused):
+    """Too many new participants from one client address in one study (HTTP 429)."""
+
+    status = 429
+
+
+class NotYours(AnnotateError):
+    """The assignment does not exist or belongs to someone else (answered as 404)."""
+
+    status = 404
+
+
+class SubmissionRejected(AnnotateError):
+    status = 400
+
+
+class DraftRejected(AnnotateError):
+    status = 409
+
+
+class SaveInvalid(DraftRejected):
+    """A save whose values are malformed (a bad request, not a conflict): 400 naming the field."""
+
+    status = 400
+
+
+def field_errors(exc: StrictJSONError) -> list[FieldError]:
+    return [FieldError(exc.field or "body", exc.message)]
+
+
+class StepRefused(AnnotateError):
+    status = 409

@@ -1,0 +1,60 @@
+"""The results of a constraint-faithfulness study read from its annotations: Fleiss' kappa,
+alpha, accuracy by constraint type and error types (the computation is in ``results``), the
+same with Wilson intervals for the report API, and a pilot round's alpha."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from annotate.kinds.base import ROLE_MAIN
+from annotate.kinds.constraint_faithfulness.results import FaithfulnessItem, study_results
+from annotate.models import Annotation, Study, StudyItem
+from core.intervals import share_estimate
+
+
+def faithfulness_items(study: Study) -> list[FaithfulnessItem]:
+    """Main-pool items of a constraint-faithfulness study with the answers that count:
+    submitted, not excluded (failed attention checks) and not surplus, in submission order."""
+    answers: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    rows = (
+        Annotation.objects.filter(study=study, source=ROLE_MAIN, excluded=False, surplus=False, is_test=False)
+        .order_by("submitted_at", "pk")
+        .values_list("item_id", "answer")
+    )
+    for item_pk, answer in rows:
+        answers[item_pk].append(answer)
+    items = StudyItem.objects.filter(study=study, role=ROLE_MAIN).order_by("position")
+    return [
+        FaithfulnessItem(
+            item_id=i.item_id,
+            constraint_type=(i.source or {}).get("constraint_type", ""),
+            topic=i.topic,
+            answers=tuple(answers.get(i.pk, ())),
+        )
+        for i in items
+    ]
+
+
+def faithfulness_study_results(study: Study, *, bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Fleiss' kappa, alpha, accuracy by constraint type and error-type counts of a
+    constraint-faithfulness study (annotate/kinds/constraint_faithfulness/results.py)."""
+    return study_results(faithfulness_items(study), study.annotators_per_item, bootstrap=bootstrap, seed=seed)
+
+
+def faithfulness_results_with_intervals(study: Study) -> dict[str, Any]:
+    """The study's results with the accuracy cells also as shares with their n and 95% Wilson
+    interval (the report API)."""
+    results = faithfulness_study_results(study)
+    accuracy = {
+        ctype: {
+            q: {**cell, **{"ci95": share_estimate(cell["correct"], cell["items"])["ci95"]}} for q, cell in cells.items()
+        }
+        for ctype, cells in results["accuracy"].items()
+    }
+    return {**results, "accuracy": accuracy}
+
+
+def round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pilot round's alpha: nominal alpha over the answers to question 3 (steps correct)."""
+    return {"alpha": faithfulness_study_results(study, bootstrap=0)["questions"]["steps_correct"]["alpha"]}

@@ -1,0 +1,130 @@
+"""The results of a multiple-choice study read from its annotations: Table 2 per task (the
+computation is in ``results``), the same with Wilson intervals for the report API, a pilot
+round's alpha, the gold and harder tiers as goal-step task lines, and human accuracy per task
+over every multiple-choice study (the goal-step leaderboards' provider)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, cast
+
+from django.db.models import QuerySet
+
+from annotate.kinds.base import ROLE_MAIN
+from annotate.kinds.multiple_choice.definition import KEY as MULTIPLE_CHOICE
+from annotate.kinds.multiple_choice.results import ChoiceItem, study_results
+from annotate.models import Annotation, Study, StudyItem
+from core.intervals import share_estimate
+from core.record_files import atomic_output
+
+
+def choice_items(studies: QuerySet[Study] | list[Study]) -> list[ChoiceItem]:
+    """Main-pool items of multiple-choice studies with the answers that count: submitted,
+    not excluded (failed attention checks) and not surplus, in submission order."""
+    answers: dict[int, list] = defaultdict(list)
+    rows = (
+        Annotation.objects.filter(study__in=studies, source=ROLE_MAIN, excluded=False, surplus=False, is_test=False)
+        .order_by("submitted_at", "pk")
+        .values_list("item_id", "answer")
+    )
+    for item_pk, answer in rows:
+        answers[item_pk].append(answer.get("choice"))
+    items = StudyItem.objects.filter(study__in=studies, role=ROLE_MAIN).order_by("study_id", "position")
+    # A main-pool item's known answer is its label, which the kind requires (definition.py).
+    return [
+        ChoiceItem(
+            item_id=i.item_id,
+            task=i.source.get("task", ""),
+            topic=i.topic,
+            label=cast(int, i.expected),
+            answers=tuple(answers.get(i.pk, ())),
+        )
+        for i in items
+    ]
+
+
+def choice_study_results(study: Study) -> dict[str, dict[str, Any]]:
+    """Table 2 of Zhang et al. 2020 per task of a multiple-choice study (annotate/kinds/multiple_choice/results.py)."""
+    return study_results(choice_items([study]), study.annotators_per_item)
+
+
+def choice_alpha(study: Study) -> float | None:
+    """Nominal alpha over every answer of the study, all tasks together."""
+    return (
+        study_results(
+            [ChoiceItem(i.item_id, "all", i.topic, i.label, i.answers) for i in choice_items([study])],
+            study.annotators_per_item,
+        )
+        .get("all", {})
+        .get("alpha")
+    )
+
+
+def choice_results_with_intervals(study: Study) -> dict[str, dict[str, Any]]:
+    """Each task's results as the study page shows them, with the yield and the human
+    accuracy also as shares with their n and 95% Wilson interval (the report API)."""
+    out = {}
+    for task, r in choice_study_results(study).items():
+        correct = round(r["human_accuracy"] * r["answers"]) if r["human_accuracy"] is not None else 0
+        out[task] = {
+            **r,
+            "yield_estimate": share_estimate(len(r["gold"]), r["complete_items"]),
+            "human_accuracy_estimate": share_estimate(correct, r["answers"]),
+        }
+    return out
+
+
+def round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pilot round's alpha: nominal alpha over the options, all tasks together."""
+    return {"alpha": choice_alpha(study)}
+
+
+def choice_human_accuracy(task: str) -> dict[str, Any] | None:
+    """Human accuracy on a goal-step task over every multiple-choice study (the provider of
+    goalstep.validation): answers equal to the label / answers."""
+    studies = list(Study.objects.filter(kind=MULTIPLE_CHOICE))
+    items = [item for item in choice_items(studies) if item.task == task and item.answers]
+    if not items:
+        return None
+    answers = sum(len(item.answers) for item in items)
+    correct = sum(answer == item.label for item in items for answer in item.answers)
+    return {
+        "accuracy": correct / answers,
+        "n_answers": answers,
+        "n_items": len(items),
+        "source": ", ".join(sorted(s.slug for s in studies)),
+    }
+
+
+def choice_tier_records(study: Study, tier: str) -> list[dict[str, Any]]:
+    """The items of a tier (``gold``: all annotators chose the label; ``harder``: all but one)
+    as goal-step task lines, ready for evaluation."""
+    if tier not in ("gold", "harder"):
+        raise ValueError("tier must be gold or harder")
+    chosen = {item_id for results in choice_study_results(study).values() for item_id in results[tier]}
+    records = []
+    for item in study.items.filter(role=ROLE_MAIN).order_by("position"):
+        if item.item_id in chosen:
+            records.append(
+                {
+                    "id": item.item_id,
+                    "task": item.source.get("task", ""),
+                    "prompt": item.goal,
+                    "candidates": list(item.candidate_steps),
+                    "label": item.expected,
+                    "topic": item.topic,
+                    "source_procedure_ids": item.source.get("source_procedure_ids", []),
+                }
+            )
+    return records
+
+
+def choice_tier_export(*, study: Study, tier: str, output: str | Path) -> int:
+    """Write the items of a multiple-choice study's gold or harder tier as goal-step task lines."""
+    records = choice_tier_records(study, tier)
+    with atomic_output(output) as handle:
+        for record in records:
+            handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+    return len(records)

@@ -1,0 +1,260 @@
+"""Submits (How2Everything App. C.1 and the annotation issue), and their preview twins that
+store nothing.
+
+A submit is refused, with nothing stored, unless the goal was acknowledged, every step of both
+lists was opened (recorded by the server as it happened), the study's minimum seconds have
+passed since the item was first served, and the kind's answer rules hold. A submit is
+idempotent (one annotation per assignment); a late submit is stored and marked surplus when
+the item was already filled."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from django.db import IntegrityError, transaction
+
+from annotate import constants as C
+from annotate.errors import SubmissionRejected, field_errors
+from annotate.kinds import kind_get
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError
+from annotate.models import Annotation, Assignment, AssignmentStatus, Participation, ParticipationState, StudyItem
+from annotate.participation import clock
+from annotate.participation.drafts import assignment_events_apply, assignment_get_own, save_values_checked
+from annotate.participation.reservations import item_lock, qualification_grade
+from annotate.participation.services import participation_finish, participation_lock
+from core.strict_json import StrictJSONError, check_text, check_value
+
+# --------------------------------------------------------------------------- submit
+
+
+def submission_problems(a: Assignment, now: datetime) -> list[FieldError]:
+    """The interface rules (App. C.1), checked against what the server recorded."""
+    errors = []
+    kind = kind_get(a.study.kind)
+    if kind.requires_goal_acknowledgement and a.goal_acknowledged_at is None:
+        errors.append(FieldError("goal", "Confirm that you have read the goal: tick the box under the goal."))
+    required = kind.required_openings(len(a.item.reference_steps), len(a.item.candidate_steps))
+    missing = [name for name in required if name not in a.steps_opened]
+    if missing:
+        shown = ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
+        errors.append(
+            FieldError(
+                "steps",
+                f"Click every step of L1 and L2 to confirm you have read it; {len(missing)} not yet read: {shown}.",
+            )
+        )
+    elapsed = (now - a.first_served_at).total_seconds() if a.first_served_at else 0.0
+    if elapsed < a.study.min_seconds:
+        remaining = math.ceil(a.study.min_seconds - elapsed)
+        errors.append(
+            FieldError(
+                "time",
+                f"Submission opens {a.study.min_seconds} seconds after the item was first shown; "
+                f"{remaining} second{'s' if remaining != 1 else ''} to go.",
+            )
+        )
+    return errors
+
+
+def _screen_out_for_attention(p: Participation) -> None:
+    reason = f"failed {p.attention_failures} attention checks (allowed: {p.study.attention_max_failures})"
+    participation_finish(p, ParticipationState.SCREENED_OUT, reason)
+    p.excluded = True
+    p.exclusion_reason = "failed_attention_checks"
+    Annotation.objects.filter(participation=p, source=ROLE_MAIN).update(
+        excluded=True, exclusion_reason="failed_attention_checks"
+    )
+    Assignment.objects.filter(participation=p, status=AssignmentStatus.RESERVED).update(
+        status=AssignmentStatus.RELEASED
+    )
+
+
+@dataclass
+class SubmitResult:
+    annotation: Annotation
+    created: bool
+
+
+@transaction.atomic
+def annotation_submit(
+    *, participation: Participation, public_id: Any, answer: Any, submission_id: str = ""
+) -> SubmitResult:
+    """Store the annotation once. A repeated submit (double click, network retry) returns the
+    stored annotation unchanged. A late submit (lease expired or released) is stored too, and
+    marked surplus when the item already had its k annotations. A malformed answer or
+    submission id (NaN, NUL, over-long) is refused naming the field before anything is locked."""
+    try:
+        check_value(answer, field="answer", max_string_length=C.MAX_DRAFT_STRING_LENGTH)
+        submission_id = check_text(submission_id, field="submission_id", max_length=C.SUBMISSION_ID_MAX_LENGTH)
+    except StrictJSONError as exc:
+        raise SubmissionRejected(
+            f"The answer was not submitted: {exc.field}: {exc.message}", field_errors(exc)
+        ) from None
+    p = participation_lock(participation)
+    a = assignment_get_own(public_id, p, lock=False)
+    existing = Annotation.objects.filter(assignment=a).first()
+    if existing is not None:
+        return SubmitResult(existing, False)
+    item = item_lock(a.item_id, skip_locked=False)
+    assert item is not None  # waiting for the lock, never skipping: the assignment's item is there
+    a = assignment_get_own(public_id, p, lock=True)
+    existing = Annotation.objects.filter(assignment=a).first()
+    if existing is not None:
+        return SubmitResult(existing, False)
+    now = clock.now()
+    study = a.study
+    kind = kind_get(study.kind)
+    errors = submission_problems(a, now)
+    cleaned, answer_errors = kind.validate_submission(answer, len(item.reference_steps), len(item.candidate_steps))
+    errors += answer_errors
+    if errors or cleaned is None:
+        raise SubmissionRejected("The answer was not submitted: " + " ".join(e.message for e in errors), errors)
+    late = a.status != AssignmentStatus.RESERVED or now > a.lease_expires_at
+    surplus = False
+    if a.role == ROLE_MAIN and not p.is_test:  # a test answer never fills a slot, nor is it surplus
+        filled = (
+            Assignment.objects.filter(item=item, status=AssignmentStatus.SUBMITTED, surplus=False, is_test=False)
+            .exclude(pk=a.pk)
+            .count()
+        )
+        if late:
+            filled += (
+                Assignment.objects.filter(
+                    item=item, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now, is_test=False
+                )
+                .exclude(pk=a.pk)
+                .count()
+            )
+        surplus = filled >= study.annotators_per_item
+    correct = kind.is_correct(cleaned, item)  # None: the item has no known answer
+    excluded, reason = False, ""
+    served_at = cast(datetime, a.first_served_at)  # set when the assignment was reserved
+    if a.role == ROLE_QUALIFICATION:
+        excluded, reason = True, "qualification_item"
+    elif a.role == ROLE_ATTENTION:
+        excluded, reason = True, "attention_check_item"
+    elif p.excluded:
+        excluded, reason = True, p.exclusion_reason
+    try:
+        with transaction.atomic():
+            annotation = Annotation.objects.create(
+                assignment=a,
+                study=study,
+                item=item,
+                participation=p,
+                annotator_id=a.annotator_id,
+                source=a.role,
+                has_failure=kind.has_failure(cleaned),
+                failures=cleaned.get("failures", []),
+                comments=cleaned.get("comments", ""),
+                answer=cleaned,
+                guideline_version=study.guideline_version.label,
+                l1_hash=item.l1_hash,
+                l2_hash=item.l2_hash,
+                interface_version=C.INTERFACE_VERSION,
+                first_served_at=served_at,
+                submitted_at=now,
+                wall_seconds=round((now - served_at).total_seconds(), 3),
+                active_seconds=a.active_seconds,
+                goal_acknowledged_at=a.goal_acknowledged_at,
+                steps_opened=a.steps_opened,
+                click_log=a.click_log,
+                surplus=surplus,
+                late=late,
+                is_test=p.is_test,
+                correct=correct,
+                excluded=excluded,
+                exclusion_reason=reason,
+                submission_id=submission_id,
+            )
+    except IntegrityError:  # the same assignment submitted concurrently (backstop of the lock)
+        return SubmitResult(Annotation.objects.get(assignment=a), False)
+    a.status = AssignmentStatus.SUBMITTED
+    a.submitted_at = now
+    a.surplus = surplus
+    a.save(update_fields=["status", "submitted_at", "surplus"])
+    p.last_seen_at = now
+    if a.role == ROLE_ATTENTION and correct is not None:
+        if correct:
+            p.attention_passed += 1
+        else:
+            p.attention_failures += 1
+            if p.attention_failures > study.attention_max_failures and p.state not in (
+                ParticipationState.SCREENED_OUT,
+                ParticipationState.RETURNED,
+            ):
+                _screen_out_for_attention(p)
+    if a.role == ROLE_QUALIFICATION and p.state == ParticipationState.QUALIFICATION:
+        qualification_grade(p)
+    p.save()
+    return SubmitResult(annotation, True)
+
+
+# --------------------------------------------------------------------------- preview (nothing stored)
+
+
+def preview_assignment(
+    *,
+    item: StudyItem,
+    served_at: datetime,
+    steps_opened: dict[str, str] | None = None,
+    goal_acknowledged_at: datetime | None = None,
+) -> Assignment:
+    """An assignment that is never saved: what a researcher's preview of an item checks its saves
+    and submits against (docs/annotation.md, "Preview"). It has no participation or annotator."""
+    return Assignment(
+        study=item.study,
+        item=item,
+        role=item.role,
+        reserved_at=served_at,
+        lease_expires_at=served_at,
+        first_served_at=served_at,
+        steps_opened=dict(steps_opened or {}),
+        goal_acknowledged_at=goal_acknowledged_at,
+        click_log=[],
+    )
+
+
+def assignment_save_preview(
+    *, assignment: Assignment, draft: Any = None, seq: Any = None, events: Any = None, active_ms: Any = 0
+) -> Assignment:
+    """A save checked exactly as ``assignment_save`` checks it (the same 400 naming the field)
+    and applied to the unsaved ``assignment`` in memory: step openings and the goal
+    acknowledgement are recorded on it, the draft is cleaned by the kind; nothing is written."""
+    _seconds, checked_events = save_values_checked(draft=draft, seq=seq, events=events, active_ms=active_ms)
+    now = clock.now()
+    assignment_events_apply(assignment, checked_events, now)
+    if draft is not None:
+        item = assignment.item
+        assignment.draft = kind_get(item.study.kind).clean_draft(
+            draft, len(item.reference_steps), len(item.candidate_steps)
+        )
+        assignment.draft_seq = seq
+    return assignment
+
+
+def annotation_submit_preview(*, assignment: Assignment, answer: Any, submission_id: Any = "") -> dict[str, Any]:
+    """What ``annotation_submit`` would decide for the unsaved ``assignment``: the same checks of
+    the values, the interface rules (goal acknowledged, every step opened, the study's minimum
+    seconds since the item was shown) and the kind's answer rules. Raises ``SubmissionRejected``
+    with every problem, as a real submit would; otherwise returns the cleaned answer (and, for
+    a check or gold item, whether it matched the known answer). Nothing is written."""
+    try:
+        check_value(answer, field="answer", max_string_length=C.MAX_DRAFT_STRING_LENGTH)
+        check_text(submission_id, field="submission_id", max_length=C.SUBMISSION_ID_MAX_LENGTH)
+    except StrictJSONError as exc:
+        raise SubmissionRejected(
+            f"The answer was not submitted: {exc.field}: {exc.message}", field_errors(exc)
+        ) from None
+    item = assignment.item
+    kind = kind_get(item.study.kind)
+    errors = submission_problems(assignment, clock.now())
+    cleaned, answer_errors = kind.validate_submission(answer, len(item.reference_steps), len(item.candidate_steps))
+    errors += answer_errors
+    if errors or cleaned is None:
+        raise SubmissionRejected("The answer was not submitted: " + " ".join(e.message for e in errors), errors)
+    correct = kind.is_correct(cleaned, item)
+    return {"answer": cleaned, "correct": correct}

@@ -1,0 +1,413 @@
+"""Krippendorff's alpha over an items x annotators matrix with missing cells, and its
+bootstrap interval. Pure Python and NumPy, no Django (How2Everything §4.3).
+
+Three kinds: ``binary`` (nominal over has_failure), ``first_failure_location`` (nominal over
+``"none"`` / the smallest linked L2 step / ``"unlocated"``) and ``l2_step_sets_masi`` (each
+annotation's set of linked L2 steps, MASI distance). The value domain is put in a total order
+first, so no result depends on the order of the input rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, cast
+
+import krippendorff
+import numpy as np
+import numpy.typing as npt
+
+from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP, SeedLike, bootstrap_counts, check_bootstrap
+from annotate.stats.majority import annotation_l2_steps, check_rows, first_failure_location
+from annotate.stats.records import AnnotationRow
+from core.intervals import RESAMPLE_BLOCK_CELLS, percentile_interval, resample_blocks
+
+AlphaKind = Literal["binary", "first_failure_location", "l2_step_sets_masi"]
+ALPHA_KINDS: tuple[AlphaKind, ...] = ("binary", "first_failure_location", "l2_step_sets_masi")
+
+# The krippendorff package builds dense arrays of (units x values x values) floats. Above
+# this many cells the same coincidence computation runs in ``coincidence_alpha`` instead,
+# which needs only (values x values) memory; the tests prove the two agree.
+PACKAGE_MAX_CELLS = 4_000_000
+
+V = TypeVar("V", bound=Hashable)
+
+
+def masi_distance(a: Iterable[int], b: Iterable[int]) -> float:
+    """MASI distance (Passonneau 2006) between two sets: ``1 - J * M`` where J is the
+    Jaccard index |A∩B|/|A∪B| and M is 1 when A = B, 2/3 when one is a proper subset of
+    the other, 1/3 when they overlap otherwise and 0 when they are disjoint. Two empty
+    sets are identical: distance 0."""
+    set_a, set_b = frozenset(a), frozenset(b)
+    if set_a == set_b:
+        return 0.0
+    inter = len(set_a & set_b)
+    if inter == 0:
+        return 1.0
+    union = len(set_a | set_b)
+    monotonicity = 2 / 3 if (set_a <= set_b or set_b <= set_a) else 1 / 3
+    return 1.0 - (inter / union) * monotonicity
+
+
+def masi_distance_matrix(sets: Sequence[frozenset[int]]) -> npt.NDArray[np.float64]:
+    """Pairwise MASI distances between ``sets`` as a (len x len) array, vectorised."""
+    steps = sorted({step for s in sets for step in s})
+    column = {step: index for index, step in enumerate(steps)}
+    member = np.zeros((len(sets), max(len(steps), 1)), dtype=np.float64)
+    for row, s in enumerate(sets):
+        for step in s:
+            member[row, column[step]] = 1.0
+    inter = member @ member.T
+    size = member.sum(axis=1)
+    size_a, size_b = size[:, None], size[None, :]
+    union = size_a + size_b - inter
+    jaccard = np.divide(inter, union, out=np.ones_like(inter), where=union > 0)
+    equal = (inter == size_a) & (inter == size_b)
+    subset = inter == np.minimum(size_a, size_b)
+    monotonicity = np.where(equal, 1.0, np.where(subset & (inter > 0), 2 / 3, np.where(inter > 0, 1 / 3, 0.0)))
+    distance = 1.0 - jaccard * monotonicity
+    np.fill_diagonal(distance, 0.0)
+    return distance
+
+
+def _nominal_distance_matrix(n_values: int) -> npt.NDArray[np.float64]:
+    return 1.0 - np.eye(n_values)
+
+
+def _value_sort_key(value: Hashable) -> tuple[Any, ...]:
+    """A total order over the values we meet (bools, ints, strings, frozensets of ints),
+    so the value domain, and with it every float sum, does not depend on input order."""
+    if isinstance(value, frozenset):
+        return (3, len(value), tuple(sorted(value)))
+    if isinstance(value, bool):
+        return (0, int(value), "")
+    if isinstance(value, int):
+        return (1, value, "")
+    return (2, 0, str(value))
+
+
+@dataclass(frozen=True)
+class _Pairable(Generic[V]):
+    """The pairable part of a reliability matrix: units holding at least two values.
+
+    ``unit_of`` and ``value_of`` give, for every pairable value (sorted by unit), its unit
+    and its index in ``domain``; ``m`` is the number of values per unit."""
+
+    domain: list[V]
+    unit_of: npt.NDArray[np.intp]
+    value_of: npt.NDArray[np.intp]
+    m: npt.NDArray[np.float64]
+    n_units: int
+    n_single: int
+
+    @property
+    def n_values(self) -> int:
+        return int(self.unit_of.size)
+
+    def counts(self) -> npt.NDArray[np.float64]:
+        """Units x values count matrix (dense)."""
+        counts = np.zeros((self.n_units, len(self.domain)))
+        np.add.at(counts, (self.unit_of, self.value_of), 1.0)
+        return counts
+
+
+def _pairable(matrix: Sequence[Sequence[V | None]]) -> _Pairable[V]:
+    """Build the pairable units of an items x coders matrix (``None`` = missing cell)."""
+    units = [[value for value in row if value is not None] for row in matrix]
+    pairable = [unit for unit in units if len(unit) >= 2]
+    n_single = sum(1 for unit in units if len(unit) == 1)
+    domain = sorted({value for unit in pairable for value in unit}, key=_value_sort_key)
+    index = {value: position for position, value in enumerate(domain)}
+    unit_of = np.array([u for u, unit in enumerate(pairable) for _ in unit], dtype=np.intp)
+    value_of = np.array([index[value] for unit in pairable for value in unit], dtype=np.intp)
+    m = np.array([len(unit) for unit in pairable], dtype=np.float64)
+    return _Pairable(domain, unit_of, value_of, m, len(pairable), n_single)
+
+
+def _within_unit_disagreement(p: _Pairable, delta: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """For every unit u: the sum of distances over its ordered pairs of values (i != j)."""
+    m_of_value = p.m.astype(np.intp)[p.unit_of]
+    first_of_unit = np.concatenate(([0], np.cumsum(p.m.astype(np.intp))[:-1]))
+    left = np.repeat(np.arange(p.n_values), m_of_value)
+    offset = np.arange(left.size) - np.repeat(np.cumsum(m_of_value) - m_of_value, m_of_value)
+    right = np.repeat(first_of_unit[p.unit_of], m_of_value) + offset
+    # i == j pairs add delta[v, v] = 0, so they need no masking.
+    weights = delta[p.value_of[left], p.value_of[right]]
+    # bincount with float weights counts in float64 (numpy's stubs say intp): asarray only retypes it.
+    return np.asarray(np.bincount(p.unit_of[left], weights=weights, minlength=p.n_units), dtype=np.float64)
+
+
+def _alpha_from_pairable(p: _Pairable, delta: npt.NDArray[np.float64]) -> float | None:
+    """alpha = 1 - D_o / D_e from the coincidence definition, where with n pairable values,
+    m_u values in unit u, n_c pairable values equal to c and delta the distance:
+    D_o = (1/n) * sum_u sum_{i != j in u} delta(v_i, v_j) / (m_u - 1) and
+    D_e = (1/(n (n - 1))) * sum_{c, k} n_c n_k delta(c, k)."""
+    if p.n_units == 0 or len(p.domain) < 2:
+        return None
+    n = p.m.sum()
+    observed = (_within_unit_disagreement(p, delta) / (p.m - 1.0)).sum()
+    n_c = np.bincount(p.value_of, minlength=len(p.domain)).astype(np.float64)
+    expected = float(n_c @ delta @ n_c)
+    if expected <= 0.0:
+        return None
+    return float(1.0 - (n - 1.0) * observed / expected)
+
+
+def coincidence_alpha(
+    matrix: Sequence[Sequence[V | None]], distance: Callable[[V, V], float] | None = None
+) -> float | None:
+    """Krippendorff's alpha over an items x coders matrix (``None`` = missing cell),
+    computed here from the coincidence definition (see ``_alpha_from_pairable``) with any
+    distance between values (nominal when ``distance`` is None). Only items with at least
+    two values count. ``None`` when no item has two values or when the pairable values
+    show no variation (D_e = 0): alpha is undefined there."""
+    p = _pairable(matrix)
+    if distance is None:
+        delta = _nominal_distance_matrix(len(p.domain))
+    else:
+        delta = np.array([[distance(a, b) for b in p.domain] for a in p.domain], dtype=np.float64).reshape(
+            len(p.domain), len(p.domain)
+        )
+    return _alpha_from_pairable(p, delta)
+
+
+def _package_alpha(p: _Pairable, delta: npt.NDArray[np.float64], nominal: bool) -> float | None:
+    """The krippendorff package on the same pairable counts (values by index, distances by
+    a lookup into ``delta``), or this module's computation when the package's dense arrays
+    would exceed ``PACKAGE_MAX_CELLS``."""
+    if p.n_units == 0 or len(p.domain) < 2:
+        return None
+    n_c = np.bincount(p.value_of, minlength=len(p.domain)).astype(np.float64)
+    if float(n_c @ delta @ n_c) <= 0.0:
+        return None
+    if p.n_units * len(p.domain) ** 2 > PACKAGE_MAX_CELLS:
+        return _alpha_from_pairable(p, delta)
+
+    def lookup(v1: Any, v2: Any, i1: Any, i2: Any, n_v: Any, dtype: Any = np.float64) -> Any:
+        return delta[i1, i2].astype(dtype)
+
+    metric: Any = "nominal" if nominal else lookup
+    value = krippendorff.alpha(
+        value_counts=p.counts(), value_domain=np.arange(len(p.domain)), level_of_measurement=metric
+    )
+    return float(value)
+
+
+def nominal_alpha(matrix: Sequence[Sequence[Hashable | None]]) -> float | None:
+    """Nominal Krippendorff's alpha with the krippendorff package, over an items x coders
+    matrix with ``None`` for missing cells. ``None`` when undefined."""
+    p = _pairable(matrix)
+    return _package_alpha(p, _nominal_distance_matrix(len(p.domain)), nominal=True)
+
+
+def nominal_alpha_interval(
+    matrix: Sequence[Sequence[Hashable | None]], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: SeedLike = 0
+) -> list[float] | None:
+    """95 % percentile bootstrap interval of ``nominal_alpha`` over the same matrix, resampling
+    its items (rows with at least two values) with replacement ``bootstrap`` times; resamples
+    where alpha is undefined are left out. ``None`` when alpha is undefined or ``bootstrap`` is 0."""
+    check_bootstrap(bootstrap)
+    p = _pairable(matrix)
+    inputs = {"nominal": _AlphaInput(p, _nominal_distance_matrix(len(p.domain)), True)}
+    return _alpha_bootstraps(inputs, bootstrap, np.random.default_rng(seed))["nominal"][0]
+
+
+def masi_alpha(matrix: Sequence[Sequence[frozenset[int] | None]]) -> float | None:
+    """Krippendorff's alpha over sets with MASI distance (0 between two empty sets), with
+    the krippendorff package and a custom distance. ``None`` when undefined."""
+    p = _pairable(matrix)
+    return _package_alpha(p, masi_distance_matrix(p.domain), nominal=False)
+
+
+def _annotation_value(row: AnnotationRow, kind: AlphaKind) -> Hashable:
+    if kind == "binary":
+        return row.has_failure
+    if kind == "first_failure_location":
+        return first_failure_location(row)
+    if kind == "l2_step_sets_masi":
+        return annotation_l2_steps(row)
+    raise ValueError(f"unknown alpha kind {kind!r}; expected one of {', '.join(ALPHA_KINDS)}")
+
+
+def reliability_matrix(
+    annotations: Iterable[AnnotationRow], kind: AlphaKind
+) -> tuple[list[str], list[str], list[list[Hashable | None]]]:
+    """(items, annotators, matrix): the items x annotators matrix of the values ``kind``
+    compares, ``None`` where an annotator did not label an item. Excluded rows are left
+    out; items and annotators are sorted."""
+    rows, _ = check_rows(annotations)
+    items = sorted({row.item_id for row in rows})
+    annotators = sorted({row.annotator for row in rows})
+    item_index = {item: i for i, item in enumerate(items)}
+    annotator_index = {annotator: j for j, annotator in enumerate(annotators)}
+    matrix: list[list[Hashable | None]] = [[None] * len(annotators) for _ in items]
+    for row in rows:
+        matrix[item_index[row.item_id]][annotator_index[row.annotator]] = _annotation_value(row, kind)
+    return items, annotators, matrix
+
+
+def _kind_units(rows: Sequence[AnnotationRow], kind: AlphaKind) -> list[list[Hashable]]:
+    """The non-missing cells of the reliability matrix, item by item: the same units as
+    ``reliability_matrix`` without its (items x annotators) of mostly empty cells.
+    ``rows`` must come from ``check_rows`` (sorted by item, then annotator)."""
+    units: list[list[Hashable]] = []
+    previous: str | None = None
+    for row in rows:
+        if row.item_id != previous:
+            units.append([])
+            previous = row.item_id
+        units[-1].append(_annotation_value(row, kind))
+    return units
+
+
+def _kind_delta(p: _Pairable[Hashable], kind: AlphaKind) -> npt.NDArray[np.float64]:
+    if kind == "l2_step_sets_masi":
+        # This kind's values are the annotations' sets of L2 steps (``annotation_l2_steps``).
+        return masi_distance_matrix(cast("list[frozenset[int]]", p.domain))
+    return _nominal_distance_matrix(len(p.domain))
+
+
+def krippendorff_alpha(annotations: Iterable[AnnotationRow], kind: AlphaKind) -> float | None:
+    """Krippendorff's alpha of one kind over the non-excluded annotations:
+
+    * ``binary``: nominal over has_failure;
+    * ``first_failure_location``: nominal over ``first_failure_location``;
+    * ``l2_step_sets_masi``: over ``annotation_l2_steps`` with ``masi_distance``.
+
+    ``None`` when undefined (no item with two annotations, or no variation)."""
+    if kind not in ALPHA_KINDS:
+        raise ValueError(f"unknown alpha kind {kind!r}; expected one of {', '.join(ALPHA_KINDS)}")
+    rows, _ = check_rows(annotations)
+    p = _pairable(_kind_units(rows, kind))
+    return _package_alpha(p, _kind_delta(p, kind), nominal=kind != "l2_step_sets_masi")
+
+
+@dataclass(frozen=True)
+class _ResampleIndex:
+    """What the vectorised alpha of weighted units needs, computed once per matrix."""
+
+    per_unit: npt.NDArray[np.float64]  # sum of within-unit distances / (m_u - 1)
+    sorted_units: npt.NDArray[np.intp]  # unit of every pairable value, values grouped by value
+    starts: npt.NDArray[np.intp]  # where each value's group starts in sorted_units
+    counts_t: npt.NDArray[np.float64] | None  # values x units counts, when small enough to keep dense
+
+
+def _resample_index(p: _Pairable, delta: npt.NDArray[np.float64]) -> _ResampleIndex:
+    order = np.argsort(p.value_of, kind="stable")
+    dense = p.n_units * len(p.domain) <= RESAMPLE_BLOCK_CELLS and len(p.domain) <= 64
+    return _ResampleIndex(
+        per_unit=_within_unit_disagreement(p, delta) / (p.m - 1.0),
+        sorted_units=p.unit_of[order],
+        starts=np.flatnonzero(np.r_[True, np.diff(p.value_of[order]) != 0]),
+        counts_t=np.ascontiguousarray(p.counts().T) if dense else None,
+    )
+
+
+def _weighted_alphas(
+    p: _Pairable, delta: npt.NDArray[np.float64], nominal: bool, index: _ResampleIndex, weights: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """alpha for each column of ``weights`` (units x resamples: how often each pairable
+    unit is drawn), as if the drawn units had been listed that many times; NaN where
+    undefined (D_e = 0). Same definition as ``_alpha_from_pairable``, with a matrix product
+    per term."""
+    observed = index.per_unit @ weights
+    n = p.m @ weights
+    if index.counts_t is not None:
+        n_c = index.counts_t @ weights  # values x resamples
+    else:  # many distinct values: sum the drawn units' rows value by value
+        n_c = np.add.reduceat(weights[index.sorted_units], index.starts, axis=0)
+    if nominal:
+        expected = n * n - (n_c * n_c).sum(axis=0)
+    else:
+        expected = ((delta @ n_c) * n_c).sum(axis=0)
+    alphas = np.full(weights.shape[1], np.nan)
+    defined = expected > 0
+    alphas[defined] = 1.0 - (n[defined] - 1.0) * observed[defined] / expected[defined]
+    return alphas
+
+
+@dataclass(frozen=True)
+class _AlphaInput:
+    pairable: _Pairable
+    delta: npt.NDArray[np.float64]
+    nominal: bool
+
+
+def _alpha_bootstraps(
+    inputs: Mapping[str, _AlphaInput], resamples: int, rng: np.random.Generator
+) -> dict[str, tuple[list[float] | None, int]]:
+    """Percentile intervals of alpha, for several kinds over the same matrix, from the same
+    resamples of the pairable units (with replacement), and per kind the number of
+    resamples where alpha was undefined (left out). All kinds must share their pairable
+    units (they do: an item is pairable when it has two annotations, whatever the kind)."""
+    usable = {kind: x for kind, x in inputs.items() if x.pairable.n_units > 0 and len(x.pairable.domain) >= 2}
+    result: dict[str, tuple[list[float] | None, int]] = {kind: (None, 0) for kind in inputs}
+    if resamples <= 0 or not usable:
+        return result
+    n_units = {x.pairable.n_units for x in usable.values()}
+    if len(n_units) != 1:
+        raise ValueError("alpha kinds resampled together must share their items")
+    units = n_units.pop()
+    indexes = {kind: _resample_index(x.pairable, x.delta) for kind, x in usable.items()}
+    cells = 2 * units + sum(x.pairable.n_values + 2 * len(x.pairable.domain) for x in usable.values())
+    alphas: dict[str, list[npt.NDArray[np.float64]]] = {kind: [] for kind in usable}
+    for size in resample_blocks(resamples, cells):
+        weights = bootstrap_counts(rng, units, size)
+        for kind, x in usable.items():
+            alphas[kind].append(_weighted_alphas(x.pairable, x.delta, x.nominal, indexes[kind], weights))
+    for kind in usable:
+        values = np.concatenate(alphas[kind])
+        defined = ~np.isnan(values)
+        result[kind] = (percentile_interval(values[defined]), int((~defined).sum()))
+    return result
+
+
+def alpha_by_kind(
+    rows: Sequence[AnnotationRow], *, bootstrap: int, rng: np.random.Generator
+) -> dict[str, tuple[float | None, list[float] | None, dict[str, int]]]:
+    """Every kind's alpha over checked rows (``check_rows``: non-excluded, sorted), its 95 %
+    percentile bootstrap interval (``None`` where alpha is undefined or ``bootstrap`` is 0)
+    and what it rests on: ``n_units`` (pairable items), ``n_values``, ``n_single`` (items
+    with one annotation), ``n_distinct_values`` and ``n_bootstrap_undefined``. The three
+    kinds share one stream of resamples drawn from ``rng``, so their intervals are paired."""
+    inputs: dict[str, _AlphaInput] = {}
+    alpha: dict[str, float | None] = {}
+    for kind in ALPHA_KINDS:
+        p = _pairable(_kind_units(rows, kind))
+        inputs[kind] = _AlphaInput(p, _kind_delta(p, kind), nominal=kind != "l2_step_sets_masi")
+        alpha[kind] = _package_alpha(p, inputs[kind].delta, inputs[kind].nominal)
+    intervals = _alpha_bootstraps(inputs, bootstrap, rng)
+    result: dict[str, tuple[float | None, list[float] | None, dict[str, int]]] = {}
+    for name, x in inputs.items():
+        interval, undefined = intervals[name]
+        defined = alpha[name] is not None
+        result[name] = (
+            alpha[name],
+            interval if defined else None,
+            {
+                "n_units": x.pairable.n_units,
+                "n_values": x.pairable.n_values,
+                "n_single": x.pairable.n_single,
+                "n_distinct_values": len(x.pairable.domain),
+                "n_bootstrap_undefined": undefined if defined else 0,
+            },
+        )
+    return result
+
+
+def alpha_undefined_reason(details: Mapping[str, Any]) -> str | None:
+    """Why alpha is undefined, as a sentence, from one kind's ``alpha_details``; ``None``
+    when it is defined. Alpha needs items with two or more annotations (pairable units)
+    whose values vary: with no pairable item there is nothing to compare, and with one
+    value everywhere the expected disagreement D_e is 0 and alpha = 1 - D_o / D_e is 0/0."""
+    if details["n_units"] == 0:
+        single = details["n_single"]
+        return (
+            f"no item has two annotations ({single} item{'' if single == 1 else 's'} "
+            f"ha{'s' if single == 1 else 've'} one), so no two annotators can be compared"
+        )
+    if details["n_distinct_values"] < 2:
+        return (
+            f"every annotation of the {details['n_units']} items with two or more annotations gives the same "
+            f"value, so there is no variation to measure agreement against (expected disagreement 0)"
+        )
+    return None

@@ -1,0 +1,283 @@
+"""Which automatic metric agrees with people: every signal ranked by how well it predicts
+the human majority's has_failure. Pure Python, NumPy, scikit-learn and SciPy; no Django.
+
+The seed papers make opposite claims that a researcher can now check on their own labels:
+"reference-overlap metrics are cheap but miscalibrated to procedural validity"
+(How2Everything §4), and SCORE "as a binary detector" reaches "an AUC of 0.92" against
+experts, with Kendall's tau = 0.72 on model rankings (Thoth/SciRecipe App. I.5).
+
+For each signal (judges' How2Score verdicts, SCORE and its parts, ROUGE-L, BLEU, the length
+ratio, the formatting proxies; annotate/stats/signals.py computes the per-item values and
+fixes each one's orientation, annotate/stats/ranking.py the statistics of one signal):
+
+* **AUC** of the signal against the human majority's has_failure (positive class:
+  has_failure), ``sklearn.metrics.roc_auc_score``: the probability that a random
+  has_failure item looks worse on the signal than a random no_failure item, **ties
+  counting 1/2**. 0.5 is chance; below 0.5 the signal points the wrong way.
+* **Agreement at the best threshold**: the largest share of items whose human majority
+  the rule "has_failure when the signal is at or beyond t" reproduces, over every observed
+  value t and "never has_failure"; among equal shares the rule flagging the fewest items
+  wins. The threshold is chosen on the same items (an optimistic, in-sample number; the
+  majority-class share is reported beside it as the baseline to beat).
+* **Kendall's tau** (``scipy.stats.kendalltau``, tau-b: ties in either ranking are
+  allowed) between the models ranked by the signal's mean and the models ranked by the
+  human majority's success rate (share of items without failure), over the same items.
+
+**Orientation is fixed before looking at the data** (``SIGNAL_SPECS``, with the reason for
+each): a judge's has_failure, a step-count mismatch, a duplicated step and the duplicate
+n-gram rate point to failure; SCORE and its parts, ROUGE-L, BLEU and the length ratio point
+to success. It is never flipped to fit the labels: a signal that works backwards shows an
+AUC below 0.5 and a negative tau.
+
+**Items**: only items with a human majority (annotate/stats/majority.py ``human_majority``: more
+than half of the item's non-excluded labels, on items with at least ``min_annotations``
+(default 2) of them; an even split is a tie, counted in ``n_ties``, and an item with fewer
+annotations is counted in ``n_too_few``; both are left out of everything). The report's
+``human_majority`` block is ``HumanMajority.summary()``, the same counts as the agreement
+report's. A signal uses the items with a majority *and* a value for it (``n``); Kendall's
+tau also needs the item's model.
+
+**Intervals**: 95 % percentile bootstrap (2.5th and 97.5th percentiles) over items:
+``bootstrap`` resamples (default 1,000) of the majority-labelled items with replacement,
+the *same* resamples for every signal (so signals are compared on paired resamples), drawn
+by ``numpy.random.default_rng`` seeded from ``seed``. Each statistic is recomputed in each
+resample (the best threshold is chosen again). A resample where a statistic is undefined
+(AUC: one class missing among the drawn items that have the signal; agreement: none of them
+drawn; tau: fewer than two models drawn, or one ranking all ties) is left out and counted in
+``n_bootstrap_undefined``. The bootstrap computes the same quantities as the point estimates
+with resample counts as weights (the tests check them against scikit-learn and SciPy)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from annotate.stats.bootstrap import (
+    DEFAULT_BOOTSTRAP,
+    bootstrap_counts,
+    check_bootstrap,
+    sample_size_note,
+    seed_sequence,
+)
+from annotate.stats.majority import HumanMajority
+from annotate.stats.ranking import (
+    best_accuracy,
+    best_threshold,
+    group_weights,
+    model_sums,
+    model_table,
+    ranking_tau,
+    roc_auc,
+    score_groups,
+    weighted_auc,
+    weighted_tau,
+)
+from annotate.stats.records import NO_FAILURE
+from annotate.stats.signals import SignalSpec, failure_scores, signal_spec
+from core.intervals import percentile_interval, resample_blocks
+
+DENOMINATORS: dict[str, str] = {
+    "human_majority": (
+        "strict majority (more than half) of an item's non-excluded has_failure labels, for items with at least "
+        "min_annotations (default 2, never fewer) of them; an even split is a tie (n_ties) and an item with fewer "
+        "annotations has no majority (n_too_few); both are left out of every statistic; the same counts as the "
+        "agreement report's human_majority; n_items at the top level = human_majority.n_with_majority"
+    ),
+    "n": "items with a human majority and a value of this signal",
+    "n_missing": (
+        "items with a human majority but no value of this signal (e.g. a judge that did not judge it); NaN and "
+        "infinite values count as missing"
+    ),
+    "n_unlabelled": (
+        "values of this signal on items without a human majority (tied, too few annotations or never "
+        "annotated), left out; the "
+        "reference-based signals of a study or file are computed only for items with a majority"
+    ),
+    "auc": (
+        "roc_auc_score with positive class has_failure over the n items; the signal is read in its fixed "
+        "orientation (higher_means); ties count 1/2; null when one class is missing"
+    ),
+    "best_threshold": (
+        "agreement = items where the rule's label equals the human majority / n, maximised over the rules "
+        "'has_failure when value >= t' (or <= t, by orientation) for every observed t and 'never has_failure'; "
+        "equal agreement: the rule flagging fewest items; chosen on the same items (in-sample); "
+        "baseline_accuracy = the larger class's share of the n items"
+    ),
+    "kendall_tau": (
+        "scipy kendalltau (tau-b) between models ranked by the signal's mean (orientation applied) and by the "
+        "human success rate (share of items whose majority is no_failure), over the n items that carry a model; "
+        "null with fewer than two models or when either ranking is all ties"
+    ),
+    "ci95": (
+        "95% percentile bootstrap resampling the majority-labelled items with replacement (the same resamples for "
+        "every signal); each statistic recomputed per resample (the threshold chosen again); resamples where it "
+        "is undefined are left out and counted in n_bootstrap_undefined"
+    ),
+    "ranking": "signals ordered by AUC, highest first; signals without an AUC last; equal AUC by key",
+    "small_sample": (
+        "per signal: a note when n is below 30 items or the AUC interval is wider than 0.3 "
+        "(annotate/stats/bootstrap.py sample_size_note); null otherwise"
+    ),
+    "null": "a statistic that is undefined, or an interval around an undefined statistic, is null",
+}
+
+
+def _usable(value: float | None) -> bool:
+    """A value the statistics can use: present and finite (NaN or infinity count as missing)."""
+    return value is not None and math.isfinite(value)
+
+
+def _signal_result(
+    spec: SignalSpec,
+    items: Sequence[str],
+    majority: Mapping[str, bool],
+    values: Mapping[str, float | None],
+    models: Mapping[str, str | None],
+) -> tuple[dict[str, Any], npt.NDArray[np.intp]]:
+    """Point estimates of one signal, and the positions (into ``items``) it is defined on."""
+    positions = np.array([i for i, item in enumerate(items) if _usable(values.get(item))], dtype=np.intp)
+    picked = [items[i] for i in positions]
+    labels = [majority[item] for item in picked]
+    # ``picked`` holds the items whose value is usable: present (not None) and finite.
+    raw = [float(cast(float, values[item])) for item in picked]
+    with_model = [(labels[k], raw[k], model) for k, item in enumerate(picked) if (model := models.get(item))]
+    table = model_table([w[0] for w in with_model], [w[1] for w in with_model], [w[2] for w in with_model])
+    n_positive = sum(labels)
+    result = {
+        **spec.as_dict(),
+        "n": len(picked),
+        "n_has_failure": n_positive,
+        "n_no_failure": len(picked) - n_positive,
+        "n_missing": len(items) - len(picked),
+        "auc": roc_auc(labels, raw, spec),
+        "best_threshold": best_threshold(labels, raw, spec),
+        "kendall_tau": ranking_tau(table, spec),
+        "n_models": len(table),
+        "n_without_model": len(picked) - len(with_model),
+        "models": table,
+    }
+    return result, positions
+
+
+def metric_agreement_report(
+    *,
+    majority: HumanMajority,
+    signals: Mapping[str, Mapping[str, float | None]],
+    models: Mapping[str, str | None] | None = None,
+    notes: Mapping[str, str] | None = None,
+    bootstrap: int = DEFAULT_BOOTSTRAP,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Every signal ranked by AUC against the human majority, as a JSON-ready dict.
+
+    ``majority``: the items' human majority (``annotate.stats.majority.human_majority``; ties
+    and items with too few annotations are left out). ``signals``: signal key (a key of
+    ``SIGNAL_SPECS`` or ``judge:<name>``) -> item_id -> value. ``models``: item_id -> the
+    model that wrote the item's generation (``None`` or absent: unknown; such items count
+    for AUC and agreement but not for Kendall's tau). ``notes``: signal key -> a sentence
+    shown with the signal (e.g. which components SCORE used).
+
+    Returns ``n_items`` (items with a majority), ``n_ties``, ``human_majority``
+    (``HumanMajority.summary()``: the agreement report's counts), ``n_models``, ``signals`` (a list, ranked: each with
+    ``rank``, its spec, ``n``, ``auc``, ``auc_ci95``, ``best_threshold`` {accuracy, ci95,
+    threshold, rule, n_flagged, baseline_accuracy}, ``kendall_tau``, ``kendall_tau_ci95``,
+    ``n_models``, ``models`` and ``n_bootstrap_undefined``), ``bootstrap`` and
+    ``denominators``. Raises ``ValueError`` for a negative ``bootstrap`` or ``seed`` or an
+    unknown signal key."""
+    check_bootstrap(bootstrap)
+    rng = np.random.default_rng(seed_sequence(seed, "metric_agreement"))
+    models = models or {}
+    specs = {key: signal_spec(key) for key in signals}
+    labelled = majority.decided()
+    items = list(labelled)
+    y_all = np.array([labelled[item] for item in items], dtype=bool)
+
+    results: dict[str, dict[str, Any]] = {}
+    prepared: dict[str, dict[str, Any]] = {}
+    for key in sorted(signals):
+        spec = specs[key]
+        result, positions = _signal_result(spec, items, labelled, signals[key], models)
+        if notes and key in notes:
+            result["note"] = notes[key]
+        result["n_unlabelled"] = sum(1 for item, v in signals[key].items() if _usable(v) and item not in labelled)
+        results[key] = result
+        values = np.array([float(cast(float, signals[key][items[i]])) for i in positions], dtype=np.float64)
+        y = y_all[positions]
+        model_names = sorted(result["models"])
+        code_of = {m: c for c, m in enumerate(model_names)}
+        has_model = np.array([bool(models.get(items[i])) for i in positions], dtype=bool)
+        prepared[key] = {
+            "positions": positions,
+            "groups": score_groups(failure_scores(values, spec), y) if positions.size else None,
+            "model_rows": np.flatnonzero(has_model),
+            "codes": np.array([code_of[models[items[i]]] for i in positions[has_model]], dtype=np.intp),
+            "goodness": (values if spec.higher_means == NO_FAILURE else -values)[has_model],
+            "success": (~y[has_model]).astype(np.float64),
+            "n_models": len(model_names),
+            "draws": {"auc": [], "accuracy": [], "tau": []},
+        }
+
+    if bootstrap > 0 and items:
+        for size in resample_blocks(bootstrap, 4 * len(items)):
+            weights = bootstrap_counts(rng, len(items), size)  # items x resamples
+            for p in prepared.values():
+                if p["groups"] is None:
+                    continue
+                w = weights[p["positions"]]
+                positive, negative = group_weights(p["groups"], w)
+                p["draws"]["auc"].append(weighted_auc(positive, negative))
+                p["draws"]["accuracy"].append(best_accuracy(positive, negative))
+                if p["n_models"] >= 2:
+                    wm = w[p["model_rows"]]
+                    ones = np.ones(p["codes"].size)
+                    count = model_sums(p["codes"], p["n_models"], wm, ones)
+                    goodness = model_sums(p["codes"], p["n_models"], wm, p["goodness"])
+                    success = model_sums(p["codes"], p["n_models"], wm, p["success"])
+                    p["draws"]["tau"].append(weighted_tau(count, goodness, success))
+
+    for key, result in results.items():
+        draws = prepared[key]["draws"]
+        undefined = {}
+        for statistic, point in (
+            ("auc", result["auc"]),
+            ("accuracy", result["best_threshold"]["accuracy"]),
+            ("tau", result["kendall_tau"]),
+        ):
+            values = (
+                np.concatenate(draws[statistic]) if draws[statistic] else np.full(bootstrap if items else 0, np.nan)
+            )
+            defined = ~np.isnan(values)
+            undefined[statistic] = int((~defined).sum())
+            interval = percentile_interval(values[defined]) if bootstrap > 0 and point is not None else None
+            if statistic == "auc":
+                result["auc_ci95"] = interval
+            elif statistic == "accuracy":
+                result["best_threshold"]["ci95"] = interval
+            else:
+                result["kendall_tau_ci95"] = interval
+        result["n_bootstrap_undefined"] = undefined if bootstrap > 0 else {"auc": 0, "accuracy": 0, "tau": 0}
+        result["small_sample"] = sample_size_note(result["n"], result["auc_ci95"])
+
+    ranked = sorted(results.values(), key=lambda r: (r["auc"] is None, -(r["auc"] or 0.0), r["key"]))
+    for rank, result in enumerate(ranked, start=1):
+        result["rank"] = rank
+    all_models = {models[item] for item in items if models.get(item)}
+    summary = majority.summary()
+    return {
+        "n_items": len(items),
+        "n_ties": summary["n_ties"],
+        "human_majority": summary,
+        "n_models": len(all_models),
+        "signals": [{"rank": r.pop("rank"), **r} for r in ranked],
+        "bootstrap": {
+            "resamples": bootstrap,
+            "seed": seed,
+            "interval": "95% percentile (2.5th and 97.5th percentiles, linear interpolation)",
+            "resampling": "the n_items majority-labelled items with replacement; the same resamples for every signal",
+        },
+        "denominators": DENOMINATORS,
+    }

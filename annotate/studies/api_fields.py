@@ -1,0 +1,99 @@
+"""The studies API's shared pieces: column bounds, strict fields and filters, the error answers
+every endpoint documents, and query parameters checked (a bad value is a 400 that names the parameter, never a 500)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+
+from core.app_errors import InvalidInput
+
+# Column bounds: a value the database could not hold is a 400 naming the field, never a 500.
+SMALL_INT_MAX = 32_767  # PositiveSmallIntegerField
+INT_MAX = 2_147_483_647  # PositiveIntegerField
+SEED_MAX = 2**32 - 1
+INSTRUCTIONS_MAX_CHARS = 100_000
+MAX_SAMPLE = 100_000  # judged generations sampled into one study (the items file's own limit)
+STATUS_OPEN, STATUS_CLOSED = "open", "closed"
+LABEL_HAS_FAILURE, LABEL_NO_FAILURE = "has_failure", "no_failure"
+EXPORT_FORMATS = ("jsonl", "csv")
+
+
+class Flag(serializers.BooleanField):
+    """A boolean whose absence from a multipart form means its default (DRF reads an absent
+    HTML checkbox as false; an API caller who leaves a field out means the default)."""
+
+    default_empty_html = serializers.empty
+
+
+class Text(serializers.CharField):
+    """Text that must arrive as text: a number, list or object is refused by name (DRF's
+    CharField would turn 7 into "7")."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class Pattern(serializers.RegexField):
+    """A RegexField that, like ``Text``, takes only text."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanFilter(django_filters.ChoiceFilter):
+    """true/false (also 1/0, yes/no); anything else is a 400 naming the parameter (django-filter's
+    BooleanFilter ignores a value it cannot read and filters nothing)."""
+
+    VALUES = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("choices", [(v, v) for v in self.VALUES])
+        super().__init__(*args, **kwargs)
+
+    def filter(self, qs, value):  # with a ``method``, django-filter calls the method instead
+        if value in (None, ""):
+            return qs
+        return qs.filter(**{f"{self.field_name}__{self.lookup_expr}": self.VALUES[value]})
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+def error_responses(**responses: str) -> dict[int, OpenApiResponse]:
+    """The error answers every endpoint shares, plus its own (status: description)."""
+    shared = {
+        401: OpenApiResponse(ErrorSerializer, description="Not logged in (no token or session)"),
+        403: OpenApiResponse(ErrorSerializer, description="The researcher or admin role is needed"),
+    }
+    for code, description in responses.items():
+        number = int(code.lstrip("_"))
+        shared[number] = OpenApiResponse(
+            ErrorSerializer if number in (404, 409) else OpenApiTypes.OBJECT, description=description
+        )
+    return shared
+
+
+def query_int(request: Any, name: str, default: int, maximum: int | None = None) -> int:
+    """A non-negative integer parameter (at most ``maximum``), or its default when absent;
+    ``InvalidInput`` naming the parameter (a 400) otherwise."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0 or (maximum is not None and value > maximum):
+        limit = f" at most {maximum}" if maximum is not None else ""
+        raise InvalidInput(fields={name: f"expected a non-negative integer{limit}, got {raw!r}"})
+    return value

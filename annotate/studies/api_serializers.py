@@ -1,0 +1,209 @@
+"""Serializers of the studies API: a study's detail and progress, the list and its filter (the
+creation input and imports are in create_serializers.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import django_filters
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from annotate.kinds import kind_choices
+from annotate.links import prolific_entry_url
+from annotate.models import Study
+from annotate.studies.api_fields import (
+    STATUS_CLOSED,
+    STATUS_OPEN,
+)
+from annotate.studies.api_selectors import study_api_progress, study_coverage
+
+if TYPE_CHECKING:
+    from annotate.studies.api_selectors import CountedStudy
+from annotate.studies.selectors import study_item_counts
+
+# -- one study: detail and settings ----------------------------------------------------------
+
+
+class StudyProgressSerializer(serializers.Serializer):
+    k = serializers.IntegerField()
+    items_total = serializers.IntegerField(help_text="Main-pool items")
+    items_complete = serializers.IntegerField(help_text="Items with k slots filled")
+    items_in_progress = serializers.IntegerField()
+    items_open = serializers.IntegerField()
+    items_by_annotations = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Main items by slots filled: {'0': n, ..., 'k': n}"
+    )
+    coverage = serializers.DictField(help_text="Filled slots / (items × k): slots, slots_filled, share, ci95, n")
+    annotations_main = serializers.IntegerField()
+    annotations_excluded = serializers.IntegerField()
+    annotations_surplus = serializers.IntegerField()
+    n_counted_annotations = serializers.IntegerField(help_text="Main-pool annotations not excluded")
+    live_reservations = serializers.IntegerField()
+    live_annotators = serializers.IntegerField()
+    participants = serializers.IntegerField()
+    states = serializers.DictField(child=serializers.IntegerField(), help_text="Participants by state")
+    test_participants = serializers.IntegerField(help_text="Test participants (left out of every other number)")
+    median_active_seconds = serializers.FloatField(allow_null=True, help_text="Over the n_counted_annotations")
+    median_wall_seconds = serializers.FloatField(allow_null=True)
+    hourly_pay = serializers.FloatField(allow_null=True, help_text="payment_per_item × 3600 / median active seconds")
+    paper_hourly_rate = serializers.FloatField()
+    attention_checks = serializers.DictField(help_text="Attention checks passed: share, ci95 (Wilson), successes, n")
+    qualification = serializers.DictField(help_text="Qualification tests passed: share, ci95 (Wilson), successes, n")
+    attention_total = serializers.IntegerField()
+    attention_pass_rate = serializers.FloatField(allow_null=True)
+    qualification_total = serializers.IntegerField()
+    qualification_pass_rate = serializers.FloatField(allow_null=True)
+
+
+class StudyDetailSerializer(serializers.Serializer):
+    """One study: its settings, entry link and codes, progress, items by role."""
+
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    status = serializers.CharField(help_text="open or closed")
+    is_open = serializers.BooleanField()
+    round = serializers.IntegerField()
+    first_round = serializers.CharField(allow_null=True, help_text="Slug of the first round (null: this is it)")
+    guideline_version = serializers.CharField()
+    entry_url = serializers.CharField(help_text="The study URL to paste into Prolific")
+    completion_code = serializers.CharField()
+    screened_out_code = serializers.CharField()
+    annotators_per_item = serializers.IntegerField()
+    min_seconds = serializers.IntegerField()
+    lease_minutes = serializers.IntegerField()
+    training_enabled = serializers.BooleanField()
+    qualification_enabled = serializers.BooleanField()
+    qualification_pass = serializers.IntegerField()
+    attention_check_rate = serializers.FloatField()
+    attention_max_failures = serializers.IntegerField()
+    max_items_per_annotator = serializers.IntegerField(allow_null=True)
+    items_per_page = serializers.IntegerField()
+    payment_per_item = serializers.DecimalField(max_digits=8, decimal_places=2, allow_null=True)
+    min_annotations_for_majority = serializers.IntegerField()
+    prolific_study_id = serializers.CharField(allow_blank=True)
+    allow_other_pids = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    item_counts = serializers.DictField(child=serializers.IntegerField(), help_text="Items by role")
+    progress = StudyProgressSerializer()
+
+
+STUDY_SETTING_FIELDS = (
+    "annotators_per_item",
+    "min_seconds",
+    "lease_minutes",
+    "training_enabled",
+    "qualification_enabled",
+    "qualification_pass",
+    "attention_check_rate",
+    "attention_max_failures",
+    "max_items_per_annotator",
+    "items_per_page",
+    "payment_per_item",
+    "min_annotations_for_majority",
+    "prolific_study_id",
+    "allow_other_pids",
+    "completion_code",
+    "screened_out_code",
+    "is_open",
+)
+
+
+def study_detail_data(study: Study, request) -> dict[str, Any]:
+    data = {name: getattr(study, name) for name in STUDY_SETTING_FIELDS}
+    data.update(
+        {
+            "slug": study.slug,
+            "name": study.name,
+            "kind": study.kind,
+            "round": study.round,
+            "status": STATUS_OPEN if study.is_open else STATUS_CLOSED,
+            "first_round": study.first_round.slug if study.first_round else None,
+            "guideline_version": study.guideline_version.label,
+            "entry_url": prolific_entry_url(request.build_absolute_uri("/"), study.slug),
+            "created_at": study.created_at,
+            "item_counts": study_item_counts(study),
+            "progress": study_api_progress(study),
+        }
+    )
+    return StudyDetailSerializer(data).data
+
+
+# -- studies: list and create ----------------------------------------------------------------
+
+
+class StudyProgressBriefSerializer(serializers.Serializer):
+    items = serializers.IntegerField(help_text="Main-pool items (attention and qualification items are not counted).")
+    k = serializers.IntegerField(help_text="Annotators per item.")
+    annotations = serializers.IntegerField(help_text="Main-pool annotations, excluded and surplus ones included.")
+    annotations_done = serializers.IntegerField(
+        help_text="Slots filled toward k: main-pool annotations that are not surplus."
+    )
+    participants = serializers.IntegerField()
+    coverage = serializers.DictField(
+        help_text="Filled slots over items × k: slots, slots_filled, share, ci95 (95% Wilson), successes, n, interval."
+    )
+
+
+class StudySerializer(serializers.ModelSerializer):
+    """A study in the list, with its progress toward k."""
+
+    status = serializers.SerializerMethodField(help_text="open (accepts new annotators) or closed")
+    guideline_version: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="label", read_only=True)
+    first_round: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    progress = serializers.SerializerMethodField()
+    url = serializers.SerializerMethodField(help_text="This study's API detail.")
+
+    class Meta:
+        model = Study
+        fields = [
+            "slug",
+            "name",
+            "kind",
+            "status",
+            "round",
+            "first_round",
+            "guideline_version",
+            "annotators_per_item",
+            "created_at",
+            "progress",
+            "url",
+        ]
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_status(self, study: Study) -> str:
+        return STATUS_OPEN if study.is_open else STATUS_CLOSED
+
+    @extend_schema_field(StudyProgressBriefSerializer)
+    def get_progress(self, study: CountedStudy) -> dict[str, Any]:  # a study of ``study_api_list``
+        return {
+            "items": study.n_items,
+            "k": study.annotators_per_item,
+            "annotations": study.n_annotations,
+            "annotations_done": study.n_filled,
+            "participants": study.n_participants,
+            "coverage": study_coverage(n_items=study.n_items, k=study.annotators_per_item, n_filled=study.n_filled),
+        }
+
+    @extend_schema_field(OpenApiTypes.URI)
+    def get_url(self, study: Study) -> str:
+        return self.context["request"].build_absolute_uri(reverse("api-study-detail", args=[study.slug]))
+
+
+class StudyFilter(django_filters.FilterSet):
+    kind = django_filters.ChoiceFilter(choices=kind_choices, help_text="The study's kind.")  # asked per request
+    status = django_filters.ChoiceFilter(
+        choices=[(STATUS_OPEN, "open"), (STATUS_CLOSED, "closed")],
+        method="filter_status",
+        help_text="open: accepts new annotators; closed: does not.",
+    )
+
+    class Meta:
+        model = Study
+        fields = ["kind", "status"]
+
+    def filter_status(self, queryset, name, value):
+        return queryset.filter(is_open=value == STATUS_OPEN)

@@ -1,0 +1,170 @@
+"""Annotation exports: the rows every read outside the study page sees (``annotation_list``,
+``annotation_export_rows``), JSONL (the agreement report's input) and CSV (for spreadsheets).
+
+A file export is written to a temporary file beside the target and renamed when complete,
+so a failed export never leaves a partial file."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from django.db.models import QuerySet
+
+from annotate.kinds import kind_get
+from annotate.kinds.base import StudyKind
+from annotate.models import Annotation, Study
+from core.csv_cells import csv_writer
+from core.record_files import atomic_output
+
+EXPORT_FIELDS = (
+    "item_id",
+    "annotator",
+    "has_failure",
+    "failures",
+    "comments",
+    "study",
+    "round",
+    "guideline_version",
+    "submitted_at",
+    "wall_seconds",
+    "active_seconds",
+    "excluded",
+    "exclusion_reason",
+    # provenance
+    "source",
+    "surplus",
+    "late",
+    "correct",
+    "expected_has_failure",
+    "choice",
+    "expected_choice",
+    "kind",
+    "topic",
+    "l1_hash",
+    "l2_hash",
+    "interface_version",
+    "first_served_at",
+    "goal_acknowledged_at",
+    "steps_opened",
+    "click_log",
+    "prolific_study_id",
+    "prolific_session_id",
+    "attention_seed",
+    "item_source",
+    "is_test",
+    "answer",
+)
+
+
+def annotation_list(study: Study, *, include_test: bool = False) -> QuerySet[Annotation]:
+    """The study's annotations as every read outside the study page sees them: without those of
+    test participants unless ``include_test`` (exports, reports, the API)."""
+    qs = Annotation.objects.filter(study=study)
+    return qs if include_test else qs.filter(is_test=False)
+
+
+def annotation_export_rows(study: Study, *, include_test: bool = False) -> Iterator[dict[str, Any]]:
+    """One dict per annotation in the export shape (the agreement report's input), oldest first;
+    a test participant's annotations only with ``include_test`` (marked ``is_test``). The
+    study's kind is looked up at once, so a kind not installed is refused before a download
+    starts rather than in the middle of it."""
+    kind = kind_get(study.kind)
+    qs = (
+        annotation_list(study, include_test=include_test)
+        .select_related("item", "annotator", "participation", "study")
+        .order_by("submitted_at", "pk")
+    )
+    return _export_rows(study, kind, qs)
+
+
+def _export_rows(study: Study, kind: StudyKind, qs: QuerySet[Annotation]) -> Iterator[dict[str, Any]]:
+    for a in qs.iterator(chunk_size=1000):
+        known = kind.known_answer_columns(a.item.expected)  # the kind's known answer under its column's name
+        yield {
+            "item_id": a.item.item_id,
+            "annotator": a.annotator.pid,
+            "has_failure": a.has_failure,
+            "failures": [
+                {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
+                for f in a.failures
+            ],
+            "comments": a.comments,
+            "study": study.slug,
+            "round": study.round,
+            "guideline_version": a.guideline_version,
+            "submitted_at": a.submitted_at.isoformat(),
+            "wall_seconds": a.wall_seconds,
+            "active_seconds": a.active_seconds,
+            "excluded": a.excluded,
+            "exclusion_reason": a.exclusion_reason,
+            "source": a.source,
+            "surplus": a.surplus,
+            "late": a.late,
+            "correct": a.correct,
+            "expected_has_failure": known["expected_has_failure"],
+            "choice": a.answer.get("choice") if a.has_failure is None else None,
+            "expected_choice": known["expected_choice"],
+            "kind": study.kind,
+            "topic": a.item.topic,
+            "l1_hash": a.l1_hash,
+            "l2_hash": a.l2_hash,
+            "interface_version": a.interface_version,
+            "first_served_at": a.first_served_at.isoformat(),
+            "goal_acknowledged_at": a.goal_acknowledged_at.isoformat() if a.goal_acknowledged_at else None,
+            "steps_opened": a.steps_opened,
+            "click_log": a.click_log,
+            "prolific_study_id": a.participation.prolific_study_id,
+            "prolific_session_id": a.participation.prolific_session_id,
+            # The seed of the participant's attention-check plan (annotate/participation/attention_plan.py):
+            # with it, the positions of their checks can be drawn again.
+            "attention_seed": a.participation.attention_seed,
+            "item_source": a.item.source,
+            # The kind's whole cleaned answer (constraint faithfulness: the three answers and
+            # the wrong steps with their error types; has_failure is null there).
+            "answer": a.answer,
+            # A test participant's annotation (only in an export asked for with include_test).
+            "is_test": a.is_test,
+        }
+
+
+JSON_CELLS = {"failures", "steps_opened", "click_log", "item_source", "answer"}
+
+
+def annotation_export(*, study: Study, output: str | Path, include_test: bool = False) -> int:
+    """Write one JSON line per annotation of the study (a test participant's only with
+    ``include_test``); returns the number of lines."""
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with atomic_output(output) as handle:
+        for row in annotation_export_rows(study, include_test=include_test):
+            handle.write((json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
+            count += 1
+    return count
+
+
+def _csv_cell(name: str, value: Any) -> Any:
+    if name in JSON_CELLS:
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def annotation_csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """CSV text, one chunk per row (for a streaming HTTP response); list cells are JSON, and no
+    cell starts a formula (core/csv_cells.py)."""
+    buffer = io.StringIO()
+    writer = csv_writer(buffer)
+    writer.writerow(EXPORT_FIELDS)
+    yield buffer.getvalue()
+    for row in rows:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow([_csv_cell(name, row.get(name)) for name in EXPORT_FIELDS])
+        yield buffer.getvalue()

@@ -1,0 +1,351 @@
+"""REST API of a study's contents: items, annotations and the export (docs/api.md; the
+participants are in participant_apis.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import django_filters
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import generics, serializers
+from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
+from rest_framework.views import APIView
+
+from annotate import constants as C
+from annotate.kinds import kind_get
+from annotate.kinds.base import ROLE_MAIN
+from annotate.models import Annotation, ItemRole, Study, StudyItem
+from annotate.studies.api_fields import (
+    EXPORT_FORMATS,
+    LABEL_HAS_FAILURE,
+    LABEL_NO_FAILURE,
+    StrictBooleanFilter,
+    error_responses,
+)
+from annotate.studies.api_selectors import study_annotation_api_list, study_item_api_list
+from annotate.studies.exports import annotation_csv_lines, annotation_export_rows
+from annotate.studies.selectors import study_get
+
+if TYPE_CHECKING:
+    from annotate.studies.api_selectors import CountedItem
+
+# -- items and annotations -------------------------------------------------------------------
+
+
+class IncludeTestQuery(serializers.Serializer):
+    include_test = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="1/true: also test participants (a researcher's own runs, marked is_test); default: left out, "
+        "as on the study page",
+    )
+
+
+INCLUDE_TEST = OpenApiParameter(
+    "include_test",
+    OpenApiTypes.BOOL,
+    description=("1/true: also test participants (a researcher's own runs, marked is_test); default: left out"),
+)
+
+
+def include_test(request) -> bool:
+    """The ``include_test`` parameter; a bad value is a 400 naming it."""
+    query = IncludeTestQuery(data={"include_test": request.query_params.get("include_test", "false")})
+    query.is_valid(raise_exception=True)
+    return query.validated_data["include_test"]
+
+
+class StudyScoped:
+    """A list under /api/studies/{slug}/: the study is looked up once (404 when unknown)."""
+
+    kwargs: Any  # the URL's arguments, set by the API view this mixes into
+    _study: Study
+
+    def study(self) -> Study:
+        if not hasattr(self, "_study"):
+            self._study = study_get(slug=self.kwargs["slug"])
+        return self._study
+
+
+class ItemFilter(django_filters.FilterSet):
+    role = django_filters.ChoiceFilter(choices=ItemRole.choices, help_text="main, attention or qualification")
+    done = StrictBooleanFilter(
+        method="filter_done",
+        help_text=("true: main-pool items with k slots filled; false: main-pool items still short of k"),
+    )
+    item_id = django_filters.CharFilter(max_length=200)
+
+    class Meta:
+        model = StudyItem
+        fields = ["role", "done", "item_id"]
+
+    def filter_done(self, queryset, name, value):
+        k = self.request.parser_context["view"].study().annotators_per_item
+        queryset = queryset.filter(role=ROLE_MAIN)
+        done = StrictBooleanFilter.VALUES[value]
+        return queryset.filter(n_filled__gte=k) if done else queryset.filter(n_filled__lt=k)
+
+
+class StudyItemSerializer(serializers.ModelSerializer):
+    n_annotations = serializers.IntegerField(
+        help_text="Submitted annotations of the item (excluded and surplus included)"
+    )
+    n_filled = serializers.IntegerField(help_text="Main pool: slots filled toward k (not surplus)")
+    n_reserved = serializers.IntegerField(help_text="Reservations held now")
+    k = serializers.SerializerMethodField()
+    done = serializers.SerializerMethodField(help_text="Main pool: k slots filled; null for check and gold items")
+    # The item's known answer under the name its kind gives it (null in the other kinds' fields).
+    expected_has_failure = serializers.SerializerMethodField(help_text="Critical failure: the known has_failure")
+    expected_choice = serializers.SerializerMethodField(help_text="Multiple choice: the label's 0-based index")
+    expected_answer = serializers.SerializerMethodField(help_text="Constraint faithfulness: known answers by question")
+
+    class Meta:
+        model = StudyItem
+        fields = [
+            "item_id",
+            "role",
+            "position",
+            "topic",
+            "goal",
+            "reference_steps",
+            "candidate_steps",
+            "expected_has_failure",
+            "expected_choice",
+            "expected_answer",
+            "explanation",
+            "source",
+            "l1_hash",
+            "l2_hash",
+            "n_annotations",
+            "n_filled",
+            "n_reserved",
+            "k",
+            "done",
+        ]
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_k(self, item: StudyItem) -> int:
+        return self.context["k"]
+
+    @extend_schema_field(serializers.BooleanField(allow_null=True))
+    def get_done(self, item: CountedItem) -> bool | None:  # an item of ``study_item_api_list``
+        return item.n_filled >= self.context["k"] if item.role == ROLE_MAIN else None
+
+    @extend_schema_field(serializers.BooleanField(allow_null=True))
+    def get_expected_has_failure(self, item: StudyItem) -> Any:
+        return self.context["kind"].known_answer_columns(item.expected)["expected_has_failure"]
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_expected_choice(self, item: StudyItem) -> Any:
+        return self.context["kind"].known_answer_columns(item.expected)["expected_choice"]
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_expected_answer(self, item: StudyItem) -> Any:
+        return self.context["kind"].known_answer_columns(item.expected)["expected_answer"]
+
+
+class StudyItemListView(StudyScoped, generics.ListAPIView):
+    serializer_class = StudyItemSerializer
+    filterset_class = ItemFilter
+    search_fields = ["item_id", "goal", "topic"]
+    ordering_fields = ["position", "item_id"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # the schema generator has no study
+            return StudyItem.objects.none()
+        return study_item_api_list(self.study(), include_test=include_test(self.request))
+
+    def get_serializer_context(self):
+        return {
+            **super().get_serializer_context(),
+            "k": self.study().annotators_per_item,
+            "kind": kind_get(self.study().kind),
+        }
+
+    @extend_schema(
+        summary="A study's items",
+        parameters=[INCLUDE_TEST],
+        description="Items (role, then position) with their annotations counted against k. Filters: "
+        "role, done (main-pool items with / without k slots filled), item_id; search: "
+        "item_id, goal or topic.",
+        responses={200: StudyItemSerializer(many=True), **error_responses(_404="No study with this slug")},
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+
+class AnnotationFilter(django_filters.FilterSet):
+    item = django_filters.CharFilter(field_name="item__item_id", max_length=200, help_text="The item's item_id")
+    participant = django_filters.NumberFilter(
+        field_name="participation_id",
+        min_value=1,
+        max_value=2**63 - 1,
+        help_text="The participant's id (as /participants/ lists them)",
+    )
+    annotator = django_filters.CharFilter(
+        field_name="annotator__pid", max_length=C.PID_MAX_LENGTH, help_text="The annotator's PROLIFIC_PID"
+    )
+    label = django_filters.ChoiceFilter(
+        choices=[(LABEL_HAS_FAILURE, LABEL_HAS_FAILURE), (LABEL_NO_FAILURE, LABEL_NO_FAILURE)],
+        method="filter_label",
+        help_text="Critical failure: the annotator's has_failure label",
+    )
+    choice = django_filters.NumberFilter(
+        method="filter_choice", min_value=-1, max_value=1000, help_text="Multiple choice: the chosen option's index"
+    )
+    source = django_filters.ChoiceFilter(choices=ItemRole.choices, help_text="main, attention or qualification")
+    excluded = StrictBooleanFilter(help_text="true: only excluded annotations; false: only counted ones")
+    submitted_after = django_filters.IsoDateTimeFilter(
+        field_name="submitted_at", lookup_expr="gte", help_text="ISO 8601, inclusive"
+    )
+    submitted_before = django_filters.IsoDateTimeFilter(
+        field_name="submitted_at", lookup_expr="lt", help_text="ISO 8601, exclusive"
+    )
+
+    class Meta:
+        model = Annotation
+        fields = [
+            "item",
+            "participant",
+            "annotator",
+            "label",
+            "choice",
+            "source",
+            "excluded",
+            "submitted_after",
+            "submitted_before",
+        ]
+
+    def filter_label(self, queryset, name, value):
+        return queryset.filter(has_failure=value == LABEL_HAS_FAILURE)
+
+    def filter_choice(self, queryset, name, value):
+        return queryset.filter(has_failure__isnull=True, answer__choice=int(value))
+
+
+class AnnotationSerializer(serializers.ModelSerializer):
+    """An annotation with the export's names (annotate/studies/exports.py EXPORT_FIELDS)."""
+
+    item_id = serializers.CharField(source="item.item_id")
+    annotator = serializers.CharField(source="annotator.pid")
+    participant = serializers.IntegerField(source="participation_id")
+    # A declared field: DRF's serializer metaclass takes it off the class, so it does not replace
+    # Field.label (the stubs cannot say so).
+    label = serializers.CharField(  # type: ignore[assignment]
+        help_text="has_failure / no_failure, 'choice N', or the faithfulness answers"
+    )
+
+    class Meta:
+        model = Annotation
+        fields = [
+            "id",
+            "item_id",
+            "annotator",
+            "participant",
+            "source",
+            "label",
+            "has_failure",
+            "failures",
+            "comments",
+            "answer",
+            "guideline_version",
+            "submitted_at",
+            "first_served_at",
+            "wall_seconds",
+            "active_seconds",
+            "surplus",
+            "late",
+            "correct",
+            "excluded",
+            "exclusion_reason",
+            "is_test",
+            "l1_hash",
+            "l2_hash",
+            "interface_version",
+        ]
+
+
+class StudyAnnotationListView(StudyScoped, generics.ListAPIView):
+    serializer_class = AnnotationSerializer
+    filterset_class = AnnotationFilter
+    ordering_fields = ["submitted_at", "id"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # the schema generator has no study
+            return Annotation.objects.none()
+        return study_annotation_api_list(self.study(), include_test=include_test(self.request))
+
+    @extend_schema(
+        summary="A study's annotations",
+        parameters=[INCLUDE_TEST],
+        description="Every submitted annotation, oldest first (excluded ones included and marked). "
+        "Filters: item (item_id), participant (id), annotator (PID), label "
+        "(has_failure/no_failure), choice, source, excluded, submitted_after / "
+        "submitted_before (ISO 8601).",
+        responses={200: AnnotationSerializer(many=True), **error_responses(_404="No study with this slug")},
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+
+# -- the export ------------------------------------------------------------------------------
+
+
+class FormatFreeNegotiation(BaseContentNegotiation):
+    """The export reads ``?format=`` itself (jsonl or csv), so DRF's format override must not
+    claim it: errors are JSON, the export a stream."""
+
+    def select_parser(self, request, parsers):
+        return DefaultContentNegotiation().select_parser(request, parsers)
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class ExportQuerySerializer(IncludeTestQuery):
+    format = serializers.ChoiceField(
+        choices=EXPORT_FORMATS,
+        required=False,
+        default="jsonl",
+        help_text="jsonl (default): export_annotations' lines; csv: the same fields",
+    )
+
+
+class StudyExportView(APIView):
+    content_negotiation_class = FormatFreeNegotiation
+
+    @extend_schema(
+        summary="Export a study's annotations",
+        description="Every annotation with its provenance, streamed: JSONL, byte for byte what "
+        "`manage.py export_annotations --study SLUG` writes (with include_test: what "
+        "`--include-test` writes), or CSV with the same fields (list cells as JSON; no cell "
+        "starts a formula). Test participants' annotations only with include_test.",
+        parameters=[ExportQuerySerializer],
+        responses={
+            (200, "application/x-ndjson"): OpenApiTypes.STR,
+            (200, "text/csv"): OpenApiTypes.STR,
+            **error_responses(_400="{format: [problem]}", _404="No study with this slug"),
+        },
+    )
+    def get(self, request, slug: str):
+        query = ExportQuerySerializer(
+            data={
+                name: request.query_params[name] for name in ("format", "include_test") if name in request.query_params
+            }
+        )
+        query.is_valid(raise_exception=True)
+        fmt = query.validated_data["format"]
+        study = study_get(slug=slug)
+        rows = annotation_export_rows(study, include_test=query.validated_data["include_test"])
+        if fmt == "csv":
+            response = StreamingHttpResponse(annotation_csv_lines(rows), content_type="text/csv; charset=utf-8")
+        else:
+            response = StreamingHttpResponse(
+                ((json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8") for r in rows),
+                content_type="application/x-ndjson; charset=utf-8",
+            )
+        response["Content-Disposition"] = f'attachment; filename="{study.slug}-annotations.{fmt}"'
+        return response

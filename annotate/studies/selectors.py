@@ -1,0 +1,379 @@
+"""Reads of the researchers' study pages: the list, one study, its progress toward k, its
+annotators and items a page at a time, its pilot rounds with their alphas, its item counts."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.core.cache import cache
+from django.core.paginator import Paginator
+from django.db.models import Count, Exists, IntegerField, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from annotate import constants as C
+from annotate.kinds import kind_get
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
+from annotate.models import (
+    FINISHED_STATES,
+    Annotation,
+    Assignment,
+    AssignmentStatus,
+    Participation,
+    ParticipationState,
+    Qualification,
+    Study,
+    StudyItem,
+)
+
+
+def _count_of(queryset: QuerySet, field: str) -> Coalesce:
+    """The number of rows of ``queryset`` (already filtered on ``field=OuterRef(...)``) per
+    outer row, as a correlated subquery grouped on ``field``; 0 when there are none."""
+    counts = queryset.order_by().values(field).annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counts, output_field=IntegerField()), 0)
+
+
+def _count_per_study(queryset: QuerySet) -> Coalesce:
+    """The number of ``queryset``'s rows of each study, as a correlated subquery (one
+    grouped count per study row, using the table's study index), 0 when it has none."""
+    return _count_of(queryset.filter(study=OuterRef("pk")), "study")
+
+
+def study_list() -> QuerySet[Study]:
+    """Studies with their main items, main-pool annotations and participants. Each count is
+    its own subquery: counting all three over one join would read items × annotations ×
+    participants rows per study (tests/security/test_query_linearity.py)."""
+    return Study.objects.select_related("guideline_version").annotate(
+        n_items=_count_per_study(StudyItem.objects.filter(role=ROLE_MAIN)),
+        n_annotations=_count_per_study(Annotation.objects.filter(source=ROLE_MAIN, is_test=False)),
+        n_participants=_count_per_study(Participation.objects.filter(is_test=False)),
+    )
+
+
+def study_get(*, slug: str) -> Study:
+    return get_object_or_404(Study.objects.select_related("guideline_version", "first_round"), slug=slug)
+
+
+def study_rounds(study: Study) -> list[Study]:
+    root = study.round_root
+    return list(
+        Study.objects.filter(Q(pk=root.pk) | Q(first_round=root))
+        .select_related("guideline_version")
+        .order_by("round", "pk")
+    )
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def study_progress_get(study: Study) -> dict[str, Any]:
+    """Items complete / in progress / open, live annotators, median active time, implied pay,
+    attention-check and qualification pass rates.
+
+    Every count is one aggregate the database computes (a few rows come back whatever the
+    study's size); only the active and wall times are read one value per annotation, for
+    their medians. Test participants (``is_test``) are left out of every number."""
+    now = timezone.now()
+    k = study.annotators_per_item
+    # Per item: filled slots and live reservations, grouped over the study's assignments,
+    # then counted by state in the same query (items without any assignment are open).
+    per_item = (
+        Assignment.objects.filter(study=study, role=ROLE_MAIN, is_test=False)
+        .values("item")
+        .annotate(
+            filled=Count("pk", filter=Q(status=AssignmentStatus.SUBMITTED, surplus=False)),
+            live=Count("pk", filter=Q(status=AssignmentStatus.RESERVED, lease_expires_at__gt=now)),
+        )
+    )
+    counts = per_item.aggregate(
+        complete=Count("item", filter=Q(filled__gte=k)),
+        in_progress=Count("item", filter=Q(filled__lt=k) & (Q(filled__gt=0) | Q(live__gt=0))),
+    )
+    complete, in_progress = counts["complete"], counts["in_progress"]
+    total = StudyItem.objects.filter(study=study, role=ROLE_MAIN).count()
+    main = Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False)
+    annotations = main.aggregate(
+        n=Count("pk"), excluded=Count("pk", filter=Q(excluded=True)), surplus=Count("pk", filter=Q(surplus=True))
+    )
+    times = list(main.filter(excluded=False).values_list("active_seconds", "wall_seconds"))
+    median_active = _median([active for active, _ in times])
+    hourly = None
+    if study.payment_per_item is not None and median_active:
+        hourly = float(study.payment_per_item) * 3600.0 / median_active
+    attention = Annotation.objects.filter(
+        study=study, source=ROLE_ATTENTION, correct__isnull=False, is_test=False
+    ).aggregate(n=Count("pk"), passed=Count("pk", filter=Q(correct=True)))
+    # A test participant's annotator takes part in nothing else: its qualification is left out.
+    qualification = (
+        Qualification.objects.filter(study=study)
+        .exclude(annotator__participations__is_test=True)
+        .aggregate(n=Count("pk"), passed=Count("pk", filter=Q(passed=True)))
+    )
+    live_since = now - timedelta(seconds=C.LIVE_WINDOW_SECONDS)
+    recently_active = Assignment.objects.filter(participation=OuterRef("pk"), last_activity_at__gte=live_since)
+    participations = Participation.objects.filter(study=study, is_test=False)
+    live_annotators = (
+        participations.exclude(state__in=FINISHED_STATES)
+        .filter(Q(last_seen_at__gte=live_since) | Exists(recently_active))
+        .count()
+    )
+    states = dict(participations.order_by().values_list("state").annotate(n=Count("pk")))
+    return {
+        "k": k,
+        "items_total": total,
+        "items_complete": complete,
+        "items_in_progress": in_progress,
+        "items_open": total - complete - in_progress,
+        "annotations_main": annotations["n"],
+        "annotations_excluded": annotations["excluded"],
+        "annotations_surplus": annotations["surplus"],
+        "live_reservations": Assignment.objects.filter(
+            study=study, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now, is_test=False
+        ).count(),
+        "test_participants": Participation.objects.filter(study=study, is_test=True).count(),
+        "live_annotators": live_annotators,
+        "participants": sum(states.values()),
+        "states": states,
+        "median_active_seconds": median_active,
+        "n_counted_annotations": len(times),  # main-pool annotations not excluded: the medians are over them
+        "median_wall_seconds": _median([wall for _, wall in times]),
+        "hourly_pay": hourly,
+        "paper_hourly_rate": C.PAPER_HOURLY_RATE_USD,
+        "attention_total": attention["n"],
+        "attention_pass_rate": attention["passed"] / attention["n"] if attention["n"] else None,
+        "qualification_total": qualification["n"],
+        "qualification_pass_rate": qualification["passed"] / qualification["n"] if qualification["n"] else None,
+    }
+
+
+def study_annotators(
+    study: Study, *, participation_ids: list[int] | None = None, include_test: bool = False
+) -> list[dict[str, Any]]:
+    """One row per annotator who started the study (oldest first): the counts the study page,
+    the annotators report and its CSV all show, so they cannot disagree.
+
+    ``n_main``: submitted main-pool annotations (excluded and surplus ones included);
+    ``n_counted``: those not excluded (the ones the agreement statistics use);
+    ``n_reserved``: items reserved now; ``checks_passed`` / ``checks_failed``: graded
+    attention-check answers; ``median_active_seconds`` over the main-pool annotations;
+    ``excluded`` / ``exclusion_reason`` come from the participation alone (never from the
+    rows of check and qualification items, which are always set aside): excluded when its
+    answers were excluded (failed attention checks) or it was screened out (a failed
+    qualification), with the participation's reason. Each count is its own grouped
+    query over one table: two ``Count``s over one join would multiply each other.
+
+    ``participation_ids``: only these participations (a page of the study page's table).
+    ``include_test``: test participants too (the study page lists them, marked ``is_test``);
+    the annotators report and its CSV leave them out."""
+
+    def mine(queryset: QuerySet) -> QuerySet:
+        return queryset if participation_ids is None else queryset.filter(participation_id__in=participation_ids)
+
+    def grouped(queryset: QuerySet) -> dict[int, int]:
+        counts = mine(queryset).order_by().values("participation_id").annotate(n=Count("pk"))
+        return dict(counts.values_list("participation_id", "n"))
+
+    main = Annotation.objects.filter(study=study, source=ROLE_MAIN)
+    attention = Annotation.objects.filter(study=study, source=ROLE_ATTENTION, correct__isnull=False)
+    n_main = grouped(main)
+    n_counted = grouped(main.filter(excluded=False))
+    n_reserved = grouped(Assignment.objects.filter(study=study, status=AssignmentStatus.RESERVED))
+    passed = grouped(attention.filter(correct=True))
+    failed = grouped(attention.filter(correct=False))
+    active = defaultdict(list)
+    for pid, seconds in mine(main).values_list("participation_id", "active_seconds"):
+        active[pid].append(seconds)
+    rows = []
+    participations = Participation.objects.filter(study=study)
+    if not include_test:
+        participations = participations.filter(is_test=False)
+    if participation_ids is not None:
+        participations = participations.filter(pk__in=participation_ids)
+    for p in participations.select_related("annotator").order_by("started_at", "pk"):
+        rows.append(
+            {
+                "participation": p,
+                "pid": p.annotator.pid,
+                "is_test": p.is_test,
+                "n_main": n_main.get(p.pk, 0),
+                "n_counted": n_counted.get(p.pk, 0),
+                "n_reserved": n_reserved.get(p.pk, 0),
+                "checks_passed": passed.get(p.pk, 0),
+                "checks_failed": failed.get(p.pk, 0),
+                "median_active_seconds": _median(active[p.pk]),
+                **_participation_exclusion(p),
+            }
+        )
+    return rows
+
+
+# Annotators the study page lists at once (the annotators report and its CSV list them all).
+STUDY_PAGE_ANNOTATORS = 100
+
+
+def study_annotators_page(study: Study, *, page: Any = 1, per_page: int = STUDY_PAGE_ANNOTATORS) -> dict[str, Any]:
+    """One page of ``study_annotators`` (oldest first), read as leniently as ``study_items_page``;
+    test participants are listed too, marked (``is_test``)."""
+    ids = Participation.objects.filter(study=study).order_by("started_at", "pk").values_list("pk", flat=True)
+    current = Paginator(ids, per_page).get_page(_page_number(page))
+    return {
+        "page": current,
+        "rows": study_annotators(study, participation_ids=list(current.object_list), include_test=True),
+    }
+
+
+def _page_number(value: Any) -> Any:
+    """A page number as the paginator reads it; anything else (too long, not text) is page 1."""
+    return value if isinstance(value, (int, str)) and len(str(value)) <= 12 else 1
+
+
+def _participation_exclusion(p: Participation) -> dict[str, Any]:
+    """Whether the participation is excluded, and why: its own exclusion (failed attention
+    checks), else a screening-out (qualification) with the state's reason."""
+    if p.excluded:
+        return {"excluded": True, "exclusion_reason": p.exclusion_reason or p.state_reason}
+    if p.state == ParticipationState.SCREENED_OUT:
+        return {"excluded": True, "exclusion_reason": p.state_reason or "screened out"}
+    return {"excluded": False, "exclusion_reason": ""}
+
+
+# Items the study page shows at once, each with its annotations (the rest are a page away).
+STUDY_PAGE_ITEMS = 50
+
+
+def study_items_page(study: Study, *, page: Any = 1, per_page: int = STUDY_PAGE_ITEMS) -> dict[str, Any]:
+    """One page of the study's items (by role, then position) with their annotations, oldest
+    first: the work of a render stays the same whatever the study's size. ``page`` is read
+    leniently (anything that is not a page number gives the first page, a number past the
+    end the last), as Django's paginator does."""
+    paginator = Paginator(StudyItem.objects.filter(study=study).order_by("role", "position", "pk"), per_page)
+    current = paginator.get_page(_page_number(page))
+    items = list(current.object_list)
+    annotations: dict[int, list[Annotation]] = defaultdict(list)
+    for a in (
+        Annotation.objects.filter(item__in=[i.pk for i in items])
+        .select_related("annotator")
+        .order_by("submitted_at", "pk")
+    ):
+        annotations[a.item_id].append(a)
+    return {"page": current, "rows": [{"item": item, "annotations": annotations[item.pk]} for item in items]}
+
+
+# The study page's round alphas are kept (in Django's cache) with the state of the round's
+# annotations they were computed from, and computed again when that state changes. A round
+# whose computation took ROUND_ALPHA_SLOW_SECONDS or more (tens of thousands of annotations,
+# 1,000 resamples) shows its last value for up to ROUND_ALPHA_REUSE_SECONDS while annotations
+# keep arriving, marked with when it was computed and how many annotations came since.
+ROUND_ALPHA_SLOW_SECONDS = 0.5
+ROUND_ALPHA_REUSE_SECONDS = 60
+ROUND_SUMMARY_CACHE_SECONDS = 7 * 24 * 3600
+
+
+def study_round_summaries(study: Study) -> list[dict[str, Any]]:
+    """One row per pilot round: annotations, exclusions and Krippendorff's alpha, over the
+    label the study's kind has (``_round_alpha``; for critical failure the binary has_failure,
+    for which How2Everything §4.3 reports 0.273 in its pilots and 0.593 at the end, with its
+    95 % interval and n as the agreement page shows them). A row shown from an earlier
+    computation while annotations arrive carries ``as_of`` and ``n_new`` (see above)."""
+    return [_round_summary(round_study) for round_study in study_rounds(study)]
+
+
+def _round_state(study: Study) -> list[int]:
+    """What a round's alpha depends on, in one indexed aggregate: its main-pool annotations
+    (only ever added, never edited), the excluded ones among them, the newest id."""
+    state = Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False).aggregate(
+        n=Count("pk"), n_excluded=Count("pk", filter=Q(excluded=True)), last=Max("pk")
+    )
+    return [state["n"], state["n_excluded"], state["last"] or 0]
+
+
+def _round_summary(round_study: Study) -> dict[str, Any]:
+    state = _round_state(round_study)
+    key = f"annotate:round-summary:{round_study.pk}:{round_study.created_at.timestamp()}"
+    try:
+        cached = cache.get(key)
+    except Exception:  # a cache that cannot answer (Redis down) costs a computation, never the page
+        cached = None
+    now = time.time()
+    if cached is not None and cached["state"] == state:
+        return {**cached["summary"], "study": round_study}
+    if (
+        cached is not None
+        and cached["seconds"] >= ROUND_ALPHA_SLOW_SECONDS
+        and now - cached["computed_at"] < ROUND_ALPHA_REUSE_SECONDS
+    ):
+        return {
+            **cached["summary"],
+            "study": round_study,
+            "n_new": max(0, state[0] - cached["state"][0]),
+            "as_of": datetime.fromtimestamp(cached["computed_at"], tz=UTC),
+        }
+    started = time.perf_counter()
+    rows = _round_rows(round_study)
+    summary = {
+        "n_annotations": len(rows),
+        "n_excluded": sum(1 for r in rows if r["excluded"]),
+        **_round_alpha(round_study, rows),
+    }
+    try:
+        cache.set(
+            key,
+            {"state": state, "summary": summary, "computed_at": now, "seconds": time.perf_counter() - started},
+            ROUND_SUMMARY_CACHE_SECONDS,
+        )
+    except Exception:  # as above: the next render computes again
+        pass
+    return {**summary, "study": round_study}
+
+
+def _round_rows(study: Study) -> list[dict[str, Any]]:
+    """The round's main-pool annotations with the export's fields that its alpha reads
+    (item_id, annotator, has_failure, failures, excluded, source), read as plain values."""
+    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded")
+    rows = (
+        Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False)
+        .order_by("submitted_at", "pk")
+        .values_list(*fields)
+    )
+    return [
+        {
+            "item_id": item_id,
+            "annotator": pid,
+            "has_failure": has_failure,
+            "excluded": excluded,
+            "source": ROLE_MAIN,
+            "failures": [
+                {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
+                for f in failures
+            ],
+        }
+        for item_id, pid, has_failure, failures, excluded in rows.iterator(chunk_size=2000)
+    ]
+
+
+def _round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The alpha of a round's row, as the study's kind computes it (``StudyKind.round_alpha``:
+    multiple choice over the options; constraint faithfulness over question 3, steps correct;
+    critical failure over the binary has_failure label with ``alpha_ci95``, ``alpha_n`` and
+    ``alpha_undefined``, the agreement report's own numbers)."""
+    return kind_get(study.kind).round_alpha(study, rows)
+
+
+def study_item_counts(study: Study) -> dict[str, int]:
+    """The study's items by role (main, attention, qualification), zeros included."""
+    counts = dict(
+        StudyItem.objects.filter(study=study).order_by().values("role").annotate(n=Count("pk")).values_list("role", "n")
+    )
+    return {role: counts.get(role, 0) for role in (ROLE_MAIN, ROLE_ATTENTION, ROLE_QUALIFICATION)}
+
+
+def participation_reserved_count(participation: Participation) -> int:
+    """How many slots the participant holds reserved now (what a release gives back)."""
+    return Assignment.objects.filter(participation=participation, status=AssignmentStatus.RESERVED).count()

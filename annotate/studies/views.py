@@ -1,0 +1,265 @@
+"""Researchers' study pages: list, create (from a JSONL file and/or judged generations),
+progress, annotators, items with their annotations, pilot rounds, exports."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from annotate.errors import AnnotateError
+from annotate.kinds import kind_get
+from annotate.kinds.base import REPORT_AGREEMENT, REPORT_CHOICE_TIERS
+from annotate.kinds.multiple_choice.study_results import choice_tier_records
+from annotate.links import prolific_entry_url
+from annotate.models import Participation, StudyImport
+from annotate.participation.services import participation_test_start
+from annotate.studies.exports import annotation_csv_lines, annotation_export_rows
+from annotate.studies.forms import RoundCreateForm, StudyCreateForm, StudySettingsForm
+from annotate.studies.imports import study_create_from_upload, study_create_options, upload_problem_lines
+from annotate.studies.item_sources import judge_names
+from annotate.studies.selectors import (
+    participation_reserved_count,
+    study_annotators_page,
+    study_get,
+    study_item_counts,
+    study_items_page,
+    study_list,
+    study_progress_get,
+    study_round_summaries,
+)
+from annotate.studies.services import participation_release, study_round_create, study_update
+from core.confirm import confirm_page, confirmed
+from core.permissions import researcher_required
+from core.record_files import RecordError
+
+
+def entry_url(request: HttpRequest, slug: str) -> str:
+    """The URL to paste into Prolific (Prolific fills the three placeholders)."""
+    return prolific_entry_url(request.build_absolute_uri("/"), slug)
+
+
+@researcher_required
+def study_index(request: HttpRequest) -> HttpResponse:
+    return render(request, "annotate/study_list.html", {"studies": study_list()})
+
+
+def _problems_beside_fields(form: StudyCreateForm, exc: AnnotateError) -> list[str]:
+    """Each of the service's problems beside the form field it names; the rest (and the whole
+    message, when none names a field) at the top."""
+    beside = [e for e in exc.errors if e.field in form.fields]
+    for e in beside:
+        form.add_error(e.field, e.message[:1].upper() + e.message[1:] + ".")
+    if not beside:
+        return [exc.message]
+    rest = [e.message for e in exc.errors if e.field not in form.fields]
+    return ["The study was not created" + (": " + "; ".join(rest) if rest else "; see the fields marked below") + "."]
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def study_new(request: HttpRequest) -> HttpResponse:
+    judges = judge_names()
+    form = StudyCreateForm(request.POST or None, request.FILES or None, judges=judges)
+    problems: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        options = study_create_options(data)
+        upload = data.get("items_file")
+        try:
+            outcome = study_create_from_upload(options=options, upload=upload, created_by=request.user)
+        except RecordError as exc:
+            assert upload is not None  # only an uploaded file's records are read here
+            problems = [*upload_problem_lines(exc, upload.name), "Nothing was created."]
+        except AnnotateError as exc:
+            problems = _problems_beside_fields(form, exc)
+        else:
+            if outcome.job is not None:  # too large for the request: a worker creates the study
+                messages.info(
+                    request,
+                    f"{outcome.job.original_name} is being read by a worker; the study appears when it is done.",
+                )
+                return redirect("annotate:study_import", pk=outcome.job.pk)
+            assert outcome.study is not None
+            messages.success(request, f"Study created with {outcome.study.items.count()} items.")
+            return redirect("annotate:study_detail", slug=outcome.study.slug)
+    status = 400 if request.method == "POST" else 200
+    return render(
+        request, "annotate/study_new.html", {"form": form, "problems": problems, "judges": judges}, status=status
+    )
+
+
+@researcher_required
+def study_import(request: HttpRequest, pk: int) -> HttpResponse:
+    """A study being created from a large items file by a worker: its status, then its
+    study or the file-line-field problems that stopped it."""
+    job = get_object_or_404(StudyImport.objects.select_related("study"), pk=pk)
+    return render(
+        request,
+        "annotate/study_import.html",
+        {
+            "job": job,
+            "pending": job.status in ("queued", "running"),
+        },
+    )
+
+
+def _kind_results(study) -> dict[str, Any]:
+    """The study's kind, whether its agreement reports apply, and its results under the name
+    their template reads (no template for a kind whose results are its reports)."""
+    kind = kind_get(study.kind)
+    context = {"kind": kind, "agreement_reports": kind.has_report(REPORT_AGREEMENT), "results_template": None}
+    if kind.results_template is not None:
+        context.update({"results_template": kind.results_template, kind.results_name or "results": kind.results(study)})
+    return context
+
+
+@researcher_required
+def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_get(slug=slug)
+    # A page of annotators and of items: the render's work does not grow with the study.
+    annotators = study_annotators_page(study, page=request.GET.get("annotators_page", 1))
+    items = study_items_page(study, page=request.GET.get("items_page", 1))
+    return render(
+        request,
+        "annotate/study_detail.html",
+        {
+            "study": study,
+            "entry_url": entry_url(request, slug),
+            "progress": study_progress_get(study),
+            "annotators": annotators["rows"],
+            "annotators_page": annotators["page"],
+            "item_counts": study_item_counts(study),
+            "items": items["rows"],
+            "items_page": items["page"],
+            "rounds": study_round_summaries(study),
+            **_kind_results(study),
+            "settings_form": StudySettingsForm(
+                initial={
+                    "is_open": study.is_open,
+                    "payment_per_item": study.payment_per_item,
+                    "min_annotations_for_majority": study.min_annotations_for_majority,
+                    "prolific_study_id": study.prolific_study_id,
+                    "allow_other_pids": study.allow_other_pids,
+                }
+            ),
+            "round_form": RoundCreateForm(initial={"instructions": study.guideline_version.instructions}),
+        },
+    )
+
+
+@researcher_required
+@require_POST
+def study_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_get(slug=slug)
+    form = StudySettingsForm(request.POST)
+    entry_rules = "prolific_study_id" in request.POST
+    if form.is_valid():
+        payment = form.cleaned_data.get("payment_per_item")
+        study_update(
+            study=study,
+            is_open=form.cleaned_data["is_open"],
+            payment_per_item=payment,
+            clear_payment=payment is None,
+            min_annotations_for_majority=form.cleaned_data.get("min_annotations_for_majority"),
+            # The entry rules change only when the form that shows them was posted.
+            prolific_study_id=(form.cleaned_data.get("prolific_study_id") or "") if entry_rules else None,
+            allow_other_pids=form.cleaned_data["allow_other_pids"] if entry_rules else None,
+        )
+        messages.success(request, "Settings saved.")
+    else:
+        messages.error(
+            request, "Settings not saved: " + "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
+        )
+    return redirect("annotate:study_detail", slug=slug)
+
+
+@researcher_required
+@require_POST
+def study_round_new(request: HttpRequest, slug: str) -> HttpResponse:
+    study = study_get(slug=slug)
+    form = RoundCreateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The new round needs guidelines.")
+        return redirect("annotate:study_detail", slug=slug)
+    try:
+        new = study_round_create(study=study, instructions=form.cleaned_data["instructions"], created_by=request.user)
+    except AnnotateError as exc:
+        messages.error(request, exc.message)
+        return redirect("annotate:study_detail", slug=slug)
+    messages.success(request, f"Round {new.round} created with guidelines {new.guideline_version.label}.")
+    return redirect("annotate:study_detail", slug=new.slug)
+
+
+@researcher_required
+@require_http_methods(["GET", "POST"])
+def participant_release(request: HttpRequest, slug: str, participation_id: int) -> HttpResponse:
+    """Releasing asks first: a GET, or a POST without confirm=yes, shows the confirmation page."""
+    study = study_get(slug=slug)
+    p = get_object_or_404(Participation.objects.select_related("annotator"), pk=participation_id, study=study)
+    if not confirmed(request):
+        n = participation_reserved_count(p)
+        return confirm_page(
+            request,
+            title=f"Release the slots of {p.annotator.pid}?",
+            question=f"Release {n} reserved slot{'s' if n != 1 else ''} of {p.annotator.pid} in {study.name}? They return "
+            f"to the pool for other annotators and {p.annotator.pid} is marked returned (their drafts stay "
+            "stored; a late submit is still kept).",
+            action=request.path,
+            confirm_label="Yes, release",
+            back_url=reverse("annotate:study_detail", args=[slug]),
+        )
+    released = participation_release(participation=p)
+    messages.success(request, f"Released {released} reserved slot(s) of {p.annotator.pid}; they return to the pool.")
+    return redirect("annotate:study_detail", slug=slug)
+
+
+@researcher_required
+@require_POST
+def study_test_participant(request: HttpRequest, slug: str) -> HttpResponse:
+    """Start the annotator path as a test participant (``participation_test_start``): this
+    browser's session holds it, as an annotator's holds theirs after the entry link."""
+    from annotate.participation.views import participation_session_set, route
+
+    study = study_get(slug=slug)
+    try:
+        p = participation_test_start(study=study)
+    except AnnotateError as exc:
+        messages.error(request, exc.message)
+        return redirect("annotate:study_detail", slug=slug)
+    participation_session_set(request, p)
+    return redirect(route(p))
+
+
+@researcher_required
+def study_choice_tier(request: HttpRequest, slug: str, tier: str) -> HttpResponse:
+    """The gold or harder tier of a multiple-choice study as goal-step task lines (JSONL)."""
+    study = study_get(slug=slug)
+    if not kind_get(study.kind).has_report(REPORT_CHOICE_TIERS) or tier not in ("gold", "harder"):
+        raise Http404("Tiers exist for multiple-choice studies: gold or harder")
+    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in choice_tier_records(study, tier)]
+    response = HttpResponse("".join(lines), content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-{tier}.jsonl"'
+    return response
+
+
+@researcher_required
+def study_export(request: HttpRequest, slug: str, fmt: str) -> StreamingHttpResponse:
+    if fmt not in ("csv", "jsonl"):
+        raise Http404("Exports are .csv or .jsonl")
+    study = study_get(slug=slug)
+    # Test participants' annotations only when asked for (?include_test=1), marked is_test.
+    rows = annotation_export_rows(study, include_test=request.GET.get("include_test") in ("1", "true", "yes"))
+    if fmt == "csv":
+        response = StreamingHttpResponse(annotation_csv_lines(rows), content_type="text/csv; charset=utf-8")
+    else:
+        response = StreamingHttpResponse(
+            (json.dumps(r, ensure_ascii=False) + "\n" for r in rows), content_type="application/x-ndjson; charset=utf-8"
+        )
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-annotations.{fmt}"'
+    return response

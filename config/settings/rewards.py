@@ -1,0 +1,18 @@
+"""The reward endpoint for RL trainers (POST /api/reward, docs/how2bench.md "Rewards for RL").
+
+* ``REWARD_MAX_BATCH`` (256): completions one request may carry; a larger batch is a 400
+  that names the limit (split it, or raise the setting).
+* ``REWARD_CONCURRENCY`` (64): judge requests of one batch in flight at once. The judge
+  endpoint's own limits (``LLM_MAX_CONCURRENCY``, requests and tokens per minute; shared by
+  every process when they live in Redis, docs/llm.md) bound all callers together."""
+
+from __future__ import annotations
+
+from config.env import env_positive_int
+
+
+def reward_settings() -> dict:
+    return {
+        "REWARD_MAX_BATCH": env_positive_int("REWARD_MAX_BATCH", 256),
+        "REWARD_CONCURRENCY": env_positive_int("REWARD_CONCURRENCY", 64),
+    }

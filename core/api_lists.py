@@ -1,0 +1,51 @@
+"""Lists answered by an ``APIView``: the view declares its filtering and paging as class
+attributes, as a viewset does (``filter_backends``, ``filterset_class``, ``search_fields``,
+``ordering_fields``, ``pagination_class``), so the OpenAPI schema documents the same query
+parameters and the paged shape; ``list_response`` applies them to the selector's rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+
+# An APIView answering a list: the project's default filter backends and pagination unless the
+# view says otherwise (``pagination_class = None``: the whole list). No docstring, so that the
+# schema describes each endpoint by its own view's docstring only.
+class ListView(APIView):
+    filter_backends: list[Any] = list(api_settings.DEFAULT_FILTER_BACKENDS)
+    pagination_class: Any = api_settings.DEFAULT_PAGINATION_CLASS
+    serializer_class: type[serializers.BaseSerializer[Any]]
+
+    def rows(self) -> QuerySet[Any]:
+        """The selector's rows, before the request's filters."""
+        raise NotImplementedError
+
+    def get_queryset(self) -> QuerySet[Any]:
+        """The rows (the filter backends and the schema's filter parameters read them)."""
+        return self.rows()
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
+        """The rows' serializer (the ordering filter reads its fields when ``ordering_fields``
+        is not set)."""
+        return self.serializer_class
+
+    def list_response(self, request: Request) -> Response:
+        """``rows`` filtered by the view's backends (a bad filter value is a 400 naming the
+        parameter), then one page of them serialized, or all of them without pagination."""
+        serializer_class = self.get_serializer_class()
+        rows = self.get_queryset()
+        for backend in self.filter_backends:
+            rows = backend().filter_queryset(request, rows, self)
+        context = {"request": request, "view": self}
+        if self.pagination_class is None:
+            return Response(serializer_class(rows, many=True, context=context).data)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(serializer_class(page, many=True, context=context).data)

@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class ProlificConfig(AppConfig):
+    name = "prolific"
+    verbose_name = "Prolific: publish studies, sync submissions, review and pay participants"
+
+    def ready(self) -> None:
+        # The Prolific panel on annotate's study page, without annotate importing prolific.
+        from annotate.panels import study_panel_register
+        from prolific.views import study_panel
+
+        study_panel_register(study_panel)

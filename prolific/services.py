@@ -1,0 +1,703 @@
+"""The Prolific workflows: save a token, publish a study (draft, then PUBLISH), sync its
+submissions (releasing the slots of those who left), review (approve the completed, the
+screened out by the researcher's policy), and pay bonuses by a rule after a preview.
+
+Requests to Prolific are never made inside a database transaction: each exchange is logged on
+the study as it happens (``ProlificRequest``), and what must happen once (a review, a payment)
+is claimed by a conditional update first, so a retry or a second click finds it taken."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from annotate.links import default_base_url, prolific_entry_url
+from annotate.models import Annotation, ItemRole, Participation, ParticipationState, Study, StudyItem
+from annotate.participation.selectors import study_terms
+from annotate.studies.services import participation_release, study_update
+from core.secret_masking import secret_register
+from prolific import constants as C
+from prolific.client import Exchange, ProlificClient, ProlificError
+from prolific.crypto import TokenUnreadable, token_decrypt, token_encrypt
+from prolific.models import (
+    BonusState,
+    ProlificBonusBatch,
+    ProlificCredential,
+    ProlificRequest,
+    ProlificStudyLink,
+    ProlificSubmission,
+)
+
+
+class ProlificInvalid(Exception):
+    """A value the product refuses; ``field`` names it (a 400)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class ProlificConflict(Exception):
+    """The study is not in a state for this (not published, already paid, ...): a 409."""
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+def prolific_token_save(*, user: Any, token: Any) -> ProlificCredential:
+    """Save (or replace) ``user``'s token, encrypted; only its last four characters are kept
+    in the clear, to say which token is saved."""
+    if not isinstance(token, str):
+        raise ProlificInvalid("token", "must be text")
+    token = token.strip()
+    if not token:
+        raise ProlificInvalid("token", "paste the API token created in Prolific's settings")
+    if len(token) > C.TOKEN_MAX_LENGTH or any(ch.isspace() or ord(ch) < 33 or ord(ch) > 126 for ch in token):
+        raise ProlificInvalid(
+            "token", f"a Prolific token is at most {C.TOKEN_MAX_LENGTH} printable characters without spaces"
+        )
+    secret_register(token)  # masked by value in every log line and error report from now on
+    credential, _ = ProlificCredential.objects.update_or_create(
+        user=user, defaults={"token_encrypted": token_encrypt(token), "last4": token[-4:], "saved_at": timezone.now()}
+    )
+    return credential
+
+
+def prolific_token_clear(*, user: Any) -> bool:
+    deleted, _ = ProlificCredential.objects.filter(user=user).delete()
+    return bool(deleted)
+
+
+def prolific_token_for(user: Any) -> str:
+    """The token a request on ``user``'s behalf uses: theirs, else PROLIFIC_API_TOKEN."""
+    credential = ProlificCredential.objects.filter(user=user).first() if user is not None and user.pk else None
+    if credential is not None:
+        try:
+            token = token_decrypt(credential.token_encrypted)
+        except TokenUnreadable as exc:
+            raise ProlificError("token_unreadable", str(exc)) from None
+        secret_register(token)
+        return token
+    if settings.PROLIFIC_API_TOKEN:
+        return settings.PROLIFIC_API_TOKEN
+    raise ProlificError("no_token", "No Prolific API token is saved.")
+
+
+def _client(study: Study, user: Any) -> ProlificClient:
+    def log(exchange: Exchange) -> None:
+        ProlificRequest.objects.create(
+            study=study,
+            method=exchange.method,
+            path=exchange.path,
+            attempt=exchange.attempt,
+            status_code=exchange.status_code,
+            request_excerpt=exchange.request_excerpt,
+            response_excerpt=exchange.response_excerpt,
+            error=exchange.error,
+            seconds=exchange.seconds,
+        )
+
+    return ProlificClient(
+        token=prolific_token_for(user),
+        base_url=settings.PROLIFIC_API_URL,
+        timeout=settings.PROLIFIC_TIMEOUT_SECONDS,
+        max_attempts=settings.PROLIFIC_MAX_ATTEMPTS,
+        retry_base=settings.PROLIFIC_RETRY_BASE_SECONDS,
+        retry_max=settings.PROLIFIC_RETRY_MAX_SECONDS,
+        on_exchange=log,
+    )
+
+
+def _note_error(link: ProlificStudyLink | None, exc: ProlificError) -> None:
+    if link is not None and link.pk:
+        ProlificStudyLink.objects.filter(pk=link.pk).update(last_error=str(exc)[:1000])
+
+
+def _clear_error(link: ProlificStudyLink) -> None:
+    if link.last_error:
+        ProlificStudyLink.objects.filter(pk=link.pk).update(last_error="")
+        link.last_error = ""
+
+
+# --------------------------------------------------------------------------- publishing
+
+
+@dataclass
+class Draft:
+    """The numbers of a Prolific draft for a study, and the body sent to Prolific."""
+
+    main_items: int
+    k: int
+    items_per_annotator: int
+    places: int
+    estimated_minutes: int
+    reward_cents: int
+    external_study_url: str
+    body: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def reward(self) -> str:
+        return f"{self.reward_cents / 100:.2f}"
+
+
+def prolific_draft(*, study: Study, base_url: str | None = None) -> Draft:
+    """What publishing would send. The estimated time and the reward are the study's terms
+    (``annotate.participation.selectors.study_terms``), the very numbers the consent page states: N items (main
+    items and the attention checks a participant may meet) and the qualification items at the
+    longer of the minimum seconds and the kind's typical time, plus the training examples; the
+    reward = payment per item × N. Places = ceil(main items × k ÷ main items per annotator),
+    where main items per annotator is the fewest a participant is given in full
+    (N − the most checks among them), so the places are enough to reach k. The entry URL carries
+    Prolific's placeholders. Refuses (naming the setting) a study that has no main items or no
+    payment per item."""
+    main_items = StudyItem.objects.filter(study=study, role=ItemRole.MAIN).count()
+    if main_items == 0:
+        raise ProlificInvalid("items", "the study has no main items to annotate")
+    if study.payment_per_item is None or study.payment_per_item <= 0:
+        raise ProlificInvalid(
+            "payment_per_item", "set a payment per item in the study's settings first (it gives the reward)"
+        )
+    terms = study_terms(study)
+    k = study.annotators_per_item
+    per_annotator = max(1, min(terms["n_items"] - terms["n_checks"], main_items))
+    places = math.ceil(main_items * k / per_annotator)
+    minutes = terms["expected_minutes"]
+    reward_cents = terms["pay_cents"]
+    base = (base_url or settings.PROLIFIC_SITE_URL or default_base_url()).rstrip("/")
+    url = prolific_entry_url(base, study.slug)
+    warnings = []
+    if "://127.0.0.1" in base or "://localhost" in base:
+        warnings.append(
+            f"The study URL points at {base}, which participants cannot reach: set PROLIFIC_SITE_URL "
+            "or open this page at the server's public address."
+        )
+    body = {
+        "name": study.name[:120],
+        "internal_name": f"{study.slug} (round {study.round})"[:120],
+        "description": (
+            f"Read short how-to procedures and judge them ({terms['n_items']} item{'s' if terms['n_items'] != 1 else ''}, "
+            f"at least {study.min_seconds} seconds each). You will read the guidelines first"
+            f"{', practise on examples' if study.training_enabled else ''}"
+            f"{' and pass a short qualification test' if study.qualification_enabled else ''}."
+        ),
+        "external_study_url": url,
+        "prolific_id_option": "url_parameters",
+        "completion_codes": [
+            {
+                "code": study.completion_code,
+                "code_type": C.CODE_COMPLETED,
+                "actions": [{"action": C.ACTION_MANUALLY_REVIEW}],
+            },
+            {
+                "code": study.screened_out_code,
+                "code_type": C.CODE_SCREENED_OUT,
+                "actions": [{"action": C.ACTION_MANUALLY_REVIEW}],
+            },
+        ],
+        "total_available_places": places,
+        "estimated_completion_time": minutes,
+        "reward": reward_cents,
+        "device_compatibility": ["desktop"],
+    }
+    return Draft(main_items, k, per_annotator, places, minutes, reward_cents, url, body, warnings)
+
+
+def _link_required(study: Study) -> ProlificStudyLink:
+    link = ProlificStudyLink.objects.filter(study=study).exclude(prolific_id="").first()
+    if link is None:
+        raise ProlificConflict("This study has no Prolific draft yet: publish it first.")
+    return link
+
+
+def prolific_study_publish(
+    *, study: Study, user: Any, base_url: str | None = None, relink: bool = False
+) -> ProlificStudyLink:
+    """Create the Prolific draft of ``study`` (not yet published: ``prolific_study_publish_now``
+    does that on request) and link it: the study's Prolific id is set, so the entry checks
+    STUDY_ID. A study already linked is refused unless ``relink`` (its draft is gone on
+    Prolific); two concurrent publishes create one draft."""
+    draft = prolific_draft(study=study, base_url=base_url)
+    existing = ProlificStudyLink.objects.filter(study=study).first()
+    if existing is not None:
+        if existing.prolific_id and not relink:
+            raise ProlificConflict(f"This study is already linked to Prolific study {existing.prolific_id}.")
+        in_flight = not existing.prolific_id and existing.created_at > timezone.now() - timedelta(
+            seconds=C.CLAIM_STALE_SECONDS
+        )
+        if in_flight:
+            raise ProlificConflict("A draft for this study is being created right now.")
+        if existing.bonus_batches.filter(state__in=[BonusState.PAID, BonusState.UNCERTAIN, BonusState.PAYING]).exists():
+            raise ProlificConflict("This study's Prolific link has bonus payments on record; it cannot be relinked.")
+        existing.delete()
+    try:
+        with transaction.atomic():
+            link = ProlificStudyLink.objects.create(
+                study=study,
+                name=draft.body["name"],
+                external_study_url=draft.external_study_url,
+                places=draft.places,
+                reward_cents=draft.reward_cents,
+                estimated_minutes=draft.estimated_minutes,
+                items_per_annotator=draft.items_per_annotator,
+                created_by=user if user is not None and user.pk else None,
+            )
+    except IntegrityError:
+        raise ProlificConflict("A draft for this study is being created right now.") from None
+    try:
+        answer = _client(study, user).study_create(draft.body)
+        prolific_id = answer.get("id")
+        if not isinstance(prolific_id, str) or not prolific_id:
+            raise ProlificError("malformed", "Prolific's new study has no id.")
+    except ProlificError:
+        link.delete()
+        raise
+    link.prolific_id = prolific_id[:100]
+    link.status = str(answer.get("status") or C.STUDY_UNPUBLISHED)[:40]
+    link.save(update_fields=["prolific_id", "status"])
+    study_update(study=study, prolific_study_id=link.prolific_id)
+    return link
+
+
+def prolific_study_publish_now(*, study: Study, user: Any) -> ProlificStudyLink:
+    """The PUBLISH transition of the linked draft: participants can start. Sent once: the
+    link is claimed first (``published_at`` set, status ``PUBLISHING``) by a conditional update,
+    so a second click while the first one's request is in flight is refused; a failure gives the
+    claim back. A claim left by a process that died mid-request is taken over after
+    CLAIM_STALE_SECONDS when Prolific (or the link) still says the study is not published."""
+    link = _link_required(study)
+    user = user if user is not None else link.created_by
+    now = timezone.now()
+    stale = now - timedelta(seconds=C.CLAIM_STALE_SECONDS)
+    claimable = Q(published_at__isnull=True) | Q(
+        status__in=[C.STUDY_PUBLISHING, C.STUDY_UNPUBLISHED], published_at__lt=stale
+    )
+    claimed = ProlificStudyLink.objects.filter(claimable, pk=link.pk).update(
+        published_at=now, status=C.STUDY_PUBLISHING
+    )
+    if not claimed:
+        link.refresh_from_db()
+        if link.status == C.STUDY_PUBLISHING:
+            raise ProlificConflict("This study is being published on Prolific right now.")
+        raise ProlificConflict(
+            f"This study was already published on Prolific ({link.published_at:%Y-%m-%d %H:%M} UTC)."
+        )
+    previous_status = link.status
+    try:
+        answer = _client(study, user).study_transition(link.prolific_id, "PUBLISH")
+    except ProlificError as exc:
+        ProlificStudyLink.objects.filter(pk=link.pk, published_at=now).update(published_at=None, status=previous_status)
+        link.refresh_from_db()
+        _note_error(link, exc)
+        raise
+    link.published_at = now
+    link.status = str(answer.get("status") or C.STUDY_ACTIVE)[:40]
+    link.last_error = ""
+    link.save(update_fields=["published_at", "status", "last_error"])
+    return link
+
+
+# --------------------------------------------------------------------------- sync
+
+
+@dataclass
+class SyncResult:
+    seen: int = 0
+    new: int = 0
+    changed: int = 0
+    released_participants: int = 0
+    released_slots: int = 0
+    skipped_malformed: int = 0
+    study_status: str = ""
+
+
+def _text(value: Any, limit: int = 100) -> str | None:
+    if not isinstance(value, str) or not value or len(value) > limit:
+        return None
+    return value
+
+
+def prolific_submissions_sync(*, study: Study, user: Any = None) -> SyncResult:
+    """Read the study's status and every submission from Prolific, store each one's status
+    beside the product's participant, and release the reserved slots of participants who
+    returned the study or timed out. ``user`` is whose token to use (the link's creator when
+    None, as the scheduler does)."""
+    link = _link_required(study)
+    user = user if user is not None else link.created_by
+    result = SyncResult()
+    try:
+        client = _client(study, user)
+        remote = client.study_get(link.prolific_id)
+        rows = client.study_submissions(link.prolific_id, max_pages=C.SUBMISSION_PAGES_MAX)
+    except ProlificError as exc:
+        _note_error(link, exc)
+        raise
+    result.study_status = str(remote.get("status") or link.status)[:40]
+    known = {s.submission_id: s for s in link.submissions.all()}
+    participations = {p.annotator.pid: p for p in Participation.objects.filter(study=study).select_related("annotator")}
+    for row in rows:
+        submission_id = _text(row.get("id"))
+        participant_id = _text(row.get("participant_id") or row.get("participant"))
+        status = _text(row.get("status"), 40)
+        if submission_id is None or participant_id is None or status is None:
+            result.skipped_malformed += 1
+            continue
+        result.seen += 1
+        participation = participations.get(participant_id)
+        sub = known.get(submission_id)
+        if sub is None:
+            sub, created = ProlificSubmission.objects.get_or_create(
+                link=link,
+                submission_id=submission_id,
+                defaults={
+                    "participant_id": participant_id,
+                    "status": status,
+                    "participation": participation,
+                    "started_at": _text(row.get("started_at"), 40) or "",
+                },
+            )
+            result.new += int(created)
+        elif sub.status != status or (participation is not None and sub.participation_id != participation.pk):
+            result.changed += int(sub.status != status)
+            sub.status = status
+            sub.participation = participation or sub.participation
+            sub.save(update_fields=["status", "participation", "updated_at"])
+        if status in C.DECIDED_STATUSES and not sub.reviewed_action:
+            ProlificSubmission.objects.filter(pk=sub.pk, reviewed_action="").update(
+                reviewed_action=C.REVIEW_ON_PROLIFIC,
+                reviewed_at=timezone.now(),
+                review_note=f"{status} on Prolific"[:300],
+            )
+        if status in C.LEFT_STATUSES and participation is not None:
+            participation.refresh_from_db(fields=["state"])
+            if participation.state not in (
+                ParticipationState.COMPLETED,
+                ParticipationState.SCREENED_OUT,
+                ParticipationState.RETURNED,
+            ):
+                how = "timed out" if status == C.TIMED_OUT else "returned"
+                released = participation_release(
+                    participation=participation, reason=f"{how} on Prolific; slots released by the Prolific sync"
+                )
+                ProlificSubmission.objects.filter(pk=sub.pk).update(slots_released=sub.slots_released + released)
+                result.released_participants += 1
+                result.released_slots += released
+    link.status = result.study_status
+    link.last_synced_at = timezone.now()
+    link.last_error = ""
+    link.save(update_fields=["status", "last_synced_at", "last_error"])
+    return result
+
+
+# --------------------------------------------------------------------------- review
+
+
+@dataclass
+class ReviewResult:
+    approved: int = 0
+    rejected: int = 0
+    screened_out_approved: int = 0
+    not_rejectable: int = 0
+    waiting: int = 0  # awaiting review on Prolific but not finished in the product
+    already_reviewed: int = 0
+
+
+def participation_rejectable(p: Participation) -> bool:
+    """Prolific allows rejecting a participant who failed attention checks, not one screened
+    out by the qualification test (they did what was asked)."""
+    return p.state == ParticipationState.SCREENED_OUT and "attention" in (p.state_reason or "")
+
+
+def _claim(submission_ids: list[int]) -> list[int]:
+    """Claim submissions for review: only rows no one reviewed and no live request claimed."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=C.CLAIM_STALE_SECONDS)
+    claimed = []
+    for pk in submission_ids:
+        n = ProlificSubmission.objects.filter(
+            Q(review_claimed_at__isnull=True) | Q(review_claimed_at__lt=stale),
+            pk=pk,
+            reviewed_action="",
+        ).update(review_claimed_at=now)
+        if n:
+            claimed.append(pk)
+    return claimed
+
+
+def _unclaim(pks: list[int]) -> None:
+    ProlificSubmission.objects.filter(pk__in=pks, reviewed_action="").update(review_claimed_at=None)
+
+
+def prolific_review(
+    *, study: Study, user: Any, policy: Any = C.POLICY_APPROVE, message: Any = None, sync: bool = True
+) -> ReviewResult:
+    """Approve, in bulk, every submission awaiting review whose participant completed the
+    study; screened-out participants by ``policy``: approved (the default), or rejected with
+    ``message`` (at least 100 characters) where Prolific allows it (failed attention checks;
+    those screened out by the qualification are approved either way). A submission is
+    reviewed once: each is claimed before the request, so a retry or a concurrent click finds
+    nothing left to do. Submissions whose participant has not finished in the product wait."""
+    if policy not in C.POLICIES:
+        raise ProlificInvalid("policy", f"choose one of {', '.join(C.POLICIES)}")
+    if policy == C.POLICY_REJECT:
+        message = C.DEFAULT_REJECT_MESSAGE if message in (None, "") else message
+        if not isinstance(message, str):
+            raise ProlificInvalid("message", "must be text")
+        message = message.strip()
+        if not (C.REJECT_MESSAGE_MIN_LENGTH <= len(message) <= C.REJECT_MESSAGE_MAX_LENGTH):
+            raise ProlificInvalid(
+                "message",
+                f"Prolific needs a rejection message of {C.REJECT_MESSAGE_MIN_LENGTH} to "
+                f"{C.REJECT_MESSAGE_MAX_LENGTH} characters (got {len(message)})",
+            )
+    link = _link_required(study)
+    user = user if user is not None else link.created_by
+    if sync:
+        prolific_submissions_sync(study=study, user=user)
+    result = ReviewResult()
+    approve: list[ProlificSubmission] = []
+    reject: list[ProlificSubmission] = []
+    awaiting = link.submissions.filter(status=C.AWAITING_REVIEW).select_related("participation")
+    for sub in awaiting:
+        if sub.reviewed_action:
+            result.already_reviewed += 1
+            continue
+        p = sub.participation
+        if p is None or p.state not in (ParticipationState.COMPLETED, ParticipationState.SCREENED_OUT):
+            result.waiting += 1
+            continue
+        if p.state == ParticipationState.SCREENED_OUT and policy == C.POLICY_REJECT and participation_rejectable(p):
+            reject.append(sub)
+        else:
+            approve.append(sub)
+    by_pk = {s.pk: s for s in approve + reject}
+    claimed = set(_claim(list(by_pk)))
+    result.already_reviewed += len(by_pk) - len(claimed)
+    approve = [s for s in approve if s.pk in claimed]
+    reject = [s for s in reject if s.pk in claimed]
+    client = _client(study, user)
+    if approve:
+        try:
+            client.submissions_bulk_approve(link.prolific_id, [s.submission_id for s in approve])
+        except ProlificError as exc:
+            _unclaim([s.pk for s in approve + reject])
+            _note_error(link, exc)
+            raise
+        now = timezone.now()
+        for s in approve:
+            # Every submission to approve has a participation here (checked when sorted above).
+            screened = s.participation is not None and s.participation.state == ParticipationState.SCREENED_OUT
+            note = "screened out; approved by policy" if screened else "completed"
+            if screened and policy == C.POLICY_REJECT:
+                note = "screened out by the qualification: Prolific does not allow rejecting it, so approved"
+                result.not_rejectable += 1
+            ProlificSubmission.objects.filter(pk=s.pk).update(
+                reviewed_action=C.REVIEW_APPROVE, reviewed_at=now, status=C.APPROVED, review_note=note
+            )
+            result.screened_out_approved += int(screened)
+            result.approved += 1
+    for i, s in enumerate(reject):
+        try:
+            client.submission_transition(
+                s.submission_id,
+                {"action": "REJECT", "message": message, "rejection_category": C.REJECTION_CATEGORY_FAILED_CHECK},
+            )
+        except ProlificError as exc:
+            _unclaim([r.pk for r in reject[i:]])
+            _note_error(link, exc)
+            raise
+        ProlificSubmission.objects.filter(pk=s.pk).update(
+            reviewed_action=C.REVIEW_REJECT,
+            reviewed_at=timezone.now(),
+            status=C.REJECTED,
+            review_note="screened out for failed attention checks; rejected by policy",
+        )
+        result.rejected += 1
+    _clear_error(link)
+    return result
+
+
+# --------------------------------------------------------------------------- bonuses
+
+
+def _money(value: Any, field_name: str) -> Decimal:
+    problem = ProlificInvalid(field_name, "an amount such as 0.10 (at most two decimals)")
+    if isinstance(value, bool) or not isinstance(value, (str, int, Decimal)) or len(str(value)) > 20:
+        raise problem
+    try:
+        amount = Decimal(str(value).strip())
+        if not amount.is_finite() or amount != amount.quantize(Decimal("0.01")):
+            raise problem
+    except (InvalidOperation, ValueError, ArithmeticError):
+        raise problem from None
+    if not (Decimal("0.01") <= amount <= Decimal(C.BONUS_MAX_PER_PARTICIPANT)):
+        raise ProlificInvalid(field_name, f"between 0.01 and {C.BONUS_MAX_PER_PARTICIPANT}")
+    return amount
+
+
+def _count(value: Any, field_name: str, maximum: int = 1_000_000) -> int:
+    if isinstance(value, bool):
+        raise ProlificInvalid(field_name, "a whole number")
+    try:
+        number = int(str(value).strip()) if isinstance(value, (str, int)) and len(str(value)) <= 9 else None
+    except ValueError:
+        number = None
+    if number is None or not (0 <= number <= maximum):
+        raise ProlificInvalid(field_name, f"a whole number from 0 to {maximum}")
+    return number
+
+
+def prolific_bonus_preview(*, study: Study, user: Any, per_item: Any, quota: Any = 0) -> ProlificBonusBatch:
+    """A bonus batch by the rule "``per_item`` for every main item annotated beyond ``quota``"
+    for each participant who completed the study and has no paid bonus yet: who gets how
+    much and the total, stored, not paid. A preview that pays no one is returned unsaved (its
+    ``pk`` None): there is nothing to pay, and repeated previews leave no empty batches behind."""
+    amount = _money(per_item, "per_item")
+    quota_n = _count(quota, "quota")
+    link = _link_required(study)
+    rows = []
+    subs = (
+        link.submissions.filter(participation__state=ParticipationState.COMPLETED, bonus_paid_cents=0)
+        .exclude(status__in=[C.RETURNED, C.TIMED_OUT, C.REJECTED])
+        .select_related("participation")
+    )
+    for s in subs:
+        items = Annotation.objects.filter(participation=s.participation, source=ItemRole.MAIN, excluded=False).count()
+        beyond = max(0, items - quota_n)
+        cents = int(min(amount * beyond, Decimal(C.BONUS_MAX_PER_PARTICIPANT)) * 100)
+        if cents > 0:
+            rows.append(
+                {
+                    "participant_id": s.participant_id,
+                    "submission_id": s.submission_id,
+                    "items": items,
+                    "amount_cents": cents,
+                }
+            )
+    batch = ProlificBonusBatch(
+        link=link,
+        rule={"per_item": str(amount), "quota": quota_n},
+        rows=rows,
+        n_participants=len(rows),
+        total_cents=sum(r["amount_cents"] for r in rows),
+        created_by=user if user is not None and user.pk else None,
+    )
+    if rows:
+        batch.save()
+    return batch
+
+
+def prolific_bonus_pay(*, batch: ProlificBonusBatch, user: Any) -> ProlificBonusBatch:
+    """Pay a previewed batch once: it is claimed first (a second click or a retry is refused),
+    set up on Prolific, then paid. A failure before Prolific took the payment leaves the batch
+    payable again; a payment request without a clear answer marks it uncertain (check Prolific
+    before paying again), since Prolific's pay endpoint is not idempotent."""
+    now = timezone.now()
+    claimed = ProlificBonusBatch.objects.filter(pk=batch.pk, state=BonusState.PREVIEW).update(
+        state=BonusState.PAYING, claimed_at=now
+    )
+    batch.refresh_from_db()
+    if not claimed:
+        raise ProlificConflict(f"This bonus batch cannot be paid: it is {batch.get_state_display().lower()}.")
+    link = batch.link
+    study = link.study
+    user = user if user is not None else link.created_by
+    if not batch.rows:
+        ProlificBonusBatch.objects.filter(pk=batch.pk).update(state=BonusState.PREVIEW)
+        raise ProlificConflict("This bonus batch pays no one (no participant is beyond the quota).")
+    ids = [r["submission_id"] for r in batch.rows]
+    already = link.submissions.filter(submission_id__in=ids, bonus_paid_cents__gt=0).count()
+    if already or link.bonus_batches.filter(state=BonusState.UNCERTAIN).exists():
+        ProlificBonusBatch.objects.filter(pk=batch.pk).update(
+            state=BonusState.FAILED,
+            error=(
+                f"{already} of these participants were paid a bonus since this preview"
+                if already
+                else "another batch's payment is uncertain: check Prolific first"
+            )
+            + "; preview again.",
+        )
+        raise ProlificConflict(
+            "Some of these participants were paid a bonus already (or a payment is uncertain): "
+            "preview the bonuses again."
+        )
+    csv_bonuses = "".join(f"{r['participant_id']},{Decimal(r['amount_cents']) / 100:.2f}\n" for r in batch.rows)
+    try:
+        client = _client(study, user)
+        setup = client.bonus_setup(link.prolific_id, csv_bonuses)
+    except ProlificError as exc:
+        ProlificBonusBatch.objects.filter(pk=batch.pk).update(state=BonusState.PREVIEW, error=str(exc)[:1000])
+        _note_error(link, exc)
+        raise
+    bonus_id = setup.get("id")
+    if not isinstance(bonus_id, str) or not bonus_id or len(bonus_id) > 100:
+        malformed = ProlificError("malformed", "Prolific's bonus payment has no usable id; nothing was paid.")
+        ProlificBonusBatch.objects.filter(pk=batch.pk).update(state=BonusState.PREVIEW, error=str(malformed)[:1000])
+        _note_error(link, malformed)
+        raise malformed
+    total = setup.get("total_amount")
+    ProlificBonusBatch.objects.filter(pk=batch.pk).update(
+        prolific_bonus_id=bonus_id,
+        prolific_total_cents=int(total) if isinstance(total, (int, float)) and math.isfinite(total) else None,
+    )
+    try:
+        client.bonus_pay(bonus_id)
+    except ProlificError as exc:
+        uncertain = exc.kind in ("unavailable", "malformed")
+        ProlificBonusBatch.objects.filter(pk=batch.pk).update(
+            state=BonusState.UNCERTAIN if uncertain else BonusState.PREVIEW, error=str(exc)[:1000]
+        )
+        _note_error(link, exc)
+        raise
+    with transaction.atomic():
+        ProlificBonusBatch.objects.filter(pk=batch.pk).update(state=BonusState.PAID, paid_at=timezone.now(), error="")
+        for r in batch.rows:
+            ProlificSubmission.objects.filter(link=link, submission_id=r["submission_id"]).update(
+                bonus_paid_cents=r["amount_cents"]
+            )
+    _clear_error(link)
+    batch.refresh_from_db()
+    return batch
+
+
+def prolific_bonus_resolve(*, batch: ProlificBonusBatch, paid: bool) -> ProlificBonusBatch:
+    """Settle an uncertain payment after the researcher checked Prolific's bonus page: paid
+    (its participants count as paid) or not paid (the batch stays unpaid; preview again)."""
+    with transaction.atomic():
+        locked = ProlificBonusBatch.objects.select_for_update().get(pk=batch.pk)
+        if locked.state != BonusState.UNCERTAIN:
+            raise ProlificConflict(
+                f"Only an uncertain payment can be settled; this batch is {locked.get_state_display().lower()}."
+            )
+        if paid:
+            locked.state, locked.paid_at, locked.error = BonusState.PAID, timezone.now(), ""
+            for r in locked.rows:
+                ProlificSubmission.objects.filter(link=locked.link, submission_id=r["submission_id"]).update(
+                    bonus_paid_cents=r["amount_cents"]
+                )
+        else:
+            locked.state, locked.error = BonusState.FAILED, "not paid, as checked on Prolific; preview again"
+        locked.save(update_fields=["state", "paid_at", "error"])
+    return locked
+
+
+# --------------------------------------------------------------------------- the scheduler
+
+
+def prolific_links_to_sync() -> list[int]:
+    """Ids of studies linked to a published Prolific study that is not over."""
+    return list(
+        ProlificStudyLink.objects.exclude(prolific_id="")
+        .filter(published_at__isnull=False)
+        .exclude(status=C.STUDY_COMPLETED)
+        .values_list("study_id", flat=True)
+    )

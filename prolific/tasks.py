@@ -1,0 +1,44 @@
+"""Celery tasks of the Prolific integration: the scheduler's sync of every linked, active
+study (celery beat, every PROLIFIC_SYNC_SECONDS), one task per study."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(name="prolific.sync_all")
+def prolific_sync_all_task() -> int:
+    """Queue a sync of every study linked to a published Prolific study that is not over."""
+    from prolific.services import prolific_links_to_sync
+
+    study_ids = prolific_links_to_sync()
+    for study_id in study_ids:
+        prolific_sync_study_task.delay(study_id)
+    return len(study_ids)
+
+
+@shared_task(name="prolific.sync_study")
+def prolific_sync_study_task(study_id: int) -> str:
+    """Sync one study with the token of whoever linked it. Returns early when the study or its
+    link is gone; a failure is stored on the link (shown on the study page), not retried here:
+    the next scheduled sync tries again."""
+    from annotate.models import Study
+    from prolific.client import ProlificError
+    from prolific.models import ProlificStudyLink
+    from prolific.services import prolific_submissions_sync
+
+    study = Study.objects.filter(pk=study_id).first()
+    if study is None:
+        return "gone"
+    if not ProlificStudyLink.objects.filter(study=study).exclude(prolific_id="").exists():
+        return "not linked"
+    try:
+        result = prolific_submissions_sync(study=study)
+    except ProlificError as exc:
+        logger.warning("Prolific sync of study %s failed: %s", study.slug, exc)
+        return f"failed: {exc.kind}"
+    return f"synced {result.seen} submissions, released {result.released_slots} slots"
