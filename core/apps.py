@@ -1,6 +1,7 @@
 from django.apps import AppConfig
+from django.conf import settings
 from django.core.signals import setting_changed
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_migrate, pre_save
 
 
 class CoreConfig(AppConfig):
@@ -12,6 +13,7 @@ class CoreConfig(AppConfig):
 
         post_migrate.connect(_ensure_roles, sender=self, dispatch_uid="core.roles_ensure")
         setting_changed.connect(_forget_known_secrets, dispatch_uid="core.known_secrets")
+        pre_save.connect(_revoke_tokens_on_new_password, sender=settings.AUTH_USER_MODEL, dispatch_uid="core.tokens")
         self._roles_ensure = roles_ensure
 
 
@@ -26,3 +28,15 @@ def _forget_known_secrets(**kwargs) -> None:
     from core.error_reports import known_secrets
 
     known_secrets.cache_clear()
+
+
+def _revoke_tokens_on_new_password(sender, instance, raw=False, update_fields=None, **kwargs) -> None:
+    """A changed password (admin form, ``changepassword``, any save) revokes the user's API
+    tokens, as it ends their other sessions: whoever held the old password may have made one."""
+    if raw or instance.pk is None or (update_fields is not None and "password" not in update_fields):
+        return
+    from core.services import api_tokens_revoke_all
+
+    stored = sender._default_manager.filter(pk=instance.pk).values_list("password", flat=True).first()
+    if stored is not None and stored != instance.password:
+        api_tokens_revoke_all(user=instance)

@@ -101,6 +101,12 @@ def api_token_revoke(*, user, token_id: int) -> bool:
     return deleted > 0
 
 
+def api_tokens_revoke_all(*, user) -> int:
+    """Revoke every token of ``user`` (its password changed). Returns how many there were."""
+    deleted, _ = ApiToken.objects.filter(user=user).delete()
+    return deleted
+
+
 def api_token_mark_used(*, token: ApiToken, every_seconds: int = 300) -> None:
     """Record when a token was last used, at most once per ``every_seconds`` (not a write
     per request)."""

@@ -191,6 +191,28 @@ def test_tokens_expire_after_api_token_days(researcher, settings):
     assert timedelta(days=7) - timedelta(minutes=1) < token.expires_at - token.created_at <= timedelta(days=7)
 
 
+def test_a_changed_password_revokes_the_users_tokens_but_no_one_elses(researcher, admin_user, demo):
+    mine, theirs = api_token_create(user=researcher), api_token_create(user=admin_user)
+    researcher.last_login = timezone.now()
+    researcher.save(update_fields=["last_login"])  # a login touches the user: the tokens stay
+    researcher.first_name = "Rita"
+    researcher.save()  # so does any save that keeps the password
+    assert Client().get("/api/procedures/", HTTP_AUTHORIZATION=f"Token {mine.secret}").status_code == 200
+    researcher.set_password("a-new-Password-2")
+    researcher.save()
+    assert Client().get("/api/procedures/", HTTP_AUTHORIZATION=f"Token {mine.secret}").status_code == 401
+    assert not ApiToken.objects.filter(user=researcher).exists()
+    assert Client().get("/api/procedures/", HTTP_AUTHORIZATION=f"Token {theirs.secret}").status_code == 200
+
+
+def test_the_admins_password_form_revokes_the_users_tokens(admin_client_, researcher):
+    created = api_token_create(user=researcher)
+    url = reverse("admin:auth_user_password_change", args=[researcher.pk])
+    response = admin_client_.post(url, {"password1": "b-Fresh-Password-3", "password2": "b-Fresh-Password-3"})
+    assert response.status_code == 302
+    assert not ApiToken.objects.filter(pk=created.token.pk).exists()
+
+
 def test_the_token_of_a_deactivated_user_is_refused(researcher, demo):
     created = api_token_create(user=researcher)
     researcher.is_active = False
