@@ -3,6 +3,8 @@
 * A parameter (query string or form field, its name or its value) with a NUL character is
   answered 400 naming the parameter: no database takes NUL in text (PostgreSQL refuses it),
   and no legitimate form or link sends one.
+* A multipart body over ``UPLOAD_MAX_BYTES`` is answered 400 naming the upload, before any
+  more of it is stored (core/upload_cap.py).
 * A path integer beyond the 64-bit range of the database's keys is answered 404 ("no such
   object") instead of an overflow inside the ORM.
 
@@ -24,6 +26,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from core.app_errors import AppError
 from core.errors import app_error_response, bad_request_response
 from core.strict_json import INT64_MAX
+from core.upload_cap import UploadTooLarge
 
 
 def _nul_field(request: HttpRequest) -> str | None:
@@ -64,7 +67,10 @@ class HostileRequestMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        field = _nul_field(request)
+        try:
+            field = _nul_field(request)
+        except UploadTooLarge as exc:
+            return bad_request(request, exc.field, str(exc))
         if field is not None:
             return bad_request(request, field, "must not contain a NUL character")
         return self.get_response(request)

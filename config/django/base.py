@@ -173,6 +173,12 @@ globals().update(reward_settings())
 globals().update(mining_settings())
 globals().update(accounts_settings())
 globals().update(upload_settings())
+# The upload cap first: it refuses a body over UPLOAD_MAX_BYTES while it arrives (core/upload_cap.py).
+FILE_UPLOAD_HANDLERS = [
+    "core.upload_cap.CappedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 # Every handler masks secrets (URL credentials, known secret values) in each line and
 # traceback (core/log_filters.py). Django's own handlers are replaced, so its records

@@ -13,8 +13,9 @@ a temporary file); ``MAX_JSON_DEPTH`` how deeply a JSON value may nest. Error me
 the setting, so whoever meets one knows which variable to raise.
 
 Also here: the size above which a web upload is imported by a Celery worker rather than in
-the request (``UPLOAD_BACKGROUND_MIN_BYTES``), and the largest YAML run configuration
-(``RUN_CONFIG_MAX_BYTES``)."""
+the request (``UPLOAD_BACKGROUND_MIN_BYTES``), the largest YAML run configuration
+(``RUN_CONFIG_MAX_BYTES``), and the largest request body with files (``UPLOAD_MAX_BYTES``,
+core/upload_cap.py: the compressed upload itself, refused while it arrives)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ LIMIT_DEFAULTS: dict[str, dict[str, int]] = {
 }
 UPLOAD_BACKGROUND_MIN_BYTES_DEFAULT = 5 * MIB
 RUN_CONFIG_MAX_BYTES_DEFAULT = 256 * 1024
+UPLOAD_MAX_BYTES_DEFAULT = 4 * GIB
 
 
 def upload_settings() -> dict:
@@ -55,4 +57,5 @@ def upload_settings() -> dict:
         "UPLOAD_BACKGROUND_MIN_BYTES", UPLOAD_BACKGROUND_MIN_BYTES_DEFAULT
     )
     settings["RUN_CONFIG_MAX_BYTES"] = env_positive_int("RUN_CONFIG_MAX_BYTES", RUN_CONFIG_MAX_BYTES_DEFAULT)
+    settings["UPLOAD_MAX_BYTES"] = env_positive_int("UPLOAD_MAX_BYTES", UPLOAD_MAX_BYTES_DEFAULT)
     return settings
