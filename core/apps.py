@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.conf import settings
+from django.contrib.auth.signals import user_login_failed
 from django.core.signals import setting_changed
 from django.db.models.signals import post_migrate, pre_save
 
@@ -9,10 +10,12 @@ class CoreConfig(AppConfig):
     verbose_name = "Core: roles, page frame, local runner"
 
     def ready(self) -> None:
+        from core.login_throttle import login_failure_count
         from core.roles import roles_ensure
 
         post_migrate.connect(_ensure_roles, sender=self, dispatch_uid="core.roles_ensure")
         setting_changed.connect(_forget_known_secrets, dispatch_uid="core.known_secrets")
+        user_login_failed.connect(login_failure_count, dispatch_uid="core.login_address")
         pre_save.connect(_revoke_tokens_on_new_password, sender=settings.AUTH_USER_MODEL, dispatch_uid="core.tokens")
         self._roles_ensure = roles_ensure
 

@@ -60,6 +60,8 @@ MIDDLEWARE = [
     # NUL in a parameter -> 400 naming it; a path integer beyond 64 bits -> 404 (core/middleware.py).
     "core.middleware.HostileRequestMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # An address with too many failed logins across usernames -> the lockout page (core/login_throttle.py).
+    "core.login_throttle.LoginAddressThrottleMiddleware",
     # Every page needs a login unless its view says otherwise (login page, annotator
     # entry points, the API, which answers 401/403 itself).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",

@@ -6,6 +6,9 @@ Environment variables:
 * ``LOGIN_FAILURE_LIMIT`` (10) and ``LOGIN_LOCKOUT_MINUTES`` (15): after this many failed
   logins for one username from one address, that username is locked out from that address,
   on /login/ and /admin/login/, for this many minutes (django-axes).
+* ``LOGIN_ADDRESS_FAILURE_LIMIT`` (100) in ``LOGIN_ADDRESS_WINDOW_MINUTES`` (60): failed logins
+  from one address across all usernames before its login forms are refused (429) until the
+  sliding window holds fewer (core/login_throttle.py).
 * ``API_TOKEN_DAYS`` (90): an API token expires this many days after it was created.
 * ``HTTPS_ONLY`` (true in production): redirect http to https, send HSTS, and send the
   session and CSRF cookies over HTTPS only. Set ``HTTPS_ONLY=false`` to try the production
@@ -79,6 +82,9 @@ def accounts_settings() -> dict:
         # token. No start-up banner in every process.
         "AXES_VERBOSE": False,
         "AXES_SENSITIVE_PARAMETERS": ["csrfmiddlewaretoken"],
+        # Across usernames: one address spraying a password over many accounts.
+        "LOGIN_ADDRESS_FAILURE_LIMIT": env_positive_int("LOGIN_ADDRESS_FAILURE_LIMIT", 100),
+        "LOGIN_ADDRESS_WINDOW_MINUTES": env_positive_int("LOGIN_ADDRESS_WINDOW_MINUTES", 60),
         "API_TOKEN_DAYS": env_positive_int("API_TOKEN_DAYS", 90),
     }
 

@@ -75,6 +75,32 @@ def test_lockout_is_per_username_and_address(researcher, admin_user, limit):
     assert elsewhere.status_code == 302 and elsewhere["Location"] == reverse("home")
 
 
+def test_one_address_spraying_many_usernames_is_locked_out_of_every_login_form(researcher, admin_user, settings):
+    settings.AXES_FAILURE_LIMIT = 5  # per username: never reached below
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 6
+    sprayer = Client()
+    for name in ["rita", "ada", "bob", "cy", "dee", "eve"]:
+        assert _login(sprayer, name, "Summer2026!").status_code == 200  # one guess each: the form again
+    refused = _login(sprayer, "rita", RIGHT)
+    page = refused.content.decode()
+    assert refused.status_code == 429 and "After 6 failed logins from your address, for any users" in page
+    assert _login(sprayer, "ada", "ada-Password-1", url="/admin/login/").status_code == 429
+    assert sprayer.get(reverse("home")).status_code == 302  # not logged in
+    # The same accounts from another address, and the login form itself, are untouched.
+    assert _login(Client(), "rita", RIGHT, REMOTE_ADDR="10.9.8.7").status_code == 302
+    assert sprayer.get("/login/").status_code == 200
+
+
+def test_address_failures_below_the_limit_and_successes_refuse_no_one(researcher, settings):
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 3
+    client = Client()
+    _fail(client, 2, username="nobody")
+    for _ in range(4):  # successes do not count
+        assert _login(client, "rita", RIGHT).status_code == 302
+        client.post(reverse("logout"))
+    assert _login(client, "rita", RIGHT).status_code == 302
+
+
 def test_lockout_ends_after_the_cool_off_and_a_success_resets_the_count(researcher, limit):
     from axes.models import AccessAttempt
 
