@@ -19,6 +19,9 @@ TOPICS: tuple[str, ...] = (
     "Travel & Tourism",
 )
 
+# The heartbeat key prefix of a running corpus upload (core/heartbeats.py).
+CORPUS_IMPORT_HEARTBEAT = "corpus-import"
+
 # Rows per database round trip when importing or exporting procedures.
 IMPORT_BATCH_SIZE = 2000
 

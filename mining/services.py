@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from core.app_errors import InvalidInput
+from core.heartbeats import heartbeat, stalled_settle
 from core.record_files import (
     ReadLimits,
     RecordError,
@@ -28,6 +29,7 @@ from core.stored_values import StrictJSONError, check_field_value, check_stored_
 from mining.constants import (
     BENCH_PER_TOPIC,
     CORPUS_IMPORT_BATCH_SIZE,
+    CORPUS_IMPORT_HEARTBEAT,
     CORPUS_REPORT_MAX_BAD_ROWS,
     CORPUS_REPORT_MAX_DUPLICATES,
     DEDUP_TAU,
@@ -658,11 +660,19 @@ def corpus_import_run(*, corpus_import_id: int) -> CorpusImport:
 
     Whatever the file or the code does, the row ends ``done`` or ``failed``: a bad file
     gives its file-line-field error; anything unexpected is logged with its traceback and
-    the row says so (the import's transaction has stored nothing). Only a worker killed in
-    the middle (``kill -9``, a lost machine) leaves the row ``running``; its transaction has
-    stored nothing, and the file is kept for a new upload."""
+    the row says so (the import's transaction has stored nothing). A worker killed in the
+    middle (``kill -9``, a lost machine) stops its heartbeat: the next page that shows the row
+    settles it ``failed`` (``corpus_imports_settle_stalled``); its transaction stored nothing,
+    and the file is kept for a new upload."""
     job = CorpusImport.objects.get(pk=corpus_import_id)
-    CorpusImport.objects.filter(pk=job.pk).update(status=CorpusImportStatus.RUNNING)
+    with heartbeat(f"{CORPUS_IMPORT_HEARTBEAT}:{job.pk}"):  # set before "running", gone after the outcome
+        CorpusImport.objects.filter(pk=job.pk).update(status=CorpusImportStatus.RUNNING)
+        _corpus_import_work(job)
+    job.refresh_from_db()
+    return job
+
+
+def _corpus_import_work(job: CorpusImport) -> None:
     storage = corpus_upload_storage()
     options = job.options or {}
     status, report, error, corpus = CorpusImportStatus.FAILED, {}, "", None
@@ -698,8 +708,11 @@ def corpus_import_run(*, corpus_import_id: int) -> CorpusImport:
     CorpusImport.objects.filter(pk=job.pk).update(
         status=status, report=report, error=error, corpus=corpus, finished_at=timezone.now()
     )
-    job.refresh_from_db()
-    return job
+
+
+def corpus_imports_settle_stalled() -> int:
+    """Settle ``failed`` every running upload whose worker is gone (core/heartbeats.py)."""
+    return stalled_settle(CorpusImport, key_prefix=CORPUS_IMPORT_HEARTBEAT)
 
 
 def corpus_import_report_lines(report: dict) -> list[str]:

@@ -23,7 +23,7 @@ from mining.selectors import (
     split_report_list,
     topic_list,
 )
-from mining.services import corpus_import_report_lines, corpus_upload_create
+from mining.services import corpus_import_report_lines, corpus_imports_settle_stalled, corpus_upload_create
 
 PAGE_SIZE = 25
 SAMPLE_SIZE = 10
@@ -75,6 +75,7 @@ def procedure_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @researcher_required
 def corpus_index(request: HttpRequest) -> HttpResponse:
+    corpus_imports_settle_stalled()
     return render(request, "mining/corpus_list.html", {"corpora": corpus_list(), "imports": corpus_import_list()[:20]})
 
 
@@ -153,6 +154,7 @@ def corpus_upload(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def corpus_import_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    corpus_imports_settle_stalled()  # a killed worker's row says so
     job = get_object_or_404(CorpusImport.objects.select_related("corpus"), pk=pk)
     return render(
         request,

@@ -28,9 +28,13 @@ from annotate.models import Study, StudyImport
 from annotate.studies.item_sources import study_items_gather
 from annotate.studies.services import study_create
 from annotate.studies.settings import StudySettings, study_settings_from
+from core.heartbeats import heartbeat, stalled_settle
 from core.record_files import RecordError
 from mining.models import CorpusImportStatus as ImportStatus
 from mining.uploads import upload_runs_in_background, upload_save, upload_storage
+
+# The heartbeat key prefix of a running import (core/heartbeats.py).
+STUDY_IMPORT_HEARTBEAT = "study-import"
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +213,14 @@ def _problem_lines(exc: Exception, original_name: str) -> list[str]:
 def study_import_run(*, study_import_id: int) -> StudyImport:
     """Create the study of a stored upload and record the outcome on the row."""
     job = StudyImport.objects.select_related("created_by").get(pk=study_import_id)
-    StudyImport.objects.filter(pk=job.pk).update(status=ImportStatus.RUNNING)
+    with heartbeat(f"{STUDY_IMPORT_HEARTBEAT}:{job.pk}"):  # set before "running", gone after the outcome
+        StudyImport.objects.filter(pk=job.pk).update(status=ImportStatus.RUNNING)
+        _study_import_work(job)
+    job.refresh_from_db()
+    return job
+
+
+def _study_import_work(job: StudyImport) -> None:
     storage = study_upload_storage()
     status, problems, error, study = ImportStatus.FAILED, [], "", None
     try:
@@ -235,5 +246,8 @@ def study_import_run(*, study_import_id: int) -> StudyImport:
     StudyImport.objects.filter(pk=job.pk).update(
         status=status, problems=problems, error=error, study=study, finished_at=timezone.now()
     )
-    job.refresh_from_db()
-    return job
+
+
+def study_imports_settle_stalled() -> int:
+    """Settle ``failed`` every running import whose worker is gone (core/heartbeats.py)."""
+    return stalled_settle(StudyImport, key_prefix=STUDY_IMPORT_HEARTBEAT)

@@ -21,7 +21,12 @@ from annotate.models import Participation, StudyImport
 from annotate.participation.services import participation_test_start
 from annotate.studies.exports import annotation_csv_lines, annotation_export_rows
 from annotate.studies.forms import RoundCreateForm, StudyCreateForm, StudySettingsForm
-from annotate.studies.imports import study_create_from_upload, study_create_options, upload_problem_lines
+from annotate.studies.imports import (
+    study_create_from_upload,
+    study_create_options,
+    study_imports_settle_stalled,
+    upload_problem_lines,
+)
 from annotate.studies.item_sources import judge_names
 from annotate.studies.selectors import (
     participation_reserved_count,
@@ -98,6 +103,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
 def study_import(request: HttpRequest, pk: int) -> HttpResponse:
     """A study being created from a large items file by a worker: its status, then its
     study or the file-line-field problems that stopped it."""
+    study_imports_settle_stalled()  # a killed worker's row says so
     job = get_object_or_404(StudyImport.objects.select_related("study"), pk=pk)
     return render(
         request,
