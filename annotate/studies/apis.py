@@ -36,7 +36,7 @@ from annotate.studies.create_serializers import (
     StudyCreateSerializer,
     StudyImportSerializer,
 )
-from annotate.studies.imports import study_create_from_upload, upload_problem_lines
+from annotate.studies.imports import study_create_from_upload, study_imports_settle_stalled, upload_problem_lines
 from annotate.studies.selectors import study_get, study_round_summaries
 from annotate.studies.services import study_round_create, study_update
 from core.parsers import StrictJSONParser
@@ -123,6 +123,7 @@ class StudyImportView(APIView):
         responses={200: StudyImportSerializer, **error_responses(_404="No such import")},
     )
     def get(self, request, pk: int):
+        study_imports_settle_stalled()  # a killed worker's import says so here too
         job = get_object_or_404(StudyImport.objects.select_related("study"), pk=pk)
         return Response(StudyImportSerializer(job, context={"request": request}).data)
 
