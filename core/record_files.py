@@ -519,6 +519,30 @@ def _check_magic(path: str | Path, kind: FileKind, head: bytes) -> None:
         raise RecordError(path, None, None, f"not {name} file (it does not start with the format's signature)")
 
 
+# A compressed columnar file is decompressed to a temporary file; that file stops short of
+# leaving less than this much disk free (the decompressed-size limit may be far above it).
+TEMP_DISK_RESERVE_BYTES = 1 << 30
+_DISK_CHECK_EVERY_BYTES = 64 << 20
+
+
+def _copy_keeping_disk_reserve(raw: IO[bytes], tmp: IO[bytes]) -> None:
+    written_since_check = _DISK_CHECK_EVERY_BYTES  # check before the first chunk
+    while chunk := raw.read(1 << 20):
+        if written_since_check >= _DISK_CHECK_EVERY_BYTES:
+            free = shutil.disk_usage(os.path.dirname(tmp.name) or ".").free
+            if free - _DISK_CHECK_EVERY_BYTES < TEMP_DISK_RESERVE_BYTES:
+                raise RecordError(
+                    None,
+                    None,
+                    None,
+                    f"decompressing needs more temporary disk space than is free ({_size(free)} free, "
+                    f"{_size(TEMP_DISK_RESERVE_BYTES)} kept in reserve); upload the file uncompressed or free space",
+                )
+            written_since_check = 0
+        tmp.write(chunk)
+        written_since_check += len(chunk)
+
+
 @contextmanager
 def _seekable(path: str | Path, kind: FileKind, limits: ReadLimits) -> Iterator[str]:
     """Columnar formats need random access: a compressed file is decompressed to a temporary
@@ -536,7 +560,7 @@ def _seekable(path: str | Path, kind: FileKind, limits: ReadLimits) -> Iterator[
                 head = raw.read(8)
                 _check_magic(path, kind, head)
                 tmp.write(head)
-                shutil.copyfileobj(raw, tmp, length=1 << 20)
+                _copy_keeping_disk_reserve(raw, tmp)
         except RecordError as exc:  # a limit (no file yet), or the signature's error
             raise exc.at(path, None)
         except (OSError, EOFError, lzma.LZMAError) as exc:

@@ -8,6 +8,7 @@ The bombs are scaled down and the limits set low; memory is measured with tracem
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import gzip
 import json
 import lzma
@@ -180,7 +181,7 @@ def test_a_gzipped_parquet_that_is_not_parquet_is_refused_before_it_is_decompres
     path = tmp_path / "docs.parquet.gz"
     path.write_bytes(gzip.compress(b"\0" * (64 * MIB), compresslevel=1))
     copied = []
-    monkeypatch.setattr("core.record_files.shutil.copyfileobj", lambda *a, **k: copied.append(1))
+    monkeypatch.setattr("core.record_files._copy_keeping_disk_reserve", lambda *a, **k: copied.append(1))
     with pytest.raises(RecordError, match="not a Parquet file"):
         _read_all(path)
     assert copied == []  # refused on its first bytes
@@ -191,6 +192,31 @@ def test_a_gzipped_parquet_bomb_is_decompressed_only_up_to_the_limit(tmp_path):
     path.write_bytes(gzip.compress(b"PAR1" + b"\0" * (64 * MIB), compresslevel=1))
     with pytest.raises(RecordError, match=r"more than 1 MiB \(RECORD_MAX_DECOMPRESSED_BYTES\)"):
         _read_all(path)
+
+
+def test_a_gzipped_parquet_stops_before_the_disk_reserve_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    import shutil as real_shutil
+    import tempfile
+
+    from core import record_files
+
+    path = tmp_path / "docs.parquet.gz"
+    path.write_bytes(gzip.compress(b"PAR1" + b"\0" * (200 * MIB), compresslevel=1))
+    usage = real_shutil.disk_usage(tmp_path)
+    written: list[int] = []
+
+    def disk_usage(where):  # free space shrinks by what the temporary file holds
+        size = sum(p.stat().st_size for p in Path(where).glob("*.columnar"))
+        written.append(size)
+        return usage._replace(free=record_files.TEMP_DISK_RESERVE_BYTES + 100 * MIB - size)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr("core.record_files.shutil.disk_usage", disk_usage)
+    with pytest.raises(RecordError, match="more temporary disk space than is free") as refused:
+        _read_all(path, dataclasses.replace(SMALL, max_decompressed_bytes=1 << 30))
+    assert str(refused.value).startswith(str(path))  # the error names the file
+    assert max(written) < 65 * MIB  # stopped at the second check: 64 MiB in, 36 MiB short of the reserve
+    assert not list(tmp_path.glob("*.columnar"))
 
 
 def test_a_compressed_arrow_file_is_checked_for_its_signature_too(tmp_path):
