@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Model
 from django.utils import timezone
+
+M = TypeVar("M", bound=Model)
 
 # How often a heartbeat is renewed, and how long it lives unrenewed (a worker is taken for
 # gone HEARTBEAT_TTL_SECONDS after its last beat).
@@ -70,6 +73,18 @@ def heartbeat(key: str, *, every: float = HEARTBEAT_SECONDS, ttl: float = HEARTB
 
 def heartbeat_alive(key: str) -> bool:
     return cache.get(_cache_key(key)) is not None
+
+
+def import_run(model: type[M], pk: int, work: Callable[[M], None], *, key_prefix: str) -> M:
+    """Run ``work`` on the row ``pk`` of an import ``model`` (``status``) under a heartbeat
+    that is set before the row says ``running`` and gone only after ``work`` wrote the outcome."""
+    manager = model._default_manager
+    job = manager.get(pk=pk)
+    with heartbeat(f"{key_prefix}:{job.pk}"):
+        manager.filter(pk=job.pk).update(status="running")
+        work(job)
+    job.refresh_from_db()
+    return job
 
 
 def stalled_settle(model: type[Model], *, key_prefix: str, message: str = STALLED_MESSAGE) -> int:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from core.app_errors import InvalidInput
-from core.heartbeats import heartbeat, stalled_settle
+from core.heartbeats import import_run, stalled_settle
 from core.record_files import (
     ReadLimits,
     RecordError,
@@ -664,12 +664,7 @@ def corpus_import_run(*, corpus_import_id: int) -> CorpusImport:
     middle (``kill -9``, a lost machine) stops its heartbeat: the next page that shows the row
     settles it ``failed`` (``corpus_imports_settle_stalled``); its transaction stored nothing,
     and the file is kept for a new upload."""
-    job = CorpusImport.objects.get(pk=corpus_import_id)
-    with heartbeat(f"{CORPUS_IMPORT_HEARTBEAT}:{job.pk}"):  # set before "running", gone after the outcome
-        CorpusImport.objects.filter(pk=job.pk).update(status=CorpusImportStatus.RUNNING)
-        _corpus_import_work(job)
-    job.refresh_from_db()
-    return job
+    return import_run(CorpusImport, corpus_import_id, _corpus_import_work, key_prefix=CORPUS_IMPORT_HEARTBEAT)
 
 
 def _corpus_import_work(job: CorpusImport) -> None:

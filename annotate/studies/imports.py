@@ -28,7 +28,7 @@ from annotate.models import Study, StudyImport
 from annotate.studies.item_sources import study_items_gather
 from annotate.studies.services import study_create
 from annotate.studies.settings import StudySettings, study_settings_from
-from core.heartbeats import heartbeat, stalled_settle
+from core.heartbeats import import_run, stalled_settle
 from core.record_files import RecordError
 from mining.models import CorpusImportStatus as ImportStatus
 from mining.uploads import upload_runs_in_background, upload_save, upload_storage
@@ -212,12 +212,7 @@ def _problem_lines(exc: Exception, original_name: str) -> list[str]:
 
 def study_import_run(*, study_import_id: int) -> StudyImport:
     """Create the study of a stored upload and record the outcome on the row."""
-    job = StudyImport.objects.select_related("created_by").get(pk=study_import_id)
-    with heartbeat(f"{STUDY_IMPORT_HEARTBEAT}:{job.pk}"):  # set before "running", gone after the outcome
-        StudyImport.objects.filter(pk=job.pk).update(status=ImportStatus.RUNNING)
-        _study_import_work(job)
-    job.refresh_from_db()
-    return job
+    return import_run(StudyImport, study_import_id, _study_import_work, key_prefix=STUDY_IMPORT_HEARTBEAT)
 
 
 def _study_import_work(job: StudyImport) -> None:
