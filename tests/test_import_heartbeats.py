@@ -24,12 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.django_db
 
 # A worker process that holds a heartbeat and nothing else, as an import's worker does while
-# its transaction runs: beats every 0.1 s, each beat living 0.6 s.
+# its transaction runs: beats every 0.1 s, each beat living 2 s.
 WORKER = """
 import sys, time, django
 django.setup()
 from core.heartbeats import heartbeat
-with heartbeat(sys.argv[1], every=0.1, ttl=0.6):
+with heartbeat(sys.argv[1], every=0.1, ttl=2.0):
     print("beating", flush=True)
     time.sleep(120)
 """
@@ -44,25 +44,33 @@ def _worker(key: str) -> subprocess.Popen:
     return process
 
 
+def _wait_until_gone(key: str, seconds: float = 10.0) -> None:
+    """The killed worker's last beat lives out its 2 s."""
+    deadline = time.monotonic() + seconds
+    while heartbeat_alive(key) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not heartbeat_alive(key)
+
+
 def test_a_heartbeat_is_renewed_while_the_work_runs_and_gone_after():
-    with heartbeat("unit:1", every=0.05, ttl=0.2):
-        time.sleep(0.6)  # three lifetimes: only the renewals keep it
+    with heartbeat("unit:1", every=0.05, ttl=0.5):
+        time.sleep(1.5)  # three lifetimes: only the renewals keep it
         assert heartbeat_alive("unit:1")
     assert not heartbeat_alive("unit:1")
 
 
 def test_a_killed_workers_corpus_upload_is_settled_failed_by_its_page(admin_client_):
     job = CorpusImport.objects.create(corpus_name="web", file_name="x/docs.jsonl", original_name="docs.jsonl")
-    worker = _worker(f"{CORPUS_IMPORT_HEARTBEAT}:{job.pk}")
+    key = f"{CORPUS_IMPORT_HEARTBEAT}:{job.pk}"
+    worker = _worker(key)
     try:
         CorpusImport.objects.filter(pk=job.pk).update(status="running")
-        time.sleep(0.8)  # beyond one beat's lifetime: alive only because it is renewed
         page = admin_client_.get(reverse("corpus_import_detail", args=[job.pk])).content.decode()
         job.refresh_from_db()
         assert job.status == "running" and 'http-equiv="refresh"' in page
         os.kill(worker.pid, signal.SIGKILL)  # kill -9: no finally, no outcome written
         worker.wait(timeout=10)
-        time.sleep(0.8)
+        _wait_until_gone(key)
         assert admin_client_.get(reverse("corpus_list")).status_code == 200  # the list settles it too
         job.refresh_from_db()
         assert job.status == "failed" and job.error == STALLED_MESSAGE and job.finished_at is not None
@@ -78,14 +86,17 @@ def test_a_killed_workers_study_import_is_settled_failed_by_its_page(researcher_
     job = StudyImport.objects.create(
         study_name="Big", kind="critical_failure", file_name="x/items.jsonl", original_name="items.jsonl", options={}
     )
-    worker = _worker(f"{STUDY_IMPORT_HEARTBEAT}:{job.pk}")
-    StudyImport.objects.filter(pk=job.pk).update(status="running")
-    researcher_client.get(reverse("annotate:study_import", args=[job.pk]))
-    job.refresh_from_db()
-    assert job.status == "running"
-    worker.kill()
-    worker.wait(timeout=10)
-    time.sleep(0.8)
+    key = f"{STUDY_IMPORT_HEARTBEAT}:{job.pk}"
+    worker = _worker(key)
+    try:
+        StudyImport.objects.filter(pk=job.pk).update(status="running")
+        researcher_client.get(reverse("annotate:study_import", args=[job.pk]))
+        job.refresh_from_db()
+        assert job.status == "running"
+    finally:
+        worker.kill()
+        worker.wait(timeout=10)
+    _wait_until_gone(key)
     api = researcher_client.get(reverse("api-study-import", args=[job.pk])).json()
     assert api["status"] == "failed" and "killed or restarted" in api["error"]  # the API settles it too
     page = researcher_client.get(reverse("annotate:study_import", args=[job.pk])).content.decode()
