@@ -174,3 +174,5 @@ urlpatterns = [
 # A 400 page in the page frame that says what was wrong when a view raised BadRequest with a
 # message (core/errors.py); 403, 404 and 500 are templates/403.html, 404.html and 500.html.
 handler400 = "core.views.bad_request"
+# An unmatched address under /api/ answers JSON, like the API's own 404s.
+handler404 = "core.views.not_found"

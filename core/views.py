@@ -1,5 +1,6 @@
 """Pages of the core app: login (Django's), the admin's system page, the API-token page,
-the bundled plotly.js, and the 400 page (handler400)."""
+the bundled plotly.js, the 400 page (handler400), and the 404 answer (handler404: JSON under
+/api/, the page elsewhere)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from functools import lru_cache
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import requires_csrf_token
 from django.views.decorators.http import require_http_methods
+from django.views.defaults import page_not_found
 
 from core.errors import bad_request_message, bad_request_response
 from core.permissions import admin_required, researcher_required
@@ -107,3 +109,12 @@ def login_locked_out(request: HttpRequest, original_response=None, credentials: 
 def bad_request(request: HttpRequest, exception: BaseException | None = None) -> HttpResponse:
     """handler400: the 400 page, with the message of a BadRequest a view raised."""
     return bad_request_response(request, bad_request_message(exception))
+
+
+@requires_csrf_token
+def not_found(request: HttpRequest, exception: BaseException | None = None) -> HttpResponse:
+    """handler404: an address under /api/ that matches nothing answers JSON as the API does
+    (``{"detail": "Not found."}``); every other one the 404 page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return page_not_found(request, exception)

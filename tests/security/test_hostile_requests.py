@@ -31,6 +31,20 @@ def test_a_nul_in_an_api_parameter_is_a_json_400_naming_it(researcher_client, de
     assert response.json()["field"] == "search"
 
 
+def test_an_api_address_that_matches_nothing_is_a_json_404_and_a_page_address_the_page(researcher_client):
+    for method, path in [
+        ("post", "/api/studies/x/participants/-1/release/"),
+        ("post", "/api/judging/generation-runs/1/zzz/"),
+        ("get", "/api/no-such-thing/"),
+    ]:
+        response = getattr(researcher_client, method)(path)
+        assert response.status_code == 404 and response["Content-Type"] == "application/json", path
+        assert response.json() == {"detail": "Not found."}
+    assert Client().get("/api/no-such-thing/").json() == {"detail": "Not found."}  # anonymous too
+    page = researcher_client.get("/no-such-page/")
+    assert page.status_code == 404 and "There is nothing at this address." in page.content.decode()
+
+
 def test_a_path_integer_beyond_64_bits_is_not_found_not_an_overflow(researcher_client, demo):
     for path in ("/procedures/99999999999999999999/", "/api/procedures/99999999999999999999/"):
         assert researcher_client.get(path).status_code == 404, path
