@@ -21,6 +21,7 @@ from goalstep.selectors import leaderboard, task_set_list
 from goalstep.services import task_evaluation_create, task_evaluation_resume, task_evaluation_retry_failed
 from judging.prompts import PromptError
 from llm.endpoints import EndpointNotConfigured
+from llm.runs import llm_job_held, retried_phrase, run_action_refusal
 
 
 @researcher_required
@@ -96,6 +97,12 @@ def evaluation_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
     evaluation = get_object_or_404(
         TaskEvaluation.objects.select_related("llm_job", "task_set", "language_model"), pk=pk
     )
+    task_set = evaluation.task_set
+    back = f"{reverse('goalstep_leaderboard', args=[task_set.task])}?set={task_set.pk}"
+    not_applicable = run_action_refusal(action, evaluation.status, held=llm_job_held(evaluation.llm_job))
+    if not_applicable is not None:
+        messages.error(request, f"{evaluation} is {evaluation.status}; {not_applicable}.")
+        return redirect(back)
     try:
         n = actions[action](evaluation=evaluation)
     except ValueError as exc:
@@ -103,9 +110,6 @@ def evaluation_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
     else:
         messages.success(
             request,
-            f"{evaluation}: {n} failed request(s) will be asked again."
-            if action == "retry"
-            else f"{evaluation}: resume requested.",
+            f"{evaluation}: {retried_phrase(n or 0)}." if action == "retry" else f"{evaluation}: resume requested.",
         )
-    task_set = evaluation.task_set
-    return redirect(f"{reverse('goalstep_leaderboard', args=[task_set.task])}?set={task_set.pk}")
+    return redirect(back)

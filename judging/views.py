@@ -37,7 +37,7 @@ from judging.selectors import (
 )
 from judging.services import generation_run_create, judge_run_create, run_control
 from llm.endpoints import EndpointNotConfigured
-from llm.runs import owned_run_state
+from llm.runs import llm_job_held, owned_run_state, retried_phrase, run_action_refusal
 from mining.models import Split
 
 
@@ -295,16 +295,16 @@ def run_action(request: HttpRequest, kind: str, pk: int, action: str) -> HttpRes
         )
         if refusal is not None:
             return refusal
+    not_applicable = run_action_refusal(action, run.status, held=llm_job_held(run.llm_job))
+    if not_applicable is not None:
+        messages.error(request, f"{run.name} is {run.status}; {not_applicable}.")
+        return redirect("generation_run_detail", pk=target)
     try:
         n = run_control(run=run, action=action)
     except ValueError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(
-            request,
-            f"{run.name}: {n} failed request(s) will be asked again."
-            if action == "retry"
-            else f"{run.name}: {action} requested.",
+            request, f"{run.name}: {retried_phrase(n)}." if action == "retry" else f"{run.name}: {action} requested."
         )
-    target = run.pk if isinstance(run, GenerationRun) else run.generation_run_id
     return redirect("generation_run_detail", pk=target)

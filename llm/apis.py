@@ -30,8 +30,16 @@ from core.permissions import IsAdminRole
 from core.run_configs import config_max_bytes
 from core.run_launch import config_error_location
 from llm.endpoints import EndpointNotConfigured
-from llm.models import FINISHED, LLMJob, RunStatus
-from llm.runs import job_owner_for, llm_job_control, run_state, run_state_json
+from llm.models import LLMJob
+from llm.runs import (
+    job_owner_for,
+    llm_job_control,
+    llm_job_held,
+    retried_phrase,
+    run_action_refusal,
+    run_state,
+    run_state_json,
+)
 
 
 class RunStateFields(serializers.Serializer):
@@ -90,22 +98,6 @@ class RunStateFields(serializers.Serializer):
 
 
 # -- driving a run: POST retry-failed, resume, pause, cancel ----------------------------------
-
-ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
-
-
-def run_action_refusal(action_name: str, run_status: str) -> str | None:
-    """Why an action does not apply to a run in this status (None: it applies). Pause and
-    cancel change nothing outside their states, so the API says so instead of answering 200."""
-    if run_status == RunStatus.CANCELLED:
-        return "a cancelled run cannot be resumed, paused or retried (start a new run)"
-    if action_name == "pause" and run_status not in ACTIVE:
-        return "only a pending or running run can be paused"
-    if action_name == "cancel" and run_status in FINISHED:
-        return "a finished run has nothing to cancel"
-    if action_name == "retry-failed" and run_status in ACTIVE:
-        return "its failures are retried once it has stopped (pause it, or wait until it finishes)"
-    return None
 
 
 class ConfirmSerializer(serializers.Serializer):
@@ -407,7 +399,8 @@ class RunActionView(RunCollection):
         run = self.get_object()
         if self.action_name == "cancel":
             ConfirmSerializer(data=request.data).is_valid(raise_exception=True)
-        refusal = run_action_refusal(self.action_name, run.status)
+        job = run if isinstance(run, LLMJob) else getattr(run, "llm_job", None)
+        refusal = run_action_refusal(self.action_name, run.status, held=llm_job_held(job))
         if refusal is not None:
             return Response(
                 {"detail": f"{self.run_label(run)} is {run.status}; {refusal}"}, status=status.HTTP_409_CONFLICT
@@ -419,7 +412,7 @@ class RunActionView(RunCollection):
         run = self.get_object()
         retry = self.action_name == "retry-failed"
         detail = (
-            f"{self.run_label(run)}: {asked_again} failed will be asked again"
+            f"{self.run_label(run)}: {retried_phrase(asked_again or 0)}"
             if retry
             else f"{self.run_label(run)}: {self.action_name} requested"
         )

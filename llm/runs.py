@@ -147,6 +147,9 @@ def run_state(
         if breaker:
             state["breaker"] = breaker
     outcomes = state["outcomes"]
+    if status == RunStatus.CANCELLED and outcomes.get("pending"):
+        # Nothing will ask them any more: they are not pending but left unasked.
+        outcomes = state["outcomes"] = {**outcomes, "not_asked": outcomes["pending"], "pending": 0, "retrying": 0}
     n_failed = sum(outcomes[o] for o in OUTCOMES if o != OUTCOME_OK)
     state.update(
         {
@@ -163,6 +166,49 @@ def run_state(
         }
     )
     return state
+
+
+# -- driving a run: which action applies in which state ------------------------------
+
+ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
+# The names pages, the API and commands give the action that asks failed requests again.
+RETRY_ACTIONS = ("retry", "retry-failed", "retry-failures")
+
+
+def run_action_refusal(action: str, status: str, *, held: bool = False) -> str | None:
+    """Why ``action`` (pause, resume, cancel or a retry) does not apply to a run in
+    ``status`` (None: it applies), for the pages and the API alike, so that nothing answers
+    "requested" for an action that changes nothing. ``held``: a worker holds the run's job
+    now (a live lease); resuming a pending or running run is refused then, and allowed
+    otherwise (it re-queues a run whose worker was lost)."""
+    retry = action in RETRY_ACTIONS
+    if status == RunStatus.CANCELLED:
+        return "a cancelled run cannot be resumed, paused or retried (start a new run)"
+    if action == "pause" and status not in ACTIVE:
+        return "only a pending or running run can be paused"
+    if action == "cancel" and status in FINISHED:
+        return "a finished run has nothing to cancel"
+    if retry and status in ACTIVE:
+        return "its failures are retried once it has stopped (pause it, or wait until it finishes)"
+    if action == "resume" and status in FINISHED:
+        return "a finished run cannot be resumed (Retry failed asks its failed requests again)"
+    if action == "resume" and status in ACTIVE and held:
+        return "a worker is at work on it; there is nothing to resume"
+    return None
+
+
+def llm_job_held(job: LLMJob | None) -> bool:
+    """Whether a worker holds ``job`` or one of its shards now (a lease not yet run out)."""
+    if job is None or job.pk is None:
+        return False
+    now = timezone.now()
+    return LLMJob.objects.filter(models.Q(pk=job.pk) | models.Q(parent_id=job.pk), claim_expires__gt=now).exists()
+
+
+def retried_phrase(n: int) -> str:
+    """What a retry did, in the words every page and the API use: the requests without an
+    ``ok`` answer (failed, or never answered because the run stopped first) are asked again."""
+    return f"{n} request{'s' if n != 1 else ''} without an ok answer will be asked again"
 
 
 def run_state_json(state: dict[str, Any]) -> dict[str, Any]:
@@ -335,8 +381,9 @@ def owned_run_pause(run) -> None:
 def owned_run_resume(run, *, enqueue: Callable[[], None], budget_usd=None) -> None:
     """Continue a paused, failed or interrupted run: every request without an ``ok``
     answer is asked again, then the run stores the answers (never the job alone)."""
-    if run.status in (*FINISHED, RunStatus.CANCELLED):
-        raise ValueError(f"{run} is {run.status}; it cannot be resumed (Retry failed asks its failures again)")
+    refusal = run_action_refusal("resume", run.status)
+    if refusal is not None:
+        raise ValueError(f"{run} is {run.status}; {refusal}")
     llm_job_resume(job=run.llm_job, budget_usd=budget_usd, enqueue=False)
     _update(run, status=RunStatus.PENDING, error="", finished_at=None)
     enqueue()
@@ -352,10 +399,9 @@ def owned_run_retry_failed(
 ) -> int:
     """*Retry failed*: ask exactly the run's requests without an ``ok`` answer again, and
     store their new answers in place of the unusable ones. Returns how many are re-asked."""
-    if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
-        raise ValueError(f"{run} is {run.status}; its failures are retried once it has stopped")
-    if run.status == RunStatus.CANCELLED:
-        raise ValueError(f"{run} was cancelled")
+    refusal = run_action_refusal("retry", run.status)
+    if refusal is not None:
+        raise ValueError(f"{run} is {run.status}; {refusal}")
     job = run.llm_job
     failed = llm_job_failed_count(job)
     if discard_unusable is not None:

@@ -16,7 +16,7 @@ from core.confirm import refuse_unconfirmed
 from core.permissions import admin_required
 from llm.endpoints import normalized_url
 from llm.models import EndpointRecord, LedgerEntry, LLMJob
-from llm.runs import job_owner_for, llm_job_control, run_state
+from llm.runs import job_owner_for, llm_job_control, llm_job_held, retried_phrase, run_action_refusal, run_state
 from llm.selectors import endpoint_stats, job_list, ledger_filter_choices, ledger_list
 
 
@@ -65,6 +65,10 @@ def job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         refusal = refuse_unconfirmed(request, what=f"LLM job {job.pk}", back_url=reverse("llm_overview"))
         if refusal is not None:
             return refusal
+    not_applicable = run_action_refusal(action, job.status, held=llm_job_held(job))
+    if not_applicable is not None:
+        messages.error(request, f"Job {job.pk} is {job.status}; {not_applicable}.")
+        return redirect("llm_overview")
     try:
         n = llm_job_control(job=job, action=action)
     except ValueError as exc:
@@ -73,8 +77,7 @@ def job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         if action == "retry":
             messages.success(
                 request,
-                f"Job {job.pk}: {n} failed request(s) will be asked again"
-                + (f" through its {owner.describe(job)}." if owner else "."),
+                f"Job {job.pk}: {retried_phrase(n)}" + (f" through its {owner.describe(job)}." if owner else "."),
             )
         else:
             through = f" (through its {owner.describe(job)})" if owner else ""

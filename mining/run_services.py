@@ -15,6 +15,7 @@ from core.app_errors import Conflict
 from core.run_configs import RunConfigError
 from core.stored_values import StrictJSONError, check_stored_values
 from llm.models import FINISHED
+from llm.runs import run_action_refusal
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.run_configs import mining_config_parse
 from mining.runner import run_uses_waves, stage_endpoint, stage_prompt
@@ -232,8 +233,9 @@ def mining_run_resume(*, run: MiningRun, budget_usd=None, start: bool = True) ->
     """Put a paused, failed or interrupted run back in the queue. Claims left by a worker
     that died are released; finished stage results and ledger entries are reused."""
     run = MiningRun.objects.select_for_update().get(pk=run.pk)
-    if run.status in (*FINISHED, MiningRunStatus.CANCELLED):
-        raise Conflict(f"run {run.name!r} is {run.status}; it cannot be resumed (Retry failed asks its failures again)")
+    refusal = run_action_refusal("resume", run.status)
+    if refusal is not None:
+        raise Conflict(f"run {run.name!r} is {run.status}; {refusal}")
     if budget_usd is not None:
         run.budget_usd = budget_usd
     run.status = MiningRunStatus.PENDING
@@ -250,10 +252,9 @@ def mining_run_resume(*, run: MiningRun, budget_usd=None, start: bool = True) ->
 def mining_run_retry_failures(*, run: MiningRun, start: bool = True) -> int:
     """Ask again for every document whose stage call failed (never reusing the failed answer)."""
     run = MiningRun.objects.select_for_update().get(pk=run.pk)
-    if run.status in (MiningRunStatus.RUNNING, MiningRunStatus.PENDING):
-        raise Conflict(f"run {run.name!r} is {run.status}; failures are retried when it has stopped")
-    if run.status == MiningRunStatus.CANCELLED:
-        raise Conflict(f"run {run.name!r} was cancelled")
+    refusal = run_action_refusal("retry", run.status)
+    if refusal is not None:
+        raise Conflict(f"run {run.name!r} is {run.status}; {refusal}")
     n = MiningCandidate.objects.filter(run=run, status=CandidateStatus.FAILED).update(
         status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None
     )

@@ -17,6 +17,7 @@ from core.confirm import refuse_unconfirmed
 from core.permissions import admin_required, researcher_required
 from core.roles import is_admin
 from core.run_configs import RunConfigError
+from llm.runs import run_action_refusal
 from mining.charts import mining_funnel_chart
 from mining.forms import DEFAULT_RUN_CONFIG, MiningRunForm
 from mining.models import CandidateStatus, MiningRun
@@ -104,6 +105,10 @@ def mining_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
         )
         if refusal is not None:
             return refusal
+    not_applicable = run_action_refusal(action, run.status)
+    if not_applicable is not None:
+        messages.error(request, f"{run.name} is {run.status}; {not_applicable}.")
+        return redirect("mining_run_detail", pk=run.pk)
     try:
         result = actions[action](run=run)
     except ValueError as exc:

@@ -364,7 +364,7 @@ def test_retry_failed_of_a_plain_job_on_the_llm_page_asks_exactly_its_failure(ad
     broken["on"] = False
     before = len(scripted.chat_requests())
     response = admin_client_.post(reverse("llm_job_action", args=[job.pk, "retry"]), follow=True)
-    assert f"Job {job.pk}: 1 failed request(s) will be asked again." in response.content.decode()
+    assert f"Job {job.pk}: 1 request without an ok answer will be asked again." in response.content.decode()
     assert LLMJob.objects.get(pk=job.pk).status == "pending"
     assert llm_job_execute(job_id=job.pk) == "done"
     assert [last_user_message(b) for b in scripted.chat_requests()[before:]] == ["broken"]
