@@ -30,8 +30,8 @@ from core.stored_values import max_length_of
 from coscript.constants import DEFAULT_FILTER_MODE, DEFAULT_K, FILTER_MODES, MAX_K
 from coscript.models import CoScriptRun
 from coscript.services import coscript_run_create
-from judging.models import LanguageModel, PromptStyle
-from judging.services import language_model_register
+from judging.models import PromptStyle
+from judging.run_launch import language_model_resolve
 from llm.constants import EXECUTORS
 
 RUN_KEYS = {
@@ -115,34 +115,6 @@ def coscript_config_parse(text: str, *, source: str) -> dict[str, Any]:
     return data
 
 
-def coscript_model_resolve(*, name: str, registering: dict[str, str], source: str) -> LanguageModel:
-    """The registered model ``name``; with endpoint fields, registered or updated with them
-    first (fields not given keep their stored values)."""
-    if registering:
-        existing = LanguageModel.objects.filter(name=name).first()
-        fields: dict[str, Any] = (
-            {
-                "base_url": existing.base_url,
-                "model": existing.model,
-                "api_key_env": existing.api_key_env,
-                "prompt_style": existing.prompt_style,
-                "role": existing.role,
-            }
-            if existing
-            else {}
-        )
-        fields.update(registering)
-        return language_model_register(name=name, **fields)
-    model = LanguageModel.objects.filter(name=name).first()
-    if model is None:
-        known = ", ".join(LanguageModel.objects.order_by("name").values_list("name", flat=True)[:20]) or "none yet"
-        raise RunConfigError(
-            f"{source}: model: no registered language model named {name!r} (registered: {known}); "
-            "give model as a mapping with base_url and model to register it"
-        )
-    return model
-
-
 def coscript_launch(
     *, config_text: str, source: str, start: bool = True, created_by=None, server_files: bool = True
 ) -> CoScriptRun:
@@ -174,7 +146,7 @@ def coscript_config_launch(
                 )
     model_spec = dict(config.pop("model"))
     name = model_spec.pop("name")
-    model = coscript_model_resolve(name=name, registering={k: v for k, v in model_spec.items() if v}, source=source)
+    model = language_model_resolve(name=name, registering={k: v for k, v in model_spec.items() if v}, source=source)
     return coscript_run_create(
         name=config["name"],
         language_model=model,

@@ -23,7 +23,7 @@ from django.db import transaction
 
 from core.run_configs import RunConfigError, config_parse
 from core.stored_values import max_length_of
-from judging.models import ComponentsRun, GenerationRun
+from judging.models import ComponentsRun, GenerationRun, LanguageModel
 from judging.reference_runs import (
     reference_generation_runs_create,
     reference_inputs_import,
@@ -33,6 +33,7 @@ from judging.run_configs import generation_config_parse, judge_config_parse, ref
 from judging.score_services import components_run_create
 from judging.services import generation_run_create, judge_run_create, language_model_register, run_name_check
 from llm.constants import EXECUTORS
+from llm.endpoint_services import base_url_problem
 
 NAME_MAX = max_length_of(GenerationRun, "name")
 COMPONENTS_KEYS = {"generation_run", "name", "prompt_file", "executor", "concurrency", "budget_usd"}
@@ -58,6 +59,32 @@ def _check_name(value: Any, source: str, key: str = "name") -> None:
         raise RunConfigError(f"{source}: {key} is longer than {NAME_MAX} characters")
 
 
+# The fields of a registered model a run configuration may give (judging/run_configs.py MODEL_KEYS).
+MODEL_FIELDS = ("role", "base_url", "model", "api_key_env", "prompt_style", "reasoning", "max_tokens")
+
+
+def language_model_resolve(*, name: str, registering: dict[str, Any], source: str) -> LanguageModel:
+    """The registered model ``name`` of a run configuration; with endpoint fields (``model``
+    given as a mapping), registered or updated with them first, every field not given keeping
+    its stored value. A bare name that is not registered is refused: a typo must not register
+    a model (nor reset one's endpoint to the defaults)."""
+    existing = LanguageModel.objects.filter(name=name).first()
+    problem = base_url_problem(registering["base_url"]) if registering.get("base_url") else None
+    if problem is not None:
+        raise RunConfigError(f"{source}: model.base_url {problem}, got {registering['base_url']!r}"[:300])
+    if registering:
+        fields: dict[str, Any] = {f: getattr(existing, f) for f in MODEL_FIELDS} if existing else {}
+        fields.update(registering)
+        return language_model_register(name=name, **fields)
+    if existing is None:
+        known = ", ".join(LanguageModel.objects.order_by("name").values_list("name", flat=True)[:20]) or "none yet"
+        raise RunConfigError(
+            f"{source}: model: no registered language model named {name!r} (registered: {known}); "
+            "give model as a mapping with base_url and model to register it"
+        )
+    return existing
+
+
 @transaction.atomic
 def bench_generate_launch(
     *, config_text: str, source: str, start: bool = True, base_dir: Path | None = None, server_files: bool = True
@@ -75,7 +102,9 @@ def bench_generate_launch(
     _check_name(config["name"], source)
     _check_name(config["model"]["name"], source, "model")
     run_name_check(run_class=GenerationRun, name=config["name"])  # before the model is (re)registered
-    model = language_model_register(**config.pop("model"))
+    fields = dict(config.pop("model"))
+    name = fields.pop("name")
+    model = language_model_resolve(name=name, registering=fields, source=source)
     return BenchLaunch(runs=[generation_run_create(language_model=model, start=start, **config)])
 
 

@@ -17,6 +17,7 @@ from judging.prompts import JUDGE_SUFFIX, cleaned, generation_values, judge_valu
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
 from llm.client import LLMRequest
+from llm.endpoint_services import base_url_problem
 from llm.runs import (
     owned_run_cancel,
     owned_run_execute,
@@ -48,6 +49,9 @@ def language_model_register(
 ) -> LanguageModel:
     if prompt_style not in PromptStyle.values:
         raise InvalidInput(f"prompt_style must be one of {', '.join(PromptStyle.values)}")
+    problem = base_url_problem(base_url) if base_url else None
+    if problem is not None:
+        raise InvalidInput(f"base_url {problem}", {"base_url": problem})
     language_model, _ = LanguageModel.objects.update_or_create(
         name=name,
         defaults=dict(

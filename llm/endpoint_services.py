@@ -39,24 +39,31 @@ def _base_url(errors: dict, value: Any) -> str:
     )
     if "base_url" in errors:
         return url
+    problem = base_url_problem(url)
+    if problem is not None:
+        errors["base_url"] = problem
+    return url
+
+
+def base_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as an OpenAI-compatible endpoint's base URL (None: nothing):
+    for endpoint records and for the endpoint a registered model names."""
     if any(c.isspace() for c in url):
-        errors["base_url"] = "must not contain spaces"
-        return url
+        return "must not contain spaces"
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
-        errors["base_url"] = "is not a valid URL"
-        return url
+        return "is not a valid URL"
     if parts.scheme not in ("http", "https"):
-        errors["base_url"] = "must start with http:// or https://"
-    elif not parts.hostname:
-        errors["base_url"] = "must name a host, e.g. http://localhost:8000/v1"
-    elif parts.username or parts.password:
-        errors["base_url"] = "must not contain credentials: give the API key in its own field"
-    elif parts.query or parts.fragment:
-        errors["base_url"] = "must not have a query string or fragment"
-    return url
+        return "must start with http:// or https://"
+    if not parts.hostname:
+        return "must name a host, e.g. http://localhost:8000/v1"
+    if parts.username or parts.password:
+        return "must not contain credentials: give the API key in its own field"
+    if parts.query or parts.fragment:
+        return "must not have a query string or fragment"
+    return None
 
 
 def _limit(errors: dict, field: str, value: Any) -> int | None:

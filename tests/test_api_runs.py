@@ -115,11 +115,13 @@ def test_generation_judge_and_components_runs_launched_from_yaml_reach_done_with
     roles = dict(settings.LLM_ROLES)
     roles["extract_components"] = dict(roles["generate"])
     settings.LLM_ROLES = roles
-    upload = SimpleUploadedFile("generate.yaml", b"name: api-gen\nmodel: api-model\nsplit: bench\n")
+    upload = SimpleUploadedFile(
+        "generate.yaml", b"name: api-gen\nmodel: {name: api-model, role: generate}\nsplit: bench\n"
+    )
     response = api.post(COLLECTIONS["generation"], {"config": upload})  # the file itself, multipart
     assert response.status_code == 201, response.content
     generation = GenerationRun.objects.get(name="api-gen")
-    assert LanguageModel.objects.filter(name="api-model").exists()  # registered, as bench_run does
+    assert LanguageModel.objects.filter(name="api-model").exists()  # registered by the mapping, as bench_run does
     detail = api.get(f"/api/judging/generation-runs/{generation.pk}/").json()
     assert detail["status"] == "done" and detail["model"] == "api-model" and detail["outcomes"]["ok"] == 17
     assert detail["score"] == json.loads(json.dumps(generation_run_score(generation), default=float))  # the run page's
@@ -634,3 +636,28 @@ def test_every_key_of_every_configuration_with_a_hostile_value_is_a_launch_or_a_
                 if response.status_code not in (201, 400):
                     bad.append((kind, key, repr(value)[:40], response.status_code, response.content[:300]))
     assert not bad, "\n".join(map(str, bad))
+
+
+def test_a_bare_model_name_must_be_registered_and_a_mapping_keeps_what_it_does_not_give(api):
+    from judging.services import language_model_register
+
+    stored = language_model_register(name="tuned", base_url="http://127.0.0.1:9/v1", model="m", max_tokens=4096)
+    response = api.post(COLLECTIONS["generation"], {"config": "name: typo-run\nmodel: tunde\n"}, format="json")
+    assert response.status_code == 400 and response.json()["field"] == "model"
+    assert "no registered language model named 'tunde'" in response.json()["config"][0]
+    assert not LanguageModel.objects.filter(name="tunde").exists() and not GenerationRun.objects.exists()
+    hostile = "name: x-run\nmodel: {name: tuned, base_url: 'javascript:alert(1)'}\n"
+    response = api.post(COLLECTIONS["generation"], {"config": hostile}, format="json")
+    assert response.status_code == 400 and "must start with http:// or https://" in response.json()["config"][0]
+    stored.refresh_from_db()
+    assert stored.base_url == "http://127.0.0.1:9/v1"  # nothing changed
+    from judging.run_launch import language_model_resolve
+
+    language_model_resolve(name="tuned", registering={"prompt_style": "base"}, source="run.yaml")
+    stored.refresh_from_db()
+    assert (stored.base_url, stored.model, stored.max_tokens, stored.prompt_style) == (
+        "http://127.0.0.1:9/v1",
+        "m",
+        4096,
+        "base",
+    )
