@@ -7,18 +7,22 @@ from collections.abc import Callable
 from typing import Any
 
 import django_filters
+from django.db.models import QuerySet
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
+from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 
+from core.api_lists import ListView
 from core.permissions import IsResearcher
 from coscript.constants import CONSTRAINT_TYPES
 from coscript.models import CandidateScript, CoScriptRun, SpecificGoal
 from coscript.run_launch import coscript_launch
 from coscript.selectors import (
+    GOAL_QUERY_MAX_CHARS,
     KEPT_FILTERS,
     REVIEW_FILTERS,
     constrained_how2score,
@@ -26,6 +30,7 @@ from coscript.selectors import (
     coscript_run_detail,
     coscript_run_list,
     coscript_run_state,
+    filter_specific_goals,
     run_kept_rate,
     specific_goal_list,
 )
@@ -272,36 +277,56 @@ class CoScriptConstrainedHow2ScoreView(CoScriptRuns):
         )
 
 
-class CoScriptRunGoalsView(CoScriptRuns):
+class SpecificGoalFilter(django_filters.FilterSet):
+    """The goal table's filters, with the choices of the run page's ``GoalFilterForm``; a value
+    outside them is a 400 naming the parameter. Each filters as ``filter_specific_goals``."""
+
+    constraint_type = django_filters.ChoiceFilter(
+        choices=[(t, t) for t in CONSTRAINT_TYPES], method="filter_goals", help_text="The constraint's type"
+    )
+    kept = django_filters.ChoiceFilter(
+        choices=list(KEPT_FILTERS.items()),
+        method="filter_goals",
+        help_text="yes: goals with a chosen script; no: goals without one",
+    )
+    review = django_filters.ChoiceFilter(
+        choices=[(k, v.label) for k, v in REVIEW_FILTERS.items()],
+        method="filter_goals",
+        help_text="The sensitive-domain review state",
+    )
+    q = django_filters.CharFilter(
+        method="filter_goals",
+        max_length=GOAL_QUERY_MAX_CHARS,
+        help_text="Words of the specific goal, constraint or abstract goal",
+    )
+
+    class Meta:
+        model = SpecificGoal
+        fields = ["constraint_type", "kept", "review", "q"]
+
+    def filter_goals(self, queryset: QuerySet[SpecificGoal], name: str, value: str) -> QuerySet[SpecificGoal]:
+        return filter_specific_goals(queryset, **{name: value})
+
+
+class CoScriptRunGoalsView(ListView):
     """A CoScript run's specific goals."""
 
-    pagination_class: Any = api_settings.DEFAULT_PAGINATION_CLASS
+    permission_classes = [IsResearcher]
+    serializer_class = SpecificGoalSerializer
+    filterset_class = SpecificGoalFilter
+    filter_backends = [DjangoFilterBackend]  # the filter set's parameters only (no search, no ordering)
+
+    def rows(self) -> QuerySet[SpecificGoal]:
+        if getattr(self, "swagger_fake_view", False):  # the schema generator has no run
+            return SpecificGoal.objects.none()
+        run = get_object_or_404(CoScriptRun.objects.all(), pk=self.kwargs["pk"])
+        self.check_object_permissions(self.request, run)
+        return specific_goal_list(run=run)
 
     @extend_schema(
         responses=SpecificGoalSerializer(many=True),
-        parameters=[
-            OpenApiParameter("constraint_type", str, enum=list(CONSTRAINT_TYPES)),
-            OpenApiParameter(
-                "kept",
-                str,
-                enum=list(KEPT_FILTERS),
-                description="yes: goals with a chosen script; no: goals without one",
-            ),
-            OpenApiParameter("review", str, enum=list(REVIEW_FILTERS)),
-            OpenApiParameter("q", str, description="Words of the specific goal, constraint or abstract goal"),
-        ],
+        parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH, description="The CoScript run's id")],
     )
     def get(self, request: Request, pk: str, format: str | None = None) -> Response:
         """The run's specific goals with their candidate scripts and the filter's verdicts, paginated."""
-        run = self.get_object()
-        params = request.query_params
-        goals = specific_goal_list(
-            run=run,
-            constraint_type=params.get("constraint_type", ""),
-            kept=params.get("kept", ""),
-            review=params.get("review", ""),
-            q=params.get("q", ""),
-        )
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(goals, request, view=self)
-        return paginator.get_paginated_response(SpecificGoalSerializer(page, many=True).data)
+        return self.list_response(request)

@@ -6,7 +6,7 @@ from django import forms
 
 from coscript.constants import CONSTRAINT_TYPES, DEFAULT_FILTER_MODE, DEFAULT_K, FILTER_MODES, KEYWORD_BONUS, MAX_K
 from coscript.models import CoScriptRun
-from coscript.selectors import REVIEW_FILTERS
+from coscript.selectors import GOAL_QUERY_MAX_CHARS, KEPT_FILTERS, REVIEW_FILTERS
 from coscript.services import EXPORT_CHOICES
 from judging.models import LanguageModel
 from llm.constants import EXECUTORS
@@ -102,12 +102,12 @@ class ExportForm(forms.Form):
 
 
 class GoalFilterForm(forms.Form):
+    """The run page's goal filters, with the choices the API's ``SpecificGoalFilter`` offers:
+    a value outside them is an error naming the field (the page answers 400), never ignored."""
+
     constraint_type = forms.ChoiceField(choices=[("", "any type")] + [(t, t) for t in CONSTRAINT_TYPES], required=False)
-    kept = forms.ChoiceField(
-        choices=[("", "kept or not"), ("yes", "with a chosen script"), ("no", "without a chosen script")],
-        required=False,
-    )
+    kept = forms.ChoiceField(choices=[("", "kept or not"), *KEPT_FILTERS.items()], required=False)
     review = forms.ChoiceField(
         choices=[("", "any review state")] + [(k, v.label) for k, v in REVIEW_FILTERS.items()], required=False
     )
-    q = forms.CharField(required=False, label="Words")
+    q = forms.CharField(required=False, max_length=GOAL_QUERY_MAX_CHARS, label="Words")

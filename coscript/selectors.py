@@ -6,12 +6,14 @@ judging/how2score.py)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from core.app_errors import InvalidInput
 from core.intervals import WILSON, share_estimate
 from coscript.constants import CONSTRAINT_TYPES
 from coscript.filtering import REASONS
@@ -25,14 +27,19 @@ from llm.runs import run_state
 from mining.models import Procedure, Split
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
-# The goal-table filters of the run page: "kept" = the goal has a chosen script.
-KEPT_FILTERS = ("yes", "no")
+# The goal-table filters of the run page and the API (value -> label): "kept" = the goal has a
+# chosen script. A value outside them is refused naming the parameter (GoalFilterForm on the
+# page, SpecificGoalFilter in the API), never ignored.
+KEPT_FILTERS = {"yes": "with a chosen script", "no": "without a chosen script"}
 REVIEW_FILTERS = {
     "not_flagged": Review.NOT_NEEDED,
     "pending": Review.PENDING,
     "approved": Review.APPROVED,
     "removed": Review.REMOVED,
 }
+# Words of the goal table's search: each word is one more condition of the query, and a
+# query of thousands of words is deeper than SQLite parses (a 500); longer is refused.
+GOAL_QUERY_MAX_CHARS = 200
 
 
 def coscript_run_list() -> QuerySet[CoScriptRun]:
@@ -150,10 +157,42 @@ def _filter_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def coscript_run_collected(run: CoScriptRun) -> dict[str, Any]:
+    """What a run holds, counted from its stored rows: the numbers its goal table, its filter
+    table, the run list and the API (``n_goals``, ``n_candidates``) give. ``abstract_goals``:
+    the procedures the run drew, or, for a run whose specific goals were loaded rather than
+    generated from drawn procedures (the demo run), the distinct abstract goals of its goals.
+    ``goals_with_candidates``: specific goals with at least one candidate script."""
+    by_type = dict(run.goals.order_by().values_list("constraint_type").annotate(n=Count("pk")))
+    candidates = CandidateScript.objects.filter(goal__run=run).order_by()
+    return {
+        "abstract_goals": len(run.abstract_ids)
+        if run.abstract_ids
+        else run.goals.order_by().values("abstract_goal").distinct().count(),
+        "specific_goals": sum(by_type.values()),
+        "by_type": by_type,
+        "candidates": candidates.count(),
+        "goals_with_candidates": candidates.values("goal").distinct().count(),
+    }
+
+
+def _candidate_outcomes(run: CoScriptRun) -> dict[str, int]:
+    """The stored candidates per outcome, as the scripts phase reports them (an ``ok`` answer
+    without steps counts as ``no_steps``): for a run whose candidates no scripts phase collected."""
+    outcomes: Counter[str] = Counter()
+    for outcome, steps in CandidateScript.objects.filter(goal__run=run).values_list("outcome", "steps"):
+        outcomes[outcome if steps or outcome != "ok" else "no_steps"] += 1
+    return dict(outcomes)
+
+
 def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
     """Everything the run page and the API show besides the goals: parameters, prompts,
     each phase's LLM job, and the report (goals by type and dropped reasons, the screen,
-    script outcomes, the filter's kept rates per constraint type with reasons)."""
+    script outcomes, the filter's kept rates per constraint type with reasons). The goal and
+    candidate counts are the stored rows' (``coscript_run_collected``), so the page's report
+    and parameters agree with its goal table and the API, also for a run whose goals and
+    scripts were loaded without their phases (the demo run); a section is None only when
+    nothing of it was collected."""
     jobs = [
         _job_row(Phase.GOALS.label, Phase.GOALS, run.goals_job, run),
         _job_row(Phase.SCREEN.label, Phase.SCREEN, run.screen_job, run),
@@ -170,6 +209,8 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
         .values_list("review", "n")
     )
     goals = report.get("goals") or {}
+    scripts = report.get("scripts") or {}
+    collected = coscript_run_collected(run)
     return {
         "run": run,
         "state": coscript_run_state(run),
@@ -184,8 +225,12 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
             ),
             (
                 "Abstract goals",
-                f"{len(run.abstract_ids)}"
-                + (f" (limit {run.limit}, seed {run.seed})" if run.limit else f" (seed {run.seed})"),
+                f"{collected['abstract_goals']}"
+                + (
+                    (f" (limit {run.limit}, seed {run.seed})" if run.limit else f" (seed {run.seed})")
+                    if run.abstract_ids
+                    else " (given with the specific goals, not drawn)"
+                ),
             ),
             ("Candidates per goal (K)", run.k),
             ("Filter mode", run.filter_mode),
@@ -202,17 +247,30 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
         ],
         "jobs": jobs,
         "cost_usd": sum(costs, Decimal(0)) if costs else None,
+        # The counts are the stored rows' (as the goal table and the API count them); what only
+        # a phase knows (requests, pairs dropped, outcomes) is its report's, and None when the
+        # rows were loaded without the phase (the demo run): no model was asked.
         "goals_report": {
-            "abstract_goals": goals.get("abstract_goals"),
-            "specific_goals": goals.get("specific_goals"),
-            "requests": goals.get("requests", {}),
-            "dropped": goals.get("dropped", {}),
-            "by_type": [(t, goals.get("by_type", {}).get(t, 0)) for t in CONSTRAINT_TYPES],
+            "abstract_goals": collected["abstract_goals"],
+            "specific_goals": collected["specific_goals"],
+            "requests": goals.get("requests", {}) if goals else None,
+            "dropped": goals.get("dropped", {}) if goals else None,
+            "by_type": [(t, collected["by_type"].get(t, 0)) for t in CONSTRAINT_TYPES],
         }
-        if goals
+        if goals or collected["specific_goals"]
         else None,
         "screen_report": {**(report.get("screen") or {}), "reviews": reviews} if report.get("screen") else None,
-        "scripts_report": report.get("scripts"),
+        "scripts_report": {
+            "candidates": collected["candidates"],
+            "specific_goals": collected["specific_goals"],
+            "goals_with_candidates": collected["goals_with_candidates"],
+            "k_per_goal": collected["candidates"] == run.k * collected["specific_goals"]
+            and collected["goals_with_candidates"] == collected["specific_goals"],
+            "outcomes": scripts.get("outcomes", {}) if scripts else _candidate_outcomes(run),
+            "generated": bool(scripts),
+        }
+        if scripts or collected["candidates"]
+        else None,
         "filter": {
             "mode": filter_report.get("mode"),
             "keyword_bonus": filter_report.get("keyword_bonus"),
@@ -229,25 +287,47 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
     }
 
 
+def filter_specific_goals(
+    goals: QuerySet[SpecificGoal], *, constraint_type: str = "", kept: str = "", review: str = "", q: str = ""
+) -> QuerySet[SpecificGoal]:
+    """Specific goals of one constraint type, with or without a chosen script (``kept``: yes /
+    no), in a review state (not_flagged / pending / approved / removed), holding every word of
+    ``q`` in the goal, the constraint or the abstract goal; an empty value does not filter.
+    A value outside those is refused naming its parameter (``InvalidInput``): the run page's
+    form and the API's filter set check them first, this keeps any other caller honest."""
+    unknown = {
+        name: f"{value!r} is not one of {', '.join(known)}"
+        for name, value, known in (
+            ("constraint_type", constraint_type, CONSTRAINT_TYPES),
+            ("kept", kept, KEPT_FILTERS),
+            ("review", review, REVIEW_FILTERS),
+        )
+        if value and value not in known
+    }
+    if len(q) > GOAL_QUERY_MAX_CHARS:
+        unknown["q"] = f"at most {GOAL_QUERY_MAX_CHARS} characters (it has {len(q)})"
+    if unknown:
+        raise InvalidInput(fields=unknown)
+    if constraint_type:
+        goals = goals.filter(constraint_type=constraint_type)
+    if kept:
+        chosen = Exists(CandidateScript.objects.filter(goal=OuterRef("pk"), selected=True))
+        goals = goals.filter(chosen if kept == "yes" else ~chosen)
+    if review:
+        goals = goals.filter(review=REVIEW_FILTERS[review])
+    for word in q.split():
+        goals = goals.filter(
+            Q(specific_goal__icontains=word) | Q(constraint__icontains=word) | Q(abstract_goal__icontains=word)
+        )
+    return goals
+
+
 def specific_goal_list(
     *, run: CoScriptRun, constraint_type: str = "", kept: str = "", review: str = "", q: str = ""
 ) -> QuerySet[SpecificGoal]:
-    """A run's specific goals with their candidates (in index order), filtered by
-    constraint type, whether a script was chosen (``kept``: yes / no), review state
-    (not_flagged / pending / approved / removed) and words of the goal or constraint."""
-    goals = run.goals.all()
-    if constraint_type:
-        goals = goals.filter(constraint_type=constraint_type)
-    if kept in KEPT_FILTERS:
-        chosen = Exists(CandidateScript.objects.filter(goal=OuterRef("pk"), selected=True))
-        goals = goals.filter(chosen if kept == "yes" else ~chosen)
-    if review in REVIEW_FILTERS:
-        goals = goals.filter(review=REVIEW_FILTERS[review])
-    if q.strip():
-        for word in q.split():
-            goals = goals.filter(
-                Q(specific_goal__icontains=word) | Q(constraint__icontains=word) | Q(abstract_goal__icontains=word)
-            )
+    """A run's specific goals with their candidates (in index order), filtered as
+    :func:`filter_specific_goals` filters them."""
+    goals = filter_specific_goals(run.goals.all(), constraint_type=constraint_type, kept=kept, review=review, q=q)
     return (
         goals.select_related("reviewed_by", "benchmark_procedure")
         .prefetch_related(Prefetch("candidates", queryset=CandidateScript.objects.order_by("index")))

@@ -41,6 +41,7 @@ from coscript.services import (
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from llm.endpoints import EndpointNotConfigured, UnknownLLMRole
 from llm.prompts import PromptError
+from llm.runs import llm_job_held, retried_phrase, run_action_refusal
 from mining.embeddings import EmbeddingModelUnavailable
 
 GOALS_PER_PAGE = 25
@@ -115,8 +116,12 @@ def coscript_run_page(request: HttpRequest, pk: int) -> HttpResponse:
         CoScriptRun.objects.select_related("language_model", "created_by", "goals_job", "screen_job", "scripts_job"),
         pk=pk,
     )
+    # The goal filters are checked as the API checks them: a bad value is named and the page
+    # answers 400, its table filtered by the other filters only.
     filters = GoalFilterForm(request.GET)
-    chosen = filters.cleaned_data if filters.is_valid() else {}
+    filters.is_valid()
+    chosen = filters.cleaned_data  # the fields that are valid
+    filter_errors = [f"{name}: {' '.join(str(p) for p in problems)}" for name, problems in filters.errors.items()]
     goals = specific_goal_list(
         run=run,
         constraint_type=chosen.get("constraint_type", ""),
@@ -135,10 +140,12 @@ def coscript_run_page(request: HttpRequest, pk: int) -> HttpResponse:
             "page": page,
             "siblings": sibling_goals(list(page)),
             "filters": filters,
+            "filter_errors": filter_errors,
             "query": query.urlencode(),
             "export_form": ExportForm(),
             "refilter_form": RefilterForm(initial={"mode": run.filter_mode, "keyword_bonus": run.keyword_bonus}),
         },
+        status=400 if filter_errors else 200,
     )
 
 
@@ -160,6 +167,12 @@ def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
         )
         if refusal is not None:
             return refusal
+    jobs = (run.goals_job, run.screen_job, run.scripts_job)
+    held = any(llm_job_held(job) for job in jobs)
+    not_applicable = run_action_refusal(action.replace("resume-without-errors", "resume"), run.status, held=held)
+    if not_applicable is not None:
+        messages.error(request, f"{run.name} is {run.status}; {not_applicable}.")
+        return redirect("coscript_run_detail", pk=run.pk)
     try:
         result = actions[action]()
     except ValueError as exc:
@@ -167,7 +180,7 @@ def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
     else:
         messages.success(
             request,
-            f"{run.name}: {result} failed request(s) will be asked again."
+            f"{run.name}: {retried_phrase(result if isinstance(result, int) else 0)}."
             if action == "retry-failed"
             else f"{run.name}: {action.replace('-', ' ')} requested.",
         )

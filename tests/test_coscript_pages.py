@@ -301,7 +301,8 @@ def test_the_goal_table_filters_by_type_kept_and_review_and_pages(researcher_cli
     with_script = researcher_client.get(url, {"kept": "yes"}).content.decode()
     assert "★ selected" in with_script and "vs best sibling" in with_script
     assert researcher_client.get(url, {"q": "wedding"}).context["page"].paginator.count == 1
-    assert researcher_client.get(url, {"constraint_type": "bogus"}).status_code == 200  # ignored, not an error
+    bogus = researcher_client.get(url, {"constraint_type": "bogus"})  # named and refused, as the API does
+    assert bogus.status_code == 400 and "constraint_type: Select a valid choice. bogus" in bogus.content.decode()
     # Pagination: 25 per page.
     for n in range(30):
         SpecificGoal.objects.create(
@@ -408,7 +409,7 @@ def test_cancel_and_resume_from_the_run_page(admin_client_, world, server, model
     run.refresh_from_db()
     assert run.status == "cancelled" and run.goals_job.status == "cancelled"
     response = admin_client_.post(f"/coscript/runs/{run.pk}/resume/", follow=True)
-    assert "it cannot be resumed" in response.content.decode()
+    assert "a cancelled run cannot be resumed" in response.content.decode()
     assert admin_client_.post(f"/coscript/runs/{run.pk}/explode/").status_code == 400
 
     paused = coscript_run_create(name="to-resume", language_model=model, split="bench", start=False)
