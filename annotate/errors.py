@@ -65,3 +65,10 @@ def field_errors(exc: StrictJSONError) -> list[FieldError]:
 
 class StepRefused(AnnotateError):
     status = 409
+
+
+class ReleaseRefused(AnnotateError):
+    """Releasing a participant's slots does not apply in their state (already returned, or
+    finished with nothing reserved): answered as 409, nothing changed."""
+
+    status = 409

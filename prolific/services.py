@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from annotate.errors import ReleaseRefused
 from annotate.links import default_base_url, prolific_entry_url
 from annotate.models import Annotation, ItemRole, Participation, ParticipationState, Study, StudyItem
 from annotate.participation.selectors import study_terms
@@ -385,9 +386,12 @@ def prolific_submissions_sync(*, study: Study, user: Any = None) -> SyncResult:
                 ParticipationState.RETURNED,
             ):
                 how = "timed out" if status == C.TIMED_OUT else "returned"
-                released = participation_release(
-                    participation=participation, reason=f"{how} on Prolific; slots released by the Prolific sync"
-                )
+                try:
+                    released = participation_release(
+                        participation=participation, reason=f"{how} on Prolific; slots released by the Prolific sync"
+                    )
+                except ReleaseRefused:  # released (or finished) since it was read: nothing left to release
+                    continue
                 ProlificSubmission.objects.filter(pk=sub.pk).update(slots_released=sub.slots_released + released)
                 result.released_participants += 1
                 result.released_slots += released

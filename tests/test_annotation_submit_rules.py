@@ -285,6 +285,36 @@ def test_a_missing_or_malformed_pid_gets_a_friendly_error_page(query):
     assert b"Prolific ID" in response.content and b"Traceback" not in response.content
 
 
+@pytest.mark.parametrize("pid", ["short1", "made-up-1", "x" * 65, "0123456789abcdef0123456g"])
+def test_a_pid_refused_by_a_prolific_only_study_names_the_prolific_rule(pid):
+    """A study that takes Prolific's ids only says what one is (24 hexadecimal characters),
+    never the letters-and-digits rule "short1" already satisfies."""
+    study = study_make(n_items=1, allow_other_pids=False)
+    query = {"PROLIFIC_PID": pid, "STUDY_ID": "0123456789abcdef01234567", "SESSION_ID": "s"}
+    response = Client().get(reverse("annotate:entry", args=[study.slug]), query)
+    text = response.content.decode()
+    assert response.status_code == 400
+    assert "a Prolific ID is 24 hexadecimal characters" in text
+    assert "letters and digits" not in text
+
+
+def test_a_prolific_id_enters_a_prolific_only_study():
+    study = study_make(n_items=1, allow_other_pids=False)
+    query = {"PROLIFIC_PID": "0123456789ABCDEFabcdef01", "STUDY_ID": "0123456789abcdef01234567", "SESSION_ID": "s"}
+    assert Client().get(reverse("annotate:entry", args=[study.slug]), query).status_code == 302
+
+
+@pytest.mark.parametrize("pid", ["<script>", "x" * 65, "two words"])
+def test_a_pid_refused_by_a_study_taking_other_ids_names_that_rule(pid):
+    study = study_make(n_items=1, allow_other_pids=True)
+    response = Client().get(
+        reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": "s"}
+    )
+    text = response.content.decode()
+    assert response.status_code == 400
+    assert "1 to 64 letters, digits, &#x27;_&#x27; or &#x27;-&#x27;" in text and "hexadecimal" not in text
+
+
 def test_an_unknown_study_answers_404_with_a_friendly_page():
     response = Client().get("/a/no-such-study/", {"PROLIFIC_PID": "abc"})
     assert response.status_code == 404 and b"no study at this address" in response.content

@@ -34,10 +34,18 @@ def _entry_refused(field: str, message: str, status: type[EntryRefused] = EntryR
     return status(message, [FieldError(field, message)])
 
 
+def _pid_rule(study: Study) -> str:
+    """The rule a PID must meet in ``study``, as the refusal states it (annotate/constants.py):
+    Prolific's 24 hexadecimal characters, unless the study also accepts other ids."""
+    if study.allow_other_pids:
+        return f"it should be 1 to {C.PID_MAX_LENGTH} letters, digits, '_' or '-'"
+    return "a Prolific ID is 24 hexadecimal characters: digits 0-9 and letters a-f"
+
+
 def _pid_check(pid: Any, study: Study) -> str:
     malformed = _entry_refused(
         "PROLIFIC_PID",
-        "The Prolific ID (PROLIFIC_PID) in this link does not look right (it should be letters and digits only). "
+        f"The Prolific ID (PROLIFIC_PID) in this link does not look right ({_pid_rule(study)}). "
         "Please open the study from Prolific again.",
     )
     try:

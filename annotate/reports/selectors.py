@@ -273,9 +273,11 @@ def generations_in_studies() -> set[int]:
 def calibration_from_studies(judge: str, successes: list[bool]) -> dict[str, Any] | None:
     """The judge's true-positive and true-negative rates against the human majority over
     every study item it judged, applied to a leaderboard row's labels (Rogan-Gladen; success
-    = no_failure, the class How2Score counts). None when no human majority exists for it."""
+    = no_failure, the class How2Score counts). None when no human majority exists for it.
+    ``source`` counts the studies that gave at least one human-labelled item (an item with a
+    human majority the judge has a verdict on), not every study made of judged generations."""
     item_judge: dict[tuple[int, str], bool] = {}
-    study_ids = set()
+    study_ids = set()  # studies with an item the judge has a verdict on: where labels may be
     generation_items = defaultdict(list)
     # Only studies of kinds with the agreement report hold has_failure labels (multiple-choice
     # and constraint-faithfulness answers have none, even when their items name a generation).
@@ -294,11 +296,13 @@ def calibration_from_studies(judge: str, successes: list[bool]) -> dict[str, Any
     if not item_judge:
         return None
     judge_labels, human_labels = [], []
+    contributing = set()  # studies that gave at least one human-labelled item
     for study in Study.objects.filter(pk__in=study_ids):
         for item_id, label in study_human_majority(study).decided().items():
             if (study.pk, item_id) in item_judge:
                 judge_labels.append(item_judge[(study.pk, item_id)])
                 human_labels.append(label)
+                contributing.add(study.pk)
     if not judge_labels:
         return None
     # calibrated_score takes has_failure labels; the leaderboard's are successes.
@@ -314,5 +318,5 @@ def calibration_from_studies(judge: str, successes: list[bool]) -> dict[str, Any
         "tpr": result["tpr"],
         "tnr": result["tnr"],
         "n_labelled": len(judge_labels),
-        "source": f"{len(study_ids)} stud{'y' if len(study_ids) == 1 else 'ies'}",
+        "source": f"{len(contributing)} stud{'y' if len(contributing) == 1 else 'ies'}",
     }

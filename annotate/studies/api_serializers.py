@@ -31,8 +31,18 @@ class StudyProgressSerializer(serializers.Serializer):
     k = serializers.IntegerField()
     items_total = serializers.IntegerField(help_text="Main-pool items")
     items_complete = serializers.IntegerField(help_text="Items with k slots filled")
-    items_in_progress = serializers.IntegerField()
-    items_open = serializers.IntegerField()
+    items_in_progress = serializers.IntegerField(
+        help_text="Items below k with a filled slot or a live reservation; once the study is closed, only those "
+        "with a live reservation (someone already in the study can still submit): the others are items_incomplete"
+    )
+    items_incomplete = serializers.IntegerField(
+        help_text="Items of a closed study left below k: a filled slot, no live reservation, and no new annotator "
+        "can join to fill them (0 while the study is open)"
+    )
+    items_open = serializers.IntegerField(
+        help_text="Items with no filled slot and no live reservation "
+        "(items_complete + items_in_progress + items_incomplete + items_open = items_total)"
+    )
     items_by_annotations = serializers.DictField(
         child=serializers.IntegerField(), help_text="Main items by slots filled: {'0': n, ..., 'k': n}"
     )

@@ -8,17 +8,17 @@ from typing import Any
 import django_filters
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiExample, extend_schema
-from rest_framework import generics, serializers, status
+from rest_framework import generics, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.models import FINISHED_STATES, Participation, ParticipationState, Study
+from annotate.models import Participation, ParticipationState, Study
 from annotate.studies.api_fields import (
     error_responses,
 )
 from annotate.studies.api_selectors import study_participation_api_list
 from annotate.studies.item_apis import INCLUDE_TEST, StudyScoped, include_test
-from annotate.studies.selectors import participation_reserved_count, study_annotators, study_get
+from annotate.studies.selectors import study_annotators, study_get
 from annotate.studies.services import participation_release
 from core.confirm import CONFIRM_FIELD, CONFIRM_VALUE
 from core.parsers import StrictJSONParser
@@ -153,15 +153,7 @@ class ParticipantReleaseView(APIView):
         participation = get_object_or_404(Participation.objects.select_related("annotator"), pk=pk, study=study)
         ReleaseSerializer(data=request.data).is_valid(raise_exception=True)
         pid = participation.annotator.pid
-        if participation.state == ParticipationState.RETURNED:
-            return Response(
-                {"detail": f"{pid} is already returned; their slots were released"}, status=status.HTTP_409_CONFLICT
-            )
-        if participation.state in FINISHED_STATES and participation_reserved_count(participation) == 0:
-            return Response(
-                {"detail": f"{pid} is {participation.state} and holds no reserved slot; nothing to release"},
-                status=status.HTTP_409_CONFLICT,
-            )
+        # Where a release does not apply the service refuses (ReleaseRefused: 409 with its detail).
         released = participation_release(participation=participation)
         participation.refresh_from_db()
         return Response(

@@ -74,8 +74,15 @@ def _median(values: list[float]) -> float | None:
 
 
 def study_progress_get(study: Study) -> dict[str, Any]:
-    """Items complete / in progress / open, live annotators, median active time, implied pay,
-    attention-check and qualification pass rates.
+    """Items complete / in progress / left incomplete / open, live annotators, median active
+    time, implied pay, attention-check and qualification pass rates.
+
+    The items partition the main pool: ``items_complete`` (k slots filled),
+    ``items_in_progress`` (below k, started: a filled slot or a live reservation),
+    ``items_incomplete`` (a closed study's items below k with a filled slot and no live
+    reservation: no new annotator comes to fill them; always 0 while the study is open, and a
+    closed study's item someone still holds is in progress) and ``items_open`` (the rest:
+    nothing filled, nothing held).
 
     Every count is one aggregate the database computes (a few rows come back whatever the
     study's size); only the active and wall times are read one value per annotation, for
@@ -94,9 +101,17 @@ def study_progress_get(study: Study) -> dict[str, Any]:
     )
     counts = per_item.aggregate(
         complete=Count("item", filter=Q(filled__gte=k)),
-        in_progress=Count("item", filter=Q(filled__lt=k) & (Q(filled__gt=0) | Q(live__gt=0))),
+        held=Count("item", filter=Q(filled__lt=k, live__gt=0)),
+        started=Count("item", filter=Q(filled__lt=k, filled__gt=0, live=0)),
     )
-    complete, in_progress = counts["complete"], counts["in_progress"]
+    complete = counts["complete"]
+    # Below k and started: in progress while the study is open. Once it is closed no new
+    # annotator comes to fill such an item: it is left incomplete, unless someone already in
+    # the study holds a live reservation on it (they can still submit).
+    if study.is_open:
+        in_progress, incomplete = counts["held"] + counts["started"], 0
+    else:
+        in_progress, incomplete = counts["held"], counts["started"]
     total = StudyItem.objects.filter(study=study, role=ROLE_MAIN).count()
     main = Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False)
     annotations = main.aggregate(
@@ -130,7 +145,8 @@ def study_progress_get(study: Study) -> dict[str, Any]:
         "items_total": total,
         "items_complete": complete,
         "items_in_progress": in_progress,
-        "items_open": total - complete - in_progress,
+        "items_incomplete": incomplete,
+        "items_open": total - complete - in_progress - incomplete,
         "annotations_main": annotations["n"],
         "annotations_excluded": annotations["excluded"],
         "annotations_surplus": annotations["surplus"],
@@ -220,13 +236,17 @@ STUDY_PAGE_ANNOTATORS = 100
 
 def study_annotators_page(study: Study, *, page: Any = 1, per_page: int = STUDY_PAGE_ANNOTATORS) -> dict[str, Any]:
     """One page of ``study_annotators`` (oldest first), read as leniently as ``study_items_page``;
-    test participants are listed too, marked (``is_test``)."""
+    test participants are listed too, marked (``is_test``). Each row also says whether a
+    release of its slots applies (``releasable``: ``participation_release_refusal`` has no
+    objection) and whether it would mark them returned (``release_marks_returned``)."""
     ids = Participation.objects.filter(study=study).order_by("started_at", "pk").values_list("pk", flat=True)
     current = Paginator(ids, per_page).get_page(_page_number(page))
-    return {
-        "page": current,
-        "rows": study_annotators(study, participation_ids=list(current.object_list), include_test=True),
-    }
+    rows = study_annotators(study, participation_ids=list(current.object_list), include_test=True)
+    for row in rows:  # the release control only where a release applies, saying what it does
+        p = row["participation"]
+        row["releasable"] = participation_release_refusal(p, n_reserved=row["n_reserved"]) is None
+        row["release_marks_returned"] = participation_release_marks_returned(p)
+    return {"page": current, "rows": rows}
 
 
 def _page_number(value: Any) -> Any:
@@ -377,3 +397,23 @@ def study_item_counts(study: Study) -> dict[str, int]:
 def participation_reserved_count(participation: Participation) -> int:
     """How many slots the participant holds reserved now (what a release gives back)."""
     return Assignment.objects.filter(participation=participation, status=AssignmentStatus.RESERVED).count()
+
+
+def participation_release_refusal(participation: Participation, *, n_reserved: int) -> str | None:
+    """Why releasing the participant's slots does not apply (``participation_release``
+    refuses with this message, and the study page offers no release), or None when it does:
+    a returned participant's slots were already released, and a finished one (completed or
+    screened out) with nothing reserved has nothing to give back. ``n_reserved``: the slots
+    they hold now (``participation_reserved_count``)."""
+    pid = participation.annotator.pid
+    if participation.state == ParticipationState.RETURNED:
+        return f"{pid} is already returned; their slots were released"
+    if participation.state in FINISHED_STATES and n_reserved == 0:
+        return f"{pid} is {participation.state} and holds no reserved slot; nothing to release"
+    return None
+
+
+def participation_release_marks_returned(participation: Participation) -> bool:
+    """Whether a release marks the participant returned: only one still on the path (a
+    completed or screened-out participant keeps that state; only their slots are released)."""
+    return participation.state not in FINISHED_STATES

@@ -17,7 +17,7 @@ from django.db.models import Max, Q, QuerySet
 from django.utils.text import slugify
 
 from annotate import constants as C
-from annotate.errors import StudyInvalid
+from annotate.errors import ReleaseRefused, StudyInvalid
 from annotate.kinds import codebook_get, kind_get
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError, ItemSpec
 from annotate.models import (
@@ -31,6 +31,11 @@ from annotate.models import (
 )
 from annotate.participation import clock
 from annotate.participation.services import participation_finish, participation_lock
+from annotate.studies.selectors import (
+    participation_release_marks_returned,
+    participation_release_refusal,
+    participation_reserved_count,
+)
 from annotate.studies.settings import (
     PROLIFIC_STUDY_ID_RE,
     StudySettings,
@@ -291,13 +296,20 @@ def participation_release(
     *, participation: Participation, reason: str = "returned on Prolific; slots released by a researcher"
 ) -> int:
     """The participant returned the study on Prolific: their reserved slots go back to the
-    pool at once (drafts stay stored; a late submit would still be kept). ``reason`` is the
-    participant's state reason, saying who released them (a researcher, or the Prolific sync)."""
+    pool at once (drafts stay stored; a late submit would still be kept), and one still on the
+    path is marked returned (a completed or screened-out one keeps that state). ``reason`` is
+    the participant's state reason, saying who released them (a researcher, or the Prolific
+    sync). Refused (``ReleaseRefused``, 409) where a release does not apply: the participant is
+    already returned, or finished with nothing reserved (``participation_release_refusal``; the
+    study page and the API both release through here)."""
     p = participation_lock(participation)
+    refusal = participation_release_refusal(p, n_reserved=participation_reserved_count(p))
+    if refusal is not None:
+        raise ReleaseRefused(refusal)
     released = Assignment.objects.filter(participation=p, status=AssignmentStatus.RESERVED).update(
         status=AssignmentStatus.RELEASED
     )
-    if p.state not in (ParticipationState.COMPLETED, ParticipationState.SCREENED_OUT):
+    if participation_release_marks_returned(p):
         participation_finish(p, ParticipationState.RETURNED, reason)
     p.save()
     return released

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotate.errors import AnnotateError
+from annotate.errors import AnnotateError, ReleaseRefused
 from annotate.kinds import kind_get
 from annotate.kinds.base import REPORT_AGREEMENT, REPORT_CHOICE_TIERS
 from annotate.kinds.multiple_choice.study_results import choice_tier_records
@@ -29,6 +29,8 @@ from annotate.studies.imports import (
 )
 from annotate.studies.item_sources import judge_names
 from annotate.studies.selectors import (
+    participation_release_marks_returned,
+    participation_release_refusal,
     participation_reserved_count,
     study_annotators_page,
     study_get,
@@ -205,24 +207,41 @@ def study_round_new(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def participant_release(request: HttpRequest, slug: str, participation_id: int) -> HttpResponse:
-    """Releasing asks first: a GET, or a POST without confirm=yes, shows the confirmation page."""
+    """Releasing asks first: a GET, or a POST without confirm=yes, shows the confirmation page.
+    Where a release does not apply (``participation_release_refusal``, what the service and the
+    API refuse) nothing is asked or done: the study page says why."""
     study = study_get(slug=slug)
     p = get_object_or_404(Participation.objects.select_related("annotator"), pk=participation_id, study=study)
+    back = reverse("annotate:study_detail", args=[slug])
+    n = participation_reserved_count(p)
+    refusal = participation_release_refusal(p, n_reserved=n)
+    if refusal is not None:
+        messages.error(request, refusal)
+        return redirect(back)
     if not confirmed(request):
-        n = participation_reserved_count(p)
+        pid = p.annotator.pid
+        after = (
+            f"{pid} is marked returned"
+            if participation_release_marks_returned(p)
+            else f"{pid} stays {p.get_state_display()}"
+        )
         return confirm_page(
             request,
-            title=f"Release the slots of {p.annotator.pid}?",
-            question=f"Release {n} reserved slot{'s' if n != 1 else ''} of {p.annotator.pid} in {study.name}? They return "
-            f"to the pool for other annotators and {p.annotator.pid} is marked returned (their drafts stay "
-            "stored; a late submit is still kept).",
+            title=f"Release the slots of {pid}?",
+            question=f"Release {n} reserved slot{'s' if n != 1 else ''} of {pid} in {study.name}? They return "
+            f"to the pool for other annotators and {after} (their drafts stay stored; a late submit is "
+            "still kept).",
             action=request.path,
             confirm_label="Yes, release",
-            back_url=reverse("annotate:study_detail", args=[slug]),
+            back_url=back,
         )
-    released = participation_release(participation=p)
+    try:
+        released = participation_release(participation=p)
+    except ReleaseRefused as exc:  # the state changed since it was read: the service's refusal
+        messages.error(request, exc.message)
+        return redirect(back)
     messages.success(request, f"Released {released} reserved slot(s) of {p.annotator.pid}; they return to the pool.")
-    return redirect("annotate:study_detail", slug=slug)
+    return redirect(back)
 
 
 @researcher_required
