@@ -398,7 +398,9 @@ def json_loads_bounded(text: str, max_depth: int | ReadLimits) -> Any:
     try:
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
-        raise RecordError(None, None, None, f"invalid JSON ({exc.msg} at column {exc.colno})") from exc
+        # Some of json's messages end in "at" themselves ("Invalid control character at").
+        message = exc.msg.removesuffix(" at")
+        raise RecordError(None, None, None, f"invalid JSON ({message} at column {exc.colno})") from exc
     except RecursionError:  # a backstop: the depth was measured above
         raise RecordError(None, None, None, too_deep) from None
     except ValueError as exc:

@@ -93,9 +93,10 @@ def breaker_default() -> CircuitBreaker:
 
 def breaker_message(record: dict[str, Any]) -> str:
     """The sentence a paused run shows in its banner."""
+    last_error = str(record.get("last_error") or "").rstrip(". ")  # "Connection error." ends in its own stop
     return (
         f"paused by the circuit breaker: the endpoint {record.get('endpoint') or '(unknown)'} is failing "
-        f"({record.get('reason')}, since {record.get('since')}); last error: {record.get('last_error')}. "
+        f"({record.get('reason')}, since {record.get('since')}); last error: {last_error}. "
         f"Resume when it answers again."
     )
 
