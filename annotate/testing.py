@@ -133,3 +133,21 @@ def annotate_all(p: Participation, label: Any) -> int:
     while annotate_next(p, label=label(k) if callable(label) else label) is not None:
         k += 1
     return k
+
+
+def label_as_the_judge(study: Study, pids: tuple[str, ...]) -> None:
+    """Each annotator ``pids`` names labels every item of a study of judged generations as
+    its judge did (TPR = TNR = 1)."""
+    from judging.models import Judgment
+
+    for pid in pids:
+        participation = annotator_start(study, pid)
+        while (assignment := assignment_next(participation=participation)) is not None:
+            judgment = Judgment.objects.get(pk=assignment.item.source["judgment_id"])
+            read_everything(participation, assignment)
+            annotation_submit(
+                participation=participation,
+                public_id=assignment.public_id,
+                answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE,
+                submission_id="t",
+            )

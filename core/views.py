@@ -112,7 +112,7 @@ def bad_request(request: HttpRequest, exception: BaseException | None = None) ->
 
 
 @requires_csrf_token
-def not_found(request: HttpRequest, exception: BaseException | None = None) -> HttpResponse:
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """handler404: an address under /api/ that matches nothing answers JSON as the API does
     (``{"detail": "Not found."}``); every other one the 404 page."""
     if request.path.startswith("/api/"):

@@ -19,6 +19,7 @@ from annotate.testing import (
     annotate_next,
     annotator_start,
     judged_generation_study,
+    label_as_the_judge,
     read_everything,
     study_make,
 )
@@ -118,20 +119,7 @@ def test_leaderboard_shows_the_judge_score_calibrated_with_human_labels(research
     study = judged_generation_study(name="Calibration", annotators_per_item=2)
     # Both humans agree with the judge everywhere: TPR = TNR = 1, so nothing is corrected.
     # (Two per item: one annotation is not a human majority.)
-    for pid in ("h1", "h2"):
-        participation = annotator_start(study, pid)
-        while True:
-            assignment = assignment_next(participation=participation)
-            if assignment is None:
-                break
-            judgment = Judgment.objects.get(pk=assignment.item.source["judgment_id"])
-            read_everything(participation, assignment)
-            annotation_submit(
-                participation=participation,
-                public_id=assignment.public_id,
-                answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE,
-                submission_id="t",
-            )
+    label_as_the_judge(study, ("h1", "h2"))
     rows = {r["model"]: r for r in leaderboard("How2Judge")}
     claude = rows["claude-opus-4.5"]
     assert claude["calibrated"]["corrected_score"] == pytest.approx(claude["how2score_percent"])  # the page's 0-100

@@ -16,33 +16,18 @@ from annotate.testing import (
     annotate_all,
     annotator_start,
     judged_generation_study,
-    read_everything,
+    label_as_the_judge,
 )
 from judging.models import Judgment
 
 pytestmark = pytest.mark.django_db
 
 
-def _label_as_the_judge(study, pids: tuple[str, ...]) -> None:
-    """Each annotator labels every item as the judge did (TPR = TNR = 1)."""
-    for pid in pids:
-        participation = annotator_start(study, pid)
-        while (assignment := assignment_next(participation=participation)) is not None:
-            judgment = Judgment.objects.get(pk=assignment.item.source["judgment_id"])
-            read_everything(participation, assignment)
-            annotation_submit(
-                participation=participation,
-                public_id=assignment.public_id,
-                answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE,
-                submission_id="t",
-            )
-
-
 def test_only_studies_with_human_labelled_items_are_counted(demo, researcher_client):
     from judging.selectors import leaderboard
 
     labelled = judged_generation_study(name="Labelled", annotators_per_item=2)
-    _label_as_the_judge(labelled, ("h1", "h2"))
+    label_as_the_judge(labelled, ("h1", "h2"))
     # From the same judged generations, but nobody has annotated it.
     judged_generation_study(name="Unlabelled", annotators_per_item=2)
     # Annotated, but one annotation per item is no human majority: no labelled item either.
@@ -60,7 +45,7 @@ def test_only_studies_with_human_labelled_items_are_counted(demo, researcher_cli
 
 def test_two_labelled_studies_are_two(demo):
     for name, pids in (("First", ("a1", "a2")), ("Second", ("b1", "b2"))):
-        _label_as_the_judge(judged_generation_study(name=name, annotators_per_item=2), pids)
+        label_as_the_judge(judged_generation_study(name=name, annotators_per_item=2), pids)
     judged_generation_study(name="Unlabelled", annotators_per_item=2)
     result = calibration_from_studies("How2Judge", [True, False])
     assert result is not None and result["n_labelled"] == 20 and result["source"] == "2 studies"
