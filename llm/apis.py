@@ -327,6 +327,11 @@ class RunCollection(APIView):
     def run_label(self, run) -> str:
         return f"{self.run_noun} {run}"
 
+    def run_held(self, run) -> bool:
+        """Whether a worker holds the run now (resuming it is refused then): its LLM job's
+        lease, or the job's own for a plain job."""
+        return llm_job_held(run if isinstance(run, LLMJob) else getattr(run, "llm_job", None))
+
     def run_control(self, run, action_name: str) -> int | None:
         raise NotImplementedError
 
@@ -399,8 +404,7 @@ class RunActionView(RunCollection):
         run = self.get_object()
         if self.action_name == "cancel":
             ConfirmSerializer(data=request.data).is_valid(raise_exception=True)
-        job = run if isinstance(run, LLMJob) else getattr(run, "llm_job", None)
-        refusal = run_action_refusal(self.action_name, run.status, held=llm_job_held(job))
+        refusal = run_action_refusal(self.action_name, run.status, held=self.run_held(run))
         if refusal is not None:
             return Response(
                 {"detail": f"{self.run_label(run)} is {run.status}; {refusal}"}, status=status.HTTP_409_CONFLICT

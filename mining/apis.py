@@ -24,7 +24,13 @@ from mining.run_configs import mining_config_parse
 
 if TYPE_CHECKING:
     from mining.run_selectors import CountedRun
-from mining.run_selectors import mining_run_list, mining_run_progress, mining_run_state, mining_run_yield
+from mining.run_selectors import (
+    mining_run_held,
+    mining_run_list,
+    mining_run_progress,
+    mining_run_state,
+    mining_run_yield,
+)
 from mining.run_services import (
     mining_run_cancel,
     mining_run_create,
@@ -222,6 +228,9 @@ class MiningRuns(RunCollection):
 
     def get_queryset(self):
         return mining_run_list()
+
+    def run_held(self, run: MiningRun) -> bool:
+        return mining_run_held(run)
 
     def run_control(self, run: MiningRun, action_name: str) -> int | None:
         return self.controls[action_name](run=run)

@@ -20,6 +20,7 @@ from core.intervals import share_estimate
 from llm.constants import OUTCOMES
 from llm.models import LedgerEntry
 from llm.runs import ledger_run_counts, run_state
+from mining.constants import MINING_CLAIM_LEASE_SECONDS
 from mining.models import CandidateStatus, MiningCandidate, MiningRun, MiningRunStatus, StageResult
 from mining.run_estimates import cost_projection, eta_estimate
 from mining.stages import LLM_STAGES, PASSED, PIPELINE, REJECTED, reason_code
@@ -406,3 +407,10 @@ def mining_candidate_get(*, run: MiningRun, pk: int) -> MiningCandidate | None:
 def stage_result_list(*, candidate: MiningCandidate) -> list[StageResult]:
     results = {r.stage: r for r in StageResult.objects.filter(candidate=candidate)}
     return [results[s] for s in PIPELINE if s in results]
+
+
+def mining_run_held(run: MiningRun) -> bool:
+    """Whether a worker holds documents of the run now (a claim whose lease has not run out):
+    resuming it is refused then, as it would release that worker's claims."""
+    since = timezone.now() - timedelta(seconds=MINING_CLAIM_LEASE_SECONDS)
+    return MiningCandidate.objects.filter(run=run, claimed_at__gte=since).exclude(claim="").exists()

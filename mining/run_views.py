@@ -24,6 +24,7 @@ from mining.models import CandidateStatus, MiningRun
 from mining.run_selectors import (
     mining_candidate_get,
     mining_candidate_list,
+    mining_run_held,
     mining_run_list_states,
     mining_run_progress,
     mining_run_state,
@@ -105,7 +106,7 @@ def mining_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
         )
         if refusal is not None:
             return refusal
-    not_applicable = run_action_refusal(action, run.status)
+    not_applicable = run_action_refusal(action, run.status, held=mining_run_held(run))
     if not_applicable is not None:
         messages.error(request, f"{run.name} is {run.status}; {not_applicable}.")
         return redirect("mining_run_detail", pk=run.pk)

@@ -14,8 +14,10 @@ from django.utils import timezone
 
 from judging.models import GenerationRun
 from llm.models import LLMJob
+from mining.models import Document, MiningCandidate, MiningRun
 from tests.test_judging_runs import server  # noqa: F401  (fixture)
-from tests.test_run_api import generation_world  # noqa: F401  (fixture)
+from tests.test_mining_runs import miner  # noqa: F401  (fixture)
+from tests.test_run_api import generation_world, mining_world  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -83,3 +85,23 @@ def test_a_cancelled_runs_unanswered_requests_are_not_asked_and_nothing_points_t
     for said in (_messages(resumed), _messages(retried)):
         assert "a cancelled run cannot be resumed, paused or retried (start a new run)" in said
         assert "Retry failed asks" not in said
+
+
+def test_resuming_a_mining_run_whose_worker_holds_documents_is_refused(mining_world, admin_client_):  # noqa: F811
+    world = mining_world
+    MiningRun.objects.filter(pk=world.pk).update(status="running")
+    document = Document.objects.first()
+    candidate = MiningCandidate.objects.create(
+        run_id=world.pk, document=document, topic=document.topic, claim="worker-1", claimed_at=timezone.now()
+    )
+    held = admin_client_.post(world.action("resume"))
+    assert held.status_code == 409 and "a worker is at work on it" in held.json()["detail"]
+    page = admin_client_.post(reverse("mining_run_action", args=[world.pk, "resume"]), follow=True)
+    assert "a worker is at work on it" in _messages(page)
+    candidate.refresh_from_db()
+    assert candidate.claim == "worker-1"  # the worker's claim was not released under it
+    MiningCandidate.objects.filter(pk=candidate.pk).update(claimed_at=timezone.now() - timedelta(hours=1))
+    lost = admin_client_.post(world.action("resume"))  # its lease ran out: the worker is gone
+    assert lost.status_code == 200 and lost.json()["run"]["status"] == "pending"
+    candidate.refresh_from_db()
+    assert candidate.claim == ""
