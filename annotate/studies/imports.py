@@ -7,8 +7,9 @@ it decompresses to are at most ``UPLOAD_BACKGROUND_MIN_BYTES`` (and the stored f
 removed); otherwise a ``StudyImport`` row records the file with the form's settings, the
 task ``annotate.study_import_run`` creates the study, and the import's page shows its status
 and, when it fails, every file-line-field problem. The row ends ``done`` (with its study) or
-``failed`` (with its problems), and a failure creates nothing. Only a worker killed in the
-middle of an import leaves the row ``running`` (having created nothing)."""
+``failed`` (with its problems), and a failure creates nothing. A worker killed in the middle
+of an import (having created nothing) stops its heartbeat, and the import's page or API
+settles the row ``failed`` (``study_imports_settle_stalled``, core/heartbeats.py)."""
 
 from __future__ import annotations
 
