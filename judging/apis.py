@@ -275,6 +275,9 @@ API_ROW_FIELDS = (
     "score",
     "score_n",
     "score_ci95",
+    # The score corrected for the judge's errors against human labels (the page's Calibrated
+    # column): None without a human majority for this judge.
+    "calibrated",
 )
 
 

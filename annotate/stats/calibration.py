@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP, SeedLike, check_bootstrap, rate
 from annotate.stats.records import NO_FAILURE
-from core.intervals import percentile_interval, resample_blocks, uniform_draws
+from core.intervals import percentile_interval
 
 
 def rogan_gladen(observed: float, tpr: float, tnr: float) -> float | None:
@@ -31,6 +31,11 @@ def rogan_gladen(observed: float, tpr: float, tnr: float) -> float | None:
     if youden <= 0.0:
         return None
     return min(1.0, max(0.0, (observed + tnr - 1.0) / youden))
+
+
+def _jeffreys_draws(rng: np.random.Generator, k: int, n: int, size: int) -> npt.NDArray[np.float64]:
+    """``size`` draws of a rate with ``k`` successes in ``n`` from its Jeffreys posterior."""
+    return rng.beta(k + 0.5, n - k + 0.5, size=size)
 
 
 def calibrated_score(
@@ -50,10 +55,13 @@ def calibrated_score(
     score (usually larger and unlabelled); their no_failure fraction is the observed score.
     ``corrected_score = rogan_gladen(observed, TPR, TNR)``.
 
-    ``ci95`` is a 95 % percentile bootstrap interval resampling the labelled items and the
-    target items independently; resamples where the correction is undefined (a class
-    missing from the labelled resample, or TPR + TNR - 1 <= 0) are left out and counted in
-    ``n_bootstrap_undefined``."""
+    ``ci95`` is a 95 % percentile interval of the correction over ``bootstrap`` draws of the
+    three rates (TPR, TNR and the observed score), each from its Jeffreys posterior
+    Beta(k + 1/2, n - k + 1/2), independently: a parametric bootstrap. Resampling the items
+    instead could not vary a rate of 0 or 1 (three generations all judged successes gave
+    [1, 1], narrower than the raw score's Wilson interval); the Jeffreys draws give such a
+    rate the uncertainty its n allows. Draws where the correction is undefined
+    (TPR + TNR - 1 <= 0) are left out and counted in ``n_bootstrap_undefined``."""
     check_bootstrap(bootstrap)
     if len(judge_on_labelled) != len(human_on_labelled):
         raise ValueError("judge_on_labelled and human_on_labelled differ in length")
@@ -69,25 +77,19 @@ def calibrated_score(
     corrected = None if tpr is None or tnr is None or observed is None else rogan_gladen(observed, tpr, tnr)
     interval: list[float] | None = None
     undefined = 0
-    if bootstrap > 0 and judge_l.size > 0 and target.size > 0:
+    if bootstrap > 0 and n_pos > 0 and n_neg > 0 and target.size > 0:
         rng = np.random.default_rng(seed)
-        values: list[npt.NDArray[np.float64]] = []
-        for size in resample_blocks(bootstrap, 3 * (judge_l.size + target.size)):
-            pick = uniform_draws(rng, judge_l.size, size)
-            pick_target = uniform_draws(rng, target.size, size)
-            h, j = human_l[pick], judge_l[pick]
-            n_positive = (~h).sum(axis=1)
-            n_negative = h.sum(axis=1)
-            both = (n_positive > 0) & (n_negative > 0)
-            tpr_b = np.divide((~h & ~j).sum(axis=1), n_positive, out=np.zeros(size), where=both)
-            tnr_b = np.divide((h & j).sum(axis=1), n_negative, out=np.zeros(size), where=both)
-            observed_b = (~target[pick_target]).mean(axis=1)
-            youden = tpr_b + tnr_b - 1.0
-            defined = both & (youden > 0.0)
-            undefined += int((~defined).sum())
+        tpr_b = _jeffreys_draws(rng, int((positive & ~judge_l).sum()), n_pos, bootstrap)
+        tnr_b = _jeffreys_draws(rng, int((negative & judge_l).sum()), n_neg, bootstrap)
+        observed_b = _jeffreys_draws(rng, int((~target).sum()), int(target.size), bootstrap)
+        youden = tpr_b + tnr_b - 1.0
+        defined = youden > 0.0
+        undefined = int((~defined).sum())
+        if defined.any():
             corrected_b = (observed_b[defined] + tnr_b[defined] - 1.0) / youden[defined]
-            values.append(np.clip(corrected_b, 0.0, 1.0))
-        interval = percentile_interval(np.concatenate(values))
+            interval = percentile_interval(np.clip(corrected_b, 0.0, 1.0))
+    elif bootstrap > 0:
+        undefined = bootstrap  # a class missing from the labelled items: nothing to correct with
     if corrected is None:
         interval = None  # no interval around an undefined value
     return {
