@@ -64,7 +64,11 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     denominator = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 of n (n of n) the bound is exactly 0 (1); the arithmetic leaves float noise such
+    # as 2.8e-17, which would print as a number that is not there.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
 
 
 def share_estimate(successes: int, n: int) -> dict[str, Any]:

@@ -197,3 +197,11 @@ def test_bench_aggregate_prints_interval_and_coverage_by_source_example(tmp_path
     # Items are source_example_ids: 1 and 3 of 3 have a usable verdict.
     assert (result["n_judged"], result["n_unusable"], result["n_items"], result["n_items_judged"]) == (3, 1, 3, 2)
     assert result["coverage"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("n", [1, 3, 6, 7, 10, 30, 49, 1000])
+def test_wilson_bounds_at_none_and_all_are_exact_not_float_noise(n):
+    from core.intervals import wilson_interval
+
+    assert wilson_interval(0, n)[0] == 0.0 and 0 < wilson_interval(0, n)[1] < 1
+    assert wilson_interval(n, n)[1] == 1.0 and 0 < wilson_interval(n, n)[0] < 1
