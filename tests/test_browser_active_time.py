@@ -55,7 +55,10 @@ def _enter(page, live_server, study, pid):
 
 
 def _hide_for_a_while(page) -> float:
-    """Hide the page for HIDDEN_SECONDS, show it again; the seconds it was hidden."""
+    """Hide the page for HIDDEN_SECONDS, show it again; the seconds it was hidden. Waits for
+    the page's load event first: hidden before its script listens, the page would log only
+    the return to visible (the CI failure)."""
+    page.wait_for_load_state("load")
     page.evaluate(VISIBILITY, "hidden")
     time.sleep(HIDDEN_SECONDS)
     page.evaluate(VISIBILITY, "visible")
