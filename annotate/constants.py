@@ -55,9 +55,6 @@ MAX_ITEMS_PER_PAGE = 30
 # default minimum seconds of a multiple-choice study (operational: each item's own clock).
 MULTIPLE_CHOICE_MIN_SECONDS_DEFAULT = 10
 
-# Version of the annotation page and its scripts; stored on every annotation (provenance).
-INTERFACE_VERSION = "cf-ui-1"
-
 # Prolific: where a participant is sent with their completion code.
 PROLIFIC_COMPLETE_URL = "https://app.prolific.com/submissions/complete?cc={code}"
 # Seconds the completion page waits before redirecting to Prolific.

@@ -39,6 +39,15 @@ class EntryLimited(EntryRefused):
     status = 429
 
 
+class StudyFull(EntryRefused):
+    """No main-pool item is left that the participant could be given (every one has its k
+    counted annotations or live reservations covering it): the annotator's pages answer with
+    the "study full" page (HTTP 409), which asks them to return the study on Prolific; nothing
+    is recorded for them (docs/annotation.md, "A full study")."""
+
+    status = 409
+
+
 class NotYours(AnnotateError):
     """The assignment does not exist or belongs to someone else (answered as 404)."""
 

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth.decorators import login_required
 from django.urls import URLPattern, URLResolver, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
-from rest_framework.routers import DefaultRouter
+from rest_framework.routers import APIRootView, DefaultRouter
 from rest_framework.views import APIView
 
 from annotate.reports.views import StudyAgreementView, StudyMetricAgreementView
@@ -34,23 +34,48 @@ from mining.apis import (
 )
 
 
+def api_root_entries(patterns: list[URLPattern | URLResolver], prefix: str = "") -> dict[str, str]:
+    """The API root's entries, read from the URL configuration so that no endpoint is left
+    out: every route of a REST framework view that takes no path parameter (its ``.json``
+    twin aside), by its path without the trailing slash, with its URL name (the first route of
+    a path wins, as when a request is resolved). The root itself (``schema = None``) and drf-spectacular's schema and docs pages
+    are not endpoints of the API."""
+    entries: dict[str, str] = {}
+    for pattern in patterns:
+        route = prefix + str(pattern.pattern).removeprefix("^").removesuffix("$")
+        if isinstance(pattern, URLResolver):
+            if pattern.pattern.regex.groups:  # every route under it takes that parameter
+                continue
+            for path_, name in api_root_entries(pattern.url_patterns, route).items():
+                entries.setdefault(path_, name)
+            continue
+        view = getattr(pattern.callback, "cls", None)  # an APIView's as_view() keeps its class
+        if (
+            view is None
+            or view.schema is None
+            or view.__module__.startswith("drf_spectacular.")
+            or pattern.pattern.regex.groups  # a path parameter (or the format suffix)
+            or not pattern.name
+            or not route.strip("/")
+        ):
+            continue
+        entries.setdefault(route.strip("/"), pattern.name)
+    return entries
+
+
+class ApiRootView(APIRootView):
+    """``GET /api/``: every endpoint of the API without a path parameter (``api_root_entries``),
+    by path."""
+
+    def get(self, request, *args, **kwargs):
+        self.api_root_dict = dict(sorted(api_root_entries(api_patterns).items()))
+        return super().get(request, *args, **kwargs)
+
+
 class ApiRouter(DefaultRouter):
-    """The viewsets' router, whose API root (``GET /api/``) also lists the collections served by
-    an APIView (``list_view``), in the order they are given."""
+    """Serves the API root (and its format suffix), which lists what ``api_patterns`` routes."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.root_entries: dict[str, str] = {}
-
-    def register(self, prefix, viewset, basename=None):
-        super().register(prefix, viewset, basename)
-        self.root_entries[prefix] = self.routes[0].name.format(basename=basename or self.get_default_basename(viewset))
-
-    def list_view(self, prefix: str, name: str) -> None:
-        self.root_entries[prefix] = name
-
-    def get_api_root_view(self, api_urls=None):
-        return self.APIRootView.as_view(api_root_dict=dict(self.root_entries))
+    APIRootView = ApiRootView
 
 
 def view_routes(prefix: str, view: type[APIView], name: str) -> list[URLPattern]:
@@ -84,19 +109,6 @@ def run_routes(
 
 
 router = ApiRouter()
-router.list_view("topics", "topic-list")
-router.list_view("procedures", "procedure-list")
-router.list_view("coscript/runs", "coscript-run-list")
-router.list_view("mining/runs", "mining-run-list")
-router.list_view("judging/generation-runs", "generation-run-list")
-router.list_view("judging/judge-runs", "judge-run-list")
-router.list_view("judging/components-runs", "components-run-list")
-router.list_view("goalstep/evaluations", "goalstep-evaluation-list")
-router.list_view("goalstep/leaderboards", "goalstep-leaderboard-list")
-router.list_view("mining/splits", "split-report-list")
-router.list_view("mining/overview", "mining-overview-list")
-router.list_view("leaderboard/judges", "cross-judge-list")
-router.list_view("llm/jobs", "llm-job-list")
 
 # DRF views opt out of the login-redirect middleware and answer 401/403 themselves;
 # the browsable docs are pages for people, so anonymous users are sent to the login page.

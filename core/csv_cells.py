@@ -13,8 +13,9 @@ product writes passes each cell through :func:`csv_cell` (use :func:`csv_writer`
 * **Real numbers** (``int``, ``float``, ``Decimal`` values that are finite) are written as they
   are, negative ones included: ``-0.52`` is a number to every spreadsheet, not a formula.
   Non-finite floats are written as their text under the text rule (``-inf`` becomes ``'-inf``).
-* ``None`` stays ``None`` (an empty cell) and booleans stay booleans; anything else is
-  written as ``str(value)`` under the text rule.
+* ``None`` stays ``None`` (an empty cell); booleans are written ``true`` and ``false``, in
+  every CSV alike (as JSON writes them; Python's ``csv`` would write ``True``/``False``);
+  anything else is written as ``str(value)`` under the text rule.
 
 The JSONL exports are data, not spreadsheets, and carry every value unchanged."""
 
@@ -39,8 +40,10 @@ def _neutral_text(text: str) -> str:
 
 def csv_cell(value: Any) -> Any:
     """The value as a CSV cell no spreadsheet evaluates (the rule in the module docstring)."""
-    if value is None or isinstance(value, bool):
+    if value is None:
         return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, int):
         return value
     if isinstance(value, (float, Decimal)):

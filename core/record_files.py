@@ -5,7 +5,9 @@ the agreement statistics' annotations, judgments and generations).
 
 Every record comes out as ``(position, record)`` where ``position`` names where it was
 read ("line 12" for text formats, "row 12" for columnar ones), so errors can say where.
-Memory stays flat: text files are read line by line, columnar files batch by batch.
+Memory stays flat: text files are read line by line, columnar files batch by batch. A UTF-8
+byte order mark at the very start of a JSONL or CSV file (Windows tools write one) is dropped,
+once decompressed; one anywhere else is data (JSON refuses it).
 
 Every file is hostile until read: :class:`ReadLimits` bounds a line (or a CSV record), the
 number of records, the bytes a file decompresses to and the nesting of its JSON, and each
@@ -38,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, overload
 
 from core.strict_json import nesting_depth
 
@@ -59,6 +61,19 @@ COLUMNAR_BATCH_ROWS = 1000
 COLUMNAR_MAGIC = {"parquet": (b"PAR1",), "arrow": (b"ARROW1", b"\xff\xff\xff\xff")}
 # Integer literals longer than this are refused in JSON lines (no column holds them).
 MAX_INT_DIGITS = 30
+# The UTF-8 byte order mark: dropped at the start of a text file, nowhere else.
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+@overload
+def _without_bom(first_line: bytes) -> bytes: ...
+@overload
+def _without_bom(first_line: str) -> str: ...
+def _without_bom(first_line: bytes | str) -> bytes | str:
+    """A text file's first line without the one UTF-8 byte order mark in front of it, if any."""
+    if isinstance(first_line, bytes):
+        return first_line.removeprefix(UTF8_BOM)
+    return first_line.removeprefix("\ufeff")
 
 
 class RecordError(ValueError):
@@ -457,6 +472,8 @@ def jsonl_records(
         if line is None:
             return
         line_no += 1
+        if line_no == 1:
+            line = _without_bom(line)
         try:
             text = line.decode("utf-8") if isinstance(line, bytes) else line
             if not text.strip():
@@ -487,11 +504,11 @@ def _iter_csv(path: str | Path, compression: str | None, limits: ReadLimits) -> 
         since_record = [0]
 
         def lines() -> Iterator[str]:
-            for line in bounded_lines(raw, limits, "record"):
+            for number, line in enumerate(bounded_lines(raw, limits, "record")):
                 since_record[0] += len(line)
                 if since_record[0] > limits.max_line_bytes:
                     raise RecordError(None, None, None, limits.line_too_long("record"))
-                yield line.decode("utf-8")
+                yield (_without_bom(line) if number == 0 else line).decode("utf-8")
 
         reader = csv.DictReader(lines())
         previous_end = 1  # the header line

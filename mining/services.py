@@ -63,7 +63,7 @@ from mining.procedure_records import (
     to_how2mine,
 )
 from mining.split_dedup import nearest_train, procedure_text, select_benchmark
-from mining.uploads import upload_runs_in_background, upload_save, upload_storage
+from mining.uploads import upload_delete, upload_runs_in_background, upload_save, upload_storage
 
 logger = logging.getLogger(__name__)
 
@@ -694,7 +694,7 @@ def _corpus_import_work(job: CorpusImport) -> None:
     else:
         status, report = CorpusImportStatus.DONE, result.as_dict()
         corpus = Corpus.objects.get(name=job.corpus_name)
-        storage.delete(job.file_name)  # the documents are in the database now
+        upload_delete(storage, job.file_name)  # the documents are in the database now
     if report:
         local = storage.path(job.file_name)
         report["files"] = [job.original_name if f == local else f for f in report.get("files", [])]

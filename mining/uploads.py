@@ -41,6 +41,18 @@ def upload_save(storage: FileSystemStorage, upload: File) -> str:
     return storage.save(f"{uuid.uuid4().hex}/{original}", upload)
 
 
+def upload_delete(storage: FileSystemStorage, name: str) -> None:
+    """Remove a stored upload (``upload_save``'s name) and its own folder once that is empty;
+    the folder of the kind's uploads stays."""
+    storage.delete(name)
+    folder = Path(name).parent
+    if folder.parts:  # <32 hex>/, never the storage's own folder
+        try:
+            Path(storage.path(str(folder))).rmdir()
+        except OSError:  # gone already, or not empty
+            pass
+
+
 def upload_runs_in_background(path: str | Path) -> bool:
     """True when the stored upload is too large to import in the request."""
     return decompresses_beyond(path, settings.UPLOAD_BACKGROUND_MIN_BYTES)

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from annotate.errors import StepRefused
+from annotate.errors import StepRefused, StudyFull
 from annotate.models import (
     Annotation,
     Assignment,
@@ -57,10 +57,11 @@ def test_each_item_gets_k_distinct_annotators_and_nobody_sees_an_item_twice():
     for pids in per_item.values():
         assert len(pids) == 2 and len(set(pids)) == 2
     assert not Annotation.objects.filter(surplus=True).exists()
-    # Four people, six slots: the first two took all three items, the others got nothing left.
+    # Four people, six slots: the first two took all three items and completed; the others got
+    # nothing left, and no completion code for zero items (tests/test_study_full_entry.py).
     for p in people:
         p.refresh_from_db()
-        assert p.state == ParticipationState.COMPLETED
+    assert [p.state for p in people] == [ParticipationState.COMPLETED] * 2 + [ParticipationState.ANNOTATING] * 2
 
 
 def test_a_reservation_holds_a_slot_until_its_lease_expires():
@@ -69,10 +70,12 @@ def test_a_reservation_holds_a_slot_until_its_lease_expires():
     held = assignment_next(participation=first)
     assert assignment_next(participation=second) is None  # the only slot is reserved
     second.refresh_from_db()
-    assert second.state == ParticipationState.COMPLETED
+    assert second.state == ParticipationState.ANNOTATING  # nothing annotated: no completion code
+    with pytest.raises(StudyFull):  # a new participant is turned away while the slot is held
+        annotator_start(study, "third")
 
-    third = annotator_start(study, "third")
     _expire(held)
+    third = annotator_start(study, "third")
     taken = assignment_next(participation=third)
     assert taken is not None and taken.item_id == held.item_id
 

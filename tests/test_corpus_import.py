@@ -237,6 +237,25 @@ def test_a_small_upload_is_imported_at_once_and_the_file_removed():
     assert Document.objects.count() == 3
 
 
+def test_a_successful_upload_leaves_no_empty_folder_behind(settings):
+    """The upload's own folder (uploads/corpora/<random>/) goes with its file; a failed
+    import keeps both, for a new upload."""
+    from pathlib import Path
+
+    root = Path(corpus_upload_storage().location)
+    job = corpus_upload_create(name="web", upload=SimpleUploadedFile("docs.jsonl", jsonl_bytes(DOCS)))
+    assert job.status == "done"
+    folder = root / Path(job.file_name).parent
+    assert folder != root and not folder.exists()
+    settings.UPLOAD_BACKGROUND_MIN_BYTES = 10  # queued, then run as the worker runs it
+    queued = corpus_upload_create(name="web2", upload=SimpleUploadedFile("docs.jsonl", jsonl_bytes(DOCS)))
+    assert (root / queued.file_name).is_file()
+    assert corpus_import_run_task.run(queued.pk) == "done"
+    assert not (root / Path(queued.file_name).parent).exists()
+    failed = corpus_upload_create(name="web3", upload=SimpleUploadedFile("docs.jsonl", jsonl_bytes(BAD)))
+    assert corpus_import_run_task.run(failed.pk) == "failed" and (root / failed.file_name).is_file()
+
+
 def test_a_failed_upload_keeps_its_report_with_the_original_file_name():
     upload = SimpleUploadedFile("docs.jsonl", jsonl_bytes(BAD))
     job = corpus_upload_create(name="web", upload=upload, fields=DocumentFields())

@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from annotate.constants import FAITHFULNESS_MIN_SECONDS_DEFAULT
-from annotate.errors import DraftRejected, SubmissionRejected
+from annotate.errors import DraftRejected, StudyFull, SubmissionRejected
 from annotate.kinds import kind_get
 from annotate.kinds.base import ItemRecordError
 from annotate.kinds.constraint_faithfulness.definition import ERROR_TYPES, goal_parts
@@ -428,7 +428,7 @@ def test_a_draft_is_cleaned_kept_and_shown_again_on_the_page():
 def test_each_item_goes_to_k_distinct_annotators():
     study = _study([_line(1), _line(2)], annotators_per_item=2)
     seen = {}
-    for pid in ("p1", "p2", "p3"):
+    for pid in ("p1", "p2"):
         p = _enter(study, pid)
         seen[pid] = []
         while (a := assignment_next(participation=p)) is not None:
@@ -436,7 +436,9 @@ def test_each_item_goes_to_k_distinct_annotators():
             _submit(p, a, YES_ALL)
         p.refresh_from_db()
         assert p.state == ParticipationState.COMPLETED
-    assert seen == {"p1": ["cs-1", "cs-2"], "p2": ["cs-1", "cs-2"], "p3": []}
+    assert seen == {"p1": ["cs-1", "cs-2"], "p2": ["cs-1", "cs-2"]}
+    with pytest.raises(StudyFull):  # the study is full: a third is turned away at the entry
+        _enter(study, "p3")
     assert Annotation.objects.filter(surplus=False).count() == 4
 
 

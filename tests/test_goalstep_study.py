@@ -11,7 +11,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from annotate.errors import SubmissionRejected
+from annotate.errors import StudyFull, SubmissionRejected
 from annotate.kinds import kind_get
 from annotate.kinds.base import ItemRecordError
 from annotate.kinds.multiple_choice.results import ChoiceItem, task_results
@@ -169,8 +169,10 @@ def test_a_page_reserves_up_to_the_studys_items_per_page_and_a_reload_gets_the_s
 @pytest.mark.django_db
 def test_each_item_goes_to_k_distinct_annotators_across_pages():
     study = _study([_line(n) for n in range(4)], items_per_page=4, annotators_per_item=2)
-    pages = {pid: assignment_page(participation=_enter(study, pid), size=4) for pid in ("x", "y", "z")}
-    assert len(pages["x"]) == 4 and len(pages["y"]) == 4 and pages["z"] == []
+    pages = {pid: assignment_page(participation=_enter(study, pid), size=4) for pid in ("x", "y")}
+    assert len(pages["x"]) == 4 and len(pages["y"]) == 4
+    with pytest.raises(StudyFull):  # every item held k times: a third is turned away at the entry
+        _enter(study, "z")
 
 
 @pytest.mark.django_db

@@ -20,6 +20,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from annotate.errors import StudyFull
 from annotate.kinds import kind_get
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.models import Annotation, Assignment, Participation
@@ -342,7 +343,8 @@ def test_a_test_participant_gets_items_even_when_the_study_is_full():
     study = study_make(n_items=2, annotators_per_item=1)
     for pid in ("real-1", "real-2"):
         annotate_next(annotator_start(study, pid), label=False)
-    assert annotate_next(annotator_start(study, "real-3"), label=False) is None  # full for real annotators
+    with pytest.raises(StudyFull):  # full for real annotators: a new one is turned away
+        annotator_start(study, "real-3")
     from annotate.participation.services import participation_consent
 
     tester = participation_consent(participation=participation_test_start(study=study))

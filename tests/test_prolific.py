@@ -393,9 +393,9 @@ def test_two_concurrent_reviews_approve_each_submission_once(prolific, researche
 def test_bonus_preview_shows_who_and_the_total_then_pays_once(prolific, researcher, token_saved):
     study = _study(n_items=6, annotators_per_item=1, max_items_per_annotator=None)
     link = _published(study, researcher)
+    late = _arrive(study, link, "late")  # in before the study filled (a new one would be turned away)
     _complete(study, link, "alice")  # takes all 6 items
-    late = _arrive(study, link, "late")  # nothing left for her
-    assignment_next(participation=late)
+    assignment_next(participation=late)  # nothing left for her: no completion for zero items
     late.refresh_from_db()
     for pid in ("alice", "late"):
         prolific.add_submission(link.prolific_id, pid, C.AWAITING_REVIEW)

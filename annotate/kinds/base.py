@@ -152,6 +152,14 @@ class StudyKind:
     results_summary: str = ""
     # The reports that apply to the kind's studies (REPORTS).
     reports: frozenset[str] = frozenset()
+    # The version of the kind's annotation interface (its templates and scripts), in the page
+    # state and stored on every annotation (provenance); change it when the interface changes.
+    # Empty: "<key>-ui-1".
+    interface_version: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.interface_version:
+            object.__setattr__(self, "interface_version", f"{self.key}-ui-1")
 
     def known_answer_columns(self, expected: Any) -> dict[str, Any]:
         """The known answer under the export's and the API's names, None in the other kinds' columns."""

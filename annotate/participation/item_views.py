@@ -18,7 +18,7 @@ from annotate.kinds import codebook_get, kind_get
 from annotate.models import Participation, ParticipationState, Study
 from annotate.participation.drafts import assignment_save
 from annotate.participation.reservations import assignment_next, assignment_page
-from annotate.participation.responses import annotate_errors, json_body
+from annotate.participation.responses import annotate_errors, json_body, study_full_page
 from annotate.participation.selectors import participation_for_session, participation_position
 from annotate.participation.submissions import annotation_submit
 from annotate.participation.views import SESSION_ENDED, route, session_key, session_participation
@@ -44,7 +44,7 @@ def item_context(study: Study, p: Participation | None, a: Any) -> dict[str, Any
         "nL1": len(item.reference_steps),
         "nL2": len(item.candidate_steps),
         "autosaveSeconds": C.AUTOSAVE_SECONDS,
-        "interfaceVersion": C.INTERFACE_VERSION,
+        "interfaceVersion": kind.interface_version,
     }
     return {
         "study": study,
@@ -81,10 +81,19 @@ def work(request: HttpRequest, slug: str) -> HttpResponse:
     a = assignment_next(participation=p)
     p.refresh_from_db()
     if a is None:
-        return redirect(route(p))
+        return _nothing_left(request, study, p)
     response = render(request, "annotate/item.html", item_context(study, p, a))
     response["Cache-Control"] = "no-store"
     return response
+
+
+def _nothing_left(request: HttpRequest, study: Study, p: Participation) -> HttpResponse:
+    """No item for the participant: finished (completed, screened out) goes to its page; still
+    annotating means they have annotated nothing and no item is left for them
+    (``assignment_next``): the study-full page, with no completion code."""
+    if p.state == ParticipationState.ANNOTATING:
+        return study_full_page(request, study, p)
+    return redirect(route(p))
 
 
 def _work_page(request: HttpRequest, study: Study, p: Participation, kind: Any) -> HttpResponse:
@@ -96,7 +105,7 @@ def _work_page(request: HttpRequest, study: Study, p: Participation, kind: Any) 
     page = assignment_page(participation=p, size=study.items_per_page)
     p.refresh_from_db()
     if not page:
-        return redirect(route(p))
+        return _nothing_left(request, study, p)
     now = timezone.now()
     items = []
     for number, a in enumerate(page, start=1):
@@ -123,6 +132,7 @@ def _work_page(request: HttpRequest, study: Study, p: Participation, kind: Any) 
         ],
         "minSeconds": study.min_seconds,
         "autosaveSeconds": C.AUTOSAVE_SECONDS,
+        "interfaceVersion": kind.interface_version,
         "nextUrl": reverse("annotate:work", args=[study.slug]),
     }
     response = render(

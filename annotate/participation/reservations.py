@@ -26,6 +26,7 @@ from annotate.models import (
     StudyItem,
 )
 from annotate.participation import attention_plan, clock
+from annotate.participation.selectors import main_items_open
 from annotate.participation.services import participation_finish, participation_lock
 
 # --------------------------------------------------------------------------- reservations
@@ -84,24 +85,15 @@ def _new_assignment(p: Participation, item: StudyItem, now: datetime) -> Assignm
 
 
 def _candidate_main_items(p: Participation, now: datetime, limit: int) -> list[int]:
-    """Ids of main-pool items this annotator has never had, with fewer than k live slots,
-    in study order (so items fill up one after another). A test participant holds no slot, so
-    every item they have not had is a candidate, full or not."""
-    from django.db.models import Count
-
+    """Ids of main-pool items this annotator has never had, with fewer than k live slots
+    (``main_items_open``), in study order (so items fill up one after another). A test
+    participant holds no slot, so every item they have not had is a candidate, full or not."""
     seen = Assignment.objects.filter(participation=p).values("item_id")
-    qs = StudyItem.objects.filter(study_id=p.study_id, role=ROLE_MAIN).exclude(pk__in=seen)
-    if not p.is_test:
-        live = Count(
-            "assignments",
-            filter=Q(assignments__is_test=False)
-            & (
-                Q(assignments__status=AssignmentStatus.SUBMITTED, assignments__surplus=False)
-                | Q(assignments__status=AssignmentStatus.RESERVED, assignments__lease_expires_at__gt=now)
-            ),
-        )
-        qs = qs.annotate(live=live).filter(live__lt=p.study.annotators_per_item)
-    return list(qs.order_by("position", "pk").values_list("pk", flat=True)[:limit])
+    if p.is_test:
+        qs = StudyItem.objects.filter(study_id=p.study_id, role=ROLE_MAIN)
+    else:
+        qs = main_items_open(p.study, now)
+    return list(qs.exclude(pk__in=seen).order_by("position", "pk").values_list("pk", flat=True)[:limit])
 
 
 class _ItemFull(Exception):
@@ -251,12 +243,20 @@ def _current(p: Participation, roles: tuple[str, ...], held: Collection[int] = (
     )
 
 
+def _has_annotated(p: Participation) -> bool:
+    """Whether the participant has submitted a main-pool item (a completion code is for work)."""
+    return Assignment.objects.filter(participation=p, role=ROLE_MAIN, status=AssignmentStatus.SUBMITTED).exists()
+
+
 @transaction.atomic
 def assignment_next(*, participation: Participation, held: Collection[int] = ()) -> Assignment | None:
     """The item this annotator should see now: their current reservation (renewed if its lease
     ran out and a slot is still free), else a newly reserved one (qualification items first,
     then main items with attention checks mixed in). None when there is nothing left, in which
-    case the participation is completed (or screened out after a failed qualification).
+    case the participation is completed (or screened out after a failed qualification), but
+    only if they have annotated a main item (or are a test participant): one who has annotated
+    none stays annotating with nothing to do, and the work page shows the study-full page (no
+    completion code for zero items; an attention check is not served to them either then).
 
     ``held``: main-pool assignments already on the annotator's page (a page of several items):
     they are skipped, count towards the study's limit per annotator, and while there are any the
@@ -284,11 +284,18 @@ def assignment_next(*, participation: Participation, held: Collection[int] = ())
                 if not held:
                     participation_finish(p, ParticipationState.COMPLETED, f"reached the study's {limit} items")
             else:
-                if _attention_due(p):
+                annotated = p.is_test or _has_annotated(p)
+                # No check for someone who has annotated nothing while no item is left for them:
+                # it would be work before the study-full page.
+                if _attention_due(p) and (annotated or _candidate_main_items(p, now, limit=1)):
                     result = _reserve_free(p, ROLE_ATTENTION, now)
                 result = result or _reserve_main(p, now)
-                if result is None and not held:
+                if result is None and not held and annotated:
                     participation_finish(p, ParticipationState.COMPLETED, "no more items to annotate")
+                # Nothing left for one who has annotated no main item (the study filled while they
+                # read the guidelines, trained or took the qualification test): no completion
+                # code for zero items. They stay as they are, the work page shows the study-full
+                # page, and a slot freed later is theirs when they open the link again.
     p.save()
     return result
 

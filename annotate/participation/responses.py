@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, RawPostDataExce
 from django.shortcuts import render
 
 from annotate import constants as C
-from annotate.errors import AnnotateError
+from annotate.errors import AnnotateError, StudyFull
 from core.app_errors import AppError
 from core.errors import app_errors
 from core.strict_json import StrictJSONError, loads_object
@@ -26,6 +26,13 @@ from core.strict_json import StrictJSONError, loads_object
 
 def problem_page(request: HttpRequest, title: str, message: str, status: int) -> HttpResponse:
     return render(request, "annotate/problem.html", {"title": title, "message": message}, status=status)
+
+
+def study_full_page(request: HttpRequest, study: Any = None, p: Any = None) -> HttpResponse:
+    """The "study full" page (409): no item is left for the participant, so they are asked to
+    return the study on Prolific; no completion code. ``p``: the participation of one already
+    in the study (a new participant turned away at the entry has none)."""
+    return render(request, "annotate/full.html", {"study": study, "p": p}, status=StudyFull.status)
 
 
 def json_error(exc: AppError) -> JsonResponse:
@@ -43,11 +50,13 @@ def annotate_errors(
     """Turn a service's refusal (an ``AppError``) raised by the view into its response: JSON for
     the page's scripts (``json``), else ``page(request, exc, *args, **kwargs)`` (the view's own
     page with the message), else the problem page titled ``title`` ("Please try again later"
-    for a 429)."""
+    for a 429; the study-full page for ``StudyFull``)."""
 
     def answer(request: HttpRequest, exc: AppError, *args: Any, **kwargs: Any) -> HttpResponse:
         if json:
             return json_error(exc)
+        if isinstance(exc, StudyFull):
+            return study_full_page(request)
         if page is not None:
             return page(request, exc, *args, **kwargs)
         return problem_page(request, "Please try again later" if exc.status == 429 else title, exc.message, exc.status)

@@ -3,12 +3,16 @@ annotator is told (items to expect, the study's terms, where they are)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from django.db.models import Count, Q, QuerySet
+
 from annotate import constants as C
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
-from annotate.models import Assignment, AssignmentStatus, Participation, Study
+from annotate.models import Assignment, AssignmentStatus, Participation, ParticipationState, Study, StudyItem
+from annotate.participation import clock
 from annotate.studies.selectors import study_item_counts
 
 
@@ -21,6 +25,43 @@ def participation_for_session(*, slug: str, participation_id: Any) -> Participat
         .filter(pk=participation_id, study__slug=slug)
         .first()
     )
+
+
+# --------------------------------------------------------------------------- room for a participant
+
+
+def main_items_open(study: Study, now: datetime) -> QuerySet[StudyItem]:
+    """The study's main-pool items with fewer than k live slots: the items a participant who
+    has had none of them could be given. A live slot counts toward k: a submitted annotation
+    that is not surplus, or an unexpired reservation, of a real participant (a test
+    participant's never count). ``_candidate_main_items`` (reservations.py) reserves from here;
+    ``study_full`` asks whether anything is left."""
+    live = Count(
+        "assignments",
+        filter=Q(assignments__is_test=False)
+        & (
+            Q(assignments__status=AssignmentStatus.SUBMITTED, assignments__surplus=False)
+            | Q(assignments__status=AssignmentStatus.RESERVED, assignments__lease_expires_at__gt=now)
+        ),
+    )
+    items = StudyItem.objects.filter(study_id=study.pk, role=ROLE_MAIN)
+    return items.annotate(live=live).filter(live__lt=study.annotators_per_item)
+
+
+def study_full(study: Study) -> bool:
+    """Whether the study has no item a new participant could be given (``main_items_open`` is
+    empty: every main item has its k counted annotations or live reservations covering it).
+    A new participant is then turned away at the entry, and one who has not consented yet is
+    not shown the consent page's promise (``StudyFull``); a slot freed later (a lease running
+    out, a release) opens it again."""
+    return not main_items_open(study, clock.now()).exists()
+
+
+def participation_study_full(p: Participation) -> bool:
+    """Whether ``p`` is shown the study-full page instead of the consent page (and refused
+    consent): a real participant who has not consented yet, in a full study (``study_full``).
+    A test participant holds no slot, so no study is full for them."""
+    return not p.is_test and p.state == ParticipationState.CONSENT and study_full(p.study)
 
 
 # --------------------------------------------------------------------------- what an annotator is told

@@ -14,11 +14,12 @@ from django.conf import settings as django_settings
 from django.db import IntegrityError, transaction
 
 from annotate import constants as C
-from annotate.errors import EntryLimited, EntryRefused, StepRefused
+from annotate.errors import EntryLimited, EntryRefused, StepRefused, StudyFull
 from annotate.kinds import codebook_get, kind_get
 from annotate.kinds.base import FieldError
 from annotate.models import Annotator, Participation, ParticipationState, Qualification, Study
 from annotate.participation import attention_plan, clock
+from annotate.participation.selectors import participation_study_full, study_full
 from core import rate_limit
 from core.strict_json import StrictJSONError, check_text
 
@@ -89,6 +90,13 @@ def _entry_allowed(study: Study, client_address: str | None) -> bool:
     )
 
 
+# What a participant turned away from a full study is told (the study-full page says it too).
+STUDY_FULL_MESSAGE = (
+    "This study is full: every item already has the annotations it needs, so there is no item left for you. "
+    "Please return the study on Prolific."
+)
+
+
 def participation_enter(
     *,
     study: Study,
@@ -104,7 +112,9 @@ def participation_enter(
     Refused (``EntryRefused``, naming the parameter) when the PID does not look like a Prolific
     id and the study does not allow other ids, when STUDY_ID or SESSION_ID is malformed, when
     the study has a Prolific study id and STUDY_ID differs, and for a new participant when the
-    study is closed. With ``rate_limited`` (the web entry), a new participant beyond the
+    study is closed, or full (``StudyFull``, 409: no main item is left that they could be
+    given, ``study_full``; they are not recorded, and someone already in the study goes on).
+    With ``rate_limited`` (the web entry), a new participant beyond the
     study's allowance for ``client_address`` is refused with ``EntryLimited`` (429); someone
     who comes back is never counted. A study whose kind is not installed on this server
     takes no one (``KindNotInstalled``, 503)."""
@@ -122,6 +132,8 @@ def participation_enter(
     known = Participation.objects.filter(study=study, annotator__pid=pid).exists()
     if not known and not study.is_open:
         raise EntryRefused("This study is not accepting new participants. Please return it on Prolific.")
+    if not known and study_full(study):  # before the address is counted: nobody is created
+        raise StudyFull(STUDY_FULL_MESSAGE)
     if not known and rate_limited and not _entry_allowed(study, client_address):
         raise _entry_refused(
             "PROLIFIC_PID",
@@ -231,7 +243,12 @@ def participation_lock(p: Participation | int) -> Participation:
 
 @transaction.atomic
 def participation_consent(*, participation: Participation) -> Participation:
+    """Accept the guidelines and move on (training, qualification or the items). Refused with
+    ``StudyFull`` while the study is full for them (``participation_study_full``): nobody
+    consents to a study that has no item to give them."""
     p = participation_lock(participation)
+    if participation_study_full(p):
+        raise StudyFull(STUDY_FULL_MESSAGE)
     if p.state == ParticipationState.CONSENT:
         p.consented_at = clock.now()
         _state_after_consent(p)

@@ -154,7 +154,7 @@ def annotation_submit(
                 guideline_version=study.guideline_version.label,
                 l1_hash=item.l1_hash,
                 l2_hash=item.l2_hash,
-                interface_version=C.INTERFACE_VERSION,
+                interface_version=kind.interface_version,
                 first_served_at=served_at,
                 submitted_at=now,
                 wall_seconds=round((now - served_at).total_seconds(), 3),

@@ -19,8 +19,8 @@ from annotate import constants as C
 from annotate.errors import AnnotateError
 from annotate.kinds import codebook_get
 from annotate.models import Participation, ParticipationState, Study
-from annotate.participation.responses import annotate_errors, problem_page
-from annotate.participation.selectors import participation_for_session, study_terms
+from annotate.participation.responses import annotate_errors, problem_page, study_full_page
+from annotate.participation.selectors import participation_for_session, participation_study_full, study_terms
 from annotate.participation.services import (
     participation_consent,
     participation_enter,
@@ -117,13 +117,19 @@ def entry(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_not_required
 @require_http_methods(["GET", "POST"])
+@annotate_errors()
 def consent(request: HttpRequest, slug: str) -> HttpResponse:
+    """The guidelines and the study's terms; the study-full page instead while no item is left
+    for the participant (``participation_study_full``): its promise of items and pay is never
+    shown to someone who would get nothing."""
     loaded = session_participation(request, slug)
     if isinstance(loaded, HttpResponse):
         return loaded
     study, p = loaded
     if p.state != ParticipationState.CONSENT:
         return redirect(route(p))
+    if participation_study_full(p):
+        return study_full_page(request, study, p)
     terms = study_terms(study)
     if request.method == "POST":
         if request.POST.get("agree") != "yes":

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from annotate.kinds import kind_get, kind_list
 from annotate.kinds.base import REPORT_AGREEMENT, REPORT_METRIC_AGREEMENT
-from annotate.studies.api_fields import error_responses
+from annotate.studies.api_fields import error_responses, include_test
 from annotate.studies.api_selectors import study_api_progress
 from annotate.studies.apis import RoundSerializer, round_rows
 from annotate.studies.selectors import study_get
@@ -49,11 +49,15 @@ class StudyReportView(APIView):
                     "metric_agreement_url": serializers.CharField(allow_null=True),
                 },
             ),
-            **error_responses(_404="No study with this slug"),
+            **error_responses(
+                _400="{include_test: [problem]}: the study page's numbers never count test participants",
+                _404="No study with this slug",
+            ),
         },
     )
     def get(self, request, slug: str):
         study = study_get(slug=slug)
+        include_test(request, offered=False)  # the study page's numbers never count test participants
         progress = study_api_progress(study)
         kind = kind_get(study.kind)
         # Every kind's results key (None but for this study's kind), as the schema lists them.

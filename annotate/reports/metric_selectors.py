@@ -326,7 +326,7 @@ def _study_fingerprint(study: Study, *, bootstrap: int, seed: int) -> str | None
     annotations = (
         annotation_list(study)
         .order_by("submitted_at", "pk")
-        .values_list("item__item_id", "annotator__pid", "has_failure", "excluded", "source")
+        .values_list("item__item_id", "annotator__pid", "has_failure", "excluded", "surplus", "source")
     )
     items = (
         StudyItem.objects.filter(study=study)
@@ -344,8 +344,8 @@ def _study_fingerprint(study: Study, *, bootstrap: int, seed: int) -> str | None
             [FINGERPRINT_VERSION, report_code_version(), bootstrap, seed, study.min_annotations_for_majority]
         ).encode()
     )
-    for row in annotations.iterator(chunk_size=5000):
-        digest.update(repr(row).encode("utf-8", "surrogatepass"))
+    for annotation in annotations.iterator(chunk_size=5000):
+        digest.update(repr(annotation).encode("utf-8", "surrogatepass"))
     digest.update(b"\0items\0")
     generation_ids: set[int] = set()
     for row in items.iterator(chunk_size=2000):

@@ -30,7 +30,7 @@ def study_annotation_rows(study: Study, *, include_test: bool = False) -> list[A
     """The study's annotations as its export file carries them (the same fields, read
     straight from the columns the report needs rather than through the full export); a test
     participant's only with ``include_test``."""
-    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded", "source")
+    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded", "surplus", "source")
     rows = annotation_list(study, include_test=include_test).order_by("submitted_at", "pk").values_list(*fields)
     return [
         parse_annotation_record(
@@ -39,6 +39,7 @@ def study_annotation_rows(study: Study, *, include_test: bool = False) -> list[A
                 "annotator": pid,
                 "has_failure": has_failure,
                 "excluded": excluded,
+                "surplus": surplus,
                 "source": source,
                 "failures": [
                     {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
@@ -46,7 +47,7 @@ def study_annotation_rows(study: Study, *, include_test: bool = False) -> list[A
                 ],
             }
         )
-        for item_id, pid, has_failure, failures, excluded, source in rows.iterator(chunk_size=2000)
+        for item_id, pid, has_failure, failures, excluded, surplus, source in rows.iterator(chunk_size=2000)
     ]
 
 
@@ -87,8 +88,33 @@ def study_agreement_report(
 
 
 def study_rounds_reports(study: Study, *, bootstrap: int = REPORT_BOOTSTRAP) -> list[dict[str, Any]]:
-    """One report per pilot round of the study's family, oldest first."""
-    return [{"study": s, "report": study_agreement_report(s, bootstrap=bootstrap)} for s in study_rounds(study)]
+    """One report per pilot round of the study's family, oldest first, with its alpha cells
+    (``alpha_cells``) as the agreement page's table shows them."""
+    rounds = []
+    for s in study_rounds(study):
+        report = study_agreement_report(s, bootstrap=bootstrap)
+        rounds.append({"study": s, "report": report, "alpha_cells": alpha_cells(report)})
+    return rounds
+
+
+def alpha_cells(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One cell per alpha kind of a report, in the keys the shared template
+    ``annotate/_agreement_estimate.html`` reads (the study page's round row reads the same):
+    the value, its interval, its n (pairable items), why the interval is not estimable, the
+    small-sample note and why alpha is undefined."""
+    return [
+        {
+            "kind": kind,
+            "label": ALPHA_LABELS[kind],
+            "value": value,
+            "ci95": report["alpha_ci95"][kind],
+            "n": report["alpha_details"][kind]["n_units"],
+            "not_estimable": report.get("alpha_ci95_not_estimable", {}).get(kind),
+            "small_sample": report["alpha_small_sample"][kind],
+            "undefined": report["alpha_undefined"][kind],
+        }
+        for kind, value in report["alpha"].items()
+    ]
 
 
 def annotator_table(study: Study, report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -181,10 +207,10 @@ def _entropy(labels: list[bool]) -> float:
 
 
 def disagreement_list(study: Study) -> list[dict[str, Any]]:
-    """Items ranked by disagreement among their annotators (binary entropy of the labels,
-    1.0 for an even split), then by how many judges differ from the human majority (the
+    """Items ranked by disagreement among their annotators (binary entropy of the counted
+    labels, ``AnnotationRow.counted``, 1.0 for an even split), then by how many judges differ from the human majority (the
     study's, ``study_human_majority``: ``None`` for a tie or too few annotations)."""
-    rows = [r for r in study_annotation_rows(study) if not r.excluded]
+    rows = [r for r in study_annotation_rows(study) if r.counted]
     majority_of = human_majority(rows, min_annotations=study.min_annotations_for_majority)
     by_item: dict[str, list[bool]] = defaultdict(list)
     for row in rows:

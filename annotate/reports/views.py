@@ -29,10 +29,11 @@ from annotate.reports.selectors import (
     study_rounds_reports,
 )
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP
-from annotate.studies.api_fields import query_int
+from annotate.studies.api_fields import INCLUDE_TEST, include_test, query_int
 from core.app_errors import InvalidInput
 from core.csv_cells import csv_writer
 from core.permissions import IsResearcher, researcher_required
+from core.query_params import query_format
 
 
 def other_kind_note(
@@ -74,11 +75,11 @@ def _csv_response(filename: str, header: list[str], rows: list[list]) -> HttpRes
 @researcher_required
 def agreement(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    fmt = query_format(request.GET, ("json", "judges.csv"))
     if (note := other_kind_note(request, study, "Agreement")) is not None:
         return note
     rounds = study_rounds_reports(study)
     report = next(r["report"] for r in rounds if r["study"].pk == study.pk)
-    fmt = request.GET.get("format")
     if fmt == "json":
         response = JsonResponse(report, json_dumps_params={"indent": 2})
         response["Content-Disposition"] = f'attachment; filename="{study.slug}-agreement.json"'
@@ -149,6 +150,7 @@ def agreement(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 def annotators(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    fmt = query_format(request.GET, ("csv",))
     if (note := other_kind_note(request, study, "Annotators")) is not None:
         return note
     report = study_agreement_report(study)
@@ -159,7 +161,7 @@ def annotators(request: HttpRequest, slug: str) -> HttpResponse:
             key=lambda r: (r[sort] is None, r[sort] if r[sort] is not None else 0),
             reverse=sort != "median_active_seconds",
         )
-    if request.GET.get("format") == "csv":
+    if fmt == "csv":
         header = [
             "annotator",
             "n_main",
@@ -207,10 +209,11 @@ def annotators(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 def disagreements(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    fmt = query_format(request.GET, ("csv",))
     if (note := other_kind_note(request, study, "Disagreements")) is not None:
         return note
     rows = disagreement_list(study)
-    if request.GET.get("format") == "csv":
+    if fmt == "csv":
         return _csv_response(
             f"{study.slug}-disagreements.csv",
             ["item_id", "n", "n_has_failure", "entropy", "majority", "judge_dissent"],
@@ -253,12 +256,13 @@ class StudyAgreementView(APIView):
         parameters=[
             OpenApiParameter("bootstrap", OpenApiTypes.INT, description="resamples, 0 to 10000 (default 1000)"),
             OpenApiParameter("seed", OpenApiTypes.INT, description="seed of the resamples (default 0)"),
+            INCLUDE_TEST,
         ],
         responses={
             200: OpenApiTypes.OBJECT,
             400: OpenApiResponse(
-                description="a study of another kind (multiple choice, constraint "
-                "faithfulness): its answers carry no has_failure"
+                description="a bad bootstrap, seed or include_test, or a study of another kind (multiple "
+                "choice, constraint faithfulness): its answers carry no has_failure"
             ),
             404: OpenApiResponse(description="no study with this slug"),
         },
@@ -270,7 +274,8 @@ class StudyAgreementView(APIView):
             raise InvalidInput(other_kind_detail(study, "critical-failure agreement report"))
         bootstrap = query_int(request, "bootstrap", 1000, 10000)
         seed = query_int(request, "seed", 0)
-        return Response(study_agreement_report(study, bootstrap=bootstrap, seed=seed))
+        test = include_test(request)  # as `agreement_report --include-test`
+        return Response(study_agreement_report(study, bootstrap=bootstrap, seed=seed, include_test=test))
 
 
 # --------------------------------------------------------------------------- which metric agrees with people
@@ -338,6 +343,7 @@ def report_csv_rows(report: dict[str, Any]) -> list[list[Any]]:
 @researcher_required
 def metric_agreement(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
+    fmt = query_format(request.GET, ("json", "csv"))
     note = other_kind_note(
         request,
         study,
@@ -347,7 +353,6 @@ def metric_agreement(request: HttpRequest, slug: str) -> HttpResponse:
     if note is not None:
         return note
     report = study_metric_agreement_report(study)
-    fmt = request.GET.get("format")
     if fmt == "json":
         response: HttpResponse = JsonResponse(report, json_dumps_params={"indent": 2})
         response["Content-Disposition"] = f'attachment; filename="{study.slug}-metric-agreement.json"'
@@ -395,8 +400,9 @@ class StudyMetricAgreementView(APIView):
         responses={
             200: OpenApiTypes.OBJECT,
             400: OpenApiResponse(
-                description="a bad bootstrap or seed, or a study of another kind (multiple "
-                "choice, constraint faithfulness: no has_failure labels)"
+                description="a bad bootstrap or seed, include_test other than false (the human majority "
+                "never counts test participants), or a study of another kind (multiple choice, constraint "
+                "faithfulness: no has_failure labels)"
             ),
             404: OpenApiResponse(description="no study with this slug"),
         },
@@ -407,4 +413,5 @@ class StudyMetricAgreementView(APIView):
             raise InvalidInput(other_kind_detail(study, "metric-agreement report"))
         bootstrap = query_int(request, "bootstrap", DEFAULT_BOOTSTRAP, MAX_API_BOOTSTRAP)
         seed = query_int(request, "seed", REPORT_SEED)
+        include_test(request, offered=False)  # the human majority never counts test participants
         return Response(study_metric_agreement_report(study, bootstrap=bootstrap, seed=seed))

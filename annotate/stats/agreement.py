@@ -29,6 +29,7 @@ from annotate.stats.bootstrap import (
     SeedLike,
     bootstrap_share_interval,
     check_bootstrap,
+    estimable_interval,
     rate,
     sample_size_note,
     seed_sequence,
@@ -120,7 +121,7 @@ def leave_one_out_agreement(
     seed: int = 0,
 ) -> dict[str, dict[str, Any]]:
     """For each annotator (sorted): over the items they labelled, the fraction where their
-    label equals the strict majority of the *other* non-excluded annotators of that item,
+    label equals the strict majority of the *other* counted annotators of that item,
     under the same rule as the human majority: the others must number at least
     ``min_annotations``.
 
@@ -229,15 +230,21 @@ def pairwise_agreement(
 
 def _alpha_section(rows: Sequence[AnnotationRow], bootstrap: int, seed: int) -> dict[str, Any]:
     """The report's alpha keys from checked rows (``check_rows``): ``alpha``, ``alpha_ci95``,
-    ``alpha_details``, ``alpha_undefined`` and ``alpha_small_sample``."""
+    ``alpha_ci95_not_estimable``, ``alpha_details``, ``alpha_undefined`` and
+    ``alpha_small_sample``. A zero-width interval (every resample gave the same alpha) is
+    null, with the sentence saying so in ``alpha_ci95_not_estimable``."""
     # One stream of resamples for the three kinds, so their intervals are paired.
     by_kind = alpha_by_kind(rows, bootstrap=bootstrap, rng=np.random.default_rng(seed_sequence(seed, "alpha")))
     alpha = {kind: value for kind, (value, _, _) in by_kind.items()}
-    alpha_ci95 = {kind: interval for kind, (_, interval, _) in by_kind.items()}
     alpha_details = {kind: details for kind, (_, _, details) in by_kind.items()}
+    estimable = {
+        kind: estimable_interval(alpha_details[kind]["n_units"], interval) for kind, (_, interval, _) in by_kind.items()
+    }
+    alpha_ci95 = {kind: interval for kind, (interval, _) in estimable.items()}
     return {
         "alpha": alpha,
         "alpha_ci95": alpha_ci95,
+        "alpha_ci95_not_estimable": {kind: reason for kind, (_, reason) in estimable.items()},
         "alpha_details": alpha_details,
         "alpha_undefined": {
             kind: alpha_undefined_reason(alpha_details[kind]) if alpha[kind] is None else None for kind in ALPHA_KINDS
@@ -263,11 +270,15 @@ def alpha_report(
 
 
 DENOMINATORS: dict[str, str] = {
-    "n_items": "distinct item_id values with at least one non-excluded annotation",
-    "n_annotators": "distinct annotators with at least one non-excluded annotation",
-    "n_annotations": "non-excluded annotation rows; rows with excluded=true are counted in n_excluded and used nowhere",
+    "n_items": "distinct item_id values with at least one counted annotation (not excluded, not surplus)",
+    "n_annotators": "distinct annotators with at least one counted annotation",
+    "n_annotations": (
+        "counted annotation rows; rows with excluded=true are counted in n_excluded, rows with surplus=true "
+        "(a late submit into an item that already had its k counted annotations) in n_surplus, and both are "
+        "used nowhere (a row that is both is counted once, in n_excluded)"
+    ),
     "alpha": (
-        "Krippendorff's alpha over items with at least two non-excluded annotations (alpha_details.n_units); "
+        "Krippendorff's alpha over items with at least two counted annotations (alpha_details.n_units); "
         "items with one annotation cannot be paired and are counted in alpha_details.n_single; null when no "
         "item has two annotations or the paired values never vary"
     ),
@@ -278,10 +289,15 @@ DENOMINATORS: dict[str, str] = {
     "alpha.l2_step_sets_masi": "the union of linked L2 steps per annotation; MASI distance, 0 between two empty sets",
     "alpha_ci95": (
         "95% percentile bootstrap resampling the pairable items with replacement (the same resamples for the three "
-        "kinds); resamples where alpha is undefined are left out and counted in alpha_details.n_bootstrap_undefined"
+        "kinds); resamples where alpha is undefined are left out and counted in alpha_details.n_bootstrap_undefined; "
+        "null when every resample gives the same alpha (a zero-width interval, see alpha_ci95_not_estimable)"
+    ),
+    "alpha_ci95_not_estimable": (
+        "per kind: null, or 'interval not estimable (n = N): ...' when every bootstrap resample of the N pairable "
+        "items gives the same alpha (too few items to vary), so alpha_ci95 is null rather than a zero-width interval"
     ),
     "human_majority": (
-        "strict majority (more than half) of an item's non-excluded has_failure labels, for items with at least "
+        "strict majority (more than half) of an item's counted has_failure labels, for items with at least "
         "min_annotations (default 2, never fewer) of them: one annotation is a label, not a majority; items with "
         "fewer are counted in n_too_few and left out of judge agreement, leave-one-out and calibration; an even "
         "split is a tie, has no majority and is counted in n_ties; "
@@ -308,7 +324,7 @@ DENOMINATORS: dict[str, str] = {
         "judges, keys 'A|B' with the names sorted; ci95 is a 95% percentile bootstrap over the n items"
     ),
     "annotator_pairs": (
-        "agreement = equal labels / n, n = items both annotators labelled (non-excluded); only pairs with n > 0; "
+        "agreement = equal labels / n, n = items both annotators labelled (counted labels); only pairs with n > 0; "
         "ci95 is a 95% percentile bootstrap over the n items"
     ),
     "alpha_undefined": "per kind: null when alpha is defined, otherwise the sentence saying why it is not",
@@ -344,14 +360,16 @@ def agreement_report(
     n_ties, n_too_few} (``HumanMajority.summary``), ``leave_one_out``
     {annotator: {agreement, n, ...}}, ``judges`` {judge: {agreement,
     agreement_has_failure, agreement_no_failure, cohen_kappa, n, ci95, ...}},
-    ``judge_pairs`` {"A|B": {agreement, n, ...}}. Also: ``n_excluded``, ``n_judgments``,
-    ``alpha_ci95``, ``alpha_details``, ``alpha_undefined`` (per kind, why alpha is null),
+    ``judge_pairs`` {"A|B": {agreement, n, ...}}. Also: ``n_excluded``, ``n_surplus``, ``n_judgments``,
+    ``alpha_ci95``, ``alpha_ci95_not_estimable`` (per kind, why alpha_ci95 is null for a
+    defined alpha), ``alpha_details``, ``alpha_undefined`` (per kind, why alpha is null),
     ``alpha_small_sample`` and each judge's ``small_sample`` (``sample_size_note``),
     ``annotator_pairs``, ``calibration``, ``bootstrap`` and ``denominators`` (the text of
     every denominator and tie rule).
 
-    ``min_annotations`` (>= 2) is how many non-excluded annotations an item needs for a
-    human majority; items with fewer count in ``human_majority.n_too_few``.
+    Only counted annotations (``check_rows``: not excluded, not surplus) enter any statistic;
+    ``n_excluded`` and ``n_surplus`` count the others. ``min_annotations`` (>= 2) is how many
+    counted annotations an item needs for a human majority; items with fewer count in ``human_majority.n_too_few``.
 
     Bootstrap intervals use ``bootstrap`` resamples (0 turns them off: ``null``) and a
     generator seeded from ``seed`` and the statistic's name, so the report is the same on
@@ -361,7 +379,7 @@ def agreement_report(
     check_bootstrap(bootstrap)
     seed_sequence(seed)  # validates the seed
     check_min_annotations(min_annotations)
-    rows, n_excluded = check_rows(annotations)
+    rows, left_out = check_rows(annotations)
     judgment_list = list(judgments)
     by_judge = judgment_labels(judgment_list)
     by_item = labels_by_item(rows)
@@ -395,7 +413,8 @@ def agreement_report(
         "n_items": len(by_item),
         "n_annotators": len({row.annotator for row in rows}),
         "n_annotations": len(rows),
-        "n_excluded": n_excluded,
+        "n_excluded": left_out.excluded,
+        "n_surplus": left_out.surplus,
         "n_judgments": len(judgment_list),
         **alphas,
         "human_majority": majority.summary(),

@@ -16,7 +16,14 @@ import krippendorff
 import numpy as np
 import numpy.typing as npt
 
-from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP, SeedLike, bootstrap_counts, check_bootstrap
+from annotate.stats.bootstrap import (
+    DEFAULT_BOOTSTRAP,
+    SeedLike,
+    bootstrap_counts,
+    check_bootstrap,
+    estimable_interval,
+    sample_size_note,
+)
 from annotate.stats.majority import annotation_l2_steps, check_rows, first_failure_location
 from annotate.stats.records import AnnotationRow
 from core.intervals import RESAMPLE_BLOCK_CELLS, percentile_interval, resample_blocks
@@ -211,6 +218,30 @@ def nominal_alpha_interval(
     return _alpha_bootstraps(inputs, bootstrap, np.random.default_rng(seed))["nominal"][0]
 
 
+def nominal_alpha_estimate(
+    matrix: Sequence[Sequence[Hashable | None]], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: SeedLike = 0
+) -> dict[str, Any]:
+    """Nominal alpha as the pages and the API show it, in the keys of a critical-failure
+    round: ``alpha``, ``alpha_ci95`` (``nominal_alpha_interval``, the resampling of the
+    agreement report's alpha; null when alpha is undefined, ``bootstrap`` is 0 or the
+    interval is not estimable), ``alpha_n`` (the pairable items, rows with two or more
+    values), ``alpha_ci95_not_estimable``, ``alpha_small_sample`` (``sample_size_note``)
+    and ``alpha_undefined`` (``alpha_undefined_reason``)."""
+    p = _pairable(matrix)
+    alpha = nominal_alpha(matrix) if p.n_units else None
+    interval = nominal_alpha_interval(matrix, bootstrap=bootstrap, seed=seed) if alpha is not None else None
+    ci95, not_estimable = estimable_interval(p.n_units, interval)
+    details = {"n_units": p.n_units, "n_single": p.n_single, "n_distinct_values": len(p.domain)}
+    return {
+        "alpha": alpha,
+        "alpha_ci95": ci95,
+        "alpha_n": p.n_units,
+        "alpha_ci95_not_estimable": not_estimable,
+        "alpha_small_sample": sample_size_note(p.n_units, ci95) if alpha is not None else None,
+        "alpha_undefined": alpha_undefined_reason(details) if alpha is None else None,
+    }
+
+
 def masi_alpha(matrix: Sequence[Sequence[frozenset[int] | None]]) -> float | None:
     """Krippendorff's alpha over sets with MASI distance (0 between two empty sets), with
     the krippendorff package and a custom distance. ``None`` when undefined."""
@@ -267,7 +298,7 @@ def _kind_delta(p: _Pairable[Hashable], kind: AlphaKind) -> npt.NDArray[np.float
 
 
 def krippendorff_alpha(annotations: Iterable[AnnotationRow], kind: AlphaKind) -> float | None:
-    """Krippendorff's alpha of one kind over the non-excluded annotations:
+    """Krippendorff's alpha of one kind over the counted annotations (not excluded, not surplus):
 
     * ``binary``: nominal over has_failure;
     * ``first_failure_location``: nominal over ``first_failure_location``;
@@ -364,7 +395,7 @@ def _alpha_bootstraps(
 def alpha_by_kind(
     rows: Sequence[AnnotationRow], *, bootstrap: int, rng: np.random.Generator
 ) -> dict[str, tuple[float | None, list[float] | None, dict[str, int]]]:
-    """Every kind's alpha over checked rows (``check_rows``: non-excluded, sorted), its 95 %
+    """Every kind's alpha over checked rows (``check_rows``: counted, sorted), its 95 %
     percentile bootstrap interval (``None`` where alpha is undefined or ``bootstrap`` is 0)
     and what it rests on: ``n_units`` (pairable items), ``n_values``, ``n_single`` (items
     with one annotation), ``n_distinct_values`` and ``n_bootstrap_undefined``. The three

@@ -87,3 +87,30 @@ def sample_size_note(n: int, ci95: Sequence[float] | None) -> str | None:
     if not reasons:
         return None
     return "Small sample: " + " and ".join(reasons) + "; the interval is wide, read the number with it."
+
+
+# A bootstrap interval narrower than this is zero-width: every resample gave the same value.
+ZERO_WIDTH = 1e-12
+
+
+def interval_not_estimable(n: int, ci95: Sequence[float] | None) -> str | None:
+    """Why a bootstrap interval is not shown, or None when it is (or there is none): every
+    resample of the ``n`` items gave the same value, so the percentile interval has zero
+    width. Too few items to resample do that (two items that disagree the same way give
+    alpha -0.5 in every resample), and a zero-width interval would look like a precise
+    number. Pages then show "interval not estimable (n = …)" and the reports give a null
+    interval with this sentence."""
+    if ci95 is None or ci95[1] - ci95[0] > ZERO_WIDTH:
+        return None
+    items = "item" if n == 1 else "items"
+    return (
+        f"interval not estimable (n = {n}): every bootstrap resample of the {n} {items} gives the same "
+        f"value, so there is no interval to show"
+    )
+
+
+def estimable_interval(n: int, ci95: Sequence[float] | None) -> tuple[list[float] | None, str | None]:
+    """A bootstrap interval as the reports give it: ``(ci95, None)``, or ``(None, reason)``
+    when it is not estimable (``interval_not_estimable``)."""
+    reason = interval_not_estimable(n, ci95)
+    return (None, reason) if reason else (list(ci95) if ci95 is not None else None, None)

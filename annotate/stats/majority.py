@@ -1,7 +1,7 @@
 """Labels and the human majority. Pure Python, no Django.
 
 An item's **human majority** is a strict majority of at least ``min_annotations`` (default
-2) non-excluded annotations; a tie has no majority, an item with fewer annotations has none
+2) counted annotations (``check_rows``: not excluded, not surplus); a tie has no majority, an item with fewer annotations has none
 either, and both are counted (``HumanMajority``). Every report that compares with "the human
 majority" (the agreement report, metric agreement, calibration) reads it from here, so they
 count alike. Labels are booleans: ``True`` means has_failure, ``False`` means no_failure;
@@ -58,14 +58,26 @@ def majority_label(labels: Sequence[bool]) -> bool | None:
     return None
 
 
-def check_rows(annotations: Iterable[AnnotationRow]) -> tuple[list[AnnotationRow], int]:
-    """Non-excluded rows (sorted by item, then annotator) and the number of excluded rows.
-    Raises ``ValueError`` on a duplicate (item_id, annotator) or a contradictory row."""
+@dataclass(frozen=True)
+class LeftOut:
+    """The rows ``check_rows`` left out: ``excluded`` ones (failed attention checks,
+    qualification and attention-check answers) and ``surplus`` ones (late submits into an item
+    that already had its k counted annotations; a row that is both counts as excluded)."""
+
+    excluded: int = 0
+    surplus: int = 0
+
+
+def check_rows(annotations: Iterable[AnnotationRow]) -> tuple[list[AnnotationRow], LeftOut]:
+    """The counted rows (``AnnotationRow.counted``: not excluded, not surplus; sorted by item,
+    then annotator) and how many were left out, and why. Every statistic reads its rows from
+    here. Raises ``ValueError`` on a duplicate (item_id, annotator) or a contradictory row."""
     kept: dict[tuple[str, str], AnnotationRow] = {}
-    n_excluded = 0
+    n_excluded = n_surplus = 0
     for row in annotations:
-        if row.excluded:
-            n_excluded += 1
+        if not row.counted:
+            n_excluded += int(row.excluded)
+            n_surplus += int(not row.excluded)
             continue
         key = (row.item_id, row.annotator)
         if key in kept:
@@ -75,7 +87,7 @@ def check_rows(annotations: Iterable[AnnotationRow]) -> tuple[list[AnnotationRow
                 f"annotation of item {row.item_id!r} by {row.annotator!r}: has_failure is false but failures are listed"
             )
         kept[key] = row
-    return [kept[key] for key in sorted(kept)], n_excluded
+    return [kept[key] for key in sorted(kept)], LeftOut(excluded=n_excluded, surplus=n_surplus)
 
 
 def judgment_labels(judgments: Iterable[JudgmentRow]) -> dict[str, dict[str, bool]]:
@@ -115,7 +127,7 @@ class HumanMajority:
     """The human majority of every annotated item, and what has none.
 
     ``labels``: item_id -> strict majority (``True`` has_failure, ``False`` no_failure,
-    ``None`` a tie) for the items with at least ``min_annotations`` non-excluded
+    ``None`` a tie) for the items with at least ``min_annotations`` counted
     annotations. ``too_few``: item_id -> its number of annotations, for the annotated items
     with fewer (they have no majority: one annotation is a label, not a majority). Every
     report that compares with "the human majority" reads it from here, so they count alike."""
@@ -176,8 +188,8 @@ def human_majority(
     annotations: Iterable[AnnotationRow], *, min_annotations: int = C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT
 ) -> HumanMajority:
     """The strict-majority has_failure label of every item with at least ``min_annotations``
-    (>= 2) non-excluded annotations; items with fewer are counted in ``too_few``. Items whose
-    annotations are all excluded do not appear. Raises ``ValueError`` for a threshold below 2."""
+    (>= 2) counted annotations (not excluded, not surplus); items with fewer are counted in
+    ``too_few``. Items none of whose annotations count do not appear. Raises ``ValueError`` for a threshold below 2."""
     check_min_annotations(min_annotations)
     rows, _ = check_rows(annotations)
     return majority_of_items(labels_by_item(rows), min_annotations)

@@ -17,6 +17,13 @@ from core.record_files import COMPRESSIONS, ReadLimits, RecordError, iter_jsonl,
 HAS_FAILURE: Final = "has_failure"
 NO_FAILURE: Final = "no_failure"
 
+# Which annotations count, the one rule every statistic and every "counted" number applies: an
+# annotation counts unless it carries one of these flags (``excluded``: failed attention checks,
+# qualification and attention-check answers; ``surplus``: a late submit into an item that
+# already had its k counted annotations). Rows read it through ``AnnotationRow.counted``, the
+# database through ``annotations_counted`` (annotate/studies/selectors.py).
+LEFT_OUT_FLAGS: Final = ("excluded", "surplus")
+
 
 # --------------------------------------------------------------------------- input rows
 
@@ -26,14 +33,23 @@ class AnnotationRow:
     """One annotator's label of one item.
 
     ``failures`` is a list of ``{"description": str, "L1_steps": [int], "L2_steps": [int]}``
-    (L1 is the reference procedure, L2 the generated one). ``excluded`` rows (e.g. failed
-    attention checks) are left out of every statistic and counted in ``n_excluded``."""
+    (L1 is the reference procedure, L2 the generated one). Only ``counted`` rows enter any
+    statistic: ``excluded`` rows (e.g. failed attention checks) are left out and counted in
+    ``n_excluded``; ``surplus`` rows (a late submit into an item that already had its k
+    counted annotations) are left out and counted in ``n_surplus`` (a row both excluded and
+    surplus is counted once, as excluded)."""
 
     item_id: str
     annotator: str
     has_failure: bool
     failures: list[dict[str, Any]] = field(default_factory=list)
     excluded: bool = False
+    surplus: bool = False
+
+    @property
+    def counted(self) -> bool:
+        """Whether the row counts: it carries none of ``LEFT_OUT_FLAGS`` (not excluded, not surplus)."""
+        return not any(getattr(self, flag) for flag in LEFT_OUT_FLAGS)
 
 
 @dataclass
@@ -107,8 +123,9 @@ def parse_annotation_record(record: Any) -> AnnotationRow:
     Required: ``item_id`` (non-empty string), ``annotator`` (non-empty string),
     ``has_failure`` (bool), ``failures`` (list of objects with ``description`` (string),
     ``L1_steps`` and ``L2_steps`` (lists of integers >= 1)). Optional: ``excluded`` (bool,
-    default false); ``source`` other than ``"main"`` (qualification or attention-check
-    answers in an export) counts as excluded. ``has_failure: false`` with a non-empty ``failures`` list is a
+    default false); ``surplus`` (bool, default false: an export's late submit into a full
+    item, left out and counted apart); ``source`` other than ``"main"`` (qualification or
+    attention-check answers in an export) counts as excluded. ``has_failure: false`` with a non-empty ``failures`` list is a
     contradiction and is rejected; ``has_failure: true`` with no failures is accepted (its
     location is ``"unlocated"``). Other fields are ignored. Raises ``ValueError`` naming
     the field."""
@@ -146,8 +163,16 @@ def parse_annotation_record(record: Any) -> AnnotationRow:
     source = record.get("source")
     if source is not None and source != "main":
         excluded = True
+    # A surplus answer (submitted after the item already had its k counted annotations) is
+    # stored and exported, but counts nowhere: the study page and the report agree on k.
+    surplus = _bool_field(record, "surplus", default=False)
     return AnnotationRow(
-        item_id=item_id, annotator=annotator, has_failure=has_failure, failures=failures, excluded=excluded
+        item_id=item_id,
+        annotator=annotator,
+        has_failure=has_failure,
+        failures=failures,
+        excluded=excluded,
+        surplus=surplus,
     )
 
 
@@ -195,7 +220,7 @@ def _rows(
 
 
 def _annotation_key(row: AnnotationRow) -> tuple[str, str] | None:
-    return None if row.excluded else (row.item_id, row.annotator)
+    return (row.item_id, row.annotator) if row.counted else None
 
 
 def _judgment_key(row: JudgmentRow) -> tuple[str, str] | None:
@@ -205,8 +230,8 @@ def _judgment_key(row: JudgmentRow) -> tuple[str, str] | None:
 def parse_annotation_lines(lines: Iterable[bytes | str], *, source: str = "<annotations>") -> list[AnnotationRow]:
     """Parse JSONL annotation records (one object per line; blank lines skipped).
 
-    Returns every row, excluded ones included (with ``excluded=True``), so the report can
-    count them. Two non-excluded rows for the same (item_id, annotator) are an error.
+    Returns every row, excluded and surplus ones included (flagged), so the report can
+    count them. Two counted rows for the same (item_id, annotator) are an error.
     Raises ``RecordError`` with ``source`` and the 1-based line number."""
     return _rows(jsonl_records(lines, source, objects_only=False), source, parse_annotation_record, _annotation_key)
 

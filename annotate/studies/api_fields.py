@@ -7,10 +7,11 @@ from typing import Any
 
 import django_filters
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from core.app_errors import InvalidInput
+from core.query_params import QueryFlag, query_params_clean
 
 # Column bounds: a value the database could not hold is a 400 naming the field, never a 500.
 SMALL_INT_MAX = 32_767  # PositiveSmallIntegerField
@@ -96,4 +97,35 @@ def query_int(request: Any, name: str, default: int, maximum: int | None = None)
     if value < 0 or (maximum is not None and value > maximum):
         limit = f" at most {maximum}" if maximum is not None else ""
         raise InvalidInput(fields={name: f"expected a non-negative integer{limit}, got {raw!r}"})
+    return value
+
+
+class IncludeTestQuery(serializers.Serializer):
+    include_test = QueryFlag(
+        required=False,
+        default=False,
+        help_text="1/true: also test participants (a researcher's own runs, marked is_test); default: left out, "
+        "as on the study page",
+    )
+
+
+INCLUDE_TEST = OpenApiParameter(
+    "include_test",
+    OpenApiTypes.BOOL,
+    description=("1/true: also test participants (a researcher's own runs, marked is_test); default: left out"),
+)
+
+
+def include_test(request: Any, *, offered: bool = True) -> bool:
+    """The ``include_test`` parameter of a page or an API request (core/query_params.py: a bad
+    value is a 400 naming it and its values). ``offered=False``: the endpoint's numbers always
+    leave test participants out, so asking for them is refused too, rather than ignored."""
+    value = query_params_clean(IncludeTestQuery, request.GET)["include_test"]
+    if value and not offered:
+        raise InvalidInput(
+            fields={
+                "include_test": "test participants are always left out of this report; accepted: false "
+                "(or leave the parameter out)"
+            }
+        )
     return value

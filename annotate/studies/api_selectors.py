@@ -105,7 +105,7 @@ def study_api_progress(study: Study) -> dict[str, Any]:
         "items_by_annotations": study_items_by_annotations(study),
         "attention_checks": share_estimate(attention["passed"], attention["n"]),
         "qualification": share_estimate(qualification["passed"], qualification["n"]),
-        "n_counted_annotations": progress["annotations_main"] - progress["annotations_excluded"],
+        # n_counted_annotations is the page's own (``study_progress_get``: not excluded, not surplus)
     }
 
 

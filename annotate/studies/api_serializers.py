@@ -50,7 +50,9 @@ class StudyProgressSerializer(serializers.Serializer):
     annotations_main = serializers.IntegerField()
     annotations_excluded = serializers.IntegerField()
     annotations_surplus = serializers.IntegerField()
-    n_counted_annotations = serializers.IntegerField(help_text="Main-pool annotations not excluded")
+    n_counted_annotations = serializers.IntegerField(
+        help_text="Main-pool annotations that count: not excluded and not surplus (as in the agreement report)"
+    )
     live_reservations = serializers.IntegerField()
     live_annotators = serializers.IntegerField()
     participants = serializers.IntegerField()

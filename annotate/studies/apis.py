@@ -220,15 +220,31 @@ class RoundSerializer(serializers.Serializer):
     guideline_version = serializers.CharField()
     n_annotations = serializers.IntegerField(help_text="Main-pool annotations of the round")
     n_excluded = serializers.IntegerField()
+    n_surplus = serializers.IntegerField(
+        help_text="Surplus annotations (a late submit into an item that already had its k counted annotations; "
+        "excluded ones are counted in n_excluded only), left out of alpha as the excluded ones are"
+    )
     alpha = serializers.FloatField(allow_null=True, help_text="Krippendorff's alpha of the kind's label")
     alpha_ci95 = serializers.ListField(
         child=serializers.FloatField(),
         allow_null=True,
         required=False,
-        help_text="Critical failure: 95% bootstrap interval",
+        help_text="95% bootstrap interval over the alpha_n items; null when alpha is undefined or the interval "
+        "is not estimable (alpha_ci95_not_estimable)",
     )
     alpha_n = serializers.IntegerField(
-        allow_null=True, required=False, help_text="Critical failure: items with two or more counted annotations"
+        allow_null=True, required=False, help_text="Items with two or more counted annotations (alpha's n)"
+    )
+    alpha_ci95_not_estimable = serializers.CharField(
+        allow_null=True,
+        required=False,
+        help_text="'interval not estimable (n = N): ...' when every bootstrap resample gives the same alpha "
+        "(too few items to vary): alpha_ci95 is null instead of a zero-width interval",
+    )
+    alpha_small_sample = serializers.CharField(
+        allow_null=True,
+        required=False,
+        help_text="The small-sample note (fewer than 30 items or an interval wider than 0.3), or null",
     )
     alpha_undefined = serializers.CharField(allow_null=True, required=False, help_text="Why alpha is undefined")
     as_of = serializers.DateTimeField(
@@ -252,9 +268,12 @@ def round_rows(study: Study) -> list[dict[str, Any]]:
                     for key in (
                         "n_annotations",
                         "n_excluded",
+                        "n_surplus",
                         "alpha",
                         "alpha_ci95",
                         "alpha_n",
+                        "alpha_ci95_not_estimable",
+                        "alpha_small_sample",
                         "alpha_undefined",
                         "as_of",
                         "n_new",
@@ -285,8 +304,8 @@ class StudyRoundsView(APIView):
     @extend_schema(
         summary="A study's pilot rounds",
         description="Every round of the study's family with its annotations, exclusions and "
-        "Krippendorff's alpha (critical failure: with its 95% interval and n), as the study "
-        "page shows them.",
+        "Krippendorff's alpha with its n, 95% interval (or why it is not estimable) and small-sample "
+        "note, as the study page shows them.",
         responses={200: RoundSerializer(many=True), **error_responses(_404="No study with this slug")},
     )
     def get(self, request, slug: str):

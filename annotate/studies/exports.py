@@ -151,9 +151,7 @@ def _csv_cell(name: str, value: Any) -> Any:
         return json.dumps(value, ensure_ascii=False)
     if value is None:
         return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value
+    return value  # booleans as every CSV writes them (core/csv_cells.py): true/false
 
 
 def annotation_csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:

@@ -32,7 +32,7 @@ from annotate.studies.settings import StudySettings, study_settings_from
 from core.heartbeats import import_run, stalled_settle
 from core.record_files import RecordError
 from mining.models import CorpusImportStatus as ImportStatus
-from mining.uploads import upload_runs_in_background, upload_save, upload_storage
+from mining.uploads import upload_delete, upload_runs_in_background, upload_save, upload_storage
 
 # The heartbeat key prefix of a running import (core/heartbeats.py).
 STUDY_IMPORT_HEARTBEAT = "study-import"
@@ -140,11 +140,7 @@ def study_upload_store(upload: File) -> StoredUpload:
 
 def study_upload_discard(stored: StoredUpload) -> None:
     """Remove a stored upload read in the request (and its folder)."""
-    study_upload_storage().delete(stored.name)
-    try:
-        Path(stored.path).parent.rmdir()
-    except OSError:
-        pass
+    upload_delete(study_upload_storage(), stored.name)
 
 
 def study_import_queue(*, stored: StoredUpload, options: dict[str, Any], created_by: Any = None) -> StudyImport:
@@ -238,7 +234,7 @@ def _study_import_work(job: StudyImport) -> None:
         )
     else:
         status = ImportStatus.DONE
-        storage.delete(job.file_name)  # the items are in the database now
+        upload_delete(storage, job.file_name)  # the items are in the database now
     StudyImport.objects.filter(pk=job.pk).update(
         status=status, problems=problems, error=error, study=study, finished_at=timezone.now()
     )

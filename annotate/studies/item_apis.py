@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import django_filters
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, serializers
 from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
 from rest_framework.views import APIView
@@ -20,42 +20,23 @@ from annotate.kinds.base import ROLE_MAIN
 from annotate.models import Annotation, ItemRole, Study, StudyItem
 from annotate.studies.api_fields import (
     EXPORT_FORMATS,
+    INCLUDE_TEST,
     LABEL_HAS_FAILURE,
     LABEL_NO_FAILURE,
+    IncludeTestQuery,
     StrictBooleanFilter,
     error_responses,
+    include_test,
 )
 from annotate.studies.api_selectors import study_annotation_api_list, study_item_api_list
 from annotate.studies.exports import annotation_csv_lines, annotation_export_rows
 from annotate.studies.selectors import study_get
+from core.query_params import QueryChoice, query_params_clean
 
 if TYPE_CHECKING:
     from annotate.studies.api_selectors import CountedItem
 
 # -- items and annotations -------------------------------------------------------------------
-
-
-class IncludeTestQuery(serializers.Serializer):
-    include_test = serializers.BooleanField(
-        required=False,
-        default=False,
-        help_text="1/true: also test participants (a researcher's own runs, marked is_test); default: left out, "
-        "as on the study page",
-    )
-
-
-INCLUDE_TEST = OpenApiParameter(
-    "include_test",
-    OpenApiTypes.BOOL,
-    description=("1/true: also test participants (a researcher's own runs, marked is_test); default: left out"),
-)
-
-
-def include_test(request) -> bool:
-    """The ``include_test`` parameter; a bad value is a 400 naming it."""
-    query = IncludeTestQuery(data={"include_test": request.query_params.get("include_test", "false")})
-    query.is_valid(raise_exception=True)
-    return query.validated_data["include_test"]
 
 
 class StudyScoped:
@@ -197,7 +178,10 @@ class AnnotationFilter(django_filters.FilterSet):
         method="filter_choice", min_value=-1, max_value=1000, help_text="Multiple choice: the chosen option's index"
     )
     source = django_filters.ChoiceFilter(choices=ItemRole.choices, help_text="main, attention or qualification")
-    excluded = StrictBooleanFilter(help_text="true: only excluded annotations; false: only counted ones")
+    excluded = StrictBooleanFilter(
+        help_text="true: only excluded annotations; false: only those not excluded (surplus ones among them, "
+        "marked surplus, do not count either)"
+    )
     submitted_after = django_filters.IsoDateTimeFilter(
         field_name="submitted_at", lookup_expr="gte", help_text="ISO 8601, inclusive"
     )
@@ -306,7 +290,7 @@ class FormatFreeNegotiation(BaseContentNegotiation):
 
 
 class ExportQuerySerializer(IncludeTestQuery):
-    format = serializers.ChoiceField(
+    format = QueryChoice(
         choices=EXPORT_FORMATS,
         required=False,
         default="jsonl",
@@ -331,15 +315,10 @@ class StudyExportView(APIView):
         },
     )
     def get(self, request, slug: str):
-        query = ExportQuerySerializer(
-            data={
-                name: request.query_params[name] for name in ("format", "include_test") if name in request.query_params
-            }
-        )
-        query.is_valid(raise_exception=True)
-        fmt = query.validated_data["format"]
+        query = query_params_clean(ExportQuerySerializer, request.query_params)
+        fmt = query["format"]
         study = study_get(slug=slug)
-        rows = annotation_export_rows(study, include_test=query.validated_data["include_test"])
+        rows = annotation_export_rows(study, include_test=query["include_test"])
         if fmt == "csv":
             response = StreamingHttpResponse(annotation_csv_lines(rows), content_type="text/csv; charset=utf-8")
         else:

@@ -46,7 +46,7 @@ class ParticipantSerializer(serializers.Serializer):
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     n_main = serializers.IntegerField(help_text="Main-pool annotations (excluded and surplus included)")
-    n_counted = serializers.IntegerField(help_text="Main-pool annotations not excluded")
+    n_counted = serializers.IntegerField(help_text="Main-pool annotations that count: not excluded, not surplus")
     n_reserved = serializers.IntegerField(help_text="Slots held now (what a release gives back)")
     checks_passed = serializers.IntegerField()
     checks_failed = serializers.IntegerField()

@@ -287,6 +287,7 @@ def preview_item(request: HttpRequest, slug: str, number: int) -> HttpResponse:
                     "items": states,
                     "minSeconds": study.min_seconds,
                     "autosaveSeconds": C.AUTOSAVE_SECONDS,
+                    "interfaceVersion": kind.interface_version,
                     "nextUrl": next_url,
                 },
             },

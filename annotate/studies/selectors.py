@@ -30,6 +30,8 @@ from annotate.models import (
     Study,
     StudyItem,
 )
+from annotate.stats.records import LEFT_OUT_FLAGS
+from core.intervals import share_estimate
 
 
 def _count_of(queryset: QuerySet, field: str) -> Coalesce:
@@ -69,8 +71,20 @@ def study_rounds(study: Study) -> list[Study]:
     )
 
 
+def annotations_counted(queryset: QuerySet[Annotation]) -> QuerySet[Annotation]:
+    """The annotations of ``queryset`` that count: none of ``LEFT_OUT_FLAGS`` (not excluded,
+    not surplus), the rule the agreement statistics apply to their rows
+    (``AnnotationRow.counted``), so every "counted" number agrees with them."""
+    return queryset.filter(**{flag: False for flag in LEFT_OUT_FLAGS})
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+# The implied hourly pay needs a median active time of at least this many seconds: below it
+# (annotations submitted at once, clocks that did not run) payment x 3600 / median is no wage.
+MIN_SECONDS_FOR_PAY = 1.0
 
 
 def study_progress_get(study: Study) -> dict[str, Any]:
@@ -86,7 +100,13 @@ def study_progress_get(study: Study) -> dict[str, Any]:
 
     Every count is one aggregate the database computes (a few rows come back whatever the
     study's size); only the active and wall times are read one value per annotation, for
-    their medians. Test participants (``is_test``) are left out of every number."""
+    their medians. Test participants (``is_test``) are left out of every number.
+
+    ``hourly_pay`` is None when the median active time is under ``MIN_SECONDS_FOR_PAY`` (1 s):
+    a payment divided by a fraction of a second is no wage anyone earned (the page says the
+    pay cannot be estimated, with the n). ``attention_checks`` and ``qualification`` are the
+    pass rates as shares with their n and 95% Wilson interval (``share_estimate``), as the
+    API gives them."""
     now = timezone.now()
     k = study.annotators_per_item
     # Per item: filled slots and live reservations, grouped over the study's assignments,
@@ -117,10 +137,10 @@ def study_progress_get(study: Study) -> dict[str, Any]:
     annotations = main.aggregate(
         n=Count("pk"), excluded=Count("pk", filter=Q(excluded=True)), surplus=Count("pk", filter=Q(surplus=True))
     )
-    times = list(main.filter(excluded=False).values_list("active_seconds", "wall_seconds"))
+    times = list(annotations_counted(main).values_list("active_seconds", "wall_seconds"))
     median_active = _median([active for active, _ in times])
     hourly = None
-    if study.payment_per_item is not None and median_active:
+    if study.payment_per_item is not None and median_active is not None and median_active >= MIN_SECONDS_FOR_PAY:
         hourly = float(study.payment_per_item) * 3600.0 / median_active
     attention = Annotation.objects.filter(
         study=study, source=ROLE_ATTENTION, correct__isnull=False, is_test=False
@@ -158,14 +178,17 @@ def study_progress_get(study: Study) -> dict[str, Any]:
         "participants": sum(states.values()),
         "states": states,
         "median_active_seconds": median_active,
-        "n_counted_annotations": len(times),  # main-pool annotations not excluded: the medians are over them
+        # main-pool annotations that count (not excluded, not surplus): the medians are over them
+        "n_counted_annotations": len(times),
         "median_wall_seconds": _median([wall for _, wall in times]),
         "hourly_pay": hourly,
         "paper_hourly_rate": C.PAPER_HOURLY_RATE_USD,
         "attention_total": attention["n"],
         "attention_pass_rate": attention["passed"] / attention["n"] if attention["n"] else None,
+        "attention_checks": share_estimate(attention["passed"], attention["n"]),
         "qualification_total": qualification["n"],
         "qualification_pass_rate": qualification["passed"] / qualification["n"] if qualification["n"] else None,
+        "qualification": share_estimate(qualification["passed"], qualification["n"]),
     }
 
 
@@ -176,7 +199,8 @@ def study_annotators(
     the annotators report and its CSV all show, so they cannot disagree.
 
     ``n_main``: submitted main-pool annotations (excluded and surplus ones included);
-    ``n_counted``: those not excluded (the ones the agreement statistics use);
+    ``n_counted``: those that count (``annotations_counted``: not excluded, not surplus; the
+    ones the agreement statistics use);
     ``n_reserved``: items reserved now; ``checks_passed`` / ``checks_failed``: graded
     attention-check answers; ``median_active_seconds`` over the main-pool annotations;
     ``excluded`` / ``exclusion_reason`` come from the participation alone (never from the
@@ -199,7 +223,7 @@ def study_annotators(
     main = Annotation.objects.filter(study=study, source=ROLE_MAIN)
     attention = Annotation.objects.filter(study=study, source=ROLE_ATTENTION, correct__isnull=False)
     n_main = grouped(main)
-    n_counted = grouped(main.filter(excluded=False))
+    n_counted = grouped(annotations_counted(main))
     n_reserved = grouped(Assignment.objects.filter(study=study, status=AssignmentStatus.RESERVED))
     passed = grouped(attention.filter(correct=True))
     failed = grouped(attention.filter(correct=False))
@@ -297,7 +321,8 @@ ROUND_SUMMARY_CACHE_SECONDS = 7 * 24 * 3600
 
 
 def study_round_summaries(study: Study) -> list[dict[str, Any]]:
-    """One row per pilot round: annotations, exclusions and Krippendorff's alpha, over the
+    """One row per pilot round: annotations, exclusions (``n_excluded``, and ``n_surplus``
+    surplus annotations left out as well) and Krippendorff's alpha, over the
     label the study's kind has (``_round_alpha``; for critical failure the binary has_failure,
     for which How2Everything §4.3 reports 0.273 in its pilots and 0.593 at the end, with its
     95 % interval and n as the agreement page shows them). A row shown from an earlier
@@ -307,16 +332,20 @@ def study_round_summaries(study: Study) -> list[dict[str, Any]]:
 
 def _round_state(study: Study) -> list[int]:
     """What a round's alpha depends on, in one indexed aggregate: its main-pool annotations
-    (only ever added, never edited), the excluded ones among them, the newest id."""
+    (only ever added, never edited), the excluded and the surplus ones among them, the newest id."""
     state = Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False).aggregate(
-        n=Count("pk"), n_excluded=Count("pk", filter=Q(excluded=True)), last=Max("pk")
+        n=Count("pk"),
+        n_excluded=Count("pk", filter=Q(excluded=True)),
+        n_surplus=Count("pk", filter=Q(surplus=True)),
+        last=Max("pk"),
     )
-    return [state["n"], state["n_excluded"], state["last"] or 0]
+    return [state["n"], state["n_excluded"], state["n_surplus"], state["last"] or 0]
 
 
 def _round_summary(round_study: Study) -> dict[str, Any]:
     state = _round_state(round_study)
-    key = f"annotate:round-summary:{round_study.pk}:{round_study.created_at.timestamp()}"
+    # v2: rows carry alpha_ci95_not_estimable and alpha_small_sample (older entries lack them).
+    key = f"annotate:round-summary:v2:{round_study.pk}:{round_study.created_at.timestamp()}"
     try:
         cached = cache.get(key)
     except Exception:  # a cache that cannot answer (Redis down) costs a computation, never the page
@@ -340,6 +369,9 @@ def _round_summary(round_study: Study) -> dict[str, Any]:
     summary = {
         "n_annotations": len(rows),
         "n_excluded": sum(1 for r in rows if r["excluded"]),
+        # left out of the alpha as the agreement report leaves them out (a row both excluded
+        # and surplus is counted once, as excluded)
+        "n_surplus": sum(1 for r in rows if r["surplus"] and not r["excluded"]),
         **_round_alpha(round_study, rows),
     }
     try:
@@ -355,8 +387,8 @@ def _round_summary(round_study: Study) -> dict[str, Any]:
 
 def _round_rows(study: Study) -> list[dict[str, Any]]:
     """The round's main-pool annotations with the export's fields that its alpha reads
-    (item_id, annotator, has_failure, failures, excluded, source), read as plain values."""
-    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded")
+    (item_id, annotator, has_failure, failures, excluded, surplus, source), read as plain values."""
+    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded", "surplus")
     rows = (
         Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False)
         .order_by("submitted_at", "pk")
@@ -368,21 +400,24 @@ def _round_rows(study: Study) -> list[dict[str, Any]]:
             "annotator": pid,
             "has_failure": has_failure,
             "excluded": excluded,
+            "surplus": surplus,
             "source": ROLE_MAIN,
             "failures": [
                 {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
                 for f in failures
             ],
         }
-        for item_id, pid, has_failure, failures, excluded in rows.iterator(chunk_size=2000)
+        for item_id, pid, has_failure, failures, excluded, surplus in rows.iterator(chunk_size=2000)
     ]
 
 
 def _round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The alpha of a round's row, as the study's kind computes it (``StudyKind.round_alpha``:
     multiple choice over the options; constraint faithfulness over question 3, steps correct;
-    critical failure over the binary has_failure label with ``alpha_ci95``, ``alpha_n`` and
-    ``alpha_undefined``, the agreement report's own numbers)."""
+    critical failure over the binary has_failure label, the agreement report's own numbers),
+    for every kind with ``alpha_ci95`` (95% bootstrap over the items), ``alpha_n`` (items with
+    two or more counted answers), ``alpha_ci95_not_estimable`` (why the interval is null when
+    every resample gives the same alpha), ``alpha_small_sample`` and ``alpha_undefined``."""
     return kind_get(study.kind).round_alpha(study, rows)
 
 

@@ -19,6 +19,7 @@ from annotate.kinds.multiple_choice.study_results import choice_tier_records
 from annotate.links import prolific_entry_url
 from annotate.models import Participation, StudyImport
 from annotate.participation.services import participation_test_start
+from annotate.studies.api_fields import include_test
 from annotate.studies.exports import annotation_csv_lines, annotation_export_rows
 from annotate.studies.forms import RoundCreateForm, StudyCreateForm, StudySettingsForm
 from annotate.studies.imports import (
@@ -278,8 +279,9 @@ def study_export(request: HttpRequest, slug: str, fmt: str) -> StreamingHttpResp
     if fmt not in ("csv", "jsonl"):
         raise Http404("Exports are .csv or .jsonl")
     study = study_get(slug=slug)
-    # Test participants' annotations only when asked for (?include_test=1), marked is_test.
-    rows = annotation_export_rows(study, include_test=request.GET.get("include_test") in ("1", "true", "yes"))
+    # Test participants' annotations only when asked for (?include_test=1), marked is_test; the
+    # parameter is read as the API reads it (a bad value is a 400 naming it).
+    rows = annotation_export_rows(study, include_test=include_test(request))
     if fmt == "csv":
         response = StreamingHttpResponse(annotation_csv_lines(rows), content_type="text/csv; charset=utf-8")
     else:

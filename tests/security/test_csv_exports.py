@@ -190,7 +190,8 @@ def test_metric_agreement_csv_neutralises_text_and_keeps_negative_numbers(resear
         (-0.52, -0.52),
         (-3, -3),
         (0, 0),
-        (True, True),
+        (True, "true"),
+        (False, "false"),
         (float("-inf"), "'-inf"),
         (float("nan"), "nan"),
     ],
@@ -205,3 +206,38 @@ def test_csv_writer_neutralises_every_cell_of_every_row():
     writer.writerow(["=a", -1.5, "ok"])
     writer.writerows([["+b", 2], ["@c", None]])
     assert list(csv.reader(io.StringIO(buffer.getvalue()))) == [["'=a", "-1.5", "ok"], ["'+b", "2"], ["'@c", ""]]
+
+
+# --------------------------------------------------------------------------- one way to write a boolean
+
+
+def test_every_csv_writes_booleans_in_lowercase_as_the_annotations_csv_does(client, researcher_client):
+    """One convention for every CSV the product writes (core/csv_cells.py): true/false."""
+    study = _study(annotators_per_item=2)
+    for n, pid in enumerate((f"{1:024x}", f"{2:024x}")):
+        p = annotator_start(study, pid)
+        while annotate_next(p, label=bool(n)) is not None:
+            pass
+    Participation.objects.filter(study=study, annotator__pid=f"{2:024x}").update(
+        excluded=True, exclusion_reason="manual"
+    )
+    annotators = _rows(
+        researcher_client.get(reverse("annotate:report_annotators", args=[study.slug]), {"format": "csv"})
+    )
+    excluded = {row[0]: row[annotators[0].index("excluded")] for row in annotators[1:]}
+    assert excluded == {f"{1:024x}": "false", f"{2:024x}": "true"}
+    annotations = _rows(researcher_client.get(reverse("annotate:study_export", args=[study.slug, "csv"])))
+    assert {row[annotations[0].index("has_failure")] for row in annotations[1:]} == {"true", "false"}
+    writer_output = io.StringIO()
+    csv_writer(writer_output).writerow([True, False, None])
+    assert writer_output.getvalue().strip() == "true,false,"
+
+
+def test_the_disagreements_csv_writes_the_majority_in_lowercase(researcher_client):
+    study = _study(annotators_per_item=3, min_annotations_for_majority=2)
+    for n, pid in enumerate((f"{1:024x}", f"{2:024x}", f"{3:024x}")):
+        p = annotator_start(study, pid)
+        while annotate_next(p, label=n == 0) is not None:
+            pass
+    rows = _rows(researcher_client.get(reverse("annotate:report_disagreements", args=[study.slug]), {"format": "csv"}))
+    assert {row[rows[0].index("majority")] for row in rows[1:]} == {"false"}

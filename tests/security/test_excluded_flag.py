@@ -84,7 +84,7 @@ def test_an_annotator_who_passed_qualification_and_checks_is_not_excluded(resear
             )
         )
     )
-    assert [(r["annotator"], r["excluded"], r["exclusion_reason"]) for r in csv_rows] == [(GOOD, "False", "")]
+    assert [(r["annotator"], r["excluded"], r["exclusion_reason"]) for r in csv_rows] == [(GOOD, "false", "")]
     detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content.decode()
     annotators_section = detail.split('id="annotators"')[1].split("</section>")[0]
     assert "<td>no</td>" in annotators_section and "yes (" not in annotators_section

@@ -34,8 +34,9 @@ def _labelled(name: str, *, n_items: int, per_item: int, n_annotators: int, n_at
         n_attention=n_attention,
         **({"attention_check_rate": 0.5} if n_attention else {}),
     )
-    for n in range(n_annotators):
-        p = annotator_start(study, _pid(1000 * study.pk + n))
+    # Everyone enters before anyone labels (a full study turns new participants away).
+    people = [annotator_start(study, _pid(1000 * study.pk + n)) for n in range(n_annotators)]
+    for p in people:
         while annotate_next(p, label=True) is not None:  # right on every attention check (expected: True)
             pass
     return study

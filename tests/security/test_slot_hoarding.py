@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate import constants as C
-from annotate.errors import EntryLimited, EntryRefused
+from annotate.errors import EntryLimited, EntryRefused, StudyFull
 from annotate.kinds import kind_get
 from annotate.models import Annotator, Assignment, AssignmentStatus, Participation, ParticipationState, Study
 from annotate.participation import attention_plan, clock
@@ -195,8 +195,8 @@ def test_a_reservation_nobody_acts_on_frees_its_slot_after_the_short_lease(monke
     study = _prolific_study(n_items=1)
     idle = annotator_start(study, prolific_pid(1))
     assert assignment_next(participation=idle) is not None
-    blocked = annotator_start(study, prolific_pid(2))
-    assert assignment_next(participation=blocked) is None  # the only slot is held
+    with pytest.raises(StudyFull):  # the only slot is held: a new participant is turned away
+        annotator_start(study, prolific_pid(2))
     _later(monkeypatch, C.INITIAL_LEASE_SECONDS + 1)
     late = annotator_start(study, prolific_pid(3))
     taken = assignment_next(participation=late)
@@ -209,8 +209,8 @@ def test_an_active_participant_keeps_the_slot_beyond_the_short_lease(monkeypatch
     a = assignment_next(participation=reader)
     assignment_save(participation=reader, public_id=a.public_id, events=[{"type": "goal_ack"}])
     _later(monkeypatch, C.INITIAL_LEASE_SECONDS + 60)
-    other = annotator_start(study, prolific_pid(2))
-    assert assignment_next(participation=other) is None
+    with pytest.raises(StudyFull):  # the slot is still held: a new participant is turned away
+        annotator_start(study, prolific_pid(2))
 
 
 def test_on_a_page_of_several_items_activity_on_one_lengthens_them_all():

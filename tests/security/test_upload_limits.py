@@ -545,6 +545,8 @@ def test_a_large_items_upload_is_created_by_a_worker_and_its_page_follows_it(
     job.refresh_from_db()
     assert job.study.items.count() == 20 and job.study.name == "Big study"
     assert not study_upload_storage().exists(job.file_name)  # the items are in the database now
+    folder = Path(study_upload_storage().path(job.file_name)).parent
+    assert not folder.exists()  # nor is the upload's own folder left behind, empty
     page = researcher_client.get(reverse("annotate:study_import", args=[job.pk])).content.decode()
     assert 'id="import-done"' in page and "20 items" in page and 'http-equiv="refresh"' not in page
     assert study_import_run_task.run(job.pk) == "already done"  # a redelivered task does nothing

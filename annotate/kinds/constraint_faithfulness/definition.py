@@ -467,4 +467,5 @@ KIND = StudyKind(
     round_alpha_label="nominal, question 3: steps correct",
     round_alpha_note=ROUND_ALPHA_NOTE,
     results_summary="Fleiss' kappa and Krippendorff's alpha per question, accuracy by constraint type, error types",
+    interface_version="faithfulness-ui-1",
 )

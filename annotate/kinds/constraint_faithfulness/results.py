@@ -5,13 +5,19 @@ Per question (App. D: specific goal ok, meets the constraint, steps correct):
 
 * **Fleiss' kappa** over the three answers (Yes, No, Not sure as three categories), the
   paper's statistic, on the items with exactly k counted answers (Fleiss' kappa needs the
-  same number of raters per item), with a bootstrap interval over those items;
+  same number of raters per item; their number is its n, ``kappa_items``), with a bootstrap
+  interval over those items;
 * **Krippendorff's alpha** (nominal, the same three values) over every counted answer, items
-  with fewer than k answers included, with a bootstrap interval over the items;
+  with fewer than k answers included, with its n (``alpha_n``, items with two or more
+  answers) and a bootstrap interval over those items (``nominal_alpha_estimate``);
 * the answers given (Yes / No / Not sure).
 
+Each interval is null when every resample gives the same value (``*_ci95_not_estimable``
+says so) and each statistic carries its small-sample note (``*_small_sample``).
+
 **Accuracy** per constraint type and overall, on the items with exactly k answers: the share
-of items whose strict majority (more than half of the k answers) says Yes to the question.
+of items whose strict majority (more than half of the k answers) says Yes to the question,
+with its n and 95 % Wilson interval (``ci95``).
 "Script correct", our reading of Table 3's accuracy of generated scripts, is an item whose
 majority says Yes to both "meets the constraint" and "steps correct".
 
@@ -41,8 +47,10 @@ from annotate.kinds.constraint_faithfulness.definition import (
     QUESTIONS,
     YES,
 )
-from annotate.stats.alpha import nominal_alpha, nominal_alpha_interval
+from annotate.stats.alpha import nominal_alpha_estimate
+from annotate.stats.bootstrap import estimable_interval, sample_size_note
 from annotate.stats.kappa import count_table, fleiss_kappa, fleiss_kappa_interval
+from core.intervals import share_estimate
 
 DEFAULT_BOOTSTRAP = 1000
 SCRIPT_CORRECT = "script_correct"  # majority Yes to meets_constraint and to steps_correct
@@ -68,32 +76,40 @@ def majority_yes(values: Sequence[str | None]) -> bool:
     return bool(values) and sum(v == YES for v in values) * 2 > len(values)
 
 
+def question_alpha(
+    items: Sequence[FaithfulnessItem], question: str, *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0
+) -> dict[str, Any]:
+    """Nominal alpha over every counted answer to ``question`` with its n, interval and notes
+    (``nominal_alpha_estimate``): what the results show per question and a pilot round's row
+    shows for question 3, with the same resamples."""
+    width = max((len(item.answers) for item in items), default=0)
+    matrix = [[a.get(question) for a in item.answers] + [None] * (width - len(item.answers)) for item in items]
+    index = QUESTIONS.index(question)
+    return nominal_alpha_estimate(matrix, bootstrap=bootstrap, seed=np.random.SeedSequence([seed, 10 + index]))
+
+
 def _question_stats(
     items: Sequence[FaithfulnessItem], complete: Sequence[FaithfulnessItem], question: str, bootstrap: int, seed: int
 ) -> dict[str, Any]:
     ratings = [[a.get(question) for a in item.answers] for item in complete]
     table = count_table(ratings, ANSWERS) if complete else np.zeros((0, len(ANSWERS)))
-    width = max((len(item.answers) for item in items), default=0)
-    matrix = [[a.get(question) for a in item.answers] + [None] * (width - len(item.answers)) for item in items]
-    alpha = nominal_alpha(matrix) if width > 1 else None
     labels = [a.get(question) for item in items for a in item.answers]
     index = QUESTIONS.index(question)
     kappa = fleiss_kappa(table) if complete and table.sum(axis=1)[0] >= 2 else None
+    interval = (
+        fleiss_kappa_interval(table, bootstrap=bootstrap, seed=np.random.SeedSequence([seed, index]))
+        if kappa is not None
+        else None
+    )
+    kappa_ci95, kappa_not_estimable = estimable_interval(len(complete), interval)
     return {
         "text": QUESTION_TEXT[question],
         "fleiss_kappa": kappa,
-        "fleiss_kappa_ci95": fleiss_kappa_interval(
-            table, bootstrap=bootstrap, seed=np.random.SeedSequence([seed, index])
-        )
-        if kappa is not None
-        else None,
+        "fleiss_kappa_ci95": kappa_ci95,
+        "fleiss_kappa_ci95_not_estimable": kappa_not_estimable,
+        "fleiss_kappa_small_sample": sample_size_note(len(complete), kappa_ci95) if kappa is not None else None,
         "kappa_items": len(complete),
-        "alpha": alpha,
-        "alpha_ci95": nominal_alpha_interval(
-            matrix, bootstrap=bootstrap, seed=np.random.SeedSequence([seed, 10 + index])
-        )
-        if alpha is not None
-        else None,
+        **question_alpha(items, question, bootstrap=bootstrap, seed=seed),
         "answers": {value: sum(label == value for label in labels) for value in (YES, NO, NOT_SURE)},
     }
 
@@ -110,7 +126,12 @@ def _accuracy(complete: Sequence[FaithfulnessItem]) -> dict[str, dict[str, Any]]
             )
         else:
             correct = sum(majority_yes([a.get(question) for a in item.answers]) for item in complete)
-        rows[question] = {"correct": correct, "items": n, "accuracy": correct / n if n else None}
+        rows[question] = {
+            "correct": correct,
+            "items": n,
+            "accuracy": correct / n if n else None,
+            "ci95": share_estimate(correct, n)["ci95"],
+        }
     return rows
 
 

@@ -1,6 +1,7 @@
 """The results of a constraint-faithfulness study read from its annotations: Fleiss' kappa,
-alpha, accuracy by constraint type and error types (the computation is in ``results``), the
-same with Wilson intervals for the report API, and a pilot round's alpha."""
+alpha, accuracy by constraint type and error types (the computation is in ``results``, with
+the n and interval of every number, as the study page and the report API show them), and a
+pilot round's alpha."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ from collections import defaultdict
 from typing import Any
 
 from annotate.kinds.base import ROLE_MAIN
-from annotate.kinds.constraint_faithfulness.results import FaithfulnessItem, study_results
+from annotate.kinds.constraint_faithfulness.results import FaithfulnessItem, question_alpha, study_results
 from annotate.models import Annotation, Study, StudyItem
-from core.intervals import share_estimate
 
 
 def faithfulness_items(study: Study) -> list[FaithfulnessItem]:
@@ -43,18 +43,12 @@ def faithfulness_study_results(study: Study, *, bootstrap: int = 1000, seed: int
 
 
 def faithfulness_results_with_intervals(study: Study) -> dict[str, Any]:
-    """The study's results with the accuracy cells also as shares with their n and 95% Wilson
-    interval (the report API)."""
-    results = faithfulness_study_results(study)
-    accuracy = {
-        ctype: {
-            q: {**cell, **{"ci95": share_estimate(cell["correct"], cell["items"])["ci95"]}} for q, cell in cells.items()
-        }
-        for ctype, cells in results["accuracy"].items()
-    }
-    return {**results, "accuracy": accuracy}
+    """The study's results as the report API gives them: the study page's, which carry every
+    interval (the accuracy cells' 95% Wilson ``ci95``, kappa's and alpha's bootstrap ones)."""
+    return faithfulness_study_results(study)
 
 
 def round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A pilot round's alpha: nominal alpha over the answers to question 3 (steps correct)."""
-    return {"alpha": faithfulness_study_results(study, bootstrap=0)["questions"]["steps_correct"]["alpha"]}
+    """A pilot round's alpha: nominal alpha over the answers to question 3 (steps correct),
+    with its n, 95% bootstrap interval and notes, the same numbers as the results' question 3."""
+    return question_alpha(faithfulness_items(study), "steps_correct")

@@ -297,4 +297,5 @@ KIND = StudyKind(
     round_alpha_note=ROUND_ALPHA_NOTE,
     results_summary="the agreement and metric-agreement reports",
     reports=frozenset({REPORT_AGREEMENT, REPORT_METRIC_AGREEMENT}),
+    interface_version="cf-ui-1",  # what every critical-failure annotation has stored
 )

@@ -218,4 +218,5 @@ KIND = StudyKind(
     round_alpha_note=ROUND_ALPHA_NOTE,
     results_summary="Krippendorff's alpha over the options, human accuracy, tiers",
     reports=frozenset({REPORT_CHOICE_TIERS}),
+    interface_version="mc-ui-1",
 )

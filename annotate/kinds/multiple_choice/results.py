@@ -4,9 +4,13 @@ Per task: how many items 0, 1, ..., k annotators answered with the label; the yi
 share of fully annotated items that all k annotators answered with the label, the paper's
 test-set rule, §3.4); the gold tier (all k agree with the label) and the harder tier
 (exactly k-1 of k, the paper's "2 of 3" sub-benchmark, Table 3); nominal Krippendorff's alpha
-over the answers (the options, "none" and "neutral" included); and human accuracy (answers
-equal to the label / answers). Denominators, stated: the 0..k table, the yield and the tiers
-count items with exactly k answers; alpha and accuracy use every answer given."""
+over the answers (the options, "none" and "neutral" included), with its n (items with two or
+more answers) and the 95 % bootstrap interval the critical-failure alpha has
+(``nominal_alpha_estimate``); and human accuracy (answers equal to the label / answers). The
+yield and the human accuracy also come as shares with their n and 95 % Wilson interval
+(``yield_estimate``, ``human_accuracy_estimate``). Denominators, stated: the 0..k table, the
+yield and the tiers count items with exactly k answers; alpha and accuracy use every answer
+given."""
 
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from annotate.stats.alpha import nominal_alpha
+from annotate.stats.alpha import nominal_alpha_estimate
+from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP, seed_sequence
+from core.intervals import share_estimate
 
 
 @dataclass(frozen=True)
@@ -27,8 +33,12 @@ class ChoiceItem:
     answers: tuple[Hashable, ...]  # one per annotator, in submission order
 
 
-def task_results(items: Sequence[ChoiceItem], k: int) -> dict[str, Any]:
-    """Table 2 for the items of one task."""
+def task_results(
+    items: Sequence[ChoiceItem], k: int, *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0
+) -> dict[str, Any]:
+    """Table 2 for the items of one task. Alpha's interval resamples the items with two or
+    more answers ``bootstrap`` times (0: no interval), seeded as the agreement report's alpha
+    (``seed_sequence(seed, "alpha")``), so one task's alpha and the round's agree."""
     distribution = [0] * (k + 1)
     gold: list[str] = []
     harder: list[str] = []
@@ -56,15 +66,19 @@ def task_results(items: Sequence[ChoiceItem], k: int) -> dict[str, Any]:
         "yield": len(gold) / complete if complete else None,
         "gold": gold,
         "harder": harder,
-        "alpha": nominal_alpha(matrix) if width > 1 else None,
+        "yield_estimate": share_estimate(len(gold), complete),
+        **nominal_alpha_estimate(matrix, bootstrap=bootstrap, seed=seed_sequence(seed, "alpha")),
         "answers": answers,
         "human_accuracy": correct / answers if answers else None,
+        "human_accuracy_estimate": share_estimate(correct, answers),
     }
 
 
-def study_results(items: Iterable[ChoiceItem], k: int) -> dict[str, dict[str, Any]]:
+def study_results(
+    items: Iterable[ChoiceItem], k: int, *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0
+) -> dict[str, dict[str, Any]]:
     """``task_results`` per task, tasks in name order."""
     by_task: dict[str, list[ChoiceItem]] = defaultdict(list)
     for item in items:
         by_task[item.task].append(item)
-    return {task: task_results(rows, k) for task, rows in sorted(by_task.items())}
+    return {task: task_results(rows, k, bootstrap=bootstrap, seed=seed) for task, rows in sorted(by_task.items())}

@@ -1,7 +1,8 @@
 """The results of a multiple-choice study read from its annotations: Table 2 per task (the
-computation is in ``results``), the same with Wilson intervals for the report API, a pilot
-round's alpha, the gold and harder tiers as goal-step task lines, and human accuracy per task
-over every multiple-choice study (the goal-step leaderboards' provider)."""
+computation is in ``results``, with the n and interval of every rate and of alpha, as the
+study page and the report API show them), a pilot round's alpha, the gold and harder tiers as
+goal-step task lines, and human accuracy per task over every multiple-choice study (the
+goal-step leaderboards' provider)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from annotate.kinds.base import ROLE_MAIN
 from annotate.kinds.multiple_choice.definition import KEY as MULTIPLE_CHOICE
 from annotate.kinds.multiple_choice.results import ChoiceItem, study_results
 from annotate.models import Annotation, Study, StudyItem
-from core.intervals import share_estimate
+from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP
 from core.record_files import atomic_output
 
 
@@ -45,40 +46,37 @@ def choice_items(studies: QuerySet[Study] | list[Study]) -> list[ChoiceItem]:
     ]
 
 
-def choice_study_results(study: Study) -> dict[str, dict[str, Any]]:
-    """Table 2 of Zhang et al. 2020 per task of a multiple-choice study (annotate/kinds/multiple_choice/results.py)."""
-    return study_results(choice_items([study]), study.annotators_per_item)
+def choice_study_results(study: Study, *, bootstrap: int = DEFAULT_BOOTSTRAP) -> dict[str, dict[str, Any]]:
+    """Table 2 of Zhang et al. 2020 per task of a multiple-choice study (annotate/kinds/multiple_choice/results.py),
+    with the yield and the human accuracy as shares with their n and 95% Wilson interval and
+    alpha with its n and 95% bootstrap interval."""
+    return study_results(choice_items([study]), study.annotators_per_item, bootstrap=bootstrap)
 
 
-def choice_alpha(study: Study) -> float | None:
-    """Nominal alpha over every answer of the study, all tasks together."""
-    return (
-        study_results(
-            [ChoiceItem(i.item_id, "all", i.topic, i.label, i.answers) for i in choice_items([study])],
-            study.annotators_per_item,
-        )
-        .get("all", {})
-        .get("alpha")
-    )
+ALPHA_KEYS = ("alpha", "alpha_ci95", "alpha_n", "alpha_ci95_not_estimable", "alpha_small_sample", "alpha_undefined")
+
+
+def choice_alpha(study: Study, *, bootstrap: int = DEFAULT_BOOTSTRAP) -> dict[str, Any]:
+    """Nominal alpha over every answer of the study, all tasks together, with its n, interval
+    and notes (``ALPHA_KEYS``; a one-task study: the same numbers as its task's alpha)."""
+    results = study_results(
+        [ChoiceItem(i.item_id, "all", i.topic, i.label, i.answers) for i in choice_items([study])],
+        study.annotators_per_item,
+        bootstrap=bootstrap,
+    ).get("all")
+    return {key: results[key] if results else None for key in ALPHA_KEYS}
 
 
 def choice_results_with_intervals(study: Study) -> dict[str, dict[str, Any]]:
-    """Each task's results as the study page shows them, with the yield and the human
-    accuracy also as shares with their n and 95% Wilson interval (the report API)."""
-    out = {}
-    for task, r in choice_study_results(study).items():
-        correct = round(r["human_accuracy"] * r["answers"]) if r["human_accuracy"] is not None else 0
-        out[task] = {
-            **r,
-            "yield_estimate": share_estimate(len(r["gold"]), r["complete_items"]),
-            "human_accuracy_estimate": share_estimate(correct, r["answers"]),
-        }
-    return out
+    """Each task's results as the report API gives them: the study page's, which carry every
+    interval (``yield_estimate``, ``human_accuracy_estimate``, ``alpha_ci95``)."""
+    return choice_study_results(study)
 
 
 def round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A pilot round's alpha: nominal alpha over the options, all tasks together."""
-    return {"alpha": choice_alpha(study)}
+    """A pilot round's alpha: nominal alpha over the options, all tasks together, with its n
+    and 95% bootstrap interval (``choice_alpha``)."""
+    return choice_alpha(study)
 
 
 def choice_human_accuracy(task: str) -> dict[str, Any] | None:
@@ -103,7 +101,7 @@ def choice_tier_records(study: Study, tier: str) -> list[dict[str, Any]]:
     as goal-step task lines, ready for evaluation."""
     if tier not in ("gold", "harder"):
         raise ValueError("tier must be gold or harder")
-    chosen = {item_id for results in choice_study_results(study).values() for item_id in results[tier]}
+    chosen = {item_id for results in choice_study_results(study, bootstrap=0).values() for item_id in results[tier]}
     records = []
     for item in study.items.filter(role=ROLE_MAIN).order_by("position"):
         if item.item_id in chosen:
