@@ -151,3 +151,28 @@ def label_as_the_judge(study: Study, pids: tuple[str, ...]) -> None:
                 answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE,
                 submission_id="t",
             )
+
+
+def step_inference_study(*, n_items: int, name: str = "Choice", annotators_per_item: int = 2) -> Study:
+    """A multiple-choice study of ``n_items`` step-inference questions (q1, q2, ...), each with
+    four candidate steps and the first one right, without training or qualification."""
+    items = [
+        ItemSpec(
+            item_id=f"q{n}",
+            topic="Food & Dining",
+            goal=f"Which step comes first for task {n}?",
+            reference_steps=[],
+            candidate_steps=["Boil water.", "Pour tea.", "Drink it.", "Wash up."],
+            expected=0,
+            source={"task": "step_inference"},
+        )
+        for n in range(1, n_items + 1)
+    ]
+    settings = StudySettings(
+        annotators_per_item=annotators_per_item,
+        min_seconds=0,
+        training_enabled=False,
+        qualification_enabled=False,
+        allow_other_pids=True,
+    )
+    return study_create(name=name, kind="multiple_choice", items=items, settings=settings)

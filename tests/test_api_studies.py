@@ -749,35 +749,10 @@ def test_the_report_gives_the_study_pages_numbers_with_n_and_intervals(world, to
 
 
 def test_the_report_of_a_multiple_choice_study_is_table_2_with_intervals(token_client, researcher_client):
-    from annotate.kinds.base import ItemSpec
     from annotate.participation.submissions import annotation_submit
-    from annotate.studies.services import study_create
-    from annotate.studies.settings import StudySettings
+    from annotate.testing import step_inference_study
 
-    items = [
-        ItemSpec(
-            item_id=f"q{n}",
-            topic="Food & Dining",
-            goal=f"Which step comes first for task {n}?",
-            reference_steps=[],
-            candidate_steps=["Boil water.", "Pour tea.", "Drink it.", "Wash up."],
-            expected=0,
-            source={"task": "step_inference"},
-        )
-        for n in range(1, 4)
-    ]
-    study = study_create(
-        name="Choice",
-        kind="multiple_choice",
-        items=items,
-        settings=StudySettings(
-            annotators_per_item=2,
-            min_seconds=0,
-            training_enabled=False,
-            qualification_enabled=False,
-            allow_other_pids=True,
-        ),
-    )
+    study = step_inference_study(n_items=3)
     for pid, choices in (("mc-a", [0, 0, 1]), ("mc-b", [0, 2, 1])):
         p = annotator_start(study, pid)
         for choice in choices:

@@ -25,7 +25,15 @@ from annotate.stats.agreement import agreement_report
 from annotate.stats.records import AnnotationRow
 from annotate.studies.services import study_create
 from annotate.studies.settings import StudySettings
-from annotate.testing import annotate_all, annotate_next, annotator_start, backdate, read_everything, study_make
+from annotate.testing import (
+    annotate_all,
+    annotate_next,
+    annotator_start,
+    backdate,
+    read_everything,
+    step_inference_study,
+    study_make,
+)
 from core.intervals import share_estimate
 
 pytestmark = pytest.mark.django_db
@@ -206,30 +214,7 @@ def test_a_tiny_faithfulness_study_shows_kappa_and_alpha_with_n_and_no_zero_widt
 def _choice_study():
     """Four step-inference items (label 0), k = 2: one item both annotators answer right,
     three where one does: by_correct {0: 0, 1: 3, 2: 1}, yield 1/4, accuracy 5/8."""
-    items = [
-        ItemSpec(
-            item_id=f"q{n}",
-            topic="Food & Dining",
-            goal=f"Which step comes first for task {n}?",
-            reference_steps=[],
-            candidate_steps=["Boil water.", "Pour tea.", "Drink it.", "Wash up."],
-            expected=0,
-            source={"task": "step_inference"},
-        )
-        for n in range(1, 5)
-    ]
-    study = study_create(
-        name="Choice",
-        kind="multiple_choice",
-        items=items,
-        settings=StudySettings(
-            annotators_per_item=2,
-            min_seconds=0,
-            training_enabled=False,
-            qualification_enabled=False,
-            allow_other_pids=True,
-        ),
-    )
+    study = step_inference_study(n_items=4)
     plans = {"mc-a": {"q1": 0, "q2": 0, "q3": 0, "q4": 0}, "mc-b": {"q1": 0, "q2": 1, "q3": 1, "q4": 2}}
     for pid, choices in plans.items():
         p = annotator_start(study, pid)
