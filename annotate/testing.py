@@ -176,3 +176,34 @@ def step_inference_study(*, n_items: int, name: str = "Choice", annotators_per_i
         allow_other_pids=True,
     )
     return study_create(name=name, kind="multiple_choice", items=items, settings=settings)
+
+
+def vanilla_cake_faithfulness_study(*, n_items: int, name: str = "Faithful") -> Study:
+    """A constraint-faithfulness study of ``n_items`` copies (cs-1, cs-2, ...) of one "vanilla
+    cake" script, two annotators per item, without training, qualification or attention checks."""
+    from annotate.kinds import kind_get
+
+    kind = kind_get("constraint_faithfulness")
+    lines = [
+        {
+            "id": f"cs-{n}",
+            "abstract_goal": "Make a cake",
+            "specific_goal": "Make a vanilla cake",
+            "constraint": "Vanilla",
+            "constraint_type": "modifier",
+            "topic": "Food",
+            "steps": ["Gather the ingredients.", "Add vanilla.", "Bake for an hour."],
+        }
+        for n in range(1, n_items + 1)
+    ]
+    settings = StudySettings(
+        annotators_per_item=2,
+        min_seconds=0,
+        training_enabled=False,
+        qualification_enabled=False,
+        attention_check_rate=0,
+        allow_other_pids=True,
+    )
+    return study_create(
+        name=name, kind="constraint_faithfulness", items=[kind.parse_record(line) for line in lines], settings=settings
+    )

@@ -773,37 +773,10 @@ def test_the_report_of_a_multiple_choice_study_is_table_2_with_intervals(token_c
 
 
 def test_the_report_of_a_constraint_faithfulness_study_equals_the_page_with_intervals(token_client, researcher_client):
-    from annotate.kinds import kind_get
     from annotate.participation.submissions import annotation_submit
-    from annotate.studies.services import study_create
-    from annotate.studies.settings import StudySettings
+    from annotate.testing import vanilla_cake_faithfulness_study
 
-    kind = kind_get("constraint_faithfulness")
-    lines = [
-        {
-            "id": f"cs-{n}",
-            "abstract_goal": "Make a cake",
-            "specific_goal": "Make a vanilla cake",
-            "constraint": "Vanilla",
-            "constraint_type": "modifier",
-            "topic": "Food",
-            "steps": ["Gather the ingredients.", "Add vanilla.", "Bake for an hour."],
-        }
-        for n in range(1, 5)
-    ]
-    study = study_create(
-        name="Faithful",
-        kind="constraint_faithfulness",
-        items=[kind.parse_record(line) for line in lines],
-        settings=StudySettings(
-            annotators_per_item=2,
-            min_seconds=0,
-            training_enabled=False,
-            qualification_enabled=False,
-            attention_check_rate=0,
-            allow_other_pids=True,
-        ),
-    )
+    study = vanilla_cake_faithfulness_study(n_items=4)
     for pid, q3 in (("cf-a", ["yes", "yes", "no", "yes"]), ("cf-b", ["yes", "no", "no", "not_sure"])):
         p = annotator_start(study, pid)
         for answer in q3:

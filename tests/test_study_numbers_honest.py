@@ -33,6 +33,7 @@ from annotate.testing import (
     read_everything,
     step_inference_study,
     study_make,
+    vanilla_cake_faithfulness_study,
 )
 from core.intervals import share_estimate
 
@@ -136,32 +137,7 @@ def test_a_round_with_a_real_interval_shows_it_with_its_n_and_the_small_sample_m
 
 
 def _faithfulness_study(n_items: int, steps: list[tuple[str, str]]):
-    kind = kind_get("constraint_faithfulness")
-    lines = [
-        {
-            "id": f"cs-{n}",
-            "abstract_goal": "Make a cake",
-            "specific_goal": "Make a vanilla cake",
-            "constraint": "Vanilla",
-            "constraint_type": "modifier",
-            "topic": "Food",
-            "steps": ["Gather the ingredients.", "Add vanilla.", "Bake for an hour."],
-        }
-        for n in range(1, n_items + 1)
-    ]
-    study = study_create(
-        name="Faithful tiny",
-        kind="constraint_faithfulness",
-        items=[kind.parse_record(line) for line in lines],
-        settings=StudySettings(
-            annotators_per_item=2,
-            min_seconds=0,
-            training_enabled=False,
-            qualification_enabled=False,
-            attention_check_rate=0,
-            allow_other_pids=True,
-        ),
-    )
+    study = vanilla_cake_faithfulness_study(n_items=n_items, name="Faithful tiny")
     for position, pid in enumerate(("cf-a", "cf-b")):
         p = annotator_start(study, pid)
         for _ in range(n_items):
