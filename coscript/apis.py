@@ -28,6 +28,7 @@ from coscript.selectors import (
     constrained_how2score,
     coscript_report,
     coscript_run_detail,
+    coscript_run_held,
     coscript_run_list,
     coscript_run_state,
     filter_specific_goals,
@@ -233,6 +234,9 @@ class CoScriptRuns(RunCollection):
 
     def get_queryset(self):
         return coscript_run_list()
+
+    def run_held(self, run: CoScriptRun) -> bool:
+        return coscript_run_held(run)
 
     def run_control(self, run: CoScriptRun, action_name: str) -> int | None:
         if action_name == "retry-failed":

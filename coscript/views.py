@@ -21,6 +21,7 @@ from coscript.models import CoScriptRun, Review, SpecificGoal
 from coscript.selectors import (
     constrained_how2score,
     coscript_run_detail,
+    coscript_run_held,
     coscript_run_list,
     coscript_run_state,
     review_list,
@@ -41,7 +42,7 @@ from coscript.services import (
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from llm.endpoints import EndpointNotConfigured, UnknownLLMRole
 from llm.prompts import PromptError
-from llm.runs import llm_job_held, retried_phrase, run_action_refusal
+from llm.runs import retried_phrase, run_action_refusal
 from mining.embeddings import EmbeddingModelUnavailable
 
 GOALS_PER_PAGE = 25
@@ -167,8 +168,7 @@ def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
         )
         if refusal is not None:
             return refusal
-    jobs = (run.goals_job, run.screen_job, run.scripts_job)
-    held = any(llm_job_held(job) for job in jobs)
+    held = coscript_run_held(run)
     not_applicable = run_action_refusal(action.replace("resume-without-errors", "resume"), run.status, held=held)
     if not_applicable is not None:
         messages.error(request, f"{run.name} is {run.status}; {not_applicable}.")

@@ -17,7 +17,7 @@ from llm.models import LLMJob
 from mining.models import Document, MiningCandidate, MiningRun
 from tests.test_judging_runs import server  # noqa: F401  (fixture)
 from tests.test_mining_runs import miner  # noqa: F401  (fixture)
-from tests.test_run_api import generation_world, mining_world  # noqa: F401  (fixture)
+from tests.test_run_api import coscript_world_, generation_world, mining_world  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -105,3 +105,20 @@ def test_resuming_a_mining_run_whose_worker_holds_documents_is_refused(mining_wo
     assert lost.status_code == 200 and lost.json()["run"]["status"] == "pending"
     candidate.refresh_from_db()
     assert candidate.claim == ""
+
+
+def test_a_coscript_run_held_by_a_worker_refuses_resume_on_its_page_and_in_the_api_alike(
+    coscript_world_, admin_client_
+):  # noqa: F811
+    from coscript.models import CoScriptRun
+
+    world = coscript_world_
+    run = CoScriptRun.objects.get(pk=world.pk)
+    CoScriptRun.objects.filter(pk=world.pk).update(status="running")
+    LLMJob.objects.filter(pk=run.goals_job_id).update(
+        status="running", claimed_by="worker-1", claim_expires=timezone.now() + timedelta(minutes=5)
+    )
+    api = admin_client_.post(world.action("resume"))
+    assert api.status_code == 409 and "a worker is at work on it" in api.json()["detail"]
+    page = admin_client_.post(reverse("coscript_run_action", args=[world.pk, "resume"]), follow=True)
+    assert "a worker is at work on it" in _messages(page)
