@@ -1,4 +1,8 @@
-"""`llm_check`: one tiny request per configured endpoint, with what it supports."""
+"""`llm_check`: one tiny request per configured endpoint, with what it supports.
+
+The check is also the product's probe of an endpoint: the formats it rejects (classified by
+the rejection's words, never by its status alone) and the context length its ``/models``
+reports are stored in the shared capability store (llm/capabilities.py) that runs use."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from django.conf import settings
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 
+from llm import capabilities as caps
 from llm.endpoints import Endpoint, endpoint_get
 
 CHECK_SCHEMA = {
@@ -36,6 +41,20 @@ class EndpointCheck:
     served_model: str
     error: str = ""
     answer: str = ""  # the model's answer (an endpoint record's Test shows an excerpt)
+    rejected: dict[str, str] | None = None  # format -> the server's words, for the formats it rejected
+    context_length: int | None = None  # what is known of the model's context (tokens)
+    context_source: str = ""
+
+    def describe_capabilities(self) -> str:
+        """One line: the format that works, what was rejected and why, the context."""
+        parts = [f"structured output: {self.structured_output or 'none'}"]
+        for name, words in (self.rejected or {}).items():
+            parts.append(f"{name} rejected ({words[:160]})")
+        if self.context_length:
+            parts.append(f"context {self.context_length} tokens ({self.context_source})")
+        else:
+            parts.append("context length unknown (set it on the endpoint record)")
+        return "; ".join(parts)
 
 
 def _try(client: openai.OpenAI, model: str, response_format: ResponseFormat | None) -> tuple[dict, int]:
@@ -68,10 +87,26 @@ def _follows_check_schema(answer: str) -> bool:
     return isinstance(value, dict) and isinstance(value.get("ok"), bool)
 
 
+def _probe_context(client: openai.OpenAI, endpoint: Endpoint, endpoint_id: str) -> None:
+    """Learn the context length from ``/models`` (vLLM gives ``max_model_len``), unless the
+    endpoint record or role sets it."""
+    if endpoint.context_length:
+        caps.learn_context(endpoint_id, endpoint.context_length, "endpoint setting")
+        return
+    try:
+        body = client.get("/models", cast_to=object)
+    except (openai.APIError, ValueError):
+        return
+    length = caps.served_context_length(body, endpoint.model)
+    if length:
+        caps.learn_context(endpoint_id, length, "/models")
+
+
 def endpoint_check(endpoint: Endpoint, roles: list[str], timeout: float = 30.0) -> EndpointCheck:
     client = openai.OpenAI(
         base_url=endpoint.base_url, api_key=endpoint.api_key or "none", max_retries=0, timeout=timeout
     )
+    endpoint_id = caps.endpoint_key(endpoint.base_url, endpoint.model)
     check = EndpointCheck(
         roles=roles,
         base_url=endpoint.base_url,
@@ -89,13 +124,21 @@ def endpoint_check(endpoint: Endpoint, roles: list[str], timeout: float = 30.0) 
         ("json_object", {"type": "json_object"}),
         ("text", None),
     ]
+    check.rejected = {}
     try:
         for name, response_format in formats:
             try:
                 body, latency = _try(client, endpoint.model, response_format)
-            except openai.BadRequestError as exc:
-                check.error = f"{name} rejected: {exc.message}"
-                continue
+            except openai.APIStatusError as exc:
+                words = str(exc.message or "")
+                if exc.body is not None and not isinstance(exc.body, str):
+                    words = f"{words} {json.dumps(exc.body, default=str)[:500]}"
+                if name != "text" and caps.rejection_kind(exc.status_code, words) == caps.REJECTION_FORMAT:
+                    check.rejected[name] = f"HTTP {exc.status_code}: {exc.message}"
+                    caps.learn_rejected_path(endpoint_id, name, check.rejected[name])
+                    check.error = f"{name} rejected: {exc.message}"
+                    continue
+                raise
             check.served_model = str(body.get("model") or "")
             check.latency_ms = latency
             check.answer = _content(body)
@@ -115,6 +158,11 @@ def endpoint_check(endpoint: Endpoint, roles: list[str], timeout: float = 30.0) 
         check.error = f"HTTP {exc.status_code}: {exc.message}"
     except openai.APIConnectionError as exc:
         check.error = f"cannot connect: {exc.__class__.__name__}"
+    else:
+        if check.reachable:
+            _probe_context(client, endpoint, endpoint_id)
+            known = caps.capabilities_store().get(endpoint_id)
+            check.context_length, check.context_source = known.context_length, known.context_source
     finally:
         client.close()
     return check

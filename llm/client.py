@@ -41,12 +41,14 @@ from django.utils import timezone
 
 from core.bulk_insert import bulk_insert
 from core.secret_masking import MASK
+from llm import capabilities as caps
 from llm.constants import (
     EXECUTOR_ONLINE,
     OUTCOME_API_ERROR,
     OUTCOME_OK,
     OUTCOME_PARSE_FAILED,
     OUTCOME_REFUSED,
+    OUTCOME_TOO_LONG,
     OUTCOME_TRUNCATED,
     PATH_JSON_OBJECT,
     PATH_JSON_SCHEMA,
@@ -91,12 +93,14 @@ class LLMRequest:
     # request is a noticeable part of its CPU, and callers ask for the key more than once.
     _keys: dict[tuple[str, str], str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def key(self, model: str, *, base_url: str = "") -> str:
+    def key(self, model: str, *, base_url: str = "", variant: str = "") -> str:
         """Ledger key: a hash of (endpoint base URL, model, messages or prompt, sampling
         parameters, schema). Product code calls :meth:`key_for` with the endpoint; a
         trailing ``/`` of the URL does not matter. Keys written before the URL was part of
         the key no longer match, so such a request is asked again once."""
         base_url = base_url.strip().rstrip("/")
+        if variant:  # something of the endpoint that changes the answer (non-thinking mode)
+            base_url = f"{base_url}#{variant}"
         known = self._keys.get((base_url, model))
         if known is not None:
             return known
@@ -118,7 +122,7 @@ class LLMRequest:
     def key_for(self, endpoint: Endpoint) -> str:
         """The ledger key of this request sent to ``endpoint``: the one function the
         client, jobs, mining stage reuse, run resume and collection all use."""
-        return self.key(endpoint.model, base_url=endpoint.base_url)
+        return self.key(endpoint.model, base_url=endpoint.base_url, variant=endpoint_variant(endpoint))
 
     @property
     def path_url(self) -> str:
@@ -255,8 +259,8 @@ class CallWatch:
     """What a run learns from its calls while they happen, and how it stops them. The
     default watches nothing; ``llm.runs.RunWatch`` counts retries and trips the breaker."""
 
-    def attempt_failed(self, error: str, endpoint: str = "") -> None:
-        pass
+    def attempt_failed(self, error: str, endpoint: str = "", *, slow: bool = False) -> None:
+        """``slow``: the attempt timed out on a connected endpoint (it is working, late)."""
 
     def attempt_succeeded(self) -> None:
         pass
@@ -268,12 +272,30 @@ class CallWatch:
         return False
 
 
+def endpoint_variant(endpoint: Endpoint) -> str:
+    """What an endpoint adds to a request's identity beside its URL and model."""
+    return "no-thinking" if endpoint.disable_thinking else ""
+
+
+class PromptTooLong(Exception):
+    """The prompt leaves no room for an answer in the endpoint's known context: not sent."""
+
+
+SPEED_MIN_TOKENS = 8  # an answer shorter than this says little of an endpoint's speed
+
+
 class _Attempt:
     """The mutable state of one call across its attempts."""
 
     def __init__(self, request: LLMRequest, max_tokens: int):
         self.messages = list(request.messages)
-        self.max_tokens = max_tokens
+        self.max_tokens = max_tokens  # the budget asked for (configured, or grown after a truncation)
+        self.sent_max_tokens = max_tokens  # the budget the last attempt sent (fitted to the context)
+        self.prompt_tokens = 0  # the last attempt's prompt, as the endpoint counts it (estimated)
+        self.timeout = 0.0  # the last attempt's timeout in seconds
+        self.prompt_chars = 0
+        self.prompt_messages = 0
+        self.budget_refits = 0  # retries after the server named a smaller context
         self.attempts = 0
         self.tokens_in = 0
         self.tokens_out = 0
@@ -286,23 +308,23 @@ class _Attempt:
 class LLMClient:
     """Calls one endpoint. Thread-safe: executors share one client between threads."""
 
-    # Endpoints known to reject a structured-output mode, per process: later calls start
-    # on the path that worked.
-    _unsupported: dict[str, set[str]] = {}
-
     def __init__(self, endpoint: Endpoint, *, limits: EndpointLimits | None = None, executor: str = EXECUTOR_ONLINE):
         self.endpoint = endpoint
         self.limits = limits or endpoint.limits or endpoint_limits_default()
         self.executor = executor
-        self.endpoint_id = f"{endpoint.base_url}|{endpoint.model}"
+        self.endpoint_id = caps.endpoint_key(endpoint.base_url, endpoint.model)
         self.endpoint_label = f"{endpoint.base_url} ({endpoint.model})"
         self.openai = openai.OpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or "none",
             max_retries=0,
-            timeout=settings.LLM_TIMEOUT_SECONDS,
+            timeout=endpoint.timeout_seconds or settings.LLM_TIMEOUT_SECONDS,
             http_client=openai.DefaultHttpxClient(verify=tls_context()),
         )
+        if endpoint.context_length:
+            known = caps.capabilities_store().get(self.endpoint_id)
+            if known.context_length != endpoint.context_length:
+                caps.learn_context(self.endpoint_id, endpoint.context_length, "endpoint setting")
         # The asynchronous path's state, set up on the first call from an event loop (_async_http).
         self._async_loop: asyncio.AbstractEventLoop | None = None
         self._async_pools: list[_http.AsyncClient] = []
@@ -345,7 +367,7 @@ class LLMClient:
                 self._async_pools.append(
                     _http.AsyncClient(
                         verify=tls_context(),
-                        timeout=settings.LLM_TIMEOUT_SECONDS,
+                        timeout=self.endpoint.timeout_seconds or settings.LLM_TIMEOUT_SECONDS,
                         follow_redirects=True,
                         limits=_http.Limits(max_connections=size, max_keepalive_connections=size),
                     )
@@ -353,7 +375,7 @@ class LLMClient:
             client = self._async_lanes[task] = self._async_pools[lane]
         return client
 
-    async def _async_post(self, path_url: str, body: dict[str, Any]) -> Any:
+    async def _async_post(self, path_url: str, body: dict[str, Any], timeout: float) -> Any:
         """POST a JSON body; errors become the ``openai`` package's classes, as its client raises them."""
         http = self._async_http()
         request = http.build_request(
@@ -361,6 +383,7 @@ class LLMClient:
             str(self.openai.base_url).rstrip("/") + path_url,
             content=json.dumps(body, ensure_ascii=False).encode("utf-8"),
             headers=self._async_headers,
+            timeout=timeout,
         )
         try:
             response = await http.send(request)
@@ -466,7 +489,7 @@ class LLMClient:
     def _paths(self, request: LLMRequest) -> list[str]:
         if request.schema is None:
             return [PATH_TEXT]
-        unsupported = self._unsupported.get(self.endpoint_id, set())
+        unsupported = caps.capabilities_store().get(self.endpoint_id).unsupported
         return [p for p in (PATH_JSON_SCHEMA, PATH_JSON_OBJECT, PATH_TEXT) if p not in unsupported]
 
     def _call(self, request: LLMRequest, key: str, watch: CallWatch) -> tuple[LLMResult, dict | None]:
@@ -523,41 +546,41 @@ class LLMClient:
             state.attempts += 1
             try:
                 body, latency_ms = yield ("send", path, state)
-            except openai.BadRequestError as exc:
-                if request.schema is not None and path != PATH_TEXT and path_index + 1 < len(paths):
-                    logger.info("endpoint %s rejected %s (%s); falling back", self.endpoint_id, path, exc)
-                    self._unsupported.setdefault(self.endpoint_id, set()).add(path)
+            except PromptTooLong as exc:  # refused before sending: the endpoint's context is known
+                return self._result(key, request, state, OUTCOME_TOO_LONG, path=path, error=str(exc)), last_body
+            except openai.APIStatusError as exc:
+                words = _error_words(exc)
+                kind = caps.rejection_kind(exc.status_code, words)
+                if (
+                    kind == caps.REJECTION_FORMAT
+                    and request.schema is not None
+                    and path != PATH_TEXT
+                    and path_index + 1 < len(paths)
+                ):
+                    logger.info("endpoint %s rejected %s (%s); falling back", self.endpoint_id, path, words[:200])
+                    caps.learn_rejected_path(self.endpoint_id, path, self._masked(f"HTTP {exc.status_code}: {words}"))
                     path_index += 1
                     continue
-                error = self._masked(f"400: {exc}")
-                watch.attempt_failed(error, self.endpoint_label)
-                return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=error), last_body
-            except (
-                openai.RateLimitError,
-                openai.InternalServerError,
-                openai.APIConnectionError,
-                openai.APITimeoutError,
-                openai.ConflictError,
-                MalformedResponse,
-            ) as exc:
-                state.api_failures += 1
-                error = self._masked(_describe(exc))
-                watch.attempt_failed(error, self.endpoint_label)
-                wait = self._backoff(state.api_failures)
-                if isinstance(exc, openai.APIStatusError):
-                    retry_after = _retry_after_seconds(exc)
-                    if retry_after is not None:
-                        wait = retry_after
-                    if isinstance(exc, openai.RateLimitError):
-                        limits_get().pause(self.endpoint_id, wait)
-                if state.attempts >= settings.LLM_MAX_ATTEMPTS:
-                    return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=error), last_body
-                yield ("sleep", wait, state)
+                if kind == caps.REJECTION_CONTEXT:
+                    error = self._masked(self._learn_overflow(state, words))
+                    return self._result(key, request, state, OUTCOME_TOO_LONG, path=path, error=error), last_body
+                if kind == caps.REJECTION_BUDGET and not state.budget_refits:
+                    context, _ = caps.context_numbers(words)
+                    if context:
+                        caps.learn_context(self.endpoint_id, context, "server error")
+                        state.budget_refits += 1
+                        continue
+                final = self._failure(exc, state, watch)
+                if final is not None:
+                    return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=final), last_body
+                yield ("sleep", self._wait_after(exc, state), state)
                 continue
-            except openai.APIStatusError as exc:  # other 4xx: retrying the same request cannot help
-                error = self._masked(_describe(exc))
-                watch.attempt_failed(error, self.endpoint_label)
-                return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=error), last_body
+            except (openai.APIConnectionError, openai.APITimeoutError, MalformedResponse) as exc:
+                final = self._failure(exc, state, watch)
+                if final is not None:
+                    return self._result(key, request, state, OUTCOME_API_ERROR, path=path, error=final), last_body
+                yield ("sleep", self._wait_after(exc, state), state)
+                continue
 
             watch.attempt_succeeded()
             last_body = body
@@ -566,16 +589,32 @@ class LLMClient:
             state.tokens_in += tokens_in
             state.tokens_out += tokens_out
             verdict = classify_completion(request, body)
-            if (
-                verdict.outcome == OUTCOME_TRUNCATED
-                and state.truncation_retries < settings.LLM_TRUNCATION_RETRIES
-                and state.attempts < settings.LLM_MAX_ATTEMPTS
-            ):
-                state.truncation_retries += 1
-                state.max_tokens = int(state.max_tokens * settings.LLM_TRUNCATION_TOKEN_FACTOR)
-                continue
+            if verdict.outcome == OUTCOME_OK and tokens_in:
+                caps.learn_usage(
+                    self.endpoint_id, chars=state.prompt_chars, messages=state.prompt_messages, prompt_tokens=tokens_in
+                )
+            if verdict.outcome == OUTCOME_OK and tokens_out >= SPEED_MIN_TOKENS:
+                caps.learn_speed(self.endpoint_id, seconds=latency_ms / 1000, tokens_out=tokens_out)
             if verdict.outcome == OUTCOME_TRUNCATED:
-                verdict.error = f"answer cut off at max_tokens={state.max_tokens}"
+                # Asked again only with a larger budget that still fits the context: the same
+                # request (greedy, or the same budget) would only be cut off the same way.
+                grown = int(state.sent_max_tokens * settings.LLM_TRUNCATION_TOKEN_FACTOR)
+                room = self._room(state.prompt_tokens)
+                larger = grown if room is None else min(grown, room)
+                if (
+                    larger > state.sent_max_tokens
+                    and state.truncation_retries < settings.LLM_TRUNCATION_RETRIES
+                    and state.attempts < settings.LLM_MAX_ATTEMPTS
+                ):
+                    state.truncation_retries += 1
+                    state.max_tokens = larger
+                    continue
+                verdict.error = f"answer cut off at max_tokens={state.sent_max_tokens}"
+                if larger <= state.sent_max_tokens and room is not None:
+                    verdict.error += (
+                        f"; no larger budget fits the context ({self._context()} tokens, "
+                        f"prompt about {state.prompt_tokens})"
+                    )
             if (
                 verdict.outcome == OUTCOME_PARSE_FAILED
                 and state.reasks < settings.LLM_PARSE_REASKS
@@ -634,13 +673,72 @@ class LLMClient:
         finally:
             watch.waiting(-1)
 
+    # -- fitting a request to its endpoint (llm/capabilities.py) -------------------------
+
+    def _context(self) -> int | None:
+        return caps.capabilities_store().get(self.endpoint_id).context_length
+
+    def _room(self, prompt_tokens: int) -> int | None:
+        """Tokens left for the answer beside a prompt of ``prompt_tokens``; None when the
+        endpoint's context is unknown."""
+        context = self._context()
+        if context is None:
+            return None
+        return context - prompt_tokens - settings.LLM_CONTEXT_MARGIN_TOKENS
+
+    def _timeout(self, max_tokens: int) -> float:
+        """An endpoint record's or role's timeout as set; otherwise LLM_TIMEOUT_SECONDS, raised
+        for an endpoint observed to be slow to what ``max_tokens`` takes there (twice over)."""
+        if self.endpoint.timeout_seconds:
+            return float(self.endpoint.timeout_seconds)
+        base = float(settings.LLM_TIMEOUT_SECONDS)
+        per_token = caps.capabilities_store().get(self.endpoint_id).seconds_per_token
+        return max(base, 2 * per_token * max_tokens) if per_token else base
+
+    def _learn_overflow(self, state: _Attempt, words: str) -> str:
+        """Learn what a context-overflow answer says (the context length, how the server
+        counts this prompt) and describe it."""
+        context, prompt_tokens = caps.context_numbers(words)
+        if context:
+            caps.learn_context(self.endpoint_id, context, "server error")
+        if prompt_tokens:
+            caps.learn_usage(
+                self.endpoint_id, chars=state.prompt_chars, messages=state.prompt_messages, prompt_tokens=prompt_tokens
+            )
+        return f"the prompt does not fit the model's context; the server said: {words[:400]}"
+
     def _wire(self, request: LLMRequest, state: _Attempt, path: str) -> tuple[dict, int]:
-        """The body one attempt posts, and the tokens it is expected to use (for the TPM limit)."""
-        body = request_body(request, self.endpoint.model, path=path, max_tokens=state.max_tokens)
+        """The body one attempt posts, and the tokens it is expected to use (for the TPM limit).
+        The answer's budget is fitted to the context left beside the prompt; a prompt that
+        leaves no room raises ``PromptTooLong`` (nothing is sent)."""
+        messages = state.messages
+        if request.schema is not None and path != PATH_JSON_SCHEMA and request.prompt is None:
+            messages = schema_in_prompt(messages, request.schema)
+        prompt_chars = len(request.prompt or "") + sum(len(m.get("content") or "") for m in messages)
+        known = caps.capabilities_store().get(self.endpoint_id)
+        n_messages = 1 if request.prompt is not None else len(messages)
+        state.prompt_chars, state.prompt_messages = prompt_chars, n_messages
+        state.prompt_tokens = known.prompt_tokens(prompt_chars, n_messages)
+        budget = state.max_tokens
+        room = self._room(state.prompt_tokens)
+        if room is not None:
+            if room < settings.LLM_MIN_ANSWER_TOKENS:
+                if known.token_ratio is not None:  # the estimate is calibrated on this server
+                    raise PromptTooLong(
+                        f"the prompt (about {state.prompt_tokens} tokens) leaves no room for an answer in the "
+                        f"model's context of {known.context_length} tokens ({known.context_source}); "
+                        f"shorten the input or use a model with a longer context"
+                    )
+                room = settings.LLM_MIN_ANSWER_TOKENS  # the estimate is a guess: let the server decide
+            budget = min(budget, room)
+        state.sent_max_tokens = budget
+        state.timeout = self._timeout(budget)
+        body = request_body(request, self.endpoint.model, path=path, max_tokens=budget)
         if request.prompt is None:
-            body["messages"] = state.messages
-        prompt_chars = len(request.prompt or "") + sum(len(m.get("content") or "") for m in state.messages)
-        return body, prompt_chars // 4 + state.max_tokens
+            body["messages"] = messages
+        if self.endpoint.disable_thinking:
+            body["chat_template_kwargs"] = {"enable_thinking": False}
+        return body, prompt_chars // 4 + budget
 
     def _send(self, request: LLMRequest, state: _Attempt, path: str) -> tuple[dict, int]:
         body, estimate = self._wire(request, state, path)
@@ -650,7 +748,9 @@ class LLMClient:
             started = time.perf_counter()
             # The client's own HTTP stack and error classes, without its per-call type
             # transformation of the body (which costs more than the rest of the request).
-            response = self.openai.post(request.path_url, body=body, cast_to=_http.Response)
+            response = self.openai.post(
+                request.path_url, body=body, cast_to=_http.Response, options={"timeout": state.timeout}
+            )
             latency_ms = int((time.perf_counter() - started) * 1000)
         return completion_envelope(response.content), latency_ms
 
@@ -660,9 +760,39 @@ class LLMClient:
         await limits.wait_turn_async(self.endpoint_id, self.limits, estimate)
         async with limits.slot_async(self.endpoint_id, self.limits):
             started = time.perf_counter()
-            response = await self._async_post(request.path_url, body)
+            response = await self._async_post(request.path_url, body, state.timeout)
             latency_ms = int((time.perf_counter() - started) * 1000)
         return completion_envelope(response.content), latency_ms
+
+    def _failure(self, exc: Exception, state: _Attempt, watch: CallWatch) -> str | None:
+        """A failed attempt, told to the watch: the call's final error when retrying cannot
+        help or attempts ran out, else None (sleep, then ask again)."""
+        error = self._masked(_describe(exc, timeout=state.timeout))
+        watch.attempt_failed(error, self.endpoint_label, slow=isinstance(exc, openai.APITimeoutError))
+        retryable = isinstance(
+            exc,
+            (
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APIConnectionError,
+                openai.ConflictError,
+                MalformedResponse,
+            ),
+        )
+        if not retryable or state.attempts >= settings.LLM_MAX_ATTEMPTS:
+            return error
+        state.api_failures += 1
+        return None
+
+    def _wait_after(self, exc: Exception, state: _Attempt) -> float:
+        wait = self._backoff(state.api_failures)
+        if isinstance(exc, openai.APIStatusError):
+            retry_after = _retry_after_seconds(exc)
+            if retry_after is not None:
+                wait = retry_after
+            if isinstance(exc, openai.RateLimitError):
+                limits_get().pause(self.endpoint_id, wait)
+        return wait
 
     def _backoff(self, failures: int) -> float:
         """Exponential backoff with full jitter."""
@@ -923,12 +1053,45 @@ def ledger_write_many(items: list[tuple[str, dict[str, Any]]]) -> None:
         ledger_write(key, fields)
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: Exception, *, timeout: float = 0.0) -> str:
     if isinstance(exc, MalformedResponse):
         return f"malformed response: {exc}"
     if isinstance(exc, openai.APIStatusError):
         return f"{exc.status_code}: {exc.message}"
+    if isinstance(exc, openai.APITimeoutError) and timeout:
+        return f"no answer within {timeout:.0f} s (timed out; the endpoint accepted the request)"
     return f"{exc.__class__.__name__}: {exc}"
+
+
+def _error_words(exc: openai.APIStatusError) -> str:
+    """What a rejection says: the error's message and the body it came in (servers put the
+    reason in different fields: OpenAI's error.message, FastAPI's detail, plain text)."""
+    parts = [str(exc.message or "")]
+    body = exc.body
+    if body is not None:
+        parts.append(body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)[:2000])
+    elif exc.response is not None:
+        try:
+            parts.append(exc.response.text[:2000])
+        except Exception:
+            pass
+    return " ".join(p for p in parts if p)
+
+
+SCHEMA_INSTRUCTION = "Answer with one JSON object, and nothing else, that follows this JSON Schema:"
+
+
+def schema_in_prompt(messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
+    """The messages with the schema stated after the last user message's text: for an endpoint
+    that cannot enforce the schema (JSON mode or plain text). The static part of the prompt
+    stays first, so a server's prefix cache still applies."""
+    text = f"{SCHEMA_INSTRUCTION}\n{json.dumps(schema, ensure_ascii=False, separators=(',', ':'))}"
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            changed = dict(messages[index])
+            changed["content"] = f"{changed.get('content') or ''}\n\n{text}"
+            return [*messages[:index], changed, *messages[index + 1 :]]
+    return [*messages, {"role": "user", "content": text}]
 
 
 def _parse_problem(exc: Exception) -> str:

@@ -6,7 +6,17 @@ OUTCOME_PARSE_FAILED = "parse_failed"
 OUTCOME_TRUNCATED = "truncated"  # finish_reason "length"
 OUTCOME_REFUSED = "refused"
 OUTCOME_API_ERROR = "api_error"
-OUTCOMES = (OUTCOME_OK, OUTCOME_PARSE_FAILED, OUTCOME_TRUNCATED, OUTCOME_REFUSED, OUTCOME_API_ERROR)
+# The prompt cannot fit the model's context (with room for an answer): not sent again until
+# the prompt, the model or its context changes (llm/capabilities.py).
+OUTCOME_TOO_LONG = "too_long"
+OUTCOMES = (
+    OUTCOME_OK,
+    OUTCOME_PARSE_FAILED,
+    OUTCOME_TRUNCATED,
+    OUTCOME_REFUSED,
+    OUTCOME_TOO_LONG,
+    OUTCOME_API_ERROR,
+)
 
 # How a JSON-returning stage asked for its structure (recorded on every ledger entry).
 PATH_JSON_SCHEMA = "json_schema"

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.permissions import IsAdminRole, IsResearcher
-from llm.endpoint_selectors import endpoint_record_list, role_endpoint_rows
+from llm.endpoint_selectors import capabilities_view, endpoint_record_list, role_endpoint_rows
 from llm.endpoint_services import (
     endpoint_record_create,
     endpoint_record_retire,
@@ -38,6 +38,9 @@ _WRITE_FIELDS = (
     "tokens_per_minute",
     "price_input",
     "price_output",
+    "context_length",
+    "timeout_seconds",
+    "disable_thinking",
 )
 
 
@@ -52,6 +55,10 @@ class EndpointRecordSerializer(serializers.ModelSerializer):
     )
     api_key_kind = serializers.CharField(read_only=True, help_text="stored, env or none")
     roles = serializers.SerializerMethodField(help_text="The roles assigned to this record.")
+    capabilities = serializers.SerializerMethodField(
+        help_text="What the product has learned of the endpoint (llm/capabilities.py): the structured-output "
+        "path it uses, the paths the server rejected with its words, the context length and where it came from."
+    )
 
     class Meta:
         model = EndpointRecord
@@ -68,6 +75,10 @@ class EndpointRecordSerializer(serializers.ModelSerializer):
             "tokens_per_minute",
             "price_input",
             "price_output",
+            "context_length",
+            "timeout_seconds",
+            "disable_thinking",
+            "capabilities",
             "source",
             "retired",
             "retired_at",
@@ -84,6 +95,10 @@ class EndpointRecordSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_roles(self, record: EndpointRecord) -> list[str]:
         return [a.role for a in record.assignments.all()]
+
+    @extend_schema_field(serializers.DictField())
+    def get_capabilities(self, record: EndpointRecord) -> dict[str, Any]:
+        return capabilities_view(record)
 
 
 def _text(help_text: str, max_length: int = 2000) -> serializers.CharField:
@@ -115,6 +130,11 @@ class EndpointRecordWriteSerializer(serializers.Serializer):
     tokens_per_minute = _text("Tokens per minute (≥ 1), or null.", 30)
     price_input = _text("USD per million input tokens, or null.", 30)
     price_output = _text("USD per million output tokens, or null.", 30)
+    context_length = _text("The model's context in tokens (≥ 1), or null to learn it from the server.", 30)
+    timeout_seconds = _text("Seconds one request may take (≥ 1), or null for LLM_TIMEOUT_SECONDS.", 30)
+    disable_thinking = serializers.BooleanField(
+        required=False, help_text='Send chat_template_kwargs {"enable_thinking": false} (Qwen3, How2Judge).'
+    )
 
 
 class RoleAssignmentSerializer(serializers.Serializer):

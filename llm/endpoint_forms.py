@@ -48,6 +48,23 @@ class EndpointRecordForm(forms.Form):
         help_text="Empty: the price table (config/llm_prices.json).",
     )
     price_output = forms.CharField(max_length=_LONG, required=False, label="Price, output (USD / 1M tokens)")
+    context_length = forms.CharField(
+        max_length=_LONG,
+        required=False,
+        label="Context length (tokens)",
+        help_text="Empty: what the server's /models says (vLLM), else what its errors say.",
+    )
+    timeout_seconds = forms.CharField(
+        max_length=_LONG,
+        required=False,
+        label="Timeout per request (seconds)",
+        help_text="Empty: LLM_TIMEOUT_SECONDS, raised for a slow endpoint from its observed speed.",
+    )
+    disable_thinking = forms.BooleanField(
+        required=False,
+        label="Run non-thinking",
+        help_text='A hybrid reasoning model (Qwen3, How2Judge): sends chat_template_kwargs {"enable_thinking": false}.',
+    )
 
     def __init__(self, *args, record: EndpointRecord | None = None, **kwargs):
         self.record = record
@@ -64,6 +81,9 @@ class EndpointRecordForm(forms.Form):
                     "tokens_per_minute",
                     "price_input",
                     "price_output",
+                    "context_length",
+                    "timeout_seconds",
+                    "disable_thinking",
                 )
             }
         super().__init__(*args, **kwargs)

@@ -72,3 +72,24 @@ def role_endpoint_rows() -> list[dict]:
             )
         rows.append(row)
     return rows
+
+
+def capabilities_view(record: EndpointRecord) -> dict:
+    """What has been learned of a record's endpoint, for its page and the API (llm/capabilities.py)."""
+    from datetime import UTC, datetime
+
+    from llm.capabilities import capabilities_get
+
+    known = capabilities_get(record.base_url, record.model)
+    context = record.context_length or known.context_length
+    return {
+        "structured_output": known.structured_output,
+        "rejected": dict(known.unsupported),
+        "context_length": context,
+        "context_source": "endpoint record" if record.context_length else known.context_source,
+        "token_ratio": known.token_ratio,
+        "seconds_per_token": known.seconds_per_token,
+        "learned_at": datetime.fromtimestamp(known.learned_at, UTC).isoformat(timespec="seconds")
+        if known.learned_at
+        else None,
+    }

@@ -19,6 +19,7 @@ from django.views.decorators.debug import sensitive_variables
 from core.field_errors import FieldErrors, text_field_clean
 from core.secret_masking import MASK
 from core.stored_values import max_length_of
+from llm.capabilities import capabilities_forget
 from llm.endpoint_keys import StoredKeyUnreadable, api_key_encrypt, api_key_last4
 from llm.models import FINISHED, EndpointRecord, EndpointRoleAssignment, LLMJob
 
@@ -82,6 +83,30 @@ def _limit(errors: dict, field: str, value: Any) -> int | None:
     return number
 
 
+MAX_CONTEXT_LENGTH = 10_000_000  # tokens: far above any served model's context
+MAX_TIMEOUT_SECONDS = 86_400  # one request may take a day at most
+
+
+def _bounded(errors: dict, field: str, value: Any, maximum: int) -> int | None:
+    """A whole number from 1 to ``maximum``, or None for empty."""
+    number = _limit(errors, field, value)
+    if number is not None and number > maximum:
+        errors[field] = f"must be a whole number from 1 to {maximum}, or empty"
+        return None
+    if field in errors and "from 1 to" in errors[field]:
+        errors[field] = f"must be a whole number from 1 to {maximum}, or empty"
+    return number
+
+
+def _flag(errors: dict, field: str, value: Any) -> bool:
+    if value in (None, "", False, "false", "off", "0", 0):
+        return False
+    if value in (True, "true", "on", "1", 1):
+        return True
+    errors[field] = "must be true or false"
+    return False
+
+
 def _price(errors: dict, field: str, value: Any) -> Decimal | None:
     if value in (None, ""):
         return None
@@ -139,6 +164,9 @@ def endpoint_fields_clean(data: dict[str, Any], *, record: EndpointRecord | None
         "tokens_per_minute": _limit(errors, "tokens_per_minute", data.get("tokens_per_minute")),
         "price_input": _price(errors, "price_input", data.get("price_input")),
         "price_output": _price(errors, "price_output", data.get("price_output")),
+        "context_length": _bounded(errors, "context_length", data.get("context_length"), MAX_CONTEXT_LENGTH),
+        "timeout_seconds": _bounded(errors, "timeout_seconds", data.get("timeout_seconds"), MAX_TIMEOUT_SECONDS),
+        "disable_thinking": _flag(errors, "disable_thinking", data.get("disable_thinking")),
     }
     if clean["api_key_env"] and "api_key_env" not in errors and not ENV_NAME.match(clean["api_key_env"]):
         errors["api_key_env"] = "must be an environment variable name: letters, digits and _, not starting with a digit"
@@ -197,6 +225,7 @@ def endpoint_record_update(*, record: EndpointRecord, remove_stored_key: bool = 
     record = EndpointRecord.objects.select_for_update().get(pk=record.pk)
     clean = endpoint_fields_clean(data, record=record)
     moved = [f for f in ("base_url", "model") if clean[f] != getattr(record, f)]
+    previous = (record.base_url, record.model)
     jobs = _in_use_by_unfinished_jobs(record) if moved else []
     if jobs:
         raise EndpointFieldError(
@@ -215,6 +244,10 @@ def endpoint_record_update(*, record: EndpointRecord, remove_stored_key: bool = 
         record.last_test_at = record.last_test_ok = record.last_test_latency_ms = None
         record.last_test_message = ""
     record.save()
+    # What was learned of the endpoint is learned again: a changed URL, model or context
+    # may be another server (llm/capabilities.py).
+    capabilities_forget(*previous)
+    capabilities_forget(record.base_url, record.model)
     return record
 
 
@@ -325,10 +358,7 @@ def endpoint_record_test(*, record: EndpointRecord, timeout: float | None = None
                 if check.served_model and check.served_model != record.model
                 else ""
             )
-            message = (
-                f"structured output: {check.structured_output}{served}; answer: "
-                f"{(check.answer or '')[:TEST_EXCERPT_CHARS]!r}"
-            )
+            message = f"{check.describe_capabilities()}{served}; answer: {(check.answer or '')[:TEST_EXCERPT_CHARS]!r}"
         else:
             advice = _advice(check.error)
             message = message_prefix + check.error + (f" — {advice}" if advice else "")

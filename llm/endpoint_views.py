@@ -13,7 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from core.permissions import admin_required
 from llm.endpoint_forms import EndpointRecordForm
-from llm.endpoint_selectors import endpoint_record_list, role_endpoint_rows
+from llm.endpoint_selectors import capabilities_view, endpoint_record_list, role_endpoint_rows
 from llm.endpoint_services import (
     EndpointFieldError,
     endpoint_record_create,
@@ -36,6 +36,9 @@ _FIELDS = (
     "tokens_per_minute",
     "price_input",
     "price_output",
+    "context_length",
+    "timeout_seconds",
+    "disable_thinking",
 )
 
 
@@ -43,6 +46,8 @@ _FIELDS = (
 @never_cache
 def endpoint_list(request: HttpRequest) -> HttpResponse:
     records = list(endpoint_record_list())
+    for record in records:
+        record.capabilities = capabilities_view(record)  # type: ignore[attr-defined]
     return render(
         request,
         "llm/endpoints.html",

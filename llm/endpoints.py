@@ -52,6 +52,9 @@ class Endpoint:
     limits: EndpointLimits | None = None  # the record's limits; None: the LLM_* settings
     price_input: Decimal | None = None  # USD per million tokens; None: the price table
     price_output: Decimal | None = None
+    context_length: int | None = None  # tokens; None: learned from the server (llm/capabilities.py)
+    timeout_seconds: float | None = None  # None: LLM_TIMEOUT_SECONDS, adapted to a slow endpoint
+    disable_thinking: bool = False  # send chat_template_kwargs {"enable_thinking": false}
 
     @property
     def configured(self) -> bool:
@@ -149,6 +152,9 @@ def endpoint_from_record(
         limits=record_limits(record),
         price_input=record.price_input if same_model else None,
         price_output=record.price_output if same_model else None,
+        context_length=record.context_length if same_model else None,
+        timeout_seconds=float(record.timeout_seconds) if record.timeout_seconds else None,
+        disable_thinking=record.disable_thinking if same_model else False,
     )
 
 
@@ -161,7 +167,16 @@ def _endpoint(role: str, base_url: str, api_key: str | None, model: str, *, role
         if api_key is None and own_url:
             api_key = role_key
         return endpoint_from_record(role, record, base_url=base_url, api_key=api_key, model=model)
-    return Endpoint(role=role, base_url=base_url, model=model, api_key=api_key if api_key is not None else role_key)
+    configured = settings.LLM_ROLES.get(role) or {}
+    return Endpoint(
+        role=role,
+        base_url=base_url,
+        model=model,
+        api_key=api_key if api_key is not None else role_key,
+        context_length=configured.get("context_length"),
+        timeout_seconds=configured.get("timeout_seconds"),
+        disable_thinking=bool(configured.get("disable_thinking")),
+    )
 
 
 def endpoint_get(

@@ -40,6 +40,23 @@ class EndpointRecord(models.Model):
         blank=True,
         help_text="USD per million output tokens; empty: the price table.",
     )
+    context_length = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The model's context in tokens; empty: what the server's /models says (vLLM), "
+        "else what its errors say.",
+    )
+    timeout_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Seconds one request may take; empty: LLM_TIMEOUT_SECONDS, raised for a slow "
+        "endpoint from its observed speed.",
+    )
+    disable_thinking = models.BooleanField(
+        default=False,
+        help_text="A hybrid reasoning model (Qwen3, How2Judge) run non-thinking: sends chat_template_kwargs "
+        '{"enable_thinking": false}.',
+    )
     source = models.CharField(
         max_length=300, blank=True, help_text='Where it came from: "from LLM_BASE_URL", "added by ada".'
     )

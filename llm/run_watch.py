@@ -38,6 +38,7 @@ class CircuitBreaker:
         self._lock = threading.Lock()
         self._last_error = ""
         self._endpoint = ""
+        self._streak_slow = 0  # failures of the streak that were timeouts on a connected endpoint
         self.tripped: dict[str, Any] | None = None
 
     def streak(self) -> dict[str, Any]:
@@ -53,14 +54,16 @@ class CircuitBreaker:
                 "failed_in_a_row": self._streak,
             }
 
-    def record(self, ok: bool, *, error: str = "", endpoint: str = "") -> dict[str, Any] | None:
-        """Record one attempt. Returns the breaker's record the moment it trips (once)."""
+    def record(self, ok: bool, *, error: str = "", endpoint: str = "", slow: bool = False) -> dict[str, Any] | None:
+        """Record one attempt. Returns the breaker's record the moment it trips (once).
+        ``slow``: the failure was a timeout on an endpoint that accepted the request."""
         with self._lock:
             self._recent.append(ok)
             if ok:
-                self._streak, self._streak_since = 0, None
+                self._streak, self._streak_since, self._streak_slow = 0, None, 0
                 return None
             self._streak += 1
+            self._streak_slow += 1 if slow else 0
             self._streak_since = self._streak_since or _now_iso()
             self._last_error, self._endpoint = error[:ERROR_CHARS], endpoint
             if self.tripped is not None:
@@ -79,6 +82,9 @@ class CircuitBreaker:
                 "tripped_at": _now_iso(),
                 "last_error": error[:ERROR_CHARS],
                 "reason": reason,
+                # slow: every failure of the streak was a timeout (the endpoint takes requests
+                # and works, late); down: it refuses, errs or cannot be reached.
+                "diagnosis": "slow" if self._streak_slow == self._streak else "down",
             }
             return self.tripped
 
@@ -94,6 +100,12 @@ def breaker_default() -> CircuitBreaker:
 def breaker_message(record: dict[str, Any]) -> str:
     """The sentence a paused run shows in its banner."""
     last_error = str(record.get("last_error") or "").rstrip(". ")  # "Connection error." ends in its own stop
+    if record.get("diagnosis") == "slow":
+        return (
+            f"paused by the circuit breaker: the endpoint {record.get('endpoint') or '(unknown)'} is slow, not down "
+            f"({record.get('reason')}, all timeouts, since {record.get('since')}); last error: {last_error}. "
+            f"Raise the endpoint's timeout or lower its concurrency (LLM page, endpoint record), then resume."
+        )
     return (
         f"paused by the circuit breaker: the endpoint {record.get('endpoint') or '(unknown)'} is failing "
         f"({record.get('reason')}, since {record.get('since')}); last error: {last_error}. "
@@ -112,8 +124,8 @@ class RunWatch(CallWatch):
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
-    def attempt_failed(self, error: str, endpoint: str = "") -> None:
-        record = self.breaker.record(False, error=error, endpoint=endpoint)
+    def attempt_failed(self, error: str, endpoint: str = "", *, slow: bool = False) -> None:
+        record = self.breaker.record(False, error=error, endpoint=endpoint, slow=slow)
         if record is not None:
             self.tripped = record
             self._stop.set()

@@ -375,7 +375,7 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
         "stage_costs": stage_costs,
         "outcomes": {
             status: outcome_counts[status]
-            for status in (PASSED, REJECTED, "parse_failed", "truncated", "refused", "api_error")
+            for status in (PASSED, REJECTED, "parse_failed", "truncated", "refused", "too_long", "api_error")
         },
         "rejection_reasons": [
             {"stage": stage, "reason": code, "documents": n}

@@ -15,7 +15,10 @@ def _fresh_cache():
     from one test to the next (study ids are reused after a test's rollback)."""
     from django.core.cache import cache
 
+    from llm.capabilities import capabilities_store
+
     cache.clear()
+    capabilities_store().forget_all_memos()  # what was learned of endpoints lives in the cache too
 
 
 @pytest.fixture

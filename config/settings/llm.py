@@ -42,6 +42,12 @@ def llm_settings() -> dict:
         "model": env_str("LLM_MODEL", "") or "",
         "temperature": _optional_float("LLM_TEMPERATURE"),
         "max_tokens": _optional_int("LLM_MAX_TOKENS"),
+        # What the endpoint cannot tell: its context in tokens (vLLM's /models says it; other
+        # servers only in their errors), a per-request timeout, and a hybrid reasoning model
+        # to be run non-thinking (docs/llm.md, "What the product learns of an endpoint").
+        "context_length": _optional_int("LLM_CONTEXT_LENGTH"),
+        "timeout_seconds": _optional_float("LLM_REQUEST_TIMEOUT_SECONDS"),
+        "disable_thinking": env_str("LLM_DISABLE_THINKING", "") in ("1", "true", "yes"),
     }
     roles = {}
     for role, prefix in LLM_ROLE_PREFIXES.items():
@@ -55,6 +61,15 @@ def llm_settings() -> dict:
             "max_tokens": _optional_int(f"{prefix}_MAX_TOKENS")
             if env_str(f"{prefix}_MAX_TOKENS")
             else default["max_tokens"],
+            "context_length": _optional_int(f"{prefix}_CONTEXT_LENGTH")
+            if env_str(f"{prefix}_CONTEXT_LENGTH")
+            else default["context_length"],
+            "timeout_seconds": _optional_float(f"{prefix}_REQUEST_TIMEOUT_SECONDS")
+            if env_str(f"{prefix}_REQUEST_TIMEOUT_SECONDS")
+            else default["timeout_seconds"],
+            "disable_thinking": env_str(f"{prefix}_DISABLE_THINKING", "") in ("1", "true", "yes")
+            if env_str(f"{prefix}_DISABLE_THINKING")
+            else default["disable_thinking"],
         }
     return {
         "LLM_DEFAULT_ENDPOINT": default,
@@ -63,6 +78,13 @@ def llm_settings() -> dict:
         # How long the Test button of an endpoint record waits for the answer.
         "LLM_ENDPOINT_TEST_TIMEOUT_SECONDS": env_float("LLM_ENDPOINT_TEST_TIMEOUT_SECONDS", 20.0),
         "LLM_TIMEOUT_SECONDS": env_float("LLM_TIMEOUT_SECONDS", 120.0),
+        # What is learned of an endpoint (structured-output support, context length, token
+        # ratio, speed: llm/capabilities.py) is kept this long, then learned again.
+        "LLM_CAPABILITY_TTL_SECONDS": env_int("LLM_CAPABILITY_TTL_SECONDS", 24 * 3600),
+        # Tokens kept free of a request's budget beside the prompt (the estimate's error).
+        "LLM_CONTEXT_MARGIN_TOKENS": env_int("LLM_CONTEXT_MARGIN_TOKENS", 64),
+        # A prompt that leaves fewer tokens than this for the answer is too_long, not sent.
+        "LLM_MIN_ANSWER_TOKENS": env_int("LLM_MIN_ANSWER_TOKENS", 16),
         # Retries: attempts for 429/5xx/connection errors, re-asks after an unparseable
         # answer, retries with a larger budget after a truncated one.
         "LLM_MAX_ATTEMPTS": env_int("LLM_MAX_ATTEMPTS", 6),

@@ -29,7 +29,7 @@ class Command(BaseCommand):
             if check.reachable:
                 self.stdout.write(
                     f"OK    {check.base_url}  model={check.model} (served as {check.served_model or '?'})  "
-                    f"structured output: {check.structured_output}  latency: {check.latency_ms} ms  roles: {', '.join(roles)}"
+                    f"{check.describe_capabilities()}  latency: {check.latency_ms} ms  roles: {', '.join(roles)}"
                 )
             else:
                 failed.append(check)
