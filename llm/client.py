@@ -589,7 +589,7 @@ class LLMClient:
             state.tokens_in += tokens_in
             state.tokens_out += tokens_out
             verdict = classify_completion(request, body)
-            if verdict.outcome == OUTCOME_OK and tokens_in:
+            if tokens_in:  # how the server counts this prompt, whatever the answer
                 caps.learn_usage(
                     self.endpoint_id, chars=state.prompt_chars, messages=state.prompt_messages, prompt_tokens=tokens_in
                 )
