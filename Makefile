@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-sqlite venv venv-test chromium bench clean-venv
+.PHONY: run test test-sqlite test-real real-servers venv venv-test chromium bench clean-venv
 
 run: $(VENV)/.installed ## Migrate, load the demo, print the admin password once, serve web + worker
 	$(PY) manage.py serve
@@ -13,6 +13,15 @@ test: $(VENV)/.installed-test chromium ## All tests: SQLite, then PostgreSQL whe
 
 test-sqlite: $(VENV)/.installed-test chromium
 	$(PY) scripts/run_tests.py --sqlite-only
+
+# The real-server tests: vLLM's CPU build serving SmolLM2-135M-Instruct on 127.0.0.1, installed
+# once into var/real-servers (about 6 minutes and 3.5 GB the first time; docs/testing.md).
+test-real: $(VENV)/.installed-test real-servers
+	$(PY) scripts/run_tests.py --real-servers
+
+real-servers:
+	sh scripts/real_servers_install.sh
+	cd / && $(CURDIR)/var/real-servers/venv/bin/python $(CURDIR)/scripts/real_servers_model.py $(CURDIR)/var/real-servers/smollm2-135m
 
 venv: $(VENV)/.installed
 venv-test: $(VENV)/.installed-test

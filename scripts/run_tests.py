@@ -6,6 +6,8 @@ reachable (TEST_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test).
 Extra arguments go to pytest: `scripts/run_tests.py -k import`. pytest's exit code 5
 ("no tests collected") counts as a failure: a test command that ran nothing did not pass.
 `--static-only` runs the static checks alone. Any failing check fails the command.
+`--real-servers` (`make test-real`) runs only the tests marked ``real_server``, against the real
+inference server that `make real-servers` installs (tests/real_servers.py), on SQLite.
 
 Under CI=true the services the integration and browser tests need (PostgreSQL, Redis,
 RabbitMQ, Chromium) must all be there: the preflight names what is missing and the command
@@ -166,9 +168,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sqlite-only", action="store_true", help="skip the PostgreSQL pass")
     parser.add_argument("--static-only", action="store_true", help="run the static checks and no tests")
+    parser.add_argument("--real-servers", action="store_true", help="run only the real-server tests")
     args, pytest_args = parser.parse_known_args()
     base_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "VAR_DIR")}
     base_env["DJANGO_SETTINGS_MODULE"] = "config.django.test"
+    if args.real_servers:
+        results = {
+            "real servers": run_pytest("real servers (SQLite)", dict(base_env), ["-m", "real_server", *pytest_args])
+        }
+        return _summary(results)
 
     results = run_static_checks()
     if args.static_only:

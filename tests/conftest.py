@@ -60,5 +60,30 @@ def demo(db):
     judging_demo.load()
 
 
+@pytest.fixture(scope="session")
+def vllm():
+    """The real vLLM server of the ``real_server`` tests (tests/real_servers.py): started once
+    per session as a child process and ended with it, or REAL_VLLM_BASE_URL's server."""
+    import os
+    from pathlib import Path
+
+    from tests.real_servers import RealServerMissing, VLLMProcess, running_vllm
+
+    if os.environ.get("REAL_VLLM_BASE_URL"):
+        yield running_vllm(os.environ["REAL_VLLM_BASE_URL"])
+        return
+    log = Path(os.environ.get("REAL_SERVERS_LOG_DIR", "var/real-servers/logs")) / f"vllm-{os.getpid()}.log"
+    process = VLLMProcess(log)
+    try:
+        server = process.start()
+    except RealServerMissing as exc:
+        pytest.fail(str(exc))
+    print(f"\nreal server: vLLM at {server.base_url} answered after {server.started_in_seconds} s")
+    try:
+        yield server
+    finally:
+        process.stop()
+
+
 from tests.browser import browser, page  # noqa: E402,F401  (fixtures for browser tests)
 from tests.ci_strict import pytest_runtest_makereport  # noqa: E402,F401  (CI=true: missing services fail)
