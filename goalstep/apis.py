@@ -34,8 +34,9 @@ class TaskEvaluationSerializer(RunStateFields, serializers.ModelSerializer):
     model = serializers.CharField(source="language_model.name", read_only=True)
     accuracy = serializers.SerializerMethodField(
         help_text=(
-            "task_evaluation_accuracy: accuracy with n and its 95% Wilson interval, per topic, and what it leaves out "
-            "(n_unusable by outcome, n_unanswered); docs/goalstep.md."
+            "task_evaluation_accuracy: accuracy = correct / readable (answers naming exactly one candidate) with "
+            "its 95% Wilson interval, per topic, and what it leaves out: ambiguous (answers naming two or more "
+            "candidates), unparseable (naming none), n_unusable by outcome, n_unanswered; docs/goalstep.md."
         )
     )
 
@@ -162,8 +163,9 @@ class GoalStepLeaderboardView(APIView):
             OpenApiParameter("task", str, OpenApiParameter.PATH, enum=list(TASKS)),
             OpenApiParameter("set", int, description="The task set (default: the newest with an evaluation)"),
         ],
-        description="The leaderboard page's rows, best first: accuracy with n (answered) and its 95% Wilson "
-        "interval, per topic, what it leaves out (unusable by outcome, unanswered, unparseable), and "
+        description="The leaderboard page's rows, best first: accuracy = correct / readable with its 95% Wilson "
+        "interval (n = readable), per topic, what it leaves out (ambiguous, unparseable, unusable by outcome, "
+        "unanswered), and "
         "beside them the validated set's human accuracy and the paper's figures (docs/goalstep.md).",
     )
     def get(self, request: Request, task: str, format: str | None = None) -> Response:

@@ -63,7 +63,9 @@ SEARCH_BLOCK_FLOATS = 64 * 1024 * 1024
 # after the batch that reached the limit instead of searching for every positive.
 BUILD_BATCH = 2048
 
-# A prediction's outcome when the model returned a usable completion: "ok" (it names one
-# candidate) or "unparseable" (it names none: the model's answer, counted as not correct).
-# Any other outcome (truncated, refused, parse_failed) is no answer: left out of accuracy.
-USABLE_OUTCOMES = ("ok", "unparseable")
+# A prediction's outcome when the model returned a usable completion (goalstep/answers.py):
+# "ok" (it names one candidate), "ambiguous" (it names two or more) or "unparseable" (it
+# names none). All three are the model's answer, never asked again; only "ok" is scored,
+# the other two are counted and left out of accuracy. Any other outcome (truncated,
+# refused, parse_failed) is no answer: left out of accuracy, asked again by Retry failed.
+USABLE_OUTCOMES = ("ok", "ambiguous", "unparseable")

@@ -72,12 +72,15 @@ class TaskEvaluation(RunFields):
 
 
 class TaskPrediction(models.Model):
-    """A model's answer to one item: the chosen index, or None when the completion named no
-    single candidate (counted as unparseable, never guessed)."""
+    """A model's answer to one item: the chosen index, or None when the completion named
+    several candidates (``ambiguous``) or none (``unparseable``): counted, never guessed,
+    never scored."""
 
     evaluation = models.ForeignKey(TaskEvaluation, on_delete=models.CASCADE, related_name="predictions")
     item = models.ForeignKey(TaskItem, on_delete=models.CASCADE, related_name="predictions")
-    outcome = models.CharField(max_length=20, help_text="The LLM call's outcome, or unparseable.")
+    outcome = models.CharField(
+        max_length=20, help_text="The LLM call's outcome, or how its answer read: ok, ambiguous or unparseable."
+    )
     choice = models.SmallIntegerField(null=True, blank=True)
     correct = models.BooleanField(null=True, blank=True)
     completion = models.TextField(blank=True)

@@ -19,16 +19,18 @@ def task_set_list(*, task: str | None = None) -> QuerySet[TaskSet]:
 
 
 def task_evaluation_accuracy(evaluation: TaskEvaluation) -> dict[str, Any]:
-    """Accuracy overall and per topic with n (answered) and the 95 % Wilson interval
-    (denominators in goalstep.answers.AccuracyTally), and what is left out: calls that
-    returned no usable completion (``n_unusable``, by outcome in ``unusable``) and items
-    without a stored answer (``n_unanswered``: not asked yet, or an api_error)."""
+    """Accuracy overall and per topic with n (readable answers) and the 95 % Wilson interval
+    (denominators in goalstep.answers.AccuracyTally), and what is left out: answers naming
+    several candidates (``ambiguous``) or none (``unparseable``), calls that returned no
+    usable completion (``n_unusable``, by outcome in ``unusable``) and items without a
+    stored answer (``n_unanswered``: not asked yet, or an api_error). The one selector of
+    the leaderboard page, the APIs and goalstep_evaluate."""
     tally = AccuracyTally()
     outcomes: dict[str, int] = {}
     for outcome, correct, topic in evaluation.predictions.values_list("outcome", "correct", "item__topic"):
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         if outcome in USABLE_OUTCOMES:
-            tally.add(topic, correct)
+            tally.add(topic, outcome, correct)
         else:
             tally.add_unusable(outcome)
     result = tally.result()

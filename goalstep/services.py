@@ -15,7 +15,7 @@ from django.db import transaction
 
 from core.app_errors import InvalidInput
 from core.record_files import atomic_output
-from goalstep.answers import candidate_list, letter_list, parse_choice
+from goalstep.answers import OK, candidate_list, letter_list, read_choice
 from goalstep.constants import STEP_ORDERING, TASKS, USABLE_OUTCOMES
 from goalstep.items import BuildResult, FilterSettings, PoolProcedure, build_items
 from goalstep.models import TaskEvaluation, TaskItem, TaskPrediction, TaskSet
@@ -198,7 +198,8 @@ def task_evaluation_execute(*, evaluation_id: int) -> str:
 
 def task_evaluation_unusable(evaluation: TaskEvaluation) -> int:
     """Stored predictions whose call had no usable answer (truncated, refused, ...). An
-    answer naming no candidate (``unparseable``) is the model's answer, counted as wrong."""
+    answer naming several candidates (``ambiguous``) or none (``unparseable``) is the
+    model's answer: not asked again, counted, left out of accuracy."""
     return evaluation.predictions.exclude(outcome__in=USABLE_OUTCOMES).count()
 
 
@@ -226,9 +227,11 @@ def task_evaluation_resume(*, evaluation: TaskEvaluation) -> None:
 
 
 def task_evaluation_collect(evaluation: TaskEvaluation) -> int:
-    """Store a prediction for every finished request (idempotent). A completion that names no
-    single candidate is stored as ``unparseable`` with no choice; calls that returned no
-    completion keep their outcome (truncated, refused, ...). Returns how many were new."""
+    """Store a prediction for every finished request (idempotent). A completion is read by
+    ``goalstep.answers.read_choice``: one that names two or more candidates is stored as
+    ``ambiguous``, one that names none as ``unparseable``, both with no choice and neither
+    right nor wrong; calls that returned no completion keep their outcome (truncated,
+    refused, ...). Returns how many were new."""
     if evaluation.llm_job is None:  # not launched: nothing has finished
         return 0
     items = TaskItem.objects.in_bulk(evaluation.item_ids)
@@ -238,15 +241,16 @@ def task_evaluation_collect(evaluation: TaskEvaluation) -> int:
         if result is None or item_pk in stored or result.outcome == "api_error":
             continue
         item = items[item_pk]
-        choice = parse_choice(result.text, item.candidates) if result.ok else None
-        outcome = result.outcome if not result.ok else ("ok" if choice is not None else "unparseable")
+        reading = read_choice(result.text, item.candidates) if result.ok else None
+        choice = reading.choice if reading is not None else None
+        outcome = result.outcome if reading is None else reading.outcome
         new.append(
             TaskPrediction(
                 evaluation=evaluation,
                 item=item,
                 outcome=outcome,
                 choice=choice,
-                correct=None if choice is None else choice == item.label,
+                correct=choice == item.label if outcome == OK and choice is not None else None,
                 completion=result.text,
                 provenance={"prompt_hash": evaluation.prompt_hash, "ledger_key": result.key},
             )

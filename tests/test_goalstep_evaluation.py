@@ -1,7 +1,8 @@
 """Model evaluation on goal-step task sets against the scripted OpenAI-compatible server:
 the prompt lists the candidates, the answer is read from the completion, unparseable answers
-are counted and never guessed, accuracy per task set and topic, the goalstep_evaluate command,
-and the leaderboard page per task with the paper's figures beside the models."""
+are counted and never guessed nor scored, accuracy (over readable answers) per task set and
+topic, the goalstep_evaluate command, and the leaderboard page per task with the paper's
+figures beside the models."""
 
 from __future__ import annotations
 
@@ -32,7 +33,6 @@ CANDIDATES = ["wash your hands", "wash your cat", "clap your hands", "eat your p
         ("**B**", 1),
         ("Answer: C", 2),
         ("The answer is (D).", 3),
-        ("I considered A, but the answer is B", 1),
         ("C. clap your hands", 2),
         ("wash your cat", 1),
     ],
@@ -47,7 +47,6 @@ def test_an_answer_naming_one_candidate_is_read(text, expected):
         "",
         "E",
         "Answer: E",
-        "A or B, hard to say",
         "I am not sure.",
         "Both wash steps help.",
         "washing",
@@ -124,7 +123,7 @@ def server(settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_accuracy_counts_unparseable_answers_and_never_guesses(task_set, server):
+def test_accuracy_counts_unparseable_answers_and_never_guesses_nor_scores_them(task_set, server):
     model = language_model_register(name="scripted-model")
     evaluation = task_evaluation_create(task_set=task_set, language_model=model, start=False)
     assert task_evaluation_execute(evaluation_id=evaluation.pk) == "done"
@@ -132,13 +131,14 @@ def test_accuracy_counts_unparseable_answers_and_never_guesses(task_set, server)
     assert evaluation.status == "done"
     result = task_evaluation_accuracy(evaluation)
     assert (result["correct"], result["answered"], result["unparseable"]) == (2, 4, 1)
-    assert result["accuracy"] == pytest.approx(0.5)
-    assert result["accuracy_parsed"] == pytest.approx(2 / 3)
+    assert (result["readable"], result["ambiguous"]) == (3, 0)
+    assert result["accuracy"] == pytest.approx(2 / 3)  # correct / readable: the unparseable answer is left out
     assert result["by_topic"]["Home & Hobbies"] == {
         "correct": 1,
+        "readable": 1,
         "answered": 2,
-        "accuracy": 0.5,
-        "ci95": list(wilson_interval(1, 2)),
+        "accuracy": 1.0,
+        "ci95": list(wilson_interval(1, 1)),
     }
     assert result["by_topic"]["Health"]["accuracy"] == 1.0
     unparseable = evaluation.predictions.get(item__prompt="Clean silver")
@@ -177,11 +177,12 @@ def test_the_evaluate_command_prints_accuracy_per_topic(task_set, server, capsys
     language_model_register(name="scripted-model")
     call_command("goalstep_evaluate", "--task-set", str(task_set.pk), "--model", "scripted-model")
     out = capsys.readouterr().out
+    low, high = wilson_interval(2, 3)
     assert (
-        "accuracy 0.500 (95% Wilson 0.150–0.850) = 2 / 4 answered, 1 unparseable, 4 items; "
-        "left out: 0 unusable (none), 0 unanswered"
+        f"accuracy 0.667 (95% Wilson {low:.3f}–{high:.3f}) = 2 / 3 readable of 4 answered "
+        "(0 ambiguous, 1 unparseable: not scored), 4 items; left out: 0 unusable (none), 0 unanswered"
     ) in out
-    assert "Health: 1.000 (1 / 1; 95% Wilson 0.207–1.000)" in out
+    assert "Health: 1.000 (1 / 1 readable of 1 answered; 95% Wilson 0.207–1.000)" in out
 
 
 @pytest.mark.django_db(transaction=True)
@@ -197,7 +198,7 @@ def test_leaderboard_page_ranks_models_with_the_papers_figures_beside_them(task_
         task_evaluation_execute(evaluation_id=evaluation.pk)
     board = leaderboard("step_inference")
     assert [(row["model"], row["accuracy"]) for row in board["rows"]] == [
-        ("scripted-model", 0.5),
+        ("scripted-model", pytest.approx(2 / 3)),  # the unparseable answer is left out
         ("a-weak-model", 0.25),
     ]
     page = researcher_client.get("/goalstep/step_inference/")

@@ -256,22 +256,23 @@ def test_goal_step_accuracy_leaves_out_calls_without_a_usable_answer_and_says_so
     evaluation.refresh_from_db()
     assert evaluation.predictions.get(item__prompt="Keep a cat calm").outcome == "truncated"
     result = task_evaluation_accuracy(evaluation)
-    # The truncated call is no answer: 2 correct of 3 answered (not of 4), 1 unusable left out.
-    assert (result["correct"], result["answered"], result["unparseable"]) == (2, 3, 1)
-    assert result["accuracy"] == pytest.approx(2 / 3) and result["ci95"] == pytest.approx(list(wilson_interval(2, 3)))
+    # The truncated call is no answer and the unparseable one is not scored: 2 correct of 2
+    # readable (3 answered, not 4), 1 unusable left out.
+    assert (result["correct"], result["readable"], result["answered"], result["unparseable"]) == (2, 2, 3, 1)
+    assert result["accuracy"] == pytest.approx(1.0) and result["ci95"] == pytest.approx(list(wilson_interval(2, 2)))
     assert (result["n_unusable"], result["unusable"], result["n_unanswered"]) == (1, {"truncated": 1}, 0)
-    assert result["by_topic"]["Home & Hobbies"]["ci95"] == pytest.approx(list(wilson_interval(1, 2)))
+    assert result["by_topic"]["Home & Hobbies"]["ci95"] == pytest.approx(list(wilson_interval(1, 1)))
 
     html = researcher_client.get(reverse("goalstep_leaderboard", args=["step_inference"])).content.decode()
     row = re.search(r"<tr><td>1</td><td>scripted-model</td>(.*?)</tr>", html, re.S).group(1)
-    low, high = wilson_interval(2, 3)
+    low, high = wilson_interval(2, 2)
     assert f"{low:.3f}–{high:.3f}" in row and '<td class="num unusable" title="truncated 1 ">1' in row
-    assert "Left out of both and counted" in html
+    assert "Left out and counted" in html
     [board_row] = leaderboard("step_inference")["rows"]
     assert board_row["ci95"] == result["ci95"] and board_row["n_unusable"] == 1
 
     capsys.readouterr()
     call_command("goalstep_evaluate", "--task-set", str(task_set.pk), "--model", "scripted-model")
     out = capsys.readouterr().out
-    assert f"accuracy 0.667 (95% Wilson {low:.3f}–{high:.3f}) = 2 / 3 answered" in out
+    assert f"accuracy 1.000 (95% Wilson {low:.3f}–{high:.3f}) = 2 / 2 readable of 3 answered" in out
     assert "left out: 1 unusable (truncated 1), 0 unanswered" in out

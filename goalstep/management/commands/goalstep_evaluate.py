@@ -113,14 +113,17 @@ class Command(BaseCommand):
         left_out = ", ".join(f"{outcome} {n}" for outcome, n in result["unusable"].items()) or "none"
         self.stdout.write(
             f"evaluation {evaluation.pk} ({outcome}, {evaluation.status}): {language_model.name} on task set "
-            f"{task_set.pk} ({task_set.task}): accuracy {accuracy} = {result['correct']} / {result['answered']} "
-            f"answered, {result['unparseable']} unparseable, {result['n_items']} items; left out: "
+            f"{task_set.pk} ({task_set.task}): accuracy {accuracy} = {result['correct']} / {result['readable']} "
+            f"readable of {result['answered']} answered ({result['ambiguous']} ambiguous, "
+            f"{result['unparseable']} unparseable: not scored), {result['n_items']} items; left out: "
             f"{result['n_unusable']} unusable ({left_out}), {result['n_unanswered']} unanswered"
         )
         for topic, row in result["by_topic"].items():
+            counts = f"{row['correct']} / {row['readable']} readable of {row['answered']} answered"
             self.stdout.write(
-                f"  {topic}: {row['accuracy']:.3f} ({row['correct']} / {row['answered']}; "
-                f"95% Wilson {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f})"
+                f"  {topic}: — ({counts}: no readable answer)"
+                if row["accuracy"] is None
+                else f"  {topic}: {row['accuracy']:.3f} ({counts}; 95% Wilson {row['ci95'][0]:.3f}–{row['ci95'][1]:.3f})"
             )
 
     def _status(self, evaluation: TaskEvaluation) -> None:
