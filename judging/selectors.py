@@ -19,7 +19,7 @@ from judging.models import Generation, GenerationRun, JudgeRun, Judgment
 from judging.rankings import kendall_tau, rank_correlation_intervals, spearman_rho
 from judging.score_selectors import generation_scores, score_summary
 from llm.constants import OUTCOME_API_ERROR
-from llm.selectors import ledger_outcomes
+from llm.selectors import ledger_run_outcomes
 from mining.models import Procedure
 
 # Difficulty slices by the reference's step count (How2Bench procedures have 5-15 steps, App. B.3).
@@ -46,7 +46,8 @@ def judge_request_failures(runs: Iterable[JudgeRun], split: str | None = None) -
         job = run.llm_job
         if job is None:
             continue
-        outcomes = ledger_outcomes(job.keys)
+        # What the run asked (a reward endpoint's failure with the same key is not the run's).
+        outcomes = {key: outcome for key, (outcome, _error) in ledger_run_outcomes(job.keys, run=job.run).items()}
         if OUTCOME_API_ERROR not in outcomes.values():
             continue
         stored = set(run.judgments.values_list("generation_id", flat=True))

@@ -24,6 +24,7 @@ from llm.client import LLMClient
 from llm.constants import EXECUTOR_VLLM_OFFLINE, OUTCOME_OK
 from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_from_overrides, endpoint_from_record, endpoint_get
 from llm.models import FINISHED, BatchJob, LedgerEntry, LLMJob
+from llm.selectors import ledger_own, ledger_replaced_own
 
 ACTIVE = (LLMJob.Status.PENDING, LLMJob.Status.RUNNING)
 # What a task finds when another task holds the job: it comes back after a lease, when a
@@ -70,11 +71,13 @@ def llm_client_for(job: LLMJob) -> LLMClient:
 
 
 def llm_job_refresh_counts(job: LLMJob) -> dict[str, Any]:
-    """Recount finished requests from the ledger (the source of truth), in one statement."""
+    """Recount finished requests from the ledger (the source of truth), in one statement (and
+    one more that usually finds nothing): what the job's run asked, besides the ``ok`` answers
+    it found there (``llm.selectors.ledger_own``; another caller's failure is not the run's)."""
     counts: Counter[str] = Counter()
     cost = Decimal(0)
     rows = (
-        LedgerEntry.objects.filter(key__in=job.keys)
+        LedgerEntry.objects.filter(ledger_own(job.run), key__in=job.keys)
         .values("outcome")
         .annotate(n=Count("pk"), cost=Sum("cost_usd", filter=Q(run=job.run)))
         .order_by()
@@ -82,6 +85,7 @@ def llm_job_refresh_counts(job: LLMJob) -> dict[str, Any]:
     for row in rows:
         counts[row["outcome"]] += row["n"]
         cost += row["cost"] or Decimal(0)
+    counts.update(outcome for outcome, _error in ledger_replaced_own(list(job.keys), run=job.run).values())
     fields = {"outcome_counts": dict(counts), "n_done": sum(counts.values()), "cost_usd": cost}
     LLMJob.objects.filter(pk=job.pk).update(**fields)
     for name, value in fields.items():

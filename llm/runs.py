@@ -29,6 +29,7 @@ from llm.constants import OUTCOME_OK, OUTCOMES
 from llm.job_lifecycle import CLAIMED, llm_job_cancel, llm_job_failed_count, llm_job_pause, llm_job_recount
 from llm.models import FINISHED, LedgerEntry, LLMJob, RunStatus
 from llm.run_watch import ERROR_CHARS
+from llm.selectors import ledger_run_outcomes
 from llm.services import llm_job_create, llm_job_execute, llm_job_resume, llm_job_retry_failed
 from llm.shards import llm_job_shard, llm_job_workers
 
@@ -38,21 +39,21 @@ TOP_ERRORS = 5  # the most frequent error messages shown for a run
 # -- reading a run's state ----------------------------------------------------------
 
 
-def outcome_counts(keys: Iterable[str], chunk: int = 2000) -> tuple[dict[str, int], list[dict[str, Any]]]:
-    """For a run's request keys: how many ended in each outcome (``pending``: none yet),
-    and the most frequent error messages of those that did not end ``ok``."""
+def outcome_counts(keys: Iterable[str], *, run: str, chunk: int = 2000) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """For the request keys of the run labelled ``run``: how many ended in each outcome
+    (``pending``: none yet for this run), and the most frequent error messages of those that
+    did not end ``ok``. Only what the run asked counts, besides ``ok`` answers it found in
+    the ledger (``llm.selectors.ledger_own``): a failure another caller (the reward endpoint,
+    another run) wrote under the same key is not this run's."""
     keys = list(keys)
     counts: Counter[str] = Counter()
     errors: Counter[str] = Counter()
-    seen = 0
-    for start in range(0, len(keys), chunk):
-        rows = LedgerEntry.objects.filter(key__in=keys[start : start + chunk]).values_list("outcome", "error")
-        for outcome, error in rows:
-            counts[outcome] += 1
-            seen += 1
-            if outcome != OUTCOME_OK:
-                errors[f"{outcome}: {(error or '').strip()[:ERROR_CHARS]}"] += 1
-    counts["pending"] = len(set(keys)) - seen
+    found = ledger_run_outcomes(keys, run=run, chunk=chunk)
+    for outcome, error in found.values():
+        counts[outcome] += 1
+        if outcome != OUTCOME_OK:
+            errors[f"{outcome}: {(error or '').strip()[:ERROR_CHARS]}"] += 1
+    counts["pending"] = len(set(keys)) - len(found)
     return _ordered(counts), [{"error": e, "n": n} for e, n in errors.most_common(TOP_ERRORS)]
 
 
@@ -89,7 +90,7 @@ def jobs_state(jobs: Iterable[LLMJob | None], *, live: bool = True) -> dict[str,
         if job is None:
             continue
         if live:
-            counts, top = outcome_counts(job.keys)
+            counts, top = outcome_counts(job.keys, run=job.run)
         else:
             stored = dict(job.outcome_counts or {})
             counts = {**stored, "pending": max(0, len(set(job.keys)) - sum(stored.values()))}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import Avg, Count, Q, QuerySet, Sum
 from django.utils import timezone
 
-from llm.constants import OUTCOMES
+from llm.constants import OUTCOME_OK, OUTCOMES
 from llm.limits import limits_get
 from llm.models import LedgerEntry, LLMJob
 
@@ -94,11 +94,42 @@ def job_list() -> QuerySet[LLMJob]:
     return LLMJob.objects.filter(parent__isnull=True).defer("requests", "keys").order_by("-id")
 
 
-def ledger_outcomes(keys: list[str], chunk: int = 2000) -> dict[str, str]:
-    """The outcome of each of ``keys`` that has a ledger entry (unfinished keys are left out)."""
-    outcomes: dict[str, str] = {}
+def ledger_own(run: str) -> Q:
+    """Which ledger entries are outcomes of the run labelled ``run`` (one mechanism for every
+    count of a run's requests): an ``ok`` answer whoever paid for it (an answer serves every
+    caller that asks the very same request: counted ``ok``, from the cache), and the run's own
+    failures. Another caller's failure with the same key (the reward endpoint, another run) is
+    not the run's: until the run asks that request itself, it is pending for the run."""
+    return Q(outcome=OUTCOME_OK) | Q(run=run)
+
+
+def ledger_replaced_own(keys: list[str], *, run: str, chunk: int = 2000) -> dict[str, tuple[str, str]]:
+    """Among ``keys`` whose entry is another caller's failure: the run's own failure that the
+    other caller's later attempt replaced (kept in the entry's ``history`` by ``ledger_write``),
+    as key -> (outcome, error). Usually none: one query per chunk that finds nothing."""
+    found: dict[str, tuple[str, str]] = {}
     for start in range(0, len(keys), chunk):
-        outcomes.update(LedgerEntry.objects.filter(key__in=keys[start : start + chunk]).values_list("key", "outcome"))
+        rows = (
+            LedgerEntry.objects.filter(key__in=keys[start : start + chunk])
+            .exclude(ledger_own(run))
+            .values_list("key", "history")
+        )
+        for key, history in rows:
+            own = next((item for item in reversed(history or []) if item.get("run") == run), None)
+            if own is not None:
+                found[key] = (own.get("outcome") or "", own.get("error") or "")
+    return found
+
+
+def ledger_run_outcomes(keys: list[str], *, run: str, chunk: int = 2000) -> dict[str, tuple[str, str]]:
+    """The outcome and error of each of ``keys`` that the run labelled ``run`` has an outcome
+    for (``ledger_own``; a key left out is pending for the run)."""
+    keys = list(dict.fromkeys(keys))
+    outcomes: dict[str, tuple[str, str]] = {}
+    for start in range(0, len(keys), chunk):
+        rows = LedgerEntry.objects.filter(ledger_own(run), key__in=keys[start : start + chunk])
+        outcomes.update((key, (outcome, error)) for key, outcome, error in rows.values_list("key", "outcome", "error"))
+    outcomes.update(ledger_replaced_own(keys, run=run, chunk=chunk))
     return outcomes
 
 
@@ -123,7 +154,6 @@ def ledger_ok_results(keys: list[str], chunk: int = 2000) -> dict[str, LLMResult
     """The ``ok`` ledger entries among ``keys`` as results (key -> LLMResult, cached), read in
     bounded chunks with only the columns a result holds (a failure is never an answer)."""
     from llm.client import LLMResult
-    from llm.constants import OUTCOME_OK
 
     found: dict[str, LLMResult] = {}
     for start in range(0, len(keys), chunk):
@@ -135,10 +165,11 @@ def ledger_ok_results(keys: list[str], chunk: int = 2000) -> dict[str, LLMResult
 
 
 def llm_job_results(job: LLMJob) -> list:
-    """The result of each of the job's requests, in order (None where nothing is finished yet)."""
+    """The result of each of the job's requests, in order (None where nothing is finished
+    yet, or where the entry is another caller's failure: not the run's answer, ``ledger_own``)."""
     from llm.client import LLMResult
 
     # Only what a result holds: not the request, the raw response or the history (a judge's
     # request alone is ~14 kB, and a run reads thousands).
-    entries = {e.key: e for e in LedgerEntry.objects.filter(key__in=job.keys).only(*RESULT_FIELDS)}
+    entries = {e.key: e for e in LedgerEntry.objects.filter(ledger_own(job.run), key__in=job.keys).only(*RESULT_FIELDS)}
     return [LLMResult.from_entry(entries[k], cached=True) if k in entries else None for k in job.keys]

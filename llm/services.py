@@ -124,11 +124,14 @@ def ledger_entry_reject(*, key: str, reason: str, run: str = "") -> bool:
     before the request's schema bounded them). The entry becomes ``parse_failed`` with the
     reason, so *Retry failed*, a resumed run and a new run ask it again; the refused answer
     stays in the entry (``response_text``) and moves into its ``history`` when the new
-    answer arrives. Returns whether an entry changed."""
+    answer arrives. Returns whether an entry changed. The refusal is ``run``'s outcome: the
+    entry takes its label (an answer another caller paid for, such as the reward endpoint's,
+    becomes the failure of the run that refused it, and counts in that run, ``ledger_own``)."""
     where = f" by {run}" if run else ""
+    relabel = {"run": run} if run else {}
     return bool(
         LedgerEntry.objects.filter(key=key, outcome=OUTCOME_OK).update(
-            outcome=OUTCOME_PARSE_FAILED, parsed=None, error=f"refused when stored{where}: {reason}"[:5000]
+            outcome=OUTCOME_PARSE_FAILED, parsed=None, error=f"refused when stored{where}: {reason}"[:5000], **relabel
         )
     )
 
