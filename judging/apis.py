@@ -3,6 +3,7 @@ paired comparison of two models, every How2Score with its interval and coverage.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import django_filters
@@ -21,10 +22,14 @@ from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASES, BASIS_COMMON
 from judging.models import ComponentsRun, GenerationRun, JudgeRun
 from judging.rewards import (
+    REASON_DEADLINE,
     STATUS_CACHED,
     STATUS_FAILED,
     STATUS_JUDGED,
     STATUS_NO_STEPS,
+    TOTAL_WITHOUT_VERDICT_CHOICES,
+    TOTAL_WITHOUT_VERDICT_COMPONENTS,
+    TOTAL_WITHOUT_VERDICT_NULL,
     RewardInput,
     rewards_compute,
 )
@@ -93,6 +98,38 @@ class RewardBatchSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class RewardQuerySerializer(serializers.Serializer):
+    """The query of a reward request, whichever form its body has; a bad value is a 400
+    naming it, before anything is judged."""
+
+    deadline_seconds = serializers.FloatField(
+        required=False,
+        help_text=(
+            "How long the judge may take, in seconds: above 0 and at most REWARD_DEADLINE_SECONDS (the default). "
+            f"Items not answered by then are failed with reason {REASON_DEADLINE!r}; the response comes by then"
+        ),
+    )
+    total_without_verdict = serializers.ChoiceField(
+        choices=TOTAL_WITHOUT_VERDICT_CHOICES,
+        required=False,
+        default=TOTAL_WITHOUT_VERDICT_NULL,
+        help_text=(
+            f"total of an item without a verdict (how2score null): {TOTAL_WITHOUT_VERDICT_NULL} (the default) "
+            f"or {TOTAL_WITHOUT_VERDICT_COMPONENTS}, the sum of the other terms (format + length, + score)"
+        ),
+    )
+
+    def validate_deadline_seconds(self, value: float) -> float:
+        limit = settings.REWARD_DEADLINE_SECONDS
+        if not math.isfinite(value) or value <= 0:
+            raise serializers.ValidationError(f"a number of seconds above 0 and at most {limit}")
+        if value > limit:
+            raise serializers.ValidationError(
+                f"at most {limit} seconds (REWARD_DEADLINE_SECONDS, the deadline when none is given)"
+            )
+        return value
+
+
 class RewardSerializer(serializers.Serializer):
     how2score = serializers.IntegerField(
         allow_null=True, help_text="1 no_failure, 0 has_failure, null: no usable verdict"
@@ -102,16 +139,26 @@ class RewardSerializer(serializers.Serializer):
     score = serializers.FloatField(
         required=False, allow_null=True, help_text="Only with with_score: SCORE / 2.5 in [0, 1]"
     )
-    total = serializers.FloatField()
+    total = serializers.FloatField(
+        allow_null=True,
+        help_text=(
+            "how2score + format + length (+ score); null when there is no verdict (how2score null), "
+            "unless total_without_verdict=components asked for the sum of the other terms"
+        ),
+    )
     status = serializers.ChoiceField(
         choices=[STATUS_JUDGED, STATUS_CACHED, STATUS_NO_STEPS, STATUS_FAILED],
         help_text=(
             "judged: the judge answered now; cached: the ledger held its answer; no_steps: nothing to follow, "
-            "How2Score 0 without a judge call; failed: no usable verdict (see reason). In the one-item and "
+            "How2Score 0 without a judge call; failed: no usable verdict (see reason; deadline: not answered by the "
+            "request's deadline). In the one-item and "
             '{"items": [...]} forms only a failed item carries it'
         ),
     )
-    reason = serializers.CharField(required=False, help_text="Only when failed: why there is no verdict")
+    reason = serializers.CharField(
+        required=False,
+        help_text=f"Only when failed: why there is no verdict ({REASON_DEADLINE!r}: the deadline came first)",
+    )
 
 
 def _old_form(result: dict) -> dict:
@@ -130,8 +177,14 @@ class RewardView(APIView):
     authentication_classes = [ApiTokenAuthentication]
     permission_classes = [IsResearcher]
 
-    @extend_schema(request=RewardItemSerializer(many=True), responses=RewardSerializer(many=True))
+    @extend_schema(
+        request=RewardItemSerializer(many=True),
+        parameters=[RewardQuerySerializer],
+        responses=RewardSerializer(many=True),
+    )
     def post(self, request):
+        query = RewardQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         data = request.data
         shape = "list" if isinstance(data, list) else "items" if isinstance(data, dict) and "items" in data else "one"
         serializer = (
@@ -143,7 +196,11 @@ class RewardView(APIView):
         )
         serializer.is_valid(raise_exception=True)
         items = serializer.validated_data["items"] if shape != "one" else [serializer.validated_data]
-        results = rewards_compute([RewardInput(**item) for item in items])  # EndpointNotConfigured: a 503
+        results = rewards_compute(  # EndpointNotConfigured: a 503
+            [RewardInput(**item) for item in items],
+            deadline_seconds=query.validated_data.get("deadline_seconds"),
+            total_without_verdict=query.validated_data["total_without_verdict"],
+        )
         if shape == "list":
             return Response(results)
         if shape == "one":

@@ -1,38 +1,46 @@
 """RL rewards for a batch of completions (How2Everything §6, App. E.4): the How2Score verdict
 of the configured judge, the step-format verifier and the reference-calibrated length reward.
 
-``total`` is their sum, as in the paper's GRPO reward. Every item says how its verdict came
-about (``status``):
+``total`` is their sum, as in the paper's GRPO reward, for an item with a verdict. Every item
+says how its verdict came about (``status``):
 
 * ``judged``: the judge answered now;
 * ``cached``: the ledger already held the judge's ``ok`` answer to the very same request;
-* ``no_steps``: the completion has no step to follow, so How2Score is 0 without a judge call;
-* ``failed``: no usable verdict (``reason`` says why: the call's outcome and error, or what
-  was wrong with the answer); ``how2score`` is ``null``, contributes 0 to ``total``, and a
-  trainer can drop or down-weight that sample. A failure is never a silent 0.
+* ``no_steps``: the completion has no step to follow, so How2Score is 0 without a judge call
+  (a verdict by rule: its ``total`` is the sum);
+* ``failed``: no usable verdict (``reason`` says why: the call's outcome and error, what was
+  wrong with the answer, or ``deadline``: the judge had not answered when the request's
+  deadline came); ``how2score`` is ``null`` and so is ``total``, so a trainer reading only
+  ``total`` cannot take a failure for a reward. The caller may ask for the old sum without the
+  verdict instead (``total_without_verdict="components"``). A failure is never a silent 0.
 
 A batch costs one ledger query for all its judge requests (identical requests within the
 batch are sent once), its uncached requests go to the judge together (judging/reward_service.py,
 at most ``REWARD_CONCURRENCY`` in flight, under the endpoint's shared limits), and their
-answers are written to the ledger in one group."""
+answers are written to the ledger in one group, under the ledger label ``reward-endpoint``
+(a judge run counts only what it asked itself, llm.selectors.ledger_own). The batch is
+answered by its deadline (``REWARD_DEADLINE_SECONDS``, or the caller's shorter one); an answer
+that arrives later is written to the ledger when it comes (``_write_late``)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 
 from judging.how2score import JudgeAnswerError, validate_judge_answer
 from judging.metrics import length_reward, step_format_reward
 from judging.prompts import prompt_load, prompt_path
-from judging.reward_service import JUDGE_LOOP
+from judging.reward_service import JUDGE_LOOP, Deadline, DeadlinePassed
 from judging.score_metric import score_reward
 from judging.services import DEFAULT_JUDGE_PROMPT, judge_request
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
-from llm.client import LLMClient, LLMRequest, LLMResult, ledger_write_many
+from llm.client import LLMClient, LLMRequest, LLMResult, ledger_write, ledger_write_many
 from llm.endpoints import Endpoint, endpoint_require
 from llm.selectors import ledger_ok_results
 
@@ -43,6 +51,15 @@ STATUS_JUDGED = "judged"
 STATUS_CACHED = "cached"
 STATUS_NO_STEPS = "no_steps"
 STATUS_FAILED = "failed"
+
+REASON_DEADLINE = "deadline"  # a failed item's reason when the judge had not answered by the deadline
+
+# What ``total`` is for an item without a verdict (``how2score`` null).
+TOTAL_WITHOUT_VERDICT_NULL = "null"  # null: no verdict, no reward (the default)
+TOTAL_WITHOUT_VERDICT_COMPONENTS = "components"  # the old sum: format + length (+ score), the verdict as 0
+TOTAL_WITHOUT_VERDICT_CHOICES = (TOTAL_WITHOUT_VERDICT_NULL, TOTAL_WITHOUT_VERDICT_COMPONENTS)
+
+logger = logging.getLogger(__name__)
 
 _LOOKUP_CHUNK = 2000  # keys per ledger query (bounded IN lists)
 
@@ -86,9 +103,22 @@ def _verdict_of(result: LLMResult, *, n_l1: int, n_l2: int, status: str) -> _Ver
     return _Verdict(0 if answer["critical_failures"] else 1, status)
 
 
-def _verdicts(items: list[RewardInput], steps: list[list[str]]) -> list[_Verdict]:
-    """Each item's How2Score verdict: from the ledger, from the judge (concurrently), or 0
-    for a completion without steps."""
+def _write_late(key: str, fields: dict[str, Any]) -> None:
+    """What a judge request ended with after its batch's deadline (in a helper thread of the
+    judge loop): kept in the ledger like any answer, so an ``ok`` one serves the next
+    identical request from the cache (a failure is never reused, only shown on the ledger
+    pages under the ``reward-endpoint`` label)."""
+    try:
+        ledger_write(key, fields)
+    except Exception:  # a helper thread: nobody else would hear of it
+        logger.exception("could not store a late reward judge answer %s", key)
+    finally:
+        connection.close()  # this helper thread's own connection
+
+
+def _verdicts(items: list[RewardInput], steps: list[list[str]], deadline: Deadline) -> list[_Verdict]:
+    """Each item's How2Score verdict: from the ledger, from the judge (concurrently, until
+    ``deadline``), or 0 for a completion without steps."""
     path = prompt_path(DEFAULT_JUDGE_PROMPT)
     prompt = _judge_prompt(str(path), path.stat().st_mtime)  # a replaced prompt file is picked up
     client = _judge_client(endpoint_require(JUDGE_ROLE))
@@ -108,9 +138,10 @@ def _verdicts(items: list[RewardInput], steps: list[list[str]]) -> list[_Verdict
     fresh: dict[str, LLMResult | BaseException] = {}
     written: list[tuple[str, dict[str, Any]]] = []
     concurrency = settings.REWARD_CONCURRENCY
-    for (key, _request), answer in zip(
-        todo, JUDGE_LOOP.ask(client, todo, concurrency=concurrency, run=REWARD_RUN, role=JUDGE_ROLE)
-    ):
+    asked = JUDGE_LOOP.ask(
+        client, todo, concurrency=concurrency, run=REWARD_RUN, role=JUDGE_ROLE, deadline=deadline, late=_write_late
+    )
+    for (key, _request), answer in zip(todo, asked):
         if isinstance(answer, BaseException):
             fresh[key] = answer
         else:
@@ -127,7 +158,9 @@ def _verdicts(items: list[RewardInput], steps: list[list[str]]) -> list[_Verdict
             verdicts.append(_verdict_of(answered[item_key], n_l1=n_l1, n_l2=n_l2, status=STATUS_CACHED))
             continue
         result = fresh[item_key]
-        if isinstance(result, BaseException):
+        if isinstance(result, DeadlinePassed):
+            verdicts.append(_Verdict(None, STATUS_FAILED, REASON_DEADLINE))
+        elif isinstance(result, BaseException):
             verdicts.append(
                 _Verdict(None, STATUS_FAILED, f"judge call raised {result.__class__.__name__}: {result}"[:500])
             )
@@ -136,25 +169,36 @@ def _verdicts(items: list[RewardInput], steps: list[list[str]]) -> list[_Verdict
     return verdicts
 
 
-def rewards_compute(items: list[RewardInput]) -> list[dict[str, Any]]:
+def rewards_compute(
+    items: list[RewardInput],
+    *,
+    deadline_seconds: float | None = None,
+    total_without_verdict: str = TOTAL_WITHOUT_VERDICT_NULL,
+) -> list[dict[str, Any]]:
     """Rewards for each item, in order: ``how2score``, ``format``, ``length``, ``total``
-    (and ``score`` with ``with_score``), its ``status`` and, for a failed verdict, its ``reason``."""
+    (and ``score`` with ``with_score``), its ``status`` and, for a failed verdict, its ``reason``.
+
+    ``deadline_seconds``: how long the judge may take (default ``REWARD_DEADLINE_SECONDS``);
+    the items it has not answered by then are failed with reason ``deadline``.
+    ``total_without_verdict``: ``total`` of an item without a verdict, null (``"null"``) or
+    the sum of the other terms (``"components"``)."""
+    if total_without_verdict not in TOTAL_WITHOUT_VERDICT_CHOICES:
+        raise ValueError(f"total_without_verdict must be one of {TOTAL_WITHOUT_VERDICT_CHOICES}")
+    deadline = Deadline(settings.REWARD_DEADLINE_SECONDS if deadline_seconds is None else deadline_seconds)
     steps = [parse_steps(item.completion) for item in items]
-    verdicts = _verdicts(items, steps)
+    verdicts = _verdicts(items, steps, deadline)
     results = []
     for item, item_steps, verdict in zip(items, steps, verdicts):
         fmt = step_format_reward(item.completion, len(item.reference_steps))
         gen_tokens = procedure_tokens(item_steps) if item_steps else 0
         length = length_reward(gen_tokens, procedure_tokens(item.reference_steps))
-        result: dict[str, Any] = {
-            "how2score": verdict.how2score,
-            "format": fmt,
-            "length": length,
-            "total": (verdict.how2score or 0) + fmt + length,
-        }
+        total = (verdict.how2score or 0) + fmt + length
+        result: dict[str, Any] = {"how2score": verdict.how2score, "format": fmt, "length": length, "total": total}
         if item.with_score:
             result["score"] = score_reward(item.reference_steps, item.completion)
             result["total"] += result["score"] or 0
+        if verdict.how2score is None and total_without_verdict == TOTAL_WITHOUT_VERDICT_NULL:
+            result["total"] = None  # no verdict, no reward: never a number a trainer could take for one
         result["status"] = verdict.status
         if verdict.reason:
             result["reason"] = verdict.reason

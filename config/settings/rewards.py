@@ -4,7 +4,12 @@
   that names the limit (split it, or raise the setting).
 * ``REWARD_CONCURRENCY`` (64): judge requests of one batch in flight at once. The judge
   endpoint's own limits (``LLM_MAX_CONCURRENCY``, requests and tokens per minute; shared by
-  every process when they live in Redis, docs/llm.md) bound all callers together."""
+  every process when they live in Redis, docs/llm.md) bound all callers together.
+* ``REWARD_DEADLINE_SECONDS`` (300): how long one request may wait for the judge, and the
+  most a caller may ask for (``?deadline_seconds=``, shorter only). The items the judge has
+  not answered by then are ``failed`` with reason ``deadline``, and the response comes by
+  then (plus a margin of about 2 s). Keep it below the trainer's own request timeout and
+  that of any proxy in front of the server."""
 
 from __future__ import annotations
 
@@ -15,4 +20,5 @@ def reward_settings() -> dict:
     return {
         "REWARD_MAX_BATCH": env_positive_int("REWARD_MAX_BATCH", 256),
         "REWARD_CONCURRENCY": env_positive_int("REWARD_CONCURRENCY", 64),
+        "REWARD_DEADLINE_SECONDS": env_positive_int("REWARD_DEADLINE_SECONDS", 300),
     }
