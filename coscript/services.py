@@ -51,6 +51,7 @@ from judging.steps import parse_steps
 from llm.client import LLMRequest
 from llm.models import FINISHED, LLMJob
 from llm.prompts import Prompt, prompt_read
+from llm.sampling import sampling_params
 from llm.selectors import llm_job_results
 from llm.services import (
     llm_job_cancel,
@@ -95,6 +96,15 @@ def _run_prompts(run: CoScriptRun) -> dict[str, Prompt]:
             )
         prompts[stage] = prompt
     return prompts
+
+
+def _sampling(language_model: LanguageModel, *, temperature: float, max_tokens: int) -> dict[str, Any]:
+    """A CoScript request's ``temperature`` and ``max_tokens`` (llm/sampling.py). A CoScript
+    run has no sampling options of its own and each phase has its own budget (the
+    registered model's ``max_tokens`` is not used), so: the model's role's
+    ``<PREFIX>_TEMPERATURE`` / ``<PREFIX>_MAX_TOKENS`` (or ``LLM_*``) over the phase's
+    constants (coscript/constants.py; App. C.1, Table 11 for the scripts)."""
+    return sampling_params(language_model.role, built_in={"temperature": temperature, "max_tokens": max_tokens})
 
 
 def _request(
@@ -191,7 +201,7 @@ def coscript_run_create(
         created_by=created_by,
     )
     goals = dict(Procedure.objects.filter(pk__in=abstract_ids).values_list("id", "goal"))
-    params = {"temperature": GOALS_TEMPERATURE, "max_tokens": GOALS_MAX_TOKENS}
+    params = _sampling(language_model, temperature=GOALS_TEMPERATURE, max_tokens=GOALS_MAX_TOKENS)
     requests = [
         _request(
             STAGE_GOALS,
@@ -388,7 +398,7 @@ def _collect_goals(run: CoScriptRun) -> None:
 
 
 def _screen_requests(run: CoScriptRun, prompts: dict[str, Prompt]) -> list[LLMRequest]:
-    params = {"temperature": SCREEN_TEMPERATURE, "max_tokens": SCREEN_MAX_TOKENS}
+    params = _sampling(run.language_model, temperature=SCREEN_TEMPERATURE, max_tokens=SCREEN_MAX_TOKENS)
     return [
         _request(STAGE_SCREEN, prompts[STAGE_SCREEN].render(goal=goal), run.language_model, params)
         for goal in run.goals.order_by("id").values_list("specific_goal", flat=True)
@@ -421,6 +431,7 @@ def _script_requests(run: CoScriptRun, prompts: dict[str, Prompt]) -> list[LLMRe
     index = ExampleIndex([goal for goal, _ in pool])
     examples: dict[str, str] = {}
     requests = []
+    sampling = _sampling(run.language_model, temperature=SCRIPT_TEMPERATURE, max_tokens=SCRIPT_MAX_TOKENS)
     for goal in run.goals.order_by("id"):
         if goal.abstract_goal not in examples:
             chosen = [pool[i] for i in index.similar(goal.abstract_goal, n=N_SCRIPT_EXAMPLES)]
@@ -433,9 +444,8 @@ def _script_requests(run: CoScriptRun, prompts: dict[str, Prompt]) -> list[LLMRe
         )
         for k in range(run.k):
             params = {
-                "temperature": SCRIPT_TEMPERATURE,
+                **sampling,
                 "top_p": SCRIPT_TOP_P,
-                "max_tokens": SCRIPT_MAX_TOKENS,
                 "presence_penalty": SCRIPT_PRESENCE_PENALTY,
                 "frequency_penalty": SCRIPT_FREQUENCY_PENALTY,
                 "seed": run.seed * MAX_K + k,

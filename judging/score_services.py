@@ -18,6 +18,7 @@ from judging.prompts import Prompt, numbered_steps, prompt_load
 from llm.client import LLMRequest
 from llm.endpoints import endpoint_require
 from llm.runs import owned_run_execute, owned_run_job_attach, owned_run_resume, owned_run_retry_failed
+from llm.sampling import sampling_params
 from llm.selectors import llm_job_results
 from llm.services import ledger_entry_reject
 from llm.shards import llm_job_tasks
@@ -47,13 +48,16 @@ def generation_run_step_lists(generation_run: GenerationRun) -> dict[str, list[s
     return lists
 
 
-def components_request(steps: Sequence[str], prompt: Prompt) -> LLMRequest:
-    """One ``extract_components`` request for a step list: greedy, strict JSON schema that
-    asks for exactly one triple per step (a wrong count is parse_failed and re-asked)."""
+def components_request(steps: Sequence[str], prompt: Prompt, *, role: str = COMPONENTS_STAGE) -> LLMRequest:
+    """One ``extract_components`` request for a step list: strict JSON schema that asks for
+    exactly one triple per step (a wrong count is parse_failed and re-asked). A components
+    run has no sampling options of its own: the role's ``COMPONENTS_TEMPERATURE`` /
+    ``COMPONENTS_MAX_TOKENS`` (or ``LLM_*``) over greedy and COMPONENTS_MAX_TOKENS
+    (llm/sampling.py)."""
     return LLMRequest(
         stage=COMPONENTS_STAGE,
         messages=[{"role": "user", "content": prompt.render(steps=numbered_steps(list(steps)))}],
-        params={"temperature": GREEDY_TEMPERATURE, "max_tokens": COMPONENTS_MAX_TOKENS},
+        params=sampling_params(role, built_in={"temperature": GREEDY_TEMPERATURE, "max_tokens": COMPONENTS_MAX_TOKENS}),
         schema=components_schema(len(steps)),
     )
 
@@ -99,7 +103,7 @@ def components_run_create(
         run,
         label="components-run",
         role=role,
-        requests=[components_request(lists[key], prompt) for key in todo],
+        requests=[components_request(lists[key], prompt, role=role) for key in todo],
         executor=executor,
         concurrency=concurrency,
         budget_usd=budget_usd,

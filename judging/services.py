@@ -26,6 +26,7 @@ from llm.runs import (
     owned_run_resume,
     owned_run_retry_failed,
 )
+from llm.sampling import sampling_params
 from llm.selectors import llm_job_results
 from llm.services import ledger_entry_reject
 from llm.shards import llm_job_tasks
@@ -67,13 +68,33 @@ def language_model_register(
     return language_model
 
 
-def decoding_params(language_model: LanguageModel) -> dict:
+def language_model_max_tokens_default() -> int:
+    """The ``max_tokens`` a model is registered with when none is given (the field's default,
+    1024): a built-in, not a person's choice, so the role's setting wins over it."""
+    return LanguageModel._meta.get_field("max_tokens").get_default()
+
+
+def decoding_params(language_model: LanguageModel, options: dict | None = None) -> dict:
     """How2Everything App. D.1: greedy decoding for non-reasoning endpoints, with the stop
-    sequence "\\n\\n" for base models; temperature 0.6 for reasoning endpoints."""
-    if language_model.reasoning:
-        return {"temperature": REASONING_TEMPERATURE, "max_tokens": language_model.max_tokens}
-    params: dict[str, Any] = {"temperature": GREEDY_TEMPERATURE, "max_tokens": language_model.max_tokens}
-    if language_model.prompt_style == PromptStyle.BASE:
+    sequence "\\n\\n" for base models; temperature 0.6 for reasoning endpoints.
+
+    ``temperature`` and ``max_tokens`` (llm/sampling.py): the run's ``options`` over the
+    model's ``max_tokens`` (when it is not the field's default) over the model's role's
+    ``<PREFIX>_TEMPERATURE`` / ``<PREFIX>_MAX_TOKENS`` (or ``LLM_*``) over these constants."""
+    options = options or {}
+    registered = language_model.max_tokens
+    explicit = {
+        "temperature": options.get("temperature"),
+        "max_tokens": options.get("max_tokens")
+        if options.get("max_tokens") is not None
+        else (registered if registered != language_model_max_tokens_default() else None),
+    }
+    built_in = {
+        "temperature": REASONING_TEMPERATURE if language_model.reasoning else GREEDY_TEMPERATURE,
+        "max_tokens": language_model_max_tokens_default(),
+    }
+    params: dict[str, Any] = sampling_params(language_model.role, explicit=explicit, built_in=built_in)
+    if not language_model.reasoning and language_model.prompt_style == PromptStyle.BASE:
         params["stop"] = list(BASE_STOP)
     return params
 
@@ -118,10 +139,7 @@ def generation_request(
 ) -> LLMRequest:
     text = prompt.render(**generation_values(procedure.goal, procedure.steps, procedure.resources))
     options = options or {}
-    params = decoding_params(language_model)
-    for key in ("temperature", "max_tokens"):
-        if options.get(key) is not None:
-            params[key] = options[key]
+    params = decoding_params(language_model, options)
     params.update(options.get("params") or {})
     mode = options.get("mode") or ("generate" if language_model.prompt_style == PromptStyle.BASE else "chat")
     engine = options.get("engine") or None
@@ -228,19 +246,22 @@ def judge_run_create(
     executor: str = "online",
     concurrency: int = 16,
     budget_usd: Decimal | None = None,
-    temperature: float = GREEDY_TEMPERATURE,
+    temperature: float | None = None,
     seed: int | None = None,
     start: bool = True,
     options: dict | None = None,
 ) -> JudgeRun:
     """Judge every usable generation of a run. A judge name is used once per generation
     run, so re-judging with another judge adds judgments and never overwrites. ``options``:
-    see :func:`request_options_check` (``temperature`` is the run's own field)."""
+    see :func:`request_options_check` (``temperature`` is the run's own field). A
+    ``temperature`` not given is the role's setting or greedy (llm/sampling.py); the run
+    stores the one its requests carry."""
     run_name_check(run_class=JudgeRun, name=name)
     options = request_options_check(options)
     _engine_check(options, executor)
     if options.get("temperature") is not None:
         temperature = options["temperature"]
+    temperature = judge_sampling(role, temperature=temperature, options=options)["temperature"]
     if JudgeRun.objects.filter(generation_run=generation_run, judge=judge).exists():
         raise Conflict(f"generation run {generation_run.name!r} already has judge {judge!r}; choose another judge name")
     prompt = prompt_load(prompt_file or DEFAULT_JUDGE_PROMPT, kind="how2score_judge")
@@ -270,6 +291,7 @@ def judge_run_create(
             temperature=temperature,
             seed=seed,
             options=options,
+            role=role,
         )
         for g in generations
     ]
@@ -294,15 +316,18 @@ def judge_request(
     steps: list[str],
     prompt,
     *,
-    temperature: float = GREEDY_TEMPERATURE,
+    temperature: float | None = None,
     seed: int | None = None,
     options: dict | None = None,
+    role: str = "how2score_judge",
 ) -> LLMRequest:
+    """One How2Score request (judge runs, the reward endpoint, distillation data). Its
+    ``temperature`` and ``max_tokens``: see :func:`judge_sampling`."""
     # Filled and ended as the reference CLI's judge requests are (judging/prompts.py).
     text = prompt.render(**judge_values(goal, reference_steps, steps)) + JUDGE_SUFFIX
     reference_steps, steps = cleaned(reference_steps), cleaned(steps)  # the lists the judge sees
     options = options or {}
-    params = {"temperature": temperature, "max_tokens": options.get("max_tokens") or JUDGE_MAX_TOKENS}
+    params: dict[str, Any] = judge_sampling(role, temperature=temperature, options=options)
     if seed is not None:
         params["seed"] = seed
     params.update(options.get("params") or {})
@@ -319,6 +344,17 @@ def judge_request(
         params=params,
         schema=schema,
         engine=engine,
+    )
+
+
+def judge_sampling(role: str, *, temperature: float | None, options: dict) -> dict[str, Any]:
+    """A judge request's ``temperature`` and ``max_tokens`` (llm/sampling.py): the run's
+    (its ``temperature``, ``options.max_tokens``) over the role's ``JUDGE_TEMPERATURE`` /
+    ``JUDGE_MAX_TOKENS`` (or ``LLM_*``) over greedy and JUDGE_MAX_TOKENS."""
+    return sampling_params(
+        role,
+        explicit={"temperature": temperature, "max_tokens": options.get("max_tokens") or None},
+        built_in={"temperature": GREEDY_TEMPERATURE, "max_tokens": JUDGE_MAX_TOKENS},
     )
 
 

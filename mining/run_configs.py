@@ -32,7 +32,7 @@ from typing import Any
 
 from core.run_configs import RunConfigError, config_parse
 from llm.prompts import prompt_locate
-from mining.constants import MAX_STEPS, MIN_STEPS, MINING_STAGE_MAX_TOKENS, MINING_TEMPERATURE
+from mining.constants import MAX_STEPS, MIN_STEPS
 from mining.reference_configs import OWN_KEYS, REFERENCE_KEYS, is_reference_shape, mining_reference_translate
 from mining.stages import LLM_STAGES
 
@@ -215,12 +215,10 @@ def mining_config_parse(text: str, *, source: str) -> dict[str, Any]:
             f"{source}: unknown stage(s) {', '.join(sorted(map(str, unknown)))}; "
             f"the LLM stages are {', '.join(LLM_STAGES)}"
         )
+    # A stage's temperature and max_tokens left out (None) are resolved when the run is
+    # created: the role's setting, else MINING_TEMPERATURE and MINING_STAGE_MAX_TOKENS
+    # (mining/runner.py stage_sampling, llm/sampling.py).
     config["stages"] = {stage: _stage_spec(stage, stages.get(stage), source) for stage in LLM_STAGES}
-    for stage, spec in config["stages"].items():
-        if spec["temperature"] is None:
-            spec["temperature"] = MINING_TEMPERATURE
-        if spec["max_tokens"] is None:
-            spec["max_tokens"] = MINING_STAGE_MAX_TOKENS[stage]
     if reference is not None:
         config["reference"] = reference
     return config

@@ -18,7 +18,7 @@ from llm.models import FINISHED
 from llm.runs import run_action_refusal
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.run_configs import mining_config_parse
-from mining.runner import run_uses_waves, stage_endpoint, stage_prompt
+from mining.runner import run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
 from mining.services import TopicResolver
 from mining.stages import LLM_STAGES
 
@@ -65,8 +65,10 @@ def _check_columns(config: dict[str, Any], source: str) -> None:
 
 
 def _resolve_stages(config: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
-    """Load every stage's prompt (checked, hashed) and resolve its endpoint, so a run that
-    cannot start fails here with a clear message instead of in a worker."""
+    """Load every stage's prompt (checked, hashed), resolve its endpoint, so a run that
+    cannot start fails here with a clear message instead of in a worker, and its sampling
+    parameters (``stage_sampling``: the configuration's, else the role's setting, else the
+    built-in), stored in the spec its requests are built from."""
     from llm.endpoints import EndpointNotConfigured, UnknownLLMRole
     from llm.prompts import PromptError
 
@@ -78,6 +80,7 @@ def _resolve_stages(config: dict[str, Any], source: str) -> dict[str, dict[str, 
             endpoint = stage_endpoint(spec)
         except (PromptError, EndpointNotConfigured, UnknownLLMRole) as exc:
             raise RunConfigError(f"{source}: stages.{stage}: {exc}") from exc
+        spec.update(stage_sampling(stage, spec))
         spec.update(
             prompt_file=prompt.path,
             prompt_hash=prompt.sha256,

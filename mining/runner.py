@@ -58,11 +58,14 @@ from llm.limits import EndpointLimits, endpoint_limits_default
 from llm.models import FINISHED, LedgerEntry
 from llm.prompts import Prompt, prompt_read, prompts_dir_setting
 from llm.run_watch import RunWatch, breaker_message
+from llm.sampling import sampling_params
 from llm.worker_pool import WorkerPool
 from mining.constants import (
     MINING_CLAIM_FACTOR,
     MINING_CLAIM_LEASE_SECONDS,
+    MINING_STAGE_MAX_TOKENS,
     MINING_STATUS_CHECK_SECONDS,
+    MINING_TEMPERATURE,
 )
 from mining.models import (
     CandidateStatus,
@@ -155,6 +158,19 @@ def stage_prompt(stage: str, spec: dict[str, Any]) -> Prompt:
     )
 
 
+def stage_sampling(stage: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A stage's ``temperature`` and ``max_tokens`` (llm/sampling.py): the configuration's
+    ``stages.<stage>.temperature`` / ``max_tokens`` (a reference configuration always gives
+    both) over the stage role's ``<PREFIX>_TEMPERATURE`` / ``<PREFIX>_MAX_TOKENS`` (or
+    ``LLM_*``) over MINING_TEMPERATURE and the stage's MINING_STAGE_MAX_TOKENS. Resolved
+    when the run is created or its stages change, and stored in its stage spec."""
+    return sampling_params(
+        spec.get("role") or stage,
+        explicit={"temperature": spec.get("temperature"), "max_tokens": spec.get("max_tokens")},
+        built_in={"temperature": MINING_TEMPERATURE, "max_tokens": MINING_STAGE_MAX_TOKENS[stage]},
+    )
+
+
 def stage_limits(spec: dict[str, Any]) -> EndpointLimits | None:
     """A stage's own requests and tokens per minute (a reference config's rate limits), if any."""
     if spec.get("requests_per_minute") is None and spec.get("tokens_per_minute") is None:
@@ -171,11 +187,7 @@ def stage_plans(run: MiningRun) -> dict[str, StagePlan]:
     plans = {}
     for name, cls in LLM_STAGE_CLASSES.items():
         spec = run.stages[name]
-        params = {
-            **(spec.get("params") or {}),
-            "temperature": spec.get("temperature"),
-            "max_tokens": spec.get("max_tokens"),
-        }
+        params = {**(spec.get("params") or {}), **stage_sampling(name, spec)}
         plans[name] = StagePlan(
             stage=cls(),
             prompt=stage_prompt(name, spec),
