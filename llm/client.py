@@ -1022,9 +1022,15 @@ def ledger_write(key: str, fields: dict[str, Any]) -> None:
         if entry is None:
             return
         history = [*(entry.history or []), _history_item(entry)]
+        # tokens and cost are what this key has cost over every call, failed ones included
+        # (itemised in history), so that token counts and cost describe the same attempts
+        fields = {
+            **fields,
+            "tokens_in": int(fields.get("tokens_in") or 0) + entry.tokens_in,
+            "tokens_out": int(fields.get("tokens_out") or 0) + entry.tokens_out,
+        }
         if fields.get("cost_usd") is not None and entry.cost_usd is not None:
-            # cost_usd is what this key has cost, failed attempts included (itemised in history)
-            fields = {**fields, "cost_usd": fields["cost_usd"] + entry.cost_usd}
+            fields["cost_usd"] = fields["cost_usd"] + entry.cost_usd
         LedgerEntry.objects.filter(pk=entry.pk).update(history=history, created_at=timezone.now(), **fields)
 
 

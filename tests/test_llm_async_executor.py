@@ -267,3 +267,30 @@ def test_hundreds_of_asynchronous_callers_wait_for_the_limits_without_running_ou
 
     run_coroutine(run())
     assert sorted(done) == list(range(400)) and limits.in_flight("many") == 0
+
+
+def test_tokens_and_cost_of_a_key_cover_the_same_attempts_as_its_history():
+    from decimal import Decimal
+
+    base = dict(
+        stage="s",
+        role="",
+        run="r",
+        base_url="u",
+        model="m",
+        executor="online",
+        request={},
+        response=None,
+        response_text="",
+        path="text",
+    )
+    key = "e" * 64
+    ledger_write(
+        key, {**base, "outcome": "truncated", "tokens_in": 100, "tokens_out": 50, "cost_usd": Decimal("0.001")}
+    )
+    ledger_write(
+        key, {**base, "outcome": "ok", "parsed": "x", "tokens_in": 100, "tokens_out": 80, "cost_usd": Decimal("0.002")}
+    )
+    entry = LedgerEntry.objects.get(key=key)
+    assert [h["tokens_in"] for h in entry.history] == [100]
+    assert (entry.tokens_in, entry.tokens_out, entry.cost_usd) == (200, 130, Decimal("0.003"))
