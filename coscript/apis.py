@@ -122,7 +122,9 @@ class CoScriptRunDetailSerializer(CoScriptRunSerializer):
     live_state = True
     report = serializers.SerializerMethodField(
         help_text=(
-            "goals (abstract_goals, requests, specific_goals, by_type, dropped), screen (cleared, sensitive, "
+            "goals (abstract_goals, requests, specific_goals, by_type, dropped: pairs by reason, answers_dropped: "
+            "ok answers that gave no specific goal by reason, no_constraint_pair or pairs_dropped), screen (cleared, "
+            "sensitive, "
             "unreadable, flagged), scripts (candidates, outcomes), filter (mode, by_type and total with goals, "
             "goals_with_script, candidates, kept, kept_rate, kept_rate_ci95, goal_rate, goal_rate_ci95 (95% Wilson "
             "intervals; n: candidates, goals), kept_share, goal_share, reasons; keyword_bonus, embedding_model)."

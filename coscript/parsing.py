@@ -7,6 +7,8 @@ number). Reading stops where the model starts a new ``Abstract Goal:`` of its ow
 dropped, with its reason counted, when a part is empty, when the specific goal is the
 abstract goal itself, when it is longer than :data:`MAX_GOAL_CHARS`, or when it repeats a
 specific goal already read for the same abstract goal (the paper de-duplicates, §5.1).
+An answer from which no pair at all can be read (prose, a lone ``Constraint:`` line, an
+empty completion) gives nothing: :data:`ANSWER_NO_PAIR`, counted per answer by the run.
 
 Screen answers (App. C.2, Table 12) are ``Yes`` or ``No``; anything else is unreadable and
 the goal goes to the review list, because a screen that cannot answer has not cleared it."""
@@ -36,6 +38,12 @@ DROP_SAME_AS_ABSTRACT = "same_as_abstract_goal"
 DROP_TOO_LONG = "too_long"
 DROP_DUPLICATE = "duplicate"
 
+# Why an answer (one completion: an abstract goal and a constraint type, §4.2) gave the run
+# no specific goal: no pair could be read from it at all, or every pair it had was dropped
+# (each pair's reason counted above).
+ANSWER_NO_PAIR = "no_constraint_pair"
+ANSWER_PAIRS_DROPPED = "pairs_dropped"
+
 
 @dataclass(frozen=True)
 class ConstrainedGoal:
@@ -45,8 +53,12 @@ class ConstrainedGoal:
 
 @dataclass
 class GoalsReading:
+    """The pairs kept, the pairs dropped by reason, and how many pairs were read at all
+    (``pairs_read`` 0: an answer without a constraint pair)."""
+
     goals: list[ConstrainedGoal] = field(default_factory=list)
     dropped: Counter = field(default_factory=Counter)
+    pairs_read: int = 0
 
 
 def _clean(text: str) -> str:
@@ -83,6 +95,7 @@ def parse_specific_goals(completion: str, *, abstract_goal: str, seen: set[str] 
     reading = GoalsReading()
     abstract = normalise_text(abstract_goal)
     for raw_constraint, raw_goal in _raw_pairs(completion):
+        reading.pairs_read += 1
         constraint, goal = _clean(raw_constraint), _clean(raw_goal)
         key = normalise_text(goal)
         if not constraint or not key:

@@ -260,6 +260,9 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
             "specific_goals": collected["specific_goals"],
             "requests": goals.get("requests", {}) if goals else None,
             "dropped": goals.get("dropped", {}) if goals else None,
+            # ok answers that gave no specific goal, by reason; None for a run collected
+            # before they were counted (its report lacks them).
+            "answers_dropped": goals.get("answers_dropped") if goals else None,
             "by_type": [(t, collected["by_type"].get(t, 0)) for t in CONSTRAINT_TYPES],
         }
         if goals or collected["specific_goals"]

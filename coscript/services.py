@@ -44,7 +44,14 @@ from coscript.constants import (
 )
 from coscript.filtering import FilterCandidate, FilterGoal, filter_candidates, filter_report, select_scripts
 from coscript.models import CandidateScript, CoScriptRun, Phase, Review, SpecificGoal
-from coscript.parsing import goal_examples_block, parse_screen_answer, parse_specific_goals, script_examples_block
+from coscript.parsing import (
+    ANSWER_NO_PAIR,
+    ANSWER_PAIRS_DROPPED,
+    goal_examples_block,
+    parse_screen_answer,
+    parse_specific_goals,
+    script_examples_block,
+)
 from coscript.retrieval import ExampleIndex
 from judging.models import LanguageModel, PromptStyle, RunStatus
 from judging.steps import parse_steps
@@ -342,7 +349,10 @@ def _goal_key(text: str) -> str:
 
 
 def _collect_goals(run: CoScriptRun) -> None:
-    """Store the specific goals (de-duplicated within each abstract goal and across the run)."""
+    """Store the specific goals (de-duplicated within each abstract goal and across the run).
+    The report counts the requests by outcome, the pairs dropped by reason (``dropped``) and
+    the ``ok`` answers that gave no specific goal by reason (``answers_dropped``: no pair
+    could be read from them, or every pair they had was dropped)."""
     if run.goals.exists():
         return
     procedures = Procedure.objects.select_related("topic").in_bulk(run.abstract_ids)
@@ -350,6 +360,7 @@ def _collect_goals(run: CoScriptRun) -> None:
     run_keys: set[str] = set()
     rows: list[SpecificGoal] = []
     dropped: Counter[str] = Counter()
+    answers_dropped: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     for pk in run.abstract_ids:
         procedure = procedures.get(pk)
@@ -361,6 +372,7 @@ def _collect_goals(run: CoScriptRun) -> None:
                 continue
             reading = parse_specific_goals(result.text, abstract_goal=procedure.goal, seen=seen)
             dropped.update(reading.dropped)
+            kept_before = len(rows)
             for goal in reading.goals:
                 key = _goal_key(goal.specific_goal)
                 if key in run_keys:  # the same specific goal from two abstract goals
@@ -380,6 +392,10 @@ def _collect_goals(run: CoScriptRun) -> None:
                         provenance={"ledger_key": result.key, "prompt_hash": run.prompts[STAGE_GOALS]["sha256"]},
                     )
                 )
+            if not reading.pairs_read:
+                answers_dropped[ANSWER_NO_PAIR] += 1
+            elif len(rows) == kept_before:
+                answers_dropped[ANSWER_PAIRS_DROPPED] += 1
     SpecificGoal.objects.bulk_create(rows, batch_size=2000)
     by_type = Counter(row.constraint_type for row in rows)
     _set(
@@ -392,6 +408,7 @@ def _collect_goals(run: CoScriptRun) -> None:
                 "specific_goals": len(rows),
                 "by_type": {t: by_type[t] for t in CONSTRAINT_TYPES},
                 "dropped": dict(dropped),
+                "answers_dropped": dict(sorted(answers_dropped.items())),
             },
         },
     )
