@@ -106,7 +106,14 @@ class PhaseJobSerializer(serializers.Serializer):
     state = serializers.CharField(help_text="The LLM job's status; skipped (screen off), waiting, or not needed.")
     n_done = serializers.IntegerField()
     n_total = serializers.IntegerField()
-    cost_usd = serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True)
+    cost_usd = serializers.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        allow_null=True,
+        help_text="What the phase spent; null when it has no job yet, or when any request it paid for has no "
+        "price (unknown, never 0).",
+    )
+    requests_without_price = serializers.IntegerField(help_text="Requests the phase paid for that have no price.")
     outcomes = serializers.DictField(child=serializers.IntegerField(), help_text="ok, parse_failed, api_error, ...")
 
 

@@ -7,7 +7,6 @@ judging/how2score.py)."""
 from __future__ import annotations
 
 from collections import Counter
-from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
@@ -22,6 +21,7 @@ from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASIS_ALL, estimate_over, ranking
 from judging.models import Judgment, RunStatus
 from judging.selectors import verdict_counts
+from llm.costs import costs_sum, job_costs
 from llm.models import FINISHED
 from llm.runs import llm_job_held, run_state
 from mining.models import Procedure, Split
@@ -123,7 +123,7 @@ def run_kept_rate(run: CoScriptRun) -> dict[str, Any]:
     return report["total"]["kept_share"] if report else share_estimate(0, 0)
 
 
-def _job_row(label: str, phase: str, job, run: CoScriptRun) -> dict[str, Any]:
+def _job_row(label: str, phase: str, job, run: CoScriptRun, costs: dict[int, dict[str, Any]]) -> dict[str, Any]:
     order = [p for p in Phase.values]
     reached = order.index(run.phase) >= order.index(phase)
     skipped = phase == Phase.SCREEN and not run.screen
@@ -135,9 +135,12 @@ def _job_row(label: str, phase: str, job, run: CoScriptRun) -> dict[str, Any]:
         "state": ("skipped" if skipped else job.status if job else ("not needed" if reached else "waiting")),
         "n_done": job.n_done if job else 0,
         "n_total": job.n_total if job else 0,
-        "cost_usd": job.cost_usd if job else None,
+        # What the phase spent (llm/costs.py): cost_usd None when no job or unknown.
+        "cost": costs[job.pk] if job else None,
+        "cost_usd": costs[job.pk]["cost_usd"] if job else None,
+        "requests_without_price": costs[job.pk]["n_unpriced"] if job else 0,
         "outcomes": dict(job.outcome_counts) if job else {},
-        "projected_cost_usd": job.projected_cost_usd if job else None,
+        "projected_cost_usd": costs[job.pk]["projected_cost_usd"] if job else None,
     }
 
 
@@ -198,12 +201,13 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
     and parameters agree with its goal table and the API, also for a run whose goals and
     scripts were loaded without their phases (the demo run); a section is None only when
     nothing of it was collected."""
+    phase_jobs = (run.goals_job, run.screen_job, run.scripts_job)
+    costs = job_costs(phase_jobs)
     jobs = [
-        _job_row(Phase.GOALS.label, Phase.GOALS, run.goals_job, run),
-        _job_row(Phase.SCREEN.label, Phase.SCREEN, run.screen_job, run),
-        _job_row(Phase.SCRIPTS.label, Phase.SCRIPTS, run.scripts_job, run),
+        _job_row(Phase.GOALS.label, Phase.GOALS, run.goals_job, run, costs),
+        _job_row(Phase.SCREEN.label, Phase.SCREEN, run.screen_job, run, costs),
+        _job_row(Phase.SCRIPTS.label, Phase.SCRIPTS, run.scripts_job, run, costs),
     ]
-    costs = [row["cost_usd"] for row in jobs if row["cost_usd"] is not None]
     report = run.report or {}
     filter_report = coscript_filter_report(run) or {}
     reviews = dict(
@@ -251,7 +255,9 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
             for stage, spec in sorted(run.prompts.items())
         ],
         "jobs": jobs,
-        "cost_usd": sum(costs, Decimal(0)) if costs else None,
+        # What the run spent, its phases together (None: no phase started; its cost_usd None:
+        # unknown, some request without a price).
+        "cost": costs_sum(costs.values()),
         # The counts are the stored rows' (as the goal table and the API count them); what only
         # a phase knows (requests, pairs dropped, outcomes) is its report's, and None when the
         # rows were loaded without the phase (the demo run): no model was asked.

@@ -36,6 +36,7 @@ from judging.selectors import (
     model_comparison,
 )
 from judging.services import generation_run_create, judge_run_create, run_control
+from llm.costs import job_cost, job_costs
 from llm.endpoints import EndpointNotConfigured
 from llm.runs import llm_job_held, owned_run_state, retried_phrase, run_action_refusal
 from mining.models import Split
@@ -158,8 +159,10 @@ def cross_judge_page(request: HttpRequest) -> HttpResponse:
 @researcher_required
 def run_list(request: HttpRequest) -> HttpResponse:
     runs = list(generation_run_list()[:200])
+    costs = job_costs((run.llm_job for run in runs), exact=False)
     for run in runs:
         run.state = owned_run_state(run, live=False) if run.llm_job else None  # type: ignore[attr-defined]  # the state shown beside the run, for the template
+        run.cost = costs.get(run.llm_job_id)  # type: ignore[attr-defined]  # what it spent (None: no job), for the template
     return render(
         request,
         "judging/run_list.html",
@@ -177,14 +180,17 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def generation_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(GenerationRun.objects.select_related("language_model", "llm_job"), pk=pk)
     run.state = owned_run_state(run, id=f"generation-{run.pk}")  # type: ignore[attr-defined]  # the state shown beside the run, for the template
+    run.cost = job_cost(run.llm_job)  # type: ignore[attr-defined]  # what it spent, for the template
     judge_runs: list[dict[str, Any]] = [
         {"run": jr, "score": judge_run_score(jr)} for jr in run.judge_runs.select_related("llm_job")
     ]
     for row in judge_runs:
         row["run"].state = owned_run_state(row["run"], id=f"judge-{row['run'].pk}")
+        row["run"].cost = job_cost(row["run"].llm_job)
     components_runs = list(run.components_runs.select_related("llm_job"))
     for cr in components_runs:
         cr.state = owned_run_state(cr, id=f"components-{cr.pk}")  # type: ignore[attr-defined]  # the state shown beside the run, for the template
+        cr.cost = job_cost(cr.llm_job)  # type: ignore[attr-defined]  # what it spent, for the template
     return render(
         request,
         "judging/generation_run.html",

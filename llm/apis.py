@@ -29,6 +29,7 @@ from core.confirm import CONFIRM_FIELD, CONFIRM_VALUE
 from core.permissions import IsAdminRole
 from core.run_configs import config_max_bytes
 from core.run_launch import config_error_location
+from llm.costs import job_cost
 from llm.endpoints import EndpointNotConfigured
 from llm.models import LLMJob
 from llm.runs import (
@@ -493,6 +494,13 @@ class LLMJobSerializer(RunStateFields, serializers.ModelSerializer):
     owner = serializers.SerializerMethodField(
         help_text="The run that owns the job, e.g. 'judge run j'; empty for a plain job."
     )
+    cost_usd = serializers.SerializerMethodField(
+        help_text="What the job spent in USD; null when unknown: any request it paid for has no price "
+        "(a local server, a model without a price), never 0 (llm/costs.py)."
+    )
+    requests_without_price = serializers.SerializerMethodField(
+        help_text="How many of the requests the job paid for have no price (0 when cost_usd is known)."
+    )
 
     class Meta:
         model = LLMJob
@@ -508,6 +516,7 @@ class LLMJobSerializer(RunStateFields, serializers.ModelSerializer):
             "n_total",
             "n_done",
             "cost_usd",
+            "requests_without_price",
             "created_at",
             "started_at",
             "finished_at",
@@ -517,6 +526,24 @@ class LLMJobSerializer(RunStateFields, serializers.ModelSerializer):
         return run_state(
             status=job.status, jobs=[job], reason=job.pause_reason or job.error, live=self.context.get("live", False)
         )
+
+    def _cost(self, job: LLMJob) -> dict[str, Any]:
+        """What the job spent (llm/costs.py), read once per job for its two fields."""
+        costs = self.context.setdefault("job_costs", {})
+        if job.pk not in costs:
+            costs[job.pk] = job_cost(job)  # exact also in a list: labels are shared (shards, mining waves)
+        return costs[job.pk]
+
+    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True))
+    def get_cost_usd(self, job: LLMJob) -> str | None:
+        cost = self._cost(job)["cost_usd"]
+        return (
+            None if cost is None else serializers.DecimalField(max_digits=12, decimal_places=6).to_representation(cost)
+        )
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_requests_without_price(self, job: LLMJob) -> int:
+        return self._cost(job)["n_unpriced"]
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_owner(self, job: LLMJob) -> str:

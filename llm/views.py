@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from core.confirm import refuse_unconfirmed
 from core.permissions import admin_required
+from llm.costs import job_costs
 from llm.endpoints import normalized_url
 from llm.models import EndpointRecord, LedgerEntry, LLMJob
 from llm.runs import job_owner_for, llm_job_control, llm_job_held, retried_phrase, run_action_refusal, run_state
@@ -22,15 +23,16 @@ from llm.selectors import endpoint_stats, job_list, ledger_filter_choices, ledge
 
 @dataclass(frozen=True)
 class JobRow:
-    """One row of the overview's job table: the job, the run that drives it ("" when none)
-    and its state as every run page shows it."""
+    """One row of the overview's job table: the job, the run that drives it ("" when none),
+    its state as every run page shows it, and what it spent (llm/costs.py)."""
 
     job: LLMJob
     owner: str
     state: dict[str, Any]
+    cost: dict[str, Any]
 
 
-def _job_row(job: LLMJob) -> JobRow:
+def _job_row(job: LLMJob, cost: dict[str, Any]) -> JobRow:
     owner = job_owner_for(job)
     return JobRow(
         job=job,
@@ -38,12 +40,15 @@ def _job_row(job: LLMJob) -> JobRow:
         state=run_state(
             status=job.status, jobs=[job], reason=job.pause_reason or job.error, extra={"id": f"job-{job.pk}"}
         ),
+        cost=cost,
     )
 
 
 @admin_required
 def overview(request: HttpRequest) -> HttpResponse:
-    jobs = [_job_row(job) for job in Paginator(job_list(), 20).get_page(request.GET.get("page"))]
+    page = list(Paginator(job_list(), 20).get_page(request.GET.get("page")))
+    costs = job_costs(page)
+    jobs = [_job_row(job, costs[job.pk]) for job in page]
     endpoints = endpoint_stats()
     records = {(normalized_url(r.base_url), r.model): r for r in EndpointRecord.objects.filter(retired=False)}
     for row in endpoints:

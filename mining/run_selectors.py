@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from core.intervals import share_estimate
 from llm.constants import OUTCOMES
+from llm.costs import cost_known, ledger_cost_aggregates
 from llm.models import LedgerEntry
 from llm.runs import ledger_run_counts, run_state
 from mining.constants import MINING_CLAIM_LEASE_SECONDS
@@ -183,16 +184,17 @@ def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
         .values("stage", "model")
         .order_by("stage", "model")
         .annotate(
-            requests=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost_usd=Sum("cost_usd")
+            requests=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), **ledger_cost_aggregates()
         )
     ):
-        rows[row["stage"]].append(dict(row))
+        # unknown (None) when any of its requests has no price, never a partial sum (llm/costs.py)
+        rows[row["stage"]].append({**row, "cost_usd": cost_known(row["priced_usd"], row["n_unpriced"])})
     table = []
     for stage in LLM_STAGES:
         spec = run.stages.get(stage, {})
         current_model = spec.get("resolved_model", "")
         stage_rows = rows.get(stage) or [
-            {"model": current_model, "requests": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": None}
+            {"model": current_model, "requests": 0, "tokens_in": 0, "tokens_out": 0, "cost_usd": None, "n_unpriced": 0}
         ]
         for served in sorted(stage_rows, key=lambda r: (r["model"] != current_model, r["model"])):
             current = served["model"] == current_model
@@ -205,6 +207,7 @@ def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
                     "tokens_in": served["tokens_in"] or 0,
                     "tokens_out": served["tokens_out"] or 0,
                     "cost_usd": served["cost_usd"],
+                    "n_unpriced": served["n_unpriced"],
                     "prompt_hash": spec.get("prompt_hash", "") if current else "",
                     "prompt_file": spec.get("prompt_file", "") if current else "",
                 }
@@ -363,6 +366,7 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
             "eta_ci95_minutes": eta["ci95"],
             "eta_n": eta["n"],
             "cost_usd": spent if priced else None,
+            "requests_without_price": sum(row["n_unpriced"] for row in stage_costs),
             "projected_cost_usd": projection["usd"],
             "projected_ci95_usd": projection["ci95"],
             "projected_n": projection["n"],

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, execute_from_command_line
+from django.urls import reverse
 
 from judging.models import GenerationRun, JudgeRun, Judgment
 from judging.selectors import judge_run_score
-from tests.scripted_llm import Reply, ScriptedLLM
+from llm.models import LedgerEntry, LLMJob
+from tests.scripted_llm import Reply, ScriptedLLM, Status
 from tests.test_judging_runs import _judge_answer, _steps_answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,21 +42,37 @@ def _yaml(tmp_path, name, text):
     return str(path)
 
 
+GENERATE = "name: qwen-bench\nmodel:\n  name: qwen3-8b\n  prompt_style: inst\nsample_per_topic: 1\nseed: 1\n"
+
+
+def _judge_waiting(config: str) -> None:
+    """``bench_run judge --wait`` on a sample holding the reticello procedure, which the
+    scripted judge never answers in JSON: the run ends done_with_failures, and the command
+    says so and fails."""
+    with pytest.raises(CommandError, match="ended done_with_failures, not done"):
+        call_command("bench_run", "judge", "--config", config, "--wait")
+
+
 def _generate_and_judge(tmp_path, capsys):
-    gen = _yaml(
-        tmp_path,
-        "gen.yaml",
-        "name: qwen-bench\nmodel:\n  name: qwen3-8b\n  prompt_style: inst\nsample_per_topic: 1\nseed: 1\n",
-    )
-    call_command("bench_run", "generate", "--config", gen, "--wait")
-    judge = _yaml(tmp_path, "judge.yaml", "name: j1\ngeneration_run: qwen-bench\njudge: how2judge\n")
-    call_command("bench_run", "judge", "--config", judge, "--wait")
+    call_command("bench_run", "generate", "--config", _yaml(tmp_path, "gen.yaml", GENERATE), "--wait")
+    _judge_waiting(_yaml(tmp_path, "judge.yaml", "name: j1\ngeneration_run: qwen-bench\njudge: how2judge\n"))
     return capsys.readouterr().out
+
+
+def _exit_status(*args: str) -> int:
+    """Run a command as ``manage.py`` runs it; its exit status."""
+    try:
+        execute_from_command_line(["manage.py", *args])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
 
 
 def test_generate_and_judge_from_yaml_and_read_the_status(server, tmp_path, capsys):
     out = _generate_and_judge(tmp_path, capsys)
-    assert "generation run 'qwen-bench'" in out and "14 procedures" in out and "finished: done" in out
+    assert "generation run 'qwen-bench'" in out and "14 procedures" in out
+    assert "finished: done\n" in out  # the generation run: every request answered
+    assert "finished: done_with_failures; 1 of 14 requests failed (parse_failed 1)\n" in out  # the judge run
     call_command("bench_run", "status", "j1")
     status = json.loads(capsys.readouterr().out)
     # the scripted judge never answers in JSON for one generation: the run says so
@@ -155,7 +174,7 @@ def test_distillation_keeps_stable_teacher_labels_only(server, tmp_path, capsys)
             f"t{seed}.yaml",
             f"name: teacher-{seed}\ngeneration_run: qwen-bench\njudge: gpt-5-s{seed}\ntemperature: 0.6\nseed: {seed}\n",
         )
-        call_command("bench_run", "judge", "--config", config, "--wait")
+        _judge_waiting(config)
     out = tmp_path / "sft.jsonl"
     capsys.readouterr()
     call_command(
@@ -169,3 +188,99 @@ def test_distillation_keeps_stable_teacher_labels_only(server, tmp_path, capsys)
     first = records[0]
     assert [m["role"] for m in first["messages"]] == ["user", "assistant"]
     assert json.loads(first["messages"][1]["content"])["critical_failures"] is not None
+
+
+# -- --wait says the run's true status, and fails unless it is done ------------------------
+
+
+def _one_attempt(settings) -> None:
+    """A failed request stays failed within a run: one attempt, short back-offs."""
+    settings.LLM_MAX_ATTEMPTS = 1
+    settings.LLM_BACKOFF_BASE_SECONDS = 0.01
+
+
+def test_generate_wait_prints_done_with_failures_and_its_failures_by_kind_and_exits_non_zero(
+    server, tmp_path, capsys, settings
+):
+    _one_attempt(settings)
+    # Three of the 14 requests fail: two with a server error, one cut off at the token limit.
+    server.queue(Status(500, "upstream down"), Reply("1. Do", finish_reason="length"), Status(500, "upstream down"))
+    config = _yaml(tmp_path, "gen.yaml", GENERATE)
+    assert _exit_status("bench_run", "generate", "--config", config, "--wait") == 1
+    captured = capsys.readouterr()
+    run = GenerationRun.objects.get(name="qwen-bench")
+    assert run.status == "done_with_failures"
+    assert "finished: done_with_failures; 3 of 14 requests failed (truncated 1, api_error 2)\n" in captured.out
+    assert "finished: done\n" not in captured.out
+    assert "generation run 'qwen-bench' ended done_with_failures, not done" in captured.err
+
+    # Retry failed --wait asks the three again; the endpoint has recovered: done, exit 0.
+    assert _exit_status("bench_run", "retry", "qwen-bench", "--wait") == 0
+    out = capsys.readouterr().out
+    assert "finished: done\n" in out and '"status": "done"' in out
+    run.refresh_from_db()
+    assert run.status == "done"
+
+
+def test_judge_wait_prints_each_kind_of_failure_and_exits_non_zero(server, tmp_path, capsys, settings):
+    call_command("bench_run", "generate", "--config", _yaml(tmp_path, "gen.yaml", GENERATE), "--wait")
+    _one_attempt(settings)
+    default = server.default
+    failures = [Status(503, "overloaded"), Reply("{", finish_reason="length")]
+
+    def judge(body):  # two judge requests fail besides reticello's, which is never JSON
+        text = body["messages"][0]["content"]
+        return (
+            failures.pop(0) if failures and body.get("response_format") and "reticello" not in text else default(body)
+        )
+
+    server.default = judge
+    config = _yaml(tmp_path, "judge.yaml", "name: j1\ngeneration_run: qwen-bench\njudge: how2judge\n")
+    capsys.readouterr()
+    with pytest.raises(CommandError) as refused:
+        call_command("bench_run", "judge", "--config", config, "--wait")
+    assert str(refused.value) == "judge run 'j1' ended done_with_failures, not done"
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("finished:"))
+    assert line == "finished: done_with_failures; 3 of 14 requests failed (parse_failed 1, truncated 1, api_error 1)"
+    assert JudgeRun.objects.get(name="j1").status == "done_with_failures"
+
+
+def test_a_run_paused_by_the_breaker_says_why_and_the_wait_fails(server, tmp_path, capsys, settings):
+    _one_attempt(settings)
+    settings.LLM_BREAKER_CONSECUTIVE = 3
+    server.default = lambda body: Status(503, "service unavailable")
+    with pytest.raises(CommandError, match=r"generation run 'qwen-bench' ended paused, not done \(.+\)"):
+        call_command("bench_run", "generate", "--config", _yaml(tmp_path, "gen.yaml", GENERATE), "--wait")
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("finished:"))
+    run = GenerationRun.objects.get(name="qwen-bench")
+    assert run.status == "paused" and run.error
+    assert line.startswith("finished: paused; ") and f"reason: {run.error}" in line and "api_error" in line
+
+
+def test_bench_run_status_and_the_run_pages_say_cost_unknown_when_a_request_has_no_price(
+    server, tmp_path, capsys, admin_client_
+):
+    _generate_and_judge(tmp_path, capsys)
+    run = GenerationRun.objects.select_related("llm_job").get(name="qwen-bench")
+    # The scripted server's model has no price: every ledger entry's cost is unknown.
+    assert LedgerEntry.objects.filter(run=run.llm_job.run, cost_usd__isnull=True).count() == 14
+    call_command("bench_run", "status", "qwen-bench")
+    status = json.loads(capsys.readouterr().out)
+    assert status["cost_usd"] is None and status["requests_without_price"] == 14
+    page = admin_client_.get(reverse("generation_run_detail", args=[run.pk])).content.decode()
+    assert f'id="generation-{run.pk}-cost"><span class="cost-unknown">unknown</span>' in page
+    assert "14 requests without a price" in page and "0.0000 USD" not in page
+    listing = admin_client_.get(reverse("judging_runs")).content.decode()
+    assert f'id="run-{run.pk}-cost"><span class="cost-unknown">unknown</span>' in listing
+    assert "0.0000" not in listing
+
+    # Once every request the run paid for has a price, its cost is a number again.
+    LedgerEntry.objects.filter(run=run.llm_job.run).update(cost_usd=Decimal("0.001"))
+    LLMJob.objects.filter(pk=run.llm_job_id).update(cost_usd=Decimal("0.014"))
+    call_command("bench_run", "status", "qwen-bench")
+    status = json.loads(capsys.readouterr().out)
+    assert status["cost_usd"] == 0.014 and status["requests_without_price"] == 0
+    page = admin_client_.get(reverse("generation_run_detail", args=[run.pk])).content.decode()
+    assert f'id="generation-{run.pk}-cost">0.0140 USD' in page

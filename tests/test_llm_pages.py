@@ -93,3 +93,46 @@ def test_pause_resume_and_cancel_from_the_page(admin_client_, settings):
     assert LLMJob.objects.get(pk=job.pk).status == "cancelled"
     response = admin_client_.post(reverse("llm_job_action", args=[job.pk, "resume"]), follow=True)
     assert "cannot be resumed" in response.content.decode()
+
+
+def _local_job(settings, server, *, run: str, model: str, texts: tuple[str, ...]) -> LLMJob:
+    """A finished job of ``texts`` against ``model`` at the scripted server."""
+    from llm.client import LLMRequest
+
+    roles = dict(settings.LLM_ROLES)
+    roles["llm_filter"] = {
+        "base_url": server.base_url,
+        "api_key": "k",
+        "model": model,
+        "temperature": None,
+        "max_tokens": None,
+    }
+    settings.LLM_ROLES = roles
+    requests = [LLMRequest(stage="llm_filter", messages=[{"role": "user", "content": text}]) for text in texts]
+    job = llm_job_create(run=run, role="llm_filter", requests=requests, start=False)
+    llm_job_execute(job_id=job.pk)
+    return LLMJob.objects.get(pk=job.pk)
+
+
+def test_a_job_of_a_model_without_a_price_costs_unknown_on_the_page_and_in_the_api(admin_client_, settings):
+    with ScriptedLLM() as server:
+        server.default = lambda body: Reply("fine")
+        local = _local_job(settings, server, run="shared", model="local-llama", texts=("a", "b", "c"))
+        # A second job under the same label, of a model with a price: its own cost is known.
+        priced = _local_job(settings, server, run="shared", model="gpt-5", texts=("d",))
+    assert LedgerEntry.objects.filter(run="shared", cost_usd__isnull=True).count() == 3
+    assert local.cost_usd == 0 and priced.cost_usd > 0  # what the jobs store: 0 for "nothing priced"
+
+    html = admin_client_.get(reverse("llm_overview")).content.decode()
+    local_cell = html.split(f'id="job-{local.pk}-cost">')[1].split("</td>")[0]
+    assert local_cell.startswith('<span class="cost-unknown">unknown</span>')
+    assert "3 requests without a price" in local_cell and "0.0000" not in local_cell
+    priced_cell = html.split(f'id="job-{priced.pk}-cost">')[1].split("</td>")[0]
+    assert priced_cell.startswith(f"{priced.cost_usd:.4f}") and "unknown" not in priced_cell
+
+    detail = admin_client_.get(f"/api/llm/jobs/{local.pk}/").json()
+    assert detail["cost_usd"] is None and detail["requests_without_price"] == 3
+    assert admin_client_.get(f"/api/llm/jobs/{priced.pk}/").json()["cost_usd"] == f"{priced.cost_usd:.6f}"
+    rows = {row["id"]: row for row in admin_client_.get("/api/llm/jobs/").json()["results"]}
+    assert rows[local.pk]["cost_usd"] is None and rows[local.pk]["requests_without_price"] == 3
+    assert rows[priced.pk]["cost_usd"] == f"{priced.cost_usd:.6f}" and rows[priced.pk]["requests_without_price"] == 0

@@ -11,7 +11,7 @@ import json
 import re
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from core.intervals import share_estimate, wilson_interval
@@ -272,7 +272,10 @@ def test_goal_step_accuracy_leaves_out_calls_without_a_usable_answer_and_says_so
     assert board_row["ci95"] == result["ci95"] and board_row["n_unusable"] == 1
 
     capsys.readouterr()
-    call_command("goalstep_evaluate", "--task-set", str(task_set.pk), "--model", "scripted-model")
+    # the truncated call: the evaluation is done_with_failures, and the command says so and fails
+    with pytest.raises(CommandError, match="ended done_with_failures, not done"):
+        call_command("goalstep_evaluate", "--task-set", str(task_set.pk), "--model", "scripted-model")
     out = capsys.readouterr().out
+    assert "finished: done_with_failures; 1 of 4 requests failed (truncated 1)\n" in out
     assert f"accuracy 1.000 (95% Wilson {low:.3f}–{high:.3f}) = 2 / 2 readable of 3 answered" in out
     assert "left out: 1 unusable (truncated 1), 0 unanswered" in out

@@ -47,13 +47,14 @@ def test_generate_with_a_taken_run_name_is_a_clear_error_naming_the_run(server, 
 
 def test_judge_with_a_taken_run_name_is_a_clear_error_naming_the_run(server, tmp_path):  # noqa: F811
     call_command("bench_run", "generate", "--config", _yaml(tmp_path, "gen.yaml", GENERATE), "--wait")
-    call_command(
-        "bench_run",
-        "judge",
-        "--config",
-        _yaml(tmp_path, "j.yaml", "name: j1\ngeneration_run: qwen-bench\njudge: how2judge\n"),
-        "--wait",
-    )
+    with pytest.raises(CommandError, match="judge run 'j1' ended done_with_failures"):  # reticello: never JSON
+        call_command(
+            "bench_run",
+            "judge",
+            "--config",
+            _yaml(tmp_path, "j.yaml", "name: j1\ngeneration_run: qwen-bench\njudge: how2judge\n"),
+            "--wait",
+        )
     existing = JudgeRun.objects.get(name="j1")
     # another judge name, the same run name: the name is what is taken
     with pytest.raises(CommandError) as caught:

@@ -24,8 +24,10 @@ from coscript.services import (
 )
 from judging.models import PromptStyle
 from llm.constants import EXECUTORS
+from llm.costs import cost_json, job_costs
 from llm.endpoints import EndpointNotConfigured
 from llm.prompts import PromptError
+from llm.run_commands import run_finished_line, runs_done_check
 from llm.runs import run_state_json
 from mining.embeddings import EmbeddingModelUnavailable
 
@@ -168,12 +170,14 @@ class Command(BaseCommand):
             f"{len(run.abstract_ids) * 3} specific-goal requests"
         )
         if options["wait"]:
-            self.stdout.write(f"finished: {coscript_run_execute(run_id=run.pk)}")
-            run.refresh_from_db()
+            coscript_run_execute(run_id=run.pk)
+            finished = self._finished(run)
             self._print_filter(run)
+            runs_done_check([finished])
 
     def _status(self, options) -> None:
         run = self._run(options["name"])
+        costs = job_costs(job for _, job in run.jobs)
         jobs = {
             phase: None
             if job is None
@@ -182,7 +186,9 @@ class Command(BaseCommand):
                 "requests": job.n_total,
                 "done": job.n_done,
                 "outcomes": job.outcome_counts,
-                "cost_usd": float(job.cost_usd),
+                # null when unknown: a request without a price (llm/costs.py)
+                "cost_usd": cost_json(costs[job.pk]),
+                "requests_without_price": costs[job.pk]["n_unpriced"],
             }
             for phase, job in run.jobs
         }
@@ -204,9 +210,21 @@ class Command(BaseCommand):
         run = self._run(options["name"])
         n = coscript_run_retry_failed(run=run, enqueue=not options["wait"])
         self.stdout.write(f"{run.name}: {n} failed request(s) to ask again")
-        if options["wait"]:
-            self.stdout.write(f"finished: {coscript_run_execute(run_id=run.pk)}")
+        if not options["wait"]:
+            self._status(options)
+            return
+        coscript_run_execute(run_id=run.pk)
+        finished = self._finished(run)
         self._status(options)
+        runs_done_check([finished])
+
+    def _finished(self, run: CoScriptRun) -> tuple[str, dict]:
+        """Print the run's true state once it has stopped (docs/commands.md, "Waiting for a
+        run"); returns it for ``runs_done_check``."""
+        run.refresh_from_db()
+        state = coscript_run_state(run)
+        self.stdout.write(run_finished_line(state))
+        return f"CoScript run {run.name!r}", state
 
     def _filter(self, options) -> None:
         run = self._run(options["name"])

@@ -11,6 +11,7 @@ from judging.models import LanguageModel
 from judging.prompts import PromptError
 from llm.constants import EXECUTORS
 from llm.endpoints import EndpointNotConfigured
+from llm.run_commands import run_finished_line, runs_done_check
 from llm.runs import run_state_json
 
 
@@ -57,8 +58,9 @@ class Command(BaseCommand):
             except ValueError as exc:
                 raise CommandError(str(exc)) from exc
             self.stdout.write(f"evaluation {evaluation.pk}: {n} failed request(s) to ask again")
-            self._report(evaluation, task_evaluation_execute(evaluation_id=evaluation.pk))
+            finished = self._evaluate(evaluation)
             self._status(evaluation)
+            runs_done_check([finished])
             return
         if options["config"]:
             try:
@@ -67,7 +69,7 @@ class Command(BaseCommand):
                 )
             except (ValueError, PromptError, EndpointNotConfigured) as exc:
                 raise CommandError(str(exc)) from exc
-            self._report(evaluation, task_evaluation_execute(evaluation_id=evaluation.pk))
+            runs_done_check([self._evaluate(evaluation)])
             return
         if options["task_set"] is None or not options["model"]:
             raise CommandError(
@@ -90,7 +92,7 @@ class Command(BaseCommand):
             )
         except (ValueError, PromptError, EndpointNotConfigured) as exc:
             raise CommandError(str(exc)) from exc
-        self._report(evaluation, task_evaluation_execute(evaluation_id=evaluation.pk))
+        runs_done_check([self._evaluate(evaluation)])
 
     @staticmethod
     def _evaluation(pk: int) -> TaskEvaluation:
@@ -101,7 +103,16 @@ class Command(BaseCommand):
             raise CommandError(f"no goal-step evaluation {pk}")
         return evaluation
 
-    def _report(self, evaluation: TaskEvaluation, outcome: str) -> None:
+    def _evaluate(self, evaluation: TaskEvaluation) -> tuple[str, dict]:
+        """Execute the evaluation in this process, print its accuracy and its true state
+        (docs/commands.md, "Waiting for a run"); returns the state for ``runs_done_check``."""
+        task_evaluation_execute(evaluation_id=evaluation.pk)
+        self._report(evaluation)
+        state = task_evaluation_state(evaluation)
+        self.stdout.write(run_finished_line(state))
+        return f"goal-step evaluation {evaluation.pk}", state
+
+    def _report(self, evaluation: TaskEvaluation) -> None:
         evaluation.refresh_from_db()
         task_set, language_model = evaluation.task_set, evaluation.language_model
         result = task_evaluation_accuracy(evaluation)
@@ -112,7 +123,7 @@ class Command(BaseCommand):
         )
         left_out = ", ".join(f"{outcome} {n}" for outcome, n in result["unusable"].items()) or "none"
         self.stdout.write(
-            f"evaluation {evaluation.pk} ({outcome}, {evaluation.status}): {language_model.name} on task set "
+            f"evaluation {evaluation.pk} ({evaluation.status}): {language_model.name} on task set "
             f"{task_set.pk} ({task_set.task}): accuracy {accuracy} = {result['correct']} / {result['readable']} "
             f"readable of {result['answered']} answered ({result['ambiguous']} ambiguous, "
             f"{result['unparseable']} unparseable: not scored), {result['n_items']} items; left out: "

@@ -16,7 +16,9 @@ from judging.score_selectors import generation_run_score
 from judging.score_services import components_run_create, components_run_execute
 from judging.selectors import judge_run_score
 from judging.services import generation_run_execute, judge_run_execute, run_control
+from llm.costs import cost_json, job_cost
 from llm.endpoints import EndpointNotConfigured
+from llm.run_commands import run_finished_line, runs_done_check
 from llm.runs import owned_run_state, run_state_json
 
 
@@ -92,14 +94,13 @@ class Command(BaseCommand):
         for run in launch.runs:
             self.stdout.write(f"generation run {run.name!r} (id {run.pk}): {len(run.procedure_ids)} procedures")
         if options["wait"]:
+            finished = []
             for run in launch.runs:
-                self.stdout.write(
-                    f"{run.name} finished: {generation_run_execute(run_id=run.pk)}"
-                    if launch.reference
-                    else f"finished: {generation_run_execute(run_id=run.pk)}"
-                )
+                generation_run_execute(run_id=run.pk)
+                finished.append(self._finished(run, name=run.name if launch.reference else ""))
                 if launch.reference:
                     self.stdout.write(f"wrote {reference_generations_write(config=launch.reference, run=run)}")
+            runs_done_check(finished)
 
     def _judge(self, options) -> None:
         source = options["config"]
@@ -108,15 +109,14 @@ class Command(BaseCommand):
         for run in launch.runs:
             self.stdout.write(f"judge run {run.name!r} (id {run.pk}) on {run.generation_run.name!r}")
         if options["wait"]:
+            finished = []
             for run in launch.runs:
-                self.stdout.write(
-                    f"{run.name} finished: {judge_run_execute(run_id=run.pk)}"
-                    if launch.reference
-                    else f"finished: {judge_run_execute(run_id=run.pk)}"
-                )
+                judge_run_execute(run_id=run.pk)
+                finished.append(self._finished(run, name=run.name if launch.reference else ""))
                 self.stdout.write(json.dumps(judge_run_score(run)))
                 if launch.reference:
                     self.stdout.write(f"wrote {reference_judgments_write(config=launch.reference, run=run)}")
+            runs_done_check(finished)
 
     def _components(self, options) -> None:
         if options["config"]:
@@ -132,8 +132,10 @@ class Command(BaseCommand):
             run = components_run_create(generation_run=generation_run, start=not options["wait"])
         self.stdout.write(f"components run {run.name!r} (id {run.pk}): {len(run.steps_hashes)} step lists to extract")
         if options["wait"]:
-            self.stdout.write(f"finished: {components_run_execute(run_id=run.pk)}")
+            components_run_execute(run_id=run.pk)
+            finished = self._finished(run)
             self.stdout.write(json.dumps(generation_run_score(generation_run)))
+            runs_done_check([finished])
 
     @staticmethod
     def _find(name: str):
@@ -147,18 +149,32 @@ class Command(BaseCommand):
         run = self._find(options["name"])
         n = run_control(run=run, action="retry")
         self.stdout.write(f"{run.name}: {n} failed request(s) to ask again")
-        if options["wait"]:  # executed here; the queued task then finds the run finished
-            execute = {
-                JudgeRun: judge_run_execute,
-                GenerationRun: generation_run_execute,
-                ComponentsRun: components_run_execute,
-            }[type(run)]
-            self.stdout.write(f"finished: {execute(run_id=run.pk)}")
+        if not options["wait"]:
+            self._status(run.name)
+            return
+        execute = {  # executed here; the queued task then finds the run finished
+            JudgeRun: judge_run_execute,
+            GenerationRun: generation_run_execute,
+            ComponentsRun: components_run_execute,
+        }[type(run)]
+        execute(run_id=run.pk)
+        finished = self._finished(run)
         self._status(run.name)
+        runs_done_check([finished])
+
+    def _finished(self, run, *, name: str = "") -> tuple[str, dict]:
+        """Print the run's true state once it has stopped (docs/commands.md, "Waiting for a
+        run"); returns it for ``runs_done_check``."""
+        run.refresh_from_db()
+        state = owned_run_state(run)
+        self.stdout.write(run_finished_line(state, name=name))
+        noun = {JudgeRun: "judge run", GenerationRun: "generation run", ComponentsRun: "components run"}[type(run)]
+        return f"{noun} {run.name!r}", state
 
     def _status(self, name: str) -> None:
         run = self._find(name)
         job = run.llm_job
+        cost = job_cost(job)
         judge_run = run if isinstance(run, JudgeRun) else None
         generation_run = run if isinstance(run, GenerationRun) else None
         status = {
@@ -167,7 +183,9 @@ class Command(BaseCommand):
             "prompt_hash": run.prompt_hash,
             "requests": job.n_total if job else None,
             "finished_requests": job.n_done if job else None,
-            "cost_usd": float(job.cost_usd) if job else None,
+            # What the run spent: null when unknown (a request without a price, llm/costs.py).
+            "cost_usd": cost_json(cost),
+            "requests_without_price": cost["n_unpriced"] if cost else 0,
         }
         if isinstance(run, ComponentsRun):
             status["score"] = generation_run_score(run.generation_run)

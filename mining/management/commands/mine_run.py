@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from core.run_configs import RunConfigError, config_read
+from llm.run_commands import run_finished_line, runs_done_check
 from llm.runs import run_state_json
 from mining.models import MiningRun
 from mining.run_configs import mining_config_parse
@@ -60,9 +61,10 @@ class Command(BaseCommand):
             except ValueError as exc:
                 raise CommandError(str(exc)) from exc
             self.stdout.write(f"{run.name}: {n} failed document(s) queued again")
-            if options["wait"] and n:
-                self._execute(run)
+            finished = self._execute(run) if options["wait"] and n else None
             self._status(run)
+            if finished is not None:
+                runs_done_check([finished])
             return
         if not options["config"]:
             raise CommandError("give --config FILE.yaml (or --status NAME, or --retry NAME)")
@@ -102,10 +104,11 @@ class Command(BaseCommand):
         except (RunConfigError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         if options["wait"]:
-            self._execute(run)
+            finished = self._execute(run)
             self.stdout.write(json.dumps(mining_run_progress(run)["totals"], default=str))
             for path in mining_reference_export(run=run):  # a reference configuration's export
                 self.stdout.write(f"exported {path}")
+            runs_done_check([finished])
         elif (run.config or {}).get("reference"):
             self.stdout.write(
                 "the reference configuration's export is written by mine_run --wait, or later with "
@@ -119,14 +122,17 @@ class Command(BaseCommand):
             raise CommandError(f"no mining run named {name!r}")
         return run
 
-    def _execute(self, run: MiningRun) -> None:
-        """Run in this process until done (polling Batch API jobs)."""
+    def _execute(self, run: MiningRun) -> tuple[str, dict]:
+        """Run in this process until it stops (polling Batch API jobs), then print its true
+        state (docs/commands.md, "Waiting for a run"); returns it for ``runs_done_check``."""
         outcome = mining_run_execute(run_id=run.pk)
         while outcome.startswith("waiting") and outcome != "waiting for other workers":
             time.sleep(settings.LLM_BATCH_POLL_SECONDS)
             outcome = mining_run_execute(run_id=run.pk)
         run.refresh_from_db()
-        self.stdout.write(f"finished: {outcome} ({run.status})")
+        state = mining_run_state(run)
+        self.stdout.write(run_finished_line(state))
+        return f"mining run {run.name!r}", state
 
     def _status(self, run: MiningRun) -> None:
         """The run's state (keys ``status`` and ``outcomes``: requests per outcome, from the
