@@ -17,7 +17,10 @@ does not read the cache on every request:
 * ``token_ratio``: the server's prompt tokens per estimated token (the estimate is
   characters / 4), the largest seen, so that budgets fit the server's own tokenizer;
 * ``seconds_per_token``: the slowest wall time per answer token seen (queueing included), so
-  that a slow endpoint's requests get the time they need (``LLMClient._timeout``).
+  that a slow endpoint's requests get the time they need (``LLMClient._timeout``);
+* ``timeout_floor``: after a timeout on an endpoint that took the request, the next requests
+  wait twice as long (up to LLM_TIMEOUT_MAX_SECONDS): a server that answers one request at a
+  time is slow, not down, and its queue is not abandoned at a fixed 120 s.
 
 The classification functions are pure; the store reads and writes Django's cache."""
 
@@ -102,6 +105,8 @@ class Capabilities:
     context_source: str = ""  # "endpoint record", "/models", "server error"
     token_ratio: float | None = None
     seconds_per_token: float | None = None  # wall time per answer token, queueing included
+    timeout_floor: float | None = None  # seconds: doubled after each timeout on a connected endpoint
+    probed_at: float = 0.0  # when /models was last asked (0: never)
     learned_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,6 +116,8 @@ class Capabilities:
             "context_source": self.context_source,
             "token_ratio": self.token_ratio,
             "seconds_per_token": self.seconds_per_token,
+            "timeout_floor": self.timeout_floor,
+            "probed_at": self.probed_at,
             "learned_at": self.learned_at,
         }
 
@@ -123,6 +130,8 @@ class Capabilities:
             context_source=data.get("context_source") or "",
             token_ratio=data.get("token_ratio"),
             seconds_per_token=data.get("seconds_per_token"),
+            timeout_floor=data.get("timeout_floor"),
+            probed_at=float(data.get("probed_at") or 0.0),
             learned_at=float(data.get("learned_at") or 0.0),
         )
 
@@ -274,5 +283,27 @@ def learn_speed(endpoint_id: str, *, seconds: float, tokens_out: int) -> None:
 
     def change(caps: Capabilities) -> None:
         caps.seconds_per_token = max(per_token, caps.seconds_per_token or 0.0)
+
+    _store.update(endpoint_id, change)
+
+
+def learn_timeout(endpoint_id: str, timed_out_after: float, maximum: float) -> float:
+    """After a timeout: the next requests wait twice as long (at most ``maximum``)."""
+    longer = min(maximum, 2 * timed_out_after)
+
+    def change(caps: Capabilities) -> None:
+        caps.timeout_floor = max(longer, caps.timeout_floor or 0.0)
+
+    return _store.update(endpoint_id, change).timeout_floor or longer
+
+
+def learn_probe(endpoint_id: str, context_length: int | None) -> None:
+    """What ``/models`` said on first use (vLLM: the served context), and that it was asked."""
+
+    def change(caps: Capabilities) -> None:
+        caps.probed_at = time.time()
+        if context_length and not caps.context_length:
+            caps.context_length = context_length
+            caps.context_source = "/models"
 
     _store.update(endpoint_id, change)

@@ -321,10 +321,12 @@ class LLMClient:
             timeout=endpoint.timeout_seconds or settings.LLM_TIMEOUT_SECONDS,
             http_client=openai.DefaultHttpxClient(verify=tls_context()),
         )
+        known = caps.capabilities_store().get(self.endpoint_id)
         if endpoint.context_length:
-            known = caps.capabilities_store().get(self.endpoint_id)
             if known.context_length != endpoint.context_length:
                 caps.learn_context(self.endpoint_id, endpoint.context_length, "endpoint setting")
+        elif not known.probed_at and executor == EXECUTOR_ONLINE:
+            self._probe()
         # The asynchronous path's state, set up on the first call from an event loop (_async_http).
         self._async_loop: asyncio.AbstractEventLoop | None = None
         self._async_pools: list[_http.AsyncClient] = []
@@ -333,6 +335,20 @@ class LLMClient:
 
     def close(self) -> None:
         self.openai.close()
+
+    PROBE_TIMEOUT_SECONDS = 5.0
+
+    def _probe(self) -> None:
+        """The cheap probe of a first use: ``/models``, for the served context length (vLLM's
+        ``max_model_len``). Asked once per endpoint and capability lifetime; a server without
+        it, or one that does not answer, is learned from its errors instead."""
+        length = None
+        try:
+            body = self.openai.get("/models", cast_to=object, options={"timeout": self.PROBE_TIMEOUT_SECONDS})
+            length = caps.served_context_length(body, self.endpoint.model)
+        except Exception:  # the probe is a hint: any failure leaves the context unknown
+            pass
+        caps.learn_probe(self.endpoint_id, length)
 
     # -- the asynchronous client (llm/async_executor.py) ------------------------------
 
@@ -691,9 +707,11 @@ class LLMClient:
         for an endpoint observed to be slow to what ``max_tokens`` takes there (twice over)."""
         if self.endpoint.timeout_seconds:
             return float(self.endpoint.timeout_seconds)
-        base = float(settings.LLM_TIMEOUT_SECONDS)
-        per_token = caps.capabilities_store().get(self.endpoint_id).seconds_per_token
-        return max(base, 2 * per_token * max_tokens) if per_token else base
+        known = caps.capabilities_store().get(self.endpoint_id)
+        timeout = max(float(settings.LLM_TIMEOUT_SECONDS), known.timeout_floor or 0.0)
+        if known.seconds_per_token:
+            timeout = max(timeout, 2 * known.seconds_per_token * max_tokens)
+        return min(timeout, float(settings.LLM_TIMEOUT_MAX_SECONDS))
 
     def _learn_overflow(self, state: _Attempt, words: str) -> str:
         """Learn what a context-overflow answer says (the context length, how the server
@@ -768,7 +786,10 @@ class LLMClient:
         """A failed attempt, told to the watch: the call's final error when retrying cannot
         help or attempts ran out, else None (sleep, then ask again)."""
         error = self._masked(_describe(exc, timeout=state.timeout))
-        watch.attempt_failed(error, self.endpoint_label, slow=isinstance(exc, openai.APITimeoutError))
+        slow = isinstance(exc, openai.APITimeoutError)
+        watch.attempt_failed(error, self.endpoint_label, slow=slow)
+        if slow and not self.endpoint.timeout_seconds:  # a timeout that was set is kept as set
+            caps.learn_timeout(self.endpoint_id, state.timeout, float(settings.LLM_TIMEOUT_MAX_SECONDS))
         retryable = isinstance(
             exc,
             (
@@ -1065,7 +1086,7 @@ def _describe(exc: Exception, *, timeout: float = 0.0) -> str:
     if isinstance(exc, openai.APIStatusError):
         return f"{exc.status_code}: {exc.message}"
     if isinstance(exc, openai.APITimeoutError) and timeout:
-        return f"no answer within {timeout:.0f} s (timed out; the endpoint accepted the request)"
+        return f"no answer within {timeout:.3g} s (timed out; the endpoint accepted the request)"
     return f"{exc.__class__.__name__}: {exc}"
 
 

@@ -214,3 +214,97 @@ def test_a_timeout_is_reported_to_the_run_watch_as_slow(server, settings):
     result = LLMClient(_endpoint(server, timeout_seconds=0.5)).complete(_judge(), watch=watch)
     assert result.outcome == "api_error" and "no answer within" in result.error
     assert watch.tripped is not None and watch.tripped["diagnosis"] == "slow"
+
+
+def _role_settings(settings, server, **fields):
+    roles = dict(settings.LLM_ROLES)
+    roles["how2score_judge"] = {
+        "base_url": server.base_url,
+        "api_key": "",
+        "model": "smol",
+        "temperature": None,
+        "max_tokens": None,
+        "context_length": None,
+        "timeout_seconds": None,
+        "disable_thinking": False,
+        **fields,
+    }
+    settings.LLM_ROLES = roles
+
+
+def test_the_roles_context_timeout_and_thinking_variables_reach_the_request(server, settings):
+    from llm.endpoints import endpoint_get
+
+    _role_settings(settings, server, context_length=1500, timeout_seconds=0.5, disable_thinking=True)
+    server.default = lambda body: Reply(json.dumps(VERDICT))
+    LLMClient(endpoint_get("how2score_judge")).complete(_judge("v" * 2000, max_tokens=4096))
+    body = server.chat_requests()[0]
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert body["max_tokens"] < 1500  # JUDGE_CONTEXT_LENGTH fitted the budget
+    server.latency = 1.5
+    settings.LLM_MAX_ATTEMPTS = 1
+    late = LLMClient(endpoint_get("how2score_judge")).complete(_judge("late"))
+    assert late.outcome == "api_error" and "no answer within 0.5 s" in late.error
+
+
+def test_an_endpoint_records_context_timeout_and_thinking_fields_reach_the_request(server, settings):
+    from llm.endpoint_services import endpoint_record_create, endpoint_role_assign
+    from llm.endpoints import endpoint_get
+
+    record = endpoint_record_create(
+        name="small",
+        base_url=server.base_url,
+        model="smol",
+        context_length="1500",
+        disable_thinking=True,
+        timeout_seconds="1",
+    )
+    endpoint_role_assign(role="how2score_judge", record=record)
+    server.default = lambda body: Reply(json.dumps(VERDICT))
+    endpoint = endpoint_get("how2score_judge")
+    assert (endpoint.context_length, endpoint.timeout_seconds, endpoint.disable_thinking) == (1500, 1.0, True)
+    LLMClient(endpoint).complete(_judge("v" * 2000, max_tokens=4096))
+    body = server.chat_requests()[0]
+    assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["max_tokens"] < 1500
+
+
+def test_endpoint_record_fields_are_validated_with_the_field_named():
+    from llm.endpoint_services import EndpointFieldError, endpoint_record_create
+
+    with pytest.raises(EndpointFieldError) as refused:
+        endpoint_record_create(
+            name="bad",
+            base_url="http://127.0.0.1:9/v1",
+            model="m",
+            context_length="-3",
+            timeout_seconds="10**9",
+            disable_thinking="maybe",
+        )
+    assert set(refused.value.errors) == {"context_length", "timeout_seconds", "disable_thinking"}
+
+
+def test_first_use_probes_models_for_the_served_context(server):
+    server.default = lambda body: Reply(json.dumps(VERDICT))
+    original = server._handler_class
+
+    class WithContext(original()):  # vLLM's /models carries max_model_len
+        def do_GET(self):
+            if self.path.rstrip("/") == "/v1/models":
+                return self._send(200, {"object": "list", "data": [{"id": "smol", "max_model_len": 2048}]})
+            return super().do_GET()
+
+    server._server.RequestHandlerClass = WithContext
+    LLMClient(_endpoint(server))
+    learned = caps.capabilities_get(server.base_url, "smol")
+    assert (learned.context_length, learned.context_source) == (2048, "/models") and learned.probed_at
+
+
+def test_a_timeout_doubles_the_next_requests_timeout_unless_one_was_set(server, settings):
+    settings.LLM_TIMEOUT_SECONDS = 0.4
+    settings.LLM_MAX_ATTEMPTS = 1
+    server.latency = 0.7
+    server.default = lambda body: Reply(json.dumps(VERDICT))
+    first = LLMClient(_endpoint(server)).complete(_judge("one"))
+    assert first.outcome == "api_error"
+    assert caps.capabilities_get(server.base_url, "smol").timeout_floor == pytest.approx(0.8)
+    assert LLMClient(_endpoint(server)).complete(_judge("two")).ok  # waits 0.8 s now

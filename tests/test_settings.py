@@ -88,6 +88,10 @@ def test_llm_roles_default_to_llm_settings_and_can_be_overridden(monkeypatch):
     monkeypatch.setenv("JUDGE_MODEL", "how2everything/how2judge")
     roles = llm_settings()["LLM_ROLES"]
     monkeypatch.setenv("JUDGE_TEMPERATURE", "0")
+    monkeypatch.setenv("LLM_CONTEXT_LENGTH", "8192")
+    monkeypatch.setenv("JUDGE_CONTEXT_LENGTH", "32768")
+    monkeypatch.setenv("JUDGE_DISABLE_THINKING", "true")
+    monkeypatch.setenv("JUDGE_REQUEST_TIMEOUT_SECONDS", "900")
     roles = llm_settings()["LLM_ROLES"]
     assert roles["generate"] == {
         "base_url": "http://127.0.0.1:9000/v1",
@@ -95,6 +99,9 @@ def test_llm_roles_default_to_llm_settings_and_can_be_overridden(monkeypatch):
         "model": "gpt-5",
         "temperature": None,
         "max_tokens": None,
+        "context_length": 8192,
+        "timeout_seconds": None,
+        "disable_thinking": False,
     }
     assert roles["how2score_judge"] == {
         "base_url": "http://127.0.0.1:8001/v1",
@@ -102,6 +109,9 @@ def test_llm_roles_default_to_llm_settings_and_can_be_overridden(monkeypatch):
         "model": "how2everything/how2judge",
         "temperature": 0.0,
         "max_tokens": None,
+        "context_length": 32768,
+        "timeout_seconds": 900.0,
+        "disable_thinking": True,
     }
 
 

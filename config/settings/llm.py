@@ -78,6 +78,9 @@ def llm_settings() -> dict:
         # How long the Test button of an endpoint record waits for the answer.
         "LLM_ENDPOINT_TEST_TIMEOUT_SECONDS": env_float("LLM_ENDPOINT_TEST_TIMEOUT_SECONDS", 20.0),
         "LLM_TIMEOUT_SECONDS": env_float("LLM_TIMEOUT_SECONDS", 120.0),
+        # A slow endpoint's timeout grows (twice after each timeout, and with its observed
+        # seconds per token) up to this many seconds (llm/capabilities.py).
+        "LLM_TIMEOUT_MAX_SECONDS": env_float("LLM_TIMEOUT_MAX_SECONDS", 3600.0),
         # What is learned of an endpoint (structured-output support, context length, token
         # ratio, speed: llm/capabilities.py) is kept this long, then learned again.
         "LLM_CAPABILITY_TTL_SECONDS": env_int("LLM_CAPABILITY_TTL_SECONDS", 24 * 3600),
