@@ -84,7 +84,7 @@ def _procedure(path, position, record: dict[str, Any]) -> Procedure:
 
 GENERATION_SCHEMA_VERSION = "how2bench.generation.v1"
 JUDGMENT_SCHEMA_VERSION = "how2bench.judgment.v1"
-UNUSABLE_OUTCOMES = ("parse_failed", "refused", "truncated")
+UNUSABLE_OUTCOMES = ("parse_failed", "refused", "truncated", "too_long")
 
 
 def _kept(record: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:

@@ -54,7 +54,7 @@ class RunStateFields(serializers.Serializer):
     OWNED_RUN_FIELDS = (*STATE_FIELDS, "prompt_hash", "executor", "created_at", "finished_at")
 
     outcomes = serializers.SerializerMethodField(
-        help_text="Requests per outcome: ok, parse_failed, truncated, refused, api_error, pending, retrying."
+        help_text="Requests per outcome: ok, parse_failed, truncated, refused, too_long, api_error, pending, retrying."
     )
     n_failed = serializers.SerializerMethodField(help_text="Requests without an ok answer.")
     top_errors = serializers.SerializerMethodField(

@@ -242,7 +242,7 @@ class CandidateStatus(models.TextChoices):
     PENDING = "pending", "Pending"  # some stage still to run
     PASSED = "passed", "Passed"  # became a procedure
     REJECTED = "rejected", "Rejected"  # a stage rejected it (a genuine rejection)
-    FAILED = "failed", "Failed"  # a stage call failed (parse_failed, truncated, refused, api_error)
+    FAILED = "failed", "Failed"  # a stage call failed (parse_failed, truncated, refused, too_long, api_error)
 
 
 class MiningCandidate(models.Model):
@@ -289,7 +289,7 @@ class StageResult(models.Model):
     stage = models.CharField(max_length=40)
     status = models.CharField(
         max_length=20, db_index=True
-    )  # passed, rejected, parse_failed, truncated, refused, api_error
+    )  # passed, rejected, parse_failed, truncated, refused, too_long, api_error
     reason = models.TextField(blank=True)
     answer = models.JSONField(
         null=True, blank=True, help_text="The stage's parsed answer (or the heuristics' figures)."
