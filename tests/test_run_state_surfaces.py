@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from coscript.models import CoScriptRun
 from coscript.services import coscript_run_create, coscript_run_execute
 from goalstep.services import task_evaluation_create, task_evaluation_execute
 from judging.services import language_model_register
+from llm.models import LedgerEntry
 from mining.models import MiningRun
 from mining.run_services import mining_run_create
 from mining.runner import mining_run_execute
@@ -284,3 +285,66 @@ def test_a_coscript_run_with_failed_requests_pauses_says_so_and_retry_failed_ask
     assert status["status"] == "done" and status["outcomes"]["api_error"] == 0 and status["outcomes"]["ok"] == 30
     page = admin_client_.get(reverse("coscript_run_detail", args=[run.pk])).content.decode()
     assert 'data-status="done"' in page and "Retry failed" not in page
+
+
+# -- --wait: the run's true status from the database, and a non-zero exit unless done -----
+
+
+def test_mine_run_wait_says_done_with_failures_and_its_failures_and_exits_non_zero(
+    miner, admin_client_, settings, capsys, tmp_path
+):
+    server, answers = miner
+    _one_attempt(settings)
+    server.default = lambda body: (
+        Status(500, "upstream down") if stage_of(body) == "llm_filter" and _doc(body) in {"d2", "d4"} else answers(body)
+    )
+    corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Prepare item {i}")) for i in range(6)])
+    path = tmp_path / "run.yaml"
+    path.write_text(config("wait-mine", failure_retries=0))
+    with pytest.raises(CommandError, match="mining run 'wait-mine' ended done_with_failures, not done"):
+        call_command("mine_run", "--corpus", corpus.name, "--config", str(path), "--wait")
+    out = capsys.readouterr().out
+    assert "finished: done_with_failures; 2 of 24 requests failed (api_error 2); 2 documents failed\n" in out
+    assert "finished: done\n" not in out
+
+    # Its cost: the scripted model has no price, so the total and every stage row are unknown
+    # (a partial sum is never shown: one entry priced changes nothing).
+    run = MiningRun.objects.get(name="wait-mine")
+    LedgerEntry.objects.filter(pk=LedgerEntry.objects.filter(run=run.ledger_run).first().pk).update(cost_usd=1)
+    page = admin_client_.get(reverse("mining_run_detail", args=[run.pk])).content.decode()
+    assert 'id="cost">unknown <span class="muted small">(23 requests without a price)</span>' in page
+    stage_table = page.split('id="stage-costs"')[1].split("</table>")[0]
+    assert "0.0000" not in stage_table and "1.0000" not in stage_table  # unknown, not a partial sum
+    status = _command_json(capsys, "mine_run", "--status", "wait-mine")
+    assert status["totals"]["cost_usd"] is None and status["totals"]["requests_without_price"] == 23
+
+
+def test_coscript_run_wait_says_paused_with_its_reason_and_exits_non_zero_and_its_cost_is_unknown(
+    db, coscript_server, admin_client_, researcher_client, settings, capsys
+):
+    coscript_world.make_procedures()
+    _one_attempt(settings)
+    coscript_server.default = lambda body: (
+        Status(500, "upstream down") if "Vanilla" in last_user_message(body) else coscript_world.answer(body)
+    )
+    language_model_register(name="scripted-model")
+    args = ("start", "--name", "wait-plan", "--model", "scripted-model", "--split", "bench", "--no-screen", "--wait")
+    with pytest.raises(CommandError, match=r"CoScript run 'wait-plan' ended paused, not done \(.+\)"):
+        call_command("coscript_run", *args)
+    out = capsys.readouterr().out
+    run = CoScriptRun.objects.get(name="wait-plan")
+    assert run.status == "paused" and run.error
+    line = next(line for line in out.splitlines() if line.startswith("finished:"))
+    assert line == f"finished: paused; 2 of 30 requests failed (api_error 2); reason: {run.error}"
+
+    # The scripted model has no price: what the run spent is unknown, never 0.
+    page = admin_client_.get(reverse("coscript_run_detail", args=[run.pk])).content.decode()
+    assert '<span id="run-cost"><span class="cost-unknown">unknown</span>' in page
+    assert "30 requests without a price" in page and "0.0000" not in page
+    assert 'id="phase-scripts-cost"><span class="cost-unknown">unknown</span>' in page
+    api = researcher_client.get(f"/api/coscript/runs/{run.pk}/").json()
+    scripts = next(job for job in api["jobs"] if job["phase"] == "scripts")
+    assert scripts["cost_usd"] is None and scripts["requests_without_price"] == scripts["n_done"] > 0
+    status = _command_json(capsys, "coscript_run", "status", "wait-plan")
+    assert status["jobs"]["candidate scripts"]["cost_usd"] is None
+    assert status["jobs"]["candidate scripts"]["requests_without_price"] == scripts["requests_without_price"]
