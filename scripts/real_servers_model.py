@@ -40,7 +40,7 @@ def convert(target: Path) -> Path:
             try:
                 delattr(holder, "quantization_config")
             except AttributeError:
-                setattr(holder, "quantization_config", None)
+                holder.quantization_config = None
     model.config.architectures = ["LlamaForCausalLM"]
     target.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(target, safe_serialization=True)
