@@ -162,7 +162,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     costs = job_costs((run.llm_job for run in runs), exact=False)
     for run in runs:
         run.state = owned_run_state(run, live=False) if run.llm_job else None  # type: ignore[attr-defined]  # the state shown beside the run, for the template
-        run.cost = costs.get(run.llm_job_id)  # type: ignore[attr-defined]  # what it spent (None: no job), for the template
+        run.cost = costs[run.llm_job_id] if run.llm_job_id else None  # type: ignore[attr-defined]  # what it spent (None: no job), for the template
     return render(
         request,
         "judging/run_list.html",

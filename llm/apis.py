@@ -29,7 +29,7 @@ from core.confirm import CONFIRM_FIELD, CONFIRM_VALUE
 from core.permissions import IsAdminRole
 from core.run_configs import config_max_bytes
 from core.run_launch import config_error_location
-from llm.costs import job_cost
+from llm.costs import job_costs
 from llm.endpoints import EndpointNotConfigured
 from llm.models import LLMJob
 from llm.runs import (
@@ -527,12 +527,16 @@ class LLMJobSerializer(RunStateFields, serializers.ModelSerializer):
             status=job.status, jobs=[job], reason=job.pause_reason or job.error, live=self.context.get("live", False)
         )
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._job_costs: dict[int, dict[str, Any]] = {}
+
     def _cost(self, job: LLMJob) -> dict[str, Any]:
-        """What the job spent (llm/costs.py), read once per job for its two fields."""
-        costs = self.context.setdefault("job_costs", {})
-        if job.pk not in costs:
-            costs[job.pk] = job_cost(job)  # exact also in a list: labels are shared (shards, mining waves)
-        return costs[job.pk]
+        """What the job spent (llm/costs.py), read once per job for its two fields; exact in
+        a list too (a label is shared by a job's shards and by a mining run's waves)."""
+        if job.pk not in self._job_costs:
+            self._job_costs.update(job_costs([job]))
+        return self._job_costs[job.pk]
 
     @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=6, allow_null=True))
     def get_cost_usd(self, job: LLMJob) -> str | None:

@@ -187,8 +187,10 @@ def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
             requests=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), **ledger_cost_aggregates()
         )
     ):
+        served: dict[str, Any] = dict(row)
         # unknown (None) when any of its requests has no price, never a partial sum (llm/costs.py)
-        rows[row["stage"]].append({**row, "cost_usd": cost_known(row["priced_usd"], row["n_unpriced"])})
+        served["cost_usd"] = cost_known(served["priced_usd"], served["n_unpriced"])
+        rows[served["stage"]].append(served)
     table = []
     for stage in LLM_STAGES:
         spec = run.stages.get(stage, {})
