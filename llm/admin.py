@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from llm.costs import job_costs
 from llm.models import BatchJob, EndpointRecord, EndpointRoleAssignment, LedgerEntry, LLMJob
 
 
@@ -13,10 +14,18 @@ class LedgerEntryAdmin(admin.ModelAdmin):
 
 @admin.register(LLMJob)
 class LLMJobAdmin(admin.ModelAdmin):
-    list_display = ("id", "run", "role", "executor", "status", "n_done", "n_total", "cost_usd", "created_at")
+    list_display = ("id", "run", "role", "executor", "status", "n_done", "n_total", "spent", "created_at")
     list_filter = ("status", "executor", "role")
     search_fields = ("run",)
     exclude = ("requests", "keys")
+
+    @admin.display(description="cost (USD)")
+    def spent(self, job: LLMJob) -> str:
+        """What the job spent, unknown when a request it paid for has no price (llm/costs.py)."""
+        cost = job_costs([job])[job.pk]
+        if cost["cost_usd"] is None:
+            return f"unknown ({cost['n_unpriced']} without a price)"
+        return f"{cost['cost_usd']:.4f}"
 
 
 @admin.register(BatchJob)

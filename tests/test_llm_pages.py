@@ -136,3 +136,5 @@ def test_a_job_of_a_model_without_a_price_costs_unknown_on_the_page_and_in_the_a
     rows = {row["id"]: row for row in admin_client_.get("/api/llm/jobs/").json()["results"]}
     assert rows[local.pk]["cost_usd"] is None and rows[local.pk]["requests_without_price"] == 3
     assert rows[priced.pk]["cost_usd"] == f"{priced.cost_usd:.6f}" and rows[priced.pk]["requests_without_price"] == 0
+    changelist = admin_client_.get(reverse("admin:llm_llmjob_changelist")).content.decode()
+    assert "unknown (3 without a price)" in changelist and f"{priced.cost_usd:.4f}" in changelist
