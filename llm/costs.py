@@ -8,8 +8,8 @@ price. Only a sum whose every entry has a price is a number.
 
 * ``ledger_cost_aggregates`` and ``cost_known``: the aggregates over any set of ledger
   entries, and their reading (the mining run's table per stage and model, and so its total);
-* ``job_costs`` / ``job_cost``: what LLM jobs spent (the job rows of the LLM page and of its
-  API, the generation, judge and components runs' pages and ``bench_run status``, a CoScript
+* ``job_costs`` / ``job_cost``: what LLM jobs spent (the job rows of the LLM page, of its
+  API and of the Django admin, the generation, judge and components runs' pages and ``bench_run status``, a CoScript
   run's phases and ``coscript_run status``), and ``costs_sum`` for a run of several jobs (a
   CoScript run's total). A job's sum is the cost it records (the entries it paid for: its
   keys under its ``run`` label, as its budget counts them); whether any of those entries has
