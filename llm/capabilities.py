@@ -60,7 +60,11 @@ _CONTEXT_NUMBER = re.compile(
     r"(?:maximum context length is|max_model_len\s*=?|context (?:length|size|window) (?:of|is)?)\s*(\d{3,7})",
     re.IGNORECASE,
 )
-_PROMPT_NUMBER = re.compile(r"(?:at least|contains|requested|prompt (?:has|of))\s*(\d{1,7})\s*(?:input )?tokens", re.I)
+_PROMPT_NUMBER = re.compile(
+    r"(?:at least|contains|requested|prompt (?:has|of))\s*(\d{1,7})\s*(?:input )?tokens"
+    r"|requested tokens \((\d{1,7})\)",  # llama.cpp's Python server
+    re.IGNORECASE,
+)
 
 CHARS_PER_ESTIMATED_TOKEN = 4  # the estimate every budget starts from: characters / 4
 FIRST_TOKEN_RATIO = 1.5  # before an endpoint has reported any usage: a conservative ratio
@@ -88,7 +92,8 @@ def context_numbers(message: str) -> tuple[int | None, int | None]:
     """(context length, prompt tokens) named by a context-overflow or max_tokens message."""
     context = _CONTEXT_NUMBER.search(message or "")
     prompt = _PROMPT_NUMBER.search(message or "")
-    return (int(context.group(1)) if context else None, int(prompt.group(1)) if prompt else None)
+    prompt_tokens = next((int(g) for g in prompt.groups() if g), None) if prompt else None
+    return (int(context.group(1)) if context else None, prompt_tokens)
 
 
 def estimated_tokens(chars: int, messages: int) -> int:

@@ -77,6 +77,10 @@ def test_a_rejection_is_classified_by_its_words_not_its_status(status, words, ki
 
 def test_context_numbers_are_read_from_the_servers_words():
     assert caps.context_numbers(VLLM_OVERFLOW) == (4096, 4097)
+    # llama-cpp-python's server, a judge prompt beyond its default n_ctx
+    llama = "Requested tokens (3512) exceed context window of 2048"
+    assert caps.rejection_kind(400, llama) == caps.REJECTION_CONTEXT
+    assert caps.context_numbers(llama) == (2048, 3512)
     assert caps.context_numbers("max_tokens=5000 cannot be greater than max_model_len=4096")[0] == 4096
 
 
