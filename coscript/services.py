@@ -53,6 +53,7 @@ from coscript.parsing import (
     script_examples_block,
 )
 from coscript.retrieval import ExampleIndex
+from judging.constants import BASE_STOP
 from judging.models import LanguageModel, PromptStyle, RunStatus
 from judging.steps import parse_steps
 from llm.client import LLMRequest
@@ -117,8 +118,18 @@ def _sampling(language_model: LanguageModel, *, temperature: float, max_tokens: 
 def _request(
     stage: str, text: str, language_model: LanguageModel, params: dict[str, Any], *, completion_cue: str = ""
 ) -> LLMRequest:
+    """A chat request, or for a base model the prompt as a plain completion that stops at the
+    blank line (``BASE_STOP``, as generation runs do): every prompt's examples are blocks
+    separated by a blank line, and a base model left without a stop goes on writing blocks
+    of its own (``Abstract Goal: …``, ``Goal: …``) until it is cut off, so every answer would
+    be ``truncated``."""
     if language_model.prompt_style == PromptStyle.BASE:
-        return LLMRequest(stage=stage, messages=[], prompt=text.rstrip("\n") + completion_cue, params=params)
+        return LLMRequest(
+            stage=stage,
+            messages=[],
+            prompt=text.rstrip("\n") + completion_cue,
+            params={**params, "stop": list(BASE_STOP)},
+        )
     return LLMRequest(stage=stage, messages=[{"role": "user", "content": text}], params=params)
 
 

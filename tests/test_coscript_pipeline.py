@@ -213,6 +213,45 @@ def test_resuming_without_the_failed_requests_counts_them_as_no_script(world, se
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_base_model_gets_plain_completions_that_stop_at_the_blank_line(world, server):
+    """Every prompt's examples are blocks separated by a blank line; a base model without a
+    stop writes blocks of its own until it is cut off (seen at vLLM with SmolLM2-135M: every
+    specific-goal answer truncated), so each phase's completion stops at "\n\n"."""
+
+    def base_model(body):
+        text = last_user_message(body)
+        if "Create possible Specific Goals" in text:
+            return Reply("\nConstraint: Chocolate; Specific Goal: Make a chocolate cake")
+        if "sensitive and high-risk domains" in text:
+            return Reply(" No")
+        return Reply(" Melt the chocolate.\n2. Bake the chocolate cake.")
+
+    server.default = base_model
+    model = language_model_register(name="scripted-base", prompt_style="base")
+    run = coscript_run_create(name="r1", language_model=model, split="bench", limit=1, start=False)
+    assert coscript_run_execute(run_id=run.pk) == "done"
+    sent = server.chat_requests()
+    assert sent and all(body.get("messages") is None and body["stop"] == ["\n\n"] for body in sent)
+    stages = {"Create possible Specific Goals", "sensitive and high-risk domains", "List the steps of"}
+    assert {s for s in stages for body in sent if s in body["prompt"]} == stages  # all three phases
+    assert next(b for b in sent if "List the steps of" in b["prompt"])["prompt"].endswith("Steps:\n1.")
+    run.refresh_from_db()
+    assert run.goals.count() == 1 and run.report["scripts"]["outcomes"] == {"ok": 2}
+    assert (
+        CandidateScript.objects.filter(goal__run=run, steps=["Melt the chocolate.", "Bake the chocolate cake."]).count()
+        == 2
+    )
+    # a chat model's requests carry no stop of the product's
+    chat = coscript_run_create(
+        name="r2", language_model=language_model_register(name="scripted-chat"), split="bench", limit=1, start=False
+    )
+    before = len(server.chat_requests())
+    server.default = coscript_world.answer
+    coscript_run_execute(run_id=chat.pk)
+    assert all("stop" not in body for body in server.chat_requests()[before:])
+
+
+@pytest.mark.django_db(transaction=True)
 def test_bad_run_settings_are_refused_before_anything_is_stored(world, server):
     model = language_model_register(name="scripted-model")
     for options, message in [
