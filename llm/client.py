@@ -25,7 +25,9 @@ import logging
 import math
 import random
 import ssl
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -275,6 +277,44 @@ class CallWatch:
 def endpoint_variant(endpoint: Endpoint) -> str:
     """What an endpoint adds to a request's identity beside its URL and model."""
     return "no-thinking" if endpoint.disable_thinking else ""
+
+
+_CUT_OFF_LIMIT = 20_000  # greedy requests remembered as cut off, per process
+_cut_off: OrderedDict[str, int] = OrderedDict()
+_cut_off_lock = threading.Lock()
+
+
+def is_greedy(request: LLMRequest) -> bool:
+    """Temperature 0: the same request gives the same answer, so resending it changes nothing."""
+    temperature = request.params.get("temperature")
+    return temperature is not None and not isinstance(temperature, bool) and float(temperature) == 0.0
+
+
+def note_cut_off(key: str, budget: int) -> None:
+    """Remember that the greedy request ``key`` was cut off at ``budget`` tokens."""
+    with _cut_off_lock:
+        _cut_off[key] = max(budget, _cut_off.get(key, 0))
+        _cut_off.move_to_end(key)
+        while len(_cut_off) > _CUT_OFF_LIMIT:
+            _cut_off.popitem(last=False)
+
+
+def cut_off_budget(key: str) -> int | None:
+    with _cut_off_lock:
+        return _cut_off.get(key)
+
+
+def cut_off_seed(keys: list[str], chunk: int = 2000) -> None:
+    """Learn from the ledger which of ``keys`` ended truncated, and at what budget (the answer's
+    length when cut off): a resumed job or *Retry failed* in a new process knows it too."""
+    for start in range(0, len(keys), chunk):
+        for key, response in LedgerEntry.objects.filter(
+            key__in=keys[start : start + chunk], outcome=OUTCOME_TRUNCATED
+        ).values_list("key", "response"):
+            usage = (response or {}).get("usage") if isinstance(response, dict) else None
+            tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+            if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+                note_cut_off(key, tokens)
 
 
 class PromptTooLong(Exception):
@@ -555,6 +595,24 @@ class LLMClient:
         paths = self._paths(request)
         path_index = 0
         last_body: dict | None = None
+        cut_off = cut_off_budget(key) if is_greedy(request) else None
+        if cut_off is not None:
+            # Asked before and cut off at ``cut_off`` tokens: the same greedy request can only be
+            # cut off the same way, so it is asked again only with a larger budget that fits.
+            state.prompt_chars = len(request.prompt or "") + sum(len(m.get("content") or "") for m in request.messages)
+            state.prompt_messages = 1 if request.prompt is not None else len(request.messages)
+            known = caps.capabilities_store().get(self.endpoint_id)
+            state.prompt_tokens = known.prompt_tokens(state.prompt_chars, state.prompt_messages)
+            grown = int(cut_off * settings.LLM_TRUNCATION_TOKEN_FACTOR)
+            room = self._room(state.prompt_tokens)
+            larger = grown if room is None else min(grown, room)
+            if larger <= cut_off:
+                error = (
+                    f"cut off at max_tokens={cut_off} when asked before, and no larger budget fits the context "
+                    f"({self._context()} tokens, prompt about {state.prompt_tokens}): not sent again"
+                )
+                return self._result(key, request, state, OUTCOME_TRUNCATED, path=paths[0], error=error), None
+            state.max_tokens = max(state.max_tokens, larger)
         while True:
             if watch.should_stop():
                 raise Interrupted("the run stopped")
@@ -626,6 +684,8 @@ class LLMClient:
                     state.max_tokens = larger
                     continue
                 verdict.error = f"answer cut off at max_tokens={state.sent_max_tokens}"
+                if is_greedy(request):
+                    note_cut_off(key, state.sent_max_tokens)
                 if larger <= state.sent_max_tokens and room is not None:
                     verdict.error += (
                         f"; no larger budget fits the context ({self._context()} tokens, "

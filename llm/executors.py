@@ -18,7 +18,7 @@ from django.db import close_old_connections
 
 from llm.async_executor import RequestLoop
 from llm.batch import BatchExecutor
-from llm.client import LLMResult, finished_keys
+from llm.client import LLMResult, cut_off_seed, finished_keys
 from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE
 from llm.job_lifecycle import ACTIVE, llm_client_for, llm_job_finish, llm_job_heartbeat, llm_job_refresh_counts
 from llm.models import LLMJob
@@ -44,6 +44,7 @@ class OnlineExecutor:
             # The finished keys of the whole job in a few queries: those are never sent again.
             finished = finished_keys(job.keys)
             todo = [i for i, key in enumerate(job.keys) if key not in finished]
+            cut_off_seed([job.keys[i] for i in todo])  # greedy answers cut off before: not resent as they were
             self.spent = Decimal(llm_job_refresh_counts(job)["cost_usd"])
             loop = RequestLoop(
                 client=client,

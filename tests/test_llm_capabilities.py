@@ -312,3 +312,55 @@ def test_a_timeout_doubles_the_next_requests_timeout_unless_one_was_set(server, 
     assert first.outcome == "api_error"
     assert caps.capabilities_get(server.base_url, "smol").timeout_floor == pytest.approx(0.8)
     assert LLMClient(_endpoint(server)).complete(_judge("two")).ok  # waits 0.8 s now
+
+
+def test_a_greedy_request_cut_off_before_is_not_resent_unchanged(server, settings):
+    settings.LLM_TRUNCATION_RETRIES = 0
+    server.default = lambda body: Reply(
+        '{"reasoning": "cut', finish_reason="length", completion_tokens=body["max_tokens"]
+    )
+    client = LLMClient(_endpoint(server))
+    first = client.complete(_judge("same", max_tokens=100))
+    assert first.outcome == "truncated" and [r["max_tokens"] for r in server.chat_requests()] == [100]
+    # asked again (Retry failed, a failure retry of a mining stage): only with a larger budget
+    client.complete(_judge("same", max_tokens=100))
+    assert [r["max_tokens"] for r in server.chat_requests()] == [100, 200]
+
+
+def test_a_greedy_request_with_no_larger_budget_left_is_not_sent_again(server, settings):
+    settings.LLM_TRUNCATION_RETRIES = 0
+    server.default = lambda body: Reply('{"reasoning": "cut', finish_reason="length", prompt_tokens=1030)
+    client = LLMClient(_endpoint(server, context_length=1110))
+    assert client.complete(_judge("q" * 4000, max_tokens=4096)).outcome == "truncated"
+    again = client.complete(_judge("q" * 4000, max_tokens=4096))
+    assert again.outcome == "truncated" and "not sent again" in again.error
+    assert len(server.chat_requests()) == 1
+
+
+def test_a_sampled_request_cut_off_before_may_be_sent_again_as_it_was(server, settings):
+    settings.LLM_TRUNCATION_RETRIES = 0
+    server.default = lambda body: Reply("cut", finish_reason="length")
+    request = LLMRequest(
+        stage="generate", messages=[{"role": "user", "content": "s"}], params={"temperature": 0.7, "max_tokens": 50}
+    )
+    client = LLMClient(_endpoint(server))
+    client.complete(request)
+    client.complete(request)
+    assert [r["max_tokens"] for r in server.chat_requests()] == [50, 50]
+
+
+def test_a_resumed_job_knows_which_greedy_requests_were_cut_off(server, settings):
+    from llm.client import _cut_off
+    from llm.services import llm_job_create, llm_job_execute, llm_job_retry_failed
+
+    settings.LLM_TRUNCATION_RETRIES = 0
+    _role_settings(settings, server)
+    server.default = lambda body: Reply(
+        '{"reasoning": "cut', finish_reason="length", completion_tokens=body["max_tokens"]
+    )
+    job = llm_job_create(run="cut", role="how2score_judge", requests=[_judge("j", max_tokens=80)], start=False)
+    llm_job_execute(job_id=job.pk)
+    _cut_off.clear()  # a new process: only the ledger knows
+    llm_job_retry_failed(job=job)
+    llm_job_execute(job_id=job.pk)
+    assert [r["max_tokens"] for r in server.chat_requests()] == [80, 160]
