@@ -178,3 +178,23 @@ def running_vllm(base_url: str) -> RealServer:
         context_length=int(item.get("max_model_len") or CONTEXT_LENGTH),
         started_in_seconds=None,
     )
+
+
+def roles_point_at(settings, server: RealServer, *, max_tokens: dict[str, int] | None = None) -> dict:
+    """Every LLM role of ``settings`` pointed at ``server`` (what LLM_BASE_URL and LLM_MODEL
+    would do), each with its answer budget from ``max_tokens`` (as <ROLE>_MAX_TOKENS would)."""
+    configured = {}
+    for role in settings.LLM_ROLES:
+        configured[role] = {
+            "base_url": server.base_url,
+            "api_key": "",
+            "model": server.model,
+            "temperature": None,
+            "max_tokens": (max_tokens or {}).get(role),
+            "context_length": None,
+            "timeout_seconds": None,
+            "disable_thinking": False,
+        }
+    settings.LLM_ROLES = configured
+    settings.LLM_BACKOFF_BASE_SECONDS = 0.2
+    return configured

@@ -33,7 +33,7 @@ from mining.services import corpus_import, topics_ensure
 from mining.stages import LLM_STAGES, PIPELINE
 from tests import coscript_world
 from tests.files import write_records
-from tests.real_servers import RealServer
+from tests.real_servers import RealServer, roles_point_at
 
 pytestmark = [pytest.mark.real_server, pytest.mark.django_db(transaction=True)]
 
@@ -57,21 +57,7 @@ MAX_TOKENS = {
 @pytest.fixture
 def roles(settings, vllm: RealServer):
     """Every LLM role pointed at the real server, with small answer budgets."""
-    configured = {}
-    for role in settings.LLM_ROLES:
-        configured[role] = {
-            "base_url": vllm.base_url,
-            "api_key": "",
-            "model": vllm.model,
-            "temperature": None,
-            "max_tokens": MAX_TOKENS.get(role),
-            "context_length": None,
-            "timeout_seconds": None,
-            "disable_thinking": False,
-        }
-    settings.LLM_ROLES = configured
-    settings.LLM_BACKOFF_BASE_SECONDS = 0.2
-    return configured
+    return roles_point_at(settings, vllm, max_tokens=MAX_TOKENS)
 
 
 # ---------------------------------------------------------------------------- mining

@@ -29,7 +29,7 @@ from llm.endpoint_services import endpoint_record_create, endpoint_record_test
 from llm.endpoints import Endpoint
 from llm.models import LedgerEntry
 from mining.models import Procedure
-from tests.real_servers import RealServer
+from tests.real_servers import RealServer, roles_point_at
 
 pytestmark = [pytest.mark.real_server, pytest.mark.django_db(transaction=True)]
 
@@ -38,26 +38,10 @@ USABLE = {"ok", "parse_failed", "truncated", "refused", "too_long"}  # every out
 
 @pytest.fixture
 def roles(settings, vllm: RealServer):
-    """Every LLM role pointed at the real server, with small answer budgets (a 135M model on
-    two cores writes ~20 tokens a second)."""
-    configured = {}
-    for role in settings.LLM_ROLES:
-        configured[role] = {
-            "base_url": vllm.base_url,
-            "api_key": "",
-            "model": vllm.model,
-            "temperature": None,
-            "max_tokens": None,
-            "context_length": None,
-            "timeout_seconds": None,
-            "disable_thinking": False,
-        }
-    # the judge's answer budget, as JUDGE_MAX_TOKENS would set it: a 135M model under a grammar
-    # often writes until it is cut off, and each token costs ~50 ms here
-    configured["how2score_judge"]["max_tokens"] = 200
-    settings.LLM_ROLES = configured
-    settings.LLM_BACKOFF_BASE_SECONDS = 0.2
-    return configured
+    """Every LLM role pointed at the real server. The judge's answer budget is what
+    JUDGE_MAX_TOKENS=200 would set: a 135M model under a grammar often writes until it is cut
+    off, and each token costs ~50 ms here."""
+    return roles_point_at(settings, vllm, max_tokens={"how2score_judge": 200})
 
 
 def _endpoint(vllm: RealServer, **fields) -> Endpoint:
