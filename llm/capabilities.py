@@ -60,16 +60,23 @@ _CONTEXT_NUMBER = re.compile(
     r"(?:maximum context length is|max_model_len\s*=?|context (?:length|size|window) (?:of|is)?)\s*(\d{3,7})",
     re.IGNORECASE,
 )
-_PROMPT_NUMBER = re.compile(
-    r"(?:at least|contains|requested|prompt (?:has|of))\s*(\d{1,7})\s*(?:input )?tokens"
-    r"|requested tokens \((\d{1,7})\)",  # llama.cpp's Python server
-    re.IGNORECASE,
+_PROMPT_NUMBERS = (  # the most specific first: OpenAI's message also says "you requested N tokens"
+    re.compile(r"(\d{1,7}) in the messages", re.IGNORECASE),  # OpenAI: "(P in the messages, C in the completion)"
+    re.compile(r"requested tokens \((\d{1,7})\)", re.IGNORECASE),  # llama.cpp's Python server
+    re.compile(r"(?:at least|contains|requested|prompt (?:has|of))\s*(\d{1,7})\s*(?:input )?tokens", re.IGNORECASE),
 )
 
 CHARS_PER_ESTIMATED_TOKEN = 4  # the estimate every budget starts from: characters / 4
-FIRST_TOKEN_RATIO = 1.5  # before an endpoint has reported any usage: a conservative ratio
+# Before an endpoint has reported a long prompt's count: characters / 4 as it is (right for
+# English to within a few per cent with the common tokenizers; the margin takes the rest, and a
+# server that finds the budget too large says so and is asked again with one that fits).
+FIRST_TOKEN_RATIO = 1.0
 MESSAGE_OVERHEAD_TOKENS = 8  # the chat template's tokens around each message
 MAX_TOKEN_RATIO = 4.0  # a ratio above this is a broken usage report, not a tokenizer
+# The ratio is learned only from prompts of at least this many estimated tokens: a short
+# prompt's count is mostly the chat template's own text (SmolLM2's adds a system prompt of ~30
+# tokens to "Say hi"), which would make every long prompt look several times its size.
+RATIO_MIN_ESTIMATE = 256
 
 
 def rejection_kind(status: int, message: str) -> str:
@@ -91,8 +98,12 @@ def rejection_kind(status: int, message: str) -> str:
 def context_numbers(message: str) -> tuple[int | None, int | None]:
     """(context length, prompt tokens) named by a context-overflow or max_tokens message."""
     context = _CONTEXT_NUMBER.search(message or "")
-    prompt = _PROMPT_NUMBER.search(message or "")
-    prompt_tokens = next((int(g) for g in prompt.groups() if g), None) if prompt else None
+    prompt_tokens = None
+    for pattern in _PROMPT_NUMBERS:
+        found = pattern.search(message or "")
+        if found:
+            prompt_tokens = int(found.group(1))
+            break
     return (int(context.group(1)) if context else None, prompt_tokens)
 
 
@@ -250,7 +261,7 @@ def learn_usage(endpoint_id: str, *, chars: int, messages: int, prompt_tokens: i
     """Keep the largest ratio of the server's prompt tokens to the raw estimate (only when it
     grows, so that a busy endpoint writes the cache rarely)."""
     estimate = estimated_tokens(chars, messages)
-    if prompt_tokens <= 0 or estimate <= 0:
+    if prompt_tokens <= 0 or estimate < RATIO_MIN_ESTIMATE:
         return
     ratio = min(prompt_tokens / estimate, MAX_TOKEN_RATIO)
     known = _store.get(endpoint_id).token_ratio

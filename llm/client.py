@@ -336,6 +336,7 @@ class _Attempt:
         self.prompt_chars = 0
         self.prompt_messages = 0
         self.budget_refits = 0  # retries after the server named a smaller context
+        self.server_prompt_tokens = 0  # the prompt's tokens as the server counted them, when it said
         self.attempts = 0
         self.tokens_in = 0
         self.tokens_out = 0
@@ -637,6 +638,17 @@ class LLMClient:
                     continue
                 if kind == caps.REJECTION_CONTEXT:
                     error = self._masked(self._learn_overflow(state, words))
+                    context, prompt_tokens = caps.context_numbers(words)
+                    if (  # the prompt fits: the budget beside it did not, so ask once with one that fits
+                        context
+                        and prompt_tokens
+                        and not state.budget_refits
+                        and context - prompt_tokens - settings.LLM_CONTEXT_MARGIN_TOKENS
+                        >= settings.LLM_MIN_ANSWER_TOKENS
+                    ):
+                        state.budget_refits += 1
+                        state.server_prompt_tokens = prompt_tokens
+                        continue
                     return self._result(key, request, state, OUTCOME_TOO_LONG, path=path, error=error), last_body
                 if kind == caps.REJECTION_BUDGET and not state.budget_refits:
                     context, _ = caps.context_numbers(words)
@@ -796,7 +808,7 @@ class LLMClient:
         known = caps.capabilities_store().get(self.endpoint_id)
         n_messages = 1 if request.prompt is not None else len(messages)
         state.prompt_chars, state.prompt_messages = prompt_chars, n_messages
-        state.prompt_tokens = known.prompt_tokens(prompt_chars, n_messages)
+        state.prompt_tokens = max(known.prompt_tokens(prompt_chars, n_messages), state.server_prompt_tokens)
         budget = state.max_tokens
         room = self._room(state.prompt_tokens)
         if room is not None:

@@ -75,6 +75,18 @@ def test_a_rejection_is_classified_by_its_words_not_its_status(status, words, ki
     assert caps.rejection_kind(status, words) == kind
 
 
+def test_a_budget_too_large_beside_a_prompt_that_fits_is_asked_again_with_one_that_fits(server):
+    openai_words = (
+        "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens "
+        "(1000 in the messages, 8000 in the completion). Please reduce the length of the messages or completion."
+    )
+    server.queue(Status(400, openai_words))
+    server.default = lambda body: Reply(json.dumps(VERDICT))
+    result = LLMClient(_endpoint(server)).complete(_judge("fits", max_tokens=8000))
+    assert result.ok
+    assert server.chat_requests()[1]["max_tokens"] <= 8192 - 1000
+
+
 def test_context_numbers_are_read_from_the_servers_words():
     assert caps.context_numbers(VLLM_OVERFLOW) == (4096, 4097)
     # llama-cpp-python's server, a judge prompt beyond its default n_ctx
@@ -364,3 +376,15 @@ def test_a_resumed_job_knows_which_greedy_requests_were_cut_off(server, settings
     llm_job_retry_failed(job=job)
     llm_job_execute(job_id=job.pk)
     assert [r["max_tokens"] for r in server.chat_requests()] == [80, 160]
+
+
+def test_a_short_prompts_template_overhead_does_not_make_long_prompts_too_long(server):
+    # "Say hi" counted as 32 tokens by a chat template with its own system prompt
+    server.default = lambda body: Reply(
+        json.dumps(VERDICT), prompt_tokens=32 if len(body["messages"][-1]["content"]) < 100 else 1000
+    )
+    client = LLMClient(_endpoint(server, context_length=4096))
+    client.complete(_judge("Say hi"))
+    assert caps.capabilities_get(server.base_url, "smol").token_ratio is None
+    long_prompt = client.complete(_judge("p" * 12_000, max_tokens=200))  # ~3,000 tokens: fits
+    assert long_prompt.ok and server.chat_requests()[-1]["max_tokens"] == 200
