@@ -63,6 +63,9 @@ def _spent(job: LLMJob, n_unpriced: int) -> dict[str, Any]:
     return {
         "cost_usd": cost,
         "n_unpriced": n_unpriced,
+        # No request has an outcome yet: a page says "nothing spent yet", not a price it
+        # cannot know (0.0000 USD for a model without a price)
+        "nothing_yet": not any((job.outcome_counts or {}).values()),
         # Cost so far scaled to all requests: unknown when the cost so far is.
         "projected_cost_usd": None if cost is None else job.projected_cost_usd,
     }

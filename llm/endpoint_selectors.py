@@ -83,7 +83,8 @@ def capabilities_view(record: EndpointRecord) -> dict:
     known = capabilities_get(record.base_url, record.model)
     context = record.context_length or known.context_length
     return {
-        "structured_output": known.structured_output,
+        # None until something was learned (a Test, llm_check or a request): never a guess
+        "structured_output": known.structured_output if known.learned_at else None,
         "rejected": dict(known.unsupported),
         "context_length": context,
         "context_source": "endpoint record" if record.context_length else known.context_source,

@@ -84,17 +84,20 @@ def _limit(errors: dict, field: str, value: Any) -> int | None:
 
 
 MAX_CONTEXT_LENGTH = 10_000_000  # tokens: far above any served model's context
+MIN_CONTEXT_LENGTH = 128  # tokens: below this no prompt of the product fits
 MAX_TIMEOUT_SECONDS = 86_400  # one request may take a day at most
 
 
-def _bounded(errors: dict, field: str, value: Any, maximum: int) -> int | None:
-    """A whole number from 1 to ``maximum``, or None for empty."""
-    number = _limit(errors, field, value)
-    if number is not None and number > maximum:
-        errors[field] = f"must be a whole number from 1 to {maximum}, or empty"
+def _bounded(errors: dict, field: str, value: Any, maximum: int, minimum: int = 1) -> int | None:
+    """A whole number from ``minimum`` to ``maximum`` written in ASCII digits, or None for empty."""
+    problem = f"must be a whole number from {minimum} to {maximum} (digits 0-9), or empty"
+    if isinstance(value, str) and value.strip() and not re.fullmatch(r"[0-9]+", value.strip()):
+        errors[field] = problem  # int() would take "٣", "４０９６", "+5"
         return None
-    if field in errors and "from 1 to" in errors[field]:
-        errors[field] = f"must be a whole number from 1 to {maximum}, or empty"
+    number = _limit(errors, field, value)
+    if field in errors or (number is not None and not minimum <= number <= maximum):
+        errors[field] = problem
+        return None
     return number
 
 
@@ -164,7 +167,9 @@ def endpoint_fields_clean(data: dict[str, Any], *, record: EndpointRecord | None
         "tokens_per_minute": _limit(errors, "tokens_per_minute", data.get("tokens_per_minute")),
         "price_input": _price(errors, "price_input", data.get("price_input")),
         "price_output": _price(errors, "price_output", data.get("price_output")),
-        "context_length": _bounded(errors, "context_length", data.get("context_length"), MAX_CONTEXT_LENGTH),
+        "context_length": _bounded(
+            errors, "context_length", data.get("context_length"), MAX_CONTEXT_LENGTH, MIN_CONTEXT_LENGTH
+        ),
         "timeout_seconds": _bounded(errors, "timeout_seconds", data.get("timeout_seconds"), MAX_TIMEOUT_SECONDS),
         "disable_thinking": _flag(errors, "disable_thinking", data.get("disable_thinking")),
     }

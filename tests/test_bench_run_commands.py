@@ -284,3 +284,12 @@ def test_bench_run_status_and_the_run_pages_say_cost_unknown_when_a_request_has_
     assert status["cost_usd"] == 0.014 and status["requests_without_price"] == 0
     page = admin_client_.get(reverse("generation_run_detail", args=[run.pk])).content.decode()
     assert f'id="generation-{run.pk}-cost">0.0140 USD' in page
+
+
+def test_a_run_that_asked_nothing_yet_says_nothing_spent_not_a_price(server, tmp_path, admin_client_):
+    from judging.services import generation_run_create, language_model_register
+
+    model = language_model_register(name="unpriced", base_url=server.base_url, model="m")
+    run = generation_run_create(name="not-yet", language_model=model, sample_per_topic=1, start=False)
+    page = admin_client_.get(reverse("generation_run_detail", args=[run.pk])).content.decode()
+    assert "nothing spent yet" in page and "0.0000" not in page

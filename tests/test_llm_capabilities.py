@@ -388,3 +388,23 @@ def test_a_short_prompts_template_overhead_does_not_make_long_prompts_too_long(s
     assert caps.capabilities_get(server.base_url, "smol").token_ratio is None
     long_prompt = client.complete(_judge("p" * 12_000, max_tokens=200))  # ~3,000 tokens: fits
     assert long_prompt.ok and server.chat_requests()[-1]["max_tokens"] == 200
+
+
+@pytest.mark.parametrize("value", ["٣٠٠٠", "４０９６", "+5000", "3", "1e3", "4096.0"])
+def test_a_context_length_must_be_plain_digits_and_large_enough_to_hold_a_prompt(value):
+    from llm.endpoint_services import EndpointFieldError, endpoint_record_create
+
+    with pytest.raises(EndpointFieldError) as refused:
+        endpoint_record_create(name="odd", base_url="http://127.0.0.1:9/v1", model="m", context_length=value)
+    assert "digits 0-9" in refused.value.errors["context_length"]
+
+
+def test_the_records_page_says_nothing_was_learned_of_an_untested_endpoint(admin_client):
+    from llm.endpoint_services import endpoint_record_create
+
+    endpoint_record_create(name="never-tested", base_url="http://127.0.0.1:9/v1", model="m")
+    page = admin_client.get("/llm/endpoints/").content.decode()
+    assert "structured output not learned yet" in page
+    api = admin_client.get("/api/llm/endpoints/").json()
+    rows = api["results"] if isinstance(api, dict) else api
+    assert rows[0]["capabilities"]["structured_output"] is None
