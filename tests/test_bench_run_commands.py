@@ -6,7 +6,7 @@ import json
 from decimal import Decimal
 
 import pytest
-from django.core.management import CommandError, call_command, execute_from_command_line
+from django.core.management import CommandError, ManagementUtility, call_command
 from django.urls import reverse
 
 from judging.models import GenerationRun, JudgeRun, Judgment
@@ -60,9 +60,12 @@ def _generate_and_judge(tmp_path, capsys):
 
 
 def _exit_status(*args: str) -> int:
-    """Run a command as ``manage.py`` runs it; its exit status."""
+    """Run a command as ``manage.py`` runs it (``run_from_argv``: a CommandError is printed and
+    exits 1); its exit status. Not through ``execute_from_command_line``, whose django.setup()
+    would bind the logging handlers to this test's captured stderr, closed after the test: a
+    later test's log line then kills the whole pytest process."""
     try:
-        execute_from_command_line(["manage.py", *args])
+        ManagementUtility(["manage.py", *args]).fetch_command(args[0]).run_from_argv(["manage.py", *args])
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
