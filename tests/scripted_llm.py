@@ -361,3 +361,16 @@ class ScriptedLLM:
                     answered()
 
         return Handler
+
+
+def judge_role_point_at(settings, server: ScriptedLLM, *, model: str = "how2judge") -> None:
+    """Point the How2Score judge role (what JUDGE_BASE_URL and JUDGE_MODEL set) at ``server``."""
+    roles = dict(settings.LLM_ROLES)
+    roles["how2score_judge"] = {
+        "base_url": server.base_url,
+        "api_key": "k",
+        "model": model,
+        "temperature": None,
+        "max_tokens": None,
+    }
+    settings.LLM_ROLES = roles

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from core.services import api_token_create
 from llm.models import LedgerEntry
-from tests.scripted_llm import Reply, ScriptedLLM
+from tests.scripted_llm import Reply, ScriptedLLM, judge_role_point_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,23 +41,11 @@ def _answer(body):
     return Reply(json.dumps({"reasoning": "checked", "critical_failures": failures}))
 
 
-def _use_judge(settings, server: ScriptedLLM) -> None:
-    roles = dict(settings.LLM_ROLES)
-    roles["how2score_judge"] = {
-        "base_url": server.base_url,
-        "api_key": "k",
-        "model": "how2judge",
-        "temperature": None,
-        "max_tokens": None,
-    }
-    settings.LLM_ROLES = roles
-
-
 @pytest.fixture
 def judge(settings):
     with ScriptedLLM() as server:
         server.default = _answer
-        _use_judge(settings, server)
+        judge_role_point_at(settings, server)
         yield server
 
 
@@ -125,7 +113,7 @@ def test_identical_completions_in_a_batch_are_judged_once(api, judge):
 def test_uncached_items_go_to_the_judge_together(api, settings):
     with ScriptedLLM(latency=0.3) as server:
         server.default = _answer
-        _use_judge(settings, server)
+        judge_role_point_at(settings, server)
         body = api.post("/api/reward", [_item(_completion(n)) for n in range(8)], format="json").json()
     assert [r["status"] for r in body] == ["judged"] * 8
     assert server.max_in_flight > 1  # not one by one
@@ -135,7 +123,7 @@ def test_concurrent_callers_share_the_endpoint_limit(researcher, settings):
     settings.LLM_MAX_CONCURRENCY = 2
     with ScriptedLLM(latency=0.2) as server:
         server.default = _answer
-        _use_judge(settings, server)
+        judge_role_point_at(settings, server)
         secret = api_token_create(user=researcher).secret
         answers: list = []
 
@@ -211,7 +199,7 @@ def test_a_judge_error_is_a_failed_item_with_its_reason(api, settings):
         from tests.scripted_llm import Status
 
         server.default = lambda body: Status(400, "model not loaded")
-        _use_judge(settings, server)
+        judge_role_point_at(settings, server)
         body = api.post("/api/reward", [_item(_completion(1)), _item("")], format="json").json()
     assert body[0]["status"] == "failed" and body[0]["how2score"] is None
     assert "api_error" in body[0]["reason"] and "model not loaded" in body[0]["reason"]

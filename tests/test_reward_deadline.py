@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from core.services import api_token_create
 from judging.tokens import procedure_tokens
 from llm.models import LedgerEntry
-from tests.scripted_llm import Reply, ScriptedLLM, Status
+from tests.scripted_llm import Reply, ScriptedLLM, Status, judge_role_point_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,15 +46,7 @@ def judge(settings):
     settings.REWARD_DEADLINE_SECONDS = 60
     with ScriptedLLM() as server:
         server.default = _answer
-        roles = dict(settings.LLM_ROLES)
-        roles["how2score_judge"] = {
-            "base_url": server.base_url,
-            "api_key": "k",
-            "model": "how2judge",
-            "temperature": None,
-            "max_tokens": None,
-        }
-        settings.LLM_ROLES = roles
+        judge_role_point_at(settings, server)
         yield server
 
 

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from core.services import api_token_create
 from judging.metrics import length_reward
 from judging.tokens import procedure_tokens
-from tests.scripted_llm import Reply, ScriptedLLM
+from tests.scripted_llm import Reply, ScriptedLLM, judge_role_point_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,15 +31,7 @@ def judge(settings):
             return Reply(json.dumps({"reasoning": "checked", "critical_failures": failures}))
 
         server.default = answer
-        roles = dict(settings.LLM_ROLES)
-        roles["how2score_judge"] = {
-            "base_url": server.base_url,
-            "api_key": "k",
-            "model": "how2judge",
-            "temperature": None,
-            "max_tokens": None,
-        }
-        settings.LLM_ROLES = roles
+        judge_role_point_at(settings, server)
         yield server
 
 
