@@ -50,6 +50,7 @@ urlpatterns = [
     path("studies/<slug:slug>/agreement/", report_views.agreement, name="report_agreement"),
     path("studies/<slug:slug>/annotators/", report_views.annotators, name="report_annotators"),
     path("studies/<slug:slug>/disagreements/", report_views.disagreements, name="report_disagreements"),
-    path("studies/<slug:slug>/items/<str:item_id>/", report_views.item_views, name="report_item"),
+    # path: an item id is the importer's own and may hold "/" ("batch/1"); nothing else lives under items/.
+    path("studies/<slug:slug>/items/<path:item_id>/", report_views.item_views, name="report_item"),
     path("studies/<slug:slug>/metrics/", report_views.metric_agreement, name="report_metric_agreement"),
 ]

@@ -8,6 +8,7 @@ from rest_framework.routers import APIRootView, DefaultRouter
 from rest_framework.views import APIView
 
 from annotate.reports.views import StudyAgreementView, StudyMetricAgreementView
+from core.interval_apis import IntervalMethodsView
 from core.permissions import IsResearcher
 from coscript.apis import CoScriptConstrainedHow2ScoreView, CoScriptRunGoalsView, CoScriptRuns
 from goalstep.apis import GoalStepLeaderboardListView, GoalStepLeaderboardView, TaskEvaluations
@@ -144,6 +145,7 @@ api_patterns: list[URLPattern | URLResolver] = [
     *view_routes("goalstep/leaderboards/(?P<task>[a-z_]+)", GoalStepLeaderboardView, "goalstep-leaderboard-detail"),
     *view_routes("mining/overview", MiningOverviewView, "mining-overview-list"),
     *view_routes("leaderboard/judges", CrossJudgeView, "cross-judge-list"),
+    *view_routes("interval-methods", IntervalMethodsView, "interval-method-list"),
     path("", include("llm.api_urls")),
     path("", include("judging.api_urls")),
     path("", include("annotate.api_urls")),

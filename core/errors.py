@@ -8,7 +8,8 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.core.exceptions import BadRequest, SuspiciousOperation
+from django.conf import settings
+from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template import loader
 from rest_framework.response import Response
@@ -33,6 +34,8 @@ def bad_request_message(exception: BaseException | None) -> str:
     """What a 400 page may say about ``exception``: the message of a ``BadRequest`` a view
     raised on purpose; nothing from a ``SuspiciousOperation`` (a bad Host header, a forged
     session, ...), whose message describes the server's configuration."""
+    if isinstance(exception, RequestDataTooBig):  # the limit is ours to state, not the server's secret
+        return f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes"
     if isinstance(exception, BadRequest) and not isinstance(exception, SuspiciousOperation):
         message = str(exception).strip()
         if message:

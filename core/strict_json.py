@@ -4,7 +4,8 @@
 (not JSON at all, and not storable in a JSON column), ``1e400`` (parsed to infinity), strings
 with a NUL character (PostgreSQL refuses them in text and jsonb) or a lone surrogate (not
 encodable as UTF-8), nesting deep enough to exhaust the interpreter's recursion limit, and
-integers far beyond any database column. :func:`loads` refuses all of them before anything
+integers far beyond any database column, and a key given twice in one object (the last
+value would win silently). :func:`loads` refuses all of them before anything
 reaches a service, with a :class:`StrictJSONError` whose ``field`` names where the problem is
 (``draft.failures[0].description``), so a view can answer 400 naming the field.
 
@@ -83,6 +84,28 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
+class _RepeatedKeys(dict):
+    """An object in which a key appeared more than once (``repeated``: the first such key);
+    ``check_value`` refuses it with the key's path. Plain ``json.loads`` keeps the last value
+    silently, so a client's mistake would pass as something it did not mean."""
+
+    repeated: str = ""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) == len(pairs):
+        return result
+    marked = _RepeatedKeys(result)
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            marked.repeated = key
+            break
+        seen.add(key)
+    return marked
+
+
 def _path(parent: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{parent}[{key}]"
@@ -119,6 +142,8 @@ def check_value(value: Any, *, field: str = "", max_string_length: int = MAX_STR
                 where, f"is an integer with {item.digits} digits; at most {MAX_INT_DIGITS} are accepted"
             )
         elif isinstance(item, dict):
+            if isinstance(item, _RepeatedKeys):
+                raise StrictJSONError(_path(where, item.repeated), "appears twice in the same object")
             for key, child in reversed(list(item.items())):
                 _check_string(key, _path(where, key) if isinstance(key, str) else where, max_string_length)
                 stack.append((_path(where, key), child))
@@ -149,7 +174,7 @@ def loads(
     if nesting_depth(text) > max_depth:
         raise StrictJSONError("", f"the JSON is nested more than {max_depth} levels deep")
     try:
-        value = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant)
+        value = json.loads(text, parse_int=_parse_int, parse_constant=_parse_constant, object_pairs_hook=_object)
     except RecursionError:  # unreachable after the depth check; kept as a backstop
         raise StrictJSONError("", f"the JSON is nested more than {max_depth} levels deep") from None
     except ValueError as exc:

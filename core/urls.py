@@ -8,5 +8,4 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("system/", views.system, name="system"),
     path("account/", views.account, name="account"),
-    path("vendor/plotly.min.js", views.plotly_js, name="plotly_js"),
 ]

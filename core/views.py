@@ -1,14 +1,11 @@
 """Pages of the core app: login (Django's), the admin's system page, the API-token page,
-the bundled plotly.js, the 400 page (handler400), and the 404 answer (handler404: JSON under
-/api/, the page elsewhere)."""
+the 400 page (handler400), and the 404 answer (handler404: JSON under /api/, the page
+elsewhere). plotly.js is a static file (core/static_finders.py)."""
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
@@ -24,21 +21,6 @@ from core.tasks import ping
 
 # A token id in a form: digits only, and short enough for any integer column.
 _MAX_ID_DIGITS = 18
-
-
-@login_not_required
-def plotly_js(request: HttpRequest) -> HttpResponse:
-    """plotly.js from the installed plotly package: charts work with no internet."""
-    response = HttpResponse(_plotly_source(), content_type="application/javascript")
-    response["Cache-Control"] = "public, max-age=86400"
-    return response
-
-
-@lru_cache(maxsize=1)
-def _plotly_source() -> str:
-    from plotly.offline import get_plotlyjs
-
-    return get_plotlyjs()
 
 
 @admin_required
@@ -107,8 +89,12 @@ def login_locked_out(request: HttpRequest, original_response=None, credentials: 
 
 @requires_csrf_token
 def bad_request(request: HttpRequest, exception: BaseException | None = None) -> HttpResponse:
-    """handler400: the 400 page, with the message of a BadRequest a view raised."""
-    return bad_request_response(request, bad_request_message(exception))
+    """handler400: the 400 page, with the message of a BadRequest a view raised; under /api/
+    the same message as JSON (``{"detail": ...}``), as every API refusal is."""
+    message = bad_request_message(exception)
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": message}, status=400)
+    return bad_request_response(request, message)
 
 
 @requires_csrf_token

@@ -20,7 +20,7 @@ from coscript.models import CandidateScript, CoScriptRun, Phase, Review, Specifi
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASIS_ALL, estimate_over, ranking
 from judging.models import Judgment, RunStatus
-from judging.selectors import verdict_counts
+from judging.selectors import expected_items, verdict_counts
 from llm.costs import costs_sum, job_costs
 from llm.models import FINISHED
 from llm.runs import llm_job_held, run_state
@@ -389,7 +389,9 @@ def constrained_how2score(*, min_coverage: float = LEADERBOARD_MIN_COVERAGE) -> 
     rows = []
     for judge in judges:
         counts, items = verdict_counts(judge, Split.CONSTRAINED)
-        ranked = ranking(counts, n_items=len(items), basis=BASIS_ALL, min_coverage=min_coverage)
+        # Coverage against what each model should have been judged on, as the leaderboard counts it.
+        expected = expected_items(counts, Split.CONSTRAINED)
+        ranked = ranking(counts, n_items=len(items), basis=BASIS_ALL, min_coverage=min_coverage, expected=expected)
         items_of = {t: {i for i in items if types.get(i) == t} for t in CONSTRAINT_TYPES}
         for model in ranked["order"]:
             entry = ranked["models"][model]

@@ -272,7 +272,7 @@ class CompareQuerySerializer(_JudgedSliceQuery):
         default=BOOTSTRAP_RESAMPLES,
         min_value=1,
         max_value=MAX_RESAMPLES,
-        help_text="Bootstrap resamples",
+        help_text="Bootstrap resamples (used when a procedure holds several generations of a model)",
     )
     seed = serializers.IntegerField(required=False, default=BOOTSTRAP_SEED, min_value=0, max_value=2**32 - 1)
 
@@ -314,6 +314,8 @@ API_ROW_FIELDS = (
     "model",
     "label",
     "rank",
+    "tied",
+    "rank_interval",
     "complete",
     "scored_on",
     "how2score",
@@ -332,6 +334,9 @@ API_ROW_FIELDS = (
     "score",
     "score_n",
     "score_ci95",
+    "score_not_estimable",
+    "score_interval_name",
+    "score_approximate",
     # The score corrected for the judge's errors against human labels (the page's Calibrated
     # column): None without a human majority for this judge.
     "calibrated",
@@ -340,8 +345,10 @@ API_ROW_FIELDS = (
 
 class LeaderboardCompareView(APIView):
     """GET ``?judge=J&a=M1&b=M2``: is A better than B under this judge? Both How2Scores on the
-    procedures both have a usable verdict for, and the difference A - B with a seeded paired
-    bootstrap interval resampling those procedures."""
+    procedures both have a usable verdict for, the difference A - B with Newcombe's paired
+    interval (a seeded paired BCa bootstrap when a procedure holds several generations), the
+    exact McNemar (or sign) test's p-value, that p adjusted by Holm over every pair of models
+    the leaderboard offers, and the decision (docs/how2bench.md)."""
 
     @extend_schema(parameters=[CompareQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
@@ -361,8 +368,9 @@ class LeaderboardCompareView(APIView):
 
 
 class CrossJudgeView(APIView):
-    """The cross-judge page's numbers: every model's How2Score under each judge (interval,
-    coverage) and the rank correlations between judges with their bootstrap intervals."""
+    """The cross-judge page's numbers: the complete models' How2Scores and ranks under each
+    judge on the procedures every judge judged, the models left out and why, and the rank
+    correlations between judges with their bootstrap intervals."""
 
     class FilterSerializer(serializers.Serializer):
         """The judges to compare (default: every judge) and a split (page and API)."""
@@ -399,9 +407,13 @@ class CrossJudgeView(APIView):
         parameters=[FilterSerializer],
         responses=OpenApiTypes.OBJECT,
         description=(
-            "cross_judge_rankings, as the cross-judge page shows it: estimates[judge][model] (how2score, "
-            "ci95, n_judged, n_unusable, coverage), table rows per model, and pairs of judges with "
-            "n_models, kendall_tau, spearman and their bootstrap intervals (docs/how2bench.md)."
+            "cross_judge_rankings, as the cross-judge page shows it: the complete models (coverage >= 95 % "
+            "under every judge) scored and ranked under each judge on the procedures every judge judged "
+            "usably for all of them (common_estimates, ranks, n_common_items), the models left out and the "
+            "judges they fall short under (incomplete_models, left_out), every model's score over its own "
+            "judged procedures (estimates[judge][model]: how2score, ci95, n_judged, n_unusable, coverage), "
+            "table rows per model, and pairs of judges with n_models, kendall_tau, spearman and their BCa "
+            "bootstrap intervals, null with a reason when not estimable (docs/how2bench.md)."
         ),
     )
     def get(self, request: Request, format: str | None = None) -> Response:

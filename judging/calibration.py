@@ -2,15 +2,18 @@
 corrected with its measured true-positive and true-negative rates.
 
 The app that holds human labels (annotate) registers a provider; judging never imports it.
-A provider takes the judge's name and the per-generation labels behind a leaderboard row
-(True = no_failure) and returns ``{"corrected_score", "ci95", "tpr", "tnr", "n_labelled",
-"source"}`` (scores on the 0-100 How2Score scale) or None when it has no labels for the judge."""
+A provider takes the judge's name, the per-generation labels behind a leaderboard row
+(True = no_failure) and the same labels as ``(generation_id, topic, success)``, and returns
+both estimators of the human How2Score (Rogan-Gladen's ``corrected_score``, ``ci95``, ``tpr``,
+``tnr``, ``n_labelled``, ``n_unlabelled``, ``source_studies``; PPI++'s ``ppi_score``,
+``ppi_ci95`` and ``ppi``), every score on 0-1 with a ``_percent`` sibling on 0-100, or None
+when it has no labels for the judge (annotate/stats/calibration.py, ``calibration_summary``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-Provider = Callable[[str, list[bool]], "dict | None"]
+Provider = Callable[[str, list[bool], "list[tuple[int, str, bool]] | None"], "dict | None"]
 _PROVIDERS: list[Provider] = []
 
 
@@ -19,9 +22,11 @@ def calibration_provider_register(provider: Provider) -> None:
         _PROVIDERS.append(provider)
 
 
-def judge_calibration(judge: str, successes: list[bool]) -> dict | None:
+def judge_calibration(
+    judge: str, successes: list[bool], items: list[tuple[int, str, bool]] | None = None
+) -> dict | None:
     for provider in _PROVIDERS:
-        result = provider(judge, successes)
+        result = provider(judge, successes, items)
         if result is not None:
             return result
     return None

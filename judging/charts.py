@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import plotly.graph_objects as go
-
 from core.charts import figure_html
 
 
 def how2score_bars(rows: list[dict[str, Any]]) -> str:
+    import plotly.graph_objects as go  # heavy: imported when a chart is drawn
+
     # Pages show How2Score on 0-100: the rows' _percent forms.
     scored = [r for r in rows if r["how2score_percent"] is not None]
     # Error bars: each row's 95 % Wilson interval; incomplete rows (below the coverage threshold) in grey.
@@ -49,6 +49,8 @@ def how2score_bars(rows: list[dict[str, Any]]) -> str:
 
 
 def topic_heatmap(rows: list[dict[str, Any]]) -> str:
+    import plotly.graph_objects as go  # heavy: imported when a chart is drawn
+
     topics = sorted({t for r in rows for t in r["by_topic"]})
     z = [[r["by_topic"].get(t, {}).get("how2score_percent") for t in topics] for r in rows]
 

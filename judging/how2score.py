@@ -312,6 +312,63 @@ def how2score_aggregate(verdicts: Iterable[tuple[str, bool | None]]) -> dict[str
     return tally.result()
 
 
+# How2Everything §4.2: a generation "has_failure" when at least one critical failure is
+# identified. Said in every refusal of a record whose label contradicts its failures.
+HAS_FAILURE_RULE = (
+    "How2Everything §4.2 defines has_failure as 'at least one critical failure is identified' "
+    "(a judge answer that could not be read is marked parse_failed: true)"
+)
+
+
+def check_has_failure_agrees(record: dict[str, Any]) -> None:
+    """Refuse a judgment record whose ``has_failure`` contradicts its own failures.
+
+    Compared, where the record gives them: ``critical_failures`` (a list), ``n_failures``
+    (a count; it must also equal the list's length) and a readable ``judge_completion``.
+    A record without any of them is a plain label and has nothing to contradict. A record
+    with ``parse_failed: true`` is not checked: the reference CLI (``how2bench`` judge)
+    writes its unreadable answers as ``has_failure: true`` with no failures and its
+    aggregate leaves every ``parse_failed`` record out of the score, and so do we. Type
+    errors of the fields are left to the caller. Raises ``RecordError`` without file and
+    line (the caller places it), naming ``has_failure`` or ``n_failures``."""
+    if record.get("parse_failed") is True:
+        return
+    label = record.get("has_failure")
+    if not isinstance(label, bool):
+        return
+    said = f"has_failure is {'true' if label else 'false'}"
+    failures = record.get("critical_failures")
+    count = record.get("n_failures")
+    if isinstance(count, bool) or not isinstance(count, int):
+        count = None
+    if isinstance(failures, list):
+        if count is not None and count != len(failures):
+            raise RecordError(
+                None, None, "n_failures", f"n_failures is {count} but critical_failures lists {len(failures)}"
+            )
+        if label and not failures:
+            raise RecordError(None, None, "has_failure", f"{said} but critical_failures is empty; {HAS_FAILURE_RULE}")
+        if not label and failures:
+            listed = f"{len(failures)} critical failure{'s are' if len(failures) > 1 else ' is'} listed"
+            raise RecordError(None, None, "has_failure", f"{said} but {listed}; {HAS_FAILURE_RULE}")
+    elif count is not None and label != (count > 0):
+        raise RecordError(None, None, "has_failure", f"{said} but n_failures is {count}; {HAS_FAILURE_RULE}")
+    completion = record.get("judge_completion")
+    if isinstance(completion, str):
+        try:
+            answer = parse_judge_answer(completion)
+        except JudgeAnswerError:
+            return  # an unreadable answer says nothing to compare with
+        listed_n = len(answer["critical_failures"])
+        if label != (listed_n > 0):
+            raise RecordError(
+                None,
+                None,
+                "has_failure",
+                f"{said} but judge_completion lists {listed_n or 'none'}; {HAS_FAILURE_RULE}",
+            )
+
+
 @dataclass(frozen=True)
 class JudgmentRecord:
     """One input line of ``bench_aggregate``: a verdict, or an answer that was unreadable."""
@@ -331,7 +388,8 @@ def judgment_record(record: dict[str, Any]) -> JudgmentRecord:
     Required: ``source_example_id`` and either ``has_failure`` (true/false) or
     ``judge_completion`` (the judge's raw answer text, read with ``parse_judge_answer``);
     ``topic`` empty or absent is the ``none`` topic (a file made without topics).
-    ``has_failure`` wins when both are given. A record with ``parse_failed: true`` (a
+    When both are given they must agree, as must ``critical_failures`` and ``n_failures``
+    (``check_has_failure_agrees``). A record with ``parse_failed: true`` (a
     How2Bench judgment file's mark of an answer its judge could not read; it also says
     ``has_failure: true``) and an unreadable ``judge_completion`` are not errors of the
     record: they become ``has_failure=None`` with the reason in ``parse_error``.
@@ -351,6 +409,7 @@ def judgment_record(record: dict[str, Any]) -> JudgmentRecord:
     if label is not None:
         if not isinstance(label, bool):
             raise RecordError(None, None, "has_failure", f"expected true or false, got {label!r}")
+        check_has_failure_agrees(record)
         return JudgmentRecord(example_id, topic, label, None, n_failures)
     if record.get("judge_completion") is None:
         raise RecordError(None, None, "has_failure", "missing: give has_failure or judge_completion")

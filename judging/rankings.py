@@ -2,8 +2,11 @@
 
 Kendall's tau-b (ties in either list handled) and Spearman's rho (Pearson correlation of
 average ranks). Both are None with fewer than two models or when a list is constant.
-``rank_correlation_intervals``: percentile bootstrap intervals of both between two judges'
-model scores, resampling the items (core/intervals.py draws the resamples)."""
+``rank_correlation_intervals``: BCa bootstrap intervals of both between two judges' model
+scores, resampling the items (core/intervals.py draws the resamples and makes the BCa
+interval; the acceleration comes from the jackknife over items). An interval every resample
+of which gives the same value is not shown (null, with the reason): never a zero-width
+interval."""
 
 from __future__ import annotations
 
@@ -18,10 +21,17 @@ from core.intervals import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     ITEM_BOOTSTRAP,
+    bca_interval,
     bootstrap_weights,
     check_resamples,
-    percentile_interval,
+    interval_fields,
+    not_estimable_reason,
+    snap_interval,
 )
+
+# Above this many items the jackknife (one correlation per left-out item) is skipped: the
+# interval is then bias-corrected without acceleration (BC), which the harness bounds too.
+JACKKNIFE_MAX_ITEMS = 2000
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -83,6 +93,25 @@ def _scores(
         return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
 
 
+def _correlations(
+    sx: npt.NDArray[np.float64], sy: npt.NDArray[np.float64]
+) -> tuple[list[float | None], list[float | None]]:
+    """Kendall's tau-b and Spearman's rho per column of two (models x k) score matrices,
+    over the models both scored in that column (None where undefined)."""
+    taus: list[float | None] = []
+    rhos: list[float | None] = []
+    for column in range(sx.shape[1]):
+        both = ~np.isnan(sx[:, column]) & ~np.isnan(sy[:, column])
+        xs, ys = sx[both, column].tolist(), sy[both, column].tolist()
+        taus.append(kendall_tau(xs, ys) if len(xs) >= 2 else None)
+        rhos.append(spearman_rho(xs, ys))
+    return taus, rhos
+
+
+def _defined(values: list[float | None]) -> npt.NDArray[np.float64]:
+    return np.asarray([v for v in values if v is not None], dtype=np.float64)
+
+
 def rank_correlation_intervals(
     x: tuple[npt.ArrayLike, npt.ArrayLike],
     y: tuple[npt.ArrayLike, npt.ArrayLike],
@@ -90,16 +119,19 @@ def rank_correlation_intervals(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, Any]:
-    """Bootstrap intervals of Kendall's tau-b and Spearman's rho between two judges.
+    """BCa bootstrap intervals of Kendall's tau-b and Spearman's rho between two judges.
 
     ``x`` and ``y`` are ``(passes, judged)`` matrices (models x items) of the two judges over
     the same models and items. Each resample draws the items with replacement, scores every
     model under both judges on the drawn items, and correlates the models both judges scored
     in that resample. Resamples where a correlation is undefined (fewer than two models, or
-    one judge gives every model the same score) are left out and counted. Returns
-    ``kendall_tau_ci95``, ``spearman_ci95`` (None when no resample is defined),
-    ``n_undefined`` ({"kendall_tau": int, "spearman": int}), ``n_items``, ``resamples``,
-    ``seed`` and ``interval``."""
+    one judge gives every model the same score) are left out and counted. The interval is
+    BCa around the correlation of all the items, its acceleration from the jackknife over
+    items (up to ``JACKKNIFE_MAX_ITEMS``). Returns ``kendall_tau_ci95``, ``spearman_ci95``
+    (None when not estimable, with ``kendall_tau_reason`` / ``spearman_reason``: every
+    resample gave the same value, or none was defined), ``n_undefined`` ({"kendall_tau":
+    int, "spearman": int}), ``n_items``, ``resamples``, ``seed`` and the method's
+    ``interval_fields`` (``interval``, ``interval_name``, ``approximate``)."""
     check_resamples(resamples)
     px, jx = (np.atleast_2d(np.asarray(m, dtype=np.float64)) for m in x)
     py, jy = (np.atleast_2d(np.asarray(m, dtype=np.float64)) for m in y)
@@ -109,33 +141,43 @@ def rank_correlation_intervals(
     result: dict[str, Any] = {
         "kendall_tau_ci95": None,
         "spearman_ci95": None,
+        "kendall_tau_reason": None,
+        "spearman_reason": None,
         "n_undefined": {"kendall_tau": 0, "spearman": 0},
         "n_items": n_items,
         "resamples": resamples,
         "seed": seed,
-        "interval": ITEM_BOOTSTRAP,
+        **interval_fields(ITEM_BOOTSTRAP, n_items),
     }
     if n_models < 2 or n_items == 0:
         result["n_undefined"] = {"kendall_tau": resamples, "spearman": resamples}
+        reason = "fewer than two models to correlate" if n_models < 2 else "no common item"
+        result["kendall_tau_reason"] = result["spearman_reason"] = reason
         return result
+    everything = np.ones((n_items, 1))
+    (tau,), (rho,) = _correlations(_scores(px, jx, everything), _scores(py, jy, everything))
     rng = np.random.default_rng(seed)
-    taus: list[float] = []
-    rhos: list[float] = []
+    taus: list[float | None] = []
+    rhos: list[float | None] = []
     for weights in bootstrap_weights(rng, n_items, resamples):
-        sx, sy = _scores(px, jx, weights), _scores(py, jy, weights)
-        for column in range(weights.shape[1]):
-            both = ~np.isnan(sx[:, column]) & ~np.isnan(sy[:, column])
-            xs, ys = sx[both, column].tolist(), sy[both, column].tolist()
-            tau = kendall_tau(xs, ys) if len(xs) >= 2 else None
-            rho = spearman_rho(xs, ys)
-            if tau is None:
-                result["n_undefined"]["kendall_tau"] += 1
-            else:
-                taus.append(tau)
-            if rho is None:
-                result["n_undefined"]["spearman"] += 1
-            else:
-                rhos.append(rho)
-    result["kendall_tau_ci95"] = percentile_interval(np.asarray(taus))
-    result["spearman_ci95"] = percentile_interval(np.asarray(rhos))
+        block_taus, block_rhos = _correlations(_scores(px, jx, weights), _scores(py, jy, weights))
+        taus += block_taus
+        rhos += block_rhos
+    result["n_undefined"] = {"kendall_tau": taus.count(None), "spearman": rhos.count(None)}
+    jack_taus: list[float | None] | None = None
+    jack_rhos: list[float | None] | None = None
+    if 2 <= n_items <= JACKKNIFE_MAX_ITEMS:
+        leave_one_out = np.ones((n_items, n_items)) - np.eye(n_items)
+        jack_taus, jack_rhos = _correlations(_scores(px, jx, leave_one_out), _scores(py, jy, leave_one_out))
+    for name, point, boot, jack in (("kendall_tau", tau, taus, jack_taus), ("spearman", rho, rhos, jack_rhos)):
+        values = _defined(boot)
+        interval = None if point is None else bca_interval(values, point, None if jack is None else _defined(jack))
+        if interval is None:
+            result[f"{name}_reason"] = (
+                f"interval not estimable (n = {n_items}): the correlation is undefined on these items"
+                if point is None or values.size == 0
+                else not_estimable_reason(n_items)
+            )
+        else:
+            result[f"{name}_ci95"] = snap_interval(interval, point, low=-1.0, high=1.0)
     return result

@@ -15,6 +15,7 @@ from judging.reference_configs import (
     is_bench_reference_shape,
 )
 from llm.constants import EXECUTORS
+from llm.key_env import api_key_env_problem
 
 __all__ = [
     "RunConfigError",
@@ -77,6 +78,8 @@ def _parse(text: str, source: str, allowed: set[str], required: set[str]) -> dic
             continue  # a model to register: checked below
         if value is not None and (not isinstance(value, str) or len(value) > TEXT_MAX):
             raise RunConfigError(f"{source}: {key} must be text of at most {TEXT_MAX} characters, got {value!r}"[:300])
+    if isinstance(data.get("api_key_env"), str) and (problem := api_key_env_problem(data["api_key_env"])):
+        raise RunConfigError(f"{source}: api_key_env: {problem}"[:300])
     if data.get("executor") is not None and data["executor"] not in EXECUTORS:
         raise RunConfigError(
             f"{source}: executor must be one of {', '.join(EXECUTORS)}, got {data['executor']!r}"[:300]

@@ -34,6 +34,7 @@ from judging.score_services import components_run_create
 from judging.services import generation_run_create, judge_run_create, language_model_register, run_name_check
 from llm.constants import EXECUTORS
 from llm.endpoint_services import base_url_problem
+from llm.key_env import api_key_env_problem
 
 NAME_MAX = max_length_of(GenerationRun, "name")
 COMPONENTS_KEYS = {"generation_run", "name", "prompt_file", "executor", "concurrency", "budget_usd"}
@@ -72,6 +73,9 @@ def language_model_resolve(*, name: str, registering: dict[str, Any], source: st
     problem = base_url_problem(registering["base_url"]) if registering.get("base_url") else None
     if problem is not None:
         raise RunConfigError(f"{source}: model.base_url {problem}, got {registering['base_url']!r}"[:300])
+    problem = api_key_env_problem(str(registering.get("api_key_env") or ""))
+    if problem is not None:
+        raise RunConfigError(f"{source}: model.api_key_env: {problem}"[:300])
     if registering:
         fields: dict[str, Any] = {f: getattr(existing, f) for f in MODEL_FIELDS} if existing else {}
         fields.update(registering)

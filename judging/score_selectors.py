@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.intervals import ITEM_BOOTSTRAP, bootstrap_mean_interval
+from core.intervals import ITEM_BOOTSTRAP, bootstrap_mean_estimate, interval_fields
 from judging.components import StepComponents, components_from_dict, rule_based_steps
 from judging.models import ComponentExtraction, ComponentsRun, Generation, GenerationRun
 from judging.score_metric import ScoreResult, score_steps
@@ -102,19 +102,26 @@ def generation_scores(generations: Sequence[Generation]) -> dict[int, Generation
 
 
 def score_summary(scores: Iterable[GenerationScore]) -> dict[str, Any]:
-    """Means over generations of SCORE and the §4.2 metrics, each with its 95 % percentile
-    bootstrap interval over the generations (``ci95``, seeded, so every page shows the same
-    one), with how many were scored and how many used the rule-based components. Means and
-    intervals are null when nothing was scored."""
+    """Means over generations of SCORE and the §4.2 metrics, each with its 95 % BCa bootstrap
+    interval over the generations (``ci95``; ``core.intervals.bootstrap_mean_estimate``,
+    seeded, so every page shows the same one), with how many were scored and how many used
+    the rule-based components. An interval that would have zero width (every generation
+    has the same value) is null, and ``not_estimable`` says why ("interval not estimable
+    (n = ...)"); ``interval``, ``interval_name`` and ``approximate`` (true below the n at
+    which the coverage harness measured the bootstrap's coverage on target:
+    ``core.intervals.interval_fields``) name the method. Means and intervals are null when
+    nothing was scored."""
     scores = list(scores)
     n = len(scores)
     keys = ("score", "step_m", "order_strict", "order_lcs_eval", "order_tau", "semantic")
     values = {key: [getattr(s.result, key) for s in scores] for key in keys}
     means = {key: (sum(values[key]) / n if n else None) for key in keys}
+    estimates = {key: bootstrap_mean_estimate(values[key]) for key in keys}
     return {
         **means,
-        "ci95": {key: bootstrap_mean_interval(values[key]) for key in keys},
-        "interval": ITEM_BOOTSTRAP,
+        "ci95": {key: estimates[key][0] for key in keys},
+        "not_estimable": {key: estimates[key][1] for key in keys},
+        **interval_fields(ITEM_BOOTSTRAP, n),
         "n_scored": n,
         "n_rule_based": sum(1 for s in scores if s.extractor == RULE_EXTRACTOR),
     }

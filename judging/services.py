@@ -18,6 +18,7 @@ from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
 from llm.client import LLMRequest
 from llm.endpoint_services import base_url_problem
+from llm.key_env import api_key_env_check
 from llm.runs import (
     owned_run_cancel,
     owned_run_execute,
@@ -53,6 +54,7 @@ def language_model_register(
     problem = base_url_problem(base_url) if base_url else None
     if problem is not None:
         raise InvalidInput(f"base_url {problem}", {"base_url": problem})
+    api_key_env_check(api_key_env)
     language_model, _ = LanguageModel.objects.update_or_create(
         name=name,
         defaults=dict(
@@ -257,6 +259,7 @@ def judge_run_create(
     ``temperature`` not given is the role's setting or greedy (llm/sampling.py); the run
     stores the one its requests carry."""
     run_name_check(run_class=JudgeRun, name=name)
+    api_key_env_check(api_key_env)
     options = request_options_check(options)
     _engine_check(options, executor)
     if options.get("temperature") is not None:
@@ -264,6 +267,12 @@ def judge_run_create(
     temperature = judge_sampling(role, temperature=temperature, options=options)["temperature"]
     if JudgeRun.objects.filter(generation_run=generation_run, judge=judge).exists():
         raise Conflict(f"generation run {generation_run.name!r} already has judge {judge!r}; choose another judge name")
+    if not generation_run.generations.filter(outcome="ok").exists():
+        problem = (
+            f"generation run {generation_run.name!r} ({generation_run.status}) has no usable generation to judge; "
+            "judge it once it has generated"
+        )
+        raise InvalidInput(problem, {"generation_run": problem})
     prompt = prompt_load(prompt_file or DEFAULT_JUDGE_PROMPT, kind="how2score_judge")
     run = JudgeRun.objects.create(
         name=name,

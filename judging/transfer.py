@@ -14,7 +14,10 @@ Generations: ``{"source_example_id", "topic", "goal", "steps" (reference), "reso
 "model", "predicted_steps", "model_completion"}``; on import ``predicted_steps`` may be
 absent (then parsed from ``model_completion``). Judgments: ``{"source_example_id", "topic",
 "model", "judge", "has_failure", "critical_failures", "reasoning"}``; on import
-``judge_completion`` (the raw answer) may replace ``has_failure``; a critical failure may
+``judge_completion`` (the raw answer) may replace ``has_failure``; ``has_failure`` must
+agree with ``critical_failures``, ``n_failures`` and a readable ``judge_completion`` where
+they are given (§4.2), except in a ``parse_failed`` record, which the reference writes as
+``has_failure: true`` with no failures and which is stored as unusable; a critical failure may
 only link steps that exist (L1 1..len(reference steps), L2 1..len(predicted steps)). Imports
 are all or nothing and name file, line and field on the first bad record. Files are read
 within the ``RECORD_MAX_...`` limits, and every value is checked against the column it goes
@@ -31,7 +34,12 @@ from django.db import models, transaction
 from core.record_files import RecordError, atomic_output, iter_records
 from core.stored_values import StrictJSONError, check_stored_values
 from core.strict_json import nesting_depth
-from judging.how2score import JudgeAnswerError, parse_judge_answer, validate_judge_answer
+from judging.how2score import (
+    JudgeAnswerError,
+    check_has_failure_agrees,
+    parse_judge_answer,
+    validate_judge_answer,
+)
 from judging.models import Generation, GenerationRun, Judgment, LanguageModel, RunStatus
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
@@ -321,6 +329,10 @@ def judgments_import(
                 )["critical_failures"]
             except JudgeAnswerError as exc:
                 raise RecordError(path, position, exc.field, exc.detail) from exc
+            try:  # has_failure means at least one failure (§4.2); parse_failed records excepted
+                check_has_failure_agrees(record)
+            except RecordError as exc:
+                raise exc.at(path, position) from exc
             reasoning = record.get("reasoning") or ""
             if parse_failed:  # the judge's answer was unreadable: counted as unusable, never scored
                 outcome = str(record["outcome"]) if record.get("outcome") in UNUSABLE_OUTCOMES else "parse_failed"

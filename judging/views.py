@@ -66,6 +66,13 @@ def _chosen_split(request: HttpRequest, offered: list[str]) -> tuple[str, str]:
     return split, ""
 
 
+def _p_text(p: float | None) -> str:
+    """A p-value as a page shows it: three significant digits, or "< 0.0001"."""
+    if p is None:
+        return "—"
+    return "< 0.0001" if p < 1e-4 else f"{p:.3g}"
+
+
 def _query_errors(serializer) -> list[str]:
     """A query serializer's errors as sentences that name the field."""
     return [f"{field}: {' '.join(str(m) for m in messages_)}" for field, messages_ in serializer.errors.items()]
@@ -121,6 +128,8 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
             "unknown_split": unknown_split,
             "query_errors": errors,
             "comparison": comparison,
+            "p_text": _p_text(comparison["p_value"]) if comparison else "",
+            "p_adjusted_text": _p_text(comparison["p_adjusted"]) if comparison else "",
             "compare_a": request.GET.get("a", ""),
             "compare_b": request.GET.get("b", ""),
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,

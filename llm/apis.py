@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse as api_reverse
 from rest_framework.views import APIView
 
-from core.api_lists import ListView
+from core.api_lists import ListView, UtcIsoDateTimeFilter
 from core.app_errors import InvalidInput
 from core.confirm import CONFIRM_FIELD, CONFIRM_VALUE
 from core.permissions import IsAdminRole
@@ -163,10 +163,10 @@ class RunFilter(django_filters.FilterSet):
     """What every list of runs filters on: ``status`` and the creation time (ISO 8601,
     inclusive bounds). A FilterSet of a kind of run adds its own (model, judge, ...)."""
 
-    created_after = django_filters.IsoDateTimeFilter(
+    created_after = UtcIsoDateTimeFilter(
         field_name="created_at", lookup_expr="gte", help_text="Created at or after (ISO 8601, e.g. 2026-01-31T00:00Z)"
     )
-    created_before = django_filters.IsoDateTimeFilter(
+    created_before = UtcIsoDateTimeFilter(
         field_name="created_at", lookup_expr="lte", help_text="Created at or before (ISO 8601)"
     )
 

@@ -34,6 +34,7 @@ from llm.client import (
 from llm.constants import BATCH_MAX_BYTES, BATCH_MAX_REQUESTS, OUTCOME_API_ERROR, PATH_JSON_SCHEMA, PATH_TEXT
 from llm.job_lifecycle import job_endpoint, llm_job_finish, llm_job_refresh_counts
 from llm.models import BatchJob, LLMJob
+from llm.outbound import destination_check
 from llm.prices import request_cost
 
 logger = logging.getLogger(__name__)
@@ -74,10 +75,12 @@ class BatchExecutor:
 
         self.job = job
         self.endpoint = job_endpoint(job)
+        destination_check(self.endpoint.base_url)
         self.openai = openai.OpenAI(
             base_url=self.endpoint.base_url,
             api_key=self.endpoint.api_key or "none",
             timeout=settings.LLM_TIMEOUT_SECONDS,
+            http_client=openai.DefaultHttpxClient(follow_redirects=False),
         )
         self.requests = {key: LLMRequest.from_dict(raw) for key, raw in zip(job.keys, job.requests)}
 

@@ -17,6 +17,7 @@ from openai.types.chat.completion_create_params import ResponseFormat
 
 from llm import capabilities as caps
 from llm.endpoints import Endpoint, endpoint_get
+from llm.outbound import destination_problem, target_words
 
 CHECK_SCHEMA = {
     "type": "object",
@@ -103,10 +104,6 @@ def _probe_context(client: openai.OpenAI, endpoint: Endpoint, endpoint_id: str) 
 
 
 def endpoint_check(endpoint: Endpoint, roles: list[str], timeout: float = 30.0) -> EndpointCheck:
-    client = openai.OpenAI(
-        base_url=endpoint.base_url, api_key=endpoint.api_key or "none", max_retries=0, timeout=timeout
-    )
-    endpoint_id = caps.endpoint_key(endpoint.base_url, endpoint.model)
     check = EndpointCheck(
         roles=roles,
         base_url=endpoint.base_url,
@@ -116,6 +113,18 @@ def endpoint_check(endpoint: Endpoint, roles: list[str], timeout: float = 30.0) 
         latency_ms=None,
         served_model="",
     )
+    refused = destination_problem(endpoint.base_url)
+    if refused is not None:  # nothing is sent: not the server's own or private services (llm/outbound.py)
+        check.error = f"not sent: {refused}"
+        return check
+    client = openai.OpenAI(
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key or "none",
+        max_retries=0,
+        timeout=timeout,
+        http_client=openai.DefaultHttpxClient(follow_redirects=False),
+    )
+    endpoint_id = caps.endpoint_key(endpoint.base_url, endpoint.model)
     formats: list[tuple[str, ResponseFormat | None]] = [
         (
             "json_schema",
@@ -134,9 +143,9 @@ def endpoint_check(endpoint: Endpoint, roles: list[str], timeout: float = 30.0) 
                 if exc.body is not None and not isinstance(exc.body, str):
                     words = f"{words} {json.dumps(exc.body, default=str)[:500]}"
                 if name != "text" and caps.rejection_kind(exc.status_code, words) == caps.REJECTION_FORMAT:
-                    check.rejected[name] = f"HTTP {exc.status_code}: {exc.message}"
+                    check.rejected[name] = f"HTTP {exc.status_code}: {target_words(exc.message)}"
                     caps.learn_rejected_path(endpoint_id, name, check.rejected[name])
-                    check.error = f"{name} rejected: {exc.message}"
+                    check.error = f"{name} rejected: {target_words(exc.message)}"
                     continue
                 raise
             check.served_model = str(body.get("model") or "")
@@ -155,7 +164,7 @@ def endpoint_check(endpoint: Endpoint, roles: list[str], timeout: float = 30.0) 
             )
             break
     except openai.APIStatusError as exc:
-        check.error = f"HTTP {exc.status_code}: {exc.message}"
+        check.error = f"HTTP {exc.status_code}: {target_words(exc.message)}"
     except openai.APIConnectionError as exc:
         check.error = f"cannot connect: {exc.__class__.__name__}"
     else:

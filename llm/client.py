@@ -60,6 +60,7 @@ from llm.endpoints import Endpoint
 from llm.json_extract import JSONExtractError, extract_json_object
 from llm.limits import EndpointLimits, endpoint_limits_default, limits_get
 from llm.models import LedgerEntry
+from llm.outbound import destination_check, target_words
 from llm.prices import request_cost
 
 logger = logging.getLogger(__name__)
@@ -355,12 +356,14 @@ class LLMClient:
         self.executor = executor
         self.endpoint_id = caps.endpoint_key(endpoint.base_url, endpoint.model)
         self.endpoint_label = f"{endpoint.base_url} ({endpoint.model})"
+        destination_check(endpoint.base_url)  # never the server's own or private services (llm/outbound.py)
         self.openai = openai.OpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or "none",
             max_retries=0,
             timeout=endpoint.timeout_seconds or settings.LLM_TIMEOUT_SECONDS,
-            http_client=openai.DefaultHttpxClient(verify=tls_context()),
+            # A redirect is never followed: a public URL must not pass a request on elsewhere.
+            http_client=openai.DefaultHttpxClient(verify=tls_context(), follow_redirects=False),
         )
         known = caps.capabilities_store().get(self.endpoint_id)
         if endpoint.context_length:
@@ -425,7 +428,7 @@ class LLMClient:
                     _http.AsyncClient(
                         verify=tls_context(),
                         timeout=self.endpoint.timeout_seconds or settings.LLM_TIMEOUT_SECONDS,
-                        follow_redirects=True,
+                        follow_redirects=False,  # never passed on elsewhere (llm/outbound.py)
                         limits=_http.Limits(max_connections=size, max_keepalive_connections=size),
                     )
                 )
@@ -1156,7 +1159,7 @@ def _describe(exc: Exception, *, timeout: float = 0.0) -> str:
     if isinstance(exc, MalformedResponse):
         return f"malformed response: {exc}"
     if isinstance(exc, openai.APIStatusError):
-        return f"{exc.status_code}: {exc.message}"
+        return f"{exc.status_code}: {target_words(exc.message)}"  # bounded, no markup (llm/outbound.py)
     if isinstance(exc, openai.APITimeoutError) and timeout:
         return f"no answer within {timeout:.3g} s (timed out; the endpoint accepted the request)"
     return f"{exc.__class__.__name__}: {exc}"

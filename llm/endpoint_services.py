@@ -21,10 +21,11 @@ from core.secret_masking import MASK
 from core.stored_values import max_length_of
 from llm.capabilities import capabilities_forget
 from llm.endpoint_keys import StoredKeyUnreadable, api_key_encrypt, api_key_last4
+from llm.key_env import api_key_env_problem
 from llm.models import FINISHED, EndpointRecord, EndpointRoleAssignment, LLMJob
+from llm.outbound import destination_problem
 
 MAX_API_KEY_LENGTH = 1000
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 MAX_LIMIT = 2**31 - 1
 MAX_PRICE = Decimal("999999")  # USD per million tokens; fits the column (12 digits, 6 decimals)
 TEST_EXCERPT_CHARS = 200
@@ -64,7 +65,7 @@ def base_url_problem(url: str) -> str | None:
         return "must not contain credentials: give the API key in its own field"
     if parts.query or parts.fragment:
         return "must not have a query string or fragment"
-    return None
+    return destination_problem(url)  # not the server's own or its private network's (llm/outbound.py)
 
 
 def _limit(errors: dict, field: str, value: Any) -> int | None:
@@ -173,8 +174,10 @@ def endpoint_fields_clean(data: dict[str, Any], *, record: EndpointRecord | None
         "timeout_seconds": _bounded(errors, "timeout_seconds", data.get("timeout_seconds"), MAX_TIMEOUT_SECONDS),
         "disable_thinking": _flag(errors, "disable_thinking", data.get("disable_thinking")),
     }
-    if clean["api_key_env"] and "api_key_env" not in errors and not ENV_NAME.match(clean["api_key_env"]):
-        errors["api_key_env"] = "must be an environment variable name: letters, digits and _, not starting with a digit"
+    if clean["api_key_env"] and "api_key_env" not in errors:
+        problem = api_key_env_problem(clean["api_key_env"])
+        if problem is not None:
+            errors["api_key_env"] = problem
     if clean["api_key_env"] and clean["api_key"]:
         errors["api_key"] = "give either a key to store or the environment variable that holds it, not both"
     if "name" not in errors:

@@ -15,7 +15,6 @@ record's URL and names no key variable uses that record's key."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -24,6 +23,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from core.app_errors import InvalidInput, Unavailable
+from llm.key_env import api_key_from_env
 from llm.limits import EndpointLimits, endpoint_limits_default
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def record_api_key(record: EndpointRecord) -> str:
 
         return api_key_decrypt(record.api_key_encrypted)
     if record.api_key_env:
-        return os.environ.get(record.api_key_env, "")
+        return api_key_from_env(record.api_key_env)
     return ""
 
 
@@ -213,7 +213,7 @@ def endpoint_from_overrides(
     """A run's endpoint: its role's (or the pinned ``record``'s), with the run's ``base_url`` /
     ``model`` overrides and the API key read from the environment variable ``api_key_env`` names."""
     overrides = overrides or {}
-    api_key = os.environ.get(overrides["api_key_env"], "") if overrides.get("api_key_env") else None
+    api_key = api_key_from_env(overrides["api_key_env"]) if overrides.get("api_key_env") else None
     if record is not None:
         endpoint = endpoint_from_record(
             role, record, base_url=overrides.get("base_url"), model=overrides.get("model"), api_key=api_key

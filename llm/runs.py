@@ -25,6 +25,7 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
+from core.app_errors import Conflict
 from llm.constants import OUTCOME_OK, OUTCOMES
 from llm.job_lifecycle import CLAIMED, llm_job_cancel, llm_job_failed_count, llm_job_pause, llm_job_recount
 from llm.models import FINISHED, LedgerEntry, LLMJob, RunStatus
@@ -372,8 +373,20 @@ def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[
     return outcome
 
 
+def _owned_job(run, action: str) -> LLMJob:
+    """The run's LLM job; a run without one (outputs filed from elsewhere, such as the demo's
+    runs of the paper's examples) asked nothing, so there is nothing to ``action`` (409)."""
+    if run.llm_job is None:
+        raise Conflict(
+            f"{run} asked no requests of its own (its outputs were filed, not generated here): there is "
+            f"nothing to {action}"
+        )
+    job: LLMJob = run.llm_job
+    return job
+
+
 def owned_run_pause(run) -> None:
-    llm_job_pause(job=run.llm_job)
+    llm_job_pause(job=_owned_job(run, "pause"))
     type(run).objects.filter(pk=run.pk, status__in=[RunStatus.PENDING, RunStatus.RUNNING]).update(
         status=RunStatus.PAUSED, error="paused by a user"
     )
@@ -385,13 +398,13 @@ def owned_run_resume(run, *, enqueue: Callable[[], None], budget_usd=None) -> No
     refusal = run_action_refusal("resume", run.status)
     if refusal is not None:
         raise ValueError(f"{run} is {run.status}; {refusal}")
-    llm_job_resume(job=run.llm_job, budget_usd=budget_usd, enqueue=False)
+    llm_job_resume(job=_owned_job(run, "resume"), budget_usd=budget_usd, enqueue=False)
     _update(run, status=RunStatus.PENDING, error="", finished_at=None)
     enqueue()
 
 
 def owned_run_cancel(run) -> None:
-    llm_job_cancel(job=run.llm_job)
+    llm_job_cancel(job=_owned_job(run, "cancel"))
     type(run).objects.filter(pk=run.pk).exclude(status__in=FINISHED).update(status=RunStatus.CANCELLED)
 
 
@@ -403,7 +416,7 @@ def owned_run_retry_failed(
     refusal = run_action_refusal("retry", run.status)
     if refusal is not None:
         raise ValueError(f"{run} is {run.status}; {refusal}")
-    job = run.llm_job
+    job = _owned_job(run, "retry")
     failed = llm_job_failed_count(job)
     if discard_unusable is not None:
         discard_unusable(run)

@@ -162,7 +162,7 @@ class MiningRunSerializer(RunStateFields, serializers.ModelSerializer):
         fields["yield"] = serializers.SerializerMethodField(
             method_name="get_yield",
             help_text="Procedures / decided documents (passed or rejected by a stage): "
-            "share, ci95 (95% Wilson), successes, n, interval, and left_out {in_flight, failed} (docs/mining.md, Yield).",
+            "share, ci95 (95% Wilson), successes, n, interval, and left_out {in_flight, not_asked (of a cancelled run), failed} (docs/mining.md, Yield).",
         )
         return fields
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
-
 from core.charts import figure_html
 from mining.models import Split
 
@@ -16,6 +14,8 @@ _SPLIT_COLOURS = {
 
 
 def procedures_per_topic_chart(rows: list[dict]) -> str:
+    import plotly.graph_objects as go  # heavy: imported when a chart is drawn
+
     topics = [row["topic"] for row in rows]
     figure = go.Figure()
     for split in Split:
@@ -37,6 +37,8 @@ def procedures_per_topic_chart(rows: list[dict]) -> str:
 
 
 def documents_per_topic_chart(rows: list[dict]) -> str:
+    import plotly.graph_objects as go  # heavy: imported when a chart is drawn
+
     figure = go.Figure()
     figure.add_bar(x=[row["topic"] for row in rows], y=[row["documents"] for row in rows], marker_color="#1f77b4")
     figure.update_layout(height=380, margin={"l": 50, "r": 10, "t": 20, "b": 140}, yaxis_title="documents")
@@ -48,6 +50,8 @@ def mining_funnel_chart(funnel: list[dict], documents: int) -> str:
     worked on are drawn apart, as in flight, so only rejections and failures narrow it.
     Counts only: the shares (yield, pass rates) are in the page's tables with their n and
     intervals."""
+    import plotly.graph_objects as go  # heavy: imported when a chart is drawn
+
     labels = ["documents"] + [row["stage"] for row in funnel]
     passed = [documents] + [row["passed"] for row in funnel]
     in_flight = [0] + [row["in_flight"] for row in funnel]

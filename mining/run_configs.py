@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from core.run_configs import RunConfigError, config_parse
+from llm.key_env import api_key_env_problem
 from llm.prompts import prompt_locate
 from mining.constants import MAX_STEPS, MIN_STEPS
 from mining.reference_configs import OWN_KEYS, REFERENCE_KEYS, is_reference_shape, mining_reference_translate
@@ -116,6 +117,9 @@ def _stage_spec(stage: str, given: Any, source: str) -> dict[str, Any]:
         "temperature": given.get("temperature"),
         "max_tokens": given.get("max_tokens"),
     }
+    problem = api_key_env_problem(str(spec["api_key_env"]))
+    if problem is not None:
+        raise RunConfigError(f"{source}: stages.{stage}.api_key_env: {problem}"[:300])
     if spec["temperature"] is not None and (
         isinstance(spec["temperature"], bool) or not isinstance(spec["temperature"], (int, float))
     ):

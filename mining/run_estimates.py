@@ -19,8 +19,6 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from scipy.stats import chi2
-
 from core.intervals import Z_95
 
 POISSON_ALPHA = 0.05
@@ -28,6 +26,8 @@ POISSON_ALPHA = 0.05
 
 def poisson_interval(k: int) -> tuple[float, float]:
     """Exact (Garwood) 95 % interval of a Poisson count ``k``."""
+    from scipy.stats import chi2  # heavy: imported when an interval is computed, not with the URLs
+
     low = 0.0 if k == 0 else chi2.ppf(POISSON_ALPHA / 2, 2 * k) / 2
     high = chi2.ppf(1 - POISSON_ALPHA / 2, 2 * k + 2) / 2
     return float(low), float(high)

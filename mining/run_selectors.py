@@ -62,14 +62,18 @@ def mining_run_list() -> QuerySet[CountedRun]:
     )
 
 
-def mining_yield(*, procedures: int, rejected: int, failed: int, in_flight: int) -> dict[str, Any]:
+def mining_yield(
+    *, procedures: int, rejected: int, failed: int, in_flight: int, cancelled: bool = False
+) -> dict[str, Any]:
     """Yield: procedures / decided documents (passed every stage, or rejected by a stage's
     decision), with n (the decided documents) and its 95 % Wilson interval
     (``core.intervals.share_estimate``), and what it leaves out: documents still in flight
-    (not decided yet) and failed documents (a stage call had no usable answer, which decides
-    nothing about the document; *Retry failed* asks again). The one rule of the run page,
-    the API and ``mine_run --status`` (docs/mining.md, "Yield")."""
-    return {**share_estimate(procedures, procedures + rejected), "left_out": {"in_flight": in_flight, "failed": failed}}
+    (not decided yet; of a ``cancelled`` run, ``not_asked``: nothing will ask them) and failed
+    documents (a stage call had no usable answer, which decides nothing about the document;
+    *Retry failed* asks again). The one rule of the run page, the API and ``mine_run
+    --status`` (docs/mining.md, "Yield")."""
+    left_out = {"in_flight": 0 if cancelled else in_flight, "not_asked": in_flight if cancelled else 0}
+    return {**share_estimate(procedures, procedures + rejected), "left_out": {**left_out, "failed": failed}}
 
 
 def mining_run_yield(run: CountedRun) -> dict[str, Any]:
@@ -79,6 +83,7 @@ def mining_run_yield(run: CountedRun) -> dict[str, Any]:
         rejected=run.n_rejected,
         failed=run.n_failed,
         in_flight=run.n_candidates - run.n_passed - run.n_rejected - run.n_failed,
+        cancelled=run.status == MiningRunStatus.CANCELLED,
     )
 
 
@@ -153,20 +158,30 @@ def _planned_per_topic(run: MiningRun, topic_ids: list[int], per_topic_status: d
 
 
 def _funnel_cell(
-    stage: str, documents: int, pending: int, reached: int, passed: int, passed_pending: int, rejected: int = 0
+    stage: str,
+    documents: int,
+    pending: int,
+    reached: int,
+    passed: int,
+    passed_pending: int,
+    rejected: int = 0,
+    *,
+    cancelled: bool = False,
 ) -> dict:
     """One stage of the funnel. ``in_flight``: documents still being worked on that have
-    not passed the stage yet (they may); ``dropped``: rejected or failed at or before it.
+    not passed the stage yet (they may); of a ``cancelled`` run they are ``not_asked``
+    instead (nothing will ask them); ``dropped``: rejected or failed at or before it.
     ``pass_rate``: passed / decided at this stage (passed or rejected by it), with its
     Wilson interval; ``undecided``: documents whose call at this stage had no usable answer
     (yet), left out of the rate."""
-    in_flight = max(pending - passed_pending, 0)
+    unfinished = max(pending - passed_pending, 0)
     return {
         "stage": stage,
         "reached": reached,
         "passed": passed,
-        "in_flight": in_flight,
-        "dropped": max(documents - passed - in_flight, 0),
+        "in_flight": 0 if cancelled else unfinished,
+        "not_asked": unfinished if cancelled else 0,
+        "dropped": max(documents - passed - unfinished, 0),
         "rejected": rejected,
         "pass_rate": share_estimate(passed, passed + rejected),
         "undecided": max(reached - passed - rejected, 0),
@@ -258,6 +273,8 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
             rejected[(topic_id, stage)] += n
         outcome_counts[status] += n
 
+    # A cancelled run's unfinished documents are not in flight: nothing will ask them.
+    cancelled = run.status == MiningRunStatus.CANCELLED
     funnel_topics = []
     for topic in topics:
         counts = per_topic_status[topic["id"]]
@@ -276,6 +293,7 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
                         passed[(topic["id"], s)],
                         passed_pending[(topic["id"], s)],
                         rejected[(topic["id"], s)],
+                        cancelled=cancelled,
                     )
                     for s in PIPELINE
                 ],
@@ -285,6 +303,7 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
                     rejected=counts[CandidateStatus.REJECTED],
                     failed=counts[CandidateStatus.FAILED],
                     in_flight=pending,
+                    cancelled=cancelled,
                 ),
             }
         )
@@ -298,6 +317,7 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
             sum(passed[(t["id"], s)] for t in topics),
             sum(passed_pending[(t["id"], s)] for t in topics),
             sum(rejected[(t["id"], s)] for t in topics),
+            cancelled=cancelled,
         )
         for s in PIPELINE
     ]
@@ -352,7 +372,8 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
         "totals": {
             "planned": planned,
             "sampled": sampled,
-            "pending": by_status[CandidateStatus.PENDING],
+            "pending": 0 if cancelled else by_status[CandidateStatus.PENDING],
+            "not_asked": by_status[CandidateStatus.PENDING] if cancelled else 0,
             "finished": finished,
             "procedures": by_status[CandidateStatus.PASSED],
             "rejected": by_status[CandidateStatus.REJECTED],
@@ -362,6 +383,7 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
                 rejected=by_status[CandidateStatus.REJECTED],
                 failed=by_status[CandidateStatus.FAILED],
                 in_flight=by_status[CandidateStatus.PENDING],
+                cancelled=cancelled,
             ),
             "documents_per_minute": round(per_minute, 2),
             "eta_minutes": eta["minutes"],

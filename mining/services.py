@@ -34,11 +34,10 @@ from mining.constants import (
     CORPUS_REPORT_MAX_DUPLICATES,
     DEDUP_TAU,
     IMPORT_BATCH_SIZE,
-    NN_BLOCK_ROWS,
     TOPICS,
 )
 from mining.document_records import DocumentFields, DocumentRecord, corpus_files, parse_document_record
-from mining.embeddings import configured_model_name, embed_texts
+from mining.embeddings import configured_model_name, embed_texts, embedding_device
 from mining.models import (
     Corpus,
     CorpusImport,
@@ -727,7 +726,6 @@ def procedure_split(
     tau: float = DEDUP_TAU,
     embedding_model: str | None = None,
     report_path: str | Path | None = None,
-    block_rows: int = NN_BLOCK_ROWS,
 ) -> SplitReport:
     """Split every procedure into How2Bench (up to ``per_topic`` per topic, seeded) and
     How2Train (the rest), dropping benchmark candidates whose nearest other procedure is
@@ -754,13 +752,13 @@ def procedure_split(
         raise InvalidInput("there are no procedures to split")
     model_name = configured_model_name(embedding_model or getattr(settings, "EMBEDDING_MODEL", ""))
     vectors = embed_texts((procedure_text(goal, steps) for _, _, goal, steps in rows), model=model_name)
+    # The search runs where the embeddings ran (a GPU when there is one), with the same result.
+    device = embedding_device(model_name)
     ids = [row[0] for row in rows]
     topics = [row[1] for row in rows]
     del rows
-    selection = select_benchmark(
-        topics=topics, vectors=vectors, per_topic=per_topic, seed=seed, tau=tau, block_rows=block_rows
-    )
-    neighbours = nearest_train(vectors, selection.bench, selection.train, block_rows=block_rows)
+    selection = select_benchmark(topics=topics, vectors=vectors, per_topic=per_topic, seed=seed, tau=tau, device=device)
+    neighbours = nearest_train(vectors, selection.bench, selection.train, device=device)
     records = [
         {
             "procedure_id": ids[b],

@@ -344,7 +344,9 @@ def prolific_submissions_sync(*, study: Study, user: Any = None) -> SyncResult:
         raise
     result.study_status = str(remote.get("status") or link.status)[:40]
     known = {s.submission_id: s for s in link.submissions.all()}
-    participations = {p.annotator.pid: p for p in Participation.objects.filter(study=study).select_related("annotator")}
+    participations = {
+        p.annotator.pid.lower(): p for p in Participation.objects.filter(study=study).select_related("annotator")
+    }
     for row in rows:
         submission_id = _text(row.get("id"))
         participant_id = _text(row.get("participant_id") or row.get("participant"))
@@ -353,7 +355,7 @@ def prolific_submissions_sync(*, study: Study, user: Any = None) -> SyncResult:
             result.skipped_malformed += 1
             continue
         result.seen += 1
-        participation = participations.get(participant_id)
+        participation = participations.get(participant_id.lower())
         sub = known.get(submission_id)
         if sub is None:
             sub, created = ProlificSubmission.objects.get_or_create(

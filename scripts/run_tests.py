@@ -1,11 +1,17 @@
 #!/usr/bin/env python
-"""The test command (`make test`): the static checks (import-linter's contracts, mypy; ruff
-when enabled below), then the whole suite on SQLite, then again on PostgreSQL when it is
-reachable (TEST_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test).
+"""The test command (`make test`): the static checks (ruff, import-linter's contracts, mypy),
+then the whole suite once on PostgreSQL, the production database (TEST_DATABASE_URL, default
+postgres://postgres@127.0.0.1:5432/test), and on SQLite, the embedded default that `make run`
+serves, only the tests marked ``sqlite``: what differs there (migrations, the worker beside the
+web process on one file, bulk inserts without COPY, concurrency under SQLite's locking, the
+demo). When PostgreSQL is not reachable (and CI is not set) the whole suite runs on SQLite
+instead, and the command says so. Both passes use every core: pytest-xdist's workers, one per
+CPU (TEST_WORKERS=N chooses, 1 runs in one process).
 
 Extra arguments go to pytest: `scripts/run_tests.py -k import`. pytest's exit code 5
 ("no tests collected") counts as a failure: a test command that ran nothing did not pass.
-`--static-only` runs the static checks alone. Any failing check fails the command.
+`--static-only` runs the static checks alone; `--sqlite-only` runs the whole suite on SQLite.
+Any failing check fails the command.
 `--real-servers` (`make test-real`) runs only the tests marked ``real_server``, against the real
 inference server that `make real-servers` installs (tests/real_servers.py), on SQLite.
 
@@ -154,6 +160,44 @@ def preflight(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
     return True
 
 
+def test_workers(environ: dict[str, str] | os._Environ[str] = os.environ) -> int:
+    """How many pytest-xdist workers: TEST_WORKERS, else one per CPU; 1 when xdist is absent."""
+    try:
+        import xdist  # noqa: F401  (requirements-test.txt)
+    except ImportError:
+        return 1
+    raw = environ.get("TEST_WORKERS", "").strip()
+    if raw:
+        try:
+            return max(1, int(raw))
+        except ValueError:
+            print(f"TEST_WORKERS={raw!r} is not a number: one worker per CPU instead", flush=True)
+    return max(1, os.cpu_count() or 1)
+
+
+def parallel_args(workers: int) -> list[str]:
+    """pytest's arguments for ``workers`` processes (none for one: no xdist at all)."""
+    return [] if workers <= 1 else ["-n", str(workers), "--dist", "worksteal"]
+
+
+#: The SQLite pass of a run that also has PostgreSQL: only what differs there.
+SQLITE_ONLY_WHAT_DIFFERS = ["-m", "sqlite and not real_server"]
+
+
+def plan_passes(*, postgres: str | None, sqlite_only: bool, pg_url: str) -> list[tuple[str, dict[str, str], list[str]]]:
+    """The pytest passes to run, each as (label, extra environment, extra pytest arguments).
+
+    ``postgres`` is why PostgreSQL cannot be used (None when it can). With it: the SQLite
+    pass takes the tests marked ``sqlite``, the PostgreSQL pass the whole suite. Without it,
+    or with ``sqlite_only``: the whole suite on SQLite."""
+    if sqlite_only or postgres is not None:
+        return [("SQLite (whole suite)", {}, [])]
+    return [
+        ("SQLite (tests marked sqlite)", {}, list(SQLITE_ONLY_WHAT_DIFFERS)),
+        ("PostgreSQL (whole suite)", {"DATABASE_URL": pg_url}, []),
+    ]
+
+
 def run_pytest(label: str, env: dict[str, str], pytest_args: list[str]) -> int:
     print(f"\n===== tests on {label} =====", flush=True)
     started = time.monotonic()
@@ -166,38 +210,41 @@ def run_pytest(label: str, env: dict[str, str], pytest_args: list[str]) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sqlite-only", action="store_true", help="skip the PostgreSQL pass")
+    parser.add_argument("--sqlite-only", action="store_true", help="the whole suite on SQLite, no PostgreSQL pass")
     parser.add_argument("--static-only", action="store_true", help="run the static checks and no tests")
     parser.add_argument("--real-servers", action="store_true", help="run only the real-server tests")
     args, pytest_args = parser.parse_known_args()
     base_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "VAR_DIR")}
     base_env["DJANGO_SETTINGS_MODULE"] = "config.django.test"
+    started = time.monotonic()
     if args.real_servers:
         results = {
             "real servers": run_pytest("real servers (SQLite)", dict(base_env), ["-m", "real_server", *pytest_args])
         }
-        return _summary(results)
+        return _summary(results, started)
 
     results = run_static_checks()
     if args.static_only:
-        return _summary(results)
+        return _summary(results, started)
     if not preflight():
         results["preflight"] = 1
-        return _summary(results)
-    results["SQLite"] = run_pytest("SQLite", dict(base_env), pytest_args)
-    if not args.sqlite_only:
-        pg_url = os.environ.get("TEST_DATABASE_URL", DEFAULT_PG)
-        problem = postgres_problem(pg_url)
-        if problem is None:
-            results["PostgreSQL"] = run_pytest("PostgreSQL", dict(base_env, DATABASE_URL=pg_url), pytest_args)
-        else:
-            print(f"\nPostgreSQL is not reachable at {pg_url} ({problem}): the PostgreSQL pass is skipped.", flush=True)
-    return _summary(results)
+        return _summary(results, started)
+    pg_url = os.environ.get("TEST_DATABASE_URL", DEFAULT_PG)
+    problem = None if args.sqlite_only else postgres_problem(pg_url)
+    if problem is not None:
+        print(f"\nPostgreSQL is not reachable at {pg_url} ({problem}): the whole suite runs on SQLite.", flush=True)
+    workers = test_workers()
+    print(f"pytest workers: {workers} (TEST_WORKERS chooses)", flush=True)
+    for label, extra_env, extra_args in plan_passes(postgres=problem, sqlite_only=args.sqlite_only, pg_url=pg_url):
+        args_for_pass = [*extra_args, *parallel_args(workers), *pytest_args]
+        results[label] = run_pytest(label, dict(base_env, **extra_env), args_for_pass)
+    return _summary(results, started)
 
 
-def _summary(results: dict[str, int]) -> int:
+def _summary(results: dict[str, int], started: float | None = None) -> int:
+    took = "" if started is None else f" ({time.monotonic() - started:.0f} s in all)"
     print(
-        "\nSummary: "
+        f"\nSummary{took}: "
         + ", ".join(f"{label} {'passed' if code == 0 else f'FAILED (exit {code})'}" for label, code in results.items())
     )
     return 0 if all(code == 0 for code in results.values()) else 1

@@ -9,6 +9,37 @@ from core.roles import ROLE_ADMIN, ROLE_RESEARCHER
 from core.services import user_create
 
 
+def _flush_again_after_a_deadlock() -> None:
+    """A transactional test's teardown empties the tables with one TRUNCATE; a request the live
+    server is still finishing for a page that just closed (an autosave in flight) can hold row
+    locks it then waits on, and PostgreSQL breaks the deadlock by failing the TRUNCATE (seen in
+    CI under load). The flush is tried again, up to three times, once that request is done."""
+    import time
+
+    from django.core.management.base import CommandError
+    from django.db import OperationalError
+    from django.test.testcases import TransactionTestCase
+
+    flush = TransactionTestCase._fixture_teardown
+    if getattr(flush, "retries_deadlocks", False):
+        return
+
+    def fixture_teardown(self):
+        for attempt in range(3):
+            try:
+                return flush(self)
+            except (CommandError, OperationalError) as exc:
+                if attempt == 2 or "deadlock detected" not in f"{exc} {exc.__cause__}":
+                    raise
+                time.sleep(0.5)
+
+    fixture_teardown.retries_deadlocks = True  # type: ignore[attr-defined]
+    TransactionTestCase._fixture_teardown = fixture_teardown
+
+
+_flush_again_after_a_deadlock()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     """Counters in the shared cache (rate limits of the annotator entry, ...) never carry over

@@ -44,7 +44,7 @@ from annotate.stats.records import (
     read_annotations,
     read_judgments,
 )
-from core.intervals import bootstrap_mean_interval
+from core.intervals import bootstrap_mean_interval, wilson_interval
 from core.record_files import RecordError
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", the example with four
@@ -293,9 +293,13 @@ def test_leave_one_out_uses_the_other_annotators_and_counts_what_it_leaves_out()
         }
     )
     result = leave_one_out_agreement(rows)
+    # Every share carries its Wilson interval whatever the bootstrap (issue 27).
     assert result["a"] == {
         "agreement": 1.0,
-        "ci95": None,
+        "ci95": [pytest.approx(wilson_interval(1, 1)[0]), 1.0],
+        "interval": "wilson",
+        "interval_name": "Wilson score interval",
+        "approximate": False,
         "n": 1,
         "n_items": 3,
         "n_others_tie": 1,
@@ -304,7 +308,10 @@ def test_leave_one_out_uses_the_other_annotators_and_counts_what_it_leaves_out()
     }
     assert result["b"] == {
         "agreement": 1.0,
-        "ci95": None,
+        "ci95": [pytest.approx(wilson_interval(1, 1)[0]), 1.0],
+        "interval": "wilson",
+        "interval_name": "Wilson score interval",
+        "approximate": False,
         "n": 1,
         "n_items": 3,
         "n_others_tie": 1,
@@ -313,7 +320,10 @@ def test_leave_one_out_uses_the_other_annotators_and_counts_what_it_leaves_out()
     }
     assert result["c"] == {
         "agreement": 1 / 2,
-        "ci95": None,
+        "ci95": pytest.approx(list(wilson_interval(1, 2))),
+        "interval": "wilson",
+        "interval_name": "Wilson score interval",
+        "approximate": False,
         "n": 2,
         "n_items": 3,
         "n_others_tie": 0,
@@ -328,6 +338,9 @@ def test_leave_one_out_agreement_is_null_when_the_others_always_tie():
     assert leave_one_out_agreement(rows)["a"] == {
         "agreement": None,
         "ci95": None,
+        "interval": "wilson",
+        "interval_name": "Wilson score interval",
+        "approximate": False,
         "n": 0,
         "n_items": 1,
         "n_others_tie": 1,
@@ -355,7 +368,9 @@ def test_judge_agreement_per_class_and_kappa_by_hand():
         "human_has_failure": {"judge_has_failure": 2, "judge_no_failure": 1},
         "human_no_failure": {"judge_has_failure": 1, "judge_no_failure": 1},
     }
-    assert result["ci95"] is None
+    # Wilson, a closed form, whatever the bootstrap; kappa's bootstrap interval is off with 0 resamples.
+    assert result["ci95"] == pytest.approx(list(wilson_interval(3, 5)))
+    assert result["cohen_kappa_ci95"] is None
 
 
 def test_a_judge_that_always_says_has_failure_has_kappa_zero_and_no_failure_agreement_zero():
@@ -405,6 +420,9 @@ def test_judge_pairs_are_keyed_in_sorted_order_over_shared_items():
         "raters": ["alone", "gpt-5"],
         "agreement": None,
         "ci95": None,
+        "interval": "wilson",
+        "interval_name": "Wilson score interval",
+        "approximate": False,
         "cohen_kappa": None,
         "n": 0,
     }
@@ -445,8 +463,12 @@ def test_bootstrap_intervals_are_the_same_for_the_same_seed_and_any_row_order():
     random.Random(1).shuffle(shuffled_rows)
     random.Random(2).shuffle(shuffled_judgments)
     assert agreement_report(shuffled_rows, shuffled_judgments, bootstrap=200, seed=5) == first
-    others = [agreement_report(rows, judgments, bootstrap=200, seed=s)["judges"]["gpt-5"]["ci95"] for s in range(6, 12)]
-    assert any(ci != first["judges"]["gpt-5"]["ci95"] for ci in others)
+    # The bootstrap intervals (kappa's; agreement shares are Wilson, issue 27) move with the seed.
+    others = [
+        agreement_report(rows, judgments, bootstrap=200, seed=s)["judges"]["gpt-5"]["cohen_kappa_ci95"]
+        for s in range(6, 12)
+    ]
+    assert any(ci != first["judges"]["gpt-5"]["cohen_kappa_ci95"] for ci in others)
 
 
 def test_bootstrap_intervals_contain_the_estimate_and_zero_resamples_turn_them_off():
@@ -459,14 +481,18 @@ def test_bootstrap_intervals_contain_the_estimate_and_zero_resamples_turn_them_o
         assert low <= report["alpha"][kind] <= high
     low, high = report["calibration"]["gpt-5"]["ci95"]
     assert low <= report["calibration"]["gpt-5"]["corrected_score"] <= high
+    low, high = report["judges"]["gpt-5"]["cohen_kappa_ci95"]
+    assert low <= report["judges"]["gpt-5"]["cohen_kappa"] <= high
     off = agreement_report(rows, judgments, bootstrap=0)
-    assert off["judges"]["gpt-5"]["ci95"] is None
+    # The Wilson interval of a share is a closed form: there with 0 resamples too (issue 27).
+    assert off["judges"]["gpt-5"]["ci95"] == report["judges"]["gpt-5"]["ci95"]
+    assert off["judges"]["gpt-5"]["cohen_kappa_ci95"] is None
     assert set(off["alpha_ci95"].values()) == {None}
     assert off["alpha"] == report["alpha"]
 
 
-def test_bootstrap_interval_of_a_constant_is_that_constant():
-    assert bootstrap_mean_interval([1.0] * 10, bootstrap=50, seed=0) == [1.0, 1.0]
+def test_bootstrap_interval_of_a_constant_is_not_estimable_never_zero_width():
+    assert bootstrap_mean_interval([1.0] * 10, bootstrap=50, seed=0) is None
     assert bootstrap_mean_interval([], bootstrap=50) is None
 
 
@@ -607,9 +633,9 @@ def test_reader_reads_rows_counts_excluded_and_skips_blank_lines(tmp_path: Path)
 def test_reader_reads_gzip_files(tmp_path: Path):
     path = tmp_path / "judgments.jsonl.gz"
     path.write_bytes(
-        gzip.compress((line(item_id="i1", judge="gpt-5", has_failure=True, critical_failures=[]) + "\n").encode())
+        gzip.compress((line(item_id="i1", judge="gpt-5", has_failure=False, critical_failures=[]) + "\n").encode())
     )
-    assert read_judgments(path) == [JudgmentRow("i1", "gpt-5", True)]
+    assert read_judgments(path) == [JudgmentRow("i1", "gpt-5", False)]
 
 
 @pytest.mark.parametrize(

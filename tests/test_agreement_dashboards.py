@@ -122,7 +122,9 @@ def test_leaderboard_shows_the_judge_score_calibrated_with_human_labels(research
     label_as_the_judge(study, ("h1", "h2"))
     rows = {r["model"]: r for r in leaderboard("How2Judge")}
     claude = rows["claude-opus-4.5"]
-    assert claude["calibrated"]["corrected_score"] == pytest.approx(claude["how2score_percent"])  # the page's 0-100
+    # Fractions with a _percent sibling, like how2score (was 0-100 in this field).
+    assert claude["calibrated"]["corrected_score"] == pytest.approx(claude["how2score"])
+    assert claude["calibrated"]["corrected_score_percent"] == pytest.approx(claude["how2score_percent"])
     assert claude["calibrated"]["tpr"] == 1.0 and claude["calibrated"]["tnr"] == 1.0
     html = researcher_client.get(reverse("leaderboard") + "?judge=How2Judge").content.decode()
     assert "over 10 human-labelled items" in html
@@ -157,3 +159,31 @@ def test_openapi_schema_describes_the_agreement_endpoint_and_its_refusal(researc
         operation = schema["paths"][path]["get"]
         assert {p["name"] for p in operation["parameters"]} >= {"slug", "bootstrap", "seed"}, path
         assert "another kind" in operation["responses"]["400"]["description"], path
+
+
+def test_an_item_id_with_a_slash_links_from_the_disagreements_page_to_its_item_page(researcher_client):
+    """Item ids are the importer's: 'batch/1' is one (issue 28, F-02: the page was a 500,
+    NoReverseMatch for report_item)."""
+    import dataclasses
+
+    from annotate.studies.services import study_create
+    from annotate.studies.settings import StudySettings
+    from annotate.testing import item_spec
+
+    study = study_create(
+        name="Slashed ids",
+        items=[dataclasses.replace(item_spec(1), item_id="batch/1"), dataclasses.replace(item_spec(2), item_id="a/b/")],
+        settings=StudySettings(annotators_per_item=2, training_enabled=False, min_seconds=0, allow_other_pids=True),
+    )
+    for pid in ("a1", "a2"):
+        participation = annotator_start(study, pid)
+        for _ in range(2):
+            annotate_next(participation, ONE_FAILURE if pid == "a1" else None, label=pid == "a1")
+    page = researcher_client.get(reverse("annotate:report_disagreements", args=[study.slug]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    for item_id in ("batch/1", "a/b/"):
+        url = reverse("annotate:report_item", args=[study.slug, item_id])
+        assert f'href="{url}"' in html, url
+        item_page = researcher_client.get(url)
+        assert item_page.status_code == 200 and item_id in item_page.content.decode()

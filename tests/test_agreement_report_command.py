@@ -50,7 +50,13 @@ ANNOTATIONS = [
     annotation("i3", "ann-c", True, 2, excluded=True),
 ]
 JUDGMENTS = [
-    {"item_id": "i1", "judge": "how2judge", "has_failure": True, "critical_failures": []},
+    # has_failure true with one failure listed (an empty list would contradict it: refused).
+    {
+        "item_id": "i1",
+        "judge": "how2judge",
+        "has_failure": True,
+        "critical_failures": [{"failure": "never drained", "L1_steps": [1], "L2_steps": [1]}],
+    },
     {"item_id": "i2", "judge": "how2judge", "has_failure": True},
     {"item_id": "i1", "judge": "gpt-5", "has_failure": True},
     {"item_id": "i2", "judge": "gpt-5", "has_failure": False},
@@ -93,7 +99,7 @@ def test_prints_the_report_as_json_with_the_required_keys(files):
     }
     assert list(report["judge_pairs"]) == ["gpt-5|how2judge"]
     pair = report["judge_pairs"]["gpt-5|how2judge"]
-    assert {k: v for k, v in pair.items() if k != "ci95"} == {
+    assert {k: v for k, v in pair.items() if k not in ("ci95", "interval", "interval_name", "approximate")} == {
         "raters": ["gpt-5", "how2judge"],
         "agreement": 0.5,
         "cohen_kappa": 0.0,

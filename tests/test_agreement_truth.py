@@ -17,12 +17,12 @@ from django.urls import reverse
 
 from annotate.reports.selectors import study_agreement_report
 from annotate.stats.agreement import agreement_report, judge_agreement
-from annotate.stats.bootstrap import bootstrap_share_interval, sample_size_note
+from annotate.stats.bootstrap import sample_size_note, share_interval
 from annotate.stats.majority import HumanMajority, human_majority
 from annotate.stats.metric_agreement import metric_agreement_report
 from annotate.stats.records import AnnotationRow, JudgmentRow
 from annotate.testing import annotate_all, annotate_next, annotator_start, judged_generation_study, study_make
-from core.intervals import bootstrap_mean_interval
+from core.intervals import wilson_interval
 
 pytestmark = pytest.mark.django_db
 
@@ -160,9 +160,13 @@ def test_leave_one_out_needs_a_majority_of_the_others_too():
     loo = agreement_report(rows, [], bootstrap=0)["leave_one_out"]
     # On i2 each annotator has one other: one annotation is not a majority.
     assert loo["a"]["n"] == 0 and loo["a"]["n_others_too_few"] == 1 and loo["a"]["n_others_tie"] == 1
+    # The Wilson interval of 0 of 1 (issue 27: every share carries Wilson, whatever the bootstrap).
     assert loo["c"] == {
         "agreement": 0.0,
-        "ci95": None,
+        "ci95": [0.0, pytest.approx(wilson_interval(0, 1)[1])],
+        "interval": "wilson",
+        "interval_name": "Wilson score interval",
+        "approximate": False,
         "n": 1,
         "n_items": 1,
         "n_others_tie": 0,
@@ -421,11 +425,9 @@ def test_study_page_shows_the_agreement_pages_alpha_with_its_interval_and_n(rese
     assert row["alpha_n"] == report["alpha_details"]["binary"]["n_units"] == 6
 
 
-def test_share_interval_is_the_item_bootstrap_of_a_share_of_0_1_outcomes():
+def test_share_interval_is_wilson_whatever_the_bootstrap():
+    # Issue 27: a share is never bootstrapped (the percentile bootstrap gave [1, 1] at 3 of 3).
     for successes, n in ((7, 20), (45, 50), (3, 3)):
-        values = [1.0] * successes + [0.0] * (n - successes)
-        by_items = bootstrap_mean_interval(values, bootstrap=20000, seed=1)
-        direct = bootstrap_share_interval(successes, n, bootstrap=20000, seed=1)
-        assert direct == pytest.approx(by_items, abs=0.051), (successes, n)
-    assert bootstrap_share_interval(0, 0, bootstrap=100) is None
-    assert bootstrap_share_interval(3, 4, bootstrap=0) is None
+        assert share_interval(successes, n)["ci95"] == pytest.approx(list(wilson_interval(successes, n)))
+    assert share_interval(3, 3)["ci95"][0] < 1.0
+    assert share_interval(0, 0)["ci95"] is None

@@ -286,14 +286,37 @@ def test_training_pages_over_http_answer_and_move_on():
     assert b"Not quite." in answer.content and b"there is no largest or smallest piece" in answer.content
 
 
-def test_entry_with_the_same_pid_resumes_and_records_each_prolific_session():
+def test_entry_with_the_same_pid_and_session_resumes_and_another_session_is_refused():
+    """A participation is bound to the Prolific session it started in (issue 28, F-08: anyone
+    who knew a PID could enter with another SESSION_ID, see the draft and be screened out in
+    the participant's place). Prolific gives a participant one submission, and one SESSION_ID,
+    per study; the same link opened again carries the same one."""
+    from annotate.errors import EntryRefused
+
     study = study_make(n_items=2)
     p = participation_enter(study=study, pid="resumer", prolific_study_id="S1", session_id="A")
     participation_consent(participation=p)
     a = assignment_next(participation=p)
-    p2 = participation_enter(study=study, pid="resumer", prolific_study_id="S1", session_id="B")
-    assert p2.pk == p.pk and p2.prolific_session_id == "B" and len(p2.sessions_seen) == 2
-    assert assignment_next(participation=p2).pk == a.pk
+    again = participation_enter(study=study, pid="resumer", prolific_study_id="S1", session_id="A")
+    assert again.pk == p.pk and assignment_next(participation=again).pk == a.pk
+    with pytest.raises(EntryRefused) as caught:
+        participation_enter(study=study, pid="resumer", prolific_study_id="S1", session_id="B")
+    assert list(caught.value.fields) == ["SESSION_ID"] and "another Prolific session" in str(caught.value)
+    p.refresh_from_db()
+    assert p.prolific_session_id == "A" and len(p.sessions_seen) == 1
+    # Linked to a Prolific study, whose links always carry a session, a link without one is refused too.
+    study.prolific_study_id = "S1"
+    study.save(update_fields=["prolific_study_id"])
+    with pytest.raises(EntryRefused):
+        participation_enter(study=study, pid="resumer", prolific_study_id="S1", session_id="")
+
+
+def test_a_placeholder_session_binds_nothing():
+    """The raw link a researcher opens to try it ({{%SESSION_ID%}} not filled in) is no session."""
+    study = study_make(n_items=2)
+    p = participation_enter(study=study, pid="tryer", prolific_study_id="S1", session_id="{{%SESSION_ID%}}")
+    later = participation_enter(study=study, pid="tryer", prolific_study_id="S1", session_id="real-session")
+    assert later.pk == p.pk and later.prolific_session_id == "real-session"
 
 
 def test_a_closed_study_refuses_new_participants_but_lets_existing_ones_back():

@@ -212,8 +212,9 @@ def test_judgment_records_read_has_failure_or_the_judges_text():
     unreadable = judgment_record({**base, "judge_completion": "no idea"})
     assert unreadable.has_failure is None
     assert "no JSON object" in unreadable.parse_error
-    # An explicit label wins over the text.
-    assert judgment_record({**base, "has_failure": False, "judge_completion": ONE_FAILURE}).has_failure is False
+    # A label given with the text must agree with it (§4.2; contradictions are refused, see
+    # tests/test_contradictory_judgment_records.py).
+    assert judgment_record({**base, "has_failure": True, "judge_completion": ONE_FAILURE}).has_failure is True
     for record, field in [
         ({**base, "has_failure": "yes"}, "has_failure"),
         ({**base, "has_failure": 1}, "has_failure"),

@@ -66,7 +66,10 @@ def _hide_for_a_while(page) -> float:
 
 
 def _saved_after(page, act) -> None:
-    """Do act (which saves), then wait until the page says that save arrived."""
+    """Do act (which saves), then wait until the page says that save arrived. Waits for the
+    page's load event first: a choice checked before the page's script listens saves nothing
+    (seen when the other core was busy with another test worker)."""
+    page.wait_for_load_state("load")
     page.evaluate("document.getElementById('save-status').textContent = ''")
     act()
     page.wait_for_function(SAVED)

@@ -131,9 +131,14 @@ def test_the_whole_annotator_path_in_chromium(live_server, page):
     assert page.locator("#completion-code").inner_text() == "SCREEN-99"
     page.wait_for_url(PROLIFIC, timeout=15000)
     assert page.url.endswith("cc=SCREEN-99")
-    # No retry on the same guidelines.
-    page.goto(f"{live_server.url}/a/{study.slug}/?PROLIFIC_PID=failer01&STUDY_ID=x&SESSION_ID=again")
+    # No retry on the same guidelines: the same link again shows the same code, and another
+    # session under the same PID is refused (a participation is bound to its session).
+    page.goto(
+        f"{live_server.url}/a/{study.slug}/?PROLIFIC_PID=failer01&STUDY_ID=prolific-study&SESSION_ID=sess-failer01"
+    )
     assert page.locator("#completion-code").inner_text() == "SCREEN-99"
+    page.goto(f"{live_server.url}/a/{study.slug}/?PROLIFIC_PID=failer01&STUDY_ID=x&SESSION_ID=again")
+    assert "another Prolific session" in page.content()
     page.goto("about:blank")
 
     # --- someone who passes
@@ -213,9 +218,10 @@ def test_the_whole_annotator_path_in_chromium(live_server, page):
     ]
     assert first.wall_seconds >= MIN_SECONDS and 0 < first.active_seconds <= first.wall_seconds + 3
     assert main[1].has_failure is False
-    # No script error; the one failed request is the refused premature submit (HTTP 400).
+    # No script error; the two failed requests are the refused entry under another session and
+    # the refused premature submit (HTTP 400 each).
     assert [e for e in script_errors if "status of 400" not in e] == []
-    assert sum("status of 400" in e for e in script_errors) == 1
+    assert sum("status of 400" in e for e in script_errors) == 2
     passer = Participation.objects.get(annotator__pid="passer02")
     assert passer.state == "completed" and passer.prolific_session_id == "sess-passer02"
     assert passer.training_progress["jacobs-ladder"]["correct"] is False and len(passer.training_progress) == 11

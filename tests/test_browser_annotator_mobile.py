@@ -160,8 +160,11 @@ def test_where_the_clipboard_is_refused_the_code_is_selected(live_server, phone)
     _enter(page, live_server.url, study, "phone02")
     page.get_by_label("I have read the guidelines and agree to take part.").check()
     page.get_by_role("button", name="Continue").click()
+    page.locator("#goal-text").wait_for()
+    # The page's scripts have run before anything is checked: a goal confirmed before they
+    # listen is never saved, and the submit is refused (seen under load in CI).
+    page.wait_for_load_state("load")
     page.locator("#goal-ack").check()
-    page.wait_for_load_state("load")  # the page's scripts have run: keys are handled
     for step in page.locator("button.step").all():
         step.click()
     page.keyboard.press("n")

@@ -11,7 +11,7 @@ from django.db import IntegrityError, connection, transaction
 from core.bulk_insert import bulk_insert
 from llm.models import LedgerEntry
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]  # bulk_create there, COPY on PostgreSQL
 
 AWKWARD = 'tab\there, newline\nthere, back\\slash, "quotes", \\N, ünïcødé, 日本語'
 

@@ -81,3 +81,47 @@ def leaderboard_rows():
     from judging.selectors import leaderboard
 
     return [{**r, "calibrated_json": json.loads(json.dumps(r["calibrated"]))} for r in leaderboard("How2Judge")]
+
+
+def test_the_leaderboard_api_and_the_agreement_api_give_calibration_on_one_scale(demo, researcher_client):
+    """The same judge and human labels through both APIs: every score and interval a
+    fraction (0-1) with its _percent sibling (0-100); the leaderboard API gave
+    calibrated.corrected_score on 0-100 while the agreement API gave 0-1. Both show
+    Rogan-Gladen and PPI++, each with n_labelled, n_unlabelled and source studies."""
+    study = judged_generation_study(name="Labelled", annotators_per_item=2)
+    label_as_the_judge(study, ("h1", "h2"))
+    board = researcher_client.get("/api/leaderboard?judge=How2Judge").json()
+    report = researcher_client.get(f"/api/studies/{study.slug}/agreement").json()
+    from_report = report["calibration"]["How2Judge"]
+    rows = [row for row in board["rows"] if row["calibrated"]]
+    assert rows
+    for calibrated in [from_report] + [row["calibrated"] for row in rows]:
+        for field in ("corrected_score", "observed_score", "ppi_score"):
+            value = calibrated[field]
+            assert value is None or 0.0 <= value <= 1.0, (field, value)
+            assert calibrated[f"{field}_percent"] == (None if value is None else pytest.approx(100 * value))
+        for field in ("ci95", "ppi_ci95"):
+            interval = calibrated[field]
+            assert interval is None or (0.0 <= interval[0] < interval[1] <= 1.0), (field, interval)
+            assert calibrated[f"{field}_percent"] == (
+                None if interval is None else pytest.approx([100 * v for v in interval])
+            )
+        assert calibrated["interval"] == "rogan-gladen" and calibrated["ppi"]["interval"] == "ppi++ stratified"
+        for block in (calibrated, calibrated["ppi"]):
+            assert {"n_labelled", "n_unlabelled", "source_studies", "interval_name", "approximate"} <= set(block)
+    # The same labelled items give the same error rates in both.
+    assert (rows[0]["calibrated"]["tpr"], rows[0]["calibrated"]["tnr"]) == (from_report["tpr"], from_report["tnr"])
+    assert rows[0]["calibrated"]["n_labelled"] == from_report["n_labelled"] == 10
+    assert rows[0]["calibrated"]["source_studies"] == from_report["source_studies"] == [study.slug]
+    # PPI++ on the leaderboard takes only the row's own labelled generations.
+    assert sum(row["calibrated"]["ppi"]["n_labelled"] for row in rows) == 10
+
+
+def test_both_estimators_are_on_the_leaderboard_and_the_agreement_page(demo, researcher_client):
+    study = judged_generation_study(name="Labelled", annotators_per_item=2)
+    label_as_the_judge(study, ("h1", "h2"))
+    for url in (reverse("leaderboard") + "?judge=How2Judge", reverse("annotate:report_agreement", args=[study.slug])):
+        html = researcher_client.get(url).content.decode()
+        assert 'data-estimator="rogan-gladen"' in html and 'data-estimator="ppi++ stratified"' in html, url
+        assert "100.0 [100.0–100.0]" not in html and "0.0 [0.0–0.0]" not in html
+        assert "bootstrap over items" not in html.split('class="calibrated')[1][:3000]

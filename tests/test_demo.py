@@ -10,7 +10,7 @@ from judging.models import Generation, Judgment
 from mining.constants import TOPICS
 from mining.models import Procedure, Topic
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]  # the demo make run loads on SQLite
 
 
 def test_every_one_of_the_fourteen_topics_has_a_demo_procedure(demo):
@@ -94,3 +94,51 @@ def test_demo_coscript_run_holds_the_papers_goals_and_scripts_filtered_for_real(
     assert twitter.kept and twitter.scores["best_sibling_goal"] is not None
     assert twitter.scores["target_score"] > twitter.scores["best_sibling_score"]
     assert run.report["filter"]["total"]["candidates"] == 5
+
+
+def test_the_demo_leaderboard_ranks_the_three_models_of_tables_17_to_19_on_the_same_procedures(researcher_client, demo):
+    from judging.selectors import leaderboard_ranking
+
+    board = leaderboard_ranking("How2Judge")  # the page's default view: all splits, common items
+    ranked = {row["model"]: row["rank"] for row in board["rows"] if row["rank"] is not None}
+    # Tables 17-19: Claude 3 of 3 without a critical failure, GPT 5 2 of 3, Gemini 2.5 Pro 1 of 3.
+    assert ranked == {"claude-opus-4.5": 1, "gpt-5": 2, "gemini-2.5-pro": 3}
+    assert board["n_complete"] == 3 and board["n_common_items"] == 3
+    # Table 1's single Qwen output is an imported generation: counted against all of How2Bench.
+    qwen = next(row for row in board["rows"] if row["model"] == "qwen3-8b-instruct")
+    assert not qwen["complete"] and qwen["rank"] is None
+
+    html = researcher_client.get(reverse("leaderboard")).content.decode()
+    assert "Ranked over the <strong>3</strong> procedures that every complete model (3) has a usable judgment" in html
+    assert "No model has a usable judgment" not in html
+
+
+def test_loading_the_demo_twice_keeps_one_run_per_model_of_tables_17_to_19(researcher_client, demo):
+    from judging import demo as judging_demo
+    from judging.models import GenerationRun
+
+    judging_demo.load()
+    runs = GenerationRun.objects.filter(name__startswith="Paper examples, Tables 17-19")
+    assert runs.count() == 3 and {run.status for run in runs} == {"done"}
+    for run in runs:
+        assert run.generations.count() == 3 and len(run.procedure_ids) == 3 and run.llm_job is None
+        page = researcher_client.get(reverse("generation_run_detail", args=[run.pk]))
+        assert page.status_code == 200 and "Tables 17-19" in page.content.decode()
+    assert researcher_client.get(reverse("judging_runs")).status_code == 200
+
+
+def test_the_demo_runs_of_the_papers_outputs_refuse_every_action_with_a_409_never_a_500(admin_client_):
+    """The Tables 17-19 runs were filed, not generated here: they own no LLM job, so pause,
+    resume, cancel and Retry failed have nothing to act on (the crawler found a 500 on
+    retry-failed)."""
+    from judging.demo import PAPER_COMPARISON_MODELS, paper_comparison_run_name
+    from judging.models import GenerationRun
+
+    call_command("load_demo", verbosity=0)
+    for model in PAPER_COMPARISON_MODELS:
+        run = GenerationRun.objects.get(name=paper_comparison_run_name(model))
+        for action in ("pause", "resume", "cancel", "retry-failed"):
+            response = admin_client_.post(f"/api/judging/generation-runs/{run.pk}/{action}/")
+            assert response.status_code in (400, 409), (action, response.status_code, response.content[:200])
+        run.refresh_from_db()
+        assert run.status == "done"

@@ -243,16 +243,22 @@ def test_saving_the_form_without_a_key_keeps_the_stored_key_and_a_variable_repla
     assert record.api_key_kind == "stored" and record.max_concurrency == 4
     endpoint_role_assign(role="generate", record=record)
     assert endpoint_get("generate").api_key == KEY_A
-    monkeypatch.setenv("GPU_A_KEY", "from-the-environment-123")
-    form["api_key_env"] = "GPU_A_KEY"
+    monkeypatch.setenv("GPU_A_API_KEY", "from-the-environment-123")
+    form["api_key_env"] = "GPU_A_API_KEY"
     admin_client_.post(reverse("llm_endpoint_edit", args=[record.pk]), form)
     record.refresh_from_db()
-    assert record.api_key_kind == "env" and record.api_key_encrypted == "" and record.api_key_label == "from $GPU_A_KEY"
+    assert (
+        record.api_key_kind == "env"
+        and record.api_key_encrypted == ""
+        and record.api_key_label == "from $GPU_A_API_KEY"
+    )
     assert endpoint_get("generate").api_key == "from-the-environment-123"  # read now, no restart
 
 
 def test_record_limits_apply_to_the_client_and_overrides_still_win(settings):
     _unconfigured(settings)
+    # A GPU box on the private network, listed by the admin (llm/outbound.py).
+    settings.OUTBOUND_ALLOWED_HOSTS = [*settings.OUTBOUND_ALLOWED_HOSTS, "10.0.0.5", "10.0.0.1"]
     record = endpoint_record_create(
         name="limited",
         base_url="http://10.0.0.5:8000/v1/",
@@ -373,6 +379,10 @@ HOSTILE = [
     ("name", "bad\x00name", "NUL"),
     ("model", "m" * 201, "at most 200"),
     ("api_key_env", "NOT A NAME", "environment variable name"),
+    ("api_key_env", "SECRET_KEY", "server's own secrets"),
+    ("api_key_env", "DATABASE_URL", "server's own secrets"),
+    ("api_key_env", "PROLIFIC_API_TOKEN", "server's own secrets"),
+    ("api_key_env", "HOME", "LLM_API_KEY_ENV_ALLOWED"),
     ("api_key", "sk-with space", "spaces"),
     ("max_concurrency", "0", "from 1"),
     ("requests_per_minute", "-5", "from 1"),

@@ -300,14 +300,34 @@ def test_top_neighbours_equals_brute_force_without_the_querys_own_group():
     rng = np.random.default_rng(2)
     corpus = l2_normalise(rng.normal(size=(41, 12)))
     groups = np.arange(41) % 5
+    full = corpus[:9] @ corpus.T
+    full[groups[:9, None] == groups[None, :]] = -np.inf
+    # Blocks of query rows and of corpus rows (memory bounded at any corpus size) change nothing.
     for block_rows in (1, 4, 100):
-        index, sims = top_neighbours(
-            corpus[:9], corpus, k=6, query_groups=groups[:9], corpus_groups=groups, block_rows=block_rows
-        )
-        full = corpus[:9] @ corpus.T
-        full[groups[:9, None] == groups[None, :]] = -np.inf
-        assert index.tolist() == np.argsort(-full, axis=1, kind="stable")[:, :6].tolist()
-        assert np.allclose(sims, np.sort(full, axis=1)[:, ::-1][:, :6])
+        for block_columns in (1, 5, 7, 100):
+            index, sims = top_neighbours(
+                corpus[:9],
+                corpus,
+                k=6,
+                query_groups=groups[:9],
+                corpus_groups=groups,
+                block_rows=block_rows,
+                block_columns=block_columns,
+            )
+            assert index.tolist() == np.argsort(-full, axis=1, kind="stable")[:, :6].tolist(), block_columns
+            assert np.allclose(sims, np.sort(full, axis=1)[:, ::-1][:, :6])
+
+
+def test_top_neighbours_skips_the_excluded_row_in_any_block_and_pads_a_short_corpus():
+    angles = np.array([0.0, 0.1, 0.2, 0.35, 0.5, 0.8, 1.2, 1.5])  # distinct similarities, no ties
+    corpus = np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+    queries = corpus[[0, 6]]
+    for block_columns in (1, 3, 8):
+        index, sims = top_neighbours(queries, corpus, k=3, exclude=np.array([1, 6]), block_columns=block_columns)
+        assert index.tolist() == [[0, 2, 3], [7, 5, 4]], block_columns
+        assert np.allclose(sims, [[1.0, np.cos(0.2), np.cos(0.35)], [np.cos(0.3), np.cos(0.4), np.cos(0.7)]])
+    index, sims = top_neighbours(queries[:1], corpus[:2], k=5, exclude=np.array([0]))
+    assert index.tolist() == [[1, -1, -1, -1, -1]] and np.isneginf(sims[0, 1:]).all()
 
 
 def test_wilson_interval_contains_the_proportion():

@@ -96,6 +96,7 @@ def prolific(settings):
     server.stop()
 
 
+@pytest.mark.sqlite  # concurrent requests under SQLite's one writer
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_publish_clicks_send_one_publish_transition(prolific, researcher):
     import threading
@@ -247,7 +248,7 @@ def test_models_and_endpoint_records_lists_are_paginated(researcher_client, admi
 
     LanguageModel.objects.bulk_create([LanguageModel(name=f"walk-{i:03d}", role="generate") for i in range(55)])
     for i in range(3):
-        endpoint_record_create(name=f"walk-{i}", base_url=f"http://10.0.0.{i + 1}:8000/v1", model="m")
+        endpoint_record_create(name=f"walk-{i}", base_url=f"http://gpu-{i + 1}.example.org:8000/v1", model="m")
     first = researcher_client.get("/api/judging/models/").json()
     assert first["count"] == LanguageModel.objects.count() and len(first["results"]) == 50 and first["next"]
     second = researcher_client.get(first["next"]).json()

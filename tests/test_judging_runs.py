@@ -218,3 +218,22 @@ def test_run_page_shows_generations_judgments_and_linked_failures(server, resear
     assert "How2Score <strong>93.75</strong>" in html
     assert "No 30-day waiting period." in html and "L1 4" in html and "L2 3" in html
     assert "how2judge: parse_failed" in html
+
+
+def test_a_judge_run_over_a_run_with_nothing_to_judge_is_refused_at_launch(server, admin_client_):
+    """Issue 28: a judge run over a cancelled generation run with 0 generations was accepted
+    and ended 'done' ('0 ok of 0', coverage 0.0). Refused, naming the generation run, and
+    nothing is created."""
+    from core.app_errors import InvalidInput
+    from judging.models import JudgeRun
+    from judging.services import run_cancel
+
+    model = language_model_register(name="never-ran")
+    run = generation_run_create(name="never-ran-bench", language_model=model, start=False)
+    run_cancel(run=run)
+    run.refresh_from_db()
+    assert run.generations.filter(outcome="ok").count() == 0
+    with pytest.raises(InvalidInput) as caught:
+        judge_run_create(name="judge-nothing", generation_run=run, judge="how2judge", start=False)
+    assert list(caught.value.fields) == ["generation_run"] and "no usable generation" in str(caught.value)
+    assert not JudgeRun.objects.filter(name="judge-nothing").exists()

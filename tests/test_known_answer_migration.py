@@ -8,6 +8,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+pytestmark = pytest.mark.sqlite  # migrations, forwards and back, on the embedded default too
+
 BEFORE = [("annotate", "0008_kind_choices_from_the_registry")]
 AFTER = [("annotate", "0011_remove_studyitem_expected_columns")]
 

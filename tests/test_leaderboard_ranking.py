@@ -1,8 +1,8 @@
 """The leaderboard compares like with like: complete models are ranked over the procedures
 every one of them has a usable verdict for, a model below the coverage threshold is marked
 and never ranked above complete ones, every row carries its interval and coverage, and any
-two models are compared on their common procedures with a paired bootstrap interval (page
-and API). Cross-judge rank correlations carry bootstrap intervals."""
+two models are compared on their common procedures with a paired interval and an exact test
+(page and API). Cross-judge rank correlations carry bootstrap intervals."""
 
 from __future__ import annotations
 
@@ -101,8 +101,12 @@ def test_leaderboard_page_compares_two_models_with_a_paired_interval(researcher_
     assert comparison["n_items"] == 23 and comparison["difference"] == pytest.approx(8 / 23)
     assert comparison["difference_percent"] == pytest.approx(100 * 8 / 23)
     assert comparison["ci95"][0] > 0  # strong passes every procedure weak passes, and 8 more
+    # 8 discordant procedures all one way: exact McNemar p = 2 / 2^8; Holm over the 3 pairs
+    # of the 3 models offered: 3 x 0.0078 < 0.05.
+    assert comparison["p_value"] == pytest.approx(2 / 2**8) and comparison["n_comparisons"] == 3
+    assert comparison["p_adjusted"] == pytest.approx(3 * 2 / 2**8) and comparison["decision"] == "a"
     assert "<strong>strong is better than weak</strong>" in html
-    assert "1000 times (seed 0)" in html
+    assert "exact McNemar" in html and "Holm" in html
     response = researcher_client.get(reverse("leaderboard"), {"judge": "how2judge", "a": "strong", "b": "nobody"})
     assert (
         response.status_code == 400
@@ -117,7 +121,10 @@ def test_compare_api_gives_the_difference_on_common_items(researcher_client, ben
     # Common procedures: the 3 with a usable verdict for few-judged (weak passes all 3).
     assert body["n_items"] == 3 and body["difference"] == 0.0 and body["difference_percent"] == 0.0
     assert body["a"]["n_judged"] == 3 and body["b"]["n_judged"] == 3
-    assert body["resamples"] == 1000 and body["seed"] == 0 and body["interval"] == "paired bootstrap over items"
+    # One generation per procedure: Newcombe's paired interval (no bootstrap), exact McNemar.
+    assert body["resamples"] is None and body["interval"] == "newcombe paired score"
+    assert body["test"] == "exact McNemar" and body["p_value"] == 1.0 and body["decision"] is None
+    assert body["ci95"][0] < 0 < body["ci95"][1]  # never [0, 0]
     again = researcher_client.get(
         "/api/leaderboard/compare", {"judge": "how2judge", "a": "few-judged", "b": "weak"}
     ).json()
@@ -168,12 +175,17 @@ def test_cross_judge_correlations_and_scores_carry_intervals(researcher_client, 
     judge_model("weak", items, [False] * 13 + [True] * 10, judge="gpt-5")
     rankings = cross_judge_rankings(["how2judge", "gpt-5"])
     [pair] = rankings["pairs"]
-    assert pair["kendall_tau"] == 1.0 and pair["kendall_tau_ci95"] is not None
+    # Two complete models: tau is 1 on every resample, so no interval is shown (it would
+    # have zero width), with the reason; few-judged is incomplete and left out.
+    assert pair["kendall_tau"] == 1.0 and pair["kendall_tau_ci95"] is None and pair["n_models"] == 2
+    assert pair["kendall_tau_reason"].startswith("interval not estimable (n = 23)")
     assert pair["n_items"] == 23 and pair["resamples"] == 1000
+    assert rankings["left_out"] == {"few-judged": ["how2judge", "gpt-5"]}
     few = rankings["estimates"]["how2judge"]["few-judged"]
     assert few["n_unusable"] == 14 and few["coverage"] == pytest.approx(3 / 23)
     html = researcher_client.get(reverse("cross_judge")).content.decode()
-    assert "95% CI" in html and "coverage 3 / 23" in html and "1000 resamples, seed 0" in html
+    assert "95% CI" in html and "coverage 3 / 23" in html and "1000 resamples of the common procedures, seed 0" in html
+    assert "interval not estimable (n = 23)" in html
 
 
 def test_leaderboard_api_needs_a_researcher(client, bench_world):

@@ -19,7 +19,8 @@ from llm.services import llm_job_create, llm_job_resume
 from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
 from tests.services import REDIS_URL, celery_worker, require
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+# sqlite: the worker beside the web process on one SQLite file is the embedded default (make run)
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.sqlite]
 
 
 def _database_url() -> str:

@@ -173,12 +173,12 @@ def test_intervals_contain_the_point_estimates_and_the_seed_fixes_them():
         majority=HumanMajority(majority), models=models, signals=signals, bootstrap=400, seed=5
     )
     for s in report["signals"]:
-        for point, interval in (
-            (s["auc"], s["auc_ci95"]),
-            (s["best_threshold"]["accuracy"], s["best_threshold"]["ci95"]),
-            (s["kendall_tau"], s["kendall_tau_ci95"]),
+        for point, interval, reason in (
+            (s["auc"], s["auc_ci95"], s["auc_ci95_not_estimable"]),
+            (s["best_threshold"]["accuracy"], s["best_threshold"]["ci95"], s["best_threshold"]["ci95_not_estimable"]),
+            (s["kendall_tau"], s["kendall_tau_ci95"], s["kendall_tau_ci95_not_estimable"]),
         ):
-            if point is None:
+            if point is None or reason:
                 assert interval is None
             else:
                 assert interval[0] <= point <= interval[1], (s["key"], point, interval)
@@ -204,7 +204,9 @@ def test_constant_signal_sits_at_chance_and_its_undefined_resamples_are_counted(
         majority=HumanMajority(majority), models=models, signals=signals, bootstrap=300, seed=0
     )
     by_key = _by_key(report)
-    assert by_key["bleu"]["auc"] == 0.5 and by_key["bleu"]["auc_ci95"] == [0.5, 0.5]
+    # Issue 27: a constant signal's AUC has no interval (every resample gives 0.5), not [0.5, 0.5].
+    assert by_key["bleu"]["auc"] == 0.5 and by_key["bleu"]["auc_ci95"] is None
+    assert by_key["bleu"]["auc_ci95_not_estimable"].startswith("interval not estimable (n = 200)")
     assert by_key["bleu"]["kendall_tau"] is None and by_key["bleu"]["n_bootstrap_undefined"]["tau"] == 300
     sparse = by_key["judge:sparse"]
     if majority["i000"] != majority["i001"]:
@@ -299,7 +301,8 @@ def test_crafted_study_ranks_the_judge_equal_to_the_majority_first(crafted):
     oracle, noisy, always = by_key["judge:oracle"], by_key["judge:noisy"], by_key["judge:always"]
     assert keys[0] == "judge:oracle" and oracle["rank"] == 1
     assert (oracle["auc"], oracle["best_threshold"]["accuracy"], oracle["kendall_tau"]) == (1.0, 1.0, 1.0)
-    assert oracle["auc_ci95"] == [1.0, 1.0]
+    # Perfect separation: every resample gives 1, so no interval (issue 27), not [1.0, 1.0].
+    assert oracle["auc_ci95"] is None and oracle["auc_ci95_not_estimable"].startswith("interval not estimable (n = 36)")
     assert noisy["auc"] == pytest.approx(5 / 6) and noisy["best_threshold"]["accuracy"] == pytest.approx(30 / 36)
     assert noisy["kendall_tau"] == pytest.approx(1 / 3)
     assert always["auc"] == 0.5 and always["kendall_tau"] is None
@@ -321,8 +324,12 @@ def test_crafted_study_ranks_the_judge_equal_to_the_majority_first(crafted):
     assert by_key["score"]["note"] == "components: 36 items by the rule-based fallback"
     assert report["score_components"] == {"rule": 36}
     for s in report["signals"]:
-        for point, interval in ((s["auc"], s["auc_ci95"]), (s["kendall_tau"], s["kendall_tau_ci95"])):
-            assert point is None or interval[0] <= point <= interval[1]
+        for point, interval, reason in (
+            (s["auc"], s["auc_ci95"], s["auc_ci95_not_estimable"]),
+            (s["kendall_tau"], s["kendall_tau_ci95"], s["kendall_tau_ci95_not_estimable"]),
+        ):
+            # A point without an interval says why (issue 27: never a zero-width interval).
+            assert point is None or (interval is None and reason) or interval[0] <= point <= interval[1]
 
 
 def test_score_reads_stored_components_when_the_run_has_them(crafted):
@@ -369,13 +376,13 @@ def test_page_shows_the_ranking_chart_notes_and_downloads(crafted, researcher_cl
     html = researcher_client.get(url).content.decode()
     rows = [line.split('data-signal="')[1].split('"')[0] for line in html.splitlines() if 'data-signal="' in line]
     assert rows[0] == "judge:oracle" and rows.index("judge:noisy") < rows.index("judge:always") and len(rows) == 13
-    assert 'id="metric-agreement-chart"' in html and reverse("plotly_js") in html
+    assert 'id="metric-agreement-chart"' in html and "/static/vendor/plotly.min.js" in html
     assert "Orientation is fixed in advance" in html and "ties count ½" in html
     report = researcher_client.get(url + "?format=json").json()
     assert report == json.loads(json.dumps(study_metric_agreement_report(crafted)))
     csv_lines = researcher_client.get(url + "?format=csv").content.decode().splitlines()
     assert csv_lines[0].startswith("rank,key,label,family,higher_means,n,") and len(csv_lines) == 14
-    assert csv_lines[1].startswith("1,judge:oracle,How2Score · oracle,judge,has_failure,36,18,18,1.0,1.0,1.0,1.0,")
+    assert csv_lines[1].startswith("1,judge:oracle,How2Score · oracle,judge,has_failure,36,18,18,1.0,,,1.0,,,1.0,")
 
 
 def test_command_and_api_give_the_page_report(crafted, researcher_client, tmp_path):

@@ -123,6 +123,7 @@ def test_mine_run_command_starts_reconfigures_and_reports(miner, corpus, tmp_pat
         "reached": 2,
         "passed": 0,
         "in_flight": 0,
+        "not_asked": 0,
         "dropped": 2,
         "rejected": 2,
         "pass_rate": share_estimate(0, 2),

@@ -393,3 +393,28 @@ def test_a_run_without_a_configured_endpoint_is_refused(db):
     with pytest.raises(RunConfigError, match="stages.extract_procedure: no LLM endpoint"):
         mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name, start=False)
     assert not MiningCandidate.objects.exists()
+
+
+def test_a_cancelled_runs_unfinished_documents_are_not_asked_not_in_flight(miner, researcher_client):
+    """Issue 28, part 7: a cancelled mining run showed its 4 documents 'in flight' at all six
+    stages and 'Pending 4' beside '0 ok of 0'; like every other cancelled run, what it never
+    asked is 'not asked'."""
+    from mining.run_selectors import mining_run_progress
+
+    corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(4)])
+    run = mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name, start=False)
+    from mining.runner import candidates_sample
+
+    assert candidates_sample(run) == 4  # the run has drawn its documents, then it is cancelled
+    mining_run_cancel(run=run)
+    run.refresh_from_db()
+    progress = mining_run_progress(run)
+    totals = progress["totals"]
+    assert totals["sampled"] == 4 and totals["pending"] == 0 and totals["not_asked"] == 4
+    assert totals["yield"]["left_out"] == {"in_flight": 0, "not_asked": 4, "failed": 0}
+    cells = progress["funnel"] + [c for topic in progress["funnel_by_topic"] for c in topic["stages"]]
+    assert all(cell["in_flight"] == 0 for cell in cells), cells
+    assert [cell["not_asked"] for cell in progress["funnel"]] == [4] * len(PIPELINE)
+    html = researcher_client.get(f"/mining/runs/{run.pk}/").content.decode()
+    assert "+4 in flight" not in html and "+4 not asked" in html and "4 not asked (cancelled)" in html
+    assert "left out: 4 not asked, 0 failed" in html

@@ -18,7 +18,8 @@ from tests.services import celery_worker
 from tests.test_llm_workers import _database_url, _wait
 from tests.test_mining_runs import config, make_corpus, point_stages_at
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+# sqlite: the worker beside the web process on one SQLite file is the embedded default (make run)
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.sqlite]
 
 N_DOCS = 30
 

@@ -11,7 +11,8 @@ from django.urls import reverse
 from core.models import ApiToken
 from core.services import api_token_create
 
-pytestmark = pytest.mark.django_db
+# sqlite: every page and endpoint, so every view's queries also run on the embedded default
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]
 
 RESEARCHER_PAGES = ["home", "procedure_list", "account", "api-docs"]
 ADMIN_PAGES = ["system"]

@@ -355,6 +355,7 @@ def test_a_submission_claimed_by_another_click_is_not_sent_again(prolific, resea
     ]
 
 
+@pytest.mark.sqlite  # concurrent requests under SQLite's one writer
 @pytest.mark.django_db(transaction=True)
 def test_two_concurrent_reviews_approve_each_submission_once(prolific, researcher, token_saved):
     if connection.vendor == "sqlite":

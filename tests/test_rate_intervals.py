@@ -95,11 +95,14 @@ def test_mining_yield_counts_decided_documents_and_says_what_it_left_out(mined):
     totals = progress["totals"]
     assert (totals["procedures"], totals["rejected"], totals["failed"]) == (6, 2, 1)
     # Failed documents decide nothing: 6 of 8 decided, not 6 of 9 finished.
-    assert totals["yield"] == {**share_estimate(6, 8), "left_out": {"in_flight": 0, "failed": 1}}
+    assert totals["yield"] == {**share_estimate(6, 8), "left_out": {"in_flight": 0, "not_asked": 0, "failed": 1}}
     assert totals["yield"]["ci95"] == pytest.approx(list(wilson_interval(6, 8)))
     by_topic = {t["slug"]: t["yield"] for t in progress["funnel_by_topic"]}
-    assert by_topic["health"] == {**share_estimate(4, 5), "left_out": {"in_flight": 0, "failed": 1}}
-    assert by_topic["food-dining"] == {**share_estimate(2, 3), "left_out": {"in_flight": 0, "failed": 0}}
+    assert by_topic["health"] == {**share_estimate(4, 5), "left_out": {"in_flight": 0, "not_asked": 0, "failed": 1}}
+    assert by_topic["food-dining"] == {
+        **share_estimate(2, 3),
+        "left_out": {"in_flight": 0, "not_asked": 0, "failed": 0},
+    }
     llm_filter = next(row for row in progress["funnel"] if row["stage"] == "llm_filter")
     assert llm_filter["pass_rate"] == share_estimate(6, 8) and llm_filter["undecided"] == 1
 

@@ -170,7 +170,7 @@ def test_a_mining_run_over_a_small_corpus_on_the_real_server(vllm, roles, tmp_pa
     )
     assert totals["finished"] == len(DOCUMENTS)
     assert totals["yield"]["n"] == by_status["passed"] + by_status["rejected"]
-    assert totals["yield"]["left_out"] == {"in_flight": 0, "failed": by_status["failed"]}
+    assert totals["yield"]["left_out"] == {"in_flight": 0, "not_asked": 0, "failed": by_status["failed"]}
     assert progress["outcomes"]["api_error"] == 0
     assert sum(progress["outcomes"].values()) == StageResult.objects.filter(run=run).count()
     for cell in progress["funnel"]:  # every document is past a stage, dropped at or before it, or never got there

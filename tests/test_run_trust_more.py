@@ -110,7 +110,7 @@ def test_api_error_judge_requests_count_as_unusable_and_keep_their_procedure_in_
     assert api["n_items"] == 17
     assert [(r["n_unusable"], r["n_items"], r["coverage"]) for r in api["rows"]] == [(2, 17, 15 / 17)] * 2
     page = researcher_client.get(reverse("leaderboard"), {"judge": "how2judge", "basis": "all"}).content.decode()
-    assert "(15/17)" in page and "<strong>17</strong> procedures judged" in page
+    assert "(15/17)" in page and "should have been judged on <strong>17</strong> procedures" in page
 
 
 def test_the_cross_judge_page_counts_api_errors_as_unusable(server, quick, researcher_client):  # noqa: F811

@@ -159,7 +159,21 @@ def test_leaderboard_shows_score_beside_how2score(components_server, generation_
     assert row["how2score"] == 1.0 and row["how2score_percent"] == 100.0
     assert row["score_n"] == 17
     assert row["score"] == pytest.approx(generation_run_score(generation_run)["score"])
-    assert row["score_ci95"] == generation_run_score(generation_run)["ci95"]["score"]
+    summary = generation_run_score(generation_run)
+    assert row["score_ci95"] == summary["ci95"]["score"]
+    # the leaderboard's SCORE carries the run page's reason and labels (one selector)
+    assert row["score_not_estimable"] == summary["not_estimable"]["score"]
+    assert row["score_interval_name"] == summary["interval_name"]
+    assert row["score_approximate"] is summary["approximate"] is True  # 17 generations
+
+
+def test_the_leaderboard_says_why_a_score_has_no_interval(researcher_client, components_server, generation_run):
+    for generation in generation_run.generations.all():
+        Judgment.objects.create(generation=generation, judge="how2judge", has_failure=False)
+    html = researcher_client.get(reverse("leaderboard") + "?judge=how2judge").content.decode()
+    # every generation scores 0.0: no "95% CI 0.00–0.00", the reason instead
+    assert "interval not estimable (n = 17)" in html
+    assert "95% CI 0.00–0.00" not in html and "95% CI –" not in html
 
 
 def test_demo_leaderboard_has_rule_based_score_offline(researcher_client, demo):
@@ -323,20 +337,28 @@ def test_an_ok_answer_from_an_older_ledger_with_a_wrong_count_is_marked_failed_a
 
 
 def test_every_score_mean_carries_its_bootstrap_interval_and_n(components_server, generation_run, researcher_client):
-    from core.intervals import bootstrap_mean_interval
+    from core.intervals import ITEM_BOOTSTRAP, bootstrap_mean_estimate, interval_fields
 
     summary = generation_run_score(generation_run)
     generations = list(generation_run.generations.select_related("procedure", "run"))
     per_generation = [result.result.score for result in generation_scores(generations).values()]
     assert summary["n_scored"] == len(per_generation) == 17
-    assert summary["interval"] == "bootstrap over items"
-    assert summary["ci95"]["score"] == bootstrap_mean_interval(per_generation)
-    low, high = summary["ci95"]["score"]
-    assert low <= summary["score"] <= high
+    assert {k: summary[k] for k in ("interval", "interval_name", "approximate")} == interval_fields(ITEM_BOOTSTRAP, 17)
+    assert (summary["ci95"]["score"], summary["not_estimable"]["score"]) == bootstrap_mean_estimate(per_generation)
+    # The scripted model's 17 generations all score 0.0: every resample's mean is 0.0, so the
+    # interval is not estimable (it used to be shown as the zero-width [0.000, 0.000]).
+    assert set(per_generation) == {0.0}
+    assert summary["ci95"]["score"] is None
+    reason = summary["not_estimable"]["score"]
+    assert reason.startswith("interval not estimable (n = 17)")
     for key in ("step_m", "order_strict", "order_lcs_eval", "order_tau", "semantic"):
-        assert len(summary["ci95"][key]) == 2
-    # The run page and the API show the same interval.
+        interval = summary["ci95"][key]
+        assert (interval is None) != (summary["not_estimable"][key] is None)
+        assert interval is None or interval[1] > interval[0]
+    # The run page and the API say the same.
     page = researcher_client.get(f"/runs/generation/{generation_run.pk}/").content.decode()
-    assert f"95% CI {low:.3f}–{high:.3f}" in page
+    assert "interval not estimable (n = 17)" in page and "95% CI 0.000–0.000" not in page
+    assert "approximate" in page
     api = researcher_client.get(f"/api/judging/generation-runs/{generation_run.pk}/").json()
-    assert api["score"]["ci95"]["score"] == [low, high]
+    assert api["score"]["ci95"]["score"] is None and api["score"]["not_estimable"]["score"] == reason
+    assert api["score"]["approximate"] is True

@@ -63,12 +63,14 @@ def test_tally_counts_unusable_answers_and_coverage_by_item():
 # ---------------------------------------------------------------------------------------
 
 
-def test_paired_bootstrap_of_a_model_that_always_wins_is_one_point():
+def test_paired_bootstrap_of_a_model_that_always_wins_shows_no_zero_width_interval():
+    # Every resample gives 100: the interval would be [100, 100]; it is null with the reason.
     a = [(1, 1)] * 10
     b = [(0, 1)] * 10
     result = paired_bootstrap_difference(a, b)
-    assert result["difference"] == 100.0 and result["ci95"] == [100.0, 100.0]
-    assert result["share_a_better"] == 1.0 and result["n_items"] == 10
+    assert result["difference"] == 100.0 and result["ci95"] is None and result["n_items"] == 10
+    assert result["interval_reason"].startswith("interval not estimable (n = 10)")
+    assert "share_a_better" not in result and result["approximate"] is True
 
 
 def test_paired_bootstrap_is_seeded_and_pairs_the_items():
@@ -80,9 +82,10 @@ def test_paired_bootstrap_is_seeded_and_pairs_the_items():
     assert first == paired_bootstrap_difference(a, b, resamples=2000, seed=7)
     assert first["difference"] == pytest.approx(15.0)
     # Unpaired, 65 vs 50 of 20 would give an interval around 0 of about ±30; paired, A never
-    # loses an item, so no resample has A below B.
-    assert 0 <= first["ci95"][0] < 15 < first["ci95"][1] <= 30 + 1e-9
-    assert first["share_b_better"] == 0.0
+    # loses an item, so no resample has A below B. BCa stretches the skewed upper end (3
+    # discordant items of 20: the upper bound is 8 of them, about Wilson's 36 % for 3 of 20).
+    assert 0 <= first["ci95"][0] < 15 < first["ci95"][1] <= 40 + 1e-9
+    assert first["interval"] == "paired bootstrap over items" and "BCa" in first["interval_name"]
 
 
 def test_paired_bootstrap_without_common_items_has_no_difference():
@@ -98,7 +101,9 @@ def test_paired_comparison_uses_only_items_both_models_have_a_usable_verdict_for
     assert result["a"]["how2score"] == 1.0 and result["b"]["how2score"] == 0.5
     assert result["a"]["how2score_percent"] == 100.0 and result["b"]["how2score_percent"] == 50.0
     assert result["difference"] == pytest.approx(0.5) and result["difference_percent"] == pytest.approx(50.0)
-    assert result["interval"] == "paired bootstrap over items"
+    # One generation per item: Newcombe's paired interval and exact McNemar (1 discordant).
+    assert result["interval"] == "newcombe paired score" and result["test"] == "exact McNemar"
+    assert (result["a_only"], result["b_only"], result["p_value"]) == (1, 0, 1.0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -106,11 +111,13 @@ def test_paired_comparison_uses_only_items_both_models_have_a_usable_verdict_for
 # ---------------------------------------------------------------------------------------
 
 
-def test_rank_correlation_intervals_of_two_identical_judges_are_one():
+def test_rank_correlation_intervals_of_two_identical_judges_are_not_estimable():
     passes = [[1, 1, 1, 1, 0, 1], [1, 0, 1, 0, 0, 1], [0, 0, 0, 1, 0, 0]]
     judged = [[1] * 6] * 3
     result = rank_correlation_intervals((passes, judged), (passes, judged), resamples=300, seed=1)
-    assert result["kendall_tau_ci95"] == [1.0, 1.0] and result["spearman_ci95"] == [1.0, 1.0]
+    # Every resample gives 1: no zero-width [1, 1] interval, the reason instead.
+    assert result["kendall_tau_ci95"] is None and result["spearman_ci95"] is None
+    assert result["kendall_tau_reason"].startswith("interval not estimable (n = 6)")
     assert result["n_items"] == 6 and result["interval"] == "bootstrap over items"
 
 

@@ -98,14 +98,36 @@ def test_the_agreement_report_leaves_a_surplus_annotation_out(researcher_client)
 def test_the_study_page_rounds_row_and_the_rounds_api_leave_it_out(researcher_client):
     study = _walk_lease()
     (row,) = study_round_summaries(study)
-    assert (row["n_annotations"], row["n_excluded"], row["n_surplus"]) == (3, 0, 1)
+    # Issue 27: n_annotations counts the counted annotations, as the agreement page does (it
+    # was 3 here, the surplus one included, against the agreement page's 2).
+    assert (row["n_annotations"], row["n_excluded"], row["n_surplus"]) == (2, 0, 1)
     assert row["alpha"] is None and row["alpha_n"] == 0 and row["alpha_ci95"] is None
     page = _text(researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content)
     assert "0.000 [0.000, 0.000]" not in page
     assert "1 surplus annotation left out" in page
     (api_row,) = researcher_client.get(f"/api/studies/{study.slug}/rounds/").json()
-    assert (api_row["n_annotations"], api_row["n_excluded"], api_row["n_surplus"]) == (3, 0, 1)
+    assert (api_row["n_annotations"], api_row["n_excluded"], api_row["n_surplus"]) == (2, 0, 1)
     assert api_row["alpha"] is None and api_row["alpha_n"] == 0
+
+
+def test_the_rounds_api_and_the_agreement_page_count_annotations_alike(researcher_client):
+    """Issue 27: n_annotations was 123 in the rounds API and 122 on the agreement page (the
+    surplus annotation counted in one). Both read one count: the counted annotations, with the
+    surplus and the excluded ones beside it."""
+    study = _walk_lease()
+    (api_row,) = researcher_client.get(f"/api/studies/{study.slug}/rounds/").json()
+    api = researcher_client.get(f"/api/studies/{study.slug}/agreement?bootstrap=0").json()
+    response = researcher_client.get(reverse("annotate:report_agreement", args=[study.slug]))
+    page_report = response.context["report"]
+    (page_round,) = response.context["rounds"]
+    for key in ("n_annotations", "n_excluded", "n_surplus"):
+        assert api_row[key] == api[key] == page_report[key] == page_round["report"][key], key
+    assert api_row["n_annotations"] == 2 and api_row["n_surplus"] == 1
+    # The round's alpha names its interval method, as the agreement report's does.
+    assert api_row["alpha_interval"] == api["alpha_interval"]["binary"]
+    assert api_row["alpha_interval"]["interval"] == "bootstrap over items"
+    study_page = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).context["rounds"][0]
+    assert (study_page["n_annotations"], study_page["n_surplus"]) == (2, 1)
 
 
 def test_counted_annotations_leave_surplus_out_on_the_page_and_the_api(researcher_client):

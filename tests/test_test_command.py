@@ -163,3 +163,86 @@ def test_without_ci_a_skip_for_a_missing_service_stays_a_skip(tmp_path):
     out, code = _run_skipping_tests(tmp_path, None)
     assert out.strip().splitlines()[-1].startswith("4 skipped"), out
     assert code == 0
+
+
+def test_with_postgresql_the_suite_runs_once_there_and_only_the_sqlite_marked_tests_on_sqlite(run_tests):
+    passes = run_tests.plan_passes(postgres=None, sqlite_only=False, pg_url="postgres://pg/test")
+    assert [(label.split()[0], env, args) for label, env, args in passes] == [
+        ("SQLite", {}, ["-m", "sqlite and not real_server"]),
+        ("PostgreSQL", {"DATABASE_URL": "postgres://pg/test"}, []),
+    ]
+
+
+def test_without_postgresql_or_when_asked_the_whole_suite_runs_on_sqlite(run_tests):
+    for postgres, sqlite_only in (("OperationalError: refused", False), (None, True)):
+        passes = run_tests.plan_passes(postgres=postgres, sqlite_only=sqlite_only, pg_url="postgres://pg/test")
+        assert passes == [("SQLite (whole suite)", {}, [])]
+
+
+def test_the_suite_uses_one_worker_per_cpu_unless_told(run_tests):
+    assert run_tests.test_workers({}) == max(1, os.cpu_count() or 1)
+    assert run_tests.test_workers({"TEST_WORKERS": "3"}) == 3
+    assert run_tests.test_workers({"TEST_WORKERS": "0"}) == 1
+    assert run_tests.test_workers({"TEST_WORKERS": "many"}) == max(1, os.cpu_count() or 1)
+    assert run_tests.parallel_args(1) == []
+    assert run_tests.parallel_args(2) == ["-n", "2", "--dist", "worksteal"]
+
+
+def test_every_test_marked_sqlite_is_collected_by_the_sqlite_pass_and_some_are():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "sqlite and not real_server",
+        ],
+        cwd=BASE_DIR,
+        env=dict(os.environ, DJANGO_SETTINGS_MODULE="config.django.test"),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    collected = [line for line in out.stdout.splitlines() if "::" in line]
+    files = {line.split("::")[0] for line in collected}
+    # Migrations, the worker beside the web process, bulk inserts, the demo and every page.
+    for name in ("test_known_answer_migration.py", "test_llm_workers.py", "test_bulk_insert.py", "test_demo.py"):
+        assert f"tests/{name}" in files, sorted(files)
+    assert "tests/test_permissions.py" in files
+    assert 50 <= len(collected) < 400, len(collected)
+
+
+def test_a_transactional_teardown_flushes_again_after_a_deadlock_and_not_after_anything_else(monkeypatch):
+    """tests/conftest.py: the flush that a deadlock broke (a live-server request still finishing)
+    is tried again; any other failure stays a failure."""
+    import django.test.testcases as testcases
+    from django.core.management.base import CommandError
+    from django.db import OperationalError
+
+    import tests.conftest as conftest
+
+    calls = []
+
+    def flaky(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise CommandError("Database couldn't be flushed.") from OperationalError("deadlock detected")
+        return "flushed"
+
+    monkeypatch.setattr(testcases.TransactionTestCase, "_fixture_teardown", flaky)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    conftest._flush_again_after_a_deadlock()
+    assert testcases.TransactionTestCase._fixture_teardown(object()) == "flushed" and len(calls) == 2
+
+    def broken(self):
+        raise CommandError("Database couldn't be flushed.") from OperationalError("relation does not exist")
+
+    monkeypatch.setattr(testcases.TransactionTestCase, "_fixture_teardown", broken)
+    conftest._flush_again_after_a_deadlock()
+    with pytest.raises(CommandError):
+        testcases.TransactionTestCase._fixture_teardown(object())

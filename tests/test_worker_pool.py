@@ -12,9 +12,14 @@ from llm.worker_pool import ERROR, WorkerPool
 
 
 def test_exactly_size_workers_run_at_once_and_share_the_work():
+    # Each worker holds its first item until four are running together: a pool that ran
+    # fewer at once would break the barrier (after a timeout generous for a loaded machine),
+    # and one that ran more would show a peak above four.
     items = list(range(40))
     lock = threading.Lock()
+    all_started = threading.Barrier(4, timeout=30)
     running, peak, done = 0, 0, []
+    met = threading.local()
 
     def work():
         nonlocal running, peak
@@ -25,13 +30,17 @@ def test_exactly_size_workers_run_at_once_and_share_the_work():
                 item = items.pop()
                 running += 1
                 peak = max(peak, running)
-            time.sleep(0.005)
+            if not getattr(met, "done", False):
+                met.done = True
+                all_started.wait()
+            time.sleep(0.001)
             with lock:
                 running -= 1
                 done.append(item)
 
     pool = WorkerPool(size=4, name="test", tick_seconds=0.01)
     assert pool.run(work, tick=lambda: None) is None
+    assert not all_started.broken
     assert sorted(done) == list(range(40))
     assert peak == 4
 

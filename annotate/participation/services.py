@@ -61,7 +61,9 @@ def _pid_check(pid: Any, study: Study) -> str:
         )
     if not PID_RE.fullmatch(pid) or not (study.allow_other_pids or PROLIFIC_PID_RE.fullmatch(pid)):
         raise malformed
-    return pid
+    # One person is one annotator: Prolific's ids are lowercase hexadecimal, and 7EAAFB... is
+    # the same participant as 7eaafb... (other ids, where a study allows them, fold too).
+    return pid.lower()
 
 
 def _prolific_param(value: Any, name: str) -> str:
@@ -95,6 +97,31 @@ STUDY_FULL_MESSAGE = (
     "This study is full: every item already has the annotations it needs, so there is no item left for you. "
     "Please return the study on Prolific."
 )
+
+
+def _placeholder(value: str) -> bool:
+    """Prolific's unfilled placeholder ({{%SESSION_ID%}}): a researcher opening the raw link."""
+    return "{" in value or "%" in value
+
+
+def _session_check(participation: Participation, session_id: str) -> None:
+    """A participation is bound to the Prolific session it started in: Prolific gives a
+    participant one submission, and one SESSION_ID, per study, and the same link opened again
+    carries the same one. Another session with the same PID is refused, and so is none at all
+    in a study linked to a Prolific study (its links always carry one), so knowing a PID is
+    not enough to see a participant's drafts or answer in their place (issue 28, F-08). A
+    link without a session is taken in a study not linked to Prolific (a pilot's plain link);
+    a placeholder binds nothing."""
+    bound = participation.prolific_session_id
+    if not bound or _placeholder(bound) or session_id == bound:
+        return
+    if not session_id and not participation.study.prolific_study_id:
+        return
+    raise _entry_refused(
+        "SESSION_ID",
+        "This Prolific ID is already taking part in this study in another Prolific session. Please go on "
+        "in the browser window where you started, or contact the researcher through Prolific.",
+    )
 
 
 def participation_enter(
@@ -152,9 +179,11 @@ def participation_enter(
         participation = Participation.objects.get(study=study, annotator=annotator)
     with transaction.atomic():
         p = Participation.objects.select_for_update().get(pk=participation.pk)
+        _session_check(p, session_id)
         session = {"study_id": study_id, "session_id": session_id}
         if any(session.values()):
-            if session not in p.sessions_seen:
+            seen = {(s.get("study_id"), s.get("session_id")) for s in p.sessions_seen}
+            if (study_id, session_id) not in seen:  # each session once (its first_seen kept)
                 p.sessions_seen = [*p.sessions_seen, {**session, "first_seen": now.isoformat()}][-50:]
             p.prolific_study_id = session["study_id"] or p.prolific_study_id
             p.prolific_session_id = session["session_id"] or p.prolific_session_id

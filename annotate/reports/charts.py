@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import plotly.graph_objects as go
-
 from core.charts import figure_html
 
 _CONFIG = {"displaylogo": False}
@@ -21,10 +19,35 @@ def _error_bars(values: list[float | None], intervals: list[list[float] | None],
     }
 
 
+HUMANS = "humans (leave-one-out)"
+
+
+def leave_one_out_points(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The leave-one-out agreement of every annotator as points for the judges chart: one
+    point per distinct (agreement, n), so annotators at the same point share it and are all
+    named on it (``annotators``), each with its n and its 95 % Wilson interval (the report's
+    ``leave_one_out``; annotators without an agreement are left out). Sorted by agreement."""
+    groups: dict[tuple[float, int], dict[str, Any]] = {}
+    for annotator, result in sorted(report["leave_one_out"].items()):
+        if result["agreement"] is None:
+            continue
+        key = (result["agreement"], result["n"])
+        point = groups.setdefault(
+            key, {"agreement": result["agreement"], "n": result["n"], "ci95": result.get("ci95"), "annotators": []}
+        )
+        point["annotators"].append(annotator)
+    return sorted(groups.values(), key=lambda p: (p["agreement"], p["n"], p["annotators"]))
+
+
 def judge_agreement_bars(report: dict[str, Any]) -> str:
-    """Judge vs human-majority agreement, overall and per class, with 95 % intervals and the
-    range of leave-one-out human agreement drawn as a band (How2Everything Figure 3). Empty
+    """Judge vs human-majority agreement, overall and per class, with their 95 % Wilson
+    intervals and n (How2Everything Figure 3), and beside them each annotator's leave-one-out
+    agreement with the others' majority as a point with its own n and Wilson interval
+    (``leave_one_out_points``; annotators at the same point are named together on it). Not a
+    min–max band: a range across annotators each on a few items is not an interval. Empty
     when no judge could be compared with a human majority (nothing to draw)."""
+    import plotly.graph_objects as go  # heavy: imported when a chart is drawn
+
     judges = sorted(j for j, result in report["judges"].items() if result["n"])
     if not judges:
         return ""
@@ -46,17 +69,30 @@ def judge_agreement_bars(report: dict[str, Any]) -> str:
             ],
             textposition="outside",
         )
-    humans = [v["agreement"] for v in report["leave_one_out"].values() if v["agreement"] is not None]
-    if humans:
-        low, high = 100 * min(humans), 100 * max(humans)
-        figure.add_hrect(
-            y0=low,
-            y1=high,
-            fillcolor="#9e9e9e",
-            opacity=0.25,
-            line_width=0,
-            annotation_text=f"humans (leave-one-out) {low:.1f}–{high:.1f}",
-            annotation_position="top left",
+    points = leave_one_out_points(report)
+    if points:
+        values = [p["agreement"] for p in points]
+        figure.add_scatter(
+            name=HUMANS,
+            x=[f"human: {', '.join(p['annotators'])}" for p in points],
+            y=[100 * v for v in values],
+            mode="markers+text",
+            marker={"color": "#616161", "size": 9},
+            error_y=_error_bars(values, [p["ci95"] for p in points], 100.0),
+            text=[f"{100 * p['agreement']:.1f} (n={p['n']})" for p in points],
+            textposition="middle right",
+            customdata=[
+                [
+                    ", ".join(p["annotators"]),
+                    p["n"],
+                    *((100 * p["ci95"][0], 100 * p["ci95"][1]) if p["ci95"] else (None, None)),
+                ]
+                for p in points
+            ],
+            hovertemplate=(
+                "%{customdata[0]}: %{y:.1f}% agree with the others' majority<br>n = %{customdata[1]} items, "
+                "95% Wilson interval [%{customdata[2]:.1f}, %{customdata[3]:.1f}]<extra></extra>"
+            ),
         )
     figure.update_layout(
         barmode="group",
@@ -72,6 +108,8 @@ def judge_agreement_bars(report: dict[str, Any]) -> str:
 def alpha_by_round(rounds: list[dict[str, Any]]) -> str:
     """Alpha of each kind per pilot round with 95 % intervals; empty when no round has a
     defined alpha (the page says why in words instead of drawing an empty axis)."""
+    import plotly.graph_objects as go  # heavy: imported when a chart is drawn
+
     if all(value is None for r in rounds for value in r["report"]["alpha"].values()):
         return ""
     figure = go.Figure()
@@ -100,6 +138,8 @@ def alpha_by_round(rounds: list[dict[str, Any]]) -> str:
 
 
 def annotator_scatter(table: list[dict[str, Any]]) -> str:
+    import plotly.graph_objects as go  # heavy: imported when a chart is drawn
+
     points = [r for r in table if r["loo_agreement"] is not None and r["median_active_seconds"] is not None]
     figure = go.Figure(
         go.Scatter(
@@ -127,6 +167,7 @@ def metric_agreement_chart(report: dict[str, Any]) -> str:
     """Each signal's AUC against the human majority (left) and Kendall's tau between the
     model rankings (right), with 95 % intervals, in the report's rank order (best on top);
     dashed lines at chance (AUC 0.5, tau 0)."""
+    import plotly.graph_objects as go  # heavy: imported when a chart is drawn
     from plotly.subplots import make_subplots
 
     signals = list(report["signals"])

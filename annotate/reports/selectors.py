@@ -15,7 +15,7 @@ from annotate.kinds.base import REPORT_AGREEMENT
 from annotate.models import Study, StudyItem
 from annotate.stats.agreement import agreement_report
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP, sample_size_note
-from annotate.stats.calibration import calibrated_score
+from annotate.stats.calibration import calibrated_score, calibration_summary, ppi_score
 from annotate.stats.majority import HumanMajority, human_majority
 from annotate.stats.records import AnnotationRow, JudgmentRow, parse_annotation_record
 from annotate.studies.exports import annotation_export_rows, annotation_list
@@ -84,6 +84,8 @@ def study_agreement_report(
         bootstrap=bootstrap,
         seed=seed,
         min_annotations=study.min_annotations_for_majority,
+        item_strata=dict(StudyItem.objects.filter(study=study).values_list("item_id", "topic")),
+        source=study.slug,
     )
 
 
@@ -101,7 +103,7 @@ def alpha_cells(report: dict[str, Any]) -> list[dict[str, Any]]:
     """One cell per alpha kind of a report, in the keys the shared template
     ``annotate/_agreement_estimate.html`` reads (the study page's round row reads the same):
     the value, its interval, its n (pairable items), why the interval is not estimable, the
-    small-sample note and why alpha is undefined."""
+    small-sample note, whether the interval is approximate at its n and why alpha is undefined."""
     return [
         {
             "kind": kind,
@@ -110,6 +112,7 @@ def alpha_cells(report: dict[str, Any]) -> list[dict[str, Any]]:
             "ci95": report["alpha_ci95"][kind],
             "n": report["alpha_details"][kind]["n_units"],
             "not_estimable": report.get("alpha_ci95_not_estimable", {}).get(kind),
+            "approximate": report.get("alpha_interval", {}).get(kind, {}).get("approximate", False),
             "small_sample": report["alpha_small_sample"][kind],
             "undefined": report["alpha_undefined"][kind],
         }
@@ -296,20 +299,31 @@ def generations_in_studies() -> set[int]:
     return ids
 
 
-def calibration_from_studies(judge: str, successes: list[bool]) -> dict[str, Any] | None:
-    """The judge's true-positive and true-negative rates against the human majority over
-    every study item it judged, applied to a leaderboard row's labels (Rogan-Gladen; success
-    = no_failure, the class How2Score counts). None when no human majority exists for it.
-    ``source`` counts the studies that gave at least one human-labelled item (an item with a
-    human majority the judge has a verdict on), not every study made of judged generations."""
-    item_judge: dict[tuple[int, str], bool] = {}
+def calibration_from_studies(
+    judge: str, successes: list[bool], items: list[tuple[int, str, bool]] | None = None
+) -> dict[str, Any] | None:
+    """The human How2Score of a leaderboard row estimated from the judge's labels and the
+    human majority of every study item the judge has a verdict on: Rogan-Gladen and stratified
+    PPI++ side by side (annotate/stats/calibration.py, ``calibration_summary``: fractions with
+    ``_percent`` siblings, the same shape as the agreement API's ``calibration``).
+
+    ``successes`` are the row's usable verdicts (True = no_failure, the class How2Score
+    counts), ``items`` the same verdicts as ``(generation_id, topic, success)``.
+    Rogan-Gladen corrects the row's observed score with the judge's TPR and TNR over *every*
+    labelled item (its errors are assumed to transfer across models); PPI++ takes as labelled
+    only the row's own generations that are labelled study items (the same population as the
+    row; strata = topics) and as unlabelled the row's ``items``. None when no human majority
+    exists for the judge. ``source_studies`` name the studies that gave at least one
+    human-labelled item (an item with a human majority the judge has a verdict on), not every
+    study made of judged generations; ``ppi.source_studies`` those that gave the row's own."""
+    item_judge: dict[tuple[int, str], tuple[int, bool]] = {}
     study_ids = set()  # studies with an item the judge has a verdict on: where labels may be
     generation_items = defaultdict(list)
     # Only studies of kinds with the agreement report hold has_failure labels (multiple-choice
     # and constraint-faithfulness answers have none, even when their items name a generation).
     labelled = [kind.key for kind in kind_list() if kind.has_report(REPORT_AGREEMENT)]
-    items = StudyItem.objects.filter(study__kind__in=labelled).exclude(source={})
-    for study_id, item_id, source in items.values_list("study_id", "item_id", "source"):
+    study_items = StudyItem.objects.filter(study__kind__in=labelled).exclude(source={})
+    for study_id, item_id, source in study_items.values_list("study_id", "item_id", "source"):
         generation_id = (source or {}).get("generation_id")
         if generation_id is not None:
             generation_items[int(generation_id)].append((study_id, item_id))
@@ -317,32 +331,32 @@ def calibration_from_studies(judge: str, successes: list[bool]) -> dict[str, Any
         judge=judge, generation_id__in=list(generation_items), has_failure__isnull=False
     ).values_list("generation_id", "has_failure"):
         for study_id, item_id in generation_items[generation_id]:
-            item_judge[(study_id, item_id)] = bool(has_failure)  # a verdict: not null, as filtered
+            item_judge[(study_id, item_id)] = (generation_id, bool(has_failure))  # a verdict: not null, as filtered
             study_ids.add(study_id)
     if not item_judge:
         return None
+    row_topics = {generation_id: topic for generation_id, topic, _ in items or []}
     judge_labels, human_labels = [], []
-    contributing = set()  # studies that gave at least one human-labelled item
-    for study in Study.objects.filter(pk__in=study_ids):
+    ppi_labelled: list[tuple[str, bool, bool]] = []
+    contributing: dict[int, str] = {}  # studies that gave at least one human-labelled item
+    ppi_contributing: dict[int, str] = {}  # ... of this row's own generations
+    for study in Study.objects.filter(pk__in=study_ids).order_by("pk"):
         for item_id, label in study_human_majority(study).decided().items():
             if (study.pk, item_id) in item_judge:
-                judge_labels.append(item_judge[(study.pk, item_id)])
+                generation_id, judge_label = item_judge[(study.pk, item_id)]
+                judge_labels.append(judge_label)
                 human_labels.append(label)
-                contributing.add(study.pk)
+                contributing[study.pk] = study.slug
+                if generation_id in row_topics:
+                    ppi_labelled.append((row_topics[generation_id], judge_label, label))
+                    ppi_contributing[study.pk] = study.slug
     if not judge_labels:
         return None
-    # calibrated_score takes has_failure labels; the leaderboard's are successes.
-    result = calibrated_score(
+    # calibrated_score and ppi_score take has_failure labels; the leaderboard's are successes.
+    rogan = calibrated_score(
         judge_labels, human_labels, [not s for s in successes], bootstrap=REPORT_BOOTSTRAP, seed=REPORT_SEED
     )
-    if result.get("corrected_score") is None:
-        return None
-    interval = result.get("ci95") or [None, None]
-    return {
-        "corrected_score": 100 * result["corrected_score"],
-        "ci95": [None if v is None else 100 * v for v in interval],
-        "tpr": result["tpr"],
-        "tnr": result["tnr"],
-        "n_labelled": len(judge_labels),
-        "source": f"{len(contributing)} stud{'y' if len(contributing) == 1 else 'ies'}",
-    }
+    ppi = ppi_score(ppi_labelled, [(topic, not success) for _, topic, success in items or []])
+    return calibration_summary(
+        rogan, ppi, source_studies=list(contributing.values()), ppi_source_studies=list(ppi_contributing.values())
+    )

@@ -385,7 +385,8 @@ class StudyMetricAgreementView(APIView):
             "Every automatic signal of a study (How2Score per judge, SCORE and its parts, ROUGE-L, BLEU, the "
             "length ratio, the formatting proxies) ranked by AUC against the human majority's has_failure, with "
             "the agreement at the best threshold and Kendall's tau between model rankings, each with a 95% "
-            "bootstrap interval. The same JSON as `manage.py metric_agreement --study SLUG`."
+            "BCa bootstrap interval over items (null with the reason when every resample gives one value). The same "
+            "JSON as `manage.py metric_agreement --study SLUG`."
         ),
         parameters=[
             OpenApiParameter(

@@ -1,5 +1,5 @@
 """Krippendorff's alpha over an items x annotators matrix with missing cells, and its
-bootstrap interval. Pure Python and NumPy, no Django (How2Everything §4.3).
+BCa bootstrap interval over items (Efron 1987). Pure Python and NumPy, no Django (How2Everything §4.3).
 
 Three kinds: ``binary`` (nominal over has_failure), ``first_failure_location`` (nominal over
 ``"none"`` / the smallest linked L2 step / ``"unlocated"``) and ``l2_step_sets_masi`` (each
@@ -8,6 +8,7 @@ first, so no result depends on the order of the input rows."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -18,15 +19,23 @@ import numpy.typing as npt
 
 from annotate.stats.bootstrap import (
     DEFAULT_BOOTSTRAP,
+    JACKKNIFE_MAX_ITEMS,
     SeedLike,
     bootstrap_counts,
     check_bootstrap,
-    estimable_interval,
+    item_bootstrap_interval,
     sample_size_note,
 )
 from annotate.stats.majority import annotation_l2_steps, check_rows, first_failure_location
 from annotate.stats.records import AnnotationRow
-from core.intervals import RESAMPLE_BLOCK_CELLS, percentile_interval, resample_blocks
+from core.intervals import (
+    ITEM_BOOTSTRAP,
+    PERFECT_AGREEMENT,
+    RESAMPLE_BLOCK_CELLS,
+    interval_fields,
+    perfect_agreement_interval,
+    resample_blocks,
+)
 
 AlphaKind = Literal["binary", "first_failure_location", "l2_step_sets_masi"]
 ALPHA_KINDS: tuple[AlphaKind, ...] = ("binary", "first_failure_location", "l2_step_sets_masi")
@@ -206,16 +215,31 @@ def nominal_alpha(matrix: Sequence[Sequence[Hashable | None]]) -> float | None:
     return _package_alpha(p, _nominal_distance_matrix(len(p.domain)), nominal=True)
 
 
+def _nominal_interval(
+    matrix: Sequence[Sequence[Hashable | None]], bootstrap: int, seed: SeedLike
+) -> tuple[float | None, list[float] | None, str | None, str, _Pairable[Hashable]]:
+    """Nominal alpha, its interval, why the interval is not estimable, the interval's method (registry
+    key), the pairable units."""
+    check_bootstrap(bootstrap)
+    p = _pairable(matrix)
+    delta = _nominal_distance_matrix(len(p.domain))
+    alpha = _package_alpha(p, delta, nominal=True) if p.n_units else None
+    inputs = {"nominal": _AlphaInput(p, delta, True)}
+    interval, _, reason, method = _alpha_bootstraps(inputs, bootstrap, np.random.default_rng(seed), {"nominal": alpha})[
+        "nominal"
+    ]
+    return alpha, interval, reason, method, p
+
+
 def nominal_alpha_interval(
     matrix: Sequence[Sequence[Hashable | None]], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: SeedLike = 0
 ) -> list[float] | None:
-    """95 % percentile bootstrap interval of ``nominal_alpha`` over the same matrix, resampling
-    its items (rows with at least two values) with replacement ``bootstrap`` times; resamples
-    where alpha is undefined are left out. ``None`` when alpha is undefined or ``bootstrap`` is 0."""
-    check_bootstrap(bootstrap)
-    p = _pairable(matrix)
-    inputs = {"nominal": _AlphaInput(p, _nominal_distance_matrix(len(p.domain)), True)}
-    return _alpha_bootstraps(inputs, bootstrap, np.random.default_rng(seed))["nominal"][0]
+    """95 % BCa bootstrap interval of ``nominal_alpha`` over the same matrix (Efron 1987),
+    resampling its items (rows with at least two values) with replacement ``bootstrap``
+    times, the acceleration from the jackknife over those items; resamples where alpha is
+    undefined are left out. ``None`` when alpha is undefined, ``bootstrap`` is 0 or every
+    resample gives the same alpha (not estimable: ``nominal_alpha_estimate`` says why)."""
+    return _nominal_interval(matrix, bootstrap, seed)[1]
 
 
 def nominal_alpha_estimate(
@@ -225,18 +249,17 @@ def nominal_alpha_estimate(
     round: ``alpha``, ``alpha_ci95`` (``nominal_alpha_interval``, the resampling of the
     agreement report's alpha; null when alpha is undefined, ``bootstrap`` is 0 or the
     interval is not estimable), ``alpha_n`` (the pairable items, rows with two or more
-    values), ``alpha_ci95_not_estimable``, ``alpha_small_sample`` (``sample_size_note``)
-    and ``alpha_undefined`` (``alpha_undefined_reason``)."""
-    p = _pairable(matrix)
-    alpha = nominal_alpha(matrix) if p.n_units else None
-    interval = nominal_alpha_interval(matrix, bootstrap=bootstrap, seed=seed) if alpha is not None else None
-    ci95, not_estimable = estimable_interval(p.n_units, interval)
+    values), ``alpha_ci95_not_estimable``, ``alpha_interval`` (the method, n and approximate
+    flag: ``interval_fields``), ``alpha_small_sample`` (``sample_size_note``) and
+    ``alpha_undefined`` (``alpha_undefined_reason``)."""
+    alpha, ci95, not_estimable, method, p = _nominal_interval(matrix, bootstrap, seed)
     details = {"n_units": p.n_units, "n_single": p.n_single, "n_distinct_values": len(p.domain)}
     return {
         "alpha": alpha,
         "alpha_ci95": ci95,
         "alpha_n": p.n_units,
         "alpha_ci95_not_estimable": not_estimable,
+        "alpha_interval": interval_fields(method, p.n_units),
         "alpha_small_sample": sample_size_note(p.n_units, ci95) if alpha is not None else None,
         "alpha_undefined": alpha_undefined_reason(details) if alpha is None else None,
     }
@@ -364,14 +387,24 @@ class _AlphaInput:
 
 
 def _alpha_bootstraps(
-    inputs: Mapping[str, _AlphaInput], resamples: int, rng: np.random.Generator
-) -> dict[str, tuple[list[float] | None, int]]:
-    """Percentile intervals of alpha, for several kinds over the same matrix, from the same
-    resamples of the pairable units (with replacement), and per kind the number of
-    resamples where alpha was undefined (left out). All kinds must share their pairable
-    units (they do: an item is pairable when it has two annotations, whatever the kind)."""
-    usable = {kind: x for kind, x in inputs.items() if x.pairable.n_units > 0 and len(x.pairable.domain) >= 2}
-    result: dict[str, tuple[list[float] | None, int]] = {kind: (None, 0) for kind in inputs}
+    inputs: Mapping[str, _AlphaInput], resamples: int, rng: np.random.Generator, points: Mapping[str, float | None]
+) -> dict[str, tuple[list[float] | None, int, str | None, str]]:
+    """BCa intervals of alpha (Efron 1987), for several kinds over the same matrix, from the
+    same resamples of the pairable units (with replacement), the acceleration from the
+    jackknife over units (leave one unit out; up to ``JACKKNIFE_MAX_ITEMS`` units). Per kind:
+    the interval (``item_bootstrap_interval``: null and the reason when every resample gives
+    the same alpha), the number of resamples where alpha was undefined (left out), that
+    reason and the interval's method: at perfect agreement (D_o = 0, every resample 1) the
+    Wilson bound of the disagreement share instead (``perfect_agreement_interval``). ``points`` are the kinds' alphas (None: no interval). All kinds must share their
+    pairable units (they do: an item is pairable when it has two annotations, whatever the kind)."""
+    usable = {
+        kind: x
+        for kind, x in inputs.items()
+        if x.pairable.n_units > 0 and len(x.pairable.domain) >= 2 and points.get(kind) is not None
+    }
+    result: dict[str, tuple[list[float] | None, int, str | None, str]] = {
+        kind: (None, 0, None, ITEM_BOOTSTRAP) for kind in inputs
+    }
     if resamples <= 0 or not usable:
         return result
     n_units = {x.pairable.n_units for x in usable.values()}
@@ -385,20 +418,36 @@ def _alpha_bootstraps(
         weights = bootstrap_counts(rng, units, size)
         for kind, x in usable.items():
             alphas[kind].append(_weighted_alphas(x.pairable, x.delta, x.nominal, indexes[kind], weights))
-    for kind in usable:
+    leave_one_out = 1.0 - np.eye(units) if 2 <= units <= JACKKNIFE_MAX_ITEMS else None
+    for kind, x in usable.items():
         values = np.concatenate(alphas[kind])
-        defined = ~np.isnan(values)
-        result[kind] = (percentile_interval(values[defined]), int((~defined).sum()))
+        jackknife = (
+            None
+            if leave_one_out is None
+            else _weighted_alphas(x.pairable, x.delta, x.nominal, indexes[kind], leave_one_out)
+        )
+        interval, reason = item_bootstrap_interval(values, points[kind], jackknife, units, low=-math.inf, high=1.0)
+        method = ITEM_BOOTSTRAP
+        if interval is None and not _within_unit_disagreement(x.pairable, x.delta).any():
+            n = x.pairable.m.sum()
+            n_c = np.bincount(x.pairable.value_of, minlength=len(x.pairable.domain)).astype(np.float64)
+            fallback = perfect_agreement_interval(units, float(n_c @ x.delta @ n_c) / (n * (n - 1.0)), low=-math.inf)
+            if fallback is not None:
+                interval, reason, method = fallback, None, PERFECT_AGREEMENT
+        result[kind] = (interval, int(np.isnan(values).sum()), reason, method)
     return result
 
 
 def alpha_by_kind(
     rows: Sequence[AnnotationRow], *, bootstrap: int, rng: np.random.Generator
-) -> dict[str, tuple[float | None, list[float] | None, dict[str, int]]]:
-    """Every kind's alpha over checked rows (``check_rows``: counted, sorted), its 95 %
-    percentile bootstrap interval (``None`` where alpha is undefined or ``bootstrap`` is 0)
-    and what it rests on: ``n_units`` (pairable items), ``n_values``, ``n_single`` (items
-    with one annotation), ``n_distinct_values`` and ``n_bootstrap_undefined``. The three
+) -> dict[str, tuple[float | None, list[float] | None, dict[str, Any]]]:
+    """Every kind's alpha over checked rows (``check_rows``: counted, sorted), its 95 % BCa
+    bootstrap interval over the pairable items (``None`` where alpha is undefined,
+    ``bootstrap`` is 0 or the interval is not estimable) and what it rests on: ``n_units``
+    (pairable items), ``n_values``, ``n_single`` (items with one annotation),
+    ``n_distinct_values``, ``n_bootstrap_undefined``, ``ci95_not_estimable`` (why the
+    interval is null for a defined alpha) and ``interval_method`` (the registry key: the
+    item bootstrap, or the Wilson bound at perfect agreement). The three
     kinds share one stream of resamples drawn from ``rng``, so their intervals are paired."""
     inputs: dict[str, _AlphaInput] = {}
     alpha: dict[str, float | None] = {}
@@ -406,10 +455,10 @@ def alpha_by_kind(
         p = _pairable(_kind_units(rows, kind))
         inputs[kind] = _AlphaInput(p, _kind_delta(p, kind), nominal=kind != "l2_step_sets_masi")
         alpha[kind] = _package_alpha(p, inputs[kind].delta, inputs[kind].nominal)
-    intervals = _alpha_bootstraps(inputs, bootstrap, rng)
-    result: dict[str, tuple[float | None, list[float] | None, dict[str, int]]] = {}
+    intervals = _alpha_bootstraps(inputs, bootstrap, rng, alpha)
+    result: dict[str, tuple[float | None, list[float] | None, dict[str, Any]]] = {}
     for name, x in inputs.items():
-        interval, undefined = intervals[name]
+        interval, undefined, reason, method = intervals[name]
         defined = alpha[name] is not None
         result[name] = (
             alpha[name],
@@ -420,6 +469,8 @@ def alpha_by_kind(
                 "n_single": x.pairable.n_single,
                 "n_distinct_values": len(x.pairable.domain),
                 "n_bootstrap_undefined": undefined if defined else 0,
+                "ci95_not_estimable": reason if defined else None,
+                "interval_method": method,
             },
         )
     return result

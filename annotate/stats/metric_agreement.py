@@ -37,10 +37,15 @@ annotations is counted in ``n_too_few``; both are left out of everything). The r
 report's. A signal uses the items with a majority *and* a value for it (``n``); Kendall's
 tau also needs the item's model.
 
-**Intervals**: 95 % percentile bootstrap (2.5th and 97.5th percentiles) over items:
-``bootstrap`` resamples (default 1,000) of the majority-labelled items with replacement,
-the *same* resamples for every signal (so signals are compared on paired resamples), drawn
-by ``numpy.random.default_rng`` seeded from ``seed``. Each statistic is recomputed in each
+**Intervals**: 95 % BCa bootstrap (Efron 1987) over items: ``bootstrap`` resamples
+(default 1,000) of the majority-labelled items with replacement, the *same* resamples for
+every signal (so signals are compared on paired resamples), drawn by
+``numpy.random.default_rng`` seeded from ``seed``; the acceleration from the jackknife over
+the signal's own items (up to 2,000; bias-corrected percentile above). An interval every
+resample of which gives one value (a constant signal: AUC 0.5 by ties alone; a perfect
+separation: AUC 1) is null with the reason ("interval not estimable (n = ...)"), never a
+zero-width interval; each signal names the method and marks it approximate below 100 items
+(``interval``, ``interval_name``, ``approximate``). Each statistic is recomputed in each
 resample (the best threshold is chosen again). A resample where a statistic is undefined
 (AUC: one class missing among the drawn items that have the signal; agreement: none of them
 drawn; tau: fewer than two models drawn, or one ranking all ties) is left out and counted in
@@ -58,8 +63,11 @@ import numpy.typing as npt
 
 from annotate.stats.bootstrap import (
     DEFAULT_BOOTSTRAP,
+    JACKKNIFE_MAX_ITEMS,
     bootstrap_counts,
     check_bootstrap,
+    item_bootstrap_fields,
+    item_bootstrap_interval,
     sample_size_note,
     seed_sequence,
 )
@@ -78,7 +86,7 @@ from annotate.stats.ranking import (
 )
 from annotate.stats.records import NO_FAILURE
 from annotate.stats.signals import SignalSpec, failure_scores, signal_spec
-from core.intervals import percentile_interval, resample_blocks
+from core.intervals import resample_blocks
 
 DENOMINATORS: dict[str, str] = {
     "human_majority": (
@@ -113,9 +121,13 @@ DENOMINATORS: dict[str, str] = {
         "null with fewer than two models or when either ranking is all ties"
     ),
     "ci95": (
-        "95% percentile bootstrap resampling the majority-labelled items with replacement (the same resamples for "
-        "every signal); each statistic recomputed per resample (the threshold chosen again); resamples where it "
-        "is undefined are left out and counted in n_bootstrap_undefined"
+        "95% BCa bootstrap (Efron 1987) resampling the majority-labelled items with replacement (the same "
+        "resamples for every signal), the acceleration from the jackknife over the signal's items; each statistic "
+        "recomputed per resample (the threshold chosen again); resamples where it is undefined are left out and "
+        "counted in n_bootstrap_undefined; null with the reason in auc_ci95_not_estimable, "
+        "best_threshold.ci95_not_estimable or kendall_tau_ci95_not_estimable when every resample gives the same "
+        "value (a constant signal, a perfect separation): never a zero-width interval; interval, interval_name "
+        "and approximate name the method and flag it below 100 items"
     ),
     "ranking": "signals ordered by AUC, highest first; signals without an AUC last; equal AUC by key",
     "small_sample": (
@@ -161,6 +173,65 @@ def _signal_result(
         "models": table,
     }
     return result, positions
+
+
+def constant_signal_reason(n: int) -> str:
+    """Why a signal with one value on every item has no interval: it cannot rank the items,
+    its AUC is 0.5 by ties alone in every resample, and [0.5, 0.5] would read as certainty."""
+    items = "item" if n == 1 else "items"
+    return (
+        f"interval not estimable (n = {n}): the signal takes one value on all {n} {items}, so it cannot "
+        f"separate has_failure from no_failure (its AUC of 0.5 is ties alone) and every resample gives the "
+        f"same value"
+    )
+
+
+def _jackknife(p: Mapping[str, Any]) -> dict[str, npt.NDArray[np.float64]]:
+    """Leave-one-item-out values of a signal's AUC, best-threshold agreement and tau over its
+    own items (the BCa acceleration, Efron 1987); empty above ``JACKKNIFE_MAX_ITEMS`` items
+    (the interval is then bias-corrected percentile)."""
+    n = int(p["positions"].size)
+    if not 2 <= n <= JACKKNIFE_MAX_ITEMS:
+        return {}
+    w = 1.0 - np.eye(n)
+    positive, negative = group_weights(p["groups"], w)
+    result = {"auc": weighted_auc(positive, negative), "accuracy": best_accuracy(positive, negative)}
+    if p["n_models"] >= 2:
+        wm = w[p["model_rows"]]
+        count = model_sums(p["codes"], p["n_models"], wm, np.ones(p["codes"].size))
+        goodness = model_sums(p["codes"], p["n_models"], wm, p["goodness"])
+        success = model_sums(p["codes"], p["n_models"], wm, p["success"])
+        result["tau"] = weighted_tau(count, goodness, success)
+    return result
+
+
+def auc_interval(
+    scores: Sequence[float], has_failure: Sequence[bool], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: int = 0
+) -> list[float] | None:
+    """The 95 % BCa bootstrap interval over items of the AUC of ``scores`` (higher: more
+    likely has_failure) against ``has_failure`` (ties count 1/2), the interval the report
+    gives each signal; None when a class is missing, ``bootstrap`` is 0 or it is not
+    estimable (a constant score)."""
+    check_bootstrap(bootstrap)
+    values = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(has_failure, dtype=bool)
+    if values.size != labels.size:
+        raise ValueError(f"scores and labels differ in length ({values.size} and {labels.size})")
+    if bootstrap == 0 or labels.all() or not labels.any():
+        return None
+    groups = score_groups(values, labels)
+    ones = np.ones((values.size, 1))
+    point = float(weighted_auc(*group_weights(groups, ones))[0])
+    rng = np.random.default_rng(seed_sequence(seed, "auc"))
+    draws = [
+        weighted_auc(*group_weights(groups, bootstrap_counts(rng, values.size, size)))
+        for size in resample_blocks(bootstrap, 4 * values.size)
+    ]
+    jackknife = (
+        weighted_auc(*group_weights(groups, 1.0 - np.eye(values.size))) if values.size <= JACKKNIFE_MAX_ITEMS else None
+    )
+    interval, _ = item_bootstrap_interval(np.concatenate(draws), point, jackknife, values.size, low=0.0, high=1.0)
+    return interval
 
 
 def metric_agreement_report(
@@ -240,25 +311,36 @@ def metric_agreement_report(
                     p["draws"]["tau"].append(weighted_tau(count, goodness, success))
 
     for key, result in results.items():
-        draws = prepared[key]["draws"]
+        p = prepared[key]
+        draws = p["draws"]
+        jackknife = _jackknife(p) if bootstrap > 0 and p["groups"] is not None else {}
+        constant = p["groups"] is not None and p["groups"].starts.size == 1
         undefined = {}
-        for statistic, point in (
-            ("auc", result["auc"]),
-            ("accuracy", result["best_threshold"]["accuracy"]),
-            ("tau", result["kendall_tau"]),
+        result.update(item_bootstrap_fields(result["n"]))
+        for statistic, point, low in (
+            ("auc", result["auc"], 0.0),
+            ("accuracy", result["best_threshold"]["accuracy"], 0.0),
+            ("tau", result["kendall_tau"], -1.0),
         ):
             values = (
                 np.concatenate(draws[statistic]) if draws[statistic] else np.full(bootstrap if items else 0, np.nan)
             )
-            defined = ~np.isnan(values)
-            undefined[statistic] = int((~defined).sum())
-            interval = percentile_interval(values[defined]) if bootstrap > 0 and point is not None else None
+            undefined[statistic] = int(np.isnan(values).sum())
+            reason = constant_signal_reason(result["n"]) if constant else None
+            interval, not_estimable = (
+                item_bootstrap_interval(
+                    values, point, jackknife.get(statistic), result["n"], low=low, high=1.0, reason=reason
+                )
+                if bootstrap > 0
+                else (None, None)
+            )
             if statistic == "auc":
-                result["auc_ci95"] = interval
+                result["auc_ci95"], result["auc_ci95_not_estimable"] = interval, not_estimable
             elif statistic == "accuracy":
                 result["best_threshold"]["ci95"] = interval
+                result["best_threshold"]["ci95_not_estimable"] = not_estimable
             else:
-                result["kendall_tau_ci95"] = interval
+                result["kendall_tau_ci95"], result["kendall_tau_ci95_not_estimable"] = interval, not_estimable
         result["n_bootstrap_undefined"] = undefined if bootstrap > 0 else {"auc": 0, "accuracy": 0, "tau": 0}
         result["small_sample"] = sample_size_note(result["n"], result["auc_ci95"])
 
@@ -276,7 +358,7 @@ def metric_agreement_report(
         "bootstrap": {
             "resamples": bootstrap,
             "seed": seed,
-            "interval": "95% percentile (2.5th and 97.5th percentiles, linear interpolation)",
+            "interval": "95% BCa (Efron 1987), the acceleration from the jackknife over each signal's items",
             "resampling": "the n_items majority-labelled items with replacement; the same resamples for every signal",
         },
         "denominators": DENOMINATORS,

@@ -16,8 +16,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import kendalltau
-from sklearn.metrics import roc_auc_score
 
 from annotate.stats.records import HAS_FAILURE, NO_FAILURE
 from annotate.stats.signals import SignalSpec, failure_scores
@@ -29,6 +27,8 @@ def roc_auc(has_failure: Sequence[bool], values: Sequence[float], spec: SignalSp
     labels = np.asarray(has_failure, dtype=bool)
     if labels.size == 0 or labels.all() or not labels.any():
         return None
+    from sklearn.metrics import roc_auc_score  # heavy: imported when an AUC is computed, not with the URLs
+
     return float(roc_auc_score(labels, failure_scores(values, spec)))
 
 
@@ -163,6 +163,8 @@ def ranking_tau(table: Mapping[str, Mapping[str, Any]], spec: SignalSpec) -> flo
         table[m]["signal_mean"] if spec.higher_means == NO_FAILURE else -table[m]["signal_mean"] for m in models
     ]
     human = [table[m]["human_no_failure"] for m in models]
+    from scipy.stats import kendalltau  # heavy: imported when a tau is computed, not with the URLs
+
     tau = kendalltau(goodness, human).statistic
     return None if tau is None or math.isnan(tau) else float(tau)
 

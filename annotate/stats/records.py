@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from core.record_files import COMPRESSIONS, ReadLimits, RecordError, iter_jsonl, jsonl_records
+from judging.how2score import check_has_failure_agrees
 
 HAS_FAILURE: Final = "has_failure"
 NO_FAILURE: Final = "no_failure"
@@ -179,7 +180,10 @@ def parse_annotation_record(record: Any) -> AnnotationRow:
 def parse_judgment_record(record: Any) -> JudgmentRow:
     """Check one decoded judgment record: ``item_id`` and ``judge`` (non-empty strings),
     ``has_failure`` (bool), optionally ``critical_failures`` (a list; its contents are not
-    used here). Raises ``ValueError`` naming the field."""
+    used here). A ``has_failure`` that contradicts the record's own failures (the list,
+    ``n_failures`` or a readable ``judge_completion``) is refused, as every judgment reader
+    does (``judging.how2score.check_has_failure_agrees``; How2Everything §4.2). Raises
+    ``ValueError`` naming the field."""
     if not isinstance(record, dict):
         raise RecordError(None, None, None, f"expected a JSON object, got {_type_name(record)}")
     item_id = _name_field(record, "item_id")
@@ -189,6 +193,7 @@ def parse_judgment_record(record: Any) -> JudgmentRow:
         raise RecordError(
             None, None, "critical_failures", f"expected a list, got {_type_name(record['critical_failures'])}"
         )
+    check_has_failure_agrees(record)
     return JudgmentRow(item_id=item_id, judge=judge, has_failure=has_failure)
 
 

@@ -38,14 +38,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from nltk.stem import porter
 from rouge_score import scoring
 from rouge_score import tokenize as rouge_tokenize
-from sacrebleu.metrics import BLEU
 
 from annotate.stats.records import HAS_FAILURE, NO_FAILURE, JudgmentRow
 from judging.components import StepComponents, rule_based_steps
@@ -65,22 +63,33 @@ Direction = Literal["has_failure", "no_failure"]
 # studies sharing generations, compute each pair once.
 _CACHE_SIZE = 65_536
 
-_BLEU = BLEU(effective_order=True)
-
 
 class _MemoStemmer:
     """The Porter stemmer rouge-score uses (NLTK's default mode), remembering each word."""
 
     def __init__(self) -> None:
+        # NLTK's package imports SciPy and scikit-learn: loaded with the first text signal,
+        # not with every process that imports the URLs (issue 29: 1.1 s of each start).
+        from nltk.stem import porter
+
         self.stem = lru_cache(maxsize=_CACHE_SIZE)(porter.PorterStemmer().stem)
 
 
-_STEMMER = _MemoStemmer()
+@lru_cache(maxsize=1)
+def _stemmer() -> _MemoStemmer:
+    return _MemoStemmer()
+
+
+@lru_cache(maxsize=1)
+def _bleu() -> Any:  # sacrebleu.metrics.BLEU, imported on first use
+    from sacrebleu.metrics import BLEU
+
+    return BLEU(effective_order=True)
 
 
 def rouge_tokens(text: str) -> list[str]:
     """rouge-score's tokens of ``text`` with Porter stemming (its ``use_stemmer=True``)."""
-    return rouge_tokenize.tokenize(text, _STEMMER)
+    return rouge_tokenize.tokenize(text, _stemmer())
 
 
 def lcs_length(first: Sequence[str], second: Sequence[str]) -> int:
@@ -115,7 +124,7 @@ def rouge_l(reference_steps: Sequence[str], candidate_steps: Sequence[str]) -> f
 
 def bleu(reference_steps: Sequence[str], candidate_steps: Sequence[str]) -> float:
     """sacrebleu's sentence BLEU (0-100) of the candidate against the reference."""
-    return float(_BLEU.sentence_score(" ".join(candidate_steps), [" ".join(reference_steps)]).score)
+    return float(_bleu().sentence_score(" ".join(candidate_steps), [" ".join(reference_steps)]).score)
 
 
 @lru_cache(maxsize=_CACHE_SIZE)

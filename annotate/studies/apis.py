@@ -218,8 +218,13 @@ class RoundSerializer(serializers.Serializer):
     slug = serializers.CharField()
     name = serializers.CharField()
     guideline_version = serializers.CharField()
-    n_annotations = serializers.IntegerField(help_text="Main-pool annotations of the round")
-    n_excluded = serializers.IntegerField()
+    n_annotations = serializers.IntegerField(
+        help_text="Counted annotations of the round (not excluded, not surplus): the agreement report's n_annotations"
+    )
+    n_excluded = serializers.IntegerField(
+        help_text="Excluded annotations (excluded annotators, qualification and attention-check answers), as the "
+        "agreement report counts them"
+    )
     n_surplus = serializers.IntegerField(
         help_text="Surplus annotations (a late submit into an item that already had its k counted annotations; "
         "excluded ones are counted in n_excluded only), left out of alpha as the excluded ones are"
@@ -229,8 +234,8 @@ class RoundSerializer(serializers.Serializer):
         child=serializers.FloatField(),
         allow_null=True,
         required=False,
-        help_text="95% bootstrap interval over the alpha_n items; null when alpha is undefined or the interval "
-        "is not estimable (alpha_ci95_not_estimable)",
+        help_text="95% BCa bootstrap interval over the alpha_n items (Efron 1987); null when alpha is undefined or "
+        "the interval is not estimable (alpha_ci95_not_estimable)",
     )
     alpha_n = serializers.IntegerField(
         allow_null=True, required=False, help_text="Items with two or more counted annotations (alpha's n)"
@@ -240,6 +245,12 @@ class RoundSerializer(serializers.Serializer):
         required=False,
         help_text="'interval not estimable (n = N): ...' when every bootstrap resample gives the same alpha "
         "(too few items to vary): alpha_ci95 is null instead of a zero-width interval",
+    )
+    alpha_interval = serializers.DictField(
+        allow_null=True,
+        required=False,
+        help_text="The interval's method: interval (key of GET /api/interval-methods/), interval_name (BCa "
+        "bootstrap over items) and approximate (true below the n where the coverage harness found it under target)",
     )
     alpha_small_sample = serializers.CharField(
         allow_null=True,
@@ -273,6 +284,7 @@ def round_rows(study: Study) -> list[dict[str, Any]]:
                         "alpha_ci95",
                         "alpha_n",
                         "alpha_ci95_not_estimable",
+                        "alpha_interval",
                         "alpha_small_sample",
                         "alpha_undefined",
                         "as_of",

@@ -31,6 +31,7 @@ from annotate.studies.api_fields import (
 from annotate.studies.api_selectors import study_annotation_api_list, study_item_api_list
 from annotate.studies.exports import annotation_csv_lines, annotation_export_rows
 from annotate.studies.selectors import study_get
+from core.api_lists import UtcIsoDateTimeFilter
 from core.query_params import QueryChoice, query_params_clean
 
 if TYPE_CHECKING:
@@ -167,7 +168,10 @@ class AnnotationFilter(django_filters.FilterSet):
         help_text="The participant's id (as /participants/ lists them)",
     )
     annotator = django_filters.CharFilter(
-        field_name="annotator__pid", max_length=C.PID_MAX_LENGTH, help_text="The annotator's PROLIFIC_PID"
+        field_name="annotator__pid",
+        lookup_expr="iexact",
+        max_length=C.PID_MAX_LENGTH,
+        help_text="The annotator's PROLIFIC_PID (any case)",
     )
     label = django_filters.ChoiceFilter(
         choices=[(LABEL_HAS_FAILURE, LABEL_HAS_FAILURE), (LABEL_NO_FAILURE, LABEL_NO_FAILURE)],
@@ -182,10 +186,10 @@ class AnnotationFilter(django_filters.FilterSet):
         help_text="true: only excluded annotations; false: only those not excluded (surplus ones among them, "
         "marked surplus, do not count either)"
     )
-    submitted_after = django_filters.IsoDateTimeFilter(
+    submitted_after = UtcIsoDateTimeFilter(
         field_name="submitted_at", lookup_expr="gte", help_text="ISO 8601, inclusive"
     )
-    submitted_before = django_filters.IsoDateTimeFilter(
+    submitted_before = UtcIsoDateTimeFilter(
         field_name="submitted_at", lookup_expr="lt", help_text="ISO 8601, exclusive"
     )
 

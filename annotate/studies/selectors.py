@@ -30,6 +30,7 @@ from annotate.models import (
     Study,
     StudyItem,
 )
+from annotate.stats.agreement import annotation_counts
 from annotate.stats.records import LEFT_OUT_FLAGS
 from core.intervals import share_estimate
 
@@ -321,8 +322,9 @@ ROUND_SUMMARY_CACHE_SECONDS = 7 * 24 * 3600
 
 
 def study_round_summaries(study: Study) -> list[dict[str, Any]]:
-    """One row per pilot round: annotations, exclusions (``n_excluded``, and ``n_surplus``
-    surplus annotations left out as well) and Krippendorff's alpha, over the
+    """One row per pilot round: counted annotations (``n_annotations``), exclusions
+    (``n_excluded``, and ``n_surplus`` surplus annotations left out as well), the agreement
+    report's own counts (``annotation_counts``) and Krippendorff's alpha, over the
     label the study's kind has (``_round_alpha``; for critical failure the binary has_failure,
     for which How2Everything §4.3 reports 0.273 in its pilots and 0.593 at the end, with its
     95 % interval and n as the agreement page shows them). A row shown from an earlier
@@ -331,9 +333,10 @@ def study_round_summaries(study: Study) -> list[dict[str, Any]]:
 
 
 def _round_state(study: Study) -> list[int]:
-    """What a round's alpha depends on, in one indexed aggregate: its main-pool annotations
-    (only ever added, never edited), the excluded and the surplus ones among them, the newest id."""
-    state = Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False).aggregate(
+    """What a round's row depends on, in one indexed aggregate: its annotations (test
+    participants' aside; only ever added, never edited), the excluded and the surplus ones
+    among them, the newest id."""
+    state = Annotation.objects.filter(study=study, is_test=False).aggregate(
         n=Count("pk"),
         n_excluded=Count("pk", filter=Q(excluded=True)),
         n_surplus=Count("pk", filter=Q(surplus=True)),
@@ -344,8 +347,9 @@ def _round_state(study: Study) -> list[int]:
 
 def _round_summary(round_study: Study) -> dict[str, Any]:
     state = _round_state(round_study)
-    # v2: rows carry alpha_ci95_not_estimable and alpha_small_sample (older entries lack them).
-    key = f"annotate:round-summary:v2:{round_study.pk}:{round_study.created_at.timestamp()}"
+    # v4: n_annotations counts only counted annotations (issue 27; older entries counted all) and
+    # rows carry alpha_interval.
+    key = f"annotate:round-summary:v4:{round_study.pk}:{round_study.created_at.timestamp()}"
     try:
         cached = cache.get(key)
     except Exception:  # a cache that cannot answer (Redis down) costs a computation, never the page
@@ -367,11 +371,9 @@ def _round_summary(round_study: Study) -> dict[str, Any]:
     started = time.perf_counter()
     rows = _round_rows(round_study)
     summary = {
-        "n_annotations": len(rows),
-        "n_excluded": sum(1 for r in rows if r["excluded"]),
-        # left out of the alpha as the agreement report leaves them out (a row both excluded
-        # and surplus is counted once, as excluded)
-        "n_surplus": sum(1 for r in rows if r["surplus"] and not r["excluded"]),
+        # The agreement report's own counts (annotation_counts): counted annotations, and the
+        # excluded and surplus ones left out beside them, so the two pages never differ.
+        **annotation_counts((r["excluded"], r["surplus"]) for r in rows),
         **_round_alpha(round_study, rows),
     }
     try:
@@ -386,28 +388,27 @@ def _round_summary(round_study: Study) -> dict[str, Any]:
 
 
 def _round_rows(study: Study) -> list[dict[str, Any]]:
-    """The round's main-pool annotations with the export's fields that its alpha reads
-    (item_id, annotator, has_failure, failures, excluded, surplus, source), read as plain values."""
-    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded", "surplus")
-    rows = (
-        Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False)
-        .order_by("submitted_at", "pk")
-        .values_list(*fields)
-    )
+    """The round's annotations (test participants' aside, as the agreement report reads them)
+    with the export's fields that its alpha reads (item_id, annotator, has_failure, failures,
+    excluded, surplus, source), read as plain values. A qualification or attention-check
+    answer counts as excluded (``parse_annotation_record``), so it never enters alpha."""
+    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded", "surplus", "source")
+    rows = Annotation.objects.filter(study=study, is_test=False).order_by("submitted_at", "pk").values_list(*fields)
     return [
         {
             "item_id": item_id,
             "annotator": pid,
             "has_failure": has_failure,
-            "excluded": excluded,
+            # A qualification or attention-check answer is left out as excluded, as in the report.
+            "excluded": excluded or source != ROLE_MAIN,
             "surplus": surplus,
-            "source": ROLE_MAIN,
+            "source": source,
             "failures": [
                 {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
                 for f in failures
             ],
         }
-        for item_id, pid, has_failure, failures, excluded, surplus in rows.iterator(chunk_size=2000)
+        for item_id, pid, has_failure, failures, excluded, surplus, source in rows.iterator(chunk_size=2000)
     ]
 
 

@@ -118,8 +118,22 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # The installed plotly package's plotly.min.js as vendor/plotly.min.js (core/static_finders.py).
+    "core.static_finders.PlotlyFinder",
+]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
+# collectstatic (run by `manage.py serve` with DEBUG off) gives every file a content-hashed name
+# and a gzip copy; WhiteNoise serves the copy to clients that accept gzip, and a hashed name
+# with Cache-Control "max-age=315360000, public, immutable" (docs/operations.md, "Static files").
+# With DEBUG on, pages link the plain names and WhiteNoise serves them from the finders.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 REST_FRAMEWORK = {
     # Strict JSON for every API body: no NaN/Infinity, bounded nesting, no NUL (core/parsers.py).

@@ -22,7 +22,4 @@ DEBUG = False
 
 globals().update(production_security_settings())
 
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
-}
+# STORAGES comes from the base settings: hashed, gzip-compressed static files (run collectstatic).

@@ -9,7 +9,7 @@ seed the first records (llm/endpoints.py, docs/llm.md)."""
 
 from typing import Any
 
-from config.env import BASE_DIR, env_float, env_int, env_str
+from config.env import BASE_DIR, env_float, env_int, env_list, env_str
 
 # Roles and the environment prefix of their overrides. Each How2Mine stage, the
 # generation stage and the How2Score judge resolve to one of these.
@@ -121,6 +121,9 @@ def llm_settings() -> dict:
         "LLM_PRICES_FILE": env_str("LLM_PRICES_FILE", str(BASE_DIR / "config" / "llm_prices.json")),
         "LLM_BATCH_POLL_SECONDS": env_float("LLM_BATCH_POLL_SECONDS", 60.0),
         "LLM_BATCH_MAX_RESUBMITS": env_int("LLM_BATCH_MAX_RESUBMITS", 2),
+        # Hosts (or host:port) on loopback or private networks that LLM requests may go to;
+        # every other such address is refused (llm/outbound.py). A local vLLM: 127.0.0.1:8000.
+        "OUTBOUND_ALLOWED_HOSTS": env_list("OUTBOUND_ALLOWED_HOSTS", []),
     }
 
 

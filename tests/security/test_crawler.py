@@ -177,44 +177,74 @@ def _annotator_client(slug: str) -> tuple[Client, list[str]]:
     return client, held
 
 
-def _crawl(client: Client, slugs: list[str], uuids: list[str]) -> list[str]:
+#: The crawl is split by route into this many shards per role: each a test of its own, so
+#: pytest-xdist's workers share them and no one test runs for minutes (a shard is about a
+#: fifth of a role's requests).
+SHARDS = 5
+#: The most requests one shard may send: the crawl is bounded by its count of requests, known
+#: before it starts (``crawl_plan``), not by a clock. Measured: about 1,900 per shard.
+MAX_REQUESTS_PER_SHARD = 4_000
+
+_BODIES = (
+    '{"a": ' * 2000 + "1" + "}" * 2000,
+    '{"draft": {"verdict": NaN}, "seq": 1e999, "active_ms": Infinity}',
+    "{names_nul}",
+    "{names_huge}",
+    json.dumps([{"goal": "g", "reference_steps": ["a"], "completion": "1. a"}] * 3),
+    "not json at all",
+)
+
+
+def crawl_plan(slugs: list[str], uuids: list[str], shard: int = 0, shards: int = 1) -> list[tuple[str, str, str, dict]]:
+    """Every request of one shard of the crawl, in order, as (route, method, url, client
+    keyword arguments): each concrete path plainly (hostile path values), then the route's
+    real path with every parameter and form field set to each hostile value, then hostile
+    JSON bodies."""
+    names = parameter_names()
+    bodies = [
+        json.dumps({name: "a\u0000b" for name in names})
+        if body == "{names_nul}"
+        else json.dumps({name: 10**30 for name in names})
+        if body == "{names_huge}"
+        else body
+        for body in _BODIES
+    ]
+    plan: list[tuple[str, str, str, dict]] = []
+    crawled = [
+        route
+        for route, _ in routes()
+        if not route.startswith(("api/schema", "api/docs", "api/redoc", "vendor/", "logout/"))
+    ]
+    for route in crawled[shard::shards]:
+        urls = concrete_urls(route, slugs, uuids)
+        for url in urls:
+            plan += [(route, "get", url, {}), (route, "post", url, {})]
+        real = urls[0] if len(urls) == 1 else concrete_urls(route, slugs, uuids, real_only=True)[0]
+        for value in HOSTILE_VALUES:
+            params = {name: value for name in names}
+            plan += [(route, "get", real, {"data": params}), (route, "post", real, {"data": params})]
+        for body in bodies:
+            plan.append((route, "post", real, {"data": body, "content_type": "application/json"}))
+    return plan
+
+
+def _crawl(client: Client, slugs: list[str], uuids: list[str], shard: int = 0, shards: int = 1) -> list[str]:
     """Every crash, one line per route and kind of error (a defect that crashes a route for
     every value is reported once, so it hides no other)."""
-    names = parameter_names()
+    plan = crawl_plan(slugs, uuids, shard, shards)
+    assert len(plan) <= MAX_REQUESTS_PER_SHARD, f"{len(plan)} requests in one shard: raise SHARDS"
     failures: list[str] = []
     seen: set[tuple[str, str]] = set()
-
-    def note(route: str, problem: str | None) -> None:
+    for route, method, url, kwargs in plan:
+        data = kwargs.get("data")
+        value = "(path)" if data is None else (data[:40] if isinstance(data, str) else next(iter(data.values()), ""))
+        problem = _crash_free(client, method, url, value, **kwargs)
         if problem is None:
-            return
+            continue
         key = (route, problem.split(": ", 1)[-1][:80])
         if key not in seen:
             seen.add(key)
             failures.append(problem)
-
-    for route, _ in routes():
-        if route.startswith(("api/schema", "api/docs", "api/redoc", "vendor/", "logout/")):
-            continue
-        urls = concrete_urls(route, slugs, uuids)
-        # Hostile path values: each concrete path once, plainly.
-        for url in urls:
-            note(route, _crash_free(client, "get", url, "(path)"))
-            note(route, _crash_free(client, "post", url, "(path)"))
-        # Hostile parameters, form fields and bodies on the route's real objects.
-        real = urls[0] if len(urls) == 1 else concrete_urls(route, slugs, uuids, real_only=True)[0]
-        for value in HOSTILE_VALUES:
-            params = {name: value for name in names}
-            note(route, _crash_free(client, "get", real, value, data=params))
-            note(route, _crash_free(client, "post", real, value, data=params))
-        for body in (
-            '{"a": ' * 2000 + "1" + "}" * 2000,
-            '{"draft": {"verdict": NaN}, "seq": 1e999, "active_ms": Infinity}',
-            json.dumps({name: "a\u0000b" for name in names}),
-            json.dumps({name: 10**30 for name in names}),
-            json.dumps([{"goal": "g", "reference_steps": ["a"], "completion": "1. a"}] * 3),
-            "not json at all",
-        ):
-            note(route, _crash_free(client, "post", real, body[:40], data=body, content_type="application/json"))
     return failures
 
 
@@ -222,25 +252,29 @@ def _report(failures: list[str]) -> str:
     return f"{len(failures)} kinds of crash:\n" + "\n".join(failures[:60])
 
 
-def test_no_url_crashes_for_an_anonymous_visitor_with_hostile_values(world):
-    failures = _crawl(Client(), world["slugs"], [str(uuid.uuid4())])
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_no_url_crashes_for_an_anonymous_visitor_with_hostile_values(world, shard):
+    failures = _crawl(Client(), world["slugs"], [str(uuid.uuid4())], shard, SHARDS)
     assert not failures, _report(failures)
 
 
-def test_no_url_crashes_for_an_annotator_with_hostile_values(world):
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_no_url_crashes_for_an_annotator_with_hostile_values(world, shard):
     client, held = _annotator_client(world["slugs"][0])
     assert held, "the annotator should hold an item of the demo study"
-    failures = _crawl(client, world["slugs"], held)
+    failures = _crawl(client, world["slugs"], held, shard, SHARDS)
     assert not failures, _report(failures)
 
 
-def test_no_url_crashes_for_a_researcher_with_hostile_values(world, researcher_client):
-    failures = _crawl(researcher_client, world["slugs"], [str(uuid.uuid4())])
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_no_url_crashes_for_a_researcher_with_hostile_values(world, researcher_client, shard):
+    failures = _crawl(researcher_client, world["slugs"], [str(uuid.uuid4())], shard, SHARDS)
     assert not failures, _report(failures)
 
 
-def test_no_url_crashes_for_an_admin_with_hostile_values(world, admin_client_):
-    failures = _crawl(admin_client_, world["slugs"], [str(uuid.uuid4())])
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_no_url_crashes_for_an_admin_with_hostile_values(world, admin_client_, shard):
+    failures = _crawl(admin_client_, world["slugs"], [str(uuid.uuid4())], shard, SHARDS)
     assert not failures, _report(failures)
 
 
@@ -255,3 +289,12 @@ def test_the_crawler_finds_the_parameters_and_urls_it_attacks():
     urls = concrete_urls("runs/<str:kind>/<int:pk>/<str:action>/", ["s"], [])
     assert "/runs/generation/99999999999999999999/pause/" in urls
     assert "/runs/<script>/1/pause/" in urls
+
+
+def test_the_shards_together_send_every_request_of_the_whole_crawl_once_and_each_is_bounded():
+    slugs, uuids = ["demo"], [str(uuid.UUID(int=1))]
+    whole = crawl_plan(slugs, uuids)
+    parts = [crawl_plan(slugs, uuids, shard, SHARDS) for shard in range(SHARDS)]
+    key = lambda r: (r[0], r[1], r[2], json.dumps(r[3], sort_keys=True, default=str))  # noqa: E731
+    assert sorted(map(key, whole)) == sorted(key(r) for part in parts for r in part)
+    assert all(0 < len(part) <= MAX_REQUESTS_PER_SHARD for part in parts), [len(p) for p in parts]

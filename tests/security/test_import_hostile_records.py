@@ -23,7 +23,7 @@ from judging.transfer import generations_import, judgments_import
 from mining.models import Corpus, Document, Procedure, Topic
 from mining.services import CorpusImportFailed, corpus_import, procedure_import, topics_ensure
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]  # SQLite would store most of these silently
 
 NUL = "\x00"
 GOOD = {

@@ -119,10 +119,10 @@ def test_a_returning_participant_is_never_counted_and_other_studies_and_addresse
     with override_settings(ANNOTATE_ENTRY_LIMIT_PER_ADDRESS=1):
         page, client = _walk_in(first, prolific_pid(1))
         assert page.status_code == 200
-        for _ in range(3):  # the same PID again (a reload, another tab): resumes
+        for _ in range(3):  # the same link again (a reload, another tab: the same session): resumes
             again = client.get(
                 reverse("annotate:entry", args=[first.slug]),
-                {"PROLIFIC_PID": prolific_pid(1), "STUDY_ID": "st", "SESSION_ID": "x"},
+                {"PROLIFIC_PID": prolific_pid(1), "STUDY_ID": "st", "SESSION_ID": f"se{prolific_pid(1)[-4:]}"},
             )
             assert again.status_code == 302
         assert _walk_in(first, prolific_pid(2))[0].status_code == 429

@@ -48,8 +48,8 @@ from annotate.kinds.constraint_faithfulness.definition import (
     YES,
 )
 from annotate.stats.alpha import nominal_alpha_estimate
-from annotate.stats.bootstrap import estimable_interval, sample_size_note
-from annotate.stats.kappa import count_table, fleiss_kappa, fleiss_kappa_interval
+from annotate.stats.bootstrap import item_bootstrap_fields, sample_size_note
+from annotate.stats.kappa import count_table, fleiss_kappa, fleiss_kappa_estimate
 from core.intervals import share_estimate
 
 DEFAULT_BOOTSTRAP = 1000
@@ -96,12 +96,11 @@ def _question_stats(
     labels = [a.get(question) for item in items for a in item.answers]
     index = QUESTIONS.index(question)
     kappa = fleiss_kappa(table) if complete and table.sum(axis=1)[0] >= 2 else None
-    interval = (
-        fleiss_kappa_interval(table, bootstrap=bootstrap, seed=np.random.SeedSequence([seed, index]))
+    kappa_ci95, kappa_not_estimable = (
+        fleiss_kappa_estimate(table, bootstrap=bootstrap, seed=np.random.SeedSequence([seed, index]))
         if kappa is not None
-        else None
+        else (None, None)
     )
-    kappa_ci95, kappa_not_estimable = estimable_interval(len(complete), interval)
     return {
         "text": QUESTION_TEXT[question],
         "fleiss_kappa": kappa,
@@ -109,6 +108,7 @@ def _question_stats(
         "fleiss_kappa_ci95_not_estimable": kappa_not_estimable,
         "fleiss_kappa_small_sample": sample_size_note(len(complete), kappa_ci95) if kappa is not None else None,
         "kappa_items": len(complete),
+        "fleiss_kappa_interval": item_bootstrap_fields(len(complete)),
         **question_alpha(items, question, bootstrap=bootstrap, seed=seed),
         "answers": {value: sum(label == value for label in labels) for value in (YES, NO, NOT_SURE)},
     }

@@ -23,6 +23,7 @@ def round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "alpha_ci95": alphas["alpha_ci95"]["binary"],
         "alpha_n": alphas["alpha_details"]["binary"]["n_units"],
         "alpha_ci95_not_estimable": alphas["alpha_ci95_not_estimable"]["binary"],
+        "alpha_interval": alphas["alpha_interval"]["binary"],
         "alpha_small_sample": alphas["alpha_small_sample"]["binary"],
         "alpha_undefined": alphas["alpha_undefined"]["binary"],
     }

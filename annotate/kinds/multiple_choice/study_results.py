@@ -53,7 +53,15 @@ def choice_study_results(study: Study, *, bootstrap: int = DEFAULT_BOOTSTRAP) ->
     return study_results(choice_items([study]), study.annotators_per_item, bootstrap=bootstrap)
 
 
-ALPHA_KEYS = ("alpha", "alpha_ci95", "alpha_n", "alpha_ci95_not_estimable", "alpha_small_sample", "alpha_undefined")
+ALPHA_KEYS = (
+    "alpha",
+    "alpha_ci95",
+    "alpha_n",
+    "alpha_ci95_not_estimable",
+    "alpha_interval",
+    "alpha_small_sample",
+    "alpha_undefined",
+)
 
 
 def choice_alpha(study: Study, *, bootstrap: int = DEFAULT_BOOTSTRAP) -> dict[str, Any]:
