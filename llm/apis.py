@@ -33,6 +33,7 @@ from llm.costs import job_costs
 from llm.endpoints import EndpointNotConfigured
 from llm.models import LLMJob
 from llm.runs import (
+    STATUSES_SHOWN,
     job_owner_for,
     llm_job_control,
     llm_job_held,
@@ -45,14 +46,25 @@ from llm.runs import (
 
 class RunStateFields(serializers.Serializer):
     """The state of a run as every API response gives it (llm/runs.py ``run_state_json``:
-    outcomes, n_failed, top_errors, reason, breaker; ``status`` is the run's own field).
+    status, outcomes, n_failed, top_errors, reason, breaker, last_heartbeat). ``status`` is
+    the stored one, except ``stalled`` for a running run whose worker stopped beating.
     A serializer of runs inherits it and says how its run's state is read (``run_state``);
     it lists the fields it shows in ``Meta.fields``. (Every kind of run and LLM jobs use it.)"""
 
     # What Meta.fields lists for the state (a run owning one LLM job: OWNED_RUN_FIELDS).
-    STATE_FIELDS = ("status", "outcomes", "n_failed", "top_errors", "reason", "breaker")
+    STATE_FIELDS = ("status", "outcomes", "n_failed", "top_errors", "reason", "breaker", "last_heartbeat")
     OWNED_RUN_FIELDS = (*STATE_FIELDS, "prompt_hash", "executor", "created_at", "finished_at")
 
+    status = serializers.SerializerMethodField(
+        help_text=(
+            "pending, running, paused, done, done_with_failures, cancelled, failed; or stalled: the run is running "
+            "but its worker stopped beating for a lease (LLM_JOB_LEASE_SECONDS; killed, its machine lost), so "
+            "resume re-queues it at once. Stalled is shown, never stored: the list filter status=running finds it."
+        )
+    )
+    last_heartbeat = serializers.SerializerMethodField(
+        help_text="When a worker last said it was at work on the active run (null: none yet, or not active)."
+    )
     outcomes = serializers.SerializerMethodField(
         help_text="Requests per outcome: ok, parse_failed, truncated, refused, too_long, api_error, pending, retrying."
     )
@@ -76,6 +88,14 @@ class RunStateFields(serializers.Serializer):
         if not hasattr(run, "state_json"):
             run.state_json = run_state_json(self.run_state(run))
         return run.state_json
+
+    @extend_schema_field(serializers.ChoiceField(choices=STATUSES_SHOWN))
+    def get_status(self, run) -> str:
+        return self._state(run)["status"]
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_last_heartbeat(self, run) -> str | None:
+        return self._state(run)["last_heartbeat"]
 
     @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
     def get_outcomes(self, run) -> dict[str, int]:
@@ -218,7 +238,9 @@ class ConfigField(serializers.Field):
         return value["text"] if isinstance(value, dict) else str(value)
 
 
-@extend_schema_field({"type": "string", "description": "The run's YAML configuration (text, or a file upload)"})
+@extend_schema_field(
+    {"type": "string", "minLength": 1, "description": "The run's YAML configuration (text, or a file upload)"}
+)
 class _DocumentedConfigField(ConfigField):
     pass
 

@@ -150,6 +150,7 @@ def llm_job_claim(job_id: int, token: str) -> bool:
         .update(
             claimed_by=token,
             claim_expires=now + lease,
+            heartbeat_at=now,
             status=LLMJob.Status.RUNNING,
             worker=worker_name(),
             started_at=Coalesce(F("started_at"), Value(now)),
@@ -160,16 +161,22 @@ def llm_job_claim(job_id: int, token: str) -> bool:
 
 def llm_job_release(job_id: int, token: str) -> None:
     """The task is through with the job: its claim ends, and the failures seen while it ran
-    are history (a breaker's record stays with the pause it caused)."""
-    LLMJob.objects.filter(pk=job_id, claimed_by=token).update(claimed_by="", claim_expires=None, n_retrying=0)
+    are history (a breaker's record stays with the pause it caused). The release is the
+    task's last beat: the run's own step (storing the answers) follows in the same worker."""
+    LLMJob.objects.filter(pk=job_id, claimed_by=token).update(
+        claimed_by="", claim_expires=None, n_retrying=0, heartbeat_at=timezone.now()
+    )
     LLMJob.objects.filter(pk=job_id).exclude(status=LLMJob.Status.PAUSED).update(breaker={})
 
 
 def llm_job_heartbeat(job: LLMJob, **fields: Any) -> None:
-    """Renew the executing task's claim (and store live fields such as ``n_retrying``)."""
+    """Renew the executing task's claim (and store live fields such as ``n_retrying``). A
+    worker that stops beating (killed, its machine lost) leaves the claim to run out: the run
+    then reads ``stalled`` and may be resumed (llm/runs.py, ``run_liveness``)."""
     token = job.claim_token
+    now = timezone.now()
     lease = timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS)
-    LLMJob.objects.filter(pk=job.pk, claimed_by=token).update(claim_expires=timezone.now() + lease, **fields)
+    LLMJob.objects.filter(pk=job.pk, claimed_by=token).update(claim_expires=now + lease, heartbeat_at=now, **fields)
 
 
 # -- pause, cancel, reopen: the job and its shards (llm/shards.py) -------------------

@@ -209,12 +209,19 @@ FINISHED = (RunStatus.DONE, RunStatus.DONE_WITH_FAILURES)
 
 
 class LiveRunState(models.Model):
-    """What a run shows while it works: requests waiting for a retry, and the circuit
-    breaker's record when the endpoint failed persistently (llm/runs.py)."""
+    """What a run shows while it works: requests waiting for a retry, the circuit breaker's
+    record when the endpoint failed persistently, and its worker's last heartbeat
+    (llm/runs.py)."""
 
     n_retrying = models.PositiveIntegerField(default=0, help_text="requests waiting for a retry right now")
     breaker = models.JSONField(
         default=dict, blank=True, help_text="endpoint, since, last_error, reason: why the run paused itself"
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a worker last said it is at work on it; a running one without a beat for a lease reads "
+        "stalled (llm/runs.py, run_liveness)",
     )
 
     class Meta:

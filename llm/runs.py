@@ -8,6 +8,13 @@ components, goal-step and CoScript runs).
 * ``run_state``: what a page, the API or a command says about a run — its status, the
   count of requests per outcome (plus pending and retrying), the most frequent errors and
   the breaker's record — read from the ledger, the source of truth.
+* ``run_liveness``: whether a worker is at work on a running run — its heartbeat (an LLM
+  job's claim renewed about once a second, a mining run's tick) came within a lease,
+  ``LLM_JOB_LEASE_SECONDS`` — or the run is ``stalled``: its worker stopped beating (killed,
+  its machine lost) and the run may be resumed at once. Stalled is derived, never stored:
+  the stored status stays ``running`` (what a worker that was only slow finds when it beats
+  again), and ``run_state`` shows ``stalled`` with the time of the last beat, for every
+  page, API response and command alike.
 * ``job_owner_register``: a run that owns LLM jobs registers how they are paused,
   resumed, cancelled and retried, so a job is only ever driven through its run (the LLM
   pages and API call the owner, ``llm_job_control``).
@@ -20,13 +27,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 from core.app_errors import Conflict
-from llm.constants import OUTCOME_OK, OUTCOMES
+from llm.constants import EXECUTOR_BATCH, OUTCOME_OK, OUTCOMES
 from llm.job_lifecycle import CLAIMED, llm_job_cancel, llm_job_failed_count, llm_job_pause, llm_job_recount
 from llm.models import FINISHED, LedgerEntry, LLMJob, RunStatus
 from llm.run_watch import ERROR_CHARS
@@ -35,6 +44,89 @@ from llm.services import llm_job_create, llm_job_execute, llm_job_resume, llm_jo
 from llm.shards import llm_job_shard, llm_job_workers
 
 TOP_ERRORS = 5  # the most frequent error messages shown for a run
+
+
+# -- a run's worker: at work, or stalled ---------------------------------------------
+
+# The status a run shows (never stores) when it says ``running`` but its worker stopped beating.
+STALLED = "stalled"
+# Every status a page, the API or a command may show: the stored ones and ``stalled``.
+STATUSES_SHOWN = (*RunStatus.values, STALLED)
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """What is known of the worker of an active run: ``last_beat`` (None: no worker has
+    beaten yet), ``held`` (a worker is at work on it now: a beat within the lease, or a live
+    claim; resuming it is refused) and ``stalled`` (it says ``running`` and no worker has
+    beaten for a lease: resuming it is allowed at once)."""
+
+    last_beat: datetime | None = None
+    held: bool = False
+    stalled: bool = False
+
+
+def run_liveness(
+    *,
+    status: str,
+    last_beat: datetime | None,
+    claimed: bool = False,
+    silent_seconds: float = 0.0,
+    now: datetime | None = None,
+    lease_seconds: float | None = None,
+) -> Liveness:
+    """The one rule: a run whose stored status is ``running`` is ``stalled`` when its last
+    beat is older than the lease (``LLM_JOB_LEASE_SECONDS``) plus ``silent_seconds`` (how long
+    its worker is silent on purpose: a Batch API job's task comes back after
+    ``LLM_BATCH_POLL_SECONDS``) and no claim on it is live (``claimed``). A run that has
+    never beaten is not stalled (nothing is known of a worker yet)."""
+    now = now or timezone.now()
+    lease = settings.LLM_JOB_LEASE_SECONDS if lease_seconds is None else lease_seconds
+    fresh = last_beat is not None and now - last_beat <= timedelta(seconds=lease + silent_seconds)
+    held = claimed or fresh
+    stalled = status == RunStatus.RUNNING and last_beat is not None and not held
+    return Liveness(last_beat=last_beat, held=held, stalled=stalled)
+
+
+def jobs_liveness(
+    jobs: Iterable[LLMJob | None],
+    *,
+    status: str,
+    beats: Iterable[datetime | None] = (),
+    claimed: Callable[[], bool] | None = None,
+) -> Liveness:
+    """``run_liveness`` of a run from the LLM jobs it owns (with their shards), in one query:
+    the newest beat of any of them (and of ``beats``, the run's own, such as a mining run's
+    tick), whether a claim on one is live (or ``claimed()`` says the run's own claims are),
+    and whether one is a Batch API job still active (its task is silent between polls).
+    Asks nothing of a run that is not active."""
+    beats = [beat for beat in beats if beat is not None]
+    if status not in ACTIVE:
+        return Liveness(last_beat=max(beats, default=None))
+    ids = [job.pk for job in jobs if job is not None and job.pk is not None]
+    last, batch = max(beats, default=None), False
+    held_elsewhere = bool(claimed and claimed())
+    if ids:
+        now = timezone.now()
+        found = LLMJob.objects.filter(models.Q(pk__in=ids) | models.Q(parent_id__in=ids)).aggregate(
+            last=models.Max("heartbeat_at"),
+            claimed=models.Count("pk", filter=~models.Q(claimed_by="") & models.Q(claim_expires__gt=now)),
+            batch=models.Count("pk", filter=models.Q(executor=EXECUTOR_BATCH, status__in=ACTIVE)),
+        )
+        if found["last"] is not None:
+            last = max(last, found["last"]) if last is not None else found["last"]
+        held_elsewhere, batch = held_elsewhere or bool(found["claimed"]), bool(found["batch"])
+    silent = settings.LLM_BATCH_POLL_SECONDS if batch else 0.0
+    return run_liveness(status=status, last_beat=last, claimed=held_elsewhere, silent_seconds=silent)
+
+
+def stalled_message(last_beat: datetime | None) -> str:
+    """What a page says of a stalled run, and what the API's reason adds."""
+    when = timezone.localtime(last_beat).strftime("%Y-%m-%d %H:%M:%S %Z") if last_beat else "an unknown time"
+    return (
+        f"its worker stopped beating (last heartbeat {when}): it was killed or its machine was lost. "
+        "Resume puts the run back in the queue; answers already in the ledger are not asked again."
+    )
 
 
 # -- reading a run's state ----------------------------------------------------------
@@ -130,9 +222,15 @@ def run_state(
     retrying: int = 0,
     breaker: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
+    liveness: Liveness | None = None,
 ) -> dict[str, Any]:
     """What every page, API response and command shows about a run. ``jobs``: the LLM jobs
-    it owns; or ``counts`` (from ``ledger_run_counts``) for a run that asks as it goes."""
+    it owns; or ``counts`` (from ``ledger_run_counts``) for a run that asks as it goes.
+    ``status`` is the stored one; the state's ``status`` is ``stalled`` instead of ``running``
+    when the run's worker stopped beating (``liveness``: read from ``jobs`` when not given)."""
+    jobs = list(jobs)
+    if liveness is None:
+        liveness = jobs_liveness(jobs, status=status)
     state: dict[str, Any]
     if counts is not None:
         outcomes, top = counts
@@ -153,9 +251,16 @@ def run_state(
         # Nothing will ask them any more: they are not pending but left unasked.
         outcomes = state["outcomes"] = {**outcomes, "not_asked": outcomes["pending"], "pending": 0, "retrying": 0}
     n_failed = sum(outcomes[o] for o in OUTCOMES if o != OUTCOME_OK)
+    if liveness.stalled:
+        reason = f"{reason} — {stalled_message(liveness.last_beat)}" if reason else stalled_message(liveness.last_beat)
     state.update(
         {
-            "status": status,
+            "status": STALLED if liveness.stalled else status,
+            "stored_status": status,
+            "stalled": liveness.stalled,
+            "held": liveness.held,
+            "last_heartbeat": liveness.last_beat,
+            "can_resume": liveness.stalled or status in (RunStatus.PAUSED, RunStatus.FAILED),
             "reason": reason,
             "n_failed": n_failed,
             "n_ok": outcomes[OUTCOME_OK],
@@ -200,11 +305,11 @@ def run_action_refusal(action: str, status: str, *, held: bool = False) -> str |
 
 
 def llm_job_held(job: LLMJob | None) -> bool:
-    """Whether a worker holds ``job`` or one of its shards now (a lease not yet run out)."""
+    """Whether a worker is at work on ``job`` or one of its shards now: a live claim, or a
+    beat within the lease (the run's own step after its job, ``run_liveness``)."""
     if job is None or job.pk is None:
         return False
-    now = timezone.now()
-    return LLMJob.objects.filter(models.Q(pk=job.pk) | models.Q(parent_id=job.pk), claim_expires__gt=now).exists()
+    return jobs_liveness([job], status=RunStatus.RUNNING).held
 
 
 def retried_phrase(n: int) -> str:
@@ -216,6 +321,7 @@ def retried_phrase(n: int) -> str:
 def run_state_json(state: dict[str, Any]) -> dict[str, Any]:
     """The part of a run's state that commands print and the API returns (keys ``status``
     and ``outcomes`` first)."""
+    beat = state.get("last_heartbeat")
     return {
         "status": state["status"],
         "outcomes": state["outcomes"],
@@ -223,6 +329,7 @@ def run_state_json(state: dict[str, Any]) -> dict[str, Any]:
         "top_errors": state["top_errors"],
         "reason": state["reason"],
         "breaker": state["breaker"],
+        "last_heartbeat": beat.isoformat() if beat else None,
     }
 
 
@@ -398,7 +505,11 @@ def owned_run_resume(run, *, enqueue: Callable[[], None], budget_usd=None) -> No
     refusal = run_action_refusal("resume", run.status)
     if refusal is not None:
         raise ValueError(f"{run} is {run.status}; {refusal}")
-    llm_job_resume(job=_owned_job(run, "resume"), budget_usd=budget_usd, enqueue=False)
+    job = _owned_job(run, "resume")
+    job.refresh_from_db(fields=["status"])
+    if not (job.status == RunStatus.DONE and not llm_job_failed_count(job)):
+        llm_job_resume(job=job, budget_usd=budget_usd, enqueue=False)
+    # (A job done with every answer ok, whose worker died storing them: the run's task stores them.)
     _update(run, status=RunStatus.PENDING, error="", finished_at=None)
     enqueue()
 

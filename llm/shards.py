@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -187,13 +186,21 @@ def llm_job_workers(job: LLMJob | None) -> list[dict[str, Any]]:
     process), requests done of its total, its status and the worker's last heartbeat."""
     if job is None or job.pk is None:
         return []
-    lease = timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS)
     now = timezone.now()
     rows = []
     for shard in job.shards.order_by("shard_index").only(
-        "shard_index", "status", "worker", "claimed_by", "claim_expires", "n_done", "n_total", "n_retrying", "breaker"
+        "shard_index",
+        "status",
+        "worker",
+        "claimed_by",
+        "claim_expires",
+        "heartbeat_at",
+        "n_done",
+        "n_total",
+        "n_retrying",
+        "breaker",
     ):
-        heartbeat = shard.claim_expires - lease if shard.claim_expires else None
+        heartbeat = shard.heartbeat_at
         rows.append(
             {
                 "shard": shard.shard_index,

@@ -20,7 +20,7 @@ from django.conf import settings
 from core.reference_configs import SAMPLING_KWARGS
 from llm.client import LLMRequest, classify_completion, ledger_lookup, ledger_write
 from llm.constants import PATH_JSON_SCHEMA, PATH_TEXT
-from llm.job_lifecycle import job_endpoint, llm_job_finish, llm_job_refresh_counts
+from llm.job_lifecycle import job_endpoint, llm_job_finish, llm_job_heartbeat, llm_job_refresh_counts
 from llm.models import LLMJob
 
 CHUNK = 256
@@ -107,6 +107,9 @@ class VLLMOfflineExecutor:
         os.environ.update(engine_environment(options))
         vllm, structured = _import_vllm()
         engine = vllm.LLM(**engine_kwargs(self.endpoint.model, options))
+        # The engine loaded (minutes on a cold machine): a beat, and one after each chunk. A
+        # load or a chunk longer than the lease reads stalled meanwhile (docs/llm.md).
+        llm_job_heartbeat(self.job)
         todo = [(key, request) for key, request in requests if ledger_lookup(key) is None]
         # generate() takes plain prompts and chat() takes conversations (with their template
         # options): run each kind apart.
@@ -132,6 +135,7 @@ class VLLMOfflineExecutor:
                 latency_ms = int((time.perf_counter() - started) * 1000 / max(1, len(chunk)))
                 for (key, request), output in zip(chunk, outputs):
                     self._record(key, request, output, latency_ms)
+                llm_job_heartbeat(self.job)
         llm_job_finish(self.job)
         return "done"
 

@@ -13,15 +13,15 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from core.intervals import share_estimate
 from llm.constants import OUTCOMES
 from llm.costs import cost_known, ledger_cost_aggregates
-from llm.models import LedgerEntry
-from llm.runs import ledger_run_counts, run_state
-from mining.constants import MINING_CLAIM_LEASE_SECONDS
+from llm.models import LedgerEntry, LLMJob
+from llm.runs import Liveness, jobs_liveness, ledger_run_counts, run_state
 from mining.models import CandidateStatus, MiningCandidate, MiningRun, MiningRunStatus, StageResult
 from mining.run_estimates import cost_projection, eta_estimate
 from mining.stages import LLM_STAGES, PASSED, PIPELINE, REJECTED, reason_code
@@ -101,6 +101,7 @@ def mining_run_state(
     stopped = run.status not in (MiningRunStatus.PENDING, MiningRunStatus.RUNNING, MiningRunStatus.CANCELLED)
     return run_state(
         status=run.status,
+        liveness=mining_run_liveness(run),
         counts=counts or ledger_run_counts(run.ledger_run),
         retrying=run.n_retrying,
         breaker=run.breaker,
@@ -437,8 +438,23 @@ def stage_result_list(*, candidate: MiningCandidate) -> list[StageResult]:
     return [results[s] for s in PIPELINE if s in results]
 
 
+def mining_run_liveness(run: MiningRun) -> Liveness:
+    """Whether a worker is at work on the run (llm/runs.py ``run_liveness``): the newest beat
+    of its workers (each beats the run about once a second, ``mining.runner``) and of the LLM
+    jobs of its current wave (Batch API, in-process vLLM); documents claimed within the lease
+    count as a worker at work too."""
+
+    def claimed() -> bool:
+        since = timezone.now() - timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS)
+        return MiningCandidate.objects.filter(run=run, claimed_at__gte=since).exclude(claim="").exists()
+
+    return jobs_liveness(
+        [LLMJob(pk=pk) for pk in run.batch_job_ids or []], status=run.status, beats=[run.heartbeat_at], claimed=claimed
+    )
+
+
 def mining_run_held(run: MiningRun) -> bool:
-    """Whether a worker holds documents of the run now (a claim whose lease has not run out):
-    resuming it is refused then, as it would release that worker's claims."""
-    since = timezone.now() - timedelta(seconds=MINING_CLAIM_LEASE_SECONDS)
-    return MiningCandidate.objects.filter(run=run, claimed_at__gte=since).exclude(claim="").exists()
+    """Whether a worker is at work on the run now (a beat within the lease): resuming it is
+    refused then, as it would release that worker's claims. A run whose workers all stopped
+    beating reads stalled and may be resumed at once (its claims are released then)."""
+    return mining_run_liveness(run).held

@@ -46,6 +46,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce
@@ -933,8 +934,10 @@ class OnlineRunner:
         cancelled it, the live fields of its page, what it has spent."""
         close_old_connections()
         status = run_status(self.run.pk)
-        MiningRun.objects.filter(pk=self.run.pk).update(
-            n_retrying=self.walker.watch.retrying, breaker=self.walker.watch.breaker.streak()
+        MiningRun.objects.filter(pk=self.run.pk).update(  # the worker's heartbeat (llm/runs.py, run_liveness)
+            n_retrying=self.walker.watch.retrying,
+            breaker=self.walker.watch.breaker.streak(),
+            heartbeat_at=timezone.now(),
         )
         self.budget.refresh()
         if status != MiningRunStatus.RUNNING:
@@ -999,6 +1002,21 @@ def _wave_job_execute(run: MiningRun, job_id: int) -> str | None:
     return None
 
 
+class _Beat:
+    """The heartbeat of a walk between waves (the wave's jobs beat on their own): the run's
+    ``heartbeat_at``, renewed every few seconds (llm/runs.py, ``run_liveness``)."""
+
+    def __init__(self, run: MiningRun):
+        self.run_id = run.pk
+        self.every = min(5.0, settings.LLM_JOB_LEASE_SECONDS / 4)
+        self.last = time.monotonic()
+
+    def __call__(self) -> None:
+        if time.monotonic() - self.last >= self.every:
+            MiningRun.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now())
+            self.last = time.monotonic()
+
+
 def mining_run_batch_step(run: MiningRun) -> str:
     """One step of a run executed in waves: wait for the current jobs; when they are done,
     walk every pending document as far as the ledger answers, and send what they need
@@ -1019,6 +1037,7 @@ def mining_run_batch_step(run: MiningRun) -> str:
             return stop
     budget = Budget(run)
     walker = Walker(run, budget=budget)
+    beat = _Beat(run)
     try:
         while True:
             needed: dict[tuple[str, str], list[LLMRequest]] = {}
@@ -1031,6 +1050,7 @@ def mining_run_batch_step(run: MiningRun) -> str:
             ):
                 if run_status(run.pk) != MiningRunStatus.RUNNING:
                     return "stopped"
+                beat()
                 outcome = walker.walk(candidate, collect=True)
                 if isinstance(outcome, NeedsRequest):
                     plan = walker.plans[outcome.stage]
@@ -1082,7 +1102,8 @@ def mining_run_execute(*, run_id: int) -> str:
             return f"not active ({run.status})"
         run.status = MiningRunStatus.RUNNING
         run.started_at = run.started_at or timezone.now()
-        run.save(update_fields=["status", "started_at"])
+        run.heartbeat_at = timezone.now()  # its first beat; the work beats from here on
+        run.save(update_fields=["status", "started_at", "heartbeat_at"])
     if not run_uses_waves(run):
         return mining_run_work(run)
     return mining_run_batch_step(run)
