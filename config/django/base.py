@@ -172,6 +172,8 @@ SPECTACULAR_SETTINGS = {
     # annotation's source; a study import's status is not a run's).
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "llm.models.RunStatus.choices",
+        # What a run shows: the stored statuses and "stalled" (llm/runs.py, run_liveness).
+        "RunStatusShownEnum": "llm.runs.STATUSES_SHOWN",
         "ItemRoleEnum": "annotate.models.ItemRole.choices",
         "StudyKindEnum": "annotate.kinds.kind_choices",
         "StudyImportStatusEnum": "mining.models.CorpusImportStatus.choices",
