@@ -63,6 +63,17 @@ COLUMNAR_MAGIC = {"parquet": (b"PAR1",), "arrow": (b"ARROW1", b"\xff\xff\xff\xff
 MAX_INT_DIGITS = 30
 # The UTF-8 byte order mark: dropped at the start of a text file, nowhere else.
 UTF8_BOM = b"\xef\xbb\xbf"
+# A compressed file may always decode to this much, whatever its compression ratio (small
+# files of repetitive records compress far better than large ones).
+RATIO_FLOOR_BYTES = 1 << 20
+# Against the compression ratio, each line (or Parquet/Arrow row) of a compressed file counts
+# this many bytes on top of its own: a record costs its importer far more than its bytes, so a
+# file of a million two-byte records ("{}") is refused as the bomb it is.
+RECORD_CHARGE_BYTES = 512
+# Blank lines: whitespace only. Runs of them are skipped at C speed, never line by line.
+TEXT_BLANK = b" \t\n\r\x0b\x0c"
+# Columnar files are read this many decoded bytes at a time (at most COLUMNAR_BATCH_ROWS rows).
+COLUMNAR_BATCH_BYTES = 16 << 20
 
 
 @overload
@@ -134,7 +145,7 @@ class RecordError(ValueError):
         that already names its file is returned as it is."""
         if self.path is not None:
             return self
-        return RecordError(path, self.line if self.line is not None else line, self.field, self.message)
+        return type(self)(path, self.line if self.line is not None else line, self.field, self.message)
 
 
 @dataclass(frozen=True)
@@ -146,6 +157,7 @@ class ReadLimits:
     max_records: int = 5_000_000
     max_decompressed_bytes: int = 20 << 30
     max_json_depth: int = 64
+    max_compression_ratio: int = 100
     scope: str = "RECORD"
 
     @classmethod
@@ -156,8 +168,20 @@ class ReadLimits:
             max_records=getattr(settings, f"{scope}_MAX_RECORDS"),
             max_decompressed_bytes=getattr(settings, f"{scope}_MAX_DECOMPRESSED_BYTES"),
             max_json_depth=getattr(settings, f"{scope}_MAX_JSON_DEPTH"),
+            max_compression_ratio=getattr(settings, f"{scope}_MAX_COMPRESSION_RATIO"),
             scope=scope,
         )
+
+    def decoded_budget(self, stored_bytes: int | None) -> tuple[int, str]:
+        """The most bytes a file of ``stored_bytes`` on disk may decode to, and the message
+        that refuses one more: ``max_decompressed_bytes``, or ``max_compression_ratio`` times
+        its size when that is less (never less than :data:`RATIO_FLOOR_BYTES`). ``None``:
+        a file read as it is stored (no ratio)."""
+        if stored_bytes is not None:
+            by_ratio = max(RATIO_FLOOR_BYTES, stored_bytes * self.max_compression_ratio)
+            if by_ratio < self.max_decompressed_bytes:
+                return by_ratio, self.too_compressed(stored_bytes)
+        return self.max_decompressed_bytes, self.too_large()
 
     def line_too_long(self, what: str = "line") -> str:
         return f"{what} longer than {_size(self.max_line_bytes)} ({self.scope}_MAX_LINE_BYTES)"
@@ -173,6 +197,18 @@ class ReadLimits:
 
     def too_deep(self) -> str:
         return f"JSON nested more than {self.max_json_depth} levels deep ({self.scope}_MAX_JSON_DEPTH)"
+
+    def too_compressed(self, stored_bytes: int) -> str:
+        return (
+            f"the file decompresses to more than {self.max_compression_ratio} times its size of "
+            f"{_size(stored_bytes)}, each record counted as {RECORD_CHARGE_BYTES} bytes more "
+            f"({self.scope}_MAX_COMPRESSION_RATIO)"
+        )
+
+
+class LimitReached(RecordError):
+    """A limit on the bytes a file decodes to was reached (its size, its compression ratio):
+    the file as a whole is refused; nothing more of it is read."""
 
 
 def _size(n: int) -> str:
@@ -221,7 +257,9 @@ def open_binary(path: str | Path, compression: str | None, *, limits: ReadLimits
     else:  # pragma: no cover - file_kind only returns the names above
         raise ValueError(compression)
     if limits is not None:
-        handle = io.BufferedReader(_BoundedReader(handle, limits), buffer_size=1 << 16)
+        budget = limits.decoded_budget(None if compression is None else os.stat(path).st_size)
+        charge = 0 if compression is None else RECORD_CHARGE_BYTES
+        handle = io.BufferedReader(_BoundedReader(handle, *budget, charge), buffer_size=1 << 16)
     try:
         yield handle
     finally:
@@ -229,25 +267,35 @@ def open_binary(path: str | Path, compression: str | None, *, limits: ReadLimits
 
 
 class _BoundedReader(io.RawIOBase):
-    """Counts the bytes read from ``inner`` and refuses to go past the decompressed limit."""
+    """Counts every byte read from ``inner`` (blank lines and whitespace included), and
+    ``record_charge`` for each line read (:func:`bounded_readline`), and refuses to go past
+    ``budget`` (``ReadLimits.decoded_budget``) with ``message``."""
 
-    def __init__(self, inner: IO[bytes], limits: ReadLimits):
+    def __init__(self, inner: IO[bytes], budget: int, message: str, record_charge: int = 0):
         self._inner = inner
-        self._limits = limits
+        self._budget = budget
+        self._message = message
+        self.record_charge = record_charge
         self.count = 0
+
+    def charge(self, size: int) -> None:
+        """Count ``size`` more bytes against the budget (a record's own charge)."""
+        self.count += size
+        if self.count > self._budget:
+            raise LimitReached(None, None, None, self._message)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
-        allowed = self._limits.max_decompressed_bytes + 1 - self.count
+        allowed = self._budget + 1 - self.count
         if allowed <= 0:
-            raise RecordError(None, None, None, self._limits.too_large())
+            raise LimitReached(None, None, None, self._message)
         # Every stream open_binary wraps is buffered and has readinto; typeshed's IO[bytes] does not list it.
         size = self._inner.readinto(memoryview(buffer)[:allowed]) or 0  # type: ignore[attr-defined]
         self.count += size
-        if self.count > self._limits.max_decompressed_bytes:
-            raise RecordError(None, None, None, self._limits.too_large())
+        if self.count > self._budget:
+            raise LimitReached(None, None, None, self._message)
         return size
 
     def close(self) -> None:
@@ -298,6 +346,7 @@ class _ZstdReader(io.RawIOBase):
         self._raw = raw
         self._decompressor = zstandard.ZstdDecompressor().decompressobj()
         self._pending = b""
+        self._taken = 0  # bytes of _pending already returned (never sliced off: that copies the rest)
         self._input = b""
         self._in_frame = False
 
@@ -305,7 +354,7 @@ class _ZstdReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        while not self._pending:
+        while self._taken >= len(self._pending):
             if not self._input:
                 self._input = self._raw.read(self.READ_BYTES)
                 if not self._input:
@@ -320,9 +369,10 @@ class _ZstdReader(io.RawIOBase):
                 out.append(data)
                 waiting += len(data)
             self._pending = b"".join(out)
-        size = min(len(buffer), len(self._pending))
-        buffer[:size] = self._pending[:size]
-        self._pending = self._pending[size:]
+            self._taken = 0
+        size = min(len(buffer), len(self._pending) - self._taken)
+        buffer[:size] = memoryview(self._pending)[self._taken : self._taken + size]
+        self._taken += size
         return size
 
     def _feed(self, chunk: bytes) -> bytes:
@@ -362,17 +412,58 @@ def iter_records(path: str | Path, limits: ReadLimits | None = None) -> Iterator
         yield position, record
 
 
-def bounded_lines(raw: IO[bytes], limits: ReadLimits, what: str = "line") -> Iterator[bytes]:
+def bounded_lines(
+    raw: IO[bytes], limits: ReadLimits, what: str = "line", *, blank: bytes = b""
+) -> Iterator[bytes | int]:
     """The lines of a binary stream, each read with a size limit: a line without an end
     within ``max_line_bytes`` is refused after reading that much, never more (a
-    :class:`RecordError` without a file: the caller knows which line it was)."""
+    :class:`RecordError` without a file: the caller knows which line it was).
+
+    With ``blank`` (the bytes a blank line is made of, e.g. :data:`TEXT_BLANK`), a blank line
+    and the run of blank lines after it come out as their number (an ``int``) instead,
+    skipped at C speed (:func:`blank_runs`): a file of a billion newlines costs what
+    decompressing it costs, and its bytes still count against the decoded limits."""
     while True:
-        line = raw.readline(limits.max_line_bytes + 1)
+        line = bounded_readline(raw, limits, what)
         if not line:
             return
-        if len(line) > limits.max_line_bytes and not line.endswith(b"\n"):
-            raise RecordError(None, None, None, limits.line_too_long(what))
+        if blank and not line.strip(blank):
+            yield 1
+            yield from blank_runs(raw, blank)
+            continue
         yield line
+
+
+def bounded_readline(raw: IO[bytes], limits: ReadLimits, what: str = "line") -> bytes:
+    """One line of ``raw`` (b"" at the end), refused past ``max_line_bytes`` (see
+    :func:`bounded_lines`); a stream of :func:`open_binary` with limits charges it."""
+    meter = getattr(raw, "raw", None)
+    if isinstance(meter, _BoundedReader) and meter.record_charge:
+        meter.charge(meter.record_charge)
+    line = raw.readline(limits.max_line_bytes + 1)
+    if len(line) > limits.max_line_bytes and not line.endswith(b"\n"):
+        raise RecordError(None, None, None, limits.line_too_long(what))
+    return line
+
+
+def blank_runs(raw: IO[bytes], blank: bytes) -> Iterator[int]:
+    """Consume the whole lines at the stream's position made only of the bytes ``blank``,
+    saying how many as it goes (one count per buffer, so a limit reached in the middle of a
+    run is placed near its line). ``raw`` must have ``peek`` (a buffered reader): each step
+    looks at what is buffered, strips the run of blank bytes and consumes it up to its last
+    newline, so the work per buffer is a few C calls, whatever the number of lines in it."""
+    while True:
+        data = raw.peek(1)  # type: ignore[attr-defined]  # every stream open_binary gives is buffered
+        if not data:
+            return
+        run = len(data) - len(data.lstrip(blank))
+        end = data.rfind(b"\n", 0, run) + 1  # after the run's last newline; 0 if it has none
+        if end == 0:
+            return  # the line goes on with something else, or past what is buffered
+        raw.read(end)
+        yield data.count(b"\n", 0, end)
+        if run < len(data):
+            return  # something other than blank follows in this buffer
 
 
 def _finite_float(text: str) -> float:
@@ -439,11 +530,12 @@ def iter_jsonl(
     (``compression`` says how it is compressed), within ``limits``; see :func:`jsonl_records`."""
     limits = limits or ReadLimits()
     with open_binary(path, compression, limits=limits) as raw:
-        yield from jsonl_records(bounded_lines(raw, limits), path, limits, on_error=on_error, objects_only=objects_only)
+        lines = bounded_lines(raw, limits, blank=TEXT_BLANK)
+        yield from jsonl_records(lines, path, limits, on_error=on_error, objects_only=objects_only)
 
 
 def jsonl_records(
-    lines: Iterable[bytes | str],
+    lines: Iterable[bytes | str | int],
     path: str | Path,
     limits: ReadLimits | None = None,
     *,
@@ -452,8 +544,11 @@ def jsonl_records(
 ) -> Iterator[tuple[int, Any]]:
     """``(line number, record)`` for every JSON object of the ``lines`` of a JSONL file (read
     from ``path``, or already in memory, ``path`` then naming where they came from), within
-    ``limits``; blank lines are skipped. With ``objects_only=False`` any JSON value is a
-    record (the caller checks its shape).
+    ``limits``; blank lines are skipped (an ``int`` among the lines is a run of that many
+    blank lines, from :func:`bounded_lines`). With ``objects_only=False`` any JSON value is a
+    record (the caller checks its shape). Every line that costs a parse (a record, a bad line,
+    a line of Unicode spaces) counts against ``max_records``, so bad lines reported through
+    ``on_error`` cannot go on for ever either.
 
     Without ``on_error`` the first problem raises a :class:`RecordError`. With it, a line's
     own problem (not UTF-8, not JSON, not an object, nested too deep) is passed to it, placed
@@ -462,6 +557,7 @@ def jsonl_records(
     limits = limits or ReadLimits()
     iterator = iter(lines)
     line_no = 0
+    parsed = 0
     while True:
         try:
             line = next(iterator, None)
@@ -471,7 +567,13 @@ def jsonl_records(
             raise RecordError(path, line_no + 1, None, f"cannot decompress: {exc}") from exc
         if line is None:
             return
+        if isinstance(line, int):  # a run of blank lines
+            line_no += line
+            continue
         line_no += 1
+        parsed += 1
+        if parsed > limits.max_records:
+            raise RecordError(path, line_no, None, limits.too_many_records())
         if line_no == 1:
             line = _without_bom(line)
         try:
@@ -497,39 +599,61 @@ def jsonl_records(
 
 def _iter_csv(path: str | Path, compression: str | None, limits: ReadLimits) -> Iterator[tuple[str, dict[str, Any]]]:
     # A quoted cell may span lines, so a record is bounded as a whole: the lines read since
-    # the last record may not add up to more than max_line_bytes.
+    # the last record may not add up to more than max_line_bytes. Blank lines between records
+    # (whitespace only) are skipped in runs at C speed; inside a quoted cell a blank line is
+    # data, so runs are skipped only where a record starts.
     if csv.field_size_limit() < limits.max_line_bytes:
         csv.field_size_limit(limits.max_line_bytes)
     with open_binary(path, compression, limits=limits) as raw:
-        since_record = [0]
+        since_record = 0  # bytes of the record being read; 0 where a record starts
+        line_no = 0  # lines read so far
+        record_start = 1  # the line the record being read starts on
 
         def lines() -> Iterator[str]:
-            for number, line in enumerate(bounded_lines(raw, limits, "record")):
-                since_record[0] += len(line)
-                if since_record[0] > limits.max_line_bytes:
-                    raise RecordError(None, None, None, limits.line_too_long("record"))
-                yield (_without_bom(line) if number == 0 else line).decode("utf-8")
+            nonlocal since_record, line_no, record_start
+            while True:
+                try:
+                    line = bounded_readline(raw, limits, "record")
+                except RecordError as exc:
+                    raise exc.at(path, line_no + 1) from exc
+                if not line:
+                    return
+                line_no += 1
+                if since_record == 0 and line_no > 1 and not line.strip(TEXT_BLANK):
+                    # A blank line where a record starts (after the header): the csv module
+                    # would skip an empty one and make a record of empty cells of one of
+                    # spaces; it and the blank lines after it are skipped here in bulk.
+                    for skipped in blank_runs(raw, TEXT_BLANK):
+                        line_no += skipped
+                    continue
+                if since_record == 0:
+                    record_start = line_no
+                since_record += len(line)
+                if since_record > limits.max_line_bytes:
+                    raise RecordError(path, line_no, None, limits.line_too_long("record"))
+                try:
+                    yield (_without_bom(line) if line_no == 1 else line).decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise RecordError(
+                        path, line_no, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+                    ) from exc
 
         reader = csv.DictReader(lines())
-        previous_end = 1  # the header line
         try:
+            _ = reader.fieldnames  # the header, read now so that blank lines before the first record are skipped too
+            since_record = 0
             for row in reader:
-                since_record[0] = 0
-                position = f"line {previous_end + 1}"
-                previous_end = reader.line_num
+                position = f"line {record_start}"
+                since_record = 0
                 if None in row:
                     raise RecordError(path, position, None, "more cells than header columns")
                 yield position, dict(row)
         except csv.Error as exc:
-            raise RecordError(path, reader.line_num, None, f"malformed CSV ({exc})") from exc
-        except UnicodeDecodeError as exc:
-            raise RecordError(
-                path, reader.line_num + 1, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-            ) from exc
+            raise RecordError(path, line_no, None, f"malformed CSV ({exc})") from exc
         except RecordError as exc:  # a limit (no file yet), or a record's error from above
-            raise exc.at(path, reader.line_num + 1)
+            raise exc.at(path, line_no + 1)
         except (OSError, EOFError, lzma.LZMAError) as exc:
-            raise RecordError(path, reader.line_num + 1, None, f"cannot decompress: {exc}") from exc
+            raise RecordError(path, line_no + 1, None, f"cannot decompress: {exc}") from exc
 
 
 def _check_magic(path: str | Path, kind: FileKind, head: bytes) -> None:
@@ -570,7 +694,7 @@ def _seekable(path: str | Path, kind: FileKind, limits: ReadLimits) -> Iterator[
         with open(path, "rb") as handle:
             _check_magic(path, kind, handle.read(8))
         if Path(path).stat().st_size > limits.max_decompressed_bytes:
-            raise RecordError(path, None, None, limits.too_large())
+            raise LimitReached(path, None, None, limits.too_large())
         yield str(path)
         return
     with tempfile.NamedTemporaryFile(suffix=".columnar") as tmp:
@@ -589,72 +713,308 @@ def _seekable(path: str | Path, kind: FileKind, limits: ReadLimits) -> Iterator[
 
 
 def _iter_columnar(path: str | Path, kind: FileKind, limits: ReadLimits) -> Iterator[tuple[str, dict[str, Any]]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    for first_row, batch, sizes in columnar_batches(path, kind, limits):
+        # Rows become Python objects about COLUMNAR_BATCH_BYTES at a time (a dictionary-encoded
+        # batch may expand to far more than it holds), one row at least.
+        ends = sizes.cumsum()
+        start = 0
+        while start < batch.num_rows:
+            before = int(ends[start - 1]) if start else 0
+            end = max(int(ends.searchsorted(before + COLUMNAR_BATCH_BYTES, side="right")), start + 1)
+            for offset, record in enumerate(batch.slice(start, end - start).to_pylist()):
+                yield f"row {first_row + start + offset}", record
+            start = end
 
+
+def columnar_batches(path: str | Path, kind: FileKind, limits: ReadLimits) -> Iterator[tuple[int, Any, Any]]:
+    """``(first row number, record batch, each row's decoded bytes)`` of a Parquet or Arrow
+    file, each batch checked before a Python object is made of its rows.
+
+    Before anything is decoded, what the file says about itself is checked: its rows against
+    ``max_records``, its decoded size against ``ReadLimits.decoded_budget`` (the decompressed
+    limit, or the compression ratio times the file's size), and each row group (Parquet) or
+    record batch (Arrow, whose compressed buffers carry their decoded length) against
+    ``max_line_bytes`` times its rows: a group larger than that holds a record over the limit,
+    and is refused without being decoded. Parquet is then read a row group at a time, in
+    batches of about :data:`COLUMNAR_BATCH_BYTES`, with its text columns kept dictionary-encoded;
+    each batch's rows are measured (C speed) before they are materialised, so one huge cell is
+    a record over ``max_line_bytes`` and a dictionary repeated a million times counts what it
+    expands to. A limit on the whole file is a :class:`LimitReached`."""
+    import pyarrow as pa
+
+    budget, too_big = limits.decoded_budget(os.stat(path).st_size)
     with _seekable(path, kind, limits) as local:
         try:
             if kind.format == "parquet":
-                parquet = pq.ParquetFile(local)
-                _check_parquet_metadata(path, parquet.metadata, limits)
-                batches = parquet.iter_batches(batch_size=COLUMNAR_BATCH_ROWS)
+                batches = _parquet_batches(path, local, limits, budget, too_big)
             else:
-                batches = _arrow_batches(local)
-        except (pa.ArrowException, OSError) as exc:
+                batches = _arrow_batches(path, local, limits, budget, too_big)
+            row = 0
+            decoded = 0
+            while True:
+                try:
+                    batch = next(batches, None)
+                except (pa.ArrowException, OSError) as exc:
+                    raise RecordError(
+                        path, f"row {row + 1}", None, f"not a readable {kind.format} file ({exc})"
+                    ) from exc
+                if batch is None:
+                    return
+                if row + batch.num_rows > limits.max_records:
+                    raise LimitReached(path, f"row {limits.max_records + 1}", None, limits.too_many_records())
+                sizes = _row_sizes(batch)
+                if len(sizes):
+                    biggest = int(sizes.argmax())
+                    if sizes[biggest] > limits.max_line_bytes:
+                        raise RecordError(path, f"row {row + biggest + 1}", None, limits.line_too_long("record"))
+                    decoded += int(sizes.sum()) + RECORD_CHARGE_BYTES * len(sizes)
+                    if decoded > budget:
+                        raise LimitReached(path, f"row {row + 1}", None, too_big)
+                yield row + 1, batch, sizes
+                row += batch.num_rows
+        except RecordError:
+            raise
+        except (pa.ArrowException, OSError, ValueError) as exc:
             raise RecordError(path, None, None, f"not a readable {kind.format} file ({exc})") from exc
-        row = 0
-        decoded = 0
-        while True:
-            try:
-                batch = next(batches, None)
-            except (pa.ArrowException, OSError) as exc:
-                raise RecordError(path, f"row {row + 1}", None, f"not a readable {kind.format} file ({exc})") from exc
-            if batch is None:
-                return
-            # Columns may be compressed inside the file: what they decode to counts too.
-            decoded += batch.nbytes
-            if decoded > limits.max_decompressed_bytes:
-                raise RecordError(path, f"row {row + 1}", None, limits.too_large())
-            for record in batch.to_pylist():
-                row += 1
-                yield f"row {row}", record
 
 
-def _check_parquet_metadata(path: str | Path, metadata: Any, limits: ReadLimits) -> None:
-    """What the file says about itself, checked before any row is decoded."""
-    if metadata.num_rows > limits.max_records:
-        raise RecordError(path, None, None, limits.too_many_records())
-    decoded = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
-    if decoded > limits.max_decompressed_bytes:
-        raise RecordError(path, None, None, limits.too_large())
+def _rows_span(first: int, count: int) -> str:
+    return f"row {first}" if count <= 1 else f"rows {first}-{first + count - 1}"
 
 
-def _arrow_batches(local: str):
+def _group_too_large(path: str | Path, limits: ReadLimits, first: int, rows: int, decoded: int) -> None:
+    """A row group or batch of ``rows`` rows that decodes to more than ``max_line_bytes`` per
+    row holds a record over the limit: refused before it is decoded."""
+    if decoded > limits.max_line_bytes * max(rows, 1):
+        raise RecordError(
+            path,
+            _rows_span(first, rows),
+            None,
+            f"{limits.line_too_long('record')}: the file says these rows decode to {decoded:,} bytes",
+        )
+
+
+def _text_like(data_type: Any) -> bool:
     import pyarrow as pa
 
-    source = pa.memory_map(local, "r")
-    try:
-        reader = pa.ipc.open_file(source)
-        return (reader.get_batch(i) for i in range(reader.num_record_batches))
-    except pa.ArrowInvalid:
-        source.seek(0)
-        return iter(pa.ipc.open_stream(source))
+    return bool(
+        pa.types.is_string(data_type)
+        or pa.types.is_large_string(data_type)
+        or pa.types.is_binary(data_type)
+        or pa.types.is_large_binary(data_type)
+    )
 
 
-def decompresses_beyond(path: str | Path, limit: int) -> bool:
-    """Whether the file holds more than ``limit`` bytes once decompressed, found by
-    decompressing at most ``limit + 1`` bytes. A file that cannot be decompressed says
-    False: reading it properly reports the problem with its position."""
-    compression = COMPRESSIONS.get(Path(path).suffix.lower())
-    if compression is None:
-        return Path(path).stat().st_size > limit
+def _parquet_batches(path: str | Path, local: str, limits: ReadLimits, budget: int, too_big: str) -> Iterator[Any]:
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(local).metadata
+    if metadata.num_rows > limits.max_records:
+        raise LimitReached(path, None, None, limits.too_many_records())
+    groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
+    # total_byte_size is what the row group's columns take uncompressed: at least what they decode to
+    # (a dictionary or a run-length encoding decodes to more, which the batches' sizes count).
+    if sum(group.total_byte_size for group in groups) > budget:
+        raise LimitReached(path, None, None, too_big)
+    first = 1
+    for group in groups:
+        _group_too_large(path, limits, first, group.num_rows, group.total_byte_size)
+        first += group.num_rows
+    schema = pq.ParquetFile(local).schema_arrow
+    text = [field.name for field in schema if _text_like(field.type)]
+    parquet = pq.ParquetFile(local, read_dictionary=text if len(set(schema.names)) == len(schema.names) else None)
+    for index, group in enumerate(groups):
+        per_row = max(group.total_byte_size // max(group.num_rows, 1), 1)
+        rows = max(1, min(COLUMNAR_BATCH_ROWS, COLUMNAR_BATCH_BYTES // per_row))
+        yield from parquet.iter_batches(batch_size=rows, row_groups=[index])
+
+
+def _arrow_batches(path: str | Path, local: str, limits: ReadLimits, budget: int, too_big: str) -> Iterator[Any]:
+    import pyarrow as pa
+
+    messages = _ipc_decoded_sizes(local)
+    if sum(rows or 0 for rows, _ in messages) > limits.max_records:
+        raise LimitReached(path, None, None, limits.too_many_records())
+    if sum(decoded for _, decoded in messages) > budget:
+        raise LimitReached(path, None, None, too_big)
+    first = 1
+    for rows, decoded in messages:
+        if rows is not None:  # a record batch (None: a dictionary)
+            _group_too_large(path, limits, first, rows, decoded)
+            first += rows
+    with pa.memory_map(local, "r") as source:
+        try:
+            reader = pa.ipc.open_file(source)
+        except pa.ArrowInvalid:
+            source.seek(0)
+            yield from pa.ipc.open_stream(source)
+            return
+        for index in range(reader.num_record_batches):
+            yield reader.get_batch(index)
+
+
+def _ipc_decoded_sizes(local: str) -> list[tuple[int | None, int]]:
+    """``(rows, decoded bytes)`` of every record batch of an Arrow IPC file or stream (rows
+    None for a dictionary batch), read from the messages' metadata: a compressed buffer
+    starts with its decoded length, so nothing is decompressed to learn it."""
+    import pyarrow as pa
+
+    sizes: list[tuple[int | None, int]] = []
+    with pa.memory_map(local, "r") as source:
+        source.seek(8 if source.read(6) == b"ARROW1" else 0)
+        reader = pa.ipc.MessageReader.open_stream(source)
+        while True:
+            try:
+                message = reader.read_next_message()
+            except StopIteration:
+                return sizes
+            if message.type not in ("record batch", "dictionary"):
+                continue
+            is_dictionary = message.type == "dictionary"
+            rows, buffers, compressed = _ipc_batch_layout(message.metadata.to_pybytes(), is_dictionary)
+            body = memoryview(message.body) if message.body is not None else memoryview(b"")
+            decoded = 0
+            for offset, length in buffers:
+                if offset < 0 or length < 0 or offset + length > len(body):
+                    raise ValueError("a buffer lies outside its message")
+                if compressed and length >= 8:
+                    prefix = int.from_bytes(body[offset : offset + 8], "little", signed=True)
+                    decoded += length - 8 if prefix == -1 else prefix
+                else:
+                    decoded += length
+            sizes.append((None if is_dictionary else rows, decoded))
+
+
+def _ipc_batch_layout(meta: bytes, is_dictionary: bool) -> tuple[int, list[tuple[int, int]], bool]:
+    """Rows, buffers ``(offset, length)`` and whether the body is compressed, from the
+    flatbuffer of an IPC message (Arrow's format/Message.fbs: Message.header is a
+    RecordBatch, or a DictionaryBatch whose ``data`` is one)."""
+
+    def number(at: int, size: int, signed: bool = False) -> int:
+        if at < 0 or at + size > len(meta):
+            raise ValueError("damaged message metadata")
+        return int.from_bytes(meta[at : at + size], "little", signed=signed)
+
+    def table(at: int) -> tuple[int, int]:
+        return at, at - number(at, 4, signed=True)
+
+    def field(where: tuple[int, int], index: int) -> int | None:
+        at, vtable = where
+        slot = 4 + 2 * index
+        if slot + 2 > number(vtable, 2):
+            return None
+        offset = number(vtable + slot, 2)
+        return at + offset if offset else None
+
+    def target(at: int | None) -> tuple[int, int]:
+        if at is None:
+            raise ValueError("damaged message metadata")
+        return table(at + number(at, 4))
+
+    batch = target(field(table(number(0, 4)), 2))  # Message.header
+    if is_dictionary:
+        batch = target(field(batch, 1))  # DictionaryBatch.data
+    length_at = field(batch, 0)  # RecordBatch.length
+    rows = number(length_at, 8, signed=True) if length_at is not None else 0
+    buffers: list[tuple[int, int]] = []
+    buffers_at = field(batch, 2)  # RecordBatch.buffers: [Buffer{offset: long, length: long}]
+    if buffers_at is not None:
+        vector = buffers_at + number(buffers_at, 4)
+        count = number(vector, 4)
+        if vector + 4 + 16 * count > len(meta):
+            raise ValueError("damaged message metadata")
+        for k in range(count):
+            base = vector + 4 + 16 * k
+            buffers.append((number(base, 8, signed=True), number(base + 8, 8, signed=True)))
+    if rows < 0:
+        raise ValueError("damaged message metadata")
+    return rows, buffers, field(batch, 3) is not None  # RecordBatch.compression
+
+
+def _row_sizes(batch: Any) -> Any:
+    """What each row of a record batch decodes to, in bytes (a numpy array): text and binary
+    by their length, dictionary values by the value each row points at, lists and structs by
+    what they hold, fixed-width values by their width. Computed with Arrow's and numpy's
+    kernels, without making a Python object of a row."""
+    import numpy as np
+
+    sizes = np.zeros(batch.num_rows, dtype=np.int64)
+    for column in batch.columns:
+        sizes += _value_sizes(column)
+    return sizes
+
+
+def _value_sizes(array: Any) -> Any:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    count = len(array)
+    data_type = array.type
+    if pa.types.is_dictionary(data_type):
+        values = _value_sizes(array.dictionary)
+        if not len(values):
+            return np.zeros(count, dtype=np.int64)
+        indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        return values[indices]
+    if _text_like(data_type):
+        return pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_fixed_size_list(data_type):
+        child = array.flatten()
+        sizes = np.full(count, 8, dtype=np.int64)
+        if len(child):
+            parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
+            sizes += np.bincount(parents, weights=_value_sizes(child), minlength=count).astype(np.int64)
+        return sizes
+    if pa.types.is_struct(data_type):
+        sizes = np.zeros(count, dtype=np.int64)
+        for child in array.flatten():
+            sizes += _value_sizes(child)
+        return sizes
     try:
-        with open_binary(path, compression) as raw:
+        width = max(data_type.bit_width // 8, 1)
+    except ValueError:  # not a fixed-width type: its bytes spread evenly over its rows
+        width = array.nbytes // max(count, 1)
+    return np.full(count, width, dtype=np.int64)
+
+
+def decodes_beyond(path: str | Path, limit: int, *, max_records: int | None = None) -> bool:
+    """Whether the file decodes to more than ``limit`` bytes, or (given ``max_records``) holds
+    more records than that, found cheaply: a text file by decompressing at most ``limit + 1``
+    bytes (its lines counted as records: blank ones too), a Parquet or Arrow file from its
+    metadata and the sizes of its batches (checked as :func:`columnar_batches` checks them,
+    with nothing made into Python objects). A file that cannot be read says False: reading
+    it properly reports the problem with its position."""
+    try:
+        kind = file_kind(path)
+    except RecordError:
+        return False
+    if kind.format in ("parquet", "arrow"):
+        probe = ReadLimits(
+            max_line_bytes=1 << 62,
+            max_records=max_records or (1 << 62),
+            max_decompressed_bytes=limit,
+            max_compression_ratio=1 << 62,
+        )
+        try:
+            for _ in columnar_batches(path, kind, probe):
+                pass
+        except LimitReached:
+            return True
+        except RecordError:
+            return False
+        return False
+    lines = 0
+    try:
+        with open_binary(path, kind.compression) as raw:
             remaining = limit + 1
             while remaining > 0:
                 chunk = raw.read(min(remaining, 1 << 20))
                 if not chunk:
                     return False
+                lines += chunk.count(b"\n")
+                if max_records is not None and lines > max_records:
+                    return True
                 remaining -= len(chunk)
             return True
     except (OSError, EOFError, lzma.LZMAError):

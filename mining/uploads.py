@@ -4,9 +4,14 @@ whether they are imported in the request or by a Celery worker.
 An upload is streamed to its own folder under ``VAR_DIR/uploads/<kind>/`` (Django has
 already spooled a large one to a temporary file, never to memory), a job row records it,
 and the import runs at once only when the file is small: its size *and* the size it
-decompresses to are at most ``UPLOAD_BACKGROUND_MIN_BYTES``. Anything larger goes to a
-worker, so a web worker never spends more than a small file's worth of work on an upload,
-however well it compresses. Used by corpus uploads (``mining.services``) and study item
+decodes to are at most ``UPLOAD_BACKGROUND_MIN_BYTES`` and it holds at most
+``UPLOAD_BACKGROUND_MIN_RECORDS`` records. Anything larger goes to a worker, so a web worker
+never spends more than a small file's worth of work on an upload, however well it
+compresses. The decoded size is measured, never guessed from the stored size
+(``core.record_files.decodes_beyond``): a compressed text file by decompressing at most one
+byte more than the threshold (its lines counted on the way, blank ones too); a Parquet or
+Arrow file, whose columns are compressed inside it, from its metadata and its batches'
+sizes, with nothing made into Python objects. Used by corpus uploads (``mining.services``) and study item
 uploads (``annotate.studies.imports``)."""
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from django.core.files import File
 from django.core.files.storage import FileSystemStorage
 from django.utils.text import get_valid_filename
 
-from core.record_files import decompresses_beyond
+from core.record_files import decodes_beyond
 
 # Stored names are <32 hex>/<name>; a name is cut to keep the whole within the 500
 # characters of the job rows' file_name columns (browsers send at most 255 anyway).
@@ -54,5 +59,9 @@ def upload_delete(storage: FileSystemStorage, name: str) -> None:
 
 
 def upload_runs_in_background(path: str | Path) -> bool:
-    """True when the stored upload is too large to import in the request."""
-    return decompresses_beyond(path, settings.UPLOAD_BACKGROUND_MIN_BYTES)
+    """True when the stored upload is too large to import in the request: it decodes to more
+    than ``UPLOAD_BACKGROUND_MIN_BYTES`` or holds more than ``UPLOAD_BACKGROUND_MIN_RECORDS``
+    records (lines of a text file)."""
+    return Path(path).stat().st_size > settings.UPLOAD_BACKGROUND_MIN_BYTES or decodes_beyond(
+        path, settings.UPLOAD_BACKGROUND_MIN_BYTES, max_records=settings.UPLOAD_BACKGROUND_MIN_RECORDS
+    )

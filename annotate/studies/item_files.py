@@ -92,7 +92,7 @@ def items_read(
             spec.source.setdefault("line", line_no)
             items.append(spec)
     except RecordError as exc:  # too long a line, too much data, a damaged file: reading stops here
-        problem(exc.line, exc.message)
+        problems.append(RecordError(None, exc.line, None, exc.message))  # always said, however many came before
     if not items and not problems:
         problem(None, "the file contains no items")
     if problems:

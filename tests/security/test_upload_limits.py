@@ -168,7 +168,10 @@ def test_a_zstd_bomb_never_expands_in_one_piece(tmp_path):
 
     def read():
         try:
-            _read_all(path, ReadLimits(max_line_bytes=512 * MIB, max_decompressed_bytes=8 * MIB))
+            _read_all(
+                path,
+                ReadLimits(max_line_bytes=512 * MIB, max_decompressed_bytes=8 * MIB, max_compression_ratio=1 << 20),
+            )
         except RecordError as exc:
             errors.append(exc)
 
