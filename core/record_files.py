@@ -814,7 +814,7 @@ def _parquet_batches(path: str | Path, local: str, limits: ReadLimits, budget: i
     groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
     # total_byte_size is what the row group's columns take uncompressed: at least what they decode to
     # (a dictionary or a run-length encoding decodes to more, which the batches' sizes count).
-    if sum(group.total_byte_size for group in groups) > budget:
+    if sum(group.total_byte_size for group in groups) + RECORD_CHARGE_BYTES * metadata.num_rows > budget:
         raise LimitReached(path, None, None, too_big)
     first = 1
     for group in groups:
@@ -833,9 +833,10 @@ def _arrow_batches(path: str | Path, local: str, limits: ReadLimits, budget: int
     import pyarrow as pa
 
     messages = _ipc_decoded_sizes(local)
-    if sum(rows or 0 for rows, _ in messages) > limits.max_records:
+    rows_in_file = sum(rows or 0 for rows, _ in messages)
+    if rows_in_file > limits.max_records:
         raise LimitReached(path, None, None, limits.too_many_records())
-    if sum(decoded for _, decoded in messages) > budget:
+    if sum(decoded for _, decoded in messages) + RECORD_CHARGE_BYTES * rows_in_file > budget:
         raise LimitReached(path, None, None, too_big)
     first = 1
     for rows, decoded in messages:
