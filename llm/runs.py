@@ -100,11 +100,12 @@ def jobs_liveness(
     tick), whether a claim on one is live (or ``claimed()`` says the run's own claims are),
     and whether one is a Batch API job still active (its task is silent between polls).
     Asks nothing of a run that is not active."""
-    beats = [beat for beat in beats if beat is not None]
+    known: list[datetime] = [beat for beat in beats if beat is not None]
+    last: datetime | None = max(known) if known else None
     if status not in ACTIVE:
-        return Liveness(last_beat=max(beats, default=None))
+        return Liveness(last_beat=last)
     ids = [job.pk for job in jobs if job is not None and job.pk is not None]
-    last, batch = max(beats, default=None), False
+    batch = False
     held_elsewhere = bool(claimed and claimed())
     if ids:
         now = timezone.now()

@@ -16,10 +16,16 @@ from django.urls import reverse
 from judging.models import GenerationRun
 from judging.services import generation_run_create, language_model_register
 from llm.models import LedgerEntry
+from mining.models import MiningRun, Procedure, StageResult
+from mining.run_services import mining_run_create
 from tests.scripted_llm import ScriptedLLM, last_user_message
+from tests.scripted_miner import scripted_miner_server
 from tests.services import celery_worker
 from tests.test_judging_runs import _steps_answer
 from tests.test_llm_workers import _database_url, _wait
+from tests.test_mining_runs import config, point_stages_at
+from tests.test_mining_workers import N_DOCS, _corpus, _sent_per_request
+from tests.test_mining_workers import _env as _miner_env
 
 LEASE = 2  # LLM_JOB_LEASE_SECONDS in the test and its workers: a dead worker is seen in seconds
 
@@ -102,9 +108,13 @@ def test_a_generation_run_whose_worker_was_killed_reads_stalled_and_resumes_at_o
     assert answer.json()["run"]["status"] == "pending"
     resumed_at = time.monotonic()
     with celery_worker(tmp_path, env=_worker_env(server)):
-        _wait(lambda: GenerationRun.objects.get(pk=run.pk).status == "done", 60, "the resumed run")
-    finished_after = time.monotonic() - resumed_at
-    print(f"stalled seen {seen_after:.1f} s after the kill; resumed run done {finished_after:.1f} s after resume")
+        ready_at = time.monotonic()
+        _wait(lambda: GenerationRun.objects.get(pk=run.pk).status == "done", 90, "the resumed run")
+        done_at = time.monotonic()
+    print(
+        f"generation: stalled seen {seen_after:.1f} s after the kill; resumed run done {done_at - resumed_at:.1f} s "
+        f"after resume ({done_at - ready_at:.1f} s after the new worker was ready)"
+    )
 
     sent = Counter(last_user_message(body) for body in server.chat_requests())
     by_key = {key: request["messages"][-1]["content"] for key, request in zip(keys, run.llm_job.requests)}
@@ -112,3 +122,50 @@ def test_a_generation_run_whose_worker_was_killed_reads_stalled_and_resumes_at_o
         assert sent[by_key[key]] == 1, "a request answered before the kill was sent again"
     assert run.generations.filter(outcome="ok").count() == len(keys)
     assert json.loads(json.dumps(detail["outcomes"]))["ok"] >= len(answered_before_kill)
+
+
+@pytest.mark.integration
+@pytest.mark.sqlite
+@pytest.mark.django_db(transaction=True)
+def test_a_mining_run_whose_worker_was_killed_reads_stalled_and_resumes_at_once(settings, admin_client_, tmp_path):
+    settings.LLM_JOB_LEASE_SECONDS = LEASE
+    server, _ = scripted_miner_server(latency=0.15)
+    api = "/api/mining/runs/{}/"
+    with server:
+        point_stages_at(settings, server)
+        corpus = _corpus()
+        env = {**_miner_env(server), "LLM_JOB_LEASE_SECONDS": str(LEASE)}
+        _purge_embedded_queue()
+        with celery_worker(tmp_path, env=env) as worker:
+            run = mining_run_create(
+                config_text=config("stalled", concurrency=4), source="run.yaml", corpus_name=corpus.name
+            )
+            _wait(lambda: StageResult.objects.filter(run=run).count() >= 40, 90, "the first stage results")
+            worker.kill()  # SIGKILL: its claims on documents stay behind
+            worker.wait()
+            killed_at = time.monotonic()
+        assert MiningRun.objects.get(pk=run.pk).status == "running"
+        sent_before = _sent_per_request(server)
+
+        _wait(lambda: admin_client_.get(api.format(run.pk)).json()["status"] == "stalled", 4 * LEASE + 10, "stalled")
+        seen_after = time.monotonic() - killed_at
+        page = admin_client_.get(reverse("mining_run_detail", args=[run.pk])).content.decode()
+        assert 'data-status="stalled"' in page and 'id="resume-run"' in page
+
+        answer = admin_client_.post(api.format(run.pk) + "resume/")
+        assert answer.status_code == 200, answer.content
+        resumed_at = time.monotonic()
+        with celery_worker(tmp_path, env=env):
+            ready_at = time.monotonic()
+            _wait(lambda: MiningRun.objects.get(pk=run.pk).status == "done", 120, "the resumed run")
+            done_at = time.monotonic()
+        print(
+            f"mining: stalled seen {seen_after:.1f} s after the kill; resumed run done {done_at - resumed_at:.1f} s "
+            f"after resume ({done_at - ready_at:.1f} s after the new worker was ready)"
+        )
+
+        assert run.candidates.filter(status="passed").count() == N_DOCS == Procedure.objects.count()
+        sent = _sent_per_request(server)
+        repeated = {key for key, n in sent.items() if n > 1}
+        assert len(repeated) <= 4  # only what was in flight at the kill (the run's concurrency)
+        assert all(sent[key] == 1 for key in sent_before if key not in repeated)
