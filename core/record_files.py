@@ -764,9 +764,9 @@ def columnar_batches(path: str | Path, kind: FileKind, limits: ReadLimits) -> It
                     raise LimitReached(path, f"row {limits.max_records + 1}", None, limits.too_many_records())
                 sizes = _row_sizes(batch)
                 if len(sizes):
-                    biggest = int(sizes.argmax())
-                    if sizes[biggest] > limits.max_line_bytes:
-                        raise RecordError(path, f"row {row + biggest + 1}", None, limits.line_too_long("record"))
+                    over = (sizes > limits.max_line_bytes).nonzero()[0]
+                    if len(over):  # the first row over the limit
+                        raise RecordError(path, f"row {row + int(over[0]) + 1}", None, limits.line_too_long("record"))
                     decoded += int(sizes.sum()) + RECORD_CHARGE_BYTES * len(sizes)
                     if decoded > budget:
                         raise LimitReached(path, f"row {row + 1}", None, too_big)
@@ -820,11 +820,26 @@ def _parquet_batches(path: str | Path, local: str, limits: ReadLimits, budget: i
     for group in groups:
         _group_too_large(path, limits, first, group.num_rows, group.total_byte_size)
         first += group.num_rows
-    schema = pq.ParquetFile(local).schema_arrow
-    text = [field.name for field in schema if _text_like(field.type)]
-    parquet = pq.ParquetFile(local, read_dictionary=text if len(set(schema.names)) == len(schema.names) else None)
+    # Text leaves (top-level or inside lists and structs) stored with a dictionary stay
+    # dictionary-encoded in Arrow: a value repeated on a million rows is held once, and its
+    # expansion is counted by the batches' row sizes before any row becomes a Python object.
+    # DELTA_BYTE_ARRAY can expand too (each value repeats a prefix of the one before): a value
+    # of such a column is at most its column chunk's uncompressed size, so the batch's rows
+    # are cut to keep that many values within COLUMNAR_BATCH_BYTES.
+    keep_dictionary: set[str] = set()
+    largest_value = [0] * len(groups)
     for index, group in enumerate(groups):
-        per_row = max(group.total_byte_size // max(group.num_rows, 1), 1)
+        for position in range(group.num_columns):
+            column = group.column(position)
+            if column.physical_type != "BYTE_ARRAY":
+                continue
+            if column.has_dictionary_page:
+                keep_dictionary.add(column.path_in_schema)
+            if "DELTA_BYTE_ARRAY" in column.encodings:
+                largest_value[index] = max(largest_value[index], column.total_uncompressed_size)
+    parquet = pq.ParquetFile(local, read_dictionary=sorted(keep_dictionary) or None)
+    for index, group in enumerate(groups):
+        per_row = max(group.total_byte_size // max(group.num_rows, 1), largest_value[index], 1)
         rows = max(1, min(COLUMNAR_BATCH_ROWS, COLUMNAR_BATCH_BYTES // per_row))
         yield from parquet.iter_batches(batch_size=rows, row_groups=[index])
 
@@ -957,7 +972,7 @@ def _value_sizes(array: Any) -> Any:
         if not len(values):
             return np.zeros(count, dtype=np.int64)
         indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        return values[indices]
+        return np.where(array.is_valid().to_numpy(zero_copy_only=False), values[indices], 0)
     if _text_like(data_type):
         return pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     if pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_fixed_size_list(data_type):
@@ -965,6 +980,8 @@ def _value_sizes(array: Any) -> Any:
         sizes = np.full(count, 8, dtype=np.int64)
         if len(child):
             parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
+            if len(parents) != len(child):  # not seen; spread what the values hold evenly rather than guess
+                return sizes + int(_value_sizes(child).sum()) // max(count, 1)
             sizes += np.bincount(parents, weights=_value_sizes(child), minlength=count).astype(np.int64)
         return sizes
     if pa.types.is_struct(data_type):

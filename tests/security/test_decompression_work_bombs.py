@@ -339,6 +339,38 @@ def test_a_dictionary_repeated_a_thousand_times_counts_what_it_expands_to(tmp_pa
         _read_all(path, limits)
 
 
+def test_a_dictionary_inside_lists_counts_what_it_expands_to(tmp_path):
+    # A list<string> column ("steps") whose one 1 MiB dictionary value is repeated 2,000 times.
+    value = pa.DictionaryArray.from_arrays(pa.array([0] * 2000, pa.int32()), pa.array(["s" * MIB]))
+    steps = pa.ListArray.from_arrays(pa.array(list(range(0, 2001, 20)), pa.int32()), value)
+    table = pa.table({"id": [f"d{n}" for n in range(100)], "steps": steps})
+    path = _write(table, tmp_path / "steps.parquet")
+    assert path.stat().st_size < 64 * 1024
+    with pytest.raises(RecordError, match=r"row 1: record longer than 8 MiB \(RECORD_MAX_LINE_BYTES\)"):
+        _read_all(path, ReadLimits(max_compression_ratio=1 << 30))  # 20 MiB a row, none made into objects
+    with pytest.raises(LimitReached, match="RECORD_MAX_COMPRESSION_RATIO"):
+        _read_all(path)
+
+
+def test_a_delta_encoded_column_is_read_in_batches_its_chunk_size_allows(tmp_path, monkeypatch):
+    # DELTA_BYTE_ARRAY repeats each value's prefix: 200 rows of 256 KiB take 256 KiB stored.
+    path = tmp_path / "delta.parquet"
+    table = pa.table({"id": [f"d{n}" for n in range(200)], "text": ["x" * (256 * 1024)] * 200})
+    pq.write_table(table, path, use_dictionary=False, column_encoding={"text": "DELTA_BYTE_ARRAY"})
+    sizes: list[int] = []
+    iter_batches = pq.ParquetFile.iter_batches
+
+    def recorded(self, batch_size=65536, **options):
+        sizes.append(batch_size)
+        return iter_batches(self, batch_size=batch_size, **options)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", recorded)
+    limits = ReadLimits(max_compression_ratio=1 << 30, max_decompressed_bytes=32 * MIB)
+    with pytest.raises(LimitReached, match=r"more than 32 MiB \(RECORD_MAX_DECOMPRESSED_BYTES\)"):
+        _read_all(path, limits)
+    assert sizes and max(sizes) <= 64  # 16 MiB / 256 KiB, never the 1,000 rows (250 MiB) of a plain batch
+
+
 def test_expanding_rows_become_python_objects_a_few_mib_at_a_time(tmp_path, monkeypatch):
     monkeypatch.setattr("core.record_files.COLUMNAR_BATCH_BYTES", 4 * MIB)
     path = _write(_dictionary_table(MIB, 64), tmp_path / "dict.parquet")
