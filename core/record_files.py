@@ -72,8 +72,13 @@ RATIO_FLOOR_BYTES = 1 << 20
 RECORD_CHARGE_BYTES = 512
 # Blank lines: whitespace only. Runs of them are skipped at C speed, never line by line.
 TEXT_BLANK = b" \t\n\r\x0b\x0c"
-# Columnar files are read this many decoded bytes at a time (at most COLUMNAR_BATCH_ROWS rows).
+# Columnar files are read this many decoded bytes at a time (at most COLUMNAR_BATCH_ROWS rows),
+# and rows become Python objects this many bytes at a time.
 COLUMNAR_BATCH_BYTES = 16 << 20
+# The most a Parquet batch may decode to, reckoned from the metadata's worst case (each row
+# holding its column's whole dictionary page): what a batch can cost in Arrow's memory before
+# its rows are measured. (Reading a row group already holds its compressed columns.)
+COLUMNAR_DECODE_MAX_BYTES = 256 << 20
 
 
 @overload
@@ -427,7 +432,7 @@ def bounded_lines(
         line = bounded_readline(raw, limits, what)
         if not line:
             return
-        if blank and not line.strip(blank):
+        if blank and line[:1] in blank and not line.strip(blank):  # a record's first byte is no blank
             yield 1
             yield from blank_runs(raw, blank)
             continue
@@ -619,7 +624,7 @@ def _iter_csv(path: str | Path, compression: str | None, limits: ReadLimits) -> 
                 if not line:
                     return
                 line_no += 1
-                if since_record == 0 and line_no > 1 and not line.strip(TEXT_BLANK):
+                if since_record == 0 and line_no > 1 and line[:1] in TEXT_BLANK and not line.strip(TEXT_BLANK):
                     # A blank line where a record starts (after the header): the csv module
                     # would skip an empty one and make a record of empty cells of one of
                     # spaces; it and the blank lines after it are skipped here in bulk.
@@ -820,28 +825,67 @@ def _parquet_batches(path: str | Path, local: str, limits: ReadLimits, budget: i
     for group in groups:
         _group_too_large(path, limits, first, group.num_rows, group.total_byte_size)
         first += group.num_rows
-    # Text leaves (top-level or inside lists and structs) stored with a dictionary stay
-    # dictionary-encoded in Arrow: a value repeated on a million rows is held once, and its
-    # expansion is counted by the batches' row sizes before any row becomes a Python object.
-    # DELTA_BYTE_ARRAY can expand too (each value repeats a prefix of the one before): a value
-    # of such a column is at most its column chunk's uncompressed size, so the batch's rows
-    # are cut to keep that many values within COLUMNAR_BATCH_BYTES.
+    # A dictionary-encoded or DELTA_BYTE_ARRAY text column decodes to more than it stores (a
+    # value repeated on every row). A top-level one holds one value a row, at most its
+    # dictionary page (or, delta-encoded, its column chunk) uncompressed: batches are cut so
+    # that that many bytes a row stay within COLUMNAR_DECODE_MAX_BYTES, and each batch's rows
+    # are measured before any becomes a Python object. A row of a list may hold a value any number
+    # of times, so a text leaf inside a list or struct stored with a dictionary is read
+    # dictionary-encoded: the value is held once and its expansion is what the rows measure.
+    top_level = set(pq.ParquetFile(local).schema_arrow.names)
     keep_dictionary: set[str] = set()
     largest_value = [0] * len(groups)
-    for index, group in enumerate(groups):
-        for position in range(group.num_columns):
-            column = group.column(position)
-            if column.physical_type != "BYTE_ARRAY":
-                continue
-            if column.has_dictionary_page:
-                keep_dictionary.add(column.path_in_schema)
-            if "DELTA_BYTE_ARRAY" in column.encodings:
-                largest_value[index] = max(largest_value[index], column.total_uncompressed_size)
+    with open(local, "rb") as handle:
+        for index, group in enumerate(groups):
+            for position in range(group.num_columns):
+                column = group.column(position)
+                if column.physical_type != "BYTE_ARRAY":
+                    continue
+                bound = 0
+                if column.has_dictionary_page:
+                    if column.path_in_schema not in top_level:
+                        keep_dictionary.add(column.path_in_schema)
+                    else:
+                        page = _page_uncompressed_size(handle, column.dictionary_page_offset)
+                        bound = page if page is not None else column.total_uncompressed_size
+                if "DELTA_BYTE_ARRAY" in column.encodings:
+                    bound = max(bound, column.total_uncompressed_size)
+                largest_value[index] = max(largest_value[index], bound)
     parquet = pq.ParquetFile(local, read_dictionary=sorted(keep_dictionary) or None)
     for index, group in enumerate(groups):
-        per_row = max(group.total_byte_size // max(group.num_rows, 1), largest_value[index], 1)
-        rows = max(1, min(COLUMNAR_BATCH_ROWS, COLUMNAR_BATCH_BYTES // per_row))
+        per_row = max(group.total_byte_size // max(group.num_rows, 1), 1)
+        worst = max(largest_value[index], 1)
+        rows = max(1, min(COLUMNAR_BATCH_ROWS, COLUMNAR_BATCH_BYTES // per_row, COLUMNAR_DECODE_MAX_BYTES // worst))
         yield from parquet.iter_batches(batch_size=rows, row_groups=[index])
+
+
+def _page_uncompressed_size(handle: IO[bytes], offset: int | None) -> int | None:
+    """The uncompressed size of the Parquet page at ``offset``, from its header (Thrift's
+    compact protocol: PageHeader's fields 1-3 are i32s, type, uncompressed size and
+    compressed size, each a one-byte field header and a zigzag varint); None if it does not
+    read as one."""
+    if not offset or offset < 0:
+        return None
+    handle.seek(offset)
+    head = handle.read(32)
+    position = 0
+    values = []
+    for _ in range(3):
+        if position >= len(head) or head[position] != 0x15:  # field delta 1, type i32
+            return None
+        position += 1
+        value = shift = 0
+        while True:
+            if position >= len(head) or shift > 35:
+                return None
+            byte = head[position]
+            position += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        values.append((value >> 1) ^ -(value & 1))
+    return values[1] if values[1] >= 0 else None
 
 
 def _arrow_batches(path: str | Path, local: str, limits: ReadLimits, budget: int, too_big: str) -> Iterator[Any]:

@@ -365,10 +365,11 @@ def test_a_delta_encoded_column_is_read_in_batches_its_chunk_size_allows(tmp_pat
         return iter_batches(self, batch_size=batch_size, **options)
 
     monkeypatch.setattr(pq.ParquetFile, "iter_batches", recorded)
+    monkeypatch.setattr("core.record_files.COLUMNAR_DECODE_MAX_BYTES", 16 * MIB)
     limits = ReadLimits(max_compression_ratio=1 << 30, max_decompressed_bytes=32 * MIB)
     with pytest.raises(LimitReached, match=r"more than 32 MiB \(RECORD_MAX_DECOMPRESSED_BYTES\)"):
         _read_all(path, limits)
-    assert sizes and max(sizes) <= 64  # 16 MiB / 256 KiB, never the 1,000 rows (250 MiB) of a plain batch
+    assert sizes and max(sizes) <= 64  # 16 MiB / 256 KiB, never all 200 rows (50 MiB) at once
 
 
 def test_expanding_rows_become_python_objects_a_few_mib_at_a_time(tmp_path, monkeypatch):
