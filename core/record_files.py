@@ -741,10 +741,11 @@ def columnar_batches(path: str | Path, kind: FileKind, limits: ReadLimits) -> It
     record batch (Arrow, whose compressed buffers carry their decoded length) against
     ``max_line_bytes`` times its rows: a group larger than that holds a record over the limit,
     and is refused without being decoded. Parquet is then read a row group at a time, in
-    batches of about :data:`COLUMNAR_BATCH_BYTES`, with its text columns kept dictionary-encoded;
-    each batch's rows are measured (C speed) before they are materialised, so one huge cell is
-    a record over ``max_line_bytes`` and a dictionary repeated a million times counts what it
-    expands to. A limit on the whole file is a :class:`LimitReached`."""
+    batches of about :data:`COLUMNAR_BATCH_BYTES`, cut further where a dictionary or delta
+    encoding could expand (see ``_parquet_batches``); each batch's rows are measured (C speed)
+    before they are materialised, so one huge cell is a record over ``max_line_bytes`` and a
+    dictionary value repeated a million times counts what it expands to. A limit on the whole
+    file is a :class:`LimitReached`."""
     import pyarrow as pa
 
     budget, too_big = limits.decoded_budget(os.stat(path).st_size)

@@ -327,8 +327,9 @@ def _dictionary_table(value_bytes: int, rows: int) -> pa.Table:
 
 
 @pytest.mark.parametrize("name", ["dict.parquet", "dict.arrow", "dict.parquet.bz2", "dict.arrow.zst"])
-def test_a_dictionary_repeated_a_thousand_times_counts_what_it_expands_to(tmp_path, name):
+def test_a_dictionary_repeated_a_thousand_times_counts_what_it_expands_to(tmp_path, monkeypatch, name):
     # One 1 MiB value, 2,000 rows: 2 GiB once expanded, a few KiB on disk.
+    monkeypatch.setattr("core.record_files.COLUMNAR_DECODE_MAX_BYTES", 32 * MIB)  # batches of 32 rows
     path = _write(_dictionary_table(MIB, 2000), tmp_path / name)
     assert path.stat().st_size < 64 * 1024
     seconds, error = _cpu(lambda: _read_all(path))
