@@ -141,6 +141,12 @@ def test_a_mining_run_whose_worker_was_killed_reads_stalled_and_resumes_at_once(
                 config_text=config("stalled", concurrency=4), source="run.yaml", corpus_name=corpus.name
             )
             _wait(lambda: StageResult.objects.filter(run=run).count() >= 40, 90, "the first stage results")
+
+            def beats_renewed() -> bool:  # the worker's tick beats the run while it works
+                started, beat = MiningRun.objects.filter(pk=run.pk).values_list("started_at", "heartbeat_at").get()
+                return beat is not None and (beat - started).total_seconds() >= 1
+
+            _wait(beats_renewed, 30, "the worker's heartbeat to be renewed")
             worker.kill()  # SIGKILL: its claims on documents stay behind
             worker.wait()
             killed_at = time.monotonic()
