@@ -9,11 +9,17 @@ Memory stays flat: text files are read line by line, columnar files batch by bat
 byte order mark at the very start of a JSONL or CSV file (Windows tools write one) is dropped,
 once decompressed; one anywhere else is data (JSON refuses it).
 
-Every file is hostile until read: :class:`ReadLimits` bounds a line (or a CSV record), the
-number of records, the bytes a file decompresses to and the nesting of its JSON, and each
-bound is checked *while* reading, so a 2 MB gzip holding one 2 GiB line fails after reading
-one line's worth, and a compressed Parquet file is checked for its magic bytes before it is
-decompressed to a temporary file, and never past the limit. JSON lines refuse ``NaN``,
+Every file is hostile until read: :class:`ReadLimits` bounds a line (or a CSV record, or a
+Parquet/Arrow row), the number of records, the bytes a file decompresses to, how many times
+its own size a compressed file may decode to (each record counted as
+:data:`RECORD_CHARGE_BYTES` more than its bytes) and the nesting of its JSON, and each bound
+is checked *while* reading, so a 2 MB gzip holding one 2 GiB line fails after reading one
+line's worth, and a compressed Parquet file is checked for its magic bytes before it is
+decompressed to a temporary file, and never past the limit. Work is counted, not just bytes:
+blank lines are skipped in runs at C speed (:func:`blank_runs`) and their bytes count like any
+other, so a file of a billion newlines costs what decompressing its first MiB costs; Parquet
+and Arrow files are checked from their metadata, and each batch's rows are measured before
+they become Python objects (:func:`columnar_batches`). JSON lines refuse ``NaN``,
 ``Infinity``, numbers that overflow to infinity and absurdly long integer literals; the
 nesting is measured before parsing, so deep nesting is a line error, never a
 ``RecursionError``. The limits' defaults are those of the ``RECORD`` scope of
@@ -212,8 +218,8 @@ class ReadLimits:
 
 
 class LimitReached(RecordError):
-    """A limit on the bytes a file decodes to was reached (its size, its compression ratio):
-    the file as a whole is refused; nothing more of it is read."""
+    """A limit on the file as a whole was reached (the bytes it decodes to, its compression
+    ratio, its number of records): the file is refused; nothing more of it is read."""
 
 
 def _size(n: int) -> str:
@@ -413,7 +419,7 @@ def iter_records(path: str | Path, limits: ReadLimits | None = None) -> Iterator
     for position, record in records:
         count += 1
         if count > limits.max_records:
-            raise RecordError(path, position, None, limits.too_many_records())
+            raise LimitReached(path, position, None, limits.too_many_records())
         yield position, record
 
 
@@ -578,7 +584,7 @@ def jsonl_records(
         line_no += 1
         parsed += 1
         if parsed > limits.max_records:
-            raise RecordError(path, line_no, None, limits.too_many_records())
+            raise LimitReached(path, line_no, None, limits.too_many_records())
         if line_no == 1:
             line = _without_bom(line)
         try:
