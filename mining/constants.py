@@ -51,8 +51,9 @@ HEURISTICS_NORMALISATION = "reference"
 CORPUS_IMPORT_BATCH_SIZE = 2000
 CORPUS_REPORT_MAX_BAD_ROWS = 50
 CORPUS_REPORT_MAX_DUPLICATES = 10
-# Uploads up to settings.UPLOAD_BACKGROUND_MIN_BYTES are imported while the admin waits;
-# larger ones go to a worker (config/settings/uploads.py).
+# Uploads that decode to at most settings.UPLOAD_BACKGROUND_MIN_BYTES, of at most
+# UPLOAD_BACKGROUND_MIN_RECORDS records, are imported while the admin waits; larger ones go to
+# a worker (config/settings/uploads.py, mining/uploads.py).
 
 # How2Everything §3.3 and §4: How2Bench holds 500 procedures per topic (7,000 in all).
 BENCH_PER_TOPIC = 500

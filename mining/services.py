@@ -619,8 +619,9 @@ def corpus_upload_create(
     """Store an uploaded file and import it: at once when it is small, else on a worker.
 
     The file goes to its own folder under ``VAR_DIR/uploads/corpora`` with its original
-    name (the suffixes say its format). Files whose size and decompressed size are at
-    most ``UPLOAD_BACKGROUND_MIN_BYTES`` are imported before this returns; larger ones are
+    name (the suffixes say its format). Files whose size and decoded size are at most
+    ``UPLOAD_BACKGROUND_MIN_BYTES``, of at most ``UPLOAD_BACKGROUND_MIN_RECORDS`` records,
+    are imported before this returns; larger ones are
     queued for the Celery task ``mining.corpus_import_run`` once the row is committed, so
     a web worker never spends more than a small file's worth of work on an upload
     (``mining/uploads.py``)."""

@@ -3,8 +3,8 @@ worker when it is large.
 
 The upload mechanism is the corpus upload's (``mining/uploads.py``): the file is stored under
 ``VAR_DIR/uploads/studies``; the study is created in the request only when the file and what
-it decompresses to are at most ``UPLOAD_BACKGROUND_MIN_BYTES`` (and the stored file is
-removed); otherwise a ``StudyImport`` row records the file with the form's settings, the
+it decompresses to are at most ``UPLOAD_BACKGROUND_MIN_BYTES`` and it holds at most
+``UPLOAD_BACKGROUND_MIN_RECORDS`` items (and the stored file is removed); otherwise a ``StudyImport`` row records the file with the form's settings, the
 task ``annotate.study_import_run`` creates the study, and the import's page shows its status
 and, when it fails, every file-line-field problem. The row ends ``done`` (with its study) or
 ``failed`` (with its problems), and a failure creates nothing. A worker killed in the middle
