@@ -447,25 +447,47 @@ def _upload_page(client: Client, data: bytes, name: str):
     return client.post(reverse("corpus_upload"), {**fields, "file": SimpleUploadedFile(name, data)})
 
 
-def _columnar_bomb(tmp_path: Path, name: str) -> bytes:
+def _page_bomb(tmp_path: Path, name: str) -> bytes:
     if name == "nl.jsonl.zst":
         return _frame(".zst", b"\n", 16) * 96  # F-09: 1.5 GiB of newlines
-    if name == "cell.arrow":
+    if name.startswith("nl."):  # 256 MiB of newlines (a CSV's after its header)
+        suffix = Path(name).suffix
+        head = COMPRESS[suffix](b"id,text\n") if ".csv" in name else b""
+        return head + _frame(suffix, b"\n") * 256
+    if name.startswith("cell.arrow"):
         table = _huge_cell_table(64 * MIB)  # F-10: one huge cell
-    elif name == "rows.parquet":
+    elif name.startswith("rows.parquet"):
         table = pa.table({"id": pa.array(["x"] * 2_000_000), "text": pa.array(["t"] * 2_000_000)})  # F-10: 2 M rows
     else:
         table = _dictionary_table(MIB, 2000)
     return _write(table, tmp_path / name).read_bytes()
 
 
+PAGE_BOMBS = [
+    "nl.jsonl.zst",
+    "nl.jsonl.gz",
+    "nl.jsonl.bz2",
+    "nl.jsonl.xz",
+    "nl.csv.zst",
+    "nl.csv.gz",
+    "nl.csv.bz2",
+    "nl.csv.xz",
+    "cell.arrow",
+    "cell.arrow.gz",
+    "rows.parquet",
+    "rows.parquet.xz",
+    "dict.parquet",
+    "dict.arrow.bz2",
+]
+
+
 @pytest.mark.django_db
-@pytest.mark.parametrize("name", ["nl.jsonl.zst", "cell.arrow", "rows.parquet", "dict.parquet"])
+@pytest.mark.parametrize("name", PAGE_BOMBS)
 def test_a_bomb_uploaded_on_the_corpus_page_goes_to_a_worker_which_refuses_it_in_seconds(
     admin_client_, worker, tmp_path, name, django_capture_on_commit_callbacks
 ):
-    data = _columnar_bomb(tmp_path, name)
-    assert len(data) < 64 * 1024
+    data = _page_bomb(tmp_path, name)
+    assert len(data) < 300 * 1024
     with django_capture_on_commit_callbacks(execute=True):
         response = _upload_page(admin_client_, data, name)
     job = CorpusImport.objects.get()
