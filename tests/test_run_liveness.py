@@ -185,3 +185,30 @@ def test_the_schema_lists_stalled_among_the_statuses_a_run_shows(admin_client_):
         enum = schema["components"]["schemas"][ref.split("/")[-1]]["enum"]
         assert "stalled" in enum and "running" in enum
     assert "last_heartbeat" in schema["components"]["schemas"]["MiningRun"]["properties"]
+
+
+def test_a_run_whose_worker_died_while_storing_its_answers_resumes_and_stores_them_without_asking_again(
+    generation_world, admin_client_, settings
+):
+    """Killed after its job was done but before the run stored what it answered: the job is
+    ``done`` and the run ``running``. Resume must not refuse a done job: the run's task
+    stores the answers from the ledger and asks nothing again."""
+    from judging.models import Generation
+
+    settings.LLM_JOB_LEASE_SECONDS = LEASE
+    generation_world.failing["on"] = False
+    assert generation_world.execute() == "done"
+    run = GenerationRun.objects.get(pk=generation_world.pk)
+    n = Generation.objects.filter(run=run).count()
+    asked = len(generation_world.server.chat_requests())
+    Generation.objects.filter(run=run).delete()  # what the killed worker never stored
+    GenerationRun.objects.filter(pk=run.pk).update(status="running", finished_at=None)
+    LLMJob.objects.filter(pk=run.llm_job_id).update(heartbeat_at=timezone.now() - timedelta(seconds=LEASE + 1))
+    assert admin_client_.get(generation_world.detail()).json()["status"] == "stalled"
+
+    resumed = admin_client_.post(generation_world.action("resume"))
+    assert resumed.status_code == 200, resumed.content
+    assert generation_world.execute() == "done"
+    run.refresh_from_db()
+    assert run.status == "done" and Generation.objects.filter(run=run).count() == n
+    assert len(generation_world.server.chat_requests()) == asked  # nothing asked again
