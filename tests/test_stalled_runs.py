@@ -5,7 +5,6 @@ on a new worker without sending again what was answered before the kill."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 
@@ -121,7 +120,7 @@ def test_a_generation_run_whose_worker_was_killed_reads_stalled_and_resumes_at_o
     for key in answered_before_kill:
         assert sent[by_key[key]] == 1, "a request answered before the kill was sent again"
     assert run.generations.filter(outcome="ok").count() == len(keys)
-    assert json.loads(json.dumps(detail["outcomes"]))["ok"] >= len(answered_before_kill)
+    assert detail["outcomes"]["ok"] >= len(answered_before_kill)  # the stalled run kept what it had
 
 
 @pytest.mark.integration
