@@ -1,6 +1,21 @@
+"""The WSGI application: Django's, with a deadline on request bodies (core/wsgi_body.py).
+Each process that loads it first removes temporary upload files of processes that are gone
+(a worker killed in the middle of an upload, core/request_bodies.py)."""
+
 import os
 
+from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.django.base")
-application = get_wsgi_application()
+django_application = get_wsgi_application()
+
+from core.request_bodies import upload_temp_sweep  # noqa: E402 - needs the settings loaded
+from core.wsgi_body import BodyDeadline  # noqa: E402
+
+upload_temp_sweep()
+application = BodyDeadline(
+    django_application,
+    grace_seconds=settings.REQUEST_BODY_TIMEOUT_SECONDS,
+    min_bytes_per_second=settings.REQUEST_BODY_MIN_BYTES_PER_SECOND,
+)

@@ -7,6 +7,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from core.permissions import admin_required, researcher_required
 from core.record_files import RecordError
+from core.request_bodies import accepts_uploads
+from core.roles import is_admin
 from mining.charts import documents_per_topic_chart, procedures_per_topic_chart
 from mining.document_records import DocumentFields
 from mining.forms import CorpusUploadForm
@@ -123,6 +125,7 @@ def document_detail(request: HttpRequest, pk: int, document_pk: int) -> HttpResp
     return render(request, "mining/document_detail.html", {"document": document})
 
 
+@accepts_uploads(is_admin)
 @admin_required
 def corpus_upload(request: HttpRequest) -> HttpResponse:
     form = CorpusUploadForm(request.POST or None, request.FILES or None)

@@ -41,6 +41,7 @@ from annotate.studies.selectors import study_get, study_round_summaries
 from annotate.studies.services import study_round_create, study_update
 from core.parsers import StrictJSONParser
 from core.record_files import RecordError
+from core.roles import is_researcher
 
 
 class StudyListCreateView(generics.ListAPIView):
@@ -51,6 +52,7 @@ class StudyListCreateView(generics.ListAPIView):
     search_fields = ["name", "slug"]
     ordering_fields = ["created_at", "name"]
     parser_classes = [StrictJSONParser, MultiPartParser, FormParser]
+    upload_check = staticmethod(is_researcher)  # an items file up to UPLOAD_MAX_BYTES (core/request_bodies.py)
 
     def get_queryset(self):
         return study_api_list()

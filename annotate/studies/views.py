@@ -45,6 +45,8 @@ from annotate.studies.services import participation_release, study_round_create,
 from core.confirm import confirm_page, confirmed
 from core.permissions import researcher_required
 from core.record_files import RecordError
+from core.request_bodies import accepts_uploads
+from core.roles import is_researcher
 
 
 def entry_url(request: HttpRequest, slug: str) -> str:
@@ -69,6 +71,7 @@ def _problems_beside_fields(form: StudyCreateForm, exc: AnnotateError) -> list[s
     return ["The study was not created" + (": " + "; ".join(rest) if rest else "; see the fields marked below") + "."]
 
 
+@accepts_uploads(is_researcher)
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def study_new(request: HttpRequest) -> HttpResponse:

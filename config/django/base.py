@@ -11,7 +11,7 @@ from config.settings.llm import judging_settings, llm_settings, mining_settings
 from config.settings.prolific import prolific_settings
 from config.settings.rewards import reward_settings
 from config.settings.security import accounts_settings
-from config.settings.uploads import upload_settings
+from config.settings.uploads import UPLOAD_TEMP_DIRNAME, upload_settings
 
 VAR_DIR = var_dir()
 
@@ -56,9 +56,11 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    # NUL in a parameter -> 400 naming it; a path integer beyond 64 bits -> 404 (core/middleware.py).
+    # Before CSRF's check reads a form: a body larger than this caller may send to this view
+    # -> 400 naming the body, unread; one that does not arrive in time -> 408; NUL in a
+    # parameter -> 400 naming it; a path integer beyond 64 bits -> 404 (core/middleware.py).
     "core.middleware.HostileRequestMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # An address with too many failed logins across usernames -> the lockout page (core/login_throttle.py).
     "core.login_throttle.LoginAddressThrottleMiddleware",
@@ -191,12 +193,15 @@ globals().update(reward_settings())
 globals().update(mining_settings())
 globals().update(accounts_settings())
 globals().update(upload_settings())
-# The upload cap first: it refuses a body over UPLOAD_MAX_BYTES while it arrives (core/upload_cap.py).
+# A file of up to FILE_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MiB, above every cap but an
+# authorised upload's) is held in memory; a larger one goes to a temporary file named after
+# its process, which a sweep removes once that process is gone (core/request_bodies.py).
 FILE_UPLOAD_HANDLERS = [
-    "core.upload_cap.CappedUploadHandler",
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
-    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+    "core.request_bodies.PidTemporaryFileUploadHandler",
 ]
+FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / UPLOAD_TEMP_DIRNAME)
+(VAR_DIR / UPLOAD_TEMP_DIRNAME).mkdir(exist_ok=True)  # Django's checks ask that it exist
 
 # Every handler masks secrets (URL credentials, known secret values) in each line and
 # traceback (core/log_filters.py). Django's own handlers are replaced, so its records

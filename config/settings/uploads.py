@@ -20,8 +20,13 @@ whoever meets one knows which variable to raise.
 Also here: the decoded size and the number of records above which a web upload is imported
 by a Celery worker rather than in the request (``UPLOAD_BACKGROUND_MIN_BYTES``,
 ``UPLOAD_BACKGROUND_MIN_RECORDS``; mining/uploads.py), the largest YAML run configuration
-(``RUN_CONFIG_MAX_BYTES``), and the largest request body with files (``UPLOAD_MAX_BYTES``,
-core/upload_cap.py: the compressed upload itself, refused while it arrives)."""
+(``RUN_CONFIG_MAX_BYTES``), and what a request body may cost before a view has looked at
+its caller (core/request_bodies.py, core/wsgi_body.py): the largest upload, to a page that
+takes one, from a caller with that page's role (``UPLOAD_MAX_BYTES``, the compressed upload
+itself); the largest body of an anonymous request (``ANONYMOUS_BODY_MAX_BYTES``; a signed-in
+one's is Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``), each refused from its declared length
+before a byte is read; and how long a body may take to arrive
+(``REQUEST_BODY_TIMEOUT_SECONDS`` plus its length at ``REQUEST_BODY_MIN_BYTES_PER_SECOND``)."""
 
 from __future__ import annotations
 
@@ -29,6 +34,9 @@ from config.env import env_positive_int
 
 MIB = 1 << 20
 GIB = 1 << 30
+
+# Temporary files of uploads, under VAR_DIR (core/request_bodies.py).
+UPLOAD_TEMP_DIRNAME = "upload-tmp"
 
 LIMIT_KEYS = ("MAX_LINE_BYTES", "MAX_RECORDS", "MAX_DECOMPRESSED_BYTES", "MAX_JSON_DEPTH", "MAX_COMPRESSION_RATIO")
 
@@ -59,6 +67,12 @@ UPLOAD_BACKGROUND_MIN_BYTES_DEFAULT = 5 * MIB
 UPLOAD_BACKGROUND_MIN_RECORDS_DEFAULT = 5_000
 RUN_CONFIG_MAX_BYTES_DEFAULT = 256 * 1024
 UPLOAD_MAX_BYTES_DEFAULT = 4 * GIB
+# An annotator's save (at most 200 events, its failures and their step links) is a few
+# kilobytes; a login form less. Both stay far below Django's in-memory limit (2.5 MiB).
+ANONYMOUS_BODY_MAX_BYTES_DEFAULT = 256 * 1024
+REQUEST_BODY_TIMEOUT_SECONDS_DEFAULT = 15
+# 64 KiB/s (512 kbit/s): a 4 GiB upload may take up to 18 hours, a 256 KiB form 19 s.
+REQUEST_BODY_MIN_BYTES_PER_SECOND_DEFAULT = 64 * 1024
 
 
 def upload_settings() -> dict:
@@ -75,4 +89,11 @@ def upload_settings() -> dict:
     )
     settings["RUN_CONFIG_MAX_BYTES"] = env_positive_int("RUN_CONFIG_MAX_BYTES", RUN_CONFIG_MAX_BYTES_DEFAULT)
     settings["UPLOAD_MAX_BYTES"] = env_positive_int("UPLOAD_MAX_BYTES", UPLOAD_MAX_BYTES_DEFAULT)
+    settings["ANONYMOUS_BODY_MAX_BYTES"] = env_positive_int("ANONYMOUS_BODY_MAX_BYTES", ANONYMOUS_BODY_MAX_BYTES_DEFAULT)
+    settings["REQUEST_BODY_TIMEOUT_SECONDS"] = env_positive_int(
+        "REQUEST_BODY_TIMEOUT_SECONDS", REQUEST_BODY_TIMEOUT_SECONDS_DEFAULT
+    )
+    settings["REQUEST_BODY_MIN_BYTES_PER_SECOND"] = env_positive_int(
+        "REQUEST_BODY_MIN_BYTES_PER_SECOND", REQUEST_BODY_MIN_BYTES_PER_SECOND_DEFAULT
+    )
     return settings

@@ -1,0 +1,44 @@
+"""The production web server: ``gunicorn -c config/gunicorn.conf.py config.wsgi``.
+
+* ``gthread`` workers: each process serves ``GUNICORN_THREADS`` requests at once, and a
+  connection that has not sent its request yet waits in the process's poller, not in a thread.
+  A request body must arrive within its deadline (core/wsgi_body.py) and its size is checked
+  against the caller before a byte is read (core/request_bodies.py), so a slow or stalled body
+  holds one thread for at most ``REQUEST_BODY_TIMEOUT_SECONDS`` plus its length at
+  ``REQUEST_BODY_MIN_BYTES_PER_SECOND``, never a worker.
+* A worker that exits (killed, or past ``timeout``) has its temporary upload files removed
+  by the master at once (``child_exit``); every worker removes those of gone processes when
+  it starts (config/wsgi.py).
+
+docs/operations.md says how to run it and what a buffering proxy in front adds."""
+
+import os
+
+from config.env import var_dir
+from config.settings.uploads import UPLOAD_TEMP_DIRNAME
+
+bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
+workers = int(os.environ.get("GUNICORN_WORKERS", "4"))
+worker_class = "gthread"
+threads = int(os.environ.get("GUNICORN_THREADS", "8"))
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
+graceful_timeout = 30
+keepalive = 5
+# Request line and headers: gunicorn's own limits (4094 bytes, 100 fields of 8190 bytes).
+
+
+def _sweep(gone=None):
+    from core.request_bodies import upload_temp_sweep
+
+    removed = upload_temp_sweep(gone=gone, directory=var_dir() / UPLOAD_TEMP_DIRNAME)
+    return removed
+
+
+def on_starting(server):
+    for name in _sweep():
+        server.log.info("removed the temporary upload file %s of a process that is gone", name)
+
+
+def child_exit(server, worker):
+    for name in _sweep(gone=worker.pid):
+        server.log.info("removed the temporary upload file %s of worker %s, which exited", name, worker.pid)
