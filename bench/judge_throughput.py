@@ -211,6 +211,7 @@ def main() -> None:
             DATABASE_URL=PG_URL,
             VAR_DIR=tempfile.mkdtemp(prefix="bench-judge-"),
             DJANGO_SETTINGS_MODULE="config.django.base",
+            OUTBOUND_ALLOWED_HOSTS="127.0.0.1",  # the scripted server (llm/outbound.py)
             DEBUG="false",
             LOG_LEVEL="WARNING",
             JUDGE_BASE_URL=server.base_url,

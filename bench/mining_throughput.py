@@ -164,6 +164,7 @@ def main() -> None:
             LLM_MODEL="bench-model",
             LLM_API_KEY="k",
             DJANGO_SETTINGS_MODULE="config.django.base",
+            OUTBOUND_ALLOWED_HOSTS="127.0.0.1",  # the scripted server (llm/outbound.py)
             DEBUG="false",
             LOG_LEVEL="WARNING",
         )
