@@ -38,7 +38,13 @@ from mining.run_services import (
     mining_run_resume,
     mining_run_retry_failures,
 )
-from mining.selectors import procedure_counts_by_topic_and_split, procedure_list, split_report_list, topic_list
+from mining.selectors import (
+    procedure_counts_by_topic_and_split,
+    procedure_list,
+    procedures_of_mining_run,
+    split_report_list,
+    topic_list,
+)
 
 
 class TopicSerializer(serializers.ModelSerializer):
@@ -78,10 +84,17 @@ class ProcedureSerializer(serializers.ModelSerializer):
 class ProcedureFilter(django_filters.FilterSet):
     topic = django_filters.CharFilter(field_name="topic__slug", help_text="Topic slug, e.g. food-dining.")
     split = django_filters.ChoiceFilter(choices=Split.choices)
+    mining_run = django_filters.CharFilter(
+        method="filter_mining_run",
+        help_text="A mining run's name: every procedure its documents became (also those an earlier run stored first).",
+    )
 
     class Meta:
         model = Procedure
-        fields = ["topic", "split", "source_example_id"]
+        fields = ["topic", "split", "source_example_id", "mining_run"]
+
+    def filter_mining_run(self, queryset: QuerySet[Procedure], name: str, value: str) -> QuerySet[Procedure]:
+        return procedures_of_mining_run(queryset, value)
 
 
 class TopicListView(ListView):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from django.db import models
 from django.utils import timezone
@@ -47,6 +48,14 @@ class Procedure(models.Model):
     source_url = models.TextField(blank=True)
     split = models.CharField(max_length=16, choices=Split.choices, default=Split.NONE, db_index=True)
     provenance = models.JSONField(default=dict, blank=True)
+    # Every mining run that produced it: a procedure is stored once per (document, goal), so a
+    # second run over the same documents finds the stored one (provenance names the first run).
+    mining_runs: models.ManyToManyField[MiningRun, Any] = models.ManyToManyField(
+        "MiningRun",
+        related_name="procedures",
+        blank=True,
+        help_text="The mining runs whose documents became this procedure (the first is in provenance).",
+    )
     identity = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

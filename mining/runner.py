@@ -619,8 +619,11 @@ class Walker:
                     StageResult.objects.filter(pk__in=stale).delete()
                 previous = candidate.procedure_id
                 if previous and (final.procedure is None or final.procedure.pk != previous):
+                    _procedure_unlink(previous, self.run, candidate)
                     _procedure_discard(previous, self.run)
                 fields.update(status=final.status, procedure=final.procedure, finished_at=timezone.now())
+                if final.procedure is not None:  # the run produced it, whichever run stored it first
+                    final.procedure.mining_runs.add(self.run)
             MiningCandidate.objects.filter(pk=candidate.pk).update(**fields)
         if final.status is not None:
             candidate.status, candidate.procedure = final.status, final.procedure
@@ -687,11 +690,22 @@ STAGE_RESULT_FIELDS = [
 ]
 
 
+def _procedure_unlink(procedure_id: int, run: MiningRun, candidate: MiningCandidate) -> None:
+    """A re-walk no longer yields this procedure: it stops being one of this run's (unless
+    another of the run's documents still became it)."""
+    others = MiningCandidate.objects.filter(run=run, procedure_id=procedure_id, status=CandidateStatus.PASSED)
+    if not others.exclude(pk=candidate.pk).exists():
+        Procedure.mining_runs.through.objects.filter(procedure_id=procedure_id, miningrun_id=run.pk).delete()
+
+
 def _procedure_discard(procedure_id: int, run: MiningRun) -> None:
     """A re-walk under changed prompts no longer yields this procedure: delete it when
-    this run made it and nothing refers to it (generations, study items); otherwise keep it."""
+    this run made it, no other run produced it and nothing refers to it (generations,
+    study items); otherwise keep it."""
     procedure = Procedure.objects.filter(pk=procedure_id).first()
     if procedure is None or procedure.provenance.get("mining_run_id") != run.pk:
+        return
+    if procedure.mining_runs.exists():
         return
     for relation in procedure._meta.related_objects:
         accessor = relation.get_accessor_name()

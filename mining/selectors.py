@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypedDict
 from django.db.models import Count, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
-from mining.models import Corpus, CorpusImport, Document, Procedure, Split, SplitReport, Topic
+from mining.models import Corpus, CorpusImport, Document, MiningRun, Procedure, Split, SplitReport, Topic
 
 
 class TopicCounts(TypedDict):
@@ -33,13 +33,26 @@ def topic_list() -> QuerySet[WithAnnotations[Topic, TopicCounts]]:
     ).order_by("position", "name")
 
 
-def procedure_list(*, q: str = "", topic: str = "", split: str = "") -> QuerySet[Procedure]:
-    """Procedures filtered by a free-text query (goal, steps, resources, source id), topic slug and split."""
+def procedures_of_mining_run(queryset: QuerySet[Procedure], name: str) -> QuerySet[Procedure]:
+    """The procedures of ``queryset`` that the mining run ``name`` produced: every one its
+    documents became, also those an earlier run stored first. A name no run here has is
+    looked up in the procedures' provenance (records imported from a file that names the
+    run that mined them)."""
+    if MiningRun.objects.filter(name=name).exists():
+        return queryset.filter(mining_runs__name=name)
+    return queryset.filter(provenance__mining_run=name)
+
+
+def procedure_list(*, q: str = "", topic: str = "", split: str = "", mining_run: str = "") -> QuerySet[Procedure]:
+    """Procedures filtered by a free-text query (goal, steps, resources, source id), topic
+    slug, split and the mining run that produced them (its name)."""
     queryset = Procedure.objects.select_related("topic").order_by("topic__position", "id")
     if topic:
         queryset = queryset.filter(topic__slug=topic)
     if split:
         queryset = queryset.filter(split=split)
+    if mining_run:
+        queryset = procedures_of_mining_run(queryset, mining_run)
     q = q.strip()
     if q:
         queryset = queryset.annotate(

@@ -61,6 +61,7 @@ from mining.procedure_records import (
     to_flat,
     to_how2mine,
 )
+from mining.selectors import procedures_of_mining_run
 from mining.split_dedup import nearest_train, procedure_text, select_benchmark
 from mining.uploads import upload_delete, upload_runs_in_background, upload_save, upload_storage
 
@@ -296,7 +297,7 @@ def procedure_export(
     if topic:
         queryset = queryset.filter(topic__slug=topic)
     if mining_run:
-        queryset = queryset.filter(provenance__mining_run=mining_run)
+        queryset = procedures_of_mining_run(queryset, mining_run)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     if shard_size is None:
         return _export_file(output, queryset.iterator(chunk_size=IMPORT_BATCH_SIZE), fmt, shape)

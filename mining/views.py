@@ -47,7 +47,10 @@ def procedure_index(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "")
     topic = request.GET.get("topic", "")
     split = request.GET.get("split", "")
-    page = Paginator(procedure_list(q=q, topic=topic, split=split), PAGE_SIZE).get_page(request.GET.get("page"))
+    mining_run = request.GET.get("mining_run", "")
+    page = Paginator(procedure_list(q=q, topic=topic, split=split, mining_run=mining_run), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
     query = request.GET.copy()
     query.pop("page", None)
     return render(
@@ -58,6 +61,7 @@ def procedure_index(request: HttpRequest) -> HttpResponse:
             "q": q,
             "topic": topic,
             "split": split,
+            "mining_run": mining_run,
             "topics": topic_list(),
             "splits": Split.choices,
             "query": query.urlencode(),
