@@ -5,6 +5,7 @@ The work itself is in ``mining/runner.py``; the Celery task ``mining.run_execute
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -19,7 +20,7 @@ from llm.runs import run_action_refusal
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.run_configs import mining_config_parse
 from mining.runner import run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
-from mining.services import TopicResolver
+from mining.services import TopicResolver, procedure_export, shard_path
 from mining.stages import LLM_STAGES
 
 # Settings a re-launch under the same name may change: how stages are asked, how the run
@@ -302,19 +303,31 @@ def mining_reference_inputs_import(*, config: dict[str, Any], corpus_name: str =
 
 
 def mining_reference_export(*, run: MiningRun) -> list[str]:
-    """Write a finished run's procedures where the reference writes them
-    (``out_root/data/all_valid.<ext>``, How2Mine records), in shards no larger than
-    ``export.max_file_size`` when one is given; returns the files written."""
-    from pathlib import Path
-
+    """Write a finished run's procedures where the reference writes them: every procedure
+    the run produced (also those an earlier run stored first) as How2Mine records in
+    ``out_root/data/all_valid.<ext>``, and the same procedures, in the same order, as flat
+    records (``source_example_id``, ``topic``, ``goal``, ``steps``, ``resources``: the
+    reference's "ready for h2e bench" file) in ``all_valid_flat.<ext>`` beside it, each in
+    shards no larger than ``export.max_file_size`` when one is given; returns the files written."""
     from mining.procedure_records import HOW2MINE_SCHEMA_VERSION
-    from mining.services import procedure_export, shard_path
 
     export = ((run.config or {}).get("reference") or {}).get("export")
     if not export:
         return []
     output = Path(export["output"])
-    n = procedure_export(output=output, fmt=export["format"], shape=HOW2MINE_SCHEMA_VERSION, mining_run=run.name)
+    cut = output.name.find(".")
+    stem, suffixes = (output.name, "") if cut <= 0 else (output.name[:cut], output.name[cut:])
+    flat = output.with_name(f"{stem}_flat{suffixes}")
+    return [
+        *_reference_export_file(run=run, output=output, export=export, shape=HOW2MINE_SCHEMA_VERSION),
+        *_reference_export_file(run=run, output=flat, export=export, shape="flat"),
+    ]
+
+
+def _reference_export_file(*, run: MiningRun, output: Path, export: dict[str, Any], shape: str) -> list[str]:
+    """One of the reference export's files, or its shards when it is larger than
+    ``export.max_file_size``; returns the files written."""
+    n = procedure_export(output=output, fmt=export["format"], shape=shape, mining_run=run.name)
     limit = export.get("max_file_size")
     if not limit or n < 2 or output.stat().st_size <= limit:
         return [str(output)]
@@ -322,13 +335,7 @@ def mining_reference_export(*, run: MiningRun) -> list[str]:
     per_shard = max(1, -(-n // shards))
     while True:  # records differ in size: shrink the shards until every one fits
         total = -(-n // per_shard)
-        procedure_export(
-            output=output,
-            fmt=export["format"],
-            shape=HOW2MINE_SCHEMA_VERSION,
-            mining_run=run.name,
-            shard_size=per_shard,
-        )
+        procedure_export(output=output, fmt=export["format"], shape=shape, mining_run=run.name, shard_size=per_shard)
         paths = [shard_path(output, i, total) for i in range(total)]
         if per_shard == 1 or all(p.stat().st_size <= limit for p in paths):
             break

@@ -211,6 +211,53 @@ def test_a_procedure_a_rewalk_no_longer_yields_leaves_that_run_only(miner, tmp_p
     assert len(exported) == second.candidates.filter(status="passed").count() == len(now_second)
 
 
+# --- item 3: all_valid_flat beside all_valid -----------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_out_root_holds_the_flat_records_beside_all_valid(miner, tmp_path, monkeypatch):
+    topics_ensure()
+    monkeypatch.chdir(tmp_path)
+    docs = write_documents(tmp_path / "docs")
+    printed = mine(write_config(tmp_path / "sync.yaml", WITH_TOPICS, out_root="out/how2mine", inputs=str(docs)))
+    data = tmp_path / "out" / "how2mine" / "data"
+    full, flat = read_jsonl(data / "all_valid.jsonl"), read_jsonl(data / "all_valid_flat.jsonl")
+    assert f"exported {data / 'all_valid_flat.jsonl'}" in printed
+    assert len(flat) == len(full) == 4
+    for record, row in zip(full, flat, strict=True):  # record for record, in the same order
+        assert row["source_example_id"] == record["source_example"]["id"]
+        assert row["topic"] == record["source_example"]["topic"]
+        for key in ("goal", "steps", "resources"):
+            assert row[key] == record["final_procedure"][key]
+    assert {r["topic"] for r in flat} == {"Food & Dining", "Health"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_flat_records_take_the_export_format_and_its_shards(miner, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    topics_ensure()
+    monkeypatch.chdir(tmp_path)
+    docs = write_documents(tmp_path / "docs")
+    mine(
+        write_config(
+            tmp_path / "sync.yaml",
+            WITH_TOPICS,
+            out_root="out/sharded",
+            inputs=str(docs),
+            fmt="parquet",
+            export_extra='  max_file_size: "3KB"\n',
+        )
+    )
+    data = tmp_path / "out" / "sharded" / "data"
+    full = sorted(p.name for p in data.glob("all_valid-*.parquet"))
+    flat = sorted(p.name for p in data.glob("all_valid_flat*.parquet"))
+    assert len(full) > 1 and flat  # the full records need shards at 3 KB
+    rows = [row for name in flat for row in pq.read_table(data / name).to_pylist()]
+    assert sorted(r["source_example_id"] for r in rows) == ["d0", "d1", "d3", "d4"]
+    assert all((data / name).stat().st_size <= 3000 for name in flat if len(flat) > 1)
+
+
 # --- item 2: the data migration links the procedures stored before -------------------------------
 
 
