@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from annotate.reports.views import StudyAgreementView, StudyMetricAgreementView
 from core.interval_apis import IntervalMethodsView
 from core.permissions import IsResearcher
+from core.views import api_trailing_slash
 from coscript.apis import CoScriptConstrainedHow2ScoreView, CoScriptRunGoalsView, CoScriptRuns
 from goalstep.apis import GoalStepLeaderboardListView, GoalStepLeaderboardView, TaskEvaluations
 from judging.apis import (
@@ -88,6 +89,14 @@ def view_routes(prefix: str, view: type[APIView], name: str) -> list[URLPattern]
     ]
 
 
+def slash_and_alias(route: str, view: type[APIView], name: str) -> list[URLPattern]:
+    """An endpoint at ``route/``, the API's one spelling (its URL name), and the old spelling
+    without the slash as an alias of the same view (``<name>-unslashed``), which the schema
+    leaves out (core/api_schema.py, ``schema_endpoints_canonical``): clients of the old
+    spelling keep working, with any method, without a redirect."""
+    return [path(f"{route}/", view.as_view(), name=name), path(route, view.as_view(), name=f"{name}-unslashed")]
+
+
 def run_routes(
     prefix: str, collection: type[RunCollection], basename: str, extra: tuple[tuple[str, type[APIView], str], ...] = ()
 ) -> list[URLPattern]:
@@ -150,11 +159,13 @@ api_patterns: list[URLPattern | URLResolver] = [
     path("", include("judging.api_urls")),
     path("", include("annotate.api_urls")),
     path("", include("prolific.api_urls")),
-    path("reward", RewardView.as_view(), name="reward"),
-    path("leaderboard", LeaderboardView.as_view(), name="leaderboard-api"),
-    path("leaderboard/compare", LeaderboardCompareView.as_view(), name="leaderboard-compare-api"),
-    path("studies/<slug:slug>/agreement", StudyAgreementView.as_view(), name="study-agreement"),
-    path("studies/<slug:slug>/metric-agreement", StudyMetricAgreementView.as_view(), name="study-metric-agreement"),
+    # Five paths began without the trailing slash every other path has: each now has the
+    # slash, and its old spelling stays an alias of the same view (left out of the schema).
+    *slash_and_alias("reward", RewardView, "reward"),
+    *slash_and_alias("leaderboard", LeaderboardView, "leaderboard-api"),
+    *slash_and_alias("leaderboard/compare", LeaderboardCompareView, "leaderboard-compare-api"),
+    *slash_and_alias("studies/<slug:slug>/agreement", StudyAgreementView, "study-agreement"),
+    *slash_and_alias("studies/<slug:slug>/metric-agreement", StudyMetricAgreementView, "study-metric-agreement"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[IsResearcher]), name="schema"),
     # The split view serves Swagger UI's start-up script as a file (?script): no inline script.
     path(
@@ -170,6 +181,10 @@ api_patterns: list[URLPattern | URLResolver] = [
         ),
         name="api-redoc",
     ),
+    # Last: any other path without its trailing slash is sent to the one with it, by a 308 that
+    # keeps the method and the body (core/views.py); a path that names nothing either way is
+    # the API's JSON 404.
+    re_path(r"^(?P<route>.*[^/])$", api_trailing_slash, name="api-trailing-slash"),
 ]
 
 urlpatterns = [

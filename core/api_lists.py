@@ -13,10 +13,24 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django_filters.fields import IsoDateTimeField
 from rest_framework import serializers
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
+
+
+class ApiPageNumberPagination(PageNumberPagination):
+    """Every list's pages (``REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"]``): ``?page=N``, a whole
+    number from 1, as the schema says; DRF's ``page=last`` and its empty ``page=`` (read as page 1)
+    are not part of it: a 404, like any page that is not there."""
+
+    last_page_strings = ()
+
+    def get_page_number(self, request: Request, paginator: Any) -> Any:
+        """The ``page`` sent, as sent (an empty one is no page, a 404); 1 when there is none."""
+        number = request.query_params.get(self.page_query_param)
+        return 1 if number is None else number
 
 
 # An APIView answering a list: the project's default filter backends and pagination unless the
@@ -58,9 +72,19 @@ class ListView(APIView):
 class UtcIsoDateTimeField(IsoDateTimeField):
     """An ISO 8601 instant, turned into UTC before it reaches a query: PostgreSQL takes UTC
     offsets up to 15:59 only (``+18:00`` was a 500 "time zone displacement out of range"), and
-    an instant outside the years 1-9999 once in UTC is refused, naming the parameter."""
+    an instant outside the years 1-9999 once in UTC is refused, naming the parameter. A parameter
+    sent empty (``?created_before=``) is refused too: the schema calls it a date-time, and an
+    empty one is no time at all (an absent parameter filters nothing, as before)."""
 
-    default_error_messages = {"range": "must lie within the years 1-9999 once converted to UTC"}
+    default_error_messages = {
+        "range": "must lie within the years 1-9999 once converted to UTC",
+        "empty": "an ISO 8601 time (2026-01-31T00:00Z), not an empty value; leave the parameter out to filter nothing",
+    }
+
+    def clean(self, value: Any) -> datetime.datetime | None:
+        if isinstance(value, str) and not value.strip():
+            raise ValidationError(self.error_messages["empty"], code="empty")
+        return super().clean(value)
 
     def to_python(self, value: Any) -> datetime.datetime | None:
         parsed = super().to_python(value)

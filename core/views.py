@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import Resolver404, resolve
 from django.views.decorators.cache import never_cache
-from django.views.decorators.csrf import requires_csrf_token
+from django.views.decorators.csrf import csrf_exempt, requires_csrf_token
 from django.views.decorators.http import require_http_methods
 from django.views.defaults import page_not_found
 
@@ -98,6 +100,22 @@ def bad_request(request: HttpRequest, exception: BaseException | None = None) ->
 
 
 @requires_csrf_token
+@csrf_exempt  # it only points elsewhere; the endpoint it points at checks what it checks
+@login_not_required  # an API client is answered by the API (401), not sent to the login page
+def api_trailing_slash(request: HttpRequest, route: str) -> HttpResponse:
+    """``/api/<route>`` without the trailing slash that every API path has: a permanent
+    redirect to ``/api/<route>/`` (with the query string) when that names an endpoint, as a 308,
+    so that a POST stays a POST with its body (Django's APPEND_SLASH answers 301, which clients
+    turn into a GET); the API's JSON 404 when it names nothing."""
+    target = f"/api/{route}/"
+    try:
+        resolve(target)
+    except Resolver404:
+        return not_found(request)
+    query = request.META.get("QUERY_STRING", "")
+    return HttpResponsePermanentRedirect(f"{target}?{query}" if query else target, preserve_request=True)
+
+
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """handler404: an address under /api/ that matches nothing answers JSON as the API does
     (``{"detail": "Not found."}``); every other one the 404 page."""

@@ -88,7 +88,7 @@ class CoScriptRunSerializer(RunStateFields, serializers.ModelSerializer):
     def run_state(self, run: CoScriptRun) -> dict:
         return coscript_run_state(run, live=self.live_state)
 
-    @extend_schema_field(OpenApiTypes.FLOAT)
+    @extend_schema_field(serializers.FloatField(allow_null=True))
     def get_kept_rate(self, run: CoScriptRun) -> float | None:
         return run_kept_rate(run)["share"]
 
@@ -280,7 +280,7 @@ class CoScriptConstrainedHow2ScoreView(CoScriptRuns):
         "rows only), and the same per constraint type (docs/coscript.md).",
     )
     def get(self, request: Request, format: str | None = None) -> Response:
-        query = ConstrainedQuerySerializer(data=request.query_params)
+        query = ConstrainedQuerySerializer(data=request.query_params.dict())  # empty values are refused
         query.is_valid(raise_exception=True)
         return Response(
             {

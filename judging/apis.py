@@ -17,7 +17,9 @@ from rest_framework.views import APIView
 
 from core.authentication import ApiTokenAuthentication
 from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MAX_RESAMPLES
+from core.parsers import StrictJSONParser
 from core.permissions import IsResearcher
+from core.serializer_fields import StrictBooleanField, StrictCharField
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASES, BASIS_COMMON
 from judging.models import ComponentsRun, GenerationRun, JudgeRun
@@ -56,18 +58,18 @@ REWARD_MAX_STEPS = 200  # reference steps, resources
 
 
 class RewardItemSerializer(serializers.Serializer):
-    goal = serializers.CharField(max_length=REWARD_MAX_TEXT_CHARS)
+    goal = StrictCharField(max_length=REWARD_MAX_TEXT_CHARS)
     resources = serializers.ListField(
-        child=serializers.CharField(max_length=REWARD_MAX_STEP_CHARS),
+        child=StrictCharField(max_length=REWARD_MAX_STEP_CHARS),
         required=False,
         default=list,
         max_length=REWARD_MAX_STEPS,
     )
     reference_steps = serializers.ListField(
-        child=serializers.CharField(max_length=REWARD_MAX_STEP_CHARS), min_length=1, max_length=REWARD_MAX_STEPS
+        child=StrictCharField(max_length=REWARD_MAX_STEP_CHARS), min_length=1, max_length=REWARD_MAX_STEPS
     )
-    completion = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=REWARD_MAX_TEXT_CHARS)
-    with_score = serializers.BooleanField(
+    completion = StrictCharField(allow_blank=True, trim_whitespace=False, max_length=REWARD_MAX_TEXT_CHARS)
+    with_score = StrictBooleanField(
         required=False,
         default=False,
         help_text="Also return the SCORE term (SCORE / 2.5, rule-based components, offline) and add it to total",
@@ -98,11 +100,18 @@ class RewardBatchSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+@extend_schema_field(
+    {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": settings.REWARD_DEADLINE_SECONDS}
+)
+class _DeadlineField(serializers.FloatField):
+    """Seconds above 0 and at most REWARD_DEADLINE_SECONDS; the schema says both bounds."""
+
+
 class RewardQuerySerializer(serializers.Serializer):
     """The query of a reward request, whichever form its body has; a bad value is a 400
     naming it, before anything is judged."""
 
-    deadline_seconds = serializers.FloatField(
+    deadline_seconds = _DeadlineField(
         required=False,
         help_text=(
             "How long the judge may take, in seconds: above 0 and at most REWARD_DEADLINE_SECONDS (the default). "
@@ -176,6 +185,8 @@ class RewardView(APIView):
 
     authentication_classes = [ApiTokenAuthentication]
     permission_classes = [IsResearcher]
+    # JSON only: a form cannot carry a list of items.
+    parser_classes = [StrictJSONParser]
 
     @extend_schema(
         request=RewardItemSerializer(many=True),
@@ -183,10 +194,13 @@ class RewardView(APIView):
         responses=RewardSerializer(many=True),
     )
     def post(self, request):
-        query = RewardQuerySerializer(data=request.query_params)
+        # A plain dict: a parameter sent empty is refused, not read as its default.
+        query = RewardQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         data = request.data
         shape = "list" if isinstance(data, list) else "items" if isinstance(data, dict) and "items" in data else "one"
+        if shape == "list" and not data:
+            return Response([])  # an empty batch: no rewards, in order
         serializer = (
             RewardBatchSerializer(data={"items": data})
             if shape == "list"
@@ -300,7 +314,7 @@ class LeaderboardView(APIView):
 
     @extend_schema(parameters=[LeaderboardQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
-        query = LeaderboardQuerySerializer(data=request.query_params)
+        query = LeaderboardQuerySerializer(data=request.query_params.dict())  # an empty judge= is refused
         query.is_valid(raise_exception=True)
         data = query.validated_data
         board = leaderboard_ranking(
@@ -352,7 +366,7 @@ class LeaderboardCompareView(APIView):
 
     @extend_schema(parameters=[CompareQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
-        query = CompareQuerySerializer(data=request.query_params)
+        query = CompareQuerySerializer(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         data = query.validated_data
         return Response(

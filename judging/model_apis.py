@@ -12,7 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.parsers import StrictJSONParser
 from core.permissions import IsResearcher
+from core.serializer_fields import StrictCharField
 from judging.model_selectors import language_model_list, language_model_served_at
 from judging.model_services import language_model_create
 from judging.models import LanguageModel, PromptStyle
@@ -46,15 +48,15 @@ class LanguageModelSerializer(serializers.ModelSerializer):
 
 
 class LanguageModelRegisterSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=2000, help_text="Unique; shown on the leaderboard.")
-    endpoint = serializers.CharField(
+    name = StrictCharField(max_length=200, help_text="Unique; shown on the leaderboard.")
+    endpoint = StrictCharField(
         max_length=2000,
         required=False,
         default="role:generate",
         help_text="role:<LLM role> (its endpoint when a run starts) or record:<endpoint record id>.",
     )
-    model = serializers.CharField(
-        max_length=2000,
+    model = StrictCharField(
+        max_length=200,
         required=False,
         allow_blank=True,
         default="",
@@ -71,6 +73,8 @@ class LanguageModelListView(generics.ListAPIView):
     """Paginated like every list of the API (50 per page: count, next, previous, results)."""
 
     permission_classes = [IsResearcher]
+    # A JSON body only: a form cannot tell reasoning's false from the text "0".
+    parser_classes = [StrictJSONParser]
     serializer_class = LanguageModelSerializer
 
     def get_queryset(self):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.validators import RegexValidator
 from django.shortcuts import get_object_or_404
 from django.views.decorators.debug import sensitive_variables
 from drf_spectacular.types import OpenApiTypes
@@ -15,9 +17,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.parsers import StrictJSONParser
 from core.permissions import IsAdminRole, IsResearcher
+from core.serializer_fields import StrictCharField
 from llm.endpoint_selectors import capabilities_view, endpoint_record_list, role_endpoint_rows
 from llm.endpoint_services import (
+    MAX_API_KEY_LENGTH,
     endpoint_record_create,
     endpoint_record_retire,
     endpoint_record_test,
@@ -112,18 +117,36 @@ class EndpointRecordWriteSerializer(serializers.Serializer):
     (only the fields sent change). Limits: whole numbers ≥ 1, or null for the LLM_* default;
     prices: USD per million tokens, or null for the price table."""
 
-    name = _text("Unique name, e.g. vllm-gpu-1.")
-    base_url = _text("http:// or https:// base URL of an OpenAI-compatible API, e.g. http://gpu-1:8000/v1.")
-    model = _text("Model id at the endpoint.")
-    api_key = serializers.CharField(
+    # A record always has these three: a change may give a new value, never an empty one.
+    name = StrictCharField(required=False, max_length=100, help_text="Unique name, e.g. vllm-gpu-1.")
+    base_url = StrictCharField(
+        required=False,
+        max_length=500,
+        validators=[RegexValidator(r"^https?://[^/?#\s]", message="must start with http:// or https:// and a host")],
+        help_text="http:// or https:// base URL of an OpenAI-compatible API, e.g. http://gpu-1:8000/v1.",
+    )
+    model = StrictCharField(required=False, max_length=200, help_text="Model id at the endpoint.")
+    api_key = StrictCharField(
         required=False,
         allow_blank=True,
         allow_null=True,
         write_only=True,
-        max_length=1100,
+        max_length=MAX_API_KEY_LENGTH,
         help_text="A key to store encrypted; never returned. Empty: keep the stored key.",
     )
-    api_key_env = _text("Or the environment variable holding the key (replaces a stored key).")
+    api_key_env = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        max_length=100,
+        validators=[
+            RegexValidator(
+                r"^[A-Za-z_][A-Za-z0-9_]*$",
+                message="must be an environment variable name: letters, digits and _, not starting with a digit",
+            )
+        ],
+        help_text="Or the environment variable holding the key (replaces a stored key); names on the allow-list only.",
+    )
     remove_stored_key = serializers.BooleanField(required=False, default=False, help_text="Forget the stored key.")
     max_concurrency = _text("Requests in flight at once (≥ 1), or null.", 30)
     requests_per_minute = _text("Requests per minute (≥ 1), or null.", 30)
@@ -137,14 +160,27 @@ class EndpointRecordWriteSerializer(serializers.Serializer):
     )
 
 
+class EndpointRecordCreateSerializer(EndpointRecordWriteSerializer):
+    """A new record: name, base_url and model are required."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in ("name", "base_url", "model"):
+            self.fields[name].required = True
+
+
 class RoleAssignmentSerializer(serializers.Serializer):
-    role = serializers.CharField(max_length=100, help_text="One of the LLM roles (generate, how2score_judge, ...).")
+    role = serializers.ChoiceField(choices=(), help_text="One of the LLM roles (generate, how2score_judge, ...).")
     record = serializers.IntegerField(
         allow_null=True,
         min_value=1,
         max_value=2**31 - 1,
         help_text="The endpoint record's id; null: the role uses its environment variables.",
     )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["role"].choices = list(settings.LLM_ROLES)  # the roles of this configuration
 
 
 class RoleRowSerializer(serializers.Serializer):
@@ -160,7 +196,7 @@ class RoleRowSerializer(serializers.Serializer):
     api_key = serializers.CharField(help_text="How the key is kept, never the key.")
     env_differs = serializers.CharField(help_text="Set when the environment names another endpoint than the record.")
 
-    @extend_schema_field(OpenApiTypes.INT)
+    @extend_schema_field({"type": "integer", "nullable": True})
     def get_record(self, row: dict) -> int | None:
         return row["record"].pk if row["record"] is not None else None
 
@@ -188,6 +224,10 @@ _ERRORS = {
 
 
 class _Roles(APIView):
+    # A JSON body only: a form cannot send null (a record's "null for the default"), nor tell
+    # a number from its text.
+    parser_classes = [StrictJSONParser]
+
     def get_permissions(self):
         return [IsResearcher()] if self.request.method in ("GET", "HEAD", "OPTIONS") else [IsAdminRole()]
 
@@ -206,7 +246,7 @@ class EndpointRecordListView(_Roles, generics.ListAPIView):
 
     @extend_schema(
         summary="Add an endpoint record (admin)",
-        request=EndpointRecordWriteSerializer,
+        request=EndpointRecordCreateSerializer,
         responses={201: EndpointRecordSerializer, **_ERRORS},
         examples=[
             OpenApiExample(
@@ -224,7 +264,7 @@ class EndpointRecordListView(_Roles, generics.ListAPIView):
     )
     @sensitive_variables("data", "sent")
     def post(self, request: Request) -> Response:
-        serializer = EndpointRecordWriteSerializer(data=request.data)
+        serializer = EndpointRecordCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         # A refusal (EndpointFieldError) is the exception handler's 400 naming the fields.
         record = endpoint_record_create(
@@ -258,6 +298,7 @@ class EndpointRecordDetailView(_Roles, APIView):
 
 class EndpointRecordTestView(APIView):
     permission_classes = [IsAdminRole]
+    parser_classes = [StrictJSONParser]
 
     @extend_schema(
         summary="Test an endpoint record (admin): send the llm_check request and store the result",
@@ -271,6 +312,7 @@ class EndpointRecordTestView(APIView):
 
 class EndpointRecordRetireView(APIView):
     permission_classes = [IsAdminRole]
+    parser_classes = [StrictJSONParser]
     retire = True
 
     @extend_schema(

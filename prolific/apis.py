@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from django.shortcuts import get_object_or_404
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_variables
@@ -23,6 +24,7 @@ from rest_framework.views import APIView
 from annotate.studies.selectors import study_get
 from core.confirm import CONFIRM_FIELD, CONFIRM_VALUE
 from core.parsers import StrictJSONParser
+from core.serializer_fields import StrictCharField
 from prolific import constants as C
 from prolific.client import ProlificError
 from prolific.models import ProlificBonusBatch, ProlificRequest, ProlificStudyLink
@@ -37,6 +39,7 @@ from prolific.selectors import (
 from prolific.services import (
     ProlificConflict,
     ProlificInvalid,
+    ProlificStudyNotReady,
     prolific_bonus_pay,
     prolific_bonus_preview,
     prolific_bonus_resolve,
@@ -88,9 +91,8 @@ def _errors(**extra: str) -> dict[int, OpenApiResponse]:
 
 def _failure(exc: Exception) -> Response:
     if isinstance(exc, ProlificInvalid):
-        return Response(
-            {exc.field: [exc.message], "detail": f"{exc.field}: {exc.message}"}, status=status.HTTP_400_BAD_REQUEST
-        )
+        code = status.HTTP_409_CONFLICT if isinstance(exc, ProlificStudyNotReady) else status.HTTP_400_BAD_REQUEST
+        return Response({exc.field: [exc.message], "detail": f"{exc.field}: {exc.message}"}, status=code)
     if isinstance(exc, ProlificConflict):
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     assert isinstance(exc, ProlificError)
@@ -188,7 +190,7 @@ def _draft_data(draft: Any) -> dict[str, Any]:
 
 
 class ProlificTokenSerializer(serializers.Serializer):
-    token = serializers.CharField(
+    token = StrictCharField(
         max_length=500,
         trim_whitespace=False,
         help_text="The researcher's Prolific API token (from Prolific's settings); "
@@ -399,9 +401,16 @@ class ReviewView(APIView):
         return Response(ProlificReviewResultSerializer(result).data)
 
 
+# An amount from 0.01 to BONUS_MAX_PER_PARTICIPANT (100) with at most two decimals, as the
+# service reads it (prolific/services.py, _money), written so that the schema says it too.
+AMOUNT_PATTERN = r"^(100(\.00?)?|[1-9][0-9]?(\.[0-9][0-9]?)?|0?\.(0[1-9]|[1-9][0-9]?))$"
+
+
 class ProlificBonusRuleSerializer(serializers.Serializer):
-    per_item = serializers.CharField(
-        max_length=20, help_text='Amount in the study\'s currency per item beyond the quota, e.g. "0.10"'
+    per_item = StrictCharField(
+        max_length=20,
+        validators=[RegexValidator(AMOUNT_PATTERN, message="between 0.01 and 100, at most two decimals")],
+        help_text='Amount in the study\'s currency per item beyond the quota, from 0.01 to 100, e.g. "0.10"',
     )
     quota = serializers.IntegerField(min_value=0, max_value=1_000_000, default=0)
 

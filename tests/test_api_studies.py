@@ -744,7 +744,7 @@ def test_the_report_gives_the_study_pages_numbers_with_n_and_intervals(world, to
     assert report["median_active_seconds"]["value"] == page["progress"]["median_active_seconds"]
     assert report["median_active_seconds"]["n"] == 4
     assert report["hourly_pay"] == page["progress"]["hourly_pay"]
-    assert report["agreement_url"].endswith(f"/api/studies/{study.slug}/agreement")
+    assert report["agreement_url"].endswith(f"/api/studies/{study.slug}/agreement/")
     assert report["choice_results"] is None and report["faithfulness_results"] is None
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from django import forms
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from core.app_errors import InvalidInput
 from core.query_params import QueryFlag, query_params_clean
+from core.serializer_fields import StrictBooleanField
 
 # Column bounds: a value the database could not hold is a 400 naming the field, never a 500.
 SMALL_INT_MAX = 32_767  # PositiveSmallIntegerField
@@ -24,11 +26,19 @@ LABEL_HAS_FAILURE, LABEL_NO_FAILURE = "has_failure", "no_failure"
 EXPORT_FORMATS = ("jsonl", "csv")
 
 
-class Flag(serializers.BooleanField):
+class Flag(StrictBooleanField):
     """A boolean whose absence from a multipart form means its default (DRF reads an absent
-    HTML checkbox as false; an API caller who leaves a field out means the default)."""
+    HTML checkbox as false; an API caller who leaves a field out means the default): true or
+    false in JSON, the words true or false in a form (core/serializer_fields.py)."""
 
     default_empty_html = serializers.empty
+
+
+class IntegerFilter(django_filters.NumberFilter):
+    """A whole-number filter: 0.5 is a 400 naming the parameter (django-filter's NumberFilter
+    reads a decimal), as the schema's integer says."""
+
+    field_class = forms.IntegerField
 
 
 class Text(serializers.CharField):

@@ -33,6 +33,7 @@ from annotate.studies.create_serializers import (
     CREATE_FROM_FILE,
     CREATE_FROM_JUDGE,
     CREATE_FROM_JUDGE_RUN,
+    StudyCreateFormSerializer,
     StudyCreateSerializer,
     StudyImportSerializer,
 )
@@ -42,6 +43,7 @@ from annotate.studies.services import study_round_create, study_update
 from core.parsers import StrictJSONParser
 from core.record_files import RecordError
 from core.roles import is_researcher
+from core.serializer_fields import FormNullDecimalField, StrictBooleanField
 
 
 class StudyListCreateView(generics.ListAPIView):
@@ -76,7 +78,7 @@ class StudyListCreateView(generics.ListAPIView):
             "items_file lists each problem with file, line and field; nothing is created. A file too large "
             "to read in the request is handed to a worker: 202 with the import to follow."
         ),
-        request={"application/json": StudyCreateSerializer, "multipart/form-data": StudyCreateSerializer},
+        request={"application/json": StudyCreateSerializer, "multipart/form-data": StudyCreateFormSerializer},
         responses={
             201: OpenApiResponse(StudyDetailSerializer, description="The new study"),
             202: OpenApiResponse(StudyImportSerializer, description="A worker creates the study"),
@@ -133,8 +135,10 @@ class StudyImportView(APIView):
 class StudySettingsSerializer(serializers.Serializer):
     """The settings the study page edits; a field left out is left as it is."""
 
-    is_open = serializers.BooleanField(required=False, help_text="Open to new annotators")
-    payment_per_item = serializers.DecimalField(
+    unknown_keys_refused = True  # validate() names each unknown key (the schema: additionalProperties false)
+
+    is_open = StrictBooleanField(required=False, help_text="Open to new annotators")
+    payment_per_item = FormNullDecimalField(
         required=False,
         allow_null=True,
         max_digits=8,
@@ -152,7 +156,7 @@ class StudySettingsSerializer(serializers.Serializer):
         max_length=100,
         help_text="Empty: any STUDY_ID may enter",
     )
-    allow_other_pids = serializers.BooleanField(required=False)
+    allow_other_pids = StrictBooleanField(required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(self.initial_data, dict):

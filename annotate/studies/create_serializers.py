@@ -25,6 +25,13 @@ from annotate.studies.api_fields import (
     Pattern,
     Text,
 )
+from core.serializer_fields import (
+    FormNullDecimalField,
+    FormNullIntegerField,
+    StrictBooleanField,
+    StrictFloatField,
+    StrictIntegerField,
+)
 
 if TYPE_CHECKING:
     pass
@@ -60,16 +67,16 @@ class StudyCreateSerializer(serializers.Serializer):
         max_length=200,
         help_text="Also sample judged generations of this judge (as create_study --from-judge)",
     )
-    n_judged = serializers.IntegerField(
+    n_judged = StrictIntegerField(
         required=False,
         allow_null=True,
         min_value=1,
         max_value=MAX_SAMPLE,
         help_text="How many judged generations (stratified by topic and label)",
     )
-    seed = serializers.IntegerField(required=False, default=0, min_value=0, max_value=SEED_MAX)
+    seed = StrictIntegerField(required=False, default=0, min_value=0, max_value=SEED_MAX)
     judge_runs = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=INT_MAX),
+        child=StrictIntegerField(min_value=1, max_value=INT_MAX),
         required=False,
         max_length=100,
         help_text="Only judgments of these judge runs (ids, as /api/judging/judge-runs/ lists them); judge defaults "
@@ -95,46 +102,44 @@ class StudyCreateSerializer(serializers.Serializer):
         trim_whitespace=False,
         help_text="Empty: the kind's default guidelines",
     )
-    annotators_per_item = serializers.IntegerField(
+    annotators_per_item = StrictIntegerField(
         required=False, default=C.ANNOTATORS_PER_ITEM_DEFAULT, min_value=1, max_value=100
     )
-    min_seconds = serializers.IntegerField(
+    min_seconds = StrictIntegerField(
         required=False, allow_null=True, min_value=0, max_value=INT_MAX, help_text="Empty: the kind's default"
     )
-    lease_minutes = serializers.IntegerField(
-        required=False, default=C.LEASE_MINUTES_DEFAULT, min_value=1, max_value=INT_MAX
-    )
+    lease_minutes = StrictIntegerField(required=False, default=C.LEASE_MINUTES_DEFAULT, min_value=1, max_value=INT_MAX)
     training_enabled = Flag(required=False, default=True)
     qualification_enabled = serializers.ChoiceField(
         choices=[(QUALIFICATION_AUTO, "when the items include gold qualification items"), ("on", "on"), ("off", "off")],
         required=False,
         default=QUALIFICATION_AUTO,
     )
-    qualification_pass = serializers.IntegerField(
+    qualification_pass = StrictIntegerField(
         required=False,
         allow_null=True,
         min_value=1,
         max_value=SMALL_INT_MAX,
         help_text="Gold items needed to pass; empty: 80 % of them",
     )
-    attention_check_rate = serializers.FloatField(
+    attention_check_rate = StrictFloatField(
         required=False,
         allow_null=True,
         min_value=0,
         max_value=0.99,
         help_text="Empty: the default when the items include checks, else 0",
     )
-    attention_max_failures = serializers.IntegerField(
+    attention_max_failures = StrictIntegerField(
         required=False, default=C.ATTENTION_MAX_FAILURES_DEFAULT, min_value=0, max_value=SMALL_INT_MAX
     )
-    max_items_per_annotator = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=INT_MAX)
-    items_per_page = serializers.IntegerField(required=False, default=1, min_value=1, max_value=C.MAX_ITEMS_PER_PAGE)
+    max_items_per_annotator = FormNullIntegerField(required=False, allow_null=True, min_value=1, max_value=INT_MAX)
+    items_per_page = StrictIntegerField(required=False, default=1, min_value=1, max_value=C.MAX_ITEMS_PER_PAGE)
     completion_code = Text(required=False, allow_blank=True, max_length=64)
     screened_out_code = Text(required=False, allow_blank=True, max_length=64)
-    payment_per_item = serializers.DecimalField(
+    payment_per_item = FormNullDecimalField(
         required=False, allow_null=True, max_digits=8, decimal_places=2, min_value=Decimal(0), help_text="USD per item"
     )
-    min_annotations_for_majority = serializers.IntegerField(
+    min_annotations_for_majority = StrictIntegerField(
         required=False,
         default=C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT,
         min_value=C.MIN_ANNOTATIONS_FOR_MAJORITY_MIN,
@@ -207,6 +212,20 @@ class StudyCreateSerializer(serializers.Serializer):
         data = self.validated_data
         qualification = {QUALIFICATION_AUTO: None, "on": True}.get(data["qualification_enabled"], False)
         return study_create_options({**data, "qualification_enabled": qualification})
+
+
+class StudyCreateFormSerializer(StudyCreateSerializer):
+    """The schema of the same fields sent as a form (multipart/form-data), which carries text
+    only: a true/false setting is the word true or false there (Flag reads those), so the form's
+    schema says so; the view reads the form with StudyCreateSerializer."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, field in list(self.fields.items()):
+            if isinstance(field, StrictBooleanField):
+                self.fields[name] = serializers.ChoiceField(
+                    choices=["true", "false"], required=False, help_text=field.help_text
+                )
 
 
 class StudyImportSerializer(serializers.ModelSerializer):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import django_filters
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import generics, serializers
 from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNegotiation
 from rest_framework.views import APIView
@@ -24,6 +24,7 @@ from annotate.studies.api_fields import (
     LABEL_HAS_FAILURE,
     LABEL_NO_FAILURE,
     IncludeTestQuery,
+    IntegerFilter,
     StrictBooleanFilter,
     error_responses,
     include_test,
@@ -149,7 +150,14 @@ class StudyItemListView(StudyScoped, generics.ListAPIView):
 
     @extend_schema(
         summary="A study's items",
-        parameters=[INCLUDE_TEST],
+        parameters=[
+            INCLUDE_TEST,
+            OpenApiParameter(
+                "done",
+                {"type": "string", "enum": list(StrictBooleanFilter.VALUES)},
+                description="true: main items with k slots filled; false: those without; also 1/0, yes/no",
+            ),
+        ],
         description="Items (role, then position) with their annotations counted against k. Filters: "
         "role, done (main-pool items with / without k slots filled), item_id; search: "
         "item_id, goal or topic.",
@@ -159,9 +167,31 @@ class StudyItemListView(StudyScoped, generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
 
+# The filters whose schema django-filter's own does not say: whole numbers within bounds, and the
+# words a true/false filter takes (drf-spectacular read ``excluded`` as a boolean of strings).
+ANNOTATION_FILTER_PARAMETERS = [
+    OpenApiParameter(
+        "participant",
+        {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+        description="The participant's id (as /participants/ lists them)",
+    ),
+    OpenApiParameter(
+        "choice",
+        {"type": "integer", "minimum": -1, "maximum": 1000},
+        description="Multiple choice: the chosen option's index",
+    ),
+    OpenApiParameter(
+        "excluded",
+        {"type": "string", "enum": list(StrictBooleanFilter.VALUES)},
+        description="true: only excluded annotations; false: only those not excluded (surplus ones among them, "
+        "marked surplus, do not count either); also 1/0, yes/no",
+    ),
+]
+
+
 class AnnotationFilter(django_filters.FilterSet):
     item = django_filters.CharFilter(field_name="item__item_id", max_length=200, help_text="The item's item_id")
-    participant = django_filters.NumberFilter(
+    participant = IntegerFilter(
         field_name="participation_id",
         min_value=1,
         max_value=2**63 - 1,
@@ -178,7 +208,7 @@ class AnnotationFilter(django_filters.FilterSet):
         method="filter_label",
         help_text="Critical failure: the annotator's has_failure label",
     )
-    choice = django_filters.NumberFilter(
+    choice = IntegerFilter(
         method="filter_choice", min_value=-1, max_value=1000, help_text="Multiple choice: the chosen option's index"
     )
     source = django_filters.ChoiceFilter(choices=ItemRole.choices, help_text="main, attention or qualification")
@@ -268,7 +298,7 @@ class StudyAnnotationListView(StudyScoped, generics.ListAPIView):
 
     @extend_schema(
         summary="A study's annotations",
-        parameters=[INCLUDE_TEST],
+        parameters=[INCLUDE_TEST, *ANNOTATION_FILTER_PARAMETERS],
         description="Every submitted annotation, oldest first (excluded ones included and marked). "
         "Filters: item (item_id), participant (id), annotator (PID), label "
         "(has_failure/no_failure), choice, source, excluded, submitted_after / "

@@ -151,14 +151,15 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["core.permissions.IsResearcher"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.api_lists.ApiPageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.SearchFilter",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's, with the refusals every operation can give (core/api_schema.py).
+    "DEFAULT_SCHEMA_CLASS": "core.api_schema.ApiAutoSchema",
     # The application's error family (core/app_errors.py) answered with its status and body.
     "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
 }
@@ -170,6 +171,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # A request's components apart from a response's: an upload is a file (format binary) in
+    # the request, and a required string there may not be blank (minLength 1).
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Each endpoint by its one spelling (a trailing slash); old spellings are aliases (config/urls.py).
+    "PREPROCESSING_HOOKS": ["core.api_schema.schema_endpoints_canonical"],
     # One name per choice set shared by several fields (studies API: an item's role is an
     # annotation's source; a study import's status is not a run's).
     "ENUM_NAME_OVERRIDES": {

@@ -1,0 +1,158 @@
+"""The OpenAPI schema says what the API answers, refusals included (docs/api.md, "Errors").
+
+``ApiAutoSchema`` (``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]``) adds to every operation the
+refusals that its view can give whatever the view itself declares, each with the one error body
+of ``core.errors.api_exception_handler`` (``ApiError``):
+
+* 400 on every operation: any request may be refused before the view runs (a NUL character in a
+  parameter, a body above its cap, a JSON body that is not strict JSON; core/middleware.py,
+  core/strict_json.py), and every parameter and body is validated;
+* 401 and 403 where the view needs a signed-in caller (every view but an ``AllowAny`` one);
+* 404 where the path names an object (a path parameter) or the list is paginated (a page past the
+  end is ``{"detail": "Invalid page."}``);
+* 429 where the view is throttled.
+
+A status the view declares itself keeps the view's description; its body schema also admits
+``ApiError`` for 400 (the refusals before the view share that shape, not the view's).
+
+A request serializer with ``unknown_keys_refused = True`` (it refuses a key it does not know, by
+name) has ``additionalProperties: false``: the schema says what the serializer does.
+
+A decimal sent as text has a pattern that needs a digit and respects the field's digits and sign.
+
+A related object a response names by a slug or string (``created_by``, ``first_round``) is
+``nullable`` when its model field is: drf-spectacular reads ``allow_null`` only, which a
+read-only relation never sets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import ResolvedComponent
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+
+ERROR_COMPONENT = "ApiError"
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "A refusal: each refused field, body key or query parameter with its problems "
+        '(`{"seed": ["expected a non-negative integer"]}`), and `detail`, the whole message, when '
+        "the refusal has one beyond its fields (docs/api.md, Errors)."
+    ),
+    "properties": {"detail": {"type": "string", "description": "The whole message"}},
+    "additionalProperties": True,
+}
+
+REFUSALS: dict[str, str] = {
+    "400": (
+        "Refused input: each field, body key or query parameter with its problems, and `detail` "
+        "when the refusal has a message of its own; nothing was changed"
+    ),
+    "401": "Not logged in (no token or session)",
+    "403": "The role this endpoint needs is missing",
+    "404": "Nothing with this id or slug (or a page past the end of a list)",
+    "429": "Too many requests; try again later",
+}
+
+
+class ApiAutoSchema(AutoSchema):
+    """drf-spectacular's AutoSchema with the refusals every operation can give (module docstring)."""
+
+    def _refusal_codes(self) -> list[str]:
+        codes = ["400"]
+        permissions = [type(permission) for permission in self.view.get_permissions()]
+        if any(permission is not AllowAny for permission in permissions):
+            codes += ["401", "403"]
+        if self._path_has_parameters() or self._paginates():
+            codes.append("404")
+        if self.view.get_throttles():
+            codes.append("429")
+        return codes
+
+    def _path_has_parameters(self) -> bool:
+        return "{" in self.path
+
+    def _paginates(self) -> bool:
+        return self.method == "GET" and self._get_paginator() is not None and self._is_list_view()
+
+    def _error_ref(self) -> dict[str, str]:
+        component = ResolvedComponent(
+            name=ERROR_COMPONENT, type=ResolvedComponent.SCHEMA, object=ERROR_COMPONENT, schema=ERROR_SCHEMA
+        )
+        self.registry.register_on_missing(component)
+        return component.ref
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        if direction != "response":
+            return responses
+        error = self._error_ref()
+        for code in self._refusal_codes():
+            declared = responses.get(code)
+            if declared is None:
+                responses[code] = {"content": {"application/json": {"schema": error}}, "description": REFUSALS[code]}
+                continue
+            content = declared.setdefault("content", {})
+            body = content.get("application/json")
+            if body is None:
+                content["application/json"] = {"schema": error}
+            elif code == "400" and body.get("schema") not in (None, error):
+                body["schema"] = {"anyOf": [body["schema"], error]}
+        return responses
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if isinstance(field, serializers.DecimalField) and schema.get("format") == "decimal" and "pattern" in schema:
+            schema["pattern"] = decimal_pattern(field)
+        return schema
+
+    def _map_basic_serializer(self, serializer, direction):
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and getattr(serializer, "unknown_keys_refused", False):
+            schema["additionalProperties"] = False
+        return schema
+
+    def _get_serializer_field_meta(self, field, direction):
+        meta = super()._get_serializer_field_meta(field, direction)
+        if _nullable_relation(field):
+            meta["nullable"] = True
+        return meta
+
+
+def decimal_pattern(field: serializers.DecimalField) -> str:
+    """The text of a DecimalField's values: at least one digit (drf-spectacular's pattern lets
+    "", "-" and "." through, which the field refuses), at most its whole and decimal digits, and
+    no sign when it takes no negative value."""
+    whole, places = field.max_whole_digits, field.decimal_places
+    sign = "" if field.min_value is not None and field.min_value >= 0 else "-?"
+    fraction = rf"(?:\.\d{{0,{places}}})?" if places else ""
+    integer = rf"\d{{1,{whole}}}" if whole is not None else r"\d+"
+    alternatives = [integer + fraction] if whole != 0 else []
+    if places:
+        alternatives.append(rf"\.\d{{1,{places}}}")
+    return rf"^{sign}(?:{'|'.join(alternatives)})$"
+
+
+def _nullable_relation(field: Any) -> bool:
+    """A relation (SlugRelatedField, StringRelatedField, ...) whose model field may be NULL."""
+    if not isinstance(field, serializers.RelatedField) or field.allow_null:
+        return False
+    model = getattr(getattr(field.parent, "Meta", None), "model", None)
+    if model is None or not field.source or "." in field.source:
+        return False
+    try:
+        model_field = model._meta.get_field(field.source)
+    except Exception:
+        return False
+    return bool(getattr(model_field, "null", False))
+
+
+def schema_endpoints_canonical(endpoints: list[Any]) -> list[Any]:
+    """SPECTACULAR_SETTINGS' preprocessing hook: the schema lists each endpoint by the API's one
+    spelling, with the trailing slash; an old spelling kept as an alias (config/urls.py,
+    ``slash_and_alias``) is left out."""
+    return [
+        endpoint for endpoint in endpoints if not (endpoint[0].startswith("/api/") and not endpoint[0].endswith("/"))
+    ]
