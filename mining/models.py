@@ -246,6 +246,19 @@ class MiningRun(LiveRunState):
     def prompt_hashes(self) -> dict[str, str]:
         return {stage: spec.get("prompt_hash", "") for stage, spec in self.stages.items()}
 
+    @property
+    def pools_documents(self) -> bool:
+        """The reference's no-topics mode: the run's one topic is a pseudo-topic under which
+        every document of its corpus is sampled (``candidates_per_topic`` is the total
+        budget), and each procedure keeps its document's own topic."""
+        return bool(((self.config or {}).get("reference") or {}).get("pooled"))
+
+    def documents_for_sampling(self, topic_ids: list[int]) -> models.QuerySet[Document]:
+        """The corpus documents the run samples for these topics: those present when the run
+        was created, of these topics (or all of them when the run pools its documents)."""
+        documents = self.corpus.documents.filter(pk__lte=(self.config or {}).get("max_document_id", 0))
+        return documents if self.pools_documents else documents.filter(topic_id__in=topic_ids)
+
 
 class CandidateStatus(models.TextChoices):
     PENDING = "pending", "Pending"  # some stage still to run

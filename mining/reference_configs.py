@@ -61,7 +61,9 @@ EXPORT_FORMATS = {
     "parquet": ("parquet", ".parquet"),
     "arrow_ipc": ("arrow", ".arrow"),
 }
-NO_TOPICS = "all"  # the reference's pseudo-topic of its no-topics mode
+# The reference's pseudo-topic of its no-topics mode: the run samples every document under it
+# (one total budget), while each procedure keeps its document's own topic ("" when none).
+NO_TOPICS = "all"
 SIZE_UNITS = {
     "": 1,
     "B": 1,
@@ -95,7 +97,7 @@ def parse_size(value: Any, where: str, t: Translation) -> int:
     return int(number * SIZE_UNITS[unit])
 
 
-def _inputs(raw: Any, t: Translation, base_dir: Path, use_topics: bool) -> dict[str, Any]:
+def _inputs(raw: Any, t: Translation, base_dir: Path) -> dict[str, Any]:
     inputs = mapping(raw, "inputs", t)
     refuse_unknown(inputs, INPUT_KEYS, "inputs", t)
     kind = str(inputs.get("kind", "documents")).strip() or "documents"
@@ -115,7 +117,7 @@ def _inputs(raw: Any, t: Translation, base_dir: Path, use_topics: bool) -> dict[
         "path": str(path_value(inputs.get("path"), "inputs.path", t, base_dir)),
         "include": [g.strip() for g in globs if g.strip()],
         "fields": fields,
-        "fixed_topic": "" if use_topics else NO_TOPICS,
+        "fixed_topic": "",  # documents keep their own topic, in the no-topics mode too
     }
 
 
@@ -225,7 +227,7 @@ def mining_reference_translate(data: dict[str, Any], *, source: str, base_dir: P
     export_fmt, suffix = EXPORT_FORMATS[fmt]
     inputs = None
     if "inputs" in data or "corpus" not in data:
-        inputs = _inputs(data.get("inputs"), t, base, use_topics)
+        inputs = _inputs(data.get("inputs"), t, base)
     elif not use_topics:
         config["topics"] = "all"  # an imported corpus without inputs: every topic it has
     for key in OWN_KEYS:
@@ -235,6 +237,8 @@ def mining_reference_translate(data: dict[str, Any], *, source: str, base_dir: P
         "out_root": str(out_root),
         "inputs": inputs,
         "no_topics": not use_topics,
+        # every document of the imported corpus is sampled under the pseudo-topic NO_TOPICS
+        "pooled": inputs is not None and not use_topics,
         "export": {
             "output": str(out_root / "data" / f"all_valid{suffix}"),
             "format": export_fmt,

@@ -140,11 +140,12 @@ def _planned_per_topic(run: MiningRun, topic_ids: list[int], per_topic_status: d
     the corpus holds for the topic (the documents present when the run was created, as
     the sampler sees them) when that is fewer; a topic that met
     ``desired_valid_per_topic`` and has nothing pending takes no more than it has."""
-    available = dict(
-        run.corpus.documents.filter(topic_id__in=topic_ids, pk__lte=run.config.get("max_document_id", 0))
-        .values_list("topic_id")
-        .annotate(n=Count("id"))
-    )
+    if run.pools_documents:  # the no-topics mode: every document under the one pseudo-topic
+        available = {topic_id: run.documents_for_sampling(topic_ids).count() for topic_id in topic_ids}
+    else:
+        available = dict(
+            run.documents_for_sampling(topic_ids).values_list("topic_id").annotate(n=Count("id")).order_by()
+        )
     planned = {}
     for topic_id in topic_ids:
         counts = per_topic_status[topic_id]

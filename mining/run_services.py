@@ -18,6 +18,7 @@ from core.stored_values import StrictJSONError, check_stored_values
 from llm.models import FINISHED
 from llm.runs import run_action_refusal
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
+from mining.procedure_records import NO_TOPIC
 from mining.run_configs import mining_config_parse
 from mining.runner import run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
 from mining.services import TopicResolver, procedure_export, shard_path
@@ -92,7 +93,12 @@ def _resolve_stages(config: dict[str, Any], source: str) -> dict[str, dict[str, 
     return stages
 
 
-def _topics(corpus: Corpus, wanted: Any, source: str) -> list[Topic]:
+def _topics(corpus: Corpus, wanted: Any, source: str, *, pooled: bool = False) -> list[Topic]:
+    if pooled:  # the no-topics mode: its pseudo-topic, and the topic of documents without one
+        resolver = TopicResolver(create=True)
+        resolver.resolve(NO_TOPIC)
+        pooled_topics = [resolver.resolve(name) for name in wanted]
+        return [topic for topic in pooled_topics if topic is not None]  # created when missing
     present = Topic.objects.filter(documents__corpus=corpus).distinct().order_by("position", "name")
     if wanted == "all":
         topics = list(present)
@@ -146,7 +152,7 @@ def mining_run_create(
             f"{source}: a run named {config['name']!r} exists; change its stages with "
             "mining_run_update_stages (mine_run with the same name) or choose another name"
         )
-    topics = _topics(corpus, config["topics"], source)
+    topics = _topics(corpus, config["topics"], source, pooled=bool((config.get("reference") or {}).get("pooled")))
     config["corpus"] = corpus.name
     config["max_document_id"] = corpus.documents.aggregate(m=Max("pk"))["m"] or 0
     run = MiningRun.objects.create(

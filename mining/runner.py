@@ -75,8 +75,10 @@ from mining.models import (
     MiningRunStatus,
     Procedure,
     StageResult,
+    Topic,
     procedure_identity,
 )
+from mining.procedure_records import NO_TOPIC
 from mining.run_configs import stage_prompt_path
 from mining.stage_schemas import PROMPT_PLACEHOLDERS, stage_schema
 from mining.stages import (
@@ -323,6 +325,7 @@ class Walker:
         self.stop_reason: str | None = None
         self.watch = RunWatch()
         self.local = threading.local()  # per thread: CPU of its last write, counted with its next document
+        self.no_topic_id: int | None = None
 
     def client(self, stage: str) -> LLMClient:
         plan = self.plans[stage]
@@ -628,6 +631,12 @@ class Walker:
         if final.status is not None:
             candidate.status, candidate.procedure = final.status, final.procedure
 
+    def _no_topic_id(self) -> int:
+        """The topic of a procedure whose document has none (written back as ``""``)."""
+        if self.no_topic_id is None:
+            self.no_topic_id = Topic.objects.get(name=NO_TOPIC).pk  # made by mining_run_create
+        return self.no_topic_id
+
     def _procedure_store(
         self,
         candidate: MiningCandidate,
@@ -653,8 +662,11 @@ class Walker:
             "processed_example": answers,
         }
         # Stored clean: stripped, no empty steps, each resource once (procedure_fields).
+        topic_id = candidate.topic_id
+        if self.run.pools_documents:  # the no-topics mode: the document's own topic, or none
+            topic_id = document.topic_id or self._no_topic_id()
         procedure = Procedure(
-            topic_id=candidate.topic_id,
+            topic_id=topic_id,
             **procedure_fields(draft),
             source_example_id=document.doc_id,
             source_url=document.url,
@@ -721,11 +733,7 @@ def _procedure_discard(procedure_id: int, run: MiningRun) -> None:
 
 def _topic_order(run: MiningRun, topic_id: int, slug: str) -> list[int]:
     """The run's seeded order of a topic's documents (those present when the run was created)."""
-    ids = list(
-        run.corpus.documents.filter(topic_id=topic_id, pk__lte=run.config.get("max_document_id", 0))
-        .order_by("pk")
-        .values_list("pk", flat=True)
-    )
+    ids = list(run.documents_for_sampling([topic_id]).order_by("pk").values_list("pk", flat=True))
     random.Random(f"{run.seed}:{slug}").shuffle(ids)
     return ids
 

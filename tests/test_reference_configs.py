@@ -168,7 +168,9 @@ def test_the_reference_default_of_min_steps_is_not_taken_without_targets_min_ste
 def test_no_topics_mode_mines_every_record_under_one_topic_with_a_total_budget():
     config = mining_config_parse(fill(NO_TOPICS), source="no_topics.yaml")
     assert config["name"] == "no_topics_run" and config["topics"] == ["all"] and config["candidates_per_topic"] == 5
-    assert config["reference"]["inputs"]["fixed_topic"] == "all" and config["reference"]["no_topics"]
+    # the documents keep their own topics; the run samples all of them under the pseudo-topic
+    assert config["reference"]["inputs"]["fixed_topic"] == "" and config["reference"]["no_topics"]
+    assert config["reference"]["pooled"]
     assert config["desired_valid_per_topic"] is None and config["extract_batch_size"] == 0
 
 

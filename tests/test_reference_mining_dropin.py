@@ -258,6 +258,40 @@ def test_the_flat_records_take_the_export_format_and_its_shards(miner, tmp_path,
     assert all((data / name).stat().st_size <= 3000 for name in flat if len(flat) > 1)
 
 
+# --- item 6: the no-topics mode keeps each document's own topic -------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_topics_mode_keeps_each_documents_own_topic(miner, tmp_path, monkeypatch):
+    topics_ensure()
+    monkeypatch.chdir(tmp_path)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    rows = []
+    for i in range(7):
+        row = {"id": f"d{i}", "text": document_text(f"d{i}", f"Fix part {i}"), "url": f"https://example.org/{i}"}
+        if i % 2:
+            row["topic"] = "Health"  # the reference's default topic field; others have none
+        rows.append(row)
+    (docs / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mine(write_config(tmp_path / "no_topics.yaml", NO_TOPICS, out_root="out/no_topics_run", inputs=str(docs)))
+    run = MiningRun.objects.get(name="no_topics_run")
+    assert run.candidates.count() == 6  # candidates_per_topic is the total budget
+    data = tmp_path / "out" / "no_topics_run" / "data"
+    full = read_jsonl(data / "all_valid.jsonl")
+    flat = read_jsonl(data / "all_valid_flat.jsonl")
+    assert len(full) == len(flat) == 6
+    expected = {f"d{i}": ("Health" if i % 2 else "") for i in range(7)}
+    assert {r["source_example"]["id"]: r["source_example"]["topic"] for r in full} == {
+        doc: topic for doc, topic in expected.items() if doc in {r["source_example"]["id"] for r in full}
+    }
+    assert {r["source_example_id"]: r["topic"] for r in flat} == {
+        r["source_example"]["id"]: r["source_example"]["topic"] for r in full
+    }
+    assert "all" not in {r["source_example"]["topic"] for r in full}
+    assert not Procedure.objects.filter(topic__name="all").exists()
+
+
 # --- item 2: the data migration links the procedures stored before -------------------------------
 
 
