@@ -61,6 +61,14 @@ INPUT_KEYS = {
     "include_globs",
 }
 PROMPT_KEYS = {"inference_base", "inference_inst", "judge"}
+# The reference's prompt file for each key a config's prompts block leaves out, relative to
+# the working directory (its bench/config.py): used when the file is there (a user running
+# from the reference's tree has them), else the product's own prompt (PROMPTS_DIR, bundled).
+REFERENCE_DEFAULT_PROMPTS = {
+    "inference_base": "prompts/inference_base.txt",
+    "inference_inst": "prompts/inference_inst.txt",
+    "judge": "prompts/judge.txt",
+}
 EXECUTORS = ("online", "batch", "vllm_offline")
 RECORD_SUFFIXES = (
     ".jsonl",
@@ -325,8 +333,40 @@ def _inputs(raw: Any, t: Translation, base_dir: Path) -> list[str] | None:
     return _input_files(inputs, t, base_dir)
 
 
-def bench_reference_translate(data: dict[str, Any], *, source: str, base_dir: Path | None = None) -> dict[str, Any]:
-    """Our generation and judge runs from a reference bench configuration (module docstring)."""
+def _default_prompts(data: dict[str, Any], prompts: dict[str, str], t: Translation, base_dir: Path) -> None:
+    """The reference's default prompt files (REFERENCE_DEFAULT_PROMPTS) for the keys the
+    prompts block leaves out and the runs use (the judge's, and each listed prompt style's),
+    each with a note saying which file is read."""
+    raw_defaults = data.get("generator_defaults")
+    defaults: dict[str, Any] = raw_defaults if isinstance(raw_defaults, dict) else {}
+    styles = set()
+    for entry in data.get("models") or []:
+        style = entry.get("prompt_style", defaults.get("prompt_style")) if isinstance(entry, dict) else None
+        styles.add(str(style or defaults.get("prompt_style") or "").strip().lower())
+    used = [f"inference_{style}" for style in ("inst", "base") if style in styles] + ["judge"]
+    for key in used:
+        if key in prompts:
+            continue
+        relative = REFERENCE_DEFAULT_PROMPTS[key]
+        candidate = base_dir / relative
+        if candidate.is_file():
+            prompts[key] = str(candidate)
+            t.note(f"prompts.{key}", f"omitted: {candidate} is read, the reference's default in the working directory")
+        else:
+            t.note(
+                f"prompts.{key}",
+                f"omitted, and no {relative} in the working directory ({base_dir}), where the reference reads "
+                "it: the product's prompt is used (PROMPTS_DIR, else the bundled file; the run records which)",
+            )
+
+
+def bench_reference_translate(
+    data: dict[str, Any], *, source: str, base_dir: Path | None = None, default_prompts: bool = True
+) -> dict[str, Any]:
+    """Our generation and judge runs from a reference bench configuration (module docstring).
+    ``default_prompts``: read the reference's default prompt files from ``base_dir`` (the
+    working directory) for the keys the prompts block leaves out; False where there is no
+    user's working directory (a launch through the API)."""
     t = Translation(source)
     base = Path.cwd() if base_dir is None else base_dir
     for key in LEGACY_KEYS:
@@ -345,6 +385,8 @@ def bench_reference_translate(data: dict[str, Any], *, source: str, base_dir: Pa
     prompts_raw = mapping(data.get("prompts"), "prompts", t)
     refuse_unknown(prompts_raw, PROMPT_KEYS, "prompts", t)
     prompts = {k: str(path_value(v, f"prompts.{k}", t, base)) for k, v in prompts_raw.items()}
+    if default_prompts:
+        _default_prompts(data, prompts, t, base)
     paths = mapping(data.get("paths"), "paths", t)
     refuse_unknown(paths, {"generations", "judgments"}, "paths", t)
     generations_file = judgments_file = None

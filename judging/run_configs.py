@@ -166,7 +166,9 @@ def reference_bench_config_parse(
                 "import them on the server first (import_procedures, or bench_run) and launch "
                 "without it"
             )
-    return bench_reference_translate(data, source=source, base_dir=base_dir)
+    # Without server files (the API) there is no user's working directory to find the
+    # reference's default prompt files in: the product's prompts, or the prompts block's.
+    return bench_reference_translate(data, source=source, base_dir=base_dir, default_prompts=server_files)
 
 
 def generation_config_load(path: str | Path) -> dict[str, Any]:

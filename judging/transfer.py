@@ -43,6 +43,7 @@ from judging.how2score import (
 from judging.models import Generation, GenerationRun, Judgment, LanguageModel, RunStatus
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
+from llm.models import LedgerEntry
 from mining.models import Procedure
 from mining.procedure_records import NO_TOPIC
 from mining.services import record_read_limits
@@ -136,9 +137,11 @@ def _steps_key(steps: Any) -> list[str] | None:
     return [s.strip() for s in steps if s.strip()]
 
 
-def generation_record(generation: Generation) -> dict[str, Any]:
+def generation_record(generation: Generation, *, prompt: str = "", model_id: str | None = None) -> dict[str, Any]:
     """One generation in the ``how2bench.generation.v1`` shape (with ``model`` and
-    ``outcome`` beside), the fields of the record it was imported from written back."""
+    ``outcome`` beside), the fields of the record it was imported from written back.
+    ``prompt``: the prompt that was sent; ``model_id``: the model the endpoint was asked
+    (``generator.model``, as the reference writes it; default: the generation's model name)."""
     p, run = generation.procedure, generation.run
     written = {
         "schema_version": GENERATION_SCHEMA_VERSION,
@@ -151,8 +154,12 @@ def generation_record(generation: Generation) -> dict[str, Any]:
         "resources": p.resources,
         "model_completion": generation.model_completion,
         "predicted_steps": generation.predicted_steps,
-        "prompt": "",
-        "generator": {"backend": run.executor if run is not None else "", "provider": "", "model": generation.model},
+        "prompt": prompt,
+        "generator": {
+            "backend": run.executor if run is not None else "",
+            "provider": "",
+            "model": model_id or generation.model,
+        },
         "model": generation.model,
         "outcome": generation.outcome,
     }
@@ -392,11 +399,41 @@ def judgments_import(
     return created
 
 
+def _request_text(request: dict[str, Any]) -> str:
+    """The prompt a request sent: a plain completion's prompt, else its (last) user message."""
+    if request.get("prompt") is not None:
+        return str(request["prompt"])
+    users = [m for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
+    return str(users[-1].get("content") or "") if users else ""
+
+
+def generation_run_sent(run: GenerationRun) -> tuple[dict[str, str], dict[str, str]]:
+    """What a generation run sent, by ledger key: the prompt of each of its requests (from
+    its LLM job) and the model each answer came from (the ledger's entry, i.e. the model id
+    the endpoint was asked, which a run of the role's own model does not name itself)."""
+    job = run.llm_job
+    if job is None:
+        return {}, {}
+    prompts = {key: _request_text(request) for key, request in zip(job.keys or [], job.requests or [])}
+    models = dict(LedgerEntry.objects.filter(key__in=list(prompts)).values_list("key", "model"))
+    return prompts, models
+
+
 def generations_export(*, run: GenerationRun, output: str | Path) -> int:
+    """A run's generations as ``how2bench.generation.v1`` records, each with the prompt it
+    was sent and the model id that answered (``generation_run_sent``); an imported
+    generation writes back what its record said."""
     count = 0
+    prompts, models = generation_run_sent(run)
+    fallback_model = run.language_model.model or None
     with atomic_output(output) as handle:
         for g in run.generations.select_related("procedure__topic", "run").order_by("id"):
-            handle.write((json.dumps(generation_record(g), ensure_ascii=False) + "\n").encode("utf-8"))
+            key = (g.provenance or {}).get("ledger_key")
+            if key is None:  # imported: its record's fields are written back
+                record = generation_record(g)
+            else:
+                record = generation_record(g, prompt=prompts.get(key, ""), model_id=models.get(key) or fallback_model)
+            handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
             count += 1
     return count
 

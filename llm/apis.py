@@ -53,7 +53,7 @@ class RunStateFields(serializers.Serializer):
 
     # What Meta.fields lists for the state (a run owning one LLM job: OWNED_RUN_FIELDS).
     STATE_FIELDS = ("status", "outcomes", "n_failed", "top_errors", "reason", "breaker", "last_heartbeat")
-    OWNED_RUN_FIELDS = (*STATE_FIELDS, "prompt_hash", "executor", "created_at", "finished_at")
+    OWNED_RUN_FIELDS = (*STATE_FIELDS, "prompt_file", "prompt_hash", "executor", "created_at", "finished_at")
 
     status = serializers.SerializerMethodField(
         help_text=(

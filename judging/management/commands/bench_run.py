@@ -22,6 +22,11 @@ from llm.run_commands import run_finished_line, runs_done_check
 from llm.runs import owned_run_state, run_state_json
 
 
+def _prompt_used(run) -> str:
+    """Which prompt file a run sends, and the SHA-256 of its text."""
+    return f"prompt {run.prompt_file} (sha256 {run.prompt_hash})"
+
+
 class Command(BaseCommand):
     help = (
         "bench_run generate|judge --config FILE.yaml [--wait]; bench_run components --run NAME|--config FILE.yaml "
@@ -92,7 +97,9 @@ class Command(BaseCommand):
         launch = bench_generate_launch(config_text=config_read(source), source=source, start=not options["wait"])
         self._launched(launch)
         for run in launch.runs:
-            self.stdout.write(f"generation run {run.name!r} (id {run.pk}): {len(run.procedure_ids)} procedures")
+            self.stdout.write(
+                f"generation run {run.name!r} (id {run.pk}): {len(run.procedure_ids)} procedures; {_prompt_used(run)}"
+            )
         if options["wait"]:
             finished = []
             for run in launch.runs:
@@ -107,7 +114,9 @@ class Command(BaseCommand):
         launch = bench_judge_launch(config_text=config_read(source), source=source, start=not options["wait"])
         self._launched(launch)
         for run in launch.runs:
-            self.stdout.write(f"judge run {run.name!r} (id {run.pk}) on {run.generation_run.name!r}")
+            self.stdout.write(
+                f"judge run {run.name!r} (id {run.pk}) on {run.generation_run.name!r}; {_prompt_used(run)}"
+            )
         if options["wait"]:
             finished = []
             for run in launch.runs:
@@ -180,6 +189,7 @@ class Command(BaseCommand):
         status = {
             "name": run.name,
             **run_state_json(owned_run_state(run)),
+            "prompt_file": run.prompt_file,
             "prompt_hash": run.prompt_hash,
             "requests": job.n_total if job else None,
             "finished_requests": job.n_done if job else None,

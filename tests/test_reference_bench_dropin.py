@@ -1,0 +1,236 @@
+"""The reference CLI's bench configurations, run from the reference's working tree, behave
+as the reference does (issue 32, items 1, 4, 5):
+
+* a configuration without a ``prompts:`` block sends the prompt files the reference reads
+  by default (``prompts/inference_inst.txt``, ``prompts/inference_base.txt``,
+  ``prompts/judge.txt`` relative to the working directory) when they are there, else the
+  product's own, and every run says which file it used and its hash (the command's output,
+  ``bench_run status``, the run's page and the API);
+* ``generations.jsonl`` records the prompt that was sent;
+* ``generator.model`` is the model id that was asked, not the run's name.
+
+The prompt files and records here are written by the tests, in the reference's file names
+and formats."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from judging.models import GenerationRun, JudgeRun
+from tests.scripted_llm import Reply
+from tests.test_reference_bench_configs import scripted  # noqa: F401  (the scripted generate/judge server)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Prompt files in the reference's names, with the reference's placeholders (texts of our own).
+INST = "Goal: {goal}\nYou have: {resources}\nWrite exactly {n} steps, numbered 1. 2. 3.\n"
+BASE = "Goal: {goal}\nResources: {resources}\nexactly {n} steps\n1."
+JUDGE = "Compare.\nGoal: {goal}\nReference:\n{reference_steps}\nCandidate:\n{steps}\nAnswer in JSON."
+
+# The reference's API-only shape, no prompts block.
+CONFIG = """\
+out_root: out/bench
+generator_defaults:
+  backend: deluge
+  temperature: 0.0
+  max_new_tokens: 1500
+models:
+  - model: allenai/Olmo-3-1025-7B
+    run_name: olmo3-1025-7b
+    provider: openai
+    prompt_style: inst
+evaluator:
+  model: gpt-4.1
+  backend: deluge
+  provider: openai
+sample_per_topic: 1
+seed: 1
+"""
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _tree(tmp_path, *, prompts: bool = True, config: str = CONFIG) -> str:
+    """A copy of the reference's working tree: its prompts/ folder and a config."""
+    if prompts:
+        folder = tmp_path / "prompts"
+        folder.mkdir()
+        (folder / "inference_inst.txt").write_text(INST, encoding="utf-8")
+        (folder / "inference_base.txt").write_text(BASE, encoding="utf-8")
+        (folder / "judge.txt").write_text(JUDGE, encoding="utf-8")
+    path = tmp_path / "examples" / "bench" / "configs" / "api_only.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(textwrap.dedent(config), encoding="utf-8")
+    return str(path.relative_to(tmp_path))
+
+
+def _generation_bodies(server) -> list[dict]:
+    return [b for b in server.chat_requests() if not b.get("response_format")]
+
+
+def _judge_bodies(server) -> list[dict]:
+    return [b for b in server.chat_requests() if b.get("response_format")]
+
+
+# --- 1. the reference's prompt files by default ------------------------------------------
+
+
+def test_a_config_without_prompts_sends_the_reference_prompt_files_of_the_working_directory(
+    scripted,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+    capsys,
+    researcher_client,
+):
+    monkeypatch.chdir(tmp_path)
+    config = _tree(tmp_path)
+    call_command("bench_run", "generate", "--config", config, "--wait")
+    out = capsys.readouterr().out
+    run = GenerationRun.objects.get(name="olmo3-1025-7b")
+    inst = tmp_path / "prompts" / "inference_inst.txt"
+    assert run.prompt_file == str(inst) and run.prompt_hash == _sha(INST)
+    bodies = _generation_bodies(scripted)
+    assert len(bodies) == len(run.procedure_ids) > 0
+    assert all(b["messages"][0]["content"].startswith("Goal: ") for b in bodies)
+    assert all("numbered 1. 2. 3." in b["messages"][0]["content"] for b in bodies)
+    # the output says which file and which hash, and that the reference's default was read
+    assert f"prompt {inst} (sha256 {_sha(INST)})" in out
+    assert "prompts.inference_inst: omitted" in out and "working directory" in out
+
+    call_command("bench_run", "judge", "--config", config, "--wait")
+    out = capsys.readouterr().out
+    judge_run = JudgeRun.objects.get(generation_run=run)
+    judge_file = tmp_path / "prompts" / "judge.txt"
+    assert judge_run.prompt_file == str(judge_file) and judge_run.prompt_hash == _sha(JUDGE)
+    judge_bodies = _judge_bodies(scripted)
+    assert judge_bodies and all(b["messages"][0]["content"].startswith("Compare.\nGoal: ") for b in judge_bodies)
+    assert f"prompt {judge_file} (sha256 {_sha(JUDGE)})" in out
+
+    # bench_run status, the run's page and the API name the file and its hash
+    call_command("bench_run", "status", run.name)
+    status = json.loads(capsys.readouterr().out)
+    assert status["prompt_file"] == str(inst) and status["prompt_hash"] == _sha(INST)
+    page = researcher_client.get(f"/runs/generation/{run.pk}/").content.decode()
+    assert str(inst) in page and _sha(INST)[:12] in page and str(judge_file) in page
+    detail = researcher_client.get(f"/api/judging/generation-runs/{run.pk}/").json()
+    assert (detail["prompt_file"], detail["prompt_hash"]) == (str(inst), _sha(INST))
+    detail = researcher_client.get(f"/api/judging/judge-runs/{judge_run.pk}/").json()
+    assert (detail["prompt_file"], detail["prompt_hash"]) == (str(judge_file), _sha(JUDGE))
+
+
+def test_a_base_model_reads_the_reference_base_prompt_and_a_prompts_block_still_wins(
+    scripted,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    monkeypatch.chdir(tmp_path)
+    mine = tmp_path / "my_judge.txt"
+    mine.write_text("Mine. " + JUDGE, encoding="utf-8")
+    config = CONFIG.replace("prompt_style: inst", "prompt_style: base") + f"prompts:\n  judge: {mine}\n"
+    call_command("bench_run", "generate", "--config", _tree(tmp_path, config=config), "--wait")
+    run = GenerationRun.objects.get(name="olmo3-1025-7b")
+    assert run.prompt_file == str(tmp_path / "prompts" / "inference_base.txt") and run.prompt_hash == _sha(BASE)
+    call_command("bench_run", "judge", "--config", "examples/bench/configs/api_only.yaml", "--wait")
+    judge_run = JudgeRun.objects.get(generation_run=run)
+    assert judge_run.prompt_file == str(mine)
+    assert all(b["messages"][0]["content"].startswith("Mine. Compare.") for b in _judge_bodies(scripted))
+
+
+def test_without_the_reference_prompt_files_the_product_prompts_are_used_and_the_output_says_so(
+    scripted,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+    capsys,
+    settings,
+):
+    monkeypatch.chdir(tmp_path)
+    call_command("bench_run", "generate", "--config", _tree(tmp_path, prompts=False), "--wait")
+    out = capsys.readouterr().out
+    run = GenerationRun.objects.get(name="olmo3-1025-7b")
+    bundled = Path(settings.JUDGING_PROMPTS_DIR) / "generate_inst.txt"
+    assert run.prompt_file == str(bundled)
+    assert run.prompt_hash == _sha(bundled.read_text(encoding="utf-8"))
+    assert "prompts.inference_inst: omitted, and no prompts/inference_inst.txt in the working directory" in out
+    assert f"prompt {bundled} (sha256 {run.prompt_hash})" in out
+
+
+def test_the_api_never_reads_the_servers_working_directory_for_prompts(tmp_path, monkeypatch):
+    """A launch through the API has no user's working directory: the product's prompts (or
+    the ones its prompts block names)."""
+    from judging.run_configs import reference_bench_config_parse
+
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    config = reference_bench_config_parse(CONFIG, source="api", server_files=False)
+    assert "prompt_file" not in config["generations"][0] and "prompt_file" not in config["judge"]
+    config = reference_bench_config_parse(CONFIG, source="cli")
+    assert config["generations"][0]["prompt_file"] == str(tmp_path / "prompts" / "inference_inst.txt")
+    assert config["judge"]["prompt_file"] == str(tmp_path / "prompts" / "judge.txt")
+
+
+# --- 4 and 5. generations.jsonl: the prompt sent, the model id ---------------------------
+
+
+def test_generations_jsonl_records_the_prompt_sent_and_the_model_id(scripted, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.chdir(tmp_path)
+    call_command("bench_run", "generate", "--config", _tree(tmp_path), "--wait")
+    records = [
+        json.loads(line)
+        for line in (tmp_path / "out" / "bench" / "olmo3-1025-7b" / "generations.jsonl").read_text().splitlines()
+    ]
+    sent = [b["messages"][0]["content"] for b in _generation_bodies(scripted)]
+    assert records and sorted(r["prompt"] for r in records) == sorted(sent)
+    assert all(r["prompt"].startswith("Goal: ") for r in records)
+    # the reference's leaderboard reads generator.model: the model id that was asked
+    assert {r["generator"]["model"] for r in records} == {"allenai/Olmo-3-1025-7B"}
+    assert {r["model"] for r in records} == {"olmo3-1025-7b"}  # the run's model name, as before
+    # a round trip through import and export keeps both
+    out = tmp_path / "again.jsonl"
+    call_command("bench_transfer", "import-generations", str(records_file(tmp_path)), "--run", "copy")
+    call_command("bench_transfer", "export-generations", "--run", "copy", "--output", str(out))
+    again = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["prompt"], r["generator"]["model"]) for r in again] == [
+        (r["prompt"], r["generator"]["model"]) for r in records
+    ]
+
+
+def records_file(tmp_path):
+    return tmp_path / "out" / "bench" / "olmo3-1025-7b" / "generations.jsonl"
+
+
+def test_a_run_on_the_roles_model_records_the_model_the_endpoint_was_asked(scripted, tmp_path):  # noqa: F811
+    """Our own shape names no model id: the record says the one the role's endpoint served."""
+    path = tmp_path / "gen.yaml"
+    path.write_text("name: ours\nmodel: {name: my-model, prompt_style: inst}\nsample_per_topic: 1\n")
+    call_command("bench_run", "generate", "--config", str(path), "--wait")
+    out = tmp_path / "g.jsonl"
+    call_command("bench_transfer", "export-generations", "--run", "ours", "--output", str(out))
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["generator"]["model"] for r in records} == {"served-judge"}  # the role's model
+    assert {r["model"] for r in records} == {"my-model"}
+    assert all(r["prompt"] for r in records)
+
+
+def test_a_generation_with_its_ledger_answer_gone_falls_back_to_the_registered_model_id(
+    scripted,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    from llm.models import LedgerEntry
+
+    monkeypatch.chdir(tmp_path)
+    call_command("bench_run", "generate", "--config", _tree(tmp_path), "--wait")
+    LedgerEntry.objects.all().delete()
+    out = tmp_path / "g.jsonl"
+    call_command("bench_transfer", "export-generations", "--run", "olmo3-1025-7b", "--output", str(out))
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["generator"]["model"] for r in records} == {"allenai/Olmo-3-1025-7B"}
+    assert all(r["prompt"].startswith("Goal: ") for r in records)
