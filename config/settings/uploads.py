@@ -89,7 +89,9 @@ def upload_settings() -> dict:
     )
     settings["RUN_CONFIG_MAX_BYTES"] = env_positive_int("RUN_CONFIG_MAX_BYTES", RUN_CONFIG_MAX_BYTES_DEFAULT)
     settings["UPLOAD_MAX_BYTES"] = env_positive_int("UPLOAD_MAX_BYTES", UPLOAD_MAX_BYTES_DEFAULT)
-    settings["ANONYMOUS_BODY_MAX_BYTES"] = env_positive_int("ANONYMOUS_BODY_MAX_BYTES", ANONYMOUS_BODY_MAX_BYTES_DEFAULT)
+    settings["ANONYMOUS_BODY_MAX_BYTES"] = env_positive_int(
+        "ANONYMOUS_BODY_MAX_BYTES", ANONYMOUS_BODY_MAX_BYTES_DEFAULT
+    )
     settings["REQUEST_BODY_TIMEOUT_SECONDS"] = env_positive_int(
         "REQUEST_BODY_TIMEOUT_SECONDS", REQUEST_BODY_TIMEOUT_SECONDS_DEFAULT
     )
