@@ -327,6 +327,7 @@ class LeaderboardView(APIView):
 API_ROW_FIELDS = (
     "model",
     "label",
+    "step_parsers",
     "rank",
     "tied",
     "rank_interval",
@@ -487,6 +488,7 @@ class GenerationRunSerializer(_OwnedRunState, serializers.ModelSerializer):
             "name",
             "model",
             "split",
+            "step_parser",
             *RunStateFields.OWNED_RUN_FIELDS,
             "score",
         ]

@@ -1,6 +1,6 @@
 from django import forms
 
-from judging.models import GenerationRun, LanguageModel
+from judging.models import GenerationRun, LanguageModel, StepParser
 from llm.constants import EXECUTORS
 from mining.models import Split
 
@@ -17,6 +17,13 @@ class GenerationRunForm(forms.Form):
     executor = forms.ChoiceField(choices=EXECUTOR_CHOICES, initial="online")
     concurrency = forms.IntegerField(min_value=1, max_value=1024, initial=16)
     budget_usd = forms.DecimalField(min_value=0, required=False, label="Budget cap (USD)")
+    step_parser = forms.ChoiceField(
+        choices=[(value, label) for value, label in StepParser.choices if value != StepParser.FILE],
+        initial=StepParser.PRODUCT,
+        required=False,
+        label="Step parser",
+        help_text="How the completions' steps are read: ours, or the reference CLI's (to reproduce its numbers).",
+    )
 
     def clean_name(self):
         name = self.cleaned_data["name"]

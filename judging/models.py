@@ -31,6 +31,14 @@ class PromptStyle(models.TextChoices):
     INST = "inst", "instruct (chat, instruction suffix)"
 
 
+class StepParser(models.TextChoices):
+    """How a generation run reads the steps of its completions (judging/steps.py)."""
+
+    PRODUCT = "product", "product (judging/steps.py)"
+    REFERENCE = "reference", "reference CLI's"
+    FILE = "file", "as the imported file gave them"
+
+
 class RunFields(models.Model):
     """What generation and judge runs share: the prompt they used, how they execute, and where they are."""
 
@@ -79,6 +87,12 @@ class GenerationRun(RunFields):
         LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="generation_run"
     )
     procedure_ids = models.JSONField(default=list, help_text="The sampled procedures, in request order.")
+    step_parser = models.CharField(
+        max_length=16,
+        choices=StepParser.choices,
+        default=StepParser.PRODUCT,
+        help_text="How the completions' steps are read: the product's parser or the reference CLI's.",
+    )
 
     class Meta:
         ordering = ["-id"]

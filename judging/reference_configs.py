@@ -36,7 +36,10 @@ from core.reference_configs import (
 
 REFERENCE_KEYS = {"out_root", "models", "generator_defaults", "evaluator", "inputs", "prompts", "paths"}
 # Our own keys that may stand beside the reference's.
-OWN_KEYS = {"executor", "concurrency", "budget_usd", "split", "sample_per_topic", "seed"}
+OWN_KEYS = {"executor", "concurrency", "budget_usd", "split", "sample_per_topic", "seed", "step_parser"}
+# step_parser: how every generation run of the configuration reads its completions' steps
+# (judging/steps.py): ours, or the reference CLI's (to reproduce its numbers exactly).
+STEP_PARSER_VALUES = ("product", "reference")
 LEGACY_KEYS = ("generator", "llm", "generation", "generations_root", "stage_llm_overrides")
 LLM_KEYS = {
     "backend",
@@ -382,6 +385,8 @@ def bench_reference_translate(
     own_executor = data.get("executor")
     if own_executor is not None and own_executor not in EXECUTORS:
         raise t.error("executor", f"must be one of {', '.join(EXECUTORS)}, got {own_executor!r}")
+    if data.get("step_parser") is not None and data["step_parser"] not in STEP_PARSER_VALUES:
+        raise t.error("step_parser", f"must be {' or '.join(STEP_PARSER_VALUES)}, got {data['step_parser']!r}")
     prompts_raw = mapping(data.get("prompts"), "prompts", t)
     refuse_unknown(prompts_raw, PROMPT_KEYS, "prompts", t)
     prompts = {k: str(path_value(v, f"prompts.{k}", t, base)) for k, v in prompts_raw.items()}

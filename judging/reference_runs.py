@@ -83,7 +83,7 @@ def _generation_runs_to_judge(config: dict[str, Any]) -> list[GenerationRun]:
         name = config["reference"]["imported_run"]
         existing = GenerationRun.objects.filter(name=name).first()
         if existing is None:
-            return [generations_import(path=path, run_name=name)]
+            return [generations_import(path=path, run_name=name, step_parser=config["own"].get("step_parser"))]
         first = existing.generations.order_by("id").first()
         if first is None or first.provenance.get("imported_from") != path:
             raise ValueError(f"a generation run named {name!r} exists already and was not imported from {path}")

@@ -41,6 +41,7 @@ GENERATION_KEYS = {
     "concurrency",
     "budget_usd",
     "temperature",
+    "step_parser",
 } | OPTION_KEYS
 JUDGE_KEYS = {
     "name",
@@ -62,7 +63,18 @@ JUDGE_KEYS = {
 
 # Settings of our shape checked for their type here (the run services check what they mean).
 WHOLE_NUMBERS = {"sample_per_topic": (1, 10**9), "seed": (0, 2**32 - 1), "concurrency": (1, 1024)}
-TEXTS = ("name", "split", "prompt_file", "generation_run", "judge", "role", "base_url", "model", "api_key_env")
+TEXTS = (
+    "name",
+    "split",
+    "prompt_file",
+    "generation_run",
+    "judge",
+    "role",
+    "base_url",
+    "model",
+    "api_key_env",
+    "step_parser",
+)
 TEXT_MAX = 1000
 
 

@@ -26,7 +26,7 @@ from judging.coverage import (
 )
 from judging.how2score import SCORE_FIELDS, How2ScoreTally, percent_forms
 from judging.metrics import MetricsSummary, record_metrics
-from judging.models import Generation, GenerationRun, JudgeRun, Judgment
+from judging.models import Generation, GenerationRun, JudgeRun, Judgment, StepParser
 from judging.rankings import kendall_tau, rank_correlation_intervals, spearman_rho
 from judging.score_selectors import generation_scores, score_summary
 from llm.constants import OUTCOME_API_ERROR
@@ -242,9 +242,11 @@ def leaderboard_ranking(
                 "successes": [],
                 "calibration_items": [],
                 "generations": [],
+                "step_parsers": set(),
             },
         )
         row["generations"].append(generation)
+        row["step_parsers"].add(generation.run.step_parser if generation.run is not None else StepParser.FILE)
         procedure = generation.procedure
         if verdict is not None:
             row["successes"].append(not verdict)
@@ -268,6 +270,8 @@ def leaderboard_ranking(
             {
                 "model": model,
                 "label": row["label"],
+                # how the steps the judge saw were read: the step parsers of the model's runs
+                "step_parsers": sorted(row["step_parsers"]),
                 "rank": rule["rank"],
                 "tied": rule["tied"],
                 "rank_interval": rule["rank_interval"],

@@ -12,9 +12,9 @@ from django.db import transaction
 from core.app_errors import Conflict, InvalidInput
 from judging.constants import BASE_STOP, GREEDY_TEMPERATURE, JUDGE_MAX_TOKENS, REASONING_TEMPERATURE
 from judging.how2score import JudgeAnswerError, judge_schema, validate_judge_answer
-from judging.models import Generation, GenerationRun, JudgeRun, Judgment, LanguageModel, PromptStyle
+from judging.models import Generation, GenerationRun, JudgeRun, Judgment, LanguageModel, PromptStyle, StepParser
 from judging.prompts import JUDGE_SUFFIX, cleaned, generation_values, judge_values, prompt_load
-from judging.steps import parse_steps
+from judging.steps import STEP_PARSERS, steps_parse
 from judging.tokens import procedure_tokens
 from llm.client import LLMRequest
 from llm.endpoint_services import base_url_problem
@@ -158,6 +158,13 @@ def _engine_check(options: dict, executor: str) -> None:
         )
 
 
+def step_parser_check(step_parser: str) -> None:
+    """A generation run's step parser is one of judging/steps.py's ``STEP_PARSERS``."""
+    if step_parser not in STEP_PARSERS:
+        problem = f"must be one of {', '.join(STEP_PARSERS)}, got {step_parser!r}"
+        raise InvalidInput(f"step_parser {problem}", {"step_parser": problem})
+
+
 def run_name_check(*, run_class: type[GenerationRun] | type[JudgeRun], name: str) -> None:
     """Refuse a run name that is taken, naming the run (a re-run of ``bench_run generate``
     or ``judge`` with the same config is not a resume: ``bench_run retry NAME`` is)."""
@@ -185,10 +192,14 @@ def generation_run_create(
     start: bool = True,
     options: dict | None = None,
     procedure_ids: list[int] | None = None,
+    step_parser: str = StepParser.PRODUCT,
 ) -> GenerationRun:
     """A generation run over a sample of the split's procedures, or over exactly
-    ``procedure_ids`` (procedures of the split, e.g. the ones a file just imported)."""
+    ``procedure_ids`` (procedures of the split, e.g. the ones a file just imported).
+    ``step_parser``: how its completions' steps are read (judging/steps.py: ``product``,
+    ours; ``reference``, the reference CLI's)."""
     run_name_check(run_class=GenerationRun, name=name)
+    step_parser_check(step_parser)
     options = request_options_check(options)
     _engine_check(options, executor)
     prompt = prompt_load(prompt_file or DEFAULT_PROMPTS[language_model.prompt_style], kind="generate")
@@ -216,6 +227,7 @@ def generation_run_create(
         concurrency=concurrency,
         budget_usd=budget_usd,
         procedure_ids=procedure_ids,
+        step_parser=step_parser,
     )
     procedures = Procedure.objects.in_bulk(procedure_ids)
     requests = [generation_request(procedures[pk], language_model, prompt, options) for pk in procedure_ids]
@@ -406,7 +418,7 @@ def generation_run_collect(run: GenerationRun) -> int:
     for procedure_id, result in zip(run.procedure_ids, llm_job_results(run.llm_job)):
         if result is None or procedure_id in stored or result.outcome == "api_error":
             continue
-        steps = parse_steps(result.text) if result.ok else []
+        steps = steps_parse(result.text, parser=run.step_parser) if result.ok else []
         new.append(
             Generation(
                 procedure_id=procedure_id,

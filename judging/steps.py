@@ -23,7 +23,21 @@ missing; docs/how2bench.md lists each difference and tests/test_reference_step_p
 proves them.
 
 ``parse_completion`` also returns the item numbers as written, which the step-format
-verifier (``judging.metrics.step_format_reward``) checks."""
+verifier (``judging.metrics.step_format_reward``) checks.
+
+**The reference's parsing** is offered beside ours (``STEP_PARSERS``: a generation run's
+``step_parser``), so that a run can give the L2 steps How2Judge's published numbers were
+computed with. ``parse_steps_reference`` restates the reference CLI's rule:
+
+1. The completion stripped; nothing when empty.
+2. When ``</think>`` occurs, only what follows its last occurrence (stripped).
+3. When both ``<answer>`` and ``</answer>`` occur (lower case only), only the text between
+   the first ``<answer>`` and the first ``</answer>`` after it (stripped).
+4. Every non-empty line (stripped) that starts with a number is a step: the number, then
+   optional whitespace, at most one of ``)`` ``.`` ``:`` ``-`` and optional whitespace are
+   removed, and the rest is kept when not empty (``1.5 cups`` -> ``5 cups``, ``3-4 eggs``
+   -> ``4 eggs``). Lines that do not start with a number are dropped.
+5. When no line gave a step, every non-empty line (stripped) is a step (tags included)."""
 
 from __future__ import annotations
 
@@ -103,3 +117,45 @@ def parse_completion(completion: str) -> ParsedCompletion:
 def parse_steps(completion: str) -> list[str]:
     """Just the steps of ``parse_completion``."""
     return list(parse_completion(completion).steps)
+
+
+# A line that starts with a number, as the reference reads it (rule 4 of the module
+# docstring): the separator is optional, so any leading number is taken for an item's.
+_REFERENCE_ITEM = re.compile(r"\d+\s*[).:-]?\s*(.*)")
+
+
+def parse_steps_reference(completion: str) -> list[str]:
+    """The steps of a completion by the reference CLI's rule (module docstring)."""
+    if not isinstance(completion, str):
+        return []
+    text = completion.strip()
+    if not text:
+        return []
+    if _THINK_END in text:
+        text = text.rsplit(_THINK_END, 1)[1].strip()
+    if "<answer>" in text and "</answer>" in text:
+        text = text.split("<answer>", 1)[1].split("</answer>", 1)[0].strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    steps = []
+    for line in lines:
+        match = _REFERENCE_ITEM.match(line)
+        if match is not None and match.group(1).strip():
+            steps.append(match.group(1).strip())
+    return steps or lines
+
+
+# The step parsers a generation run may use (its ``step_parser``): ours (the default) and
+# the reference CLI's; ``file`` is a run imported with the steps its file gave.
+STEP_PARSER_PRODUCT = "product"
+STEP_PARSER_REFERENCE = "reference"
+STEP_PARSER_FILE = "file"
+STEP_PARSERS = {STEP_PARSER_PRODUCT: parse_steps, STEP_PARSER_REFERENCE: parse_steps_reference}
+
+
+def steps_parse(completion: str, *, parser: str = STEP_PARSER_PRODUCT) -> list[str]:
+    """The steps of ``completion`` by the named parser (``STEP_PARSERS``)."""
+    try:
+        parse = STEP_PARSERS[parser]
+    except KeyError:
+        raise ValueError(f"unknown step parser {parser!r}: {' or '.join(STEP_PARSERS)}") from None
+    return parse(completion)

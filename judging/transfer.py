@@ -40,8 +40,8 @@ from judging.how2score import (
     parse_judge_answer,
     validate_judge_answer,
 )
-from judging.models import Generation, GenerationRun, Judgment, LanguageModel, RunStatus
-from judging.steps import parse_steps
+from judging.models import Generation, GenerationRun, Judgment, LanguageModel, RunStatus, StepParser
+from judging.steps import steps_parse
 from judging.tokens import procedure_tokens
 from llm.models import LedgerEntry
 from mining.models import Procedure
@@ -196,8 +196,17 @@ def judgment_record(judgment: Judgment) -> dict[str, Any]:
 
 
 @transaction.atomic
-def generations_import(*, path: str | Path, run_name: str, model: str | None = None) -> GenerationRun:
-    """Store a file of generations as a finished generation run named ``run_name``."""
+def generations_import(
+    *, path: str | Path, run_name: str, model: str | None = None, step_parser: str | None = None
+) -> GenerationRun:
+    """Store a file of generations as a finished generation run named ``run_name``. A
+    record without ``predicted_steps`` has its ``model_completion`` parsed by
+    ``step_parser`` (judging/steps.py; default ours); the run records that parser, or
+    ``file`` when every record gave its steps."""
+    parser = step_parser or StepParser.PRODUCT
+    if parser not in (StepParser.PRODUCT, StepParser.REFERENCE):
+        raise ValueError(f"step parser must be product or reference, got {parser!r}")
+    parsed_any = False
     try:
         check_stored_values(GenerationRun, {"name": run_name})
     except StrictJSONError as exc:
@@ -215,7 +224,8 @@ def generations_import(*, path: str | Path, run_name: str, model: str | None = N
         if steps is None:
             if not isinstance(completion, str) or not completion.strip():
                 raise RecordError(path, position, "predicted_steps", "give predicted_steps or model_completion")
-            steps = parse_steps(completion)
+            steps = steps_parse(completion, parser=parser)
+            parsed_any = True
         if not isinstance(steps, list) or not all(isinstance(s, str) and s.strip() for s in steps):
             raise RecordError(path, position, "predicted_steps", "must be a list of non-empty strings")
         if not isinstance(completion, str):
@@ -241,6 +251,7 @@ def generations_import(*, path: str | Path, run_name: str, model: str | None = N
         prompt_hash=prompt_hash[:64],
         status=RunStatus.DONE,
         procedure_ids=[p.pk for _, p, *_ in rows],
+        step_parser=parser if parsed_any else StepParser.FILE,
     )
     seen = set()
     generations = []

@@ -20,7 +20,7 @@ from judging.coverage import BASIS_COMMON
 from judging.forms import GenerationRunForm, JudgeRunForm
 from judging.model_forms import LanguageModelRegisterForm
 from judging.model_views import language_model_rows
-from judging.models import ComponentsRun, GenerationRun, JudgeRun
+from judging.models import ComponentsRun, GenerationRun, JudgeRun, StepParser
 from judging.prompts import PromptError
 from judging.score_selectors import generation_run_score
 from judging.score_services import components_run_create
@@ -248,6 +248,7 @@ def generation_run_launch(request: HttpRequest) -> HttpResponse:
             executor=data["executor"],
             concurrency=data["concurrency"],
             budget_usd=data["budget_usd"],
+            step_parser=data["step_parser"] or StepParser.PRODUCT,
         ),
     )
     return redirect("generation_run_detail", pk=run.pk) if run else redirect("judging_runs")

@@ -1,5 +1,5 @@
 """The reference CLI's bench configurations, run from the reference's working tree, behave
-as the reference does (issue 32, items 1, 4, 5):
+as the reference does (issue 32, items 1, 4, 5, 7):
 
 * a configuration without a ``prompts:`` block sends the prompt files the reference reads
   by default (``prompts/inference_inst.txt``, ``prompts/inference_base.txt``,
@@ -7,7 +7,9 @@ as the reference does (issue 32, items 1, 4, 5):
   product's own, and every run says which file it used and its hash (the command's output,
   ``bench_run status``, the run's page and the API);
 * ``generations.jsonl`` records the prompt that was sent;
-* ``generator.model`` is the model id that was asked, not the run's name.
+* ``generator.model`` is the model id that was asked, not the run's name;
+* the reference's step parsing is an option, per run and in the reference's configurations,
+  and the leaderboard and run pages say which parser a run used.
 
 The prompt files and records here are written by the tests, in the reference's file names
 and formats."""
@@ -234,3 +236,128 @@ def test_a_generation_with_its_ledger_answer_gone_falls_back_to_the_registered_m
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["generator"]["model"] for r in records} == {"allenai/Olmo-3-1025-7B"}
     assert all(r["prompt"].startswith("Goal: ") for r in records)
+
+
+# --- 7. the reference's step parsing, as an option ----------------------------------------
+
+# The three completions of issue 32 where the two parsers differ, and their steps by each.
+DIFFERENT = {
+    "1.5 cups flour are needed.\n1. Mix the flour.\n2. Bake.": (
+        ["Mix the flour.", "Bake."],
+        ["5 cups flour are needed.", "Mix the flour.", "Bake."],
+    ),
+    "3-4 eggs\n1. Beat the eggs.\n2. Fry them.": (
+        ["Beat the eggs.", "Fry them."],
+        ["4 eggs", "Beat the eggs.", "Fry them."],
+    ),
+    "<ANSWER>1. Mix.\n2. Bake.</ANSWER>": (["Mix.", "Bake."], ["Bake.</ANSWER>"]),
+}
+
+
+@pytest.mark.parametrize("completion", list(DIFFERENT))
+def test_the_reference_parser_reads_the_steps_the_reference_reads(completion):
+    from judging.steps import steps_parse
+
+    ours, theirs = DIFFERENT[completion]
+    assert steps_parse(completion, parser="product") == ours
+    assert steps_parse(completion, parser="reference") == theirs
+
+
+def test_the_reference_parser_agrees_with_the_restated_rule_on_every_case_of_the_parsing_tests():
+    from judging.steps import parse_steps_reference
+    from tests.test_reference_step_parsing import AGREE, DIFFER, reference_steps
+
+    cases = [*AGREE.values(), *(case if isinstance(case, str) else case[0] for case in DIFFER.values())]
+    cases += [
+        *DIFFERENT,
+        "",
+        "   ",
+        "10\n1. Mix.",
+        "<think>1. no</think>\n<answer>1. A\n2. B</answer><answer>1. C</answer>",
+    ]
+    for completion in cases:
+        assert parse_steps_reference(completion) == reference_steps(completion), completion
+    assert parse_steps_reference(None) == []  # type: ignore[arg-type]
+
+
+def test_a_reference_config_with_step_parser_reference_reads_steps_as_the_reference(
+    scripted,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+    capsys,
+    researcher_client,
+):
+    monkeypatch.chdir(tmp_path)
+    config = CONFIG + "step_parser: reference\n"
+    first = next(iter(DIFFERENT))
+    scripted.queue(Reply(first))
+    call_command("bench_run", "generate", "--config", _tree(tmp_path, config=config), "--wait")
+    out = capsys.readouterr().out
+    run = GenerationRun.objects.get(name="olmo3-1025-7b")
+    assert run.step_parser == "reference" and "step parser reference" in out
+    generation = run.generations.get(model_completion=first)
+    assert generation.predicted_steps == DIFFERENT[first][1]
+    call_command("bench_run", "status", run.name)
+    assert json.loads(capsys.readouterr().out)["step_parser"] == "reference"
+    page = researcher_client.get(f"/runs/generation/{run.pk}/").content.decode()
+    assert "step parser: reference" in page
+    assert researcher_client.get(f"/api/judging/generation-runs/{run.pk}/").json()["step_parser"] == "reference"
+    # the judge sees the steps the reference's parser read; the leaderboard says which parser
+    call_command("bench_run", "judge", "--config", "examples/bench/configs/api_only.yaml", "--wait")
+    judged = [b["messages"][0]["content"] for b in scripted.chat_requests() if b.get("response_format")]
+    assert any("1. 5 cups flour are needed." in text for text in judged)
+    board = researcher_client.get("/api/leaderboard", {"judge": "gpt-4.1"}).json()
+    row = next(r for r in board["rows"] if r["model"] == "olmo3-1025-7b")
+    assert row["step_parsers"] == ["reference"]
+    page = researcher_client.get("/leaderboard/", {"judge": "gpt-4.1"}).content.decode()
+    assert "steps: reference" in page
+
+
+def test_our_shape_takes_step_parser_per_run_and_refuses_an_unknown_one(scripted, tmp_path):  # noqa: F811
+    from django.core.management import CommandError
+
+    first = next(iter(DIFFERENT))
+    for name, parser in (("ours", None), ("theirs", "reference")):
+        scripted.queue(Reply(first))
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(
+            f"name: {name}\nmodel: {{name: m-{name}, prompt_style: inst}}\nsample_per_topic: 1\n"
+            + (f"step_parser: {parser}\n" if parser else "")
+        )
+        call_command("bench_run", "generate", "--config", str(path), "--wait")
+    ours, theirs = GenerationRun.objects.get(name="ours"), GenerationRun.objects.get(name="theirs")
+    assert (ours.step_parser, theirs.step_parser) == ("product", "reference")
+    assert ours.generations.get(model_completion=first).predicted_steps == DIFFERENT[first][0]
+    assert theirs.generations.get(model_completion=first).predicted_steps == DIFFERENT[first][1]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nmodel: m-ours\nstep_parser: mine\n")
+    with pytest.raises(CommandError, match="step_parser must be one of product, reference"):
+        call_command("bench_run", "generate", "--config", str(bad))
+    reference_bad = tmp_path / "ref_bad.yaml"
+    reference_bad.write_text(textwrap.dedent(CONFIG) + "step_parser: mine\n")
+    with pytest.raises(CommandError, match="step_parser: must be product or reference"):
+        call_command("bench_run", "generate", "--config", str(reference_bad))
+    assert not GenerationRun.objects.filter(name__in=["bad", "olmo3-1025-7b"]).exists()
+
+
+def test_imported_completions_are_parsed_by_the_chosen_parser_and_the_run_says_which(demo, tmp_path):
+    from mining.models import Procedure
+
+    procedure = Procedure.objects.filter(split="bench").order_by("id").first()
+    completion = next(iter(DIFFERENT))
+    record = {"source_example_id": procedure.source_example_id, "goal": procedure.goal, "model": "imp"}
+    plain = tmp_path / "completions.jsonl"
+    plain.write_text(json.dumps({**record, "model_completion": completion}) + "\n")
+    given = tmp_path / "steps.jsonl"
+    given.write_text(json.dumps({**record, "predicted_steps": ["A step."]}) + "\n")
+    call_command("bench_transfer", "import-generations", str(plain), "--run", "imp-ref", "--step-parser", "reference")
+    call_command("bench_transfer", "import-generations", str(plain), "--run", "imp-ours")
+    call_command("bench_transfer", "import-generations", str(given), "--run", "imp-file")
+    runs = {r.name: r for r in GenerationRun.objects.filter(name__startswith="imp-")}
+    assert {name: run.step_parser for name, run in runs.items()} == {
+        "imp-ref": "reference",
+        "imp-ours": "product",
+        "imp-file": "file",
+    }
+    assert runs["imp-ref"].generations.get().predicted_steps == DIFFERENT[completion][1]
+    assert runs["imp-ours"].generations.get().predicted_steps == DIFFERENT[completion][0]

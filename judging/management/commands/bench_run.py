@@ -98,7 +98,8 @@ class Command(BaseCommand):
         self._launched(launch)
         for run in launch.runs:
             self.stdout.write(
-                f"generation run {run.name!r} (id {run.pk}): {len(run.procedure_ids)} procedures; {_prompt_used(run)}"
+                f"generation run {run.name!r} (id {run.pk}): {len(run.procedure_ids)} procedures; {_prompt_used(run)}; "
+                f"step parser {run.step_parser}"
             )
         if options["wait"]:
             finished = []
@@ -202,5 +203,6 @@ class Command(BaseCommand):
         elif judge_run:
             status["how2score"] = judge_run_score(judge_run)
         elif generation_run is not None:
+            status["step_parser"] = generation_run.step_parser
             status["score"] = generation_run_score(generation_run)
         self.stdout.write(json.dumps(status, indent=2))

@@ -15,7 +15,7 @@ from judging.transfer import generations_export, generations_import, judgments_e
 
 class Command(BaseCommand):
     help = (
-        "bench_transfer import-generations FILE --run NAME [--model M] | import-judgments FILE [--judge J] [--run NAME] [--model M] | "
+        "bench_transfer import-generations FILE --run NAME [--model M] [--step-parser product|reference] | import-judgments FILE [--judge J] [--run NAME] [--model M] | "
         "export-generations --run NAME --output F | export-judgments --judge J [--run NAME] --output F | "
         "export-distillation --first RUN --second RUN --output F"
     )
@@ -26,6 +26,12 @@ class Command(BaseCommand):
         p.add_argument("file")
         p.add_argument("--run", required=True, help="name of the generation run to create")
         p.add_argument("--model", help="model name, when the file has no model field")
+        p.add_argument(
+            "--step-parser",
+            choices=("product", "reference"),
+            help="how a record without predicted_steps has its model_completion parsed: ours (the default) or "
+            "the reference CLI's",
+        )
         p = sub.add_parser("import-judgments")
         p.add_argument("file")
         p.add_argument("--judge", help="judge name; default: the file's judge field (a name, or judge info's model)")
@@ -61,7 +67,12 @@ class Command(BaseCommand):
         action = options["action"]
         try:
             if action == "import-generations":
-                run = generations_import(path=options["file"], run_name=options["run"], model=options["model"])
+                run = generations_import(
+                    path=options["file"],
+                    run_name=options["run"],
+                    model=options["model"],
+                    step_parser=options["step_parser"],
+                )
                 self.stdout.write(f"generation run {run.name!r}: {run.generations.count()} generations imported")
             elif action == "import-judgments":
                 n = judgments_import(
