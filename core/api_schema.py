@@ -18,7 +18,7 @@ A status the view declares itself keeps the view's description; its body schema 
 A request serializer with ``unknown_keys_refused = True`` (it refuses a key it does not know, by
 name) has ``additionalProperties: false``: the schema says what the serializer does.
 
-A decimal sent as text has a pattern that needs a digit and respects the field's digits and sign.
+A list body's ``min_length`` is its ``minItems``. A decimal sent as text has a pattern that needs a digit and respects the field's digits and sign.
 
 A related object a response names by a slug or string (``created_by``, ``first_round``) is
 ``nullable`` when its model field is: drf-spectacular reads ``allow_null`` only, which a
@@ -101,6 +101,13 @@ class ApiAutoSchema(AutoSchema):
             elif code == "400" and body.get("schema") not in (None, error):
                 body["schema"] = {"anyOf": [body["schema"], error]}
         return responses
+
+    def _get_request_for_media_type(self, serializer, direction="request"):
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        min_length = getattr(serializer, "min_length", None)
+        if isinstance(serializer, serializers.ListSerializer) and min_length and isinstance(schema, dict):
+            schema["minItems"] = min_length
+        return schema, required
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)

@@ -189,7 +189,7 @@ class RewardView(APIView):
     parser_classes = [StrictJSONParser]
 
     @extend_schema(
-        request=RewardItemSerializer(many=True),
+        request=RewardItemSerializer(many=True, min_length=1),  # an empty batch is refused
         parameters=[RewardQuerySerializer],
         responses=RewardSerializer(many=True),
     )
@@ -199,8 +199,6 @@ class RewardView(APIView):
         query.is_valid(raise_exception=True)
         data = request.data
         shape = "list" if isinstance(data, list) else "items" if isinstance(data, dict) and "items" in data else "one"
-        if shape == "list" and not data:
-            return Response([])  # an empty batch: no rewards, in order
         serializer = (
             RewardBatchSerializer(data={"items": data})
             if shape == "list"
@@ -234,7 +232,7 @@ class _JudgedSliceQuery(serializers.Serializer):
     )
 
     def validate_judge(self, value: str) -> str:
-        if value not in judge_names():
+        if value and value not in judge_names():  # empty: the default judge (the leaderboard)
             raise serializers.ValidationError(f"no judgments by a judge named {value!r}")
         return value
 
@@ -249,7 +247,9 @@ class _JudgedSliceQuery(serializers.Serializer):
 class LeaderboardQuerySerializer(_JudgedSliceQuery):
     """The query of a leaderboard (page and API)."""
 
-    judge = serializers.CharField(required=False, help_text="The judge; default: the first judge by name")
+    judge = serializers.CharField(
+        required=False, allow_blank=True, help_text="The judge; default (also when empty): the first judge by name"
+    )
     basis = serializers.ChoiceField(
         choices=BASES,
         required=False,
@@ -314,7 +314,7 @@ class LeaderboardView(APIView):
 
     @extend_schema(parameters=[LeaderboardQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
-        query = LeaderboardQuerySerializer(data=request.query_params.dict())  # an empty judge= is refused
+        query = LeaderboardQuerySerializer(data=request.query_params)  # an empty value: its default
         query.is_valid(raise_exception=True)
         data = query.validated_data
         board = leaderboard_ranking(

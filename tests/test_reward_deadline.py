@@ -172,5 +172,5 @@ def test_the_schema_says_total_may_be_null_and_lists_the_query(researcher_client
     schema = yaml.safe_load(researcher_client.get("/api/schema/").content)
     reward = schema["components"]["schemas"]["Reward"]["properties"]
     assert reward["total"].get("nullable") is True
-    params = {p["name"] for p in schema["paths"]["/api/reward"]["post"]["parameters"]}
+    params = {p["name"] for p in schema["paths"]["/api/reward/"]["post"]["parameters"]}
     assert {"deadline_seconds", "total_without_verdict"} <= params
