@@ -189,7 +189,7 @@ class RewardView(APIView):
     parser_classes = [StrictJSONParser]
 
     @extend_schema(
-        request=RewardItemSerializer(many=True, min_length=1),  # an empty batch is refused
+        request=RewardItemSerializer(many=True, min_length=1),  # type: ignore[call-arg]  # an empty batch is refused
         parameters=[RewardQuerySerializer],
         responses=RewardSerializer(many=True),
     )

@@ -180,7 +180,9 @@ class RoleAssignmentSerializer(serializers.Serializer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["role"].choices = list(settings.LLM_ROLES)  # the roles of this configuration
+        role = self.fields["role"]
+        assert isinstance(role, serializers.ChoiceField)
+        role.choices = list(settings.LLM_ROLES)  # the roles of this configuration
 
 
 class RoleRowSerializer(serializers.Serializer):

@@ -91,8 +91,8 @@ def _errors(**extra: str) -> dict[int, OpenApiResponse]:
 
 def _failure(exc: Exception) -> Response:
     if isinstance(exc, ProlificInvalid):
-        code = status.HTTP_409_CONFLICT if isinstance(exc, ProlificStudyNotReady) else status.HTTP_400_BAD_REQUEST
-        return Response({exc.field: [exc.message], "detail": f"{exc.field}: {exc.message}"}, status=code)
+        refused = status.HTTP_409_CONFLICT if isinstance(exc, ProlificStudyNotReady) else status.HTTP_400_BAD_REQUEST
+        return Response({exc.field: [exc.message], "detail": f"{exc.field}: {exc.message}"}, status=refused)
     if isinstance(exc, ProlificConflict):
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     assert isinstance(exc, ProlificError)
