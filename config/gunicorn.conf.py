@@ -1,11 +1,11 @@
 """The production web server: ``gunicorn -c config/gunicorn.conf.py config.wsgi``.
 
-* ``gthread`` workers: each process serves ``GUNICORN_THREADS`` requests at once, and a
-  connection that has not sent its request yet waits in the process's poller, not in a thread.
-  A request body must arrive within its deadline (core/wsgi_body.py) and its size is checked
-  against the caller before a byte is read (core/request_bodies.py), so a slow or stalled body
-  holds one thread for at most ``REQUEST_BODY_TIMEOUT_SECONDS`` plus its length at
-  ``REQUEST_BODY_MIN_BYTES_PER_SECOND``, never a worker.
+* ``gthread`` workers (config/gunicorn_worker.py): each process serves ``GUNICORN_THREADS``
+  requests at once, and a connection that has sent nothing yet waits in the process's poller,
+  not in a thread. Its headers must then arrive within ``REQUEST_HEADER_TIMEOUT_SECONDS`` and
+  its body keep pace (core/wsgi_body.py), and the body's size is checked against the caller
+  before a byte is read (core/request_bodies.py): a slow client holds one thread for seconds,
+  never a worker.
 * A worker that exits (killed, or past ``timeout``) has its temporary upload files removed
   by the master at once (``child_exit``); every worker removes those of gone processes when
   it starts (config/wsgi.py).
@@ -19,7 +19,7 @@ from config.settings.uploads import UPLOAD_TEMP_DIRNAME
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("GUNICORN_WORKERS", "4"))
-worker_class = "gthread"
+worker_class = "config.gunicorn_worker.HeaderDeadlineWorker"  # gthread, with a deadline on headers
 threads = int(os.environ.get("GUNICORN_THREADS", "8"))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
 graceful_timeout = 30

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.services import BASE_DIR, free_port
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BODY_SECONDS = 4
+HEADER_SECONDS = 2
 ALLOWED = BODY_SECONDS + 50_000 / (64 * 1024)  # the deadline of a 50,000 byte body
 
 
@@ -52,6 +54,7 @@ def gunicorn(tmp_path: Path):
         GUNICORN_BIND=f"127.0.0.1:{port}",
         GUNICORN_WORKERS="2",
         REQUEST_BODY_TIMEOUT_SECONDS=str(BODY_SECONDS),
+        REQUEST_HEADER_TIMEOUT_SECONDS=str(HEADER_SECONDS),
     )
     log = tmp_path / "gunicorn.log"
     with open(log, "wb") as out:
@@ -163,6 +166,80 @@ def test_slow_and_stalled_bodies_hold_a_thread_until_their_deadline_never_a_work
         status, took = _get(port, "/login/")
         assert status == 200 and took < ALLOWED - 1, took
         assert not upload_dir.exists() or list(upload_dir.iterdir()) == []
+
+
+def _trickle(sock: socket.socket, piece: bytes, every: float, stop: threading.Event) -> threading.Thread:
+    """Send ``piece`` every ``every`` seconds until the server stops listening (or ``stop``)."""
+
+    def run() -> None:
+        while not stop.wait(every):
+            try:
+                sock.sendall(piece)
+            except OSError:
+                return
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> tuple[bytes, float]:
+    """What the server sent before closing the connection, and when it closed it."""
+    started = time.monotonic()
+    sock.settimeout(seconds)
+    try:
+        data = _read_response(sock)
+    except TimeoutError:
+        data = b"(still open)"
+    return data, time.monotonic() - started
+
+
+def test_trickled_headers_trickled_bodies_and_trickled_chunks_are_cut_off(tmp_path):
+    stop = threading.Event()
+    with gunicorn(tmp_path) as (port, _, _):
+        started = time.monotonic()
+        slow_headers, slow_bodies, slow_chunks = [], [], []
+        for _ in range(8):
+            # One header line every half second: never a whole request.
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+            sock.sendall(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            _trickle(sock, b"X-Slow: yes\r\n", 0.5, stop)
+            slow_headers.append(sock)
+            # A declared body sent a byte every 0.3 s (3 bytes/s, under any sane minimum rate).
+            sock = _start_body(port, "/login/", 50_000, b"u", "application/x-www-form-urlencoded")
+            _trickle(sock, b"x", 0.3, stop)
+            slow_bodies.append(sock)
+            # A chunked body, one one-byte chunk every 0.3 s, which Django never reads.
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+            sock.sendall(
+                b"POST /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n5\r\nab=cd\r\n"
+            )
+            _trickle(sock, b"1\r\nx\r\n", 0.3, stop)
+            slow_chunks.append(sock)
+        time.sleep(0.5)
+        # Twenty-four slow connections, sixteen threads: a page waits, but only for deadlines.
+        status, took = _get(port, "/login/", timeout=60)
+        assert status == 200 and took < 2 * ALLOWED + 3, took
+        try:
+            header_ends = [_closed_within(sock, 30) for sock in slow_headers]
+            body_ends = [_closed_within(sock, 30) for sock in slow_bodies]
+            chunk_ends = [_closed_within(sock, 30) for sock in slow_chunks]
+        finally:
+            stop.set()
+            for sock in slow_headers + slow_bodies + slow_chunks:
+                sock.close()
+        since = time.monotonic() - started
+        # Headers: closed without an answer once their deadline passed (plus the wait for a thread).
+        assert all(data != b"(still open)" and not data.startswith(b"HTTP/1.1 200") for data, _ in header_ends)
+        # Bodies: 408 at the rate rule, long before their 50,000 bytes would have come (4.6 hours).
+        assert [_status(data) for data, _ in body_ends] == [408] * 8, [d[:120] for d, _ in body_ends]
+        # Chunks: answered (CSRF's 403: Django reads no chunked body) and closed, not drained.
+        assert all(_status(data) == 403 for data, _ in chunk_ends), [d[:120] for d, _ in chunk_ends]
+        assert since < 3 * ALLOWED + 10, since
+        print(f"24 trickling connections: a page answered after {took:.1f} s; all cut off within {since:.1f} s")
+        status, took = _get(port, "/login/")
+        assert status == 200 and took < ALLOWED - 1, took
 
 
 def test_an_anonymous_huge_body_is_refused_from_its_headers_and_nothing_reaches_the_disk(tmp_path):

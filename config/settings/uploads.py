@@ -25,8 +25,8 @@ its caller (core/request_bodies.py, core/wsgi_body.py): the largest upload, to a
 takes one, from a caller with that page's role (``UPLOAD_MAX_BYTES``, the compressed upload
 itself); the largest body of an anonymous request (``ANONYMOUS_BODY_MAX_BYTES``; a signed-in
 one's is Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``), each refused from its declared length
-before a byte is read; and how long a body may take to arrive
-(``REQUEST_BODY_TIMEOUT_SECONDS`` plus its length at ``REQUEST_BODY_MIN_BYTES_PER_SECOND``)."""
+before a byte is read; and the pace a body must keep (``REQUEST_BODY_TIMEOUT_SECONDS`` of
+grace, then an average of ``REQUEST_BODY_MIN_BYTES_PER_SECOND``)."""
 
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ UPLOAD_MAX_BYTES_DEFAULT = 4 * GIB
 # kilobytes; a login form less. Both stay far below Django's in-memory limit (2.5 MiB).
 ANONYMOUS_BODY_MAX_BYTES_DEFAULT = 256 * 1024
 REQUEST_BODY_TIMEOUT_SECONDS_DEFAULT = 15
-# 64 KiB/s (512 kbit/s): a 4 GiB upload may take up to 18 hours, a 256 KiB form 19 s.
+# 64 KiB/s (512 kbit/s) on average after the grace: a 4 GiB upload takes at most 18 hours at
+# that pace, and a client that falls behind it is cut off at once, whatever length it declared.
 REQUEST_BODY_MIN_BYTES_PER_SECOND_DEFAULT = 64 * 1024
 
 

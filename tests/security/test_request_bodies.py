@@ -186,37 +186,59 @@ def test_the_sweep_removes_the_files_of_processes_that_are_gone(tmp_path):
         alive.wait()
 
 
-def test_a_stalled_body_is_given_up_at_its_deadline_and_its_socket_stops_reading():
+def test_a_stalled_or_trickled_body_is_cut_off_by_the_rate_rule_and_its_socket_stops_reading():
     import socket
+    import threading
     import time
 
     from core.wsgi_body import BodyDeadline, BodyTimeout
 
-    server_side, client_side = socket.socketpair()
     seen: dict = {}
 
     def app(environ, start_response):
         body = environ["wsgi.input"]
-        seen["first"] = body.read(10)
         started = time.monotonic()
         try:
-            body.read(100)
+            seen["read"] = body.read()
         except BodyTimeout as exc:
             seen["waited"] = time.monotonic() - started
             seen["message"] = str(exc)
+            seen["received"] = body.received
         return [b""]
 
+    # 0.5 s of grace, then 1,000 bytes a second on average: 110 bytes by 0.61 s at the latest.
     wrapped = BodyDeadline(app, grace_seconds=0.5, min_bytes_per_second=1000)
     assert wrapped.allowed_seconds(110) == pytest.approx(0.61)
-    with server_side, client_side:
-        client_side.sendall(b"0123456789")  # ten of the 110 bytes declared, then nothing
-        environ = {"CONTENT_LENGTH": "110", "wsgi.input": server_side.makefile("rb"), "gunicorn.socket": server_side}
-        wrapped(environ, lambda *a: None)
-        assert seen["first"] == b"0123456789"
-        assert 0.3 < seen["waited"] < 2.0, seen
-        assert "REQUEST_BODY_TIMEOUT_SECONDS" in seen["message"]
-        assert server_side.recv(10) == b""  # its reading side is shut: nothing more is waited for
-    # A body that arrives in time is read whole, and the socket's own timeout is put back.
+    for trickle in (False, True):
+        seen.clear()
+        server_side, client_side = socket.socketpair()
+        stop = threading.Event()
+        with server_side, client_side:
+            client_side.sendall(b"0123456789")  # ten of the 110 bytes declared
+
+            def drip():
+                while trickle and not stop.wait(0.05):  # then a byte every 50 ms: 20 bytes/s
+                    try:
+                        client_side.sendall(b"x")
+                    except OSError:
+                        return
+
+            dripper = threading.Thread(target=drip, daemon=True)
+            dripper.start()
+            environ = {
+                "CONTENT_LENGTH": "110",
+                "wsgi.input": server_side.makefile("rb"),
+                "gunicorn.socket": server_side,
+            }
+            wrapped(environ, lambda *a: None)
+            stop.set()
+            dripper.join()
+            assert "read" not in seen, seen
+            assert 0.4 < seen["waited"] < 2.0, seen  # cut off at 0.61 s, not after the 5 s the drip needs
+            assert seen["received"] < 110
+            assert "REQUEST_BODY_MIN_BYTES_PER_SECOND" in seen["message"]
+            assert server_side.recv(10) == b""  # its reading side is shut: nothing more is waited for
+    # A body that keeps pace is read whole, and the socket stays as it was.
     server_side, client_side = socket.socketpair()
     with server_side, client_side:
         server_side.settimeout(7.0)
@@ -229,3 +251,5 @@ def test_a_stalled_body_is_given_up_at_its_deadline_and_its_socket_stops_reading
         in_time = BodyDeadline(reads, grace_seconds=0.5, min_bytes_per_second=1000)
         assert in_time(environ, lambda *a: None) == [b"x" * 110]
         assert server_side.gettimeout() == 7.0
+        client_side.sendall(b"next")
+        assert server_side.recv(10) == b"next"  # read whole: the connection goes on
