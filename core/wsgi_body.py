@@ -18,8 +18,8 @@ a second, or one header line every two seconds, stopped one with 32 threads.
   development server) the deadline is checked between pieces only.
 * **An unread body is not waited for.** When the application answers without reading the
   whole body (a refusal, or a chunked body, which Django never reads), the socket's reading
-  side is shut once the answer is made, so the server does not wait for the rest of the body
-  before closing the connection.
+  side is shut once the answer is made, so the server does not wait for the rest of the body,
+  and the answer says ``Connection: close`` (so a client does not reuse the connection).
 * **Headers arrive in time** (``header_deadline_arm``, used by the gunicorn worker of
   config/gunicorn_worker.py): a connection's request line and headers must arrive within
   ``REQUEST_HEADER_TIMEOUT_SECONDS`` of the thread taking it, or its reading side is shut and
@@ -225,4 +225,9 @@ class BodyDeadline:
             return self.app(environ, start_response)
         finally:
             if chunked or (body is not None and body.received < length):
-                shut_reading(sock)  # answered without the rest: do not wait for it
+                # Answered without the rest: do not wait for it, and say that the connection
+                # ends (gunicorn's response, whose start_response this is, can be told so).
+                shut_reading(sock)
+                close = getattr(getattr(start_response, "__self__", None), "force_close", None)
+                if callable(close):
+                    close()

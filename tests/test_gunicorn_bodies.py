@@ -112,11 +112,14 @@ def _get(port: int, path: str, timeout: float = 10) -> tuple[int, float]:
     return _status(data), time.monotonic() - started
 
 
-def _start_body(port: int, path: str, length: int, first: bytes, content_type: str, cookie: str = "") -> socket.socket:
+def _start_body(
+    port: int, path: str, length: int, first: bytes, content_type: str, cookie: str = "", close: bool = True
+) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    connection = "Connection: close\r\n" if close else ""  # HTTP/1.1 keeps a connection open unless told
     head = (
         f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {length}\r\n{cookie}Connection: close\r\n\r\n"
+        f"Content-Length: {length}\r\n{cookie}{connection}\r\n"
     )
     sock.sendall(head.encode() + first)
     return sock
@@ -247,11 +250,13 @@ def test_an_anonymous_huge_body_is_refused_from_its_headers_and_nothing_reaches_
         content_type = "multipart/form-data; boundary=b"
         for path in ("/login/", "/api/studies/"):
             started = time.monotonic()
-            sock = _start_body(port, path, 300 * (1 << 20), b"--b\r\n", content_type)
+            # A client that would keep the connection: the refusal says it ends, and it does.
+            sock = _start_body(port, path, 300 * (1 << 20), b"--b\r\n", content_type, close=False)
             with sock:
                 answer = _read_response(sock)
             assert _status(answer) == 400, answer[:300]
             assert b"ANONYMOUS_BODY_MAX_BYTES" in answer
+            assert b"\r\nConnection: close\r\n" in answer.split(b"\r\n\r\n", 1)[0] + b"\r\n"
             assert time.monotonic() - started < 5  # the 300 MiB were never waited for
         assert not upload_dir.exists() or list(upload_dir.iterdir()) == []
 
