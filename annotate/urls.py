@@ -1,13 +1,15 @@
 """Annotator entry points (/a/<study-slug>/) and the researchers' study pages (/studies/)."""
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from annotate.participation import item_views, views
 from annotate.reports import views as report_views
 from annotate.studies import preview_views
 from annotate.studies import views as study_views
+from annotate.url_converters import ItemIdConverter
 
 app_name = "annotate"
+register_converter(ItemIdConverter, "item_id")
 
 urlpatterns = [
     # Annotators (no login; identified by the PID they arrived with, kept in their session).
@@ -51,6 +53,6 @@ urlpatterns = [
     path("studies/<slug:slug>/annotators/", report_views.annotators, name="report_annotators"),
     path("studies/<slug:slug>/disagreements/", report_views.disagreements, name="report_disagreements"),
     # path: an item id is the importer's own and may hold "/" ("batch/1"); nothing else lives under items/.
-    path("studies/<slug:slug>/items/<path:item_id>/", report_views.item_views, name="report_item"),
+    path("studies/<slug:slug>/items/<item_id:item_id>/", report_views.item_views, name="report_item"),
     path("studies/<slug:slug>/metrics/", report_views.metric_agreement, name="report_metric_agreement"),
 ]

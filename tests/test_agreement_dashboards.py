@@ -8,6 +8,7 @@ import json
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils.html import escape
 
 from annotate.participation.reservations import assignment_next
 from annotate.participation.submissions import annotation_submit
@@ -163,8 +164,10 @@ def test_openapi_schema_describes_the_agreement_endpoint_and_its_refusal(researc
 
 def test_an_item_id_with_a_slash_links_from_the_disagreements_page_to_its_item_page(researcher_client):
     """Item ids are the importer's: 'batch/1' is one (issue 28, F-02: the page was a 500,
-    NoReverseMatch for report_item)."""
+    NoReverseMatch for report_item), and so is '../../admin/', whose link a browser resolved
+    to another page before it was written with '~' (annotate/url_converters.py)."""
     import dataclasses
+    from urllib.parse import urljoin, urlsplit
 
     from annotate.studies.services import study_create
     from annotate.studies.settings import StudySettings
@@ -172,18 +175,26 @@ def test_an_item_id_with_a_slash_links_from_the_disagreements_page_to_its_item_p
 
     study = study_create(
         name="Slashed ids",
-        items=[dataclasses.replace(item_spec(1), item_id="batch/1"), dataclasses.replace(item_spec(2), item_id="a/b/")],
+        items=[
+            dataclasses.replace(item_spec(1), item_id="batch/1"),
+            dataclasses.replace(item_spec(2), item_id="a/b/"),
+            dataclasses.replace(item_spec(3), item_id="../../admin/"),
+            dataclasses.replace(item_spec(4), item_id="~x/./y"),
+        ],
         settings=StudySettings(annotators_per_item=2, training_enabled=False, min_seconds=0, allow_other_pids=True),
     )
     for pid in ("a1", "a2"):
         participation = annotator_start(study, pid)
-        for _ in range(2):
+        for _ in range(4):
             annotate_next(participation, ONE_FAILURE if pid == "a1" else None, label=pid == "a1")
     page = researcher_client.get(reverse("annotate:report_disagreements", args=[study.slug]))
     assert page.status_code == 200
     html = page.content.decode()
-    for item_id in ("batch/1", "a/b/"):
+    for item_id in ("batch/1", "a/b/", "../../admin/", "~x/./y"):
         url = reverse("annotate:report_item", args=[study.slug, item_id])
         assert f'href="{url}"' in html, url
-        item_page = researcher_client.get(url)
-        assert item_page.status_code == 200 and item_id in item_page.content.decode()
+        # What a browser asks for: the link with dot segments resolved (RFC 3986, 5.2.4).
+        asked = urlsplit(urljoin(f"http://testserver/studies/{study.slug}/disagreements/", url)).path
+        assert asked == url, (item_id, url, asked)
+        item_page = researcher_client.get(asked)
+        assert item_page.status_code == 200 and escape(item_id) in item_page.content.decode()
