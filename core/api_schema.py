@@ -18,7 +18,9 @@ A status the view declares itself keeps the view's description; its body schema 
 A request serializer with ``unknown_keys_refused = True`` (it refuses a key it does not know, by
 name) has ``additionalProperties: false``: the schema says what the serializer does.
 
-A list body's ``min_length`` is its ``minItems``. A decimal sent as text has a pattern that needs a digit and respects the field's digits and sign.
+A view with ``empty_query_value_is_default = True`` (a page's form sends its empty fields, which
+mean the default) says that each optional query parameter may be empty. A list body's
+``min_length`` is its ``minItems``. A decimal sent as text has a pattern that needs a digit and respects the field's digits and sign.
 
 A related object a response names by a slug or string (``created_by``, ``first_round``) is
 ``nullable`` when its model field is: drf-spectacular reads ``allow_null`` only, which a
@@ -101,6 +103,23 @@ class ApiAutoSchema(AutoSchema):
             elif code == "400" and body.get("schema") not in (None, error):
                 body["schema"] = {"anyOf": [body["schema"], error]}
         return responses
+
+    def _get_parameters(self):
+        parameters = super()._get_parameters()
+        if not getattr(self.view, "empty_query_value_is_default", False):
+            return parameters
+        for parameter in parameters:
+            if parameter.get("in") != "query" or parameter.get("required"):
+                continue
+            schema = parameter.get("schema", {})
+            if "enum" in schema:
+                schema["enum"] = [*schema["enum"], ""]
+                schema.pop("minLength", None)
+            elif schema.get("type") == "string":
+                schema.pop("minLength", None)
+            else:
+                parameter["schema"] = {"anyOf": [schema, {"type": "string", "maxLength": 0}]}
+        return parameters
 
     def _get_request_for_media_type(self, serializer, direction="request"):
         schema, required = super()._get_request_for_media_type(serializer, direction)

@@ -312,6 +312,8 @@ class LeaderboardView(APIView):
     """GET the leaderboard of one judge: the same rows, order, intervals and coverage as the
     leaderboard page (docs/how2bench.md, "Uncertainty, coverage and the ranking rule")."""
 
+    empty_query_value_is_default = True  # ?min_coverage= as the page's empty field: the default
+
     @extend_schema(parameters=[LeaderboardQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request):
         query = LeaderboardQuerySerializer(data=request.query_params)  # an empty value: its default

@@ -326,9 +326,11 @@ def _name_stored_objects(case: Any, names: StoredNames, calls: Counter) -> None:
                 case.body[key] = ""
     elif path == "/api/studies/" and method == "POST":
         # Settings that depend on the kind and the items (a page of items is for multiple
-        # choice; qualification needs items with answers): the service names the conflict.
-        case.body.pop("items_per_page", None)
-        case.body.pop("qualification_enabled", None)
+        # choice; qualification needs items with answers, attention checks attention items):
+        # the service names the conflict.
+        for key in ("items_per_page", "qualification_enabled", "attention_check_rate"):
+            case.body.pop(key, None)
+        case.body["slug"] = f"st-study-{n}"  # a slug is unique: one taken is refused by name
         if case.media_type == "multipart/form-data":  # from a file
             case.body.pop("judge", None)
             case.body["items_file"] = ITEMS_FILE
