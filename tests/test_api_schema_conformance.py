@@ -339,6 +339,7 @@ def _name_stored_objects(case: Any, names: StoredNames, calls: Counter) -> None:
             for key in ("judge_runs", "topics", "models"):
                 case.body.pop(key, None)
             case.body["judge"] = names.query["judge"][0]
+            case.body["n_judged"] = 2  # a sample from a judge says its size
 
 
 def _exercise(role: str, username: str, *, max_examples: int, coverage: bool) -> dict[str, Any]:
