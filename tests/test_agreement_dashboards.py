@@ -156,7 +156,7 @@ def test_openapi_schema_describes_the_agreement_endpoint_and_its_refusal(researc
     import yaml
 
     schema = yaml.safe_load(researcher_client.get("/api/schema/").content)
-    for path in ("/api/studies/{slug}/agreement", "/api/studies/{slug}/metric-agreement"):
+    for path in ("/api/studies/{slug}/agreement/", "/api/studies/{slug}/metric-agreement/"):
         operation = schema["paths"][path]["get"]
         assert {p["name"] for p in operation["parameters"]} >= {"slug", "bootstrap", "seed"}, path
         assert "another kind" in operation["responses"]["400"]["description"], path

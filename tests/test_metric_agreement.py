@@ -424,7 +424,7 @@ def test_openapi_schema_lists_the_endpoint(researcher_client):
     import yaml
 
     schema = yaml.safe_load(researcher_client.get("/api/schema/").content)
-    operation = schema["paths"]["/api/studies/{slug}/metric-agreement"]["get"]
+    operation = schema["paths"]["/api/studies/{slug}/metric-agreement/"]["get"]
     assert {p["name"] for p in operation["parameters"]} >= {"slug", "bootstrap", "seed"}
 
 

@@ -214,6 +214,10 @@ class StudyCreateSerializer(serializers.Serializer):
         return study_create_options({**data, "qualification_enabled": qualification})
 
 
+# A true/false setting in a form: one enum of the schema, FormFlagEnum (config/django/base.py).
+FORM_FLAG_CHOICES = ["true", "false"]
+
+
 class StudyCreateFormSerializer(StudyCreateSerializer):
     """The schema of the same fields sent as a form (multipart/form-data), which carries text
     only: a true/false setting is the word true or false there (Flag reads those), so the form's
@@ -224,7 +228,7 @@ class StudyCreateFormSerializer(StudyCreateSerializer):
         for name, field in list(self.fields.items()):
             if isinstance(field, StrictBooleanField):
                 self.fields[name] = serializers.ChoiceField(
-                    choices=["true", "false"], required=False, help_text=field.help_text
+                    choices=FORM_FLAG_CHOICES, required=False, help_text=field.help_text
                 )
 
 

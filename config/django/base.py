@@ -179,6 +179,7 @@ SPECTACULAR_SETTINGS = {
     # One name per choice set shared by several fields (studies API: an item's role is an
     # annotation's source; a study import's status is not a run's).
     "ENUM_NAME_OVERRIDES": {
+        "FormFlagEnum": "annotate.studies.create_serializers.FORM_FLAG_CHOICES",
         "RunStatusEnum": "llm.models.RunStatus.choices",
         # What a run shows: the stored statuses and "stalled" (llm/runs.py, run_liveness).
         "RunStatusShownEnum": "llm.runs.STATUSES_SHOWN",
