@@ -493,3 +493,15 @@ def alpha_undefined_reason(details: Mapping[str, Any]) -> str | None:
             f"value, so there is no variation to measure agreement against (expected disagreement 0)"
         )
     return None
+
+
+# The fields of a study's alpha and its interval, as a summary, the API and an export show them.
+ALPHA_KEYS = (
+    "alpha",
+    "alpha_ci95",
+    "alpha_n",
+    "alpha_ci95_not_estimable",
+    "alpha_interval",
+    "alpha_small_sample",
+    "alpha_undefined",
+)

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from annotate import constants as C
 from annotate.errors import AnnotateError
 from annotate.models import Study, StudyImport
+from annotate.stats.alpha import ALPHA_KEYS
 from annotate.studies.api_fields import (
     INSTRUCTIONS_MAX_CHARS,
     ErrorSerializer,
@@ -286,13 +287,7 @@ def round_rows(study: Study) -> list[dict[str, Any]]:
                         "n_annotations",
                         "n_excluded",
                         "n_surplus",
-                        "alpha",
-                        "alpha_ci95",
-                        "alpha_n",
-                        "alpha_ci95_not_estimable",
-                        "alpha_interval",
-                        "alpha_small_sample",
-                        "alpha_undefined",
+                        *ALPHA_KEYS,
                         "as_of",
                         "n_new",
                     )

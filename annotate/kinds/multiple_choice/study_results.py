@@ -17,6 +17,7 @@ from annotate.kinds.base import ROLE_MAIN
 from annotate.kinds.multiple_choice.definition import KEY as MULTIPLE_CHOICE
 from annotate.kinds.multiple_choice.results import ChoiceItem, study_results
 from annotate.models import Annotation, Study, StudyItem
+from annotate.stats.alpha import ALPHA_KEYS
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP
 from core.record_files import atomic_output
 
@@ -51,17 +52,6 @@ def choice_study_results(study: Study, *, bootstrap: int = DEFAULT_BOOTSTRAP) ->
     with the yield and the human accuracy as shares with their n and 95% Wilson interval and
     alpha with its n and 95% bootstrap interval."""
     return study_results(choice_items([study]), study.annotators_per_item, bootstrap=bootstrap)
-
-
-ALPHA_KEYS = (
-    "alpha",
-    "alpha_ci95",
-    "alpha_n",
-    "alpha_ci95_not_estimable",
-    "alpha_interval",
-    "alpha_small_sample",
-    "alpha_undefined",
-)
 
 
 def choice_alpha(study: Study, *, bootstrap: int = DEFAULT_BOOTSTRAP) -> dict[str, Any]:
