@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class MiningConfig(AppConfig):
@@ -6,6 +7,7 @@ class MiningConfig(AppConfig):
     verbose_name = "Mining: topics, procedures, corpora"
 
     def ready(self) -> None:
+        post_migrate.connect(_ensure_topics, sender=self, dispatch_uid="mining.topics_ensure")
         # The Batch API jobs of a mining run are driven through the run.
         from llm.runs import job_owner, job_owner_register
         from mining import run_services
@@ -22,3 +24,11 @@ class MiningConfig(AppConfig):
                 cancel=lambda run: run_services.mining_run_cancel(run=run),
             )
         )
+
+
+def _ensure_topics(sender, **kwargs) -> None:
+    """The 14 topics are reference data the product assumes: a migration seeds them, and an
+    emptied database (``manage.py flush``, a transactional test's teardown) gets them back."""
+    from mining.services import topics_ensure
+
+    topics_ensure()
