@@ -93,6 +93,11 @@ class GenerationRun(RunFields):
         default=StepParser.PRODUCT,
         help_text="How the completions' steps are read: the product's parser or the reference CLI's.",
     )
+    # A run started from a reference CLI bench configuration: its generator's (evaluator's)
+    # settings as the reference resolves them (backend, provider, model, decoding, vLLM
+    # overrides), from which the reference's generator_id / judge_id, record fields and
+    # manifests are written (judging/reference_outputs.py). Empty for any other run.
+    reference_settings = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -113,6 +118,11 @@ class JudgeRun(EndpointOverrides, RunFields):
     temperature = models.FloatField(default=0.0, help_text="0 (greedy) for scoring; above 0 to sample a teacher twice.")
     seed = models.IntegerField(null=True, blank=True, help_text="Sent to the endpoint; distinguishes repeated samples.")
     llm_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="judge_run")
+    # A run started from a reference CLI bench configuration: its generator's (evaluator's)
+    # settings as the reference resolves them (backend, provider, model, decoding, vLLM
+    # overrides), from which the reference's generator_id / judge_id, record fields and
+    # manifests are written (judging/reference_outputs.py). Empty for any other run.
+    reference_settings = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-id"]

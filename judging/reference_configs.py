@@ -33,6 +33,7 @@ from core.reference_configs import (
     refuse_unknown,
     short_name,
 )
+from judging.reference_identity import evaluator_settings, generator_settings, reference_prompt_path
 
 REFERENCE_KEYS = {"out_root", "models", "generator_defaults", "evaluator", "inputs", "prompts", "paths"}
 # Our own keys that may stand beside the reference's.
@@ -194,7 +195,12 @@ def _options(spec: dict[str, Any], where: str, t: Translation, *, prompt_style: 
 
 
 def _generations(
-    data: dict[str, Any], t: Translation, base_dir: Path, own_executor: str | None, prompts: dict[str, str]
+    data: dict[str, Any],
+    t: Translation,
+    base_dir: Path,
+    own_executor: str | None,
+    prompts: dict[str, str],
+    prompt_paths: dict[str, str],
 ) -> list[dict[str, Any]]:
     defaults = mapping(data.get("generator_defaults"), "generator_defaults", t)
     refuse_unknown(defaults, LLM_KEYS - {"model"} | {"prompt_style"}, "generator_defaults", t)
@@ -206,6 +212,7 @@ def _generations(
     runs, names = [], set()
     for index, entry in enumerate(models):
         where = f"models[{index}]"
+        given = entry
         if isinstance(entry, str):
             entry = {"model": entry}
         entry = mapping(entry, where, t)
@@ -240,16 +247,24 @@ def _generations(
                 "max_tokens": spec["max_tokens"],
             },
             "options": _options(spec, where, t, prompt_style=style),
+            # the generator as the reference resolves it (judging/reference_identity.py)
+            "reference_settings": generator_settings(given, defaults, prompt_style=style),
         }
         prompt = prompts.get(f"inference_{style}")
         if prompt:
             run["prompt_file"] = prompt
+            run["reference_settings"]["prompt_path"] = prompt_paths[f"inference_{style}"]
         runs.append(run)
     return runs
 
 
 def _judge(
-    data: dict[str, Any], t: Translation, base_dir: Path, own_executor: str | None, prompts: dict[str, str]
+    data: dict[str, Any],
+    t: Translation,
+    base_dir: Path,
+    own_executor: str | None,
+    prompts: dict[str, str],
+    prompt_paths: dict[str, str],
 ) -> dict[str, Any]:
     judge: dict[str, Any]
     if data.get("evaluator") is None:
@@ -276,8 +291,12 @@ def _judge(
             "executor": executor,
             "options": _options(spec, "evaluator", t),
         }
+    judge["reference_settings"] = evaluator_settings(
+        None if data.get("evaluator") is None else mapping(data["evaluator"], "evaluator", t)
+    )
     if prompts.get("judge"):
         judge["prompt_file"] = prompts["judge"]
+        judge["reference_settings"]["prompt_path"] = prompt_paths["judge"]
     return judge
 
 
@@ -392,6 +411,13 @@ def bench_reference_translate(
     prompts = {k: str(path_value(v, f"prompts.{k}", t, base)) for k, v in prompts_raw.items()}
     if default_prompts:
         _default_prompts(data, prompts, t, base)
+    # Each prompt file's path as the reference would record it (its judge_id hashes the judge's).
+    prompt_paths = {
+        key: reference_prompt_path(
+            str(prompts_raw[key]).strip() if key in prompts_raw else REFERENCE_DEFAULT_PROMPTS[key], base
+        )
+        for key in prompts
+    }
     paths = mapping(data.get("paths"), "paths", t)
     refuse_unknown(paths, {"generations", "judgments"}, "paths", t)
     generations_file = judgments_file = None
@@ -399,7 +425,7 @@ def bench_reference_translate(
         generations_file = str(path_value(paths["generations"], "paths.generations", t, base))
     if paths.get("judgments") is not None:
         judgments_file = str(path_value(paths["judgments"], "paths.judgments", t, base))
-    generations = _generations(data, t, base, own_executor, prompts)
+    generations = _generations(data, t, base, own_executor, prompts, prompt_paths)
     if generations_file and generations:
         raise t.error(
             "paths.generations",
@@ -413,7 +439,7 @@ def bench_reference_translate(
         )
     config: dict[str, Any] = {
         "generations": generations,
-        "judge": _judge(data, t, base, own_executor, prompts),
+        "judge": _judge(data, t, base, own_executor, prompts, prompt_paths),
         "own": {key: data[key] for key in OWN_KEYS - {"executor"} if key in data},
         "reference": {
             "out_root": str(out_root),

@@ -14,6 +14,15 @@ from django.db import transaction
 
 from core.reference_configs import short_name
 from judging.models import GenerationRun, JudgeRun
+from judging.reference_outputs import (
+    GENERATION_MANIFEST,
+    JUDGE_MANIFEST,
+    generation_folder,
+    generation_identity,
+    judge_folder_name,
+    judge_identity,
+    manifest_write,
+)
 from judging.services import (
     generation_run_create,
     judge_run_create,
@@ -62,19 +71,27 @@ def reference_generation_runs_create(
     runs = []
     for run in config["generations"]:
         model = language_model_register(**run["model"])
-        runs.append(
-            generation_run_create(
-                name=run["name"],
-                language_model=model,
-                executor=run["executor"],
-                prompt_file=run.get("prompt_file"),
-                options=run["options"],
-                start=start,
-                procedure_ids=procedure_ids,
-                **config["own"],
-            )
+        created = generation_run_create(
+            name=run["name"],
+            language_model=model,
+            executor=run["executor"],
+            prompt_file=run.get("prompt_file"),
+            options=run["options"],
+            start=start,
+            procedure_ids=procedure_ids,
+            **config["own"],
         )
+        _settings_keep(created, run.get("reference_settings"))
+        runs.append(created)
     return runs
+
+
+def _settings_keep(run: GenerationRun | JudgeRun, settings: dict[str, Any] | None) -> None:
+    """The settings the reference resolves the run's configuration to, kept on the run for
+    its ids, records and manifests (judging/reference_outputs.py)."""
+    if settings:
+        run.reference_settings = settings
+        run.save(update_fields=["reference_settings"])
 
 
 def _generation_runs_to_judge(config: dict[str, Any]) -> list[GenerationRun]:
@@ -116,8 +133,9 @@ def reference_judge_runs_create(*, config: dict[str, Any], start: bool) -> list[
     for generation_run in generation_runs:
         run_name_check(run_class=JudgeRun, name=judge_run_name(generation_run, judge["judge"]))
     own = {k: v for k, v in config["own"].items() if k in ("concurrency", "budget_usd")}
-    return [
-        judge_run_create(
+    runs = []
+    for generation_run in generation_runs:
+        run = judge_run_create(
             name=judge_run_name(generation_run, judge["judge"]),
             generation_run=generation_run,
             judge=judge["judge"],
@@ -129,32 +147,45 @@ def reference_judge_runs_create(*, config: dict[str, Any], start: bool) -> list[
             start=start,
             **own,
         )
-        for generation_run in generation_runs
-    ]
+        _settings_keep(run, judge.get("reference_settings"))
+        runs.append(run)
+    return runs
 
 
-def reference_generations_write(*, config: dict[str, Any], run: GenerationRun) -> str:
-    """``out_root/<run_name>/generations.jsonl``, as the reference lays its outputs out."""
-    output = Path(config["reference"]["out_root"]) / run.name / "generations.jsonl"
+def reference_generations_write(*, config: dict[str, Any], run: GenerationRun) -> list[str]:
+    """``out_root/<run_name>_<generator_id>/generations.jsonl`` and its
+    ``generation_manifest.json``, as the reference lays a model's outputs out; returns the
+    files written."""
+    folder = generation_folder(config["reference"]["out_root"], run)
+    output = folder / "generations.jsonl"
     output.parent.mkdir(parents=True, exist_ok=True)
     generations_export(run=run, output=output)
-    return str(output)
+    written = [str(output)]
+    identity = generation_identity(run)
+    if identity is not None:
+        written.append(manifest_write(folder / GENERATION_MANIFEST, identity.manifest))
+    return written
 
 
-def reference_judgments_write(*, config: dict[str, Any], run: JudgeRun) -> str:
-    """``paths.judgments``, else ``out_root/<run_name>/judgments/<judge>/judgments.jsonl``."""
+def reference_judgments_write(*, config: dict[str, Any], run: JudgeRun) -> list[str]:
+    """``paths.judgments``, else ``judgments/<short judge model>_<judge_id>/judgments.jsonl``
+    under the generation run's folder (``out_root/<run_name>_<generator_id>``), or under
+    ``out_root`` itself when the generations came from ``paths.generations`` (as the
+    reference's ``h2e bench judge`` writes them); ``judge_manifest.json`` beside it. Returns
+    the files written."""
     given = config["reference"]["judgments_file"]
-    output = (
-        Path(given)
-        if given
-        else (
-            Path(config["reference"]["out_root"])
-            / run.generation_run.name
-            / "judgments"
-            / short_name(run.judge)
-            / "judgments.jsonl"
+    if given:
+        output = Path(given)
+    else:
+        out_root = Path(config["reference"]["out_root"])
+        parent = (
+            out_root if config["reference"]["generations_file"] else generation_folder(out_root, run.generation_run)
         )
-    )
+        output = parent / "judgments" / judge_folder_name(run) / "judgments.jsonl"
     output.parent.mkdir(parents=True, exist_ok=True)
     judgments_export(judge=run.judge, run=run.generation_run, output=output)
-    return str(output)
+    written = [str(output)]
+    identity = judge_identity(run)
+    if identity is not None:
+        written.append(manifest_write(output.parent / JUDGE_MANIFEST, identity.manifest))
+    return written

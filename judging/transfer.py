@@ -41,6 +41,7 @@ from judging.how2score import (
     validate_judge_answer,
 )
 from judging.models import Generation, GenerationRun, Judgment, LanguageModel, RunStatus, StepParser
+from judging.reference_outputs import RunIdentity, generation_identity, judge_identity
 from judging.steps import steps_parse
 from judging.tokens import procedure_tokens
 from llm.models import LedgerEntry
@@ -137,15 +138,24 @@ def _steps_key(steps: Any) -> list[str] | None:
     return [s.strip() for s in steps if s.strip()]
 
 
-def generation_record(generation: Generation, *, prompt: str = "", model_id: str | None = None) -> dict[str, Any]:
+def generation_record(
+    generation: Generation,
+    *,
+    prompt: str = "",
+    model_id: str | None = None,
+    identity: RunIdentity | None = None,
+) -> dict[str, Any]:
     """One generation in the ``how2bench.generation.v1`` shape (with ``model`` and
     ``outcome`` beside), the fields of the record it was imported from written back.
     ``prompt``: the prompt that was sent; ``model_id``: the model the endpoint was asked
-    (``generator.model``, as the reference writes it; default: the generation's model name)."""
+    (``generator.model``, as the reference writes it; default: the generation's model name);
+    ``identity``: a run started from a reference configuration (judging/reference_outputs.py)
+    writes the reference's ``generator_id``, ``generator.backend`` and ``generator.provider``;
+    any other run writes its executor as the backend and no provider or id."""
     p, run = generation.procedure, generation.run
     written = {
         "schema_version": GENERATION_SCHEMA_VERSION,
-        "generator_id": "",
+        "generator_id": identity.identity if identity else "",
         "generation_prompt_sha256": run.prompt_hash if run is not None else "",
         "source_example_id": p.source_example_id,
         "topic": "" if p.topic.name == NO_TOPIC else p.topic.name,
@@ -156,8 +166,8 @@ def generation_record(generation: Generation, *, prompt: str = "", model_id: str
         "predicted_steps": generation.predicted_steps,
         "prompt": prompt,
         "generator": {
-            "backend": run.executor if run is not None else "",
-            "provider": "",
+            "backend": identity.settings["backend"] if identity else (run.executor if run is not None else ""),
+            "provider": identity.settings["provider"] if identity else "",
             "model": model_id or generation.model,
         },
         "model": generation.model,
@@ -166,16 +176,19 @@ def generation_record(generation: Generation, *, prompt: str = "", model_id: str
     return _with_kept(written, generation.provenance)
 
 
-def judgment_record(judgment: Judgment) -> dict[str, Any]:
+def judgment_record(judgment: Judgment, *, identity: RunIdentity | None = None) -> dict[str, Any]:
     """One judgment in the ``how2bench.judgment.v1`` shape (with ``model`` and ``outcome``
     beside). An answer that could not be used is ``parse_failed: true`` with
-    ``has_failure: true``, as the reference writes it (its aggregate leaves it out)."""
+    ``has_failure: true``, as the reference writes it (its aggregate leaves it out).
+    ``identity``: a judge run started from a reference configuration writes the reference's
+    ``judge_id``, ``judge.backend`` and ``judge.provider``; ``judge.model`` is the judge's
+    name here either way (what ``import-judgments`` reads back)."""
     g = judgment.generation
     p, run = g.procedure, judgment.run
     usable = judgment.outcome == "ok" and judgment.has_failure is not None
     written = {
         "schema_version": JUDGMENT_SCHEMA_VERSION,
-        "judge_id": "",
+        "judge_id": identity.identity if identity else "",
         "judge_prompt_sha256": run.prompt_hash if run is not None else "",
         "source_example_id": p.source_example_id,
         "topic": "" if p.topic.name == NO_TOPIC else p.topic.name,
@@ -183,7 +196,11 @@ def judgment_record(judgment: Judgment) -> dict[str, Any]:
         "steps": p.steps,
         "resources": p.resources,
         "predicted_steps": g.predicted_steps,
-        "judge": {"backend": run.executor if run is not None else "", "provider": "", "model": judgment.judge},
+        "judge": {
+            "backend": identity.settings["backend"] if identity else (run.executor if run is not None else ""),
+            "provider": identity.settings["provider"] if identity else "",
+            "model": judgment.judge,
+        },
         "reasoning": judgment.reasoning,
         "critical_failures": judgment.critical_failures,
         "has_failure": bool(judgment.has_failure) if usable else True,
@@ -437,13 +454,16 @@ def generations_export(*, run: GenerationRun, output: str | Path) -> int:
     count = 0
     prompts, models = generation_run_sent(run)
     fallback_model = run.language_model.model or None
+    identity = generation_identity(run)
     with atomic_output(output) as handle:
         for g in run.generations.select_related("procedure__topic", "run").order_by("id"):
             key = (g.provenance or {}).get("ledger_key")
             if key is None:  # imported: its record's fields are written back
                 record = generation_record(g)
             else:
-                record = generation_record(g, prompt=prompts.get(key, ""), model_id=models.get(key) or fallback_model)
+                record = generation_record(
+                    g, prompt=prompts.get(key, ""), model_id=models.get(key) or fallback_model, identity=identity
+                )
             handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
             count += 1
     return count
@@ -456,8 +476,12 @@ def judgments_export(*, judge: str, output: str | Path, run: GenerationRun | Non
     )
     if run is not None:
         judgments = judgments.filter(generation__run=run)
+    identities: dict[int, RunIdentity | None] = {}
     with atomic_output(output) as handle:
         for j in judgments:
-            handle.write((json.dumps(judgment_record(j), ensure_ascii=False) + "\n").encode("utf-8"))
+            if j.run is not None and j.run.pk not in identities:
+                identities[j.run.pk] = judge_identity(j.run)
+            identity = identities.get(j.run.pk) if j.run is not None else None
+            handle.write((json.dumps(judgment_record(j, identity=identity), ensure_ascii=False) + "\n").encode("utf-8"))
             count += 1
     return count

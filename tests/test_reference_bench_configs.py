@@ -354,7 +354,7 @@ def test_a_reference_generate_config_runs_end_to_end_with_its_request_options(sc
     assert (gpt5["temperature"], gpt5["max_tokens"], gpt5["reasoning_effort"]) == (1.0, 8192, "minimal")
     assert qwen["chat_template_kwargs"] == {"enable_thinking": False} and (qwen["top_p"], qwen["top_k"]) == (0.95, 20)
     assert {r.status for r in GenerationRun.objects.all()} == {"done"}
-    written = tmp_path / "out" / "bench" / "gpt-5" / "generations.jsonl"
+    (written,) = (tmp_path / "out" / "bench").glob("gpt-5_*/generations.jsonl")  # <run_name>_<generator_id>
     assert written.read_text().count("\n") == 14
     # the same file judges what it generated, with its evaluator
     call_command("bench_run", "judge", "--config", path, "--wait")
@@ -370,7 +370,7 @@ def test_a_reference_generate_config_runs_end_to_end_with_its_request_options(sc
         "gpt-5--gpt-5",
         "qwen-served--gpt-5",
     ]
-    assert (tmp_path / "out" / "bench" / "gpt-5" / "judgments" / "gpt-5" / "judgments.jsonl").exists()
+    assert len(list(written.parent.glob("judgments/gpt-5_*/judgments.jsonl"))) == 1  # <judge model>_<judge_id>
 
 
 @pytest.mark.django_db(transaction=True)

@@ -184,10 +184,7 @@ def test_the_api_never_reads_the_servers_working_directory_for_prompts(tmp_path,
 def test_generations_jsonl_records_the_prompt_sent_and_the_model_id(scripted, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.chdir(tmp_path)
     call_command("bench_run", "generate", "--config", _tree(tmp_path), "--wait")
-    records = [
-        json.loads(line)
-        for line in (tmp_path / "out" / "bench" / "olmo3-1025-7b" / "generations.jsonl").read_text().splitlines()
-    ]
+    records = [json.loads(line) for line in records_file(tmp_path).read_text().splitlines()]
     sent = [b["messages"][0]["content"] for b in _generation_bodies(scripted)]
     assert records and sorted(r["prompt"] for r in records) == sorted(sent)
     assert all(r["prompt"].startswith("Goal: ") for r in records)
@@ -205,7 +202,9 @@ def test_generations_jsonl_records_the_prompt_sent_and_the_model_id(scripted, tm
 
 
 def records_file(tmp_path):
-    return tmp_path / "out" / "bench" / "olmo3-1025-7b" / "generations.jsonl"
+    """The generations file of the config's one model: ``out_root/<run_name>_<generator_id>/``."""
+    (found,) = (tmp_path / "out" / "bench").glob("olmo3-1025-7b_*/generations.jsonl")
+    return found
 
 
 def test_a_run_on_the_roles_model_records_the_model_the_endpoint_was_asked(scripted, tmp_path):  # noqa: F811
@@ -361,3 +360,248 @@ def test_imported_completions_are_parsed_by_the_chosen_parser_and_the_run_says_w
     }
     assert runs["imp-ref"].generations.get().predicted_steps == DIFFERENT[completion][1]
     assert runs["imp-ours"].generations.get().predicted_steps == DIFFERENT[completion][0]
+
+
+# --- the reference's output folders, ids and manifests ----------------------------------
+
+
+def _restated_id(payload: dict) -> str:
+    """The reference's short hash, restated: SHA-256 of the payload as canonical JSON (keys
+    sorted at every level, no spaces, text beyond ASCII kept), its first 12 hex digits."""
+    text = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _read_records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_reference_config_writes_its_folders_ids_and_manifests_as_the_reference(
+    scripted,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+    capsys,
+):
+    monkeypatch.chdir(tmp_path)
+    config = _tree(tmp_path)
+    call_command("bench_run", "generate", "--config", config, "--wait")
+    generator = {  # CONFIG's generator as the reference resolves it (defaults filled in)
+        "backend": "deluge",
+        "provider": "openai",
+        "model": "allenai/Olmo-3-1025-7B",
+        "temperature": 0.0,
+        "max_new_tokens": 1500,
+        "max_requests_per_minute": 1000,
+        "max_tokens_per_minute": 100000,
+        "reasoning_effort": None,
+        "vllm_overrides": {},
+    }
+    expected_gid = _restated_id(
+        {
+            "generator_id_version": "how2bench.generator_id.v1",
+            "generator": generator,
+            "generation": {"model_type": "inst"},
+            "generation_prompt_sha256": _sha(INST),
+        }
+    )
+    folder = tmp_path / "out" / "bench" / f"olmo3-1025-7b_{expected_gid}"
+    out = capsys.readouterr().out
+    assert f"wrote {folder / 'generations.jsonl'}" in out and f"wrote {folder / 'generation_manifest.json'}" in out
+    records = _read_records(folder / "generations.jsonl")
+    assert records and {r["generator_id"] for r in records} == {expected_gid}
+    assert {(r["generator"]["backend"], r["generator"]["provider"]) for r in records} == {("deluge", "openai")}
+    assert {r["generation_prompt_sha256"] for r in records} == {_sha(INST)}
+    manifest = json.loads((folder / "generation_manifest.json").read_text(encoding="utf-8"))
+    assert manifest == {
+        "generator_id": expected_gid,
+        "generation_prompt_sha256": _sha(INST),
+        "generation_prompt_path": str((tmp_path / "prompts" / "inference_inst.txt").resolve()),
+        "generation": {"model_type": "inst"},
+        "generator": generator,
+    }
+
+    call_command("bench_run", "judge", "--config", config, "--wait")
+    judge = {  # CONFIG's evaluator as the reference resolves it
+        "backend": "deluge",
+        "provider": "openai",
+        "model": "gpt-4.1",
+        "temperature": 0.0,
+        "max_new_tokens": 4096,
+        "reasoning_effort": None,
+        "vllm_overrides": {},
+    }
+    judge_path = str((tmp_path / "prompts" / "judge.txt").resolve())
+    expected_jid = _restated_id(
+        {
+            "judge_id_version": "how2bench.judge_id.v1",
+            "judge": judge,
+            "judge_prompt_sha256": _sha(JUDGE),
+            "judge_prompt_path": judge_path,
+        }
+    )
+    judged = folder / "judgments" / f"gpt-4.1_{expected_jid}"
+    judgments = _read_records(judged / "judgments.jsonl")
+    assert len(judgments) == len(records) and {j["judge_id"] for j in judgments} == {expected_jid}
+    assert {(j["judge"]["backend"], j["judge"]["provider"]) for j in judgments} == {("deluge", "openai")}
+    assert json.loads((judged / "judge_manifest.json").read_text(encoding="utf-8")) == {
+        "judge_id": expected_jid,
+        "judge_prompt_sha256": _sha(JUDGE),
+        "judge_prompt_path": judge_path,
+        "judge": judge,
+    }
+    # the layout the reference's leaderboard walks: <gen_run>/generations.jsonl and
+    # <gen_run>/judgments/<model>_<judge_id>/{judgments.jsonl, judge_manifest.json}
+    assert sorted(p.relative_to(tmp_path / "out" / "bench").as_posix() for p in folder.rglob("*") if p.is_file()) == [
+        f"olmo3-1025-7b_{expected_gid}/generation_manifest.json",
+        f"olmo3-1025-7b_{expected_gid}/generations.jsonl",
+        f"olmo3-1025-7b_{expected_gid}/judgments/gpt-4.1_{expected_jid}/judge_manifest.json",
+        f"olmo3-1025-7b_{expected_gid}/judgments/gpt-4.1_{expected_jid}/judgments.jsonl",
+    ]
+    # bench_transfer's exports of these runs write the same ids
+    again = tmp_path / "again.jsonl"
+    call_command("bench_transfer", "export-generations", "--run", "olmo3-1025-7b", "--output", str(again))
+    assert {r["generator_id"] for r in _read_records(again)} == {expected_gid}
+
+
+def test_the_reference_settings_merge_vllm_blocks_and_default_the_judge_as_the_reference(tmp_path, monkeypatch):
+    """A vLLM model's provider is ``local``, its ``vllm`` block is merged one level deep over
+    generator_defaults', a bare model id takes the defaults, and without an evaluator the
+    judge is How2Judge under vLLM; the ids hash exactly those settings."""
+    from judging.reference_identity import generator_id, judge_dir_name, judge_id
+    from judging.run_configs import reference_bench_config_parse
+
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    text = textwrap.dedent(
+        """\
+        out_root: out/official
+        generator_defaults:
+          backend: vllm
+          prompt_style: base
+          max_new_tokens: 2048
+          vllm:
+            mode: generate
+            engine_kwargs: {max_model_len: 8192}
+        models:
+          - model: Qwen/Qwen3-8B
+            run_name: qwen3-8b-no-thinking
+            prompt_style: inst
+            temperature: 0.7
+            vllm:
+              mode: chat
+              engine_kwargs: {tensor_parallel_size: 2}
+              chat_template_kwargs: {enable_thinking: false}
+          - allenai/Olmo-3-1025-7B
+        """
+    )
+    config = reference_bench_config_parse(text, source="official.yaml")
+    qwen, olmo = (run["reference_settings"] for run in config["generations"])
+    assert qwen == {
+        "backend": "vllm",
+        "provider": "local",
+        "model": "Qwen/Qwen3-8B",
+        "temperature": 0.7,
+        "max_new_tokens": 2048,
+        "max_requests_per_minute": 1000,
+        "max_tokens_per_minute": 100000,
+        "reasoning_effort": None,
+        "vllm_overrides": {
+            "mode": "chat",
+            "engine_kwargs": {"max_model_len": 8192, "tensor_parallel_size": 2},
+            "chat_template_kwargs": {"enable_thinking": False},
+        },
+        "model_type": "inst",
+        "prompt_path": str((tmp_path / "prompts" / "inference_inst.txt").resolve()),
+    }
+    assert olmo["model"] == "allenai/Olmo-3-1025-7B" and olmo["model_type"] == "base"
+    assert olmo["vllm_overrides"] == {"mode": "generate", "engine_kwargs": {"max_model_len": 8192}}
+    assert (olmo["temperature"], olmo["max_new_tokens"], olmo["provider"]) == (0.0, 2048, "local")
+    expected = _restated_id(
+        {
+            "generator_id_version": "how2bench.generator_id.v1",
+            "generator": {k: v for k, v in qwen.items() if k not in ("model_type", "prompt_path")},
+            "generation": {"model_type": "inst"},
+            "generation_prompt_sha256": "ab" * 32,
+        }
+    )
+    assert generator_id(qwen, prompt_sha256="ab" * 32) == expected
+    assert generator_id({**qwen, "temperature": 0.6}, prompt_sha256="ab" * 32) != expected
+    judge = config["judge"]["reference_settings"]
+    assert {k: judge[k] for k in ("backend", "provider", "model", "vllm_overrides")} == {
+        "backend": "vllm",
+        "provider": "local",
+        "model": "how2everything/how2judge",
+        "vllm_overrides": {"chat_template_kwargs": {"enable_thinking": False}},
+    }
+    jid = judge_id(judge, prompt_sha256="cd" * 32, prompt_path="/p/judge.txt")
+    assert judge_dir_name("how2everything/how2judge", jid) == f"how2judge_{jid}"
+    assert judge_dir_name("org/my_judge:v2", jid) == f"judge-v2_{jid}"
+
+
+def test_an_imported_generations_file_keeps_its_ids_and_is_judged_into_out_root_judgments(
+    scripted,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    """``paths.generations``: the imported records' generator_id, backend and provider are
+    written back as they came; the judgments go to ``out_root/judgments/<model>_<judge_id>/``
+    (the reference's ``h2e bench judge``), with their manifest."""
+    from mining.models import Procedure
+
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    procedures = list(Procedure.objects.filter(split="bench").order_by("id")[:3])
+    generations = tmp_path / "elsewhere" / "generations.jsonl"
+    generations.parent.mkdir()
+    generations.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "schema_version": "how2bench.generation.v1",
+                    "generator_id": "0123456789ab",
+                    "generation_prompt_sha256": "ef" * 32,
+                    "source_example_id": p.source_example_id,
+                    "goal": p.goal,
+                    "steps": p.steps,
+                    "resources": p.resources,
+                    "model_completion": "1. Do it.\n2. Check it.",
+                    "predicted_steps": ["Do it.", "Check it."],
+                    "prompt": "sent",
+                    "generator": {"backend": "vllm", "provider": "local", "model": "org/base-7b"},
+                }
+            )
+            + "\n"
+            for p in procedures
+        ),
+        encoding="utf-8",
+    )
+    config = tmp_path / "rejudge.yaml"
+    config.write_text(
+        f"out_root: out/rejudge\npaths:\n  generations: {generations}\n"
+        "evaluator: {backend: deluge, provider: openai, model: gpt-4.1, max_new_tokens: 2048}\n",
+        encoding="utf-8",
+    )
+    call_command("bench_run", "judge", "--config", str(config), "--wait")
+    (judged,) = (tmp_path / "out" / "rejudge" / "judgments").glob("gpt-4.1_*/judgments.jsonl")
+    manifest = json.loads((judged.parent / "judge_manifest.json").read_text(encoding="utf-8"))
+    assert judged.parent.name == f"gpt-4.1_{manifest['judge_id']}"
+    assert manifest["judge"]["max_new_tokens"] == 2048 and manifest["judge_prompt_sha256"] == _sha(JUDGE)
+    assert {j["judge_id"] for j in _read_records(judged)} == {manifest["judge_id"]}
+    out = tmp_path / "back.jsonl"
+    call_command("bench_transfer", "export-generations", "--run", "rejudge", "--output", str(out))
+    assert {(r["generator_id"], r["generator"]["backend"], r["generator"]["provider"]) for r in _read_records(out)} == {
+        ("0123456789ab", "vllm", "local")
+    }
+
+
+def test_a_run_of_our_own_shape_has_no_reference_identity(scripted, tmp_path):  # noqa: F811
+    """Our own YAML names no backend or provider: the record says the executor, and no id."""
+    path = tmp_path / "gen.yaml"
+    path.write_text("name: ours\nmodel: {name: my-model, prompt_style: inst}\nsample_per_topic: 1\n")
+    call_command("bench_run", "generate", "--config", str(path), "--wait")
+    assert GenerationRun.objects.get(name="ours").reference_settings == {}
+    out = tmp_path / "g.jsonl"
+    call_command("bench_transfer", "export-generations", "--run", "ours", "--output", str(out))
+    assert {(r["generator_id"], r["generator"]["backend"], r["generator"]["provider"]) for r in _read_records(out)} == {
+        ("", "online", "")
+    }

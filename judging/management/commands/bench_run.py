@@ -107,7 +107,8 @@ class Command(BaseCommand):
                 generation_run_execute(run_id=run.pk)
                 finished.append(self._finished(run, name=run.name if launch.reference else ""))
                 if launch.reference:
-                    self.stdout.write(f"wrote {reference_generations_write(config=launch.reference, run=run)}")
+                    for path in reference_generations_write(config=launch.reference, run=run):
+                        self.stdout.write(f"wrote {path}")
             runs_done_check(finished)
 
     def _judge(self, options) -> None:
@@ -125,7 +126,8 @@ class Command(BaseCommand):
                 finished.append(self._finished(run, name=run.name if launch.reference else ""))
                 self.stdout.write(json.dumps(judge_run_score(run)))
                 if launch.reference:
-                    self.stdout.write(f"wrote {reference_judgments_write(config=launch.reference, run=run)}")
+                    for path in reference_judgments_write(config=launch.reference, run=run):
+                        self.stdout.write(f"wrote {path}")
             runs_done_check(finished)
 
     def _components(self, options) -> None:
