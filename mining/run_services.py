@@ -21,7 +21,7 @@ from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, M
 from mining.procedure_records import NO_TOPIC
 from mining.run_configs import mining_config_parse
 from mining.runner import run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
-from mining.services import TopicResolver, procedure_export, shard_path
+from mining.services import TopicResolver, procedure_export, reference_shard_path
 from mining.stages import LLM_STAGES
 
 # Settings a re-launch under the same name may change: how stages are asked, how the run
@@ -331,18 +331,27 @@ def mining_reference_export(*, run: MiningRun) -> list[str]:
 
 
 def _reference_export_file(*, run: MiningRun, output: Path, export: dict[str, Any], shape: str) -> list[str]:
-    """One of the reference export's files, or its shards when it is larger than
-    ``export.max_file_size``; returns the files written."""
+    """One of the reference export's files; with ``export.max_file_size``, as the reference
+    names them, shards ``<stem>_00000.<ext>``, ``<stem>_00001.<ext>``, … each no larger than
+    that (one shard when everything fits: the reference names it so too); returns the files
+    written."""
     n = procedure_export(output=output, fmt=export["format"], shape=shape, mining_run=run.name)
     limit = export.get("max_file_size")
-    if not limit or n < 2 or output.stat().st_size <= limit:
+    if not limit:
         return [str(output)]
-    shards = -(-output.stat().st_size // limit)
-    per_shard = max(1, -(-n // shards))
+    size = output.stat().st_size
+    per_shard = max(1, n) if n < 2 or size <= limit else max(1, -(-n // -(-size // limit)))
     while True:  # records differ in size: shrink the shards until every one fits
-        total = -(-n // per_shard)
-        procedure_export(output=output, fmt=export["format"], shape=shape, mining_run=run.name, shard_size=per_shard)
-        paths = [shard_path(output, i, total) for i in range(total)]
+        total = max(1, -(-n // per_shard))
+        procedure_export(
+            output=output,
+            fmt=export["format"],
+            shape=shape,
+            mining_run=run.name,
+            shard_size=per_shard,
+            shard_name=reference_shard_path,
+        )
+        paths = [reference_shard_path(output, i, total) for i in range(total)]
         if per_shard == 1 or all(p.stat().st_size <= limit for p in paths):
             break
         for p in paths:

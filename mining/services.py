@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -269,6 +269,16 @@ def shard_path(output: str | Path, index: int, total: int) -> Path:
     return path.with_name(f"{stem}-{index:05d}-of-{total:05d}{suffixes}")
 
 
+def reference_shard_path(output: str | Path, index: int, total: int) -> Path:
+    """``all_valid.jsonl.zst`` → ``all_valid_00001.jsonl.zst``: the reference CLI's shard
+    names (numbered from 0, without the total), used for the exports of reference configs."""
+    path = Path(output)
+    name = path.name
+    cut = name.find(".")
+    stem, suffixes = (name, "") if cut <= 0 else (name[:cut], name[cut:])
+    return path.with_name(f"{stem}_{index:05d}{suffixes}")
+
+
 def procedure_export(
     *,
     output: str | Path,
@@ -278,13 +288,15 @@ def procedure_export(
     topic: str | None = None,
     mining_run: str | None = None,
     shard_size: int | None = None,
+    shard_name: Callable[[str | Path, int, int], Path] = shard_path,
 ) -> int:
     """Write procedures to ``output`` and return how many were written.
 
     The file appears only when complete: it is written beside its final name and
     renamed at the end, so a crash never leaves a half-written export. With
     ``shard_size`` the records go to numbered shards of at most that many records each
-    (:func:`shard_path`); if one shard fails, the shards already written are removed."""
+    (named by ``shard_name``: :func:`shard_path`, or :func:`reference_shard_path`); if one
+    shard fails, the shards already written are removed."""
     if fmt not in EXPORT_FORMATS:
         raise InvalidInput(f"format must be one of {', '.join(EXPORT_FORMATS)}")
     if shape not in EXPORT_SHAPES:
@@ -307,7 +319,7 @@ def procedure_export(
     try:
         for index in range(total):
             part = ids[index * shard_size : (index + 1) * shard_size]
-            path = shard_path(output, index, total)
+            path = shard_name(output, index, total)
             _export_file(path, queryset.filter(id__in=part).iterator(chunk_size=IMPORT_BATCH_SIZE), fmt, shape)
             written.append(path)
     except BaseException:

@@ -270,7 +270,7 @@ def test_a_reference_mining_config_runs_end_to_end_and_exports_arrow(miner, tmp_
     assert Procedure.objects.count() == 4  # d0, d1, d3, d4: the two topics' documents
     bodies = [body for body in server.chat_requests()]
     assert {b["model"] for b in bodies} == {"gpt-4.1"} and {b["max_tokens"] for b in bodies} == {4096}
-    exported = tmp_path / "out" / "how2mine" / "data" / "all_valid.arrow"
+    exported = tmp_path / "out" / "how2mine" / "data" / "all_valid_00000.arrow"  # max_file_size: the reference's name
     with pa.ipc.open_file(pa.OSFile(str(exported))) as reader:
         table = reader.read_all()
     assert table.num_rows == 4 and table.column("schema_version").to_pylist()[0] == "how2mine.v1"

@@ -250,12 +250,45 @@ def test_the_flat_records_take_the_export_format_and_its_shards(miner, tmp_path,
         )
     )
     data = tmp_path / "out" / "sharded" / "data"
-    full = sorted(p.name for p in data.glob("all_valid-*.parquet"))
-    flat = sorted(p.name for p in data.glob("all_valid_flat*.parquet"))
+    full = sorted(p.name for p in data.glob("all_valid_0*.parquet"))
+    flat = sorted(p.name for p in data.glob("all_valid_flat_0*.parquet"))
     assert len(full) > 1 and flat  # the full records need shards at 3 KB
+    # the reference's names: <stem>_00000.<ext>, numbered from 0, nothing else in the folder
+    assert full == [f"all_valid_{i:05d}.parquet" for i in range(len(full))]
+    assert flat == [f"all_valid_flat_{i:05d}.parquet" for i in range(len(flat))]
+    assert sorted(p.name for p in data.iterdir()) == sorted(full + flat)
     rows = [row for name in flat for row in pq.read_table(data / name).to_pylist()]
     assert sorted(r["source_example_id"] for r in rows) == ["d0", "d1", "d3", "d4"]
     assert all((data / name).stat().st_size <= 3000 for name in flat if len(flat) > 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_max_file_size_one_shard_that_holds_everything_takes_the_reference_name(miner, tmp_path, monkeypatch):
+    """The reference names its files ``all_valid_00000.*`` whenever ``max_file_size`` is set,
+    also when everything fits in one; our own exports keep ``NAME-00000-of-00001.*``."""
+    from django.core.management import call_command
+
+    topics_ensure()
+    monkeypatch.chdir(tmp_path)
+    docs = write_documents(tmp_path / "docs")
+    mine(
+        write_config(
+            tmp_path / "sync.yaml",
+            WITH_TOPICS,
+            out_root="out/one",
+            inputs=str(docs),
+            fmt="jsonl",
+            export_extra='  max_file_size: "500MB"\n',
+        )
+    )
+    data = tmp_path / "out" / "one" / "data"
+    assert sorted(p.name for p in data.iterdir()) == ["all_valid_00000.jsonl", "all_valid_flat_00000.jsonl"]
+    full = read_jsonl(data / "all_valid_00000.jsonl")
+    flat = read_jsonl(data / "all_valid_flat_00000.jsonl")
+    assert len(full) == len(flat) == 4
+    own = tmp_path / "own" / "mined.jsonl"
+    call_command("export_procedures", "--mining-run", "one", "--output", str(own), "--shard-size", "10")
+    assert [p.name for p in own.parent.iterdir()] == ["mined-00000-of-00001.jsonl"]
 
 
 # --- item 6: the no-topics mode keeps each document's own topic -------------------------------
