@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from mining.models import Topic
 from mining.constants import TOPICS
+from mining.models import Topic
 
 
 @pytest.mark.django_db(transaction=True)
