@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 
 from core.api_tokens import MAX_SECRET_LENGTH, secret_digest
 from core.models import ApiToken
+from core.workers import queues_by_name
 
 
 def _mask_url(url: str) -> str:
@@ -55,6 +56,7 @@ def system_status_get() -> dict:
         "llm_roles": roles,
         "debug": settings.DEBUG,
         "var_dir": str(settings.VAR_DIR),
+        "queues": queues_by_name(),
     }
 
 

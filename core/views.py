@@ -19,7 +19,7 @@ from core.errors import bad_request_message, bad_request_response
 from core.permissions import admin_required, researcher_required
 from core.selectors import api_token_list, system_status_get
 from core.services import ApiTokenLabelError, api_token_create, api_token_revoke
-from core.tasks import ping
+from core.workers import workers_check
 
 # A token id in a form: digits only, and short enough for any integer column.
 _MAX_ID_DIGITS = 18
@@ -29,14 +29,12 @@ _MAX_ID_DIGITS = 18
 @require_http_methods(["GET", "POST"])
 def system(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        try:
-            timeout = settings.WORKER_PING_TIMEOUT_SECONDS
-            # A ping nobody picked up in time is stale: let a late worker discard it.
-            answer = ping.apply_async(expires=timeout).get(timeout=timeout)
-        except Exception as exc:  # the broker is down, no worker, or the worker is too slow
-            messages.error(request, f"No Celery worker answered: {exc.__class__.__name__}: {exc}")
-        else:
-            messages.success(request, f"A worker answered: process {answer['pid']} on {answer['hostname']}.")
+        for check in workers_check():
+            where = f"queue {check.queue}" + (f" ({', '.join(check.kinds)})" if check.kinds else "")
+            if check.answered:
+                messages.success(request, f"A worker answered on {where}: process {check.pid} on {check.hostname}.")
+            else:
+                messages.error(request, f"No Celery worker answered on {where}: {check.error}")
         return redirect("system")
     return render(request, "core/system.html", {"status": system_status_get()})
 

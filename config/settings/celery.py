@@ -13,11 +13,47 @@ def _default_result_backend(broker_url: str, local: Path) -> str:
     return f"file://{local / 'celery' / 'results'}"
 
 
+#: The kinds of work a worker can be given, by the queue each goes to (CELERY_QUEUE_<KIND>,
+#: default the one queue ``celery`` that every worker consumes unless told otherwise). A
+#: cluster gives each kind its own workers (docs/operations.md, "Several machines").
+TASK_KINDS: dict[str, tuple[str, ...]] = {
+    # Reading an uploaded file: the worker must see VAR_DIR/uploads of the web server.
+    "IMPORTS": ("mining.corpus_import_run", "annotate.study_import_run"),
+    # Runs that ask LLM endpoints: any machine with the database, the broker and the cache.
+    "RUNS": (
+        "llm.job_execute",
+        "mining.run_execute",
+        "judging.generation_run_execute",
+        "judging.judge_run_execute",
+        "judging.components_run_execute",
+        "goalstep.task_evaluation_execute",
+        "coscript.run_execute",
+    ),
+    # Prolific's periodic sync (celery beat) and the syncs it fans out.
+    "PROLIFIC": ("prolific.sync_all", "prolific.sync_study"),
+}
+DEFAULT_QUEUE = "celery"
+
+
+def task_queues() -> dict[str, str]:
+    """The queue of each kind of work, from CELERY_QUEUE_IMPORTS / _RUNS / _PROLIFIC."""
+    return {kind: env_str(f"CELERY_QUEUE_{kind}", DEFAULT_QUEUE) or DEFAULT_QUEUE for kind in TASK_KINDS}
+
+
+def task_routes(queues: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Celery's task_routes: each task name to its kind's queue."""
+    return {task: {"queue": queues[kind]} for kind, tasks in TASK_KINDS.items() for task in tasks}
+
+
 def celery_settings() -> dict:
     local = var_dir()
     broker_url = env_str("CELERY_BROKER_URL", "filesystem://") or "filesystem://"
+    queues = task_queues()
     settings = {
         "CELERY_BROKER_URL": broker_url,
+        "CELERY_TASK_DEFAULT_QUEUE": DEFAULT_QUEUE,
+        "CELERY_TASK_ROUTES": task_routes(queues),
+        "TASK_QUEUES": queues,
         "CELERY_RESULT_BACKEND": env_str("CELERY_RESULT_BACKEND") or _default_result_backend(broker_url, local),
         "CELERY_TASK_ACKS_LATE": True,  # a killed worker's task is redelivered, not lost
         "CELERY_WORKER_PREFETCH_MULTIPLIER": 1,

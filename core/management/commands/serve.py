@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from core.services import local_admin_ensure
+from core.workers import queues_by_name
 
 STOP_GRACE_SECONDS = 15
 
@@ -76,6 +77,8 @@ class Command(BaseCommand):
                 str(options["concurrency"]),
                 "--hostname",
                 f"local-{os.getpid()}@%h",
+                "--queues",
+                ",".join(queues_by_name()),  # every kind of work, whatever its queue is called
             ],
             "beat": [
                 sys.executable,
