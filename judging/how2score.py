@@ -21,7 +21,7 @@ forms."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -421,6 +421,29 @@ def judgment_record(record: dict[str, Any]) -> JudgmentRecord:
     except JudgeAnswerError as exc:
         return JudgmentRecord(example_id, topic, None, str(exc))
     return JudgmentRecord(example_id, topic, has_failure(answer), None, len(answer["critical_failures"]))
+
+
+def judgments_tally(
+    records: Iterable[tuple[Any, dict[str, Any]]],
+    *,
+    unscored: Callable[[Any, dict[str, Any], JudgmentRecord], None] | None = None,
+) -> How2ScoreTally:
+    """The How2Score tally of a judgments file: ``(position, record)`` pairs as a record
+    reader gives them, each read by ``judgment_record`` and added by topic, procedure and
+    number of failures. The one way a file of judgments becomes numbers: ``bench_aggregate``
+    prints its ``reference_result()`` and a reference bench run writes its ``aggregate/``
+    files from it (judging/reference_outputs.py). ``unscored`` is told of each record left
+    out of the score. Raises ``RecordError`` placed at the record's position."""
+    tally = How2ScoreTally()
+    for position, raw in records:
+        try:
+            judgment = judgment_record(raw)
+        except RecordError as exc:
+            raise RecordError(None, position, exc.field, exc.message) from exc
+        tally.add(judgment.topic, judgment.has_failure, item=judgment.source_example_id, n_failures=judgment.n_failures)
+        if judgment.parse_error is not None and unscored is not None:
+            unscored(position, raw, judgment)
+    return tally
 
 
 # The judge's answer as a JSON schema (How2Everything App. H.3, Figure 22), sent as the

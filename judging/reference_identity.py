@@ -25,11 +25,19 @@ The facts, as the reference's bench package defines them (its ``bench/config.py`
 * **manifests**: ``generation_manifest.json`` beside ``generations.jsonl`` and
   ``judge_manifest.json`` beside ``judgments.jsonl``, each holding the id, the prompt's
   hash and path, and the settings hashed.
+* **aggregate**: ``aggregate/summary.json`` and ``aggregate/by_topic.csv`` in the folder of
+  ``judgments.jsonl``, written after judging: How2Score (the share of scored judgments
+  with no critical failure, on 0-1 and ×100), the counts, the failure rate and the mean
+  number of failures, overall and per topic; judgments marked ``parse_failed`` are left
+  out of every number and counted apart. Here the numbers come from ``bench_aggregate``'s
+  computation (judging/how2score.py), only their layout from this module.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import re
 from collections.abc import Mapping
@@ -221,3 +229,65 @@ def judge_manifest(settings: Mapping[str, Any], *, prompt_sha256: str, prompt_pa
         "judge_prompt_path": prompt_path,
         "judge": _fields(settings, JUDGE_FIELDS),
     }
+
+
+# The aggregate the reference writes beside a judgments file: <folder of judgments.jsonl>/
+# aggregate/summary.json and aggregate/by_topic.csv, after every ``h2e bench run`` and
+# ``h2e bench judge`` (its leaderboard reads summary.json back).
+AGGREGATE_FOLDER = "aggregate"
+AGGREGATE_SUMMARY = "summary.json"
+AGGREGATE_BY_TOPIC = "by_topic.csv"
+# summary.json's keys in the reference's order; it writes ``n_parse_failed`` only when it is
+# not 0, we always do (the reference's leaderboard reads an absent one as 0). After them the
+# interval of the score, which the reference does not give: keys a reader looks up by name.
+SUMMARY_KEYS = (
+    "how2score",
+    "how2score_percent",
+    "n_examples",
+    "n_with_failures",
+    "failure_rate",
+    "avg_failures_per_example",
+    "n_parse_failed",
+    "ci95",
+    "ci95_percent",
+)
+# by_topic.csv's columns in the reference's order; it adds ``n_parse_failed`` last, and only
+# when some topic has a parse failure; we always do.
+BY_TOPIC_COLUMNS = (
+    "topic",
+    "n_judged",
+    "n_with_failures",
+    "how2score",
+    "how2score_percent",
+    "failure_rate",
+    "avg_failures_per_example",
+    "n_parse_failed",
+)
+
+
+def aggregate_summary(result: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary.json`` from an aggregate in the reference's names (``bench_aggregate``'s
+    output, ``How2ScoreTally.reference_result``): its numbers, nothing recomputed. A score
+    or rate with nothing scored stays null beside its n of 0."""
+    return {key: result[key] for key in SUMMARY_KEYS}
+
+
+def aggregate_topic_rows(result: Mapping[str, Any], *, no_topic: str) -> list[dict[str, Any]]:
+    """``by_topic.csv``'s rows from the same aggregate, sorted by topic as the reference
+    sorts them; the topic ``no_topic`` (records without a topic) is written ``""``, as the
+    records of the judgments file say it."""
+    rows = []
+    for topic, row in result["by_topic"].items():
+        written = "" if topic == no_topic else topic
+        rows.append({"topic": written} | {key: row[key] for key in BY_TOPIC_COLUMNS if key != "topic"})
+    return sorted(rows, key=lambda row: row["topic"])
+
+
+def aggregate_topic_csv(rows: list[dict[str, Any]]) -> str:
+    """The rows as the reference's CSV: a header of ``BY_TOPIC_COLUMNS``, ``\\r\\n`` line
+    ends, numbers as Python writes them, an empty cell for a null score."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=BY_TOPIC_COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()

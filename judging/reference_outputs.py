@@ -1,9 +1,10 @@
 """What a run started from a reference CLI bench configuration writes as the reference does:
 its identity (``generator_id`` / ``judge_id``, ``backend``, ``provider``; the pure rules
-are judging/reference_identity.py), the folders named after it and the manifests beside
-the record files. Every value comes from the run: the settings its configuration resolved
-to when it was created (``reference_settings``), the prompt file it read and that file's
-SHA-256, and the model its requests were answered by (the ledger's entries)."""
+are judging/reference_identity.py), the folders named after it, and the manifests and the
+aggregate beside the record files. Every value comes from the run: the settings its
+configuration resolved to when it was created (``reference_settings``), the prompt file it
+read and that file's SHA-256, the model its requests were answered by (the ledger's
+entries) and, for the aggregate, the judgments file as written."""
 
 from __future__ import annotations
 
@@ -12,16 +13,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.record_files import atomic_output
+from core.record_files import RecordError, atomic_output, iter_records
+from judging.how2score import judgments_tally
 from judging.models import GenerationRun, JudgeRun
 from judging.reference_identity import (
+    AGGREGATE_BY_TOPIC,
+    AGGREGATE_FOLDER,
+    AGGREGATE_SUMMARY,
     GENERATION_MANIFEST,
     JUDGE_MANIFEST,
+    aggregate_summary,
+    aggregate_topic_csv,
+    aggregate_topic_rows,
     generation_manifest,
     judge_dir_name,
     judge_manifest,
 )
 from llm.models import LedgerEntry
+from mining.procedure_records import NO_TOPIC
 
 
 @dataclass(frozen=True)
@@ -87,16 +96,37 @@ def judge_folder_name(run: JudgeRun) -> str:
 
 
 def manifest_write(path: Path, manifest: dict[str, Any]) -> str:
-    """A manifest as the reference writes one: indented JSON, text beyond ASCII kept."""
+    """A manifest (or ``summary.json``) as the reference writes one: indented JSON, text
+    beyond ASCII kept."""
     with atomic_output(path) as handle:
         handle.write((json.dumps(manifest, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
     return str(path)
+
+
+def aggregate_write(judgments: str | Path) -> list[str]:
+    """``aggregate/summary.json`` and ``aggregate/by_topic.csv`` beside a judgments file, as
+    the reference writes them after judging, with the numbers ``bench_aggregate`` prints for
+    that file: the file is read back and tallied by the same function
+    (``judgments_tally``), so the two cannot disagree. Returns the files written."""
+    judgments = Path(judgments)
+    try:
+        result = judgments_tally(iter_records(judgments)).reference_result()
+    except RecordError as exc:
+        raise RecordError(judgments, exc.line, exc.field, exc.message) from exc
+    folder = judgments.parent / AGGREGATE_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = manifest_write(folder / AGGREGATE_SUMMARY, aggregate_summary(result))
+    by_topic = folder / AGGREGATE_BY_TOPIC
+    with atomic_output(by_topic) as handle:
+        handle.write(aggregate_topic_csv(aggregate_topic_rows(result, no_topic=NO_TOPIC)).encode("utf-8"))
+    return [summary, str(by_topic)]
 
 
 __all__ = [
     "GENERATION_MANIFEST",
     "JUDGE_MANIFEST",
     "RunIdentity",
+    "aggregate_write",
     "generation_folder",
     "generation_identity",
     "judge_folder_name",

@@ -17,6 +17,7 @@ from judging.models import GenerationRun, JudgeRun
 from judging.reference_outputs import (
     GENERATION_MANIFEST,
     JUDGE_MANIFEST,
+    aggregate_write,
     generation_folder,
     generation_identity,
     judge_folder_name,
@@ -171,8 +172,10 @@ def reference_judgments_write(*, config: dict[str, Any], run: JudgeRun) -> list[
     """``paths.judgments``, else ``judgments/<short judge model>_<judge_id>/judgments.jsonl``
     under the generation run's folder (``out_root/<run_name>_<generator_id>``), or under
     ``out_root`` itself when the generations came from ``paths.generations`` (as the
-    reference's ``h2e bench judge`` writes them); ``judge_manifest.json`` beside it. Returns
-    the files written."""
+    reference's ``h2e bench judge`` writes them); ``judge_manifest.json`` beside it, and
+    ``aggregate/summary.json`` and ``aggregate/by_topic.csv`` with the numbers
+    ``bench_aggregate`` gives for the file written (``aggregate_write``). Returns the files
+    written."""
     given = config["reference"]["judgments_file"]
     if given:
         output = Path(given)
@@ -188,4 +191,4 @@ def reference_judgments_write(*, config: dict[str, Any], run: JudgeRun) -> list[
     identity = judge_identity(run)
     if identity is not None:
         written.append(manifest_write(output.parent / JUDGE_MANIFEST, identity.manifest))
-    return written
+    return written + aggregate_write(output)

@@ -9,7 +9,10 @@ as the reference does (issue 32, items 1, 4, 5, 7):
 * ``generations.jsonl`` records the prompt that was sent;
 * ``generator.model`` is the model id that was asked, not the run's name;
 * the reference's step parsing is an option, per run and in the reference's configurations,
-  and the leaderboard and run pages say which parser a run used.
+  and the leaderboard and run pages say which parser a run used;
+* the judgments are written where the reference writes them, with its manifests and its
+  ``aggregate/summary.json`` and ``aggregate/by_topic.csv``, whose numbers are the ones
+  ``bench_aggregate`` gives for the same file.
 
 The prompt files and records here are written by the tests, in the reference's file names
 and formats."""
@@ -22,7 +25,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from judging.models import GenerationRun, JudgeRun
 from tests.scripted_llm import Reply
@@ -451,9 +454,12 @@ def test_a_reference_config_writes_its_folders_ids_and_manifests_as_the_referenc
     }
     # the layout the reference's leaderboard walks: <gen_run>/generations.jsonl and
     # <gen_run>/judgments/<model>_<judge_id>/{judgments.jsonl, judge_manifest.json}
+    # and <model>_<judge_id>/aggregate/{summary.json, by_topic.csv}, which it writes after judging
     assert sorted(p.relative_to(tmp_path / "out" / "bench").as_posix() for p in folder.rglob("*") if p.is_file()) == [
         f"olmo3-1025-7b_{expected_gid}/generation_manifest.json",
         f"olmo3-1025-7b_{expected_gid}/generations.jsonl",
+        f"olmo3-1025-7b_{expected_gid}/judgments/gpt-4.1_{expected_jid}/aggregate/by_topic.csv",
+        f"olmo3-1025-7b_{expected_gid}/judgments/gpt-4.1_{expected_jid}/aggregate/summary.json",
         f"olmo3-1025-7b_{expected_gid}/judgments/gpt-4.1_{expected_jid}/judge_manifest.json",
         f"olmo3-1025-7b_{expected_gid}/judgments/gpt-4.1_{expected_jid}/judgments.jsonl",
     ]
@@ -605,3 +611,266 @@ def test_a_run_of_our_own_shape_has_no_reference_identity(scripted, tmp_path):  
     assert {(r["generator_id"], r["generator"]["backend"], r["generator"]["provider"]) for r in _read_records(out)} == {
         ("", "online", "")
     }
+
+
+# --- the reference's aggregate files ------------------------------------------------------
+
+SUMMARY_KEYS = [  # the reference's summary.json keys in its order, then ours
+    "how2score",
+    "how2score_percent",
+    "n_examples",
+    "n_with_failures",
+    "failure_rate",
+    "avg_failures_per_example",
+    "n_parse_failed",
+    "ci95",
+    "ci95_percent",
+]
+BY_TOPIC_HEADER = (  # the reference's by_topic.csv columns in its order, n_parse_failed last
+    "topic,n_judged,n_with_failures,how2score,how2score_percent,failure_rate,avg_failures_per_example,n_parse_failed"
+)
+
+
+def _judgment(source_example_id: str, topic: str, n_failures: int | None) -> dict:
+    """A how2bench.judgment.v1 record as the reference's judge writes it; ``None``: an
+    answer it could not parse (``parse_failed: true`` with ``has_failure: true``)."""
+    failures = [{"failure": f"Failure {i}.", "L1_steps": [1], "L2_steps": [1]} for i in range(n_failures or 0)]
+    return {
+        "schema_version": "how2bench.judgment.v1",
+        "judge_id": "0123456789ab",
+        "source_example_id": source_example_id,
+        "topic": topic,
+        "goal": f"Goal of {source_example_id}",
+        "steps": ["Mix.", "Bake."],
+        "predicted_steps": ["Mix.", "Bake."],
+        "judge": {"backend": "deluge", "provider": "openai", "model": "gpt-4.1"},
+        "reasoning": "",
+        "critical_failures": failures,
+        "has_failure": n_failures is None or n_failures > 0,
+        "n_failures": len(failures),
+        "parse_failed": n_failures is None,
+    }
+
+
+def _aggregate_files(folder: Path) -> tuple[dict, list[list[str]]]:
+    import csv
+
+    summary = json.loads((folder / "aggregate" / "summary.json").read_text(encoding="utf-8"))
+    raw = (folder / "aggregate" / "by_topic.csv").read_bytes().decode("utf-8")
+    assert raw.splitlines()[0] == BY_TOPIC_HEADER and "\r\n" in raw  # csv's line ends, as the reference
+    rows = list(csv.reader(raw.splitlines()))
+    return summary, rows
+
+
+def _bench_aggregate(path: Path, capsys) -> dict:
+    capsys.readouterr()
+    call_command("bench_aggregate", "--judgments", str(path))
+    return json.loads(capsys.readouterr().out)
+
+
+def _cell(value):
+    """How a number of bench_aggregate's output reads in the CSV: Python's text, or empty."""
+    return "" if value is None else str(value)
+
+
+def _assert_files_agree_with_bench_aggregate(summary: dict, rows: list[list[str]], printed: dict) -> None:
+    assert list(summary) == SUMMARY_KEYS
+    assert summary == {key: printed[key] for key in SUMMARY_KEYS}
+    header, *body = rows
+    by_written_topic = {("" if topic == "none" else topic): row for topic, row in printed["by_topic"].items()}
+    assert [r[0] for r in body] == sorted(by_written_topic)
+    for row in body:
+        expected = by_written_topic[row[0]]
+        assert row[1:] == [_cell(expected[column]) for column in header[1:]], row[0]
+
+
+def test_the_aggregate_files_are_the_references_with_the_numbers_bench_aggregate_prints(tmp_path, capsys):
+    """Two topics, one record without a topic, three parse failures: the numbers written are
+    bench_aggregate's for the same file, and each is the hand computation below."""
+    from judging.reference_outputs import aggregate_write
+
+    plan = [  # (id, topic, critical failures; None = parse failure)
+        ("a1", "Food & Dining", 0),
+        ("a2", "Food & Dining", 2),
+        ("a3", "Food & Dining", 0),
+        ("a4", "Food & Dining", None),
+        ("b1", "Home & Garden", 1),
+        ("b2", "Home & Garden", None),
+        ("b3", "Home & Garden", 3),
+        ("c1", "", None),
+    ]
+    judgments = tmp_path / "judgments" / "gpt-4.1_0123456789ab" / "judgments.jsonl"
+    judgments.parent.mkdir(parents=True)
+    judgments.write_text("".join(json.dumps(_judgment(*p)) + "\n" for p in plan), encoding="utf-8")
+
+    written = aggregate_write(judgments)
+    folder = judgments.parent
+    assert written == [str(folder / "aggregate" / "summary.json"), str(folder / "aggregate" / "by_topic.csv")]
+    summary, rows = _aggregate_files(folder)
+
+    # by hand: 8 judgments, 3 parse failures left out, 5 scored; a2, b1 and b3 have
+    # failures (2 + 1 + 3 = 6 of them), a1 and a3 none: How2Score 2/5.
+    assert summary["n_examples"] == 5 and summary["n_with_failures"] == 3 and summary["n_parse_failed"] == 3
+    assert summary["how2score"] == pytest.approx(0.4) and summary["how2score_percent"] == pytest.approx(40.0)
+    assert summary["failure_rate"] == pytest.approx(0.6)
+    assert summary["avg_failures_per_example"] == pytest.approx(6 / 5)
+    # Wilson 95 % of 2 of 5: centre (0.4 + z²/10) / (1 + z²/5) ± z·√(0.24/5 + z²/100) / (1 + z²/5)
+    z = 1.959963984540054
+    centre, half = (0.4 + z * z / 10) / (1 + z * z / 5), z * (0.24 / 5 + z * z / 100) ** 0.5 / (1 + z * z / 5)
+    assert [centre - half, centre + half] == pytest.approx([0.1176, 0.7693], abs=1e-4)
+    assert summary["ci95"] == pytest.approx([centre - half, centre + half])
+    assert summary["ci95_percent"] == pytest.approx([100 * (centre - half), 100 * (centre + half)])
+
+    header, *body = rows
+    table = {row[0]: dict(zip(header, row)) for row in body}
+    assert [row[0] for row in body] == ["", "Food & Dining", "Home & Garden"]  # sorted, as the reference
+    food, home, untopiced = table["Food & Dining"], table["Home & Garden"], table[""]
+    assert (food["n_judged"], food["n_with_failures"], food["n_parse_failed"]) == ("3", "1", "1")
+    assert float(food["how2score"]) == pytest.approx(2 / 3)
+    assert float(food["how2score_percent"]) == pytest.approx(200 / 3)
+    assert float(food["failure_rate"]) == pytest.approx(1 / 3)
+    assert float(food["avg_failures_per_example"]) == pytest.approx(2 / 3)
+    assert (home["n_judged"], home["n_with_failures"], home["n_parse_failed"]) == ("2", "2", "1")
+    assert float(home["how2score"]) == 0.0 and float(home["failure_rate"]) == 1.0
+    assert float(home["avg_failures_per_example"]) == pytest.approx(2.0)
+    # nothing scored: the product's one rule, no score (the reference writes 0.0 beside n 0)
+    assert untopiced == {
+        "topic": "",
+        "n_judged": "0",
+        "n_with_failures": "0",
+        "how2score": "",
+        "how2score_percent": "",
+        "failure_rate": "",
+        "avg_failures_per_example": "",
+        "n_parse_failed": "1",
+    }
+
+    _assert_files_agree_with_bench_aggregate(summary, rows, _bench_aggregate(judgments, capsys))
+
+
+def test_a_file_without_parse_failures_still_says_n_parse_failed_0(tmp_path, capsys):
+    from judging.reference_outputs import aggregate_write
+
+    judgments = tmp_path / "j.jsonl"
+    judgments.write_text(
+        json.dumps(_judgment("x", "Arts", 0)) + "\n" + json.dumps(_judgment("y", "Pets", 1)) + "\n", encoding="utf-8"
+    )
+    aggregate_write(judgments)
+    summary, rows = _aggregate_files(tmp_path)
+    assert summary["n_parse_failed"] == 0 and summary["how2score"] == pytest.approx(0.5)
+    assert [(r[0], r[-1]) for r in rows[1:]] == [("Arts", "0"), ("Pets", "0")]
+    _assert_files_agree_with_bench_aggregate(summary, rows, _bench_aggregate(judgments, capsys))
+
+
+def test_a_reference_judge_run_with_wait_writes_the_aggregate_beside_its_judgments(
+    scripted,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+    capsys,
+):
+    """``bench_run judge --config`` of a reference configuration (``paths.generations``, with
+    the procedures as ``inputs``, all written here) writes ``aggregate/summary.json`` and
+    ``aggregate/by_topic.csv`` in the judgments' folder; the scripted judge finds failures in
+    some generations and answers others with text that is no JSON, every time it is asked."""
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path)
+    plan = {  # goal -> (topic, critical failures; None = the judge never answers JSON)
+        "Bake sourdough bread": ("Food & Dining", 0),
+        "Make a vinaigrette": ("Food & Dining", 2),
+        "Brew cold coffee": ("Food & Dining", None),
+        "Repot a fern": ("Home & Garden", 1),
+        "Hang a shelf": ("Home & Garden", 0),
+        "Fix a dripping tap": ("Home & Garden", 0),
+        "Clean a gutter": ("Home & Garden", None),
+    }
+    steps = ["Gather what you need.", "Prepare it.", "Do the main part.", "Check the result.", "Clean up."]
+    examples = tmp_path / "bench.jsonl"
+    examples.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "source_example_id": f"agg-{i}",
+                    "url": f"https://example.org/{i}",
+                    "source_text": f"How to {goal.lower()}.",
+                    "topic": topic,
+                    "goal": goal,
+                    "resources": [],
+                    "steps": steps,
+                }
+            )
+            + "\n"
+            for i, (goal, (topic, _)) in enumerate(plan.items())
+        ),
+        encoding="utf-8",
+    )
+    generations = tmp_path / "generations.jsonl"
+    generations.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "schema_version": "how2bench.generation.v1",
+                    "source_example_id": f"agg-{i}",
+                    "goal": goal,
+                    "steps": steps,
+                    "resources": [],
+                    "model_completion": "1. Start.\n2. Finish.",
+                    "predicted_steps": ["Start.", "Finish."],
+                    "generator": {"backend": "vllm", "provider": "local", "model": "org/base-7b"},
+                }
+            )
+            + "\n"
+            for i, goal in enumerate(plan)
+        ),
+        encoding="utf-8",
+    )
+    answer_generation = scripted.default
+
+    def answer(body):
+        if not body.get("response_format"):
+            return answer_generation(body)
+        prompt = body["messages"][0]["content"]
+        goal = next(line[len("Goal: ") :] for line in prompt.splitlines() if line.startswith("Goal: "))
+        n_failures = plan[goal][1]
+        if n_failures is None:
+            return Reply("I cannot decide.")
+        failures = [{"failure": f"Failure {i}.", "L1_steps": [1], "L2_steps": [2]} for i in range(n_failures)]
+        return Reply(json.dumps({"reasoning": "Compared.", "critical_failures": failures}))
+
+    scripted.default = answer
+    config = tmp_path / "rejudge.yaml"
+    config.write_text(
+        f"out_root: out/rejudge\ninputs:\n  path: {examples}\npaths:\n  generations: {generations}\n"
+        "evaluator: {backend: deluge, provider: openai, model: gpt-4.1}\n",
+        encoding="utf-8",
+    )
+    # two answers were never usable: the run is not done (exit status 1), and says so, but
+    # what it judged is written, with its aggregate, as the reference writes it
+    with pytest.raises(CommandError, match="ended done_with_failures"):
+        call_command("bench_run", "judge", "--config", str(config), "--wait")
+    out = capsys.readouterr().out
+    (judged,) = (tmp_path / "out" / "rejudge" / "judgments").glob("gpt-4.1_*/judgments.jsonl")
+    folder = judged.parent
+    assert f"wrote {folder / 'aggregate' / 'summary.json'}" in out
+    assert f"wrote {folder / 'aggregate' / 'by_topic.csv'}" in out
+    assert sum(1 for j in _read_records(judged) if j["parse_failed"]) == 2
+    summary, rows = _aggregate_files(folder)
+
+    # by hand, from the plan: 7 generations judged, 2 never answered JSON; of the 5 scored,
+    # 2 have failures (2 + 1 = 3 of them), 3 have none.
+    assert (summary["n_examples"], summary["n_with_failures"], summary["n_parse_failed"]) == (5, 2, 2)
+    assert summary["how2score"] == pytest.approx(3 / 5) and summary["how2score_percent"] == pytest.approx(60.0)
+    assert summary["failure_rate"] == pytest.approx(2 / 5)
+    assert summary["avg_failures_per_example"] == pytest.approx(3 / 5)
+    header, *body = rows
+    table = {row[0]: dict(zip(header, row)) for row in body}
+    assert list(table) == ["Food & Dining", "Home & Garden"]
+    food, home = table["Food & Dining"], table["Home & Garden"]
+    assert (food["n_judged"], food["n_with_failures"], food["n_parse_failed"]) == ("2", "1", "1")
+    assert float(food["how2score_percent"]) == pytest.approx(50.0)
+    assert float(food["avg_failures_per_example"]) == pytest.approx(1.0)
+    assert (home["n_judged"], home["n_with_failures"], home["n_parse_failed"]) == ("3", "1", "1")
+    assert float(home["how2score"]) == pytest.approx(2 / 3)
+    assert float(home["failure_rate"]) == pytest.approx(1 / 3)
+    assert float(home["avg_failures_per_example"]) == pytest.approx(1 / 3)
+
+    _assert_files_agree_with_bench_aggregate(summary, rows, _bench_aggregate(judged, capsys))

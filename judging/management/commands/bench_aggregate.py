@@ -1,10 +1,10 @@
 import json
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from core.record_files import RecordError
-from judging.how2score import How2ScoreTally, judgment_record
-from judging.management import jsonl_records, record_error
+from judging.how2score import judgments_tally
+from judging.management import jsonl_records
 
 # How many unreadable judge answers are described on stderr before the rest are counted.
 PARSE_FAILURES_SHOWN = 10
@@ -29,18 +29,19 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         path = options["judgments"]
-        tally = How2ScoreTally()
-        for position, raw in jsonl_records(path):
-            try:
-                judgment = judgment_record(raw)
-            except RecordError as exc:
-                raise record_error(path, position, exc.field, exc.message) from exc
-            tally.add(
-                judgment.topic, judgment.has_failure, item=judgment.source_example_id, n_failures=judgment.n_failures
-            )
-            if judgment.parse_error is not None and tally.n_parse_failed <= PARSE_FAILURES_SHOWN:
+        shown = 0
+
+        def unscored(position, raw, judgment) -> None:
+            nonlocal shown
+            shown += 1
+            if shown <= PARSE_FAILURES_SHOWN:
                 field = "parse_failed" if raw.get("parse_failed") is True else "judge_completion"
                 self.stderr.write(f"{path}, {position}, field '{field}': not scored: {judgment.parse_error}")
+
+        try:
+            tally = judgments_tally(jsonl_records(path), unscored=unscored)
+        except RecordError as exc:
+            raise CommandError(str(RecordError(path, exc.line, exc.field, exc.message))) from exc
         hidden = tally.n_parse_failed - PARSE_FAILURES_SHOWN
         if hidden > 0:
             self.stderr.write(f"{path}: {hidden} more unreadable judge answers not shown")
