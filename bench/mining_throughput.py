@@ -19,9 +19,16 @@ document takes from its first to its last stage result, and:
   this thread's) and how much of the gap to the ideal it could explain on two cores;
 * a scaling line: the same run at 1/4, 1/2 and 1x the documents (each its own documents,
   so nothing is answered from the ledger), then a second run over the 1x documents
-  answered entirely from the stored results and the ledger. Then the heuristics stage alone.
+  answered entirely from the stored results and the ledger. Then the heuristics stage alone;
+* at the 1x size (the paper-scale figure of docs/benchmarks.md): the database's size in all
+  and per document, the peak memory (VmHWM) of each worker process and of this process (the
+  scripted server and the driver), and the response time of the run's pages at that size
+  (the run page, its documents table and its progress API, as an admin, p50 / max of 5).
 
     .venv/bin/python bench/mining_throughput.py [--docs 2000] [--latency 0.2] [--concurrency 64] [--workers 2]
+        [--no-scaling] [--no-second]
+
+The paper-scale figure: ``--docs 100000 --no-scaling --no-second`` (about 35 minutes here).
 
 Needs PostgreSQL at 127.0.0.1:5432 (database how2_mining_bench is recreated) and Redis at 127.0.0.1:6379."""
 
@@ -66,6 +73,50 @@ def process_cpu_seconds(pid: int | str = "self") -> float:
     """utime + stime of a process (all its threads), from /proc/<pid>/stat."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def peak_rss_mib(pid: int | str = "self") -> float:
+    """The peak resident memory of a process (VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def database_mib() -> float:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_database_size(current_database())")
+        return cursor.fetchone()[0] / 2**20
+
+
+def page_times(run_id: int) -> dict[str, tuple[float, float]]:
+    """p50 and max seconds of 5 GETs of each of the run's pages, as a signed-in admin."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from core.roles import ROLE_ADMIN
+    from core.services import user_create
+
+    created = user_create(username=f"bench-admin-{os.getpid()}", role=ROLE_ADMIN)
+    client = Client(HTTP_HOST="127.0.0.1")
+    client.force_login(get_user_model().objects.get(username=created.username))
+    pages = {
+        "run page": f"/mining/runs/{run_id}/",
+        "documents": f"/mining/runs/{run_id}/documents/",
+        "progress API": f"/api/mining/runs/{run_id}/progress/",
+    }
+    times = {}
+    for label, url in pages.items():
+        took = []
+        for _ in range(5):
+            started = time.perf_counter()
+            response = client.get(url)
+            took.append(time.perf_counter() - started)
+            assert response.status_code == 200, (url, response.status_code)
+        times[label] = (statistics.median(took), max(took))
+    return times
 
 
 def heuristics_alone(n: int) -> float:
@@ -139,6 +190,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--heuristics", type=int, default=200_000, help="procedures for the heuristics-alone figure")
     parser.add_argument("--no-scaling", action="store_true", help="only the 1x run (and the second run)")
+    parser.add_argument("--no-second", action="store_true", help="no second run from the stored results")
     parser.add_argument("--worker", nargs=2, metavar=("STATS_FILE", "HOSTNAME"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -313,14 +365,24 @@ def main() -> None:
                 f"p50 {quantile(per_doc, 50):.2f} s, p95 {quantile(per_doc, 95):.2f} s "
                 f"({4 * args.latency:.1f} s apart at best)"
             )
-            second = run("second", f"bench-{args.docs}", args.docs)
-            st = second["statements"]
+            size = database_mib()
+            memory = ", ".join(f"worker {i} {peak_rss_mib(w.pid):.0f} MiB" for i, w in enumerate(workers))
             print(
-                f"second run over the 1x documents: {second['elapsed']:.1f} s, requests sent {second['sent']}, "
-                f"procedures {second['run'].candidates.filter(status='passed').count()}; CPU per document "
-                f"{second['cpu']['ms_per_document']} ms in its walks, {second['workers_cpu'] / args.docs * 1000:.1f} ms "
-                f"whole; statements per document {sum(st.values()) / args.docs:.1f}"
+                f"1x at rest: database {size:,.0f} MiB ({size * 2**20 / max(full['documents'], 1) / 1024:.1f} KiB "
+                f"per document, all runs and corpora of this benchmark); peak memory {memory}, scripted server "
+                f"+ driver {peak_rss_mib():.0f} MiB"
             )
+            for label, (p50, worst) in page_times(mining_run.pk).items():
+                print(f"    {label} at this size: p50 {p50 * 1000:.0f} ms, max {worst * 1000:.0f} ms (target < 1 s)")
+            if not args.no_second:
+                second = run("second", f"bench-{args.docs}", args.docs)
+                st = second["statements"]
+                print(
+                    f"second run over the 1x documents: {second['elapsed']:.1f} s, requests sent {second['sent']}, "
+                    f"procedures {second['run'].candidates.filter(status='passed').count()}; CPU per document "
+                    f"{second['cpu']['ms_per_document']} ms in its walks, {second['workers_cpu'] / args.docs * 1000:.1f} ms "
+                    f"whole; statements per document {sum(st.values()) / args.docs:.1f}"
+                )
         finally:
             for worker in workers:
                 worker.terminate()
