@@ -176,6 +176,17 @@ def _strict_steps(value: Any, limit: int, field: str, errors: list[FieldError]) 
     return sorted(steps)
 
 
+def _blank_failure(failure: Any) -> bool:
+    """A failure entry with nothing in it: an object whose description is empty or blank and
+    whose L1 and L2 step lists are empty or absent."""
+    if not isinstance(failure, dict):
+        return False
+    description = failure.get("description")
+    if description not in (None, "") and not (isinstance(description, str) and not description.strip()):
+        return False
+    return all(failure.get(name) in (None, []) for name in ("L1_steps", "L2_steps"))
+
+
 def validate_submission(answer: Any, n_l1: int, n_l2: int) -> tuple[dict[str, Any] | None, list[FieldError]]:
     """The rules of a submitted answer (the server decides; the page only helps):
 
@@ -183,7 +194,9 @@ def validate_submission(answer: Any, n_l1: int, n_l2: int) -> tuple[dict[str, An
       failures identified");
     * with has_failure, at least one failure; each failure has a description and at least
       one linked step; step numbers lie in 1..n (L1) and 1..m (L2);
-    * without has_failure, no failures may be listed.
+    * without has_failure, no failures may be listed; a blank failure (no description, no
+      linked step: the one the page adds when "Critical failures identified" is chosen) is
+      dropped rather than refused.
     """
     errors: list[FieldError] = []
     if not isinstance(answer, dict):
@@ -206,6 +219,11 @@ def validate_submission(answer: Any, n_l1: int, n_l2: int) -> tuple[dict[str, An
         comments = ""
     elif len(comments) > MAX_TEXT_LENGTH:
         errors.append(FieldError("comments", f"must be at most {MAX_TEXT_LENGTH} characters"))
+    if has_failure is False:
+        # The page adds an empty failure when "Critical failures identified" is chosen; going
+        # back to "No critical failures" leaves nothing the annotator typed in it. Such a blank
+        # entry (no description, no linked step) is dropped, not held against the submit.
+        failures_in = [f for f in failures_in if not _blank_failure(f)]
     if has_failure is True and not failures_in:
         errors.append(
             FieldError(

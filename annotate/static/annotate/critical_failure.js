@@ -17,11 +17,19 @@ window.AnnotateKind = window.AnnotateCore.defineKind((function () {
     hasFailure = value;
     $("has-failure-yes").checked = value === true;
     $("has-failure-no").checked = value === false;
+    // Going back to "no critical failures" takes away the empty failures (no description, no
+    // step) that choosing "critical failures identified" added; one with anything in it stays,
+    // with the warning, so nothing typed is lost.
+    if (value === false) failures = failures.filter((f) => !isBlank(f));
     const created = value === true && failures.length === 0;
     if (created) failures.push({ description: "", L1_steps: [], L2_steps: [] });
     render();
     ctx.changed(viaShortcut ? "shortcut" : "choice", value === true ? "has_failure" : "no_failure");
     if (created) focusDescription(0);
+  }
+
+  function isBlank(failure) {
+    return !failure.description.trim() && failure.L1_steps.length === 0 && failure.L2_steps.length === 0;
   }
 
   // F: "critical failures identified", then the cursor in an empty description (adding a
