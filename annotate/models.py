@@ -16,6 +16,7 @@ from annotate import constants as C
 from annotate.kinds import kind_choices
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.kinds.constraint_faithfulness.definition import answer_summary
+from annotate.participation.flags import BROKEN_REASONS, FLAG_BROKEN, FLAGS
 from mining.models import CorpusImportStatus as ImportStatus
 
 
@@ -349,6 +350,19 @@ class Annotation(models.Model):
     excluded = models.BooleanField(default=False)
     exclusion_reason = models.CharField(max_length=200, blank=True)
     submission_id = models.CharField(max_length=64, blank=True)
+    # The annotator's flag (annotate/participation/flags.py): "broken" is counted apart and left
+    # out of every statistic (annotations_counted); "unsure" is counted and kept in them.
+    flag = models.CharField(
+        max_length=10,
+        blank=True,
+        default="",
+        choices=[("", "None"), *FLAGS.items()],
+        help_text="broken: left out of agreement and counted apart; unsure: counted, kept in agreement.",
+    )
+    flag_reason = models.CharField(
+        max_length=20, blank=True, default="", choices=[("", "None"), *BROKEN_REASONS.items()]
+    )
+    flag_note = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["study_id", "submitted_at", "id"]
@@ -358,7 +372,13 @@ class Annotation(models.Model):
         return f"{self.annotator_id} on {self.item_id}: {self.label}"
 
     @property
+    def broken(self) -> bool:
+        return self.flag == FLAG_BROKEN
+
+    @property
     def label(self) -> str:
+        if self.broken:
+            return "flagged broken"
         if self.has_failure is None and "steps_correct" in self.answer:  # constraint faithfulness
             return answer_summary(self.answer)
         if self.has_failure is None:  # multiple choice: the chosen option

@@ -18,6 +18,7 @@ from annotate.kinds import kind_get
 from annotate.kinds.base import FieldError
 from annotate.models import Assignment, AssignmentStatus, Participation
 from annotate.participation import clock
+from annotate.participation.flags import FLAG_KEY, flag_clean_draft, flag_split
 from core.strict_json import StrictJSONError, check_int, check_number, check_text, check_value
 
 # Event types the annotation page reports; anything else is refused.
@@ -36,12 +37,24 @@ LOGGED_EVENTS = {
     "submit_attempt",
     "help_open",
     "reload",
+    "flag",  # "This item is broken" / "I'm unsure" set or cleared (annotate/participation/flags.py)
     "field_change",  # a named field of a kind's plain form part (annotate/static/annotate/form_kind.js)
 }
 EVENT_TYPES = {EVENT_GOAL_ACK, EVENT_GOAL_UNACK, EVENT_STEP_OPEN} | LOGGED_EVENTS
 
 
 # --------------------------------------------------------------------------- drafts and events
+
+
+def draft_clean(study_kind: str, item: Any, draft: Any) -> dict[str, Any]:
+    """A draft as stored: the kind's part cleaned by the kind, the flag (if any) by
+    ``flag_clean_draft``, kept beside it under ``"flag"``."""
+    rest, raw_flag = flag_split(draft)
+    cleaned = kind_get(study_kind).clean_draft(rest, len(item.reference_steps), len(item.candidate_steps))
+    flag = flag_clean_draft(raw_flag)
+    if flag is not None:
+        cleaned[FLAG_KEY] = flag
+    return cleaned
 
 
 def assignment_get_own(public_id: Any, participation: Participation | int, *, lock: bool) -> Assignment:
@@ -217,9 +230,7 @@ def assignment_save(
     saved = False
     if draft is not None:
         if seq > a.draft_seq:
-            a.draft = kind_get(a.study.kind).clean_draft(
-                draft, len(a.item.reference_steps), len(a.item.candidate_steps)
-            )
+            a.draft = draft_clean(a.study.kind, a.item, draft)
             a.draft_seq = seq
             a.draft_saved_at = now
             saved = True

@@ -22,7 +22,13 @@ from annotate.kinds import kind_get
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError
 from annotate.models import Annotation, Assignment, AssignmentStatus, Participation, ParticipationState, StudyItem
 from annotate.participation import clock
-from annotate.participation.drafts import assignment_events_apply, assignment_get_own, save_values_checked
+from annotate.participation.drafts import (
+    assignment_events_apply,
+    assignment_get_own,
+    draft_clean,
+    save_values_checked,
+)
+from annotate.participation.flags import FLAG_BROKEN, flag_split, flag_validate
 from annotate.participation.reservations import item_lock, qualification_grade
 from annotate.participation.services import participation_finish, participation_lock
 from core.strict_json import StrictJSONError, check_text, check_value
@@ -57,6 +63,32 @@ def submission_problems(a: Assignment, now: datetime) -> list[FieldError]:
             )
         )
     return errors
+
+
+@dataclass
+class CheckedAnswer:
+    """A submitted answer checked by the kind, and its flag (annotate/participation/flags.py)."""
+
+    cleaned: dict[str, Any] | None
+    flag: dict[str, str] | None
+    errors: list[FieldError]
+
+    @property
+    def broken(self) -> bool:
+        return self.flag is not None and self.flag["flag"] == FLAG_BROKEN
+
+
+def answer_check(kind: Any, item: StudyItem, answer: Any) -> CheckedAnswer:
+    """The flag checked (``flag_validate``) and the kind's answer: a broken flag needs none of
+    the kind's questions (whatever was answered is kept, cleaned as a draft is); any other
+    answer, unsure or not, is checked by the kind's rules."""
+    rest, raw_flag = flag_split(answer)
+    flag, errors = flag_validate(raw_flag)
+    if isinstance(raw_flag, dict) and raw_flag.get("flag") == FLAG_BROKEN:
+        cleaned = draft_clean(item.study.kind, item, rest)
+        return CheckedAnswer(None if errors else cleaned, flag, errors)
+    cleaned, answer_errors = kind.validate_submission(rest, len(item.reference_steps), len(item.candidate_steps))
+    return CheckedAnswer(cleaned, flag, errors + answer_errors)
 
 
 def _screen_out_for_attention(p: Participation) -> None:
@@ -108,10 +140,12 @@ def annotation_submit(
     study = a.study
     kind = kind_get(study.kind)
     errors = submission_problems(a, now)
-    cleaned, answer_errors = kind.validate_submission(answer, len(item.reference_steps), len(item.candidate_steps))
-    errors += answer_errors
+    checked = answer_check(kind, item, answer)
+    errors += checked.errors
+    cleaned = checked.cleaned
     if errors or cleaned is None:
         raise SubmissionRejected("The answer was not submitted: " + " ".join(e.message for e in errors), errors)
+    flag = checked.flag or {"flag": "", "reason": "", "note": ""}
     late = a.status != AssignmentStatus.RESERVED or now > a.lease_expires_at
     surplus = False
     if a.role == ROLE_MAIN and not p.is_test:  # a test answer never fills a slot, nor is it surplus
@@ -129,7 +163,8 @@ def annotation_submit(
                 .count()
             )
         surplus = filled >= study.annotators_per_item
-    correct = kind.is_correct(cleaned, item)  # None: the item has no known answer
+    # None: the item has no known answer, or it is flagged broken (neither a pass nor a miss)
+    correct = None if checked.broken else kind.is_correct(cleaned, item)
     excluded, reason = False, ""
     served_at = cast(datetime, a.first_served_at)  # set when the assignment was reserved
     if a.role == ROLE_QUALIFICATION:
@@ -147,8 +182,8 @@ def annotation_submit(
                 participation=p,
                 annotator_id=a.annotator_id,
                 source=a.role,
-                has_failure=kind.has_failure(cleaned),
-                failures=cleaned.get("failures", []),
+                has_failure=None if checked.broken else kind.has_failure(cleaned),
+                failures=[] if checked.broken else cleaned.get("failures", []),
                 comments=cleaned.get("comments", ""),
                 answer=cleaned,
                 guideline_version=study.guideline_version.label,
@@ -169,6 +204,9 @@ def annotation_submit(
                 excluded=excluded,
                 exclusion_reason=reason,
                 submission_id=submission_id,
+                flag=flag["flag"],
+                flag_reason=flag["reason"],
+                flag_note=flag["note"],
             )
     except IntegrityError:  # the same assignment submitted concurrently (backstop of the lock)
         return SubmitResult(Annotation.objects.get(assignment=a), False)
@@ -229,9 +267,7 @@ def assignment_save_preview(
     assignment_events_apply(assignment, checked_events, now)
     if draft is not None:
         item = assignment.item
-        assignment.draft = kind_get(item.study.kind).clean_draft(
-            draft, len(item.reference_steps), len(item.candidate_steps)
-        )
+        assignment.draft = draft_clean(item.study.kind, item, draft)
         assignment.draft_seq = seq
     return assignment
 
@@ -252,9 +288,9 @@ def annotation_submit_preview(*, assignment: Assignment, answer: Any, submission
     item = assignment.item
     kind = kind_get(item.study.kind)
     errors = submission_problems(assignment, clock.now())
-    cleaned, answer_errors = kind.validate_submission(answer, len(item.reference_steps), len(item.candidate_steps))
-    errors += answer_errors
-    if errors or cleaned is None:
+    checked = answer_check(kind, item, answer)
+    errors += checked.errors
+    if errors or checked.cleaned is None:
         raise SubmissionRejected("The answer was not submitted: " + " ".join(e.message for e in errors), errors)
-    correct = kind.is_correct(cleaned, item)
-    return {"answer": cleaned, "correct": correct}
+    correct = None if checked.broken else kind.is_correct(checked.cleaned, item)
+    return {"answer": checked.cleaned, "correct": correct, "flag": checked.flag}
