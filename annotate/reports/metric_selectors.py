@@ -36,7 +36,7 @@ _ID_BATCH = 5000
 
 REPORT_CACHE_PREFIX = "metric-agreement:report:"
 FINGERPRINT_CACHE_PREFIX = "metric-agreement:rows:"
-FINGERPRINT_VERSION = 1
+FINGERPRINT_VERSION = 2  # 2: the annotations' flag is read (issue 31)
 REPORT_CACHE_VERSION = 1  # raise when the report's shape changes in a way the sources below do not show
 REPORT_CACHE_SECONDS = 7 * 24 * 3600  # an unused report leaves the cache after a week
 # The code a report is computed by: a changed file (a new release) is a new digest.
@@ -326,7 +326,7 @@ def _study_fingerprint(study: Study, *, bootstrap: int, seed: int) -> str | None
     annotations = (
         annotation_list(study)
         .order_by("submitted_at", "pk")
-        .values_list("item__item_id", "annotator__pid", "has_failure", "excluded", "surplus", "source")
+        .values_list("item__item_id", "annotator__pid", "has_failure", "excluded", "surplus", "source", "flag")
     )
     items = (
         StudyItem.objects.filter(study=study)

@@ -30,7 +30,7 @@ def study_annotation_rows(study: Study, *, include_test: bool = False) -> list[A
     """The study's annotations as its export file carries them (the same fields, read
     straight from the columns the report needs rather than through the full export); a test
     participant's only with ``include_test``."""
-    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded", "surplus", "source")
+    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded", "surplus", "source", "flag")
     rows = annotation_list(study, include_test=include_test).order_by("submitted_at", "pk").values_list(*fields)
     return [
         parse_annotation_record(
@@ -41,13 +41,14 @@ def study_annotation_rows(study: Study, *, include_test: bool = False) -> list[A
                 "excluded": excluded,
                 "surplus": surplus,
                 "source": source,
+                "flag": flag,
                 "failures": [
                     {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
                     for f in failures
                 ],
             }
         )
-        for item_id, pid, has_failure, failures, excluded, surplus, source in rows.iterator(chunk_size=2000)
+        for item_id, pid, has_failure, failures, excluded, surplus, source, flag in rows.iterator(chunk_size=2000)
     ]
 
 
@@ -132,6 +133,8 @@ def annotator_table(study: Study, report: dict[str, Any]) -> list[dict[str, Any]
                 "annotator": row["pid"],
                 "n_main": row["n_main"],
                 "n_counted": row["n_counted"],
+                "n_broken": row["n_broken"],
+                "n_unsure": row["n_unsure"],
                 "loo_agreement": loo.get("agreement"),
                 "loo_n": loo.get("n", 0),
                 "loo_ci95": loo.get("ci95"),

@@ -175,6 +175,8 @@ def annotators(request: HttpRequest, slug: str) -> HttpResponse:
             "excluded",
             "exclusion_reason",
             "n_counted",
+            "n_broken",
+            "n_unsure",
         ]
         rows = [
             [
@@ -189,6 +191,8 @@ def annotators(request: HttpRequest, slug: str) -> HttpResponse:
                 r["excluded"],
                 r["exclusion_reason"],
                 r["n_counted"],
+                r["n_broken"],
+                r["n_unsure"],
             ]
             for r in table
         ]

@@ -174,24 +174,31 @@ def leave_one_out_agreement(
     }
 
 
-def annotation_counts(flags: Iterable[tuple[bool, bool]]) -> dict[str, int]:
+def annotation_counts(flags: Iterable[tuple[bool, ...]]) -> dict[str, int]:
     """The annotation counts every page and API shows beside agreement (the agreement report,
     the pilot rounds' rows of the study page and the rounds API), from one rule so they never
     differ: ``n_annotations`` the counted rows (``AnnotationRow.counted``: not excluded, not
     surplus), ``n_excluded`` the excluded ones (excluded annotators, qualification and
     attention-check answers) and ``n_surplus`` the surplus ones (late submits into an item
     that already had its k counted annotations; a row both excluded and surplus is counted
-    once, as excluded, as ``check_rows`` counts it). ``flags``: ``(excluded, surplus)`` of
-    each row (``AnnotationRow`` fields, or the database columns; a qualification or
-    attention-check answer is excluded: ``parse_annotation_record``)."""
-    counts = {"n_annotations": 0, "n_excluded": 0, "n_surplus": 0}
-    for excluded, surplus in flags:
+    once, as excluded, as ``check_rows`` counts it), ``n_broken`` the ones the annotator
+    flagged "This item is broken" (neither excluded nor surplus), and ``n_unsure`` how many of
+    the counted ones were flagged "I'm unsure" (they count). ``flags``: ``(excluded, surplus,
+    broken, unsure)`` of each row, the last two optional (``AnnotationRow`` fields, or the
+    database columns; a qualification or attention-check answer is excluded:
+    ``parse_annotation_record``)."""
+    counts = {"n_annotations": 0, "n_excluded": 0, "n_surplus": 0, "n_broken": 0, "n_unsure": 0}
+    for row_flags in flags:
+        excluded, surplus, broken, unsure = (tuple(row_flags) + (False, False))[:4]
         if excluded:
             counts["n_excluded"] += 1
         elif surplus:
             counts["n_surplus"] += 1
+        elif broken:
+            counts["n_broken"] += 1
         else:
             counts["n_annotations"] += 1
+            counts["n_unsure"] += int(bool(unsure))
     return counts
 
 
@@ -292,13 +299,16 @@ def alpha_report(
 
 
 DENOMINATORS: dict[str, str] = {
-    "n_items": "distinct item_id values with at least one counted annotation (not excluded, not surplus)",
+    "n_items": "distinct item_id values with at least one counted annotation (not excluded, not surplus, not "
+    "flagged broken)",
     "n_annotators": "distinct annotators with at least one counted annotation",
     "n_annotations": (
         "counted annotation rows; rows with excluded=true are counted in n_excluded, rows with surplus=true "
         "(a late submit into an item that already had its k counted annotations) in n_surplus, and both are "
-        "used nowhere (a row that is both is counted once, in n_excluded); the study page's pilot rounds and the "
-        "rounds API give the same three counts (annotation_counts)"
+        "used nowhere (a row that is both is counted once, in n_excluded); rows the annotator flagged "
+        "'This item is broken' (no label) in n_broken, used nowhere either; n_unsure counts the counted rows "
+        "flagged 'I'm unsure', which stay in every statistic; the study page's pilot rounds and the "
+        "rounds API give the same counts (annotation_counts)"
     ),
     "alpha": (
         "Krippendorff's alpha over items with at least two counted annotations (alpha_details.n_units); "
@@ -459,7 +469,7 @@ def agreement_report(
     return {
         "n_items": len(by_item),
         "n_annotators": len({row.annotator for row in rows}),
-        **annotation_counts((row.excluded, row.surplus) for row in annotation_list),
+        **annotation_counts((row.excluded, row.surplus, row.broken, row.unsure) for row in annotation_list),
         "n_judgments": len(judgment_list),
         **alphas,
         "human_majority": majority.summary(),

@@ -62,22 +62,26 @@ def majority_label(labels: Sequence[bool]) -> bool | None:
 class LeftOut:
     """The rows ``check_rows`` left out: ``excluded`` ones (failed attention checks,
     qualification and attention-check answers) and ``surplus`` ones (late submits into an item
-    that already had its k counted annotations; a row that is both counts as excluded)."""
+    that already had its k counted annotations; a row that is both counts as excluded) and
+    ``broken`` ones (flagged "This item is broken" by the annotator; counted as broken only
+    when neither excluded nor surplus)."""
 
     excluded: int = 0
     surplus: int = 0
+    broken: int = 0
 
 
 def check_rows(annotations: Iterable[AnnotationRow]) -> tuple[list[AnnotationRow], LeftOut]:
-    """The counted rows (``AnnotationRow.counted``: not excluded, not surplus; sorted by item,
+    """The counted rows (``AnnotationRow.counted``: not excluded, not surplus, not flagged broken; sorted by item,
     then annotator) and how many were left out, and why. Every statistic reads its rows from
     here. Raises ``ValueError`` on a duplicate (item_id, annotator) or a contradictory row."""
     kept: dict[tuple[str, str], AnnotationRow] = {}
-    n_excluded = n_surplus = 0
+    n_excluded = n_surplus = n_broken = 0
     for row in annotations:
         if not row.counted:
             n_excluded += int(row.excluded)
-            n_surplus += int(not row.excluded)
+            n_surplus += int(row.surplus and not row.excluded)
+            n_broken += int(row.broken and not row.excluded and not row.surplus)
             continue
         key = (row.item_id, row.annotator)
         if key in kept:
@@ -87,7 +91,7 @@ def check_rows(annotations: Iterable[AnnotationRow]) -> tuple[list[AnnotationRow
                 f"annotation of item {row.item_id!r} by {row.annotator!r}: has_failure is false but failures are listed"
             )
         kept[key] = row
-    return [kept[key] for key in sorted(kept)], LeftOut(excluded=n_excluded, surplus=n_surplus)
+    return [kept[key] for key in sorted(kept)], LeftOut(excluded=n_excluded, surplus=n_surplus, broken=n_broken)
 
 
 def judgment_labels(judgments: Iterable[JudgmentRow]) -> dict[str, dict[str, bool]]:

@@ -21,9 +21,14 @@ NO_FAILURE: Final = "no_failure"
 # Which annotations count, the one rule every statistic and every "counted" number applies: an
 # annotation counts unless it carries one of these flags (``excluded``: failed attention checks,
 # qualification and attention-check answers; ``surplus``: a late submit into an item that
-# already had its k counted annotations). Rows read it through ``AnnotationRow.counted``, the
-# database through ``annotations_counted`` (annotate/studies/selectors.py).
-LEFT_OUT_FLAGS: Final = ("excluded", "surplus")
+# already had its k counted annotations; ``broken``: the annotator flagged the item "This item
+# is broken", so the row holds no label). Rows read it through ``AnnotationRow.counted``, the
+# database through ``annotations_counted`` (annotate/studies/selectors.py). A row with several
+# is counted once, as the first of them in this order. "I'm unsure" is not among them: an
+# unsure answer is an answer, and counts.
+LEFT_OUT_FLAGS: Final = ("excluded", "surplus", "broken")
+FLAG_BROKEN: Final = "broken"
+FLAG_UNSURE: Final = "unsure"
 
 
 # --------------------------------------------------------------------------- input rows
@@ -38,7 +43,9 @@ class AnnotationRow:
     statistic: ``excluded`` rows (e.g. failed attention checks) are left out and counted in
     ``n_excluded``; ``surplus`` rows (a late submit into an item that already had its k
     counted annotations) are left out and counted in ``n_surplus`` (a row both excluded and
-    surplus is counted once, as excluded)."""
+    surplus is counted once, as excluded); ``broken`` rows (flagged "This item is broken": no
+    label; ``has_failure`` is then False and means nothing) are left out and counted in
+    ``n_broken``."""
 
     item_id: str
     annotator: str
@@ -46,10 +53,14 @@ class AnnotationRow:
     failures: list[dict[str, Any]] = field(default_factory=list)
     excluded: bool = False
     surplus: bool = False
+    broken: bool = False
+    # Flagged "I'm unsure": counted as any other row (shown as n_unsure), never left out.
+    unsure: bool = False
 
     @property
     def counted(self) -> bool:
-        """Whether the row counts: it carries none of ``LEFT_OUT_FLAGS`` (not excluded, not surplus)."""
+        """Whether the row counts: it carries none of ``LEFT_OUT_FLAGS`` (not excluded, not
+        surplus, not flagged broken)."""
         return not any(getattr(self, flag) for flag in LEFT_OUT_FLAGS)
 
 
@@ -126,7 +137,9 @@ def parse_annotation_record(record: Any) -> AnnotationRow:
     ``L1_steps`` and ``L2_steps`` (lists of integers >= 1)). Optional: ``excluded`` (bool,
     default false); ``surplus`` (bool, default false: an export's late submit into a full
     item, left out and counted apart); ``source`` other than ``"main"`` (qualification or
-    attention-check answers in an export) counts as excluded. ``has_failure: false`` with a non-empty ``failures`` list is a
+    attention-check answers in an export) counts as excluded; ``flag`` (a string or null)
+    ``"broken"`` marks a row flagged "This item is broken", left out as ``broken`` (its
+    ``has_failure`` may then be null). ``has_failure: false`` with a non-empty ``failures`` list is a
     contradiction and is rejected; ``has_failure: true`` with no failures is accepted (its
     location is ``"unlocated"``). Other fields are ignored. Raises ``ValueError`` naming
     the field."""
@@ -134,7 +147,13 @@ def parse_annotation_record(record: Any) -> AnnotationRow:
         raise RecordError(None, None, None, f"expected a JSON object, got {_type_name(record)}")
     item_id = _name_field(record, "item_id")
     annotator = _name_field(record, "annotator")
-    has_failure = _bool_field(record, "has_failure")
+    flag = record.get("flag")
+    if flag is not None and not isinstance(flag, str):
+        raise RecordError(None, None, "flag", f"expected a string or null, got {_type_name(flag)}")
+    broken = flag == FLAG_BROKEN
+    # A broken-flagged row holds no label: it is left out of everything, so its has_failure
+    # (null in an export) is read as False and never used.
+    has_failure = False if broken and record.get("has_failure") is None else _bool_field(record, "has_failure")
     raw_failures = _required(record, "failures")
     if not isinstance(raw_failures, list):
         raise RecordError(None, None, "failures", f"expected a list, got {_type_name(raw_failures)}")
@@ -174,6 +193,8 @@ def parse_annotation_record(record: Any) -> AnnotationRow:
         failures=failures,
         excluded=excluded,
         surplus=surplus,
+        broken=broken,
+        unsure=flag == FLAG_UNSURE,
     )
 
 

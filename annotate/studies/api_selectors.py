@@ -15,6 +15,7 @@ from django.db.models.functions import Coalesce
 
 from annotate.kinds.base import ROLE_MAIN
 from annotate.models import Annotation, Assignment, AssignmentStatus, Participation, Study, StudyItem
+from annotate.participation.flags import FLAG_BROKEN, FLAG_UNSURE
 from annotate.studies.exports import annotation_list
 from annotate.studies.selectors import study_list, study_progress_get
 from core.intervals import share_estimate
@@ -47,6 +48,8 @@ class ItemCounts(TypedDict):
 
     n_annotations: int
     n_filled: int
+    n_broken: int
+    n_unsure: int
     n_reserved: int
 
 
@@ -111,7 +114,8 @@ def study_api_progress(study: Study) -> dict[str, Any]:
 
 def study_item_api_list(study: Study, *, include_test: bool = False) -> QuerySet[CountedItem]:
     """The study's items (role, then position) with ``n_annotations`` (every submitted
-    annotation of the item), ``n_filled`` (slots toward k, never a test participant's) and
+    annotation of the item), ``n_broken`` / ``n_unsure`` (those flagged "This item is broken" /
+    "I'm unsure"), ``n_filled`` (slots toward k, never a test participant's) and
     ``n_reserved`` (reservations held now, live or not yet expired by a visit); test
     participants' annotations and reservations only with ``include_test``."""
     item = OuterRef("pk")
@@ -124,6 +128,8 @@ def study_item_api_list(study: Study, *, include_test: bool = False) -> QuerySet
         .annotate(
             n_annotations=_count(annotations, "item"),
             n_filled=_count(_filled().filter(item=item), "item"),
+            n_broken=_count(annotations.filter(flag=FLAG_BROKEN), "item"),
+            n_unsure=_count(annotations.filter(flag=FLAG_UNSURE), "item"),
             n_reserved=_count(reserved, "item"),
         )
         .order_by("role", "position", "pk")

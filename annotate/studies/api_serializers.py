@@ -50,8 +50,16 @@ class StudyProgressSerializer(serializers.Serializer):
     annotations_main = serializers.IntegerField()
     annotations_excluded = serializers.IntegerField()
     annotations_surplus = serializers.IntegerField()
+    annotations_broken = serializers.IntegerField(
+        help_text="Main-pool annotations flagged 'This item is broken' by their annotator: left out of every "
+        "counted number and statistic"
+    )
+    annotations_unsure = serializers.IntegerField(
+        help_text="Main-pool annotations flagged 'I'm unsure': counted as any other answer"
+    )
     n_counted_annotations = serializers.IntegerField(
-        help_text="Main-pool annotations that count: not excluded and not surplus (as in the agreement report)"
+        help_text="Main-pool annotations that count: not excluded, not surplus and not flagged broken (as in the "
+        "agreement report)"
     )
     live_reservations = serializers.IntegerField()
     live_annotators = serializers.IntegerField()

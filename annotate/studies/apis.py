@@ -226,7 +226,8 @@ class RoundSerializer(serializers.Serializer):
     name = serializers.CharField()
     guideline_version = serializers.CharField()
     n_annotations = serializers.IntegerField(
-        help_text="Counted annotations of the round (not excluded, not surplus): the agreement report's n_annotations"
+        help_text="Counted annotations of the round (not excluded, not surplus, not flagged broken): the agreement "
+        "report's n_annotations"
     )
     n_excluded = serializers.IntegerField(
         help_text="Excluded annotations (excluded annotators, qualification and attention-check answers), as the "
@@ -235,6 +236,13 @@ class RoundSerializer(serializers.Serializer):
     n_surplus = serializers.IntegerField(
         help_text="Surplus annotations (a late submit into an item that already had its k counted annotations; "
         "excluded ones are counted in n_excluded only), left out of alpha as the excluded ones are"
+    )
+    n_broken = serializers.IntegerField(
+        help_text="Annotations their annotators flagged 'This item is broken' (no label; neither excluded nor "
+        "surplus), left out of alpha as the excluded ones are (docs/annotation.md, 'Flags')"
+    )
+    n_unsure = serializers.IntegerField(
+        help_text="Counted annotations flagged 'I'm unsure': they count, and stay in alpha"
     )
     alpha = serializers.FloatField(allow_null=True, help_text="Krippendorff's alpha of the kind's label")
     alpha_ci95 = serializers.ListField(
@@ -287,6 +295,8 @@ def round_rows(study: Study) -> list[dict[str, Any]]:
                         "n_annotations",
                         "n_excluded",
                         "n_surplus",
+                        "n_broken",
+                        "n_unsure",
                         *ALPHA_KEYS,
                         "as_of",
                         "n_new",

@@ -18,6 +18,7 @@ from annotate import constants as C
 from annotate.kinds import kind_get
 from annotate.kinds.base import ROLE_MAIN
 from annotate.models import Annotation, ItemRole, Study, StudyItem
+from annotate.participation.flags import FLAGS
 from annotate.studies.api_fields import (
     EXPORT_FORMATS,
     INCLUDE_TEST,
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from annotate.studies.api_selectors import CountedItem
 
 # -- items and annotations -------------------------------------------------------------------
+
+FLAG_NONE = "none"  # the annotations filter's value for "no flag"
 
 
 class StudyScoped:
@@ -77,6 +80,10 @@ class StudyItemSerializer(serializers.ModelSerializer):
         help_text="Submitted annotations of the item (excluded and surplus included)"
     )
     n_filled = serializers.IntegerField(help_text="Main pool: slots filled toward k (not surplus)")
+    n_broken = serializers.IntegerField(
+        help_text="Annotations flagged 'This item is broken' (a slot filled, no label: left out of agreement)"
+    )
+    n_unsure = serializers.IntegerField(help_text="Annotations flagged 'I'm unsure' (counted as any other)")
     n_reserved = serializers.IntegerField(help_text="Reservations held now")
     k = serializers.SerializerMethodField()
     done = serializers.SerializerMethodField(help_text="Main pool: k slots filled; null for check and gold items")
@@ -104,6 +111,8 @@ class StudyItemSerializer(serializers.ModelSerializer):
             "l2_hash",
             "n_annotations",
             "n_filled",
+            "n_broken",
+            "n_unsure",
             "n_reserved",
             "k",
             "done",
@@ -216,6 +225,11 @@ class AnnotationFilter(django_filters.FilterSet):
         help_text="true: only excluded annotations; false: only those not excluded (surplus ones among them, "
         "marked surplus, do not count either)"
     )
+    flag = django_filters.ChoiceFilter(
+        choices=[(FLAG_NONE, "no flag"), *FLAGS.items()],
+        method="filter_flag",
+        help_text="broken, unsure, or none (no flag)",
+    )
     submitted_after = UtcIsoDateTimeFilter(
         field_name="submitted_at", lookup_expr="gte", help_text="ISO 8601, inclusive"
     )
@@ -233,9 +247,13 @@ class AnnotationFilter(django_filters.FilterSet):
             "choice",
             "source",
             "excluded",
+            "flag",
             "submitted_after",
             "submitted_before",
         ]
+
+    def filter_flag(self, queryset, name, value):
+        return queryset.filter(flag="" if value == FLAG_NONE else value)
 
     def filter_label(self, queryset, name, value):
         return queryset.filter(has_failure=value == LABEL_HAS_FAILURE)
@@ -279,6 +297,9 @@ class AnnotationSerializer(serializers.ModelSerializer):
             "correct",
             "excluded",
             "exclusion_reason",
+            "flag",
+            "flag_reason",
+            "flag_note",
             "is_test",
             "l1_hash",
             "l2_hash",

@@ -30,6 +30,7 @@ from annotate.models import (
     Study,
     StudyItem,
 )
+from annotate.participation.flags import BROKEN_REASONS, FLAG_BROKEN, FLAG_UNSURE
 from annotate.stats.agreement import annotation_counts
 from annotate.stats.records import LEFT_OUT_FLAGS
 from core.intervals import share_estimate
@@ -72,11 +73,24 @@ def study_rounds(study: Study) -> list[Study]:
     )
 
 
+# Each of ``LEFT_OUT_FLAGS`` as the database stores it.
+LEFT_OUT_WHERE: dict[str, Q] = {
+    "excluded": Q(excluded=True),
+    "surplus": Q(surplus=True),
+    "broken": Q(flag=FLAG_BROKEN),
+}
+assert set(LEFT_OUT_WHERE) == set(LEFT_OUT_FLAGS), "every left-out flag needs its database condition"
+
+
 def annotations_counted(queryset: QuerySet[Annotation]) -> QuerySet[Annotation]:
     """The annotations of ``queryset`` that count: none of ``LEFT_OUT_FLAGS`` (not excluded,
-    not surplus), the rule the agreement statistics apply to their rows
-    (``AnnotationRow.counted``), so every "counted" number agrees with them."""
-    return queryset.filter(**{flag: False for flag in LEFT_OUT_FLAGS})
+    not surplus, not flagged "This item is broken"), the rule the agreement statistics apply
+    to their rows (``AnnotationRow.counted``), so every "counted" number agrees with them.
+    An "I'm unsure" answer counts."""
+    left_out = Q()
+    for flag in LEFT_OUT_FLAGS:
+        left_out |= LEFT_OUT_WHERE[flag]
+    return queryset.exclude(left_out)
 
 
 def _median(values: list[float]) -> float | None:
@@ -136,7 +150,11 @@ def study_progress_get(study: Study) -> dict[str, Any]:
     total = StudyItem.objects.filter(study=study, role=ROLE_MAIN).count()
     main = Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False)
     annotations = main.aggregate(
-        n=Count("pk"), excluded=Count("pk", filter=Q(excluded=True)), surplus=Count("pk", filter=Q(surplus=True))
+        n=Count("pk"),
+        excluded=Count("pk", filter=Q(excluded=True)),
+        surplus=Count("pk", filter=Q(surplus=True)),
+        broken=Count("pk", filter=Q(flag=FLAG_BROKEN)),
+        unsure=Count("pk", filter=Q(flag=FLAG_UNSURE)),
     )
     times = list(annotations_counted(main).values_list("active_seconds", "wall_seconds"))
     median_active = _median([active for active, _ in times])
@@ -171,6 +189,10 @@ def study_progress_get(study: Study) -> dict[str, Any]:
         "annotations_main": annotations["n"],
         "annotations_excluded": annotations["excluded"],
         "annotations_surplus": annotations["surplus"],
+        # flagged by their annotators: broken ones are left out of every count that counts,
+        # unsure ones are kept (annotate/participation/flags.py)
+        "annotations_broken": annotations["broken"],
+        "annotations_unsure": annotations["unsure"],
         "live_reservations": Assignment.objects.filter(
             study=study, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now, is_test=False
         ).count(),
@@ -200,8 +222,9 @@ def study_annotators(
     the annotators report and its CSV all show, so they cannot disagree.
 
     ``n_main``: submitted main-pool annotations (excluded and surplus ones included);
-    ``n_counted``: those that count (``annotations_counted``: not excluded, not surplus; the
-    ones the agreement statistics use);
+    ``n_counted``: those that count (``annotations_counted``: not excluded, not surplus, not
+    flagged broken; the ones the agreement statistics use); ``n_broken`` / ``n_unsure``: their
+    main-pool annotations flagged "This item is broken" / "I'm unsure";
     ``n_reserved``: items reserved now; ``checks_passed`` / ``checks_failed``: graded
     attention-check answers; ``median_active_seconds`` over the main-pool annotations;
     ``excluded`` / ``exclusion_reason`` come from the participation alone (never from the
@@ -225,6 +248,8 @@ def study_annotators(
     attention = Annotation.objects.filter(study=study, source=ROLE_ATTENTION, correct__isnull=False)
     n_main = grouped(main)
     n_counted = grouped(annotations_counted(main))
+    n_broken = grouped(main.filter(flag=FLAG_BROKEN))
+    n_unsure = grouped(main.filter(flag=FLAG_UNSURE))
     n_reserved = grouped(Assignment.objects.filter(study=study, status=AssignmentStatus.RESERVED))
     passed = grouped(attention.filter(correct=True))
     failed = grouped(attention.filter(correct=False))
@@ -245,6 +270,8 @@ def study_annotators(
                 "is_test": p.is_test,
                 "n_main": n_main.get(p.pk, 0),
                 "n_counted": n_counted.get(p.pk, 0),
+                "n_broken": n_broken.get(p.pk, 0),
+                "n_unsure": n_unsure.get(p.pk, 0),
                 "n_reserved": n_reserved.get(p.pk, 0),
                 "checks_passed": passed.get(p.pk, 0),
                 "checks_failed": failed.get(p.pk, 0),
@@ -340,16 +367,18 @@ def _round_state(study: Study) -> list[int]:
         n=Count("pk"),
         n_excluded=Count("pk", filter=Q(excluded=True)),
         n_surplus=Count("pk", filter=Q(surplus=True)),
+        n_flagged=Count("pk", filter=~Q(flag="")),
         last=Max("pk"),
     )
-    return [state["n"], state["n_excluded"], state["n_surplus"], state["last"] or 0]
+    return [state["n"], state["n_excluded"], state["n_surplus"], state["last"] or 0, state["n_flagged"]]
 
 
 def _round_summary(round_study: Study) -> dict[str, Any]:
     state = _round_state(round_study)
     # v4: n_annotations counts only counted annotations (issue 27; older entries counted all) and
     # rows carry alpha_interval.
-    key = f"annotate:round-summary:v4:{round_study.pk}:{round_study.created_at.timestamp()}"
+    # v5: rows carry n_broken and n_unsure (issue 31).
+    key = f"annotate:round-summary:v5:{round_study.pk}:{round_study.created_at.timestamp()}"
     try:
         cached = cache.get(key)
     except Exception:  # a cache that cannot answer (Redis down) costs a computation, never the page
@@ -373,7 +402,9 @@ def _round_summary(round_study: Study) -> dict[str, Any]:
     summary = {
         # The agreement report's own counts (annotation_counts): counted annotations, and the
         # excluded and surplus ones left out beside them, so the two pages never differ.
-        **annotation_counts((r["excluded"], r["surplus"]) for r in rows),
+        **annotation_counts(
+            (r["excluded"], r["surplus"], r["flag"] == FLAG_BROKEN, r["flag"] == FLAG_UNSURE) for r in rows
+        ),
         **_round_alpha(round_study, rows),
     }
     try:
@@ -392,7 +423,7 @@ def _round_rows(study: Study) -> list[dict[str, Any]]:
     with the export's fields that its alpha reads (item_id, annotator, has_failure, failures,
     excluded, surplus, source), read as plain values. A qualification or attention-check
     answer counts as excluded (``parse_annotation_record``), so it never enters alpha."""
-    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded", "surplus", "source")
+    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded", "surplus", "source", "flag")
     rows = Annotation.objects.filter(study=study, is_test=False).order_by("submitted_at", "pk").values_list(*fields)
     return [
         {
@@ -403,12 +434,14 @@ def _round_rows(study: Study) -> list[dict[str, Any]]:
             "excluded": excluded or source != ROLE_MAIN,
             "surplus": surplus,
             "source": source,
+            # "broken": left out as the report leaves it out (parse_annotation_record)
+            "flag": flag,
             "failures": [
                 {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
                 for f in failures
             ],
         }
-        for item_id, pid, has_failure, failures, excluded, surplus, source in rows.iterator(chunk_size=2000)
+        for item_id, pid, has_failure, failures, excluded, surplus, source, flag in rows.iterator(chunk_size=2000)
     ]
 
 
@@ -420,6 +453,38 @@ def _round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
     two or more counted answers), ``alpha_ci95_not_estimable`` (why the interval is null when
     every resample gives the same alpha), ``alpha_small_sample`` and ``alpha_undefined``."""
     return kind_get(study.kind).round_alpha(study, rows)
+
+
+# Flagged items the study page lists at once (the annotations API filters them all: ?flag=broken).
+STUDY_PAGE_FLAGGED_ITEMS = 100
+
+
+def study_flagged_items(study: Study, *, limit: int = STUDY_PAGE_FLAGGED_ITEMS) -> dict[str, Any]:
+    """The items whose annotators flagged them ("This item is broken" or "I'm unsure"; test
+    participants' aside), most broken flags first: per item ``n_broken``, ``n_unsure`` and
+    each flag with its annotator, reason (as the page's list says it) and note, oldest first.
+    ``n_items``: how many items are flagged in all; ``rows``: the first ``limit`` of them."""
+    flagged = (
+        Annotation.objects.filter(study=study, is_test=False)
+        .exclude(flag="")
+        .select_related("item", "annotator")
+        .order_by("submitted_at", "pk")
+    )
+    by_item: dict[int, dict[str, Any]] = {}
+    for a in flagged.iterator(chunk_size=2000):
+        row = by_item.setdefault(a.item_id, {"item": a.item, "n_broken": 0, "n_unsure": 0, "flags": []})
+        row["n_broken" if a.flag == FLAG_BROKEN else "n_unsure"] += 1
+        row["flags"].append(
+            {
+                "pid": a.annotator.pid,
+                "flag": a.flag,
+                "reason": BROKEN_REASONS.get(a.flag_reason, ""),
+                "note": a.flag_note,
+                "source": a.source,
+            }
+        )
+    rows = sorted(by_item.values(), key=lambda r: (-r["n_broken"], -r["n_unsure"], r["item"].role, r["item"].position))
+    return {"n_items": len(rows), "rows": rows[:limit]}
 
 
 def study_item_counts(study: Study) -> dict[str, int]:

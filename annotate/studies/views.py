@@ -34,6 +34,7 @@ from annotate.studies.selectors import (
     participation_release_refusal,
     participation_reserved_count,
     study_annotators_page,
+    study_flagged_items,
     study_get,
     study_item_counts,
     study_items_page,
@@ -150,6 +151,7 @@ def study_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "items": items["rows"],
             "items_page": items["page"],
             "rounds": study_round_summaries(study),
+            "flagged": study_flagged_items(study),
             **_kind_results(study),
             "settings_form": StudySettingsForm(
                 initial={

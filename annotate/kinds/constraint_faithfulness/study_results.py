@@ -11,14 +11,16 @@ from typing import Any
 from annotate.kinds.base import ROLE_MAIN
 from annotate.kinds.constraint_faithfulness.results import FaithfulnessItem, question_alpha, study_results
 from annotate.models import Annotation, Study, StudyItem
+from annotate.studies.selectors import annotations_counted
 
 
 def faithfulness_items(study: Study) -> list[FaithfulnessItem]:
     """Main-pool items of a constraint-faithfulness study with the answers that count:
-    submitted, not excluded (failed attention checks) and not surplus, in submission order."""
+    submitted, not excluded (failed attention checks), not surplus and not flagged broken
+    (``annotations_counted``), in submission order."""
     answers: dict[int, list[dict[str, Any]]] = defaultdict(list)
     rows = (
-        Annotation.objects.filter(study=study, source=ROLE_MAIN, excluded=False, surplus=False, is_test=False)
+        annotations_counted(Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False))
         .order_by("submitted_at", "pk")
         .values_list("item_id", "answer")
     )

@@ -19,15 +19,17 @@ from annotate.kinds.multiple_choice.results import ChoiceItem, study_results
 from annotate.models import Annotation, Study, StudyItem
 from annotate.stats.alpha import ALPHA_KEYS
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP
+from annotate.studies.selectors import annotations_counted
 from core.record_files import atomic_output
 
 
 def choice_items(studies: QuerySet[Study] | list[Study]) -> list[ChoiceItem]:
     """Main-pool items of multiple-choice studies with the answers that count: submitted,
-    not excluded (failed attention checks) and not surplus, in submission order."""
+    not excluded (failed attention checks), not surplus and not flagged broken
+    (``annotations_counted``), in submission order."""
     answers: dict[int, list] = defaultdict(list)
     rows = (
-        Annotation.objects.filter(study__in=studies, source=ROLE_MAIN, excluded=False, surplus=False, is_test=False)
+        annotations_counted(Annotation.objects.filter(study__in=studies, source=ROLE_MAIN, is_test=False))
         .order_by("submitted_at", "pk")
         .values_list("item_id", "answer")
     )
