@@ -335,3 +335,108 @@ def test_a_broken_record_without_a_label_is_read_and_left_out():
         parse_annotation_record(record("e", flag=3))
     with pytest.raises(RecordError):
         parse_annotation_record(record("f", has_failure=None))  # no label and no broken flag
+
+
+# --------------------------------------------------------------------------- over HTTP, hostile
+
+
+def _http_ready(pid: str, study=None):
+    import json as _json
+
+    from django.test import Client
+    from django.urls import reverse
+
+    from annotate.models import Assignment
+
+    study = study or study_make(n_items=2)
+    client = Client()
+    response = client.get(
+        reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": "se"}
+    )
+    assert response.status_code == 302
+    client.post(reverse("annotate:consent", args=[study.slug]), {"agree": "yes"})
+    page = client.get(reverse("annotate:work", args=[study.slug]))
+    a = Assignment.objects.get(annotator__pid=pid)
+    read_everything(a.participation, a)
+
+    def post(name, body):
+        r = client.post(
+            reverse(name, args=[study.slug, a.public_id]), data=_json.dumps(body), content_type="application/json"
+        )
+        return r.status_code, r.json()
+
+    return study, a, post, page
+
+
+def test_the_item_page_has_both_controls_with_the_reasons():
+    study, a, post, page = _http_ready("pagecontrols")
+    html = page.content.decode()
+    for needle in (
+        'id="flag-broken"',
+        'id="flag-unsure"',
+        'id="flag-reason"',
+        'maxlength="500"',
+        'value="goal_mismatch"',
+    ):
+        assert needle in html, needle
+
+
+@pytest.mark.parametrize(
+    "flag, field",
+    [
+        ({"flag": "broken", "reason": "other", "note": "z" * 501}, "flag.note"),
+        ({"flag": "broken"}, "flag.reason"),
+        ({"flag": "deleted"}, "flag.flag"),
+        ({"flag": "unsure", "reason": 7}, "flag.reason"),
+        (True, "flag"),
+    ],
+)
+def test_over_http_a_bad_flag_is_a_400_naming_the_field_and_nothing_is_stored(flag, field):
+    study, a, post, page = _http_ready("hostile")
+    status, body = post("annotate:submit", {"answer": {"has_failure": False, "failures": [], "flag": flag}})
+    assert status == 400 and body["ok"] is False
+    assert field in {e["field"] for e in body["errors"]}
+    assert not Annotation.objects.exists()
+
+
+def test_over_http_a_nul_in_the_note_is_a_400_naming_the_path():
+    study, a, post, page = _http_ready("nul")
+    status, body = post(
+        "annotate:submit", {"answer": {"flag": {"flag": "broken", "reason": "other", "note": "a\u0000b"}}}
+    )
+    assert status == 400 and any(e["field"].startswith("answer.flag") for e in body["errors"])
+    assert not Annotation.objects.exists()
+
+
+def test_over_http_a_flag_on_someone_elses_item_reaches_nothing():
+    from django.test import Client
+    from django.urls import reverse
+
+    from annotate.models import Assignment
+
+    study, a, post, page = _http_ready("owner")
+    other = Client()
+    other.get(
+        reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": "intruder", "STUDY_ID": "st", "SESSION_ID": "s2"}
+    )
+    other.post(reverse("annotate:consent", args=[study.slug]), {"agree": "yes"})
+    import json as _json
+
+    for name, body in (
+        ("annotate:submit", {"answer": {"flag": BROKEN}}),
+        ("annotate:save", {"draft": {"flag": BROKEN}, "seq": 5}),
+    ):
+        r = other.post(
+            reverse(name, args=[study.slug, a.public_id]), data=_json.dumps(body), content_type="application/json"
+        )
+        assert r.status_code == 404
+    assert not Annotation.objects.exists() and Assignment.objects.get(pk=a.pk).draft == {}
+
+
+def test_over_http_a_broken_flag_submits_and_moves_on():
+    study, a, post, page = _http_ready("brokenhttp")
+    status, body = post("annotate:save", {"draft": {"has_failure": None, "flag": BROKEN}, "seq": 1})
+    assert status == 200 and body["draft_saved"]
+    status, body = post("annotate:submit", {"answer": {"has_failure": None, "failures": [], "flag": BROKEN}})
+    assert status == 200 and body["created"]
+    assert Annotation.objects.get().flag == "broken"

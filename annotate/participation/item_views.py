@@ -17,6 +17,7 @@ from annotate import constants as C
 from annotate.kinds import codebook_get, kind_get
 from annotate.models import Participation, ParticipationState, Study
 from annotate.participation.drafts import assignment_save
+from annotate.participation.flags import BROKEN_REASONS, FLAG_NOTE_MAX_LENGTH
 from annotate.participation.reservations import assignment_next, assignment_page
 from annotate.participation.responses import annotate_errors, json_body, study_full_page
 from annotate.participation.selectors import participation_for_session, participation_position
@@ -61,6 +62,9 @@ def item_context(study: Study, p: Participation | None, a: Any) -> dict[str, Any
         "shortcuts_template": kind.shortcuts_template,
         "kind_context": kind.item_context(item) if kind.item_context is not None else {},
         "position": participation_position(p, a.role) if p is not None else None,
+        # "This item is broken" / "I'm unsure" (annotate/_item_flags.html)
+        "flag_reasons": list(BROKEN_REASONS.items()),
+        "flag_note_max": FLAG_NOTE_MAX_LENGTH,
     }
 
 
