@@ -254,3 +254,59 @@ def test_the_preview_fits_a_phone_and_says_nothing_is_saved(live_server, phone):
     page.locator("#completion-code").wait_for()
     expect(page.locator("#preview-banner")).to_be_visible()
     assert not Participation.objects.exists()
+
+
+def test_flags_and_the_no_failures_switch_work_by_keyboard_at_phone_width(live_server, phone):
+    """Issue 31, part 5: on a phone, "critical failures identified" then "no critical failures"
+    submits (the empty failure the page added is taken away), and "This item is broken" is
+    reached with Tab, ticked with Space, needs its reason (the server's message beside it), and
+    submits without the kind's questions."""
+    from annotate.models import Annotation
+
+    context, page = phone
+    study = study_create(
+        name="Flags on a phone", items=[item_spec(1), item_spec(2)], settings=StudySettings(**SETTINGS)
+    )
+    _enter(page, live_server.url, study, "phoneflags")
+    page.get_by_label("I have read the guidelines and agree to take part.").check()
+    page.get_by_role("button", name="Continue").click()
+
+    def read_all():
+        page.locator("#goal-text").wait_for()
+        page.wait_for_load_state("load")
+        page.locator("#goal-ack").check()
+        for step in page.locator("button.step").all():
+            step.scroll_into_view_if_needed()
+            step.click()
+
+    read_all()
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("f")  # adds an empty failure and puts the cursor in it
+    expect(page.locator(".failure")).to_have_count(1)
+    page.locator("body").click(position={"x": 5, "y": 5})
+    page.keyboard.press("n")  # back to "no critical failures": the empty failure goes
+    expect(page.locator(".failure")).to_have_count(0)
+    expect(page.locator("#failures-conflict")).to_be_hidden()
+    _assert_fits(page, "item page, flags shown")
+    page.locator("#submit").click()
+    expect(page.locator("#item-position")).to_have_text("item 2 of 2")
+
+    read_all()
+    page.locator("#flag-broken").focus()
+    page.keyboard.press("Space")
+    expect(page.locator("#flag-broken")).to_be_checked()
+    expect(page.locator("#flag-reason")).to_be_visible()
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.id") == "flag-reason"
+    _assert_fits(page, "item page with the broken flag's reason")
+    page.keyboard.press("Control+Enter")  # no reason yet: refused, said beside the flag
+    expect(page.locator("#flag-error")).to_contain_text("choose a reason")
+    page.locator("#flag-reason").select_option("goal_mismatch")
+    page.locator("#flag-note").fill("The goal is about tea, the steps about bicycles.")
+    _assert_submit_reachable(page)
+    page.locator("#submit").click()
+    page.locator("#completion-code").wait_for()
+    first, second = Annotation.objects.order_by("submitted_at")
+    assert (first.has_failure, first.failures, first.flag) == (False, [], "")
+    assert (second.flag, second.flag_reason, second.has_failure) == ("broken", "goal_mismatch", None)
+    assert second.flag_note == "The goal is about tea, the steps about bicycles."
