@@ -12,7 +12,9 @@ before every other middleware's view hook, so before CSRF's check reads a form):
 * an anonymous request (the login page, the annotator's pages) up to
   ``ANONYMOUS_BODY_MAX_BYTES``.
 
-Anything larger is a 400 naming the body, unread. A body Django may hold in memory is never
+A view marked with ``body_limit(SETTING)`` (Prolific's webhook) takes no more than that
+setting's bytes from anyone, whatever the caller's own cap. Anything larger is a 400 naming the
+body, unread. A body Django may hold in memory is never
 written to disk (``FILE_UPLOAD_MAX_MEMORY_SIZE`` is at least the two small caps), so only an
 authorised upload reaches a temporary file.
 
@@ -46,11 +48,13 @@ __all__ = [
     "BodyTimeout",
     "PidTemporaryFileUploadHandler",
     "accepts_uploads",
+    "body_limit",
     "body_refusal",
     "upload_temp_sweep",
 ]
 
 UPLOAD_CHECK_ATTRIBUTE = "upload_check"
+BODY_LIMIT_ATTRIBUTE = "body_limit_setting"
 TEMP_PREFIX = "upload-"
 _TEMP_NAME = re.compile(r"^upload-(\d+)-")
 
@@ -67,13 +71,26 @@ def accepts_uploads(check: Callable[[Any], bool]):
     return mark
 
 
+def body_limit(setting: str):
+    """Mark a page view (a function) whose bodies are capped at ``settings.<setting>`` bytes for
+    every caller, below the caps by caller."""
+
+    def mark(view):
+        setattr(view, BODY_LIMIT_ATTRIBUTE, setting)
+        return view
+
+    return mark
+
+
+def _marked(view_func: Any, attribute: str) -> Any:
+    found = getattr(view_func, attribute, None)
+    if found is None:  # a class-based view: as_view() keeps the class on the function
+        found = getattr(getattr(view_func, "view_class", None) or getattr(view_func, "cls", None), attribute, None)
+    return found
+
+
 def _upload_check(view_func: Any) -> Callable[[Any], bool] | None:
-    check = getattr(view_func, UPLOAD_CHECK_ATTRIBUTE, None)
-    if check is None:  # a class-based view: as_view() keeps the class on the function
-        check = getattr(
-            getattr(view_func, "view_class", None) or getattr(view_func, "cls", None), UPLOAD_CHECK_ATTRIBUTE, None
-        )
-    return check
+    return _marked(view_func, UPLOAD_CHECK_ATTRIBUTE)
 
 
 def declared_length(request: HttpRequest) -> int:
@@ -117,6 +134,10 @@ def body_refusal(request: HttpRequest, view_func: Any) -> tuple[str, str] | None
     """Why this request's body is refused unread, as (field, message): ``upload`` for a body
     with files, else ``body``. None: it may be read."""
     length = declared_length(request)
+    limit_setting = _marked(view_func, BODY_LIMIT_ATTRIBUTE)
+    if limit_setting is not None and length > getattr(settings, limit_setting):
+        cap = getattr(settings, limit_setting)
+        return "body", f"the request body is {length:,} bytes, larger than the limit of {cap:,} bytes ({limit_setting})"
     if length <= min(
         settings.ANONYMOUS_BODY_MAX_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE, settings.UPLOAD_MAX_BYTES
     ):

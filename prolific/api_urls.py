@@ -2,10 +2,12 @@
 
 from django.urls import path
 
-from prolific import apis
+from prolific import apis, webhook_views
 
 urlpatterns: list = [
     path("prolific/token/", apis.ProlificTokenView.as_view(), name="api-prolific-token"),
+    path("prolific/webhook/", webhook_views.webhook, name="prolific-webhook"),
+    path("prolific/webhooks/", apis.WebhookSubscriptionsView.as_view(), name="api-prolific-webhooks"),
     path("studies/<slug:slug>/prolific/", apis.ProlificStateView.as_view(), name="api-prolific-state"),
     path("studies/<slug:slug>/prolific/publish/", apis.PublishView.as_view(), name="api-prolific-publish"),
     path("studies/<slug:slug>/prolific/publish-now/", apis.PublishNowView.as_view(), name="api-prolific-publish-now"),
@@ -23,6 +25,11 @@ urlpatterns: list = [
         "studies/<slug:slug>/prolific/bonus/<int:pk>/resolve/",
         apis.BonusResolveView.as_view(),
         name="api-prolific-bonus-resolve",
+    ),
+    path(
+        "studies/<slug:slug>/prolific/bonus/<int:pk>/reconcile/",
+        apis.BonusReconcileView.as_view(),
+        name="api-prolific-bonus-reconcile",
     ),
     path(
         "studies/<slug:slug>/prolific/submissions/", apis.SubmissionListView.as_view(), name="api-prolific-submissions"

@@ -27,7 +27,7 @@ from core.parsers import StrictJSONParser
 from core.serializer_fields import StrictCharField
 from prolific import constants as C
 from prolific.client import ProlificError
-from prolific.models import ProlificBonusBatch, ProlificRequest, ProlificStudyLink
+from prolific.models import ProlificBonusBatch, ProlificRequest, ProlificStudyLink, ProlificWebhookSubscription
 from prolific.selectors import (
     prolific_link_get,
     prolific_request_list,
@@ -35,6 +35,7 @@ from prolific.selectors import (
     prolific_submission_list,
     prolific_submission_row,
     prolific_token_state,
+    prolific_webhook_state,
 )
 from prolific.services import (
     ProlificConflict,
@@ -42,6 +43,7 @@ from prolific.services import (
     ProlificStudyNotReady,
     prolific_bonus_pay,
     prolific_bonus_preview,
+    prolific_bonus_reconcile,
     prolific_bonus_resolve,
     prolific_draft,
     prolific_review,
@@ -51,6 +53,7 @@ from prolific.services import (
     prolific_token_clear,
     prolific_token_save,
 )
+from prolific.webhooks import prolific_webhooks_subscribe
 
 TAG = ["prolific"]
 
@@ -523,6 +526,113 @@ class BonusResolveView(APIView):
         except FAILURES as exc:
             return _failure(exc)
         return Response(ProlificBonusBatchSerializer(batch).data)
+
+
+class ProlificBonusReconcileSerializer(serializers.Serializer):
+    batch = ProlificBonusBatchSerializer()
+    shown = serializers.IntegerField(help_text="Participants whose bonus Prolific lists since the pay call")
+    of = serializers.IntegerField(help_text="Participants in the batch")
+    note = serializers.CharField()
+
+
+class BonusReconcileView(APIView):
+    parser_classes = [StrictJSONParser]
+
+    @extend_schema(
+        tags=TAG,
+        summary="Check on Prolific whether a payment without a clear answer was made (never pays)",
+        description="Reads each participant's bonuses on Prolific and compares them with those listed just "
+        "before the one pay call: all shown makes the batch paid; otherwise it stays uncertain and says how "
+        "many were shown. The scheduled sync does the same. 409 for a batch that is not uncertain.",
+        request=None,
+        responses={200: ProlificBonusReconcileSerializer, **_errors()},
+    )
+    def post(self, request, slug: str, pk: int):
+        study = study_get(slug=slug)
+        batch = get_object_or_404(ProlificBonusBatch, pk=pk, link__study=study)
+        try:
+            result = prolific_bonus_reconcile(batch=batch, user=request.user)
+        except FAILURES as exc:
+            return _failure(exc)
+        return Response(
+            {
+                "batch": ProlificBonusBatchSerializer(result.batch).data,
+                "shown": result.shown,
+                "of": result.of,
+                "note": result.note,
+            }
+        )
+
+
+class WebhookSubscriptionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ProlificWebhookSubscription
+        fields = ["workspace_id", "event_type", "subscription_id", "target_url", "confirmed_at", "created_at"]
+
+
+class WebhookStateSerializer(serializers.Serializer):
+    target_url = serializers.CharField(help_text="This server's webhook address, as Prolific is given it")
+    subscriptions = WebhookSubscriptionSerializer(many=True)
+    events = serializers.DictField(child=serializers.IntegerField(), help_text="Events received, by outcome")
+
+
+class WebhookSubscribeSerializer(ProlificConfirmSerializer):
+    workspace_id = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=100,
+        help_text="The Prolific workspace to subscribe; empty: the only one the token sees",
+    )
+
+
+class WebhookSubscribedSerializer(serializers.Serializer):
+    workspace_id = serializers.CharField()
+    target_url = serializers.CharField()
+    created = serializers.ListField(child=serializers.CharField(), help_text="Event types subscribed now")
+    kept = serializers.ListField(child=serializers.CharField(), help_text="Already subscribed, left as they were")
+
+
+class WebhookSubscriptionsView(APIView):
+    """Prolific's webhooks for this server: the subscriptions made from the product, and making
+    them (a new workspace secret, then one confirmed subscription per event type)."""
+
+    parser_classes = [StrictJSONParser]
+
+    @extend_schema(
+        tags=TAG,
+        summary="The webhook subscriptions made from the product, and the events received",
+        responses={200: WebhookStateSerializer, **{k: v for k, v in _errors().items() if k in (401, 403)}},
+    )
+    def get(self, request):
+        return Response(prolific_webhook_state(base_url=request.build_absolute_uri("/")))
+
+    @extend_schema(
+        tags=TAG,
+        summary="Subscribe this server to Prolific's submission and study status events",
+        request=WebhookSubscribeSerializer,
+        responses={201: WebhookSubscribedSerializer, **{k: v for k, v in _errors().items() if k != 404}},
+        examples=[OpenApiExample("Subscribe", request_only=True, value={CONFIRM_FIELD: CONFIRM_VALUE})],
+    )
+    def post(self, request):
+        body = WebhookSubscribeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            done = prolific_webhooks_subscribe(
+                user=request.user,
+                base_url=request.build_absolute_uri("/"),
+                workspace_id=body.validated_data.get("workspace_id") or None,
+            )
+        except FAILURES as exc:
+            return _failure(exc)
+        return Response(
+            {
+                "workspace_id": done.workspace_id,
+                "target_url": done.target_url,
+                "created": done.created,
+                "kept": done.kept,
+            },
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class ProlificSubmissionSerializer(serializers.Serializer):

@@ -9,6 +9,10 @@ Every failure becomes a ``ProlificError`` whose ``kind`` says what went wrong an
 * ``rate_limited`` (429 after the last attempt, or a ``Retry-After`` longer than the
   product waits): try again after the time Prolific asked for;
 * ``unavailable`` (5xx or no answer after the last attempt): Prolific is failing;
+* ``unreachable`` (no connection could be made to PROLIFIC_API_URL's host: a name that does not
+  resolve, a refused connection): the address is wrong, or the network is down;
+* ``wrong_url`` (a 404 where Prolific's own ``users/me/`` is also 404 at that address, or an
+  answer that is not Prolific's): PROLIFIC_API_URL does not point at Prolific's API;
 * ``malformed`` (an answer that is not the JSON the endpoint returns);
 * ``refused`` (another 4xx, with Prolific's own message).
 
@@ -44,12 +48,17 @@ class ProlificError(Exception):
     LOCAL_KINDS = frozenset({"no_token", "token_unreadable"})
     WHAT_TO_DO = {
         "no_token": "Save your Prolific API token on the Prolific token page (or set PROLIFIC_API_TOKEN).",
-        "auth": "Prolific refused the token: create a new API token in Prolific's settings and save it again.",
+        "auth": "Prolific refused the token: check that it is the API token from Prolific's settings (a new one if it "
+        "was deleted) and save it again; if it is, check PROLIFIC_API_URL.",
         "token_unreadable": "Save your Prolific API token again on the Prolific token page (the server's secret key "
         "changed since it was saved, so it can no longer be read).",
         "not_found": "Prolific does not know this study any more: check it on Prolific, then relink (publish a new draft).",
         "rate_limited": "Prolific asked to slow down: try again in a few minutes.",
         "unavailable": "Prolific is failing; try again later.",
+        "unreachable": "Check PROLIFIC_API_URL (it should be https://api.prolific.com/api/v1/) and this server's "
+        "network; if both are right, Prolific is unreachable: try again later.",
+        "wrong_url": "PROLIFIC_API_URL does not point at Prolific's API: set it to https://api.prolific.com/api/v1/ "
+        "(or remove it to use that default).",
         "malformed": "Prolific's answer could not be read; try again later, and report it if it persists.",
         "refused": "Prolific refused the request; read its message, fix the study's settings and try again.",
     }
@@ -193,6 +202,47 @@ class ProlificClient:
             "id",
         )
 
+    def submission_get(self, submission_id: str) -> dict[str, Any]:
+        return self._json_object(self.request("GET", f"submissions/{_segment(submission_id)}/"), "id")
+
+    def me(self) -> dict[str, Any]:
+        """The token's own user (``users/me/``): a request that succeeds wherever the URL and the
+        token are right, so it tells a wrong address from a study gone."""
+        return self._json_object(self.request("GET", "users/me/", diagnose=False), None)
+
+    def workspaces(self) -> list[dict[str, Any]]:
+        page = self._json_object(self.request("GET", "workspaces/"), "results")
+        results = page.get("results")
+        if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+            raise ProlificError("malformed", "Prolific's list of workspaces has no list of results.")
+        return results
+
+    def hook_secret_create(self, workspace_id: str) -> dict[str, Any]:
+        """A new webhook secret for the workspace (it replaces the workspace's previous one)."""
+        return self._json_object(self.request("POST", "hooks/secrets/", body={"workspace_id": workspace_id}), "value")
+
+    def hook_subscription_create(self, workspace_id: str, event_type: str, target_url: str) -> tuple[str, str]:
+        """Subscribe ``target_url`` to ``event_type``: the subscription's id and the secret
+        (the ``X-Hook-Secret`` header) that confirms it."""
+        headers: dict[str, str] = {}
+        body = {"workspace_id": workspace_id, "event_type": event_type, "target_url": target_url}
+        answer = self._json_object(self.request("POST", "hooks/subscriptions/", body=body, headers_out=headers), None)
+        found = answer
+        results = answer.get("results")
+        if "id" not in answer and isinstance(results, list) and results and isinstance(results[0], dict):
+            found = results[0]  # the reference's example wraps the new subscription in a list
+        subscription_id = found.get("id")
+        hook_secret = headers.get("x-hook-secret", "")
+        if not isinstance(subscription_id, str) or not subscription_id or not hook_secret:
+            raise ProlificError("malformed", "Prolific's new subscription has no id or no X-Hook-Secret header.")
+        return subscription_id, hook_secret
+
+    def hook_subscription_confirm(self, subscription_id: str, hook_secret: str) -> dict[str, Any]:
+        return self._json_object(
+            self.request("POST", f"hooks/subscriptions/{_segment(subscription_id)}/", body={"secret": hook_secret}),
+            None,
+        )
+
     def bonus_pay(self, bonus_id: str) -> Any:
         # Not idempotent on Prolific's side: never repeated after a request that may have arrived.
         return self.request("POST", f"bulk-bonus-payments/{_segment(bonus_id)}/pay/", repeatable=False)
@@ -216,7 +266,19 @@ class ProlificClient:
             raise ProlificError("malformed", f"Prolific's answer has no '{required}'.")
         return data
 
-    def request(self, method: str, path: str, *, body: Any = None, repeatable: bool = True) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        repeatable: bool = True,
+        headers_out: dict[str, str] | None = None,
+        diagnose: bool = True,
+    ) -> Any:
+        """One request, retried as the module says. ``headers_out`` receives the answer's
+        headers (lower-case names). A 404 is checked against ``users/me/`` (``diagnose``) to tell
+        a wrong PROLIFIC_API_URL from a resource gone."""
         url = self.base_url + path
         payload = json.dumps(body) if body is not None else None
         headers = {"Authorization": f"Token {self._token}", "Accept": "application/json"}
@@ -232,6 +294,16 @@ class ProlificClient:
             except _http.HTTPError as exc:
                 error = f"no answer: {type(exc).__name__}"
                 self._record(method, path, attempt, None, payload, "", error, started, secrets)
+                if isinstance(exc, _http.ConnectError):
+                    # Nothing was sent (no connection): a wrong address, not a payment in doubt.
+                    if attempt < self.max_attempts and repeatable:
+                        self.sleep(self._backoff(attempt))
+                        continue
+                    raise ProlificError(
+                        "unreachable",
+                        f"No connection could be made to {self._host()} (PROLIFIC_API_URL = {self.base_url}): "
+                        f"{_reason(exc)}.",
+                    ) from exc
                 if not repeatable:
                     raise ProlificError(
                         "unavailable",
@@ -244,6 +316,8 @@ class ProlificClient:
                 raise ProlificError("unavailable", f"Prolific did not answer ({type(exc).__name__}).") from exc
             code = response.status_code
             self._record(method, path, attempt, code, payload, text, "", started, secrets)
+            if headers_out is not None:
+                headers_out.update({k.lower(): v for k, v in response.headers.items()})
             if 200 <= code < 300:
                 if not text.strip():
                     return {}
@@ -286,14 +360,39 @@ class ProlificClient:
             detail = _error_detail(text)
             if code in (401, 403):
                 raise ProlificError(
-                    "auth", f"Prolific refused the token ({code}{': ' + detail if detail else ''}).", status_code=code
+                    "auth",
+                    f"{self._host()} refused the token ({code}{': ' + detail if detail else ''}).",
+                    status_code=code,
                 )
             if code == 404:
+                if diagnose:
+                    self._diagnose_404()
                 raise ProlificError("not_found", f"Prolific has no such resource ({method} {path}).", status_code=code)
             raise ProlificError(
                 "refused", f"Prolific refused {method} {path} ({code}): {detail or 'no message'}.", status_code=code
             )
         raise ProlificError("unavailable", "Prolific could not be reached.")  # pragma: no cover
+
+    def _host(self) -> str:
+        return _http.URL(self.base_url).host or self.base_url
+
+    def _diagnose_404(self) -> None:
+        """After a 404: is the address Prolific's API at all? ``users/me/`` answers wherever the
+        URL is right (200, or 401/403 for a bad token); a 404 there too means PROLIFIC_API_URL is
+        wrong, not that the study is gone."""
+        try:
+            self.me()
+        except ProlificError as exc:
+            if exc.kind == "not_found":
+                raise ProlificError(
+                    "wrong_url",
+                    f"{self.base_url} (PROLIFIC_API_URL) answers 404 even for the token's own user (users/me/): "
+                    "it is not Prolific's API.",
+                    status_code=404,
+                ) from None
+            if exc.kind in ("auth", "unreachable", "wrong_url"):
+                raise
+            # Prolific failing on the check itself says nothing about the address: the 404 stands.
 
     def _backoff(self, attempt: int) -> float:
         return min(self.retry_max, self.retry_base * (2 ** (attempt - 1)))
@@ -332,6 +431,17 @@ def _segment(value: str) -> str:
     if not text or not all(ch.isalnum() or ch in "-_" for ch in text) or len(text) > 100:
         raise ProlificError("malformed", f"{text[:40]!r} is not a Prolific id.")
     return text
+
+
+def _reason(exc: Exception) -> str:
+    """Why a connection failed, in a few words (the name that did not resolve, a refusal)."""
+    text = str(exc) or type(exc).__name__
+    lowered = text.lower()
+    if "name or service not known" in lowered or "nodename nor servname" in lowered or "getaddrinfo" in lowered:
+        return "the host name does not resolve"
+    if "refused" in lowered:
+        return "the connection was refused"
+    return text[:120]
 
 
 def _error_detail(text: str) -> str:

@@ -69,3 +69,38 @@ LOG_EXCERPT_CHARS = 600
 SUBMISSION_PAGES_MAX = 200  # pages of submissions read in one sync (Prolific pages by 200 or fewer)
 BONUS_MAX_PER_PARTICIPANT = 100  # in the study's currency, per participant per batch
 TOKEN_MAX_LENGTH = 500
+
+# Webhooks (Prolific's API reference, "Webhooks"): events are sent at least once, in no
+# guaranteed order, to subscriptions of a workspace. Each request carries the event's id
+# (X-Event-ID, the same on every redelivery), the time the event was sent (X-Timestamp), and a
+# signature: base64 of HMAC-SHA256 under the workspace's secret over the request timestamp
+# (X-Prolific-Request-Timestamp, UNIX seconds) followed by the raw body.
+HEADER_SIGNATURE = "X-Prolific-Request-Signature"
+HEADER_REQUEST_TIMESTAMP = "X-Prolific-Request-Timestamp"
+HEADER_EVENT_ID = "X-Event-ID"
+HEADER_EVENT_TIMESTAMP = "X-Timestamp"
+HEADER_HOOK_SECRET = "X-Hook-Secret"  # answered when a subscription is created, sent back to confirm it
+EVENT_SUBMISSION_STATUS = "submission.status.change"
+EVENT_STUDY_STATUS = "study.status.change"
+# The events the product subscribes to and applies; any other type is stored and answered 2xx.
+WEBHOOK_EVENT_TYPES = (EVENT_SUBMISSION_STATUS, EVENT_STUDY_STATUS)
+
+# What became of a received event (ProlificWebhookEvent.outcome).
+EVENT_APPLIED = "applied"
+EVENT_STALE = "stale"  # older than the status already known: kept, not applied
+EVENT_UNMATCHED = "unmatched"  # no linked study or submission here: the poll reconciles it
+EVENT_IGNORED = "ignored"  # a type the product does not act on
+
+# When two statuses of one submission carry the same time, the one further along wins: a
+# submission moves forward (reserved, active, then left or awaiting review, then decided).
+SUBMISSION_STATUS_RANK = {
+    RESERVED: 0,
+    ACTIVE: 1,
+    TIMED_OUT: 2,
+    RETURNED: 2,
+    AWAITING_REVIEW: 3,
+    APPROVED: 4,
+    REJECTED: 4,
+    SCREENED_OUT: 4,
+    PARTIALLY_APPROVED: 4,
+}

@@ -32,6 +32,11 @@ class ProlificStudyLink(models.Model):
         max_length=100, blank=True, help_text="Prolific's study id (empty until the draft exists)."
     )
     status = models.CharField(max_length=40, blank=True, help_text="The study's status on Prolific, as last seen.")
+    status_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When that status held (a poll's start or an event's time): older news never overwrites it.",
+    )
     name = models.CharField(max_length=200)
     external_study_url = models.TextField()
     places = models.PositiveIntegerField()
@@ -62,6 +67,11 @@ class ProlificSubmission(models.Model):
     submission_id = models.CharField(max_length=100)
     participant_id = models.CharField(max_length=100)
     status = models.CharField(max_length=40)
+    status_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When that status held (a poll's start or an event's time): older news never overwrites it.",
+    )
     started_at = models.CharField(max_length=40, blank=True, help_text="As Prolific wrote it.")
     participation = models.ForeignKey(
         Participation, null=True, blank=True, on_delete=models.SET_NULL, related_name="prolific_submissions"
@@ -138,6 +148,92 @@ class ProlificBonusBatch(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            # One Prolific bulk bonus payment belongs to one batch: it is never paid through two.
+            models.UniqueConstraint(
+                fields=["prolific_bonus_id"],
+                condition=~models.Q(prolific_bonus_id=""),
+                name="one_batch_per_prolific_bonus_payment",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"bonus batch {self.pk} ({self.state})"
+
+
+class ProlificBonusPayIntent(models.Model):
+    """The one call to Prolific's pay endpoint a batch may ever make, recorded (committed)
+    before the call: one row per batch (the one-to-one key), so a second call cannot be
+    recorded and is never made. It keeps each participant's bonuses as Prolific showed them just
+    before the call, so a payment without a clear answer is settled by reading Prolific again
+    (``prolific_bonus_reconcile``), never by paying again."""
+
+    batch = models.OneToOneField(ProlificBonusBatch, on_delete=models.CASCADE, related_name="pay_intent")
+    prolific_bonus_id = models.CharField(max_length=100)
+    baseline = models.JSONField(
+        default=dict, help_text='{"<submission_id>": [bonus amounts in cents Prolific listed before the call]}'
+    )
+    called_at = models.DateTimeField(auto_now_add=True)
+    answered_status = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Empty: no answer came.")
+    outcome = models.CharField(max_length=20, blank=True, help_text="paid, refused, unknown")
+    reconciled_at = models.DateTimeField(null=True, blank=True)
+    reconcile_note = models.CharField(max_length=300, blank=True)
+
+    def __str__(self) -> str:
+        return f"pay {self.prolific_bonus_id} for batch {self.batch_id} ({self.outcome or 'sent'})"
+
+
+class ProlificWebhookSecret(models.Model):
+    """A workspace's webhook secret (Prolific keeps one per workspace; creating another replaces
+    it), encrypted like the API tokens. Every event's signature is checked against it."""
+
+    workspace_id = models.CharField(max_length=100, unique=True)
+    secret_encrypted = models.TextField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"webhook secret of workspace {self.workspace_id}"
+
+
+class ProlificWebhookSubscription(models.Model):
+    """A subscription made from the product: one event type of a workspace sent to this
+    server's webhook address, confirmed with the secret Prolific answered."""
+
+    workspace_id = models.CharField(max_length=100)
+    event_type = models.CharField(max_length=100)
+    subscription_id = models.CharField(max_length=100, unique=True)
+    target_url = models.TextField()
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workspace_id", "event_type"]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} of {self.workspace_id} -> {self.target_url}"
+
+
+class ProlificWebhookEvent(models.Model):
+    """One event received from Prolific, once: its id (X-Event-ID) is unique, so a redelivery
+    is recognised and answered without being applied again."""
+
+    event_id = models.CharField(max_length=100, unique=True)
+    event_type = models.CharField(max_length=100)
+    resource_id = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=40, blank=True)
+    sent_at = models.DateTimeField(help_text="The event's time (X-Timestamp, at most the signed request time).")
+    received_at = models.DateTimeField(auto_now_add=True)
+    outcome = models.CharField(max_length=20)
+    detail = models.CharField(max_length=300, blank=True)
+    link = models.ForeignKey(
+        ProlificStudyLink, null=True, blank=True, on_delete=models.SET_NULL, related_name="webhook_events"
+    )
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.resource_id} ({self.outcome})"

@@ -17,6 +17,8 @@ from prolific.models import (
     ProlificRequest,
     ProlificStudyLink,
     ProlificSubmission,
+    ProlificWebhookEvent,
+    ProlificWebhookSubscription,
 )
 from prolific.services import ProlificInvalid, participation_rejectable, prolific_draft
 
@@ -111,4 +113,27 @@ def prolific_panel(
         "log": list(prolific_request_list(study)[:log_rows]),
         "policies": C.POLICIES,
         "default_message": C.DEFAULT_REJECT_MESSAGE,
+    }
+
+
+def prolific_webhook_state(*, base_url: str | None = None) -> dict[str, Any]:
+    """This server's webhook address, the subscriptions made from the product, and how many
+    events were received, by what became of them."""
+    from prolific.webhooks import webhook_target_url
+
+    subscriptions = list(ProlificWebhookSubscription.objects.all())
+    return {
+        "target_url": webhook_target_url(base_url),
+        "subscriptions": [
+            {
+                "workspace_id": s.workspace_id,
+                "event_type": s.event_type,
+                "subscription_id": s.subscription_id,
+                "target_url": s.target_url,
+                "confirmed_at": s.confirmed_at,
+                "created_at": s.created_at,
+            }
+            for s in subscriptions
+        ],
+        "events": dict(Counter(ProlificWebhookEvent.objects.values_list("outcome", flat=True))),
     }

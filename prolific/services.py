@@ -9,6 +9,7 @@ is claimed by a conditional update first, so a retry or a second click finds it 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
@@ -31,6 +32,7 @@ from prolific.crypto import TokenUnreadable, token_decrypt, token_encrypt
 from prolific.models import (
     BonusState,
     ProlificBonusBatch,
+    ProlificBonusPayIntent,
     ProlificCredential,
     ProlificRequest,
     ProlificStudyLink,
@@ -98,8 +100,13 @@ def prolific_token_for(user: Any) -> str:
     raise ProlificError("no_token", "No Prolific API token is saved.")
 
 
-def _client(study: Study, user: Any) -> ProlificClient:
+def prolific_client(study: Study | None, user: Any) -> ProlificClient:
+    """A client with ``user``'s token (theirs, else PROLIFIC_API_TOKEN); every exchange is
+    logged on ``study`` when there is one (the workspace's webhook set-up has none)."""
+
     def log(exchange: Exchange) -> None:
+        if study is None:
+            return
         ProlificRequest.objects.create(
             study=study,
             method=exchange.method,
@@ -260,7 +267,7 @@ def prolific_study_publish(
     except IntegrityError:
         raise ProlificConflict("A draft for this study is being created right now.") from None
     try:
-        answer = _client(study, user).study_create(draft.body)
+        answer = prolific_client(study, user).study_create(draft.body)
         prolific_id = answer.get("id")
         if not isinstance(prolific_id, str) or not prolific_id:
             raise ProlificError("malformed", "Prolific's new study has no id.")
@@ -299,7 +306,7 @@ def prolific_study_publish_now(*, study: Study, user: Any) -> ProlificStudyLink:
         )
     previous_status = link.status
     try:
-        answer = _client(study, user).study_transition(link.prolific_id, "PUBLISH")
+        answer = prolific_client(study, user).study_transition(link.prolific_id, "PUBLISH")
     except ProlificError as exc:
         ProlificStudyLink.objects.filter(pk=link.pk, published_at=now).update(published_at=None, status=previous_status)
         link.refresh_from_db()
@@ -340,8 +347,9 @@ def prolific_submissions_sync(*, study: Study, user: Any = None) -> SyncResult:
     link = _link_required(study)
     user = user if user is not None else link.created_by
     result = SyncResult()
+    read_at = timezone.now()  # what is read below held at least since now: older news never wins
     try:
-        client = _client(study, user)
+        client = prolific_client(study, user)
         remote = client.study_get(link.prolific_id)
         rows = client.study_submissions(link.prolific_id, max_pages=C.SUBMISSION_PAGES_MAX)
     except ProlificError as exc:
@@ -369,44 +377,104 @@ def prolific_submissions_sync(*, study: Study, user: Any = None) -> SyncResult:
                 defaults={
                     "participant_id": participant_id,
                     "status": status,
+                    "status_at": read_at,
                     "participation": participation,
                     "started_at": _text(row.get("started_at"), 40) or "",
                 },
             )
             result.new += int(created)
-        elif sub.status != status or (participation is not None and sub.participation_id != participation.pk):
-            result.changed += int(sub.status != status)
-            sub.status = status
-            sub.participation = participation or sub.participation
-            sub.save(update_fields=["status", "participation", "updated_at"])
-        if status in C.DECIDED_STATUSES and not sub.reviewed_action:
-            ProlificSubmission.objects.filter(pk=sub.pk, reviewed_action="").update(
-                reviewed_action=C.REVIEW_ON_PROLIFIC,
-                reviewed_at=timezone.now(),
-                review_note=f"{status} on Prolific"[:300],
-            )
-        if status in C.LEFT_STATUSES and participation is not None:
-            participation.refresh_from_db(fields=["state"])
-            if participation.state not in (
-                ParticipationState.COMPLETED,
-                ParticipationState.SCREENED_OUT,
-                ParticipationState.RETURNED,
-            ):
-                how = "timed out" if status == C.TIMED_OUT else "returned"
-                try:
-                    released = participation_release(
-                        participation=participation, reason=f"{how} on Prolific; slots released by the Prolific sync"
-                    )
-                except ReleaseRefused:  # released (or finished) since it was read: nothing left to release
-                    continue
-                ProlificSubmission.objects.filter(pk=sub.pk).update(slots_released=sub.slots_released + released)
-                result.released_participants += 1
+            if created:
+                left, released = _submission_status_follow_up(sub)
+                result.released_participants += int(left)
                 result.released_slots += released
-    link.status = result.study_status
+                continue
+        if participation is not None and sub.participation_id != participation.pk:
+            ProlificSubmission.objects.filter(pk=sub.pk).update(participation=participation)
+            sub.participation = participation
+        applied = submission_status_apply(submission=sub, status=status, at=read_at)
+        result.changed += int(applied.changed)
+        result.released_participants += int(applied.left)
+        result.released_slots += applied.released_slots
+    link_status_apply(link=link, status=result.study_status, at=read_at)
+    link.refresh_from_db(fields=["status"])
+    result.study_status = link.status
     link.last_synced_at = timezone.now()
     link.last_error = ""
-    link.save(update_fields=["status", "last_synced_at", "last_error"])
+    link.save(update_fields=["last_synced_at", "last_error"])
     return result
+
+
+def _status_newer(status: str, at: Any) -> Q:
+    """Rows whose known status is older than ``status`` at ``at``: none known yet, an earlier
+    time, or the same time and a status no further along (SUBMISSION_STATUS_RANK)."""
+    rank = C.SUBMISSION_STATUS_RANK.get(status, 0)
+    not_further = [s for s, r in C.SUBMISSION_STATUS_RANK.items() if r <= rank]
+    return Q(status_at__isnull=True) | Q(status_at__lt=at) | Q(status_at=at, status__in=not_further)
+
+
+def link_status_apply(*, link: ProlificStudyLink, status: str, at: Any) -> bool:
+    """The study's status as of ``at``, unless a newer one is known (one conditional update)."""
+    if not status:
+        return False
+    return bool(
+        ProlificStudyLink.objects.filter(_status_newer(status, at), pk=link.pk).update(status=status, status_at=at)
+    )
+
+
+@dataclass
+class StatusApplied:
+    stored: bool = False  # the status was newer than the one known, and is stored
+    changed: bool = False  # ... and differs from it
+    left: bool = False  # the participant left (returned, timed out) and was released here
+    released_slots: int = 0
+
+
+def submission_status_apply(*, submission: ProlificSubmission, status: str, at: Any) -> StatusApplied:
+    """The one way a submission's Prolific status is stored, whoever learnt it (the poll, as of
+    the time its read began; a webhook event, as of the event's time): by a conditional update
+    that never lets an older status overwrite a newer one. What follows a new status is done
+    at once: a status decided on Prolific is never reviewed here, and a participant who
+    returned or timed out has their reserved slots released."""
+    previous = submission.status
+    updated = ProlificSubmission.objects.filter(_status_newer(status, at), pk=submission.pk).update(
+        status=status, status_at=at, updated_at=timezone.now()
+    )
+    if not updated:
+        return StatusApplied()
+    submission.status, submission.status_at = status, at
+    left, released = _submission_status_follow_up(submission)
+    return StatusApplied(stored=True, changed=previous != status, left=left, released_slots=released)
+
+
+def _submission_status_follow_up(sub: ProlificSubmission) -> tuple[bool, int]:
+    """What a submission's status asks of the product; returns whether its participant was
+    released here (they left) and how many reserved slots that freed."""
+    status = sub.status
+    if status in C.DECIDED_STATUSES and not sub.reviewed_action:
+        ProlificSubmission.objects.filter(pk=sub.pk, reviewed_action="").update(
+            reviewed_action=C.REVIEW_ON_PROLIFIC,
+            reviewed_at=timezone.now(),
+            review_note=f"{status} on Prolific"[:300],
+        )
+    participation = sub.participation
+    if status not in C.LEFT_STATUSES or participation is None:
+        return False, 0
+    participation.refresh_from_db(fields=["state"])
+    if participation.state in (
+        ParticipationState.COMPLETED,
+        ParticipationState.SCREENED_OUT,
+        ParticipationState.RETURNED,
+    ):
+        return False, 0
+    how = "timed out" if status == C.TIMED_OUT else "returned"
+    try:
+        released = participation_release(
+            participation=participation, reason=f"{how} on Prolific; slots released as soon as Prolific said so"
+        )
+    except ReleaseRefused:  # released (or finished) since it was read: nothing left to release
+        return False, 0
+    ProlificSubmission.objects.filter(pk=sub.pk).update(slots_released=sub.slots_released + released)
+    return True, released
 
 
 # --------------------------------------------------------------------------- review
@@ -495,7 +563,7 @@ def prolific_review(
     result.already_reviewed += len(by_pk) - len(claimed)
     approve = [s for s in approve if s.pk in claimed]
     reject = [s for s in reject if s.pk in claimed]
-    client = _client(study, user)
+    client = prolific_client(study, user)
     if approve:
         try:
             client.submissions_bulk_approve(link.prolific_id, [s.submission_id for s in approve])
@@ -512,7 +580,7 @@ def prolific_review(
                 note = "screened out by the qualification: Prolific does not allow rejecting it, so approved"
                 result.not_rejectable += 1
             ProlificSubmission.objects.filter(pk=s.pk).update(
-                reviewed_action=C.REVIEW_APPROVE, reviewed_at=now, status=C.APPROVED, review_note=note
+                reviewed_action=C.REVIEW_APPROVE, reviewed_at=now, status=C.APPROVED, status_at=now, review_note=note
             )
             result.screened_out_approved += int(screened)
             result.approved += 1
@@ -530,6 +598,7 @@ def prolific_review(
             reviewed_action=C.REVIEW_REJECT,
             reviewed_at=timezone.now(),
             status=C.REJECTED,
+            status_at=timezone.now(),
             review_note="screened out for failed attention checks; rejected by policy",
         )
         result.rejected += 1
@@ -608,10 +677,20 @@ def prolific_bonus_preview(*, study: Study, user: Any, per_item: Any, quota: Any
 
 
 def prolific_bonus_pay(*, batch: ProlificBonusBatch, user: Any) -> ProlificBonusBatch:
-    """Pay a previewed batch once: it is claimed first (a second click or a retry is refused),
-    set up on Prolific, then paid. A failure before Prolific took the payment leaves the batch
-    payable again; a payment request without a clear answer marks it uncertain (check Prolific
-    before paying again), since Prolific's pay endpoint is not idempotent."""
+    """Pay a previewed batch once. Prolific's pay call is not idempotent (a second call pays
+    everyone again), so it is made at most once per batch, by a state machine and a row:
+
+    1. the batch is claimed (``preview`` → ``paying``, a conditional update: a second click or a
+       concurrent request is refused);
+    2. the payment is set up on Prolific (its id stored, unique across batches) and each
+       participant's bonuses as Prolific lists them are read;
+    3. the intent (``ProlificBonusPayIntent``, one per batch) is committed with those lists;
+    4. the pay call is made once. 2xx: ``paid``. No connection, or a clear refusal: nothing was
+       paid, the batch is ``failed`` (preview again). No answer (a timeout) or a 5xx:
+       ``uncertain``, settled by ``prolific_bonus_reconcile`` reading Prolific, never by paying
+       again; every further payment of the study waits for it.
+
+    A failure before step 3 gives the batch back (``preview``): nothing was paid."""
     now = timezone.now()
     claimed = ProlificBonusBatch.objects.filter(pk=batch.pk, state=BonusState.PREVIEW).update(
         state=BonusState.PAYING, claimed_at=now
@@ -627,6 +706,9 @@ def prolific_bonus_pay(*, batch: ProlificBonusBatch, user: Any) -> ProlificBonus
         raise ProlificConflict("This bonus batch pays no one (no participant is beyond the quota).")
     ids = [r["submission_id"] for r in batch.rows]
     already = link.submissions.filter(submission_id__in=ids, bonus_paid_cents__gt=0).count()
+    if link.bonus_batches.filter(state=BonusState.PAYING).exclude(pk=batch.pk).exists():
+        ProlificBonusBatch.objects.filter(pk=batch.pk).update(state=BonusState.PREVIEW)
+        raise ProlificConflict("Another bonus payment of this study is being made right now: wait for it.")
     if already or link.bonus_batches.filter(state=BonusState.UNCERTAIN).exists():
         ProlificBonusBatch.objects.filter(pk=batch.pk).update(
             state=BonusState.FAILED,
@@ -642,42 +724,181 @@ def prolific_bonus_pay(*, batch: ProlificBonusBatch, user: Any) -> ProlificBonus
             "preview the bonuses again."
         )
     csv_bonuses = "".join(f"{r['participant_id']},{Decimal(r['amount_cents']) / 100:.2f}\n" for r in batch.rows)
+
+    def give_back(exc: ProlificError) -> None:  # nothing was paid: the batch may be paid again
+        ProlificBonusBatch.objects.filter(pk=batch.pk).update(
+            state=BonusState.PREVIEW, prolific_bonus_id="", error=str(exc)[:1000]
+        )
+        _note_error(link, exc)
+
     try:
-        client = _client(study, user)
+        client = prolific_client(study, user)
         setup = client.bonus_setup(link.prolific_id, csv_bonuses)
     except ProlificError as exc:
-        ProlificBonusBatch.objects.filter(pk=batch.pk).update(state=BonusState.PREVIEW, error=str(exc)[:1000])
-        _note_error(link, exc)
+        give_back(exc)
         raise
     bonus_id = setup.get("id")
     if not isinstance(bonus_id, str) or not bonus_id or len(bonus_id) > 100:
         malformed = ProlificError("malformed", "Prolific's bonus payment has no usable id; nothing was paid.")
-        ProlificBonusBatch.objects.filter(pk=batch.pk).update(state=BonusState.PREVIEW, error=str(malformed)[:1000])
-        _note_error(link, malformed)
+        give_back(malformed)
         raise malformed
     total = setup.get("total_amount")
-    ProlificBonusBatch.objects.filter(pk=batch.pk).update(
-        prolific_bonus_id=bonus_id,
-        prolific_total_cents=int(total) if isinstance(total, (int, float)) and math.isfinite(total) else None,
-    )
+    try:
+        ProlificBonusBatch.objects.filter(pk=batch.pk).update(
+            prolific_bonus_id=bonus_id,
+            prolific_total_cents=int(total) if isinstance(total, (int, float)) and math.isfinite(total) else None,
+        )
+    except IntegrityError:  # that payment belongs to another batch already: never paid twice
+        clash = ProlificError("malformed", f"Prolific answered a bonus payment id ({bonus_id}) used by another batch.")
+        give_back(clash)
+        raise clash from None
+    # Each participant's bonuses as Prolific shows them now: after a payment without a clear
+    # answer, what was added since says whether it was made.
+    try:
+        baseline = {r["submission_id"]: _bonus_amounts(client.submission_get(r["submission_id"])) for r in batch.rows}
+    except ProlificError as exc:
+        give_back(exc)
+        raise
+    # The intent, committed before the call: one row per batch, so the call is made at most once.
+    try:
+        intent = ProlificBonusPayIntent.objects.create(batch=batch, prolific_bonus_id=bonus_id, baseline=baseline)
+    except IntegrityError:
+        raise ProlificConflict(
+            "This bonus batch's payment was already sent to Prolific; it is never sent again."
+        ) from None
     try:
         client.bonus_pay(bonus_id)
     except ProlificError as exc:
-        uncertain = exc.kind in ("unavailable", "malformed")
+        answered_2xx = exc.status_code is not None and 200 <= exc.status_code < 300
+        if answered_2xx:  # Prolific took it (its answer's body aside)
+            return _bonus_paid(batch, intent, exc.status_code, "")
+        # Nothing reached Prolific (no connection) or it refused outright: not paid, and this
+        # batch's one call is spent, so the researcher previews again.
+        refused = exc.kind in ("unreachable", "auth", "not_found", "refused", "rate_limited", "wrong_url")
+        ProlificBonusPayIntent.objects.filter(pk=intent.pk).update(
+            answered_status=exc.status_code, outcome="refused" if refused else "unknown"
+        )
         ProlificBonusBatch.objects.filter(pk=batch.pk).update(
-            state=BonusState.UNCERTAIN if uncertain else BonusState.PREVIEW, error=str(exc)[:1000]
+            state=BonusState.FAILED if refused else BonusState.UNCERTAIN,
+            error=(str(exc) + (" Nothing was paid; preview again." if refused else ""))[:1000],
         )
         _note_error(link, exc)
         raise
+    return _bonus_paid(batch, intent, 200, "")
+
+
+def _bonus_amounts(submission: dict[str, Any]) -> list[int]:
+    """The bonus amounts (cents) Prolific lists on a submission (``bonus_payments``)."""
+    amounts = submission.get("bonus_payments")
+    if amounts is None:
+        return []
+    if not isinstance(amounts, list):
+        raise ProlificError("malformed", "Prolific's submission has bonus_payments that are not a list.")
+    out = []
+    for a in amounts:
+        value = a.get("amount") if isinstance(a, dict) else a
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ProlificError("malformed", "Prolific's submission lists a bonus that is not an amount.")
+        out.append(int(round(value)))
+    return out
+
+
+def _bonus_paid(
+    batch: ProlificBonusBatch, intent: ProlificBonusPayIntent, status_code: int | None, note: str
+) -> ProlificBonusBatch:
     with transaction.atomic():
+        ProlificBonusPayIntent.objects.filter(pk=intent.pk).update(
+            answered_status=status_code if status_code is not None else intent.answered_status,
+            outcome="paid",
+            reconcile_note=note[:300],
+        )
         ProlificBonusBatch.objects.filter(pk=batch.pk).update(state=BonusState.PAID, paid_at=timezone.now(), error="")
         for r in batch.rows:
-            ProlificSubmission.objects.filter(link=link, submission_id=r["submission_id"]).update(
+            ProlificSubmission.objects.filter(link=batch.link, submission_id=r["submission_id"]).update(
                 bonus_paid_cents=r["amount_cents"]
             )
-    _clear_error(link)
+    _clear_error(batch.link)
     batch.refresh_from_db()
     return batch
+
+
+@dataclass
+class ReconcileResult:
+    batch: ProlificBonusBatch
+    shown: int = 0  # participants whose bonus Prolific now shows
+    of: int = 0
+    note: str = ""
+
+
+def prolific_bonus_reconcile(*, batch: ProlificBonusBatch, user: Any = None) -> ReconcileResult:
+    """Settle a payment whose answer never came by reading Prolific, never by paying again:
+    every participant of the batch is read (``GET submissions/<id>/``) and the bonuses Prolific
+    lists now are compared with those it listed just before the one pay call. All shown: the
+    batch is paid. None or some: it stays uncertain, saying so (Prolific pays within minutes, so
+    a later check may find them; the researcher may also settle it by hand). A batch claimed by
+    a process that died before its pay call (no intent) goes back to its preview; one that died
+    after it is treated as uncertain."""
+    batch.refresh_from_db()
+    stale = batch.claimed_at is not None and batch.claimed_at < timezone.now() - timedelta(
+        seconds=C.CLAIM_STALE_SECONDS
+    )
+    intent = ProlificBonusPayIntent.objects.filter(batch=batch).first()
+    if batch.state == BonusState.PAYING and stale and intent is None:
+        ProlificBonusBatch.objects.filter(pk=batch.pk, state=BonusState.PAYING).update(
+            state=BonusState.PREVIEW, prolific_bonus_id="", error="the payment was never sent; pay again"
+        )
+        batch.refresh_from_db()
+        return ReconcileResult(batch=batch, note="The payment was never sent to Prolific: the batch can be paid.")
+    if not (batch.state == BonusState.UNCERTAIN or (batch.state == BonusState.PAYING and stale)) or intent is None:
+        raise ProlificConflict(
+            f"Only a payment without a clear answer is checked on Prolific; this batch is "
+            f"{batch.get_state_display().lower()}."
+        )
+    link = batch.link
+    user = user if user is not None else link.created_by
+    client = prolific_client(link.study, user)
+    shown = 0
+    try:
+        for r in batch.rows:
+            before = Counter(intent.baseline.get(r["submission_id"], []))
+            now_listed = Counter(_bonus_amounts(client.submission_get(r["submission_id"])))
+            shown += int((now_listed - before)[r["amount_cents"]] > 0)
+    except ProlificError as exc:
+        _note_error(link, exc)
+        raise
+    of = len(batch.rows)
+    checked = timezone.now()
+    if shown == of:
+        note = f"Prolific shows all {of} bonuses of this payment (checked {checked:%Y-%m-%d %H:%M} UTC)."
+        ProlificBonusPayIntent.objects.filter(pk=intent.pk).update(reconciled_at=checked)
+        return ReconcileResult(batch=_bonus_paid(batch, intent, None, note), shown=shown, of=of, note=note)
+    note = f"Prolific shows {shown} of the {of} bonuses of this payment (checked {checked:%Y-%m-%d %H:%M} UTC). " + (
+        "Prolific pays within minutes of the request: check again later, or settle it by hand after "
+        "checking its bonus payments."
+        if shown == 0
+        else "Some were paid: settle it by hand after checking Prolific's bonus payments."
+    )
+    ProlificBonusPayIntent.objects.filter(pk=intent.pk).update(reconciled_at=checked, reconcile_note=note[:300])
+    ProlificBonusBatch.objects.filter(pk=batch.pk).update(state=BonusState.UNCERTAIN, error=note[:1000])
+    batch.refresh_from_db()
+    return ReconcileResult(batch=batch, shown=shown, of=of, note=note)
+
+
+def prolific_bonus_reconcile_pending(*, study: Study) -> int:
+    """Check on Prolific every payment of the study still without a clear answer (the
+    scheduled sync does this after each sync); returns how many were found paid."""
+    found = 0
+    stale = timezone.now() - timedelta(seconds=C.CLAIM_STALE_SECONDS)
+    pending = ProlificBonusBatch.objects.filter(link__study=study).filter(
+        Q(state=BonusState.UNCERTAIN) | Q(state=BonusState.PAYING, claimed_at__lt=stale)
+    )
+    for batch in pending:
+        try:
+            result = prolific_bonus_reconcile(batch=batch)
+        except (ProlificError, ProlificConflict):
+            continue
+        found += int(result.batch.state == BonusState.PAID)
+    return found
 
 
 def prolific_bonus_resolve(*, batch: ProlificBonusBatch, paid: bool) -> ProlificBonusBatch:

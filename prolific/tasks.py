@@ -1,5 +1,7 @@
 """Celery tasks of the Prolific integration: the scheduler's sync of every linked, active
-study (celery beat, every PROLIFIC_SYNC_SECONDS), one task per study."""
+study (celery beat, every PROLIFIC_SYNC_SECONDS), one task per study. The poll stays the
+reconciler beside the webhooks: whatever an event missed, the next sync brings in; and it checks
+on Prolific any bonus payment left without a clear answer."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def prolific_sync_study_task(study_id: int) -> str:
     from annotate.models import Study
     from prolific.client import ProlificError
     from prolific.models import ProlificStudyLink
-    from prolific.services import prolific_submissions_sync
+    from prolific.services import prolific_bonus_reconcile_pending, prolific_submissions_sync
 
     study = Study.objects.filter(pk=study_id).first()
     if study is None:
@@ -41,4 +43,8 @@ def prolific_sync_study_task(study_id: int) -> str:
     except ProlificError as exc:
         logger.warning("Prolific sync of study %s failed: %s", study.slug, exc)
         return f"failed: {exc.kind}"
-    return f"synced {result.seen} submissions, released {result.released_slots} slots"
+    # Payments without a clear answer are checked on Prolific (read, never paid again).
+    settled = prolific_bonus_reconcile_pending(study=study)
+    return f"synced {result.seen} submissions, released {result.released_slots} slots" + (
+        f", {settled} uncertain payments found paid" if settled else ""
+    )

@@ -4,20 +4,42 @@ It holds studies, submissions and bonus payments the way Prolific's public API r
 describes them (paths under /api/v1/, ``Authorization: Token <token>``, the study and
 submission objects, ``_links.next`` pagination, error bodies ``{"error": {"detail": ...}}``),
 and answers what a test scripts instead: a status code with headers (401, 404, 429 with any
-``retry-after``, 500), or raw bytes (malformed JSON). Every request is recorded."""
+``retry-after``, 500), or raw bytes (malformed JSON). Every request is recorded.
+
+It also keeps webhooks as Prolific does (a workspace secret, subscriptions confirmed with the
+``X-Hook-Secret`` they were answered with) and sends events signed as Prolific signs them:
+``X-Prolific-Request-Signature`` = base64(HMAC-SHA256(secret, request timestamp + raw body)),
+with ``X-Prolific-Request-Timestamp``, ``X-Event-ID`` and ``X-Timestamp``. It misbehaves on
+request: each event twice, events in reverse order, a redelivery (same id, signed afresh) after
+any answer that is not 2xx, and a pay call that is carried out but answered too late (the
+client's timeout) or paid only later (Prolific pays asynchronously)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import itertools
 import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 PREFIX = "/api/v1/"
+WORKSPACE_ID = "a1b2c3d4e5f6a1b2c3d4e5f6"
+
+
+@dataclass
+class Event:
+    """One webhook event as Prolific keeps it: its id stays the same on every redelivery."""
+
+    event_id: str
+    payload: dict[str, Any]
+    sent_at: int  # UNIX seconds (X-Timestamp)
 
 
 @dataclass
@@ -41,6 +63,13 @@ class ScriptedProlific:
         self.requests: list[dict[str, Any]] = []
         self.script: deque[Scripted] = deque()
         self.latency = 0.0  # seconds every answer waits (so a test can click twice while one is in flight)
+        self.pay_latency = 0.0  # seconds the pay call's answer waits after the payment is made
+        self.pay_async = False  # pay: bonuses appear on submissions only at settle_payments()
+        self._unsettled: list[str] = []
+        self.hook_secret: str | None = None
+        self.subscriptions: dict[str, dict[str, Any]] = {}
+        self.outbox: list[Event] = []
+        self._event_clock = int(time.time()) - 3600  # events happened in the last hour, one second apart
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -82,6 +111,76 @@ class ScriptedProlific:
         for s in self.submissions.values():
             if s["participant_id"] == participant_id:
                 s["status"] = status
+                self.emit("submission.status.change", s["id"], participant_id=participant_id, status=status)
+
+    # ------------------------------------------------------------------ webhooks
+    def emit(self, event_type: str, resource_id: str, **fields: Any) -> Event | None:
+        """Queue an event for every confirmed subscription to its type (none: nothing queued)."""
+        if not any(sub["confirmed"] and sub["event_type"] == event_type for sub in self.subscriptions.values()):
+            return None
+        self._event_clock += 1
+        event = Event(
+            event_id=f"evt-{self.new_id()}",
+            payload={"resource_id": resource_id, "event_type": event_type, **fields},
+            sent_at=self._event_clock,
+        )
+        self.outbox.append(event)
+        return event
+
+    def signed(self, event: Event, *, request_time: float | None = None, body: bytes | None = None):
+        """The headers and raw body of one delivery of ``event``, signed now (or at ``request_time``)."""
+        assert self.hook_secret is not None, "no webhook secret: subscribe first"
+        raw = body if body is not None else json.dumps(event.payload).encode()
+        stamp = str(int(time.time() if request_time is None else request_time))
+        signature = base64.b64encode(
+            hmac.new(self.hook_secret.encode(), stamp.encode() + raw, hashlib.sha256).digest()
+        ).decode()
+        headers = {
+            "X-Prolific-Request-Signature": signature,
+            "X-Prolific-Request-Timestamp": stamp,
+            "X-Event-ID": event.event_id,
+            "X-Timestamp": str(event.sent_at),
+            "Content-Type": "application/json",
+        }
+        return headers, raw
+
+    def deliver(
+        self,
+        post: Callable[[dict[str, str], bytes], int],
+        *,
+        duplicate: bool = False,
+        reverse: bool = False,
+        max_attempts: int = 3,
+    ) -> list[int]:
+        """Send the queued events through ``post(headers, body) -> status``, as Prolific does:
+        at least once, retried (same id, signed afresh) until a 2xx or ``max_attempts``; on
+        request each one twice, or the newest first. Returns every status answered."""
+        events, self.outbox = list(self.outbox), []
+        if reverse:
+            events.reverse()
+        answered = []
+        for event in events:
+            for _ in range(2 if duplicate else 1):
+                for _attempt in range(max_attempts):
+                    code = post(*self.signed(event))
+                    answered.append(code)
+                    if 200 <= code < 300:
+                        break
+        return answered
+
+    def settle_payments(self) -> None:
+        """Prolific's asynchronous payments are made now."""
+        for bid in self._unsettled:
+            self._apply_bonus(bid)
+        self._unsettled = []
+
+    def _apply_bonus(self, bid: str) -> None:
+        bonus = self.bonuses[bid]
+        for line in bonus["csv"].strip().splitlines():
+            participant, amount = line.split(",")
+            for sub in self.submissions.values():
+                if sub["study_id"] == bonus["study"] and sub["participant_id"] == participant:
+                    sub.setdefault("bonus_payments", []).append(round(float(amount) * 100))
 
     def status_of(self, participant_id: str) -> str:
         return next(s["status"] for s in self.submissions.values() if s["participant_id"] == participant_id)
@@ -92,6 +191,36 @@ class ScriptedProlific:
     # ------------------------------------------------------------------ the API
     def _answer(self, method: str, path: str, body: Any) -> tuple[int, Any]:
         route = path[len(PREFIX) :].split("?")[0].strip("/").split("/")
+        if method == "GET" and route == ["users", "me"]:
+            return 200, {"id": "researcher0000000000000001", "email": "researcher@example.org"}
+        if method == "GET" and route == ["workspaces"]:
+            return 200, {"results": [{"id": WORKSPACE_ID, "title": "My workspace"}]}
+        if method == "POST" and route == ["hooks", "secrets"]:
+            if body.get("workspace_id") != WORKSPACE_ID:
+                return 400, {"error": {"detail": "Unknown workspace."}}
+            self.hook_secret = f"secret-{self.new_id()}"
+            return 201, {"id": self.new_id(), "value": self.hook_secret, "workspace_id": WORKSPACE_ID}
+        if method == "POST" and route == ["hooks", "subscriptions"]:
+            if self.hook_secret is None:
+                return 400, {"error": {"detail": "Create a secret first."}}
+            if not str(body.get("target_url", "")).startswith("https://"):
+                return 400, {"error": {"detail": {"target_url": ["Must use https://."]}}}
+            sid = self.new_id()
+            self.subscriptions[sid] = {**body, "id": sid, "confirmed": False, "hook_secret": f"hs-{sid}"}
+            return 201, ({"id": sid, **body, "is_enabled": True}, {"X-Hook-Secret": f"hs-{sid}"})
+        if method == "POST" and len(route) == 3 and route[:2] == ["hooks", "subscriptions"]:
+            sub = self.subscriptions.get(route[2])
+            if sub is None:
+                return 404, {"error": {"detail": "Not found."}}
+            if body.get("secret") != sub["hook_secret"]:
+                return 400, {"error": {"detail": "Wrong secret."}}
+            sub["confirmed"] = True
+            return 200, {k: v for k, v in sub.items() if k not in ("confirmed", "hook_secret")}
+        if method == "GET" and len(route) == 2 and route[0] == "submissions":
+            sub = self.submissions.get(route[1])
+            if sub is None:
+                return 404, {"error": {"detail": "Not found."}}
+            return 200, {"bonus_payments": [], **sub}
         if method == "POST" and route == ["studies"]:
             missing = [
                 f
@@ -171,6 +300,10 @@ class ScriptedProlific:
             if route[1] not in self.bonuses:
                 return 404, {"error": {"detail": "Not found."}}
             self.pay_calls.append(route[1])
+            if self.pay_async:
+                self._unsettled.append(route[1])
+            else:
+                self._apply_bonus(route[1])
             return 202, ""
         return 404, {"error": {"detail": "Unknown endpoint."}}
 
@@ -206,8 +339,12 @@ class ScriptedProlific:
                     else:
                         code, answer = server._answer(method, self.path, body)
                         headers = {}
+                        if isinstance(answer, tuple):  # an answer with headers
+                            answer, headers = answer
                 if server.latency:
                     time.sleep(server.latency)
+                if server.pay_latency and method == "POST" and self.path.endswith("/pay/"):
+                    time.sleep(server.pay_latency)  # paid, but the answer comes after the client gave up
                 data = (
                     answer
                     if isinstance(answer, bytes)
@@ -218,8 +355,11 @@ class ScriptedProlific:
                 for k, v in headers.items():
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up waiting (a test of a timeout)
+                    pass
 
             def do_GET(self) -> None:
                 self._serve("GET")

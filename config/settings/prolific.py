@@ -13,6 +13,10 @@
 * ``PROLIFIC_RETRY_BASE_SECONDS`` (1.0) and ``PROLIFIC_RETRY_MAX_SECONDS`` (30): the backoff
   between attempts, doubling from the base; a ``Retry-After`` is obeyed up to the maximum, and a
   longer one ends the attempts with a message saying how long Prolific asked to wait.
+* ``PROLIFIC_WEBHOOK_TOLERANCE_SECONDS`` (300): how far an event's signed request timestamp may
+  be from this server's clock, either way; an older (or later) one is refused as stale.
+* ``PROLIFIC_WEBHOOK_MAX_BYTES`` (65536): the largest webhook body read; Prolific's events are a
+  few hundred bytes.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ def prolific_settings() -> dict:
     if not (0 <= base <= 60) or not (0 <= cap <= 3600):
         raise ImproperlyConfiguredEnv("PROLIFIC_RETRY_BASE_SECONDS must be 0-60 and PROLIFIC_RETRY_MAX_SECONDS 0-3600")
     sync_seconds = env_positive_int("PROLIFIC_SYNC_SECONDS", 300)
+    tolerance = env_positive_int("PROLIFIC_WEBHOOK_TOLERANCE_SECONDS", 300)
+    if tolerance > 86_400:
+        raise ImproperlyConfiguredEnv("PROLIFIC_WEBHOOK_TOLERANCE_SECONDS must be 1-86400")
+    max_bytes = env_positive_int("PROLIFIC_WEBHOOK_MAX_BYTES", 65_536)
+    if max_bytes > 1_048_576:
+        raise ImproperlyConfiguredEnv("PROLIFIC_WEBHOOK_MAX_BYTES must be 1-1048576")
     return {
         "PROLIFIC_API_URL": api_url if api_url.endswith("/") else api_url + "/",
         "PROLIFIC_API_TOKEN": env_str("PROLIFIC_API_TOKEN", "") or "",
@@ -40,6 +50,8 @@ def prolific_settings() -> dict:
         "PROLIFIC_MAX_ATTEMPTS": env_positive_int("PROLIFIC_MAX_ATTEMPTS", 4),
         "PROLIFIC_RETRY_BASE_SECONDS": base,
         "PROLIFIC_RETRY_MAX_SECONDS": cap,
+        "PROLIFIC_WEBHOOK_TOLERANCE_SECONDS": tolerance,
+        "PROLIFIC_WEBHOOK_MAX_BYTES": max_bytes,
         # The scheduler (celery beat, started by `manage.py serve`) syncs linked studies.
         "CELERY_BEAT_SCHEDULE": {
             "prolific-sync": {"task": "prolific.sync_all", "schedule": timedelta(seconds=sync_seconds)},

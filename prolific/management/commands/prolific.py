@@ -16,6 +16,7 @@ from prolific.services import (
     ProlificInvalid,
     prolific_bonus_pay,
     prolific_bonus_preview,
+    prolific_bonus_reconcile,
     prolific_draft,
     prolific_review,
     prolific_study_publish,
@@ -55,6 +56,12 @@ class Command(BaseCommand):
         parser.add_argument("--per-item", help="bonus: amount per item beyond the quota, e.g. 0.10 (previews)")
         parser.add_argument("--quota", default="0", help="bonus: items without a bonus (default 0)")
         parser.add_argument("--pay", type=int, metavar="BATCH_ID", help="bonus: pay this previewed batch (with --yes)")
+        parser.add_argument(
+            "--reconcile",
+            type=int,
+            metavar="BATCH_ID",
+            help="bonus: check on Prolific whether a payment without a clear answer was made (never pays)",
+        )
 
     def handle(self, *args, **o) -> None:
         study = Study.objects.filter(slug=o["study"]).first()
@@ -120,6 +127,13 @@ class Command(BaseCommand):
         )
 
     def _bonus(self, study: Study, user, o: dict) -> None:
+        if o["reconcile"] is not None:
+            batch = ProlificBonusBatch.objects.filter(pk=o["reconcile"], link__study=study).first()
+            if batch is None:
+                raise CommandError(f"--reconcile: no bonus batch {o['reconcile']} in this study")
+            result = prolific_bonus_reconcile(batch=batch, user=user)
+            self.stdout.write(f"Batch {batch.pk} is {result.batch.get_state_display().lower()}. {result.note}")
+            return
         if o["pay"] is not None:
             self._needs_yes(o, "A bonus payment")
             batch = ProlificBonusBatch.objects.filter(pk=o["pay"], link__study=study).first()

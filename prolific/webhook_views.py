@@ -1,0 +1,37 @@
+"""Prolific's webhook endpoint (``POST /api/prolific/webhook/``): anonymous and CSRF-exempt,
+since Prolific signs its requests instead (prolific/webhooks.py checks the signature over the
+raw body before anything is parsed). Its body is capped by PROLIFIC_WEBHOOK_MAX_BYTES, refused
+unread above it. Every refusal is a 4xx naming the header or field; every event stored, a
+duplicate or one the product does not act on included, is answered 200 so Prolific stops
+redelivering it."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from core.request_bodies import body_limit
+from prolific.webhooks import WebhookRefused, prolific_webhook_receive
+
+
+@csrf_exempt  # signed by Prolific instead: no browser session is involved
+@login_not_required  # Prolific has no account here; the signature is its credential
+@body_limit("PROLIFIC_WEBHOOK_MAX_BYTES")
+@require_POST
+def webhook(request: HttpRequest) -> JsonResponse:
+    try:
+        received = prolific_webhook_receive(headers=request.headers, body=request.body)
+    except WebhookRefused as exc:
+        return JsonResponse(
+            {"detail": f"{exc.field}: {exc.message}", "field": exc.field, "message": exc.message}, status=exc.status
+        )
+    event = received.event
+    return JsonResponse(
+        {
+            "outcome": received.outcome,
+            "event_id": event.event_id if event is not None else request.headers.get("X-Event-ID", "")[:100],
+            "released_slots": received.released_slots,
+        }
+    )
