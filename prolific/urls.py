@@ -15,4 +15,6 @@ urlpatterns = [
     path("studies/<slug:slug>/prolific/bonus/preview/", views.bonus_preview, name="bonus_preview"),
     path("studies/<slug:slug>/prolific/bonus/<int:batch_id>/pay/", views.bonus_pay, name="bonus_pay"),
     path("studies/<slug:slug>/prolific/bonus/<int:batch_id>/resolve/", views.bonus_resolve, name="bonus_resolve"),
+    path("studies/<slug:slug>/prolific/bonus/<int:batch_id>/reconcile/", views.bonus_reconcile, name="bonus_reconcile"),
+    path("account/prolific/webhooks/", views.webhooks_subscribe, name="webhooks_subscribe"),
 ]

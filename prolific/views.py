@@ -17,12 +17,13 @@ from core.permissions import researcher_required
 from prolific import constants as C
 from prolific.client import ProlificError
 from prolific.models import ProlificBonusBatch
-from prolific.selectors import prolific_token_state
+from prolific.selectors import prolific_token_state, prolific_webhook_state
 from prolific.services import (
     ProlificConflict,
     ProlificInvalid,
     prolific_bonus_pay,
     prolific_bonus_preview,
+    prolific_bonus_reconcile,
     prolific_bonus_resolve,
     prolific_review,
     prolific_study_publish,
@@ -31,6 +32,7 @@ from prolific.services import (
     prolific_token_clear,
     prolific_token_save,
 )
+from prolific.webhooks import prolific_webhooks_subscribe
 
 
 def _back(slug: str) -> HttpResponse:
@@ -69,6 +71,7 @@ def token(request: HttpRequest) -> HttpResponse:
         "prolific/token.html",
         {
             "state": prolific_token_state(request.user),
+            "webhooks": prolific_webhook_state(base_url=request.build_absolute_uri("/")),
             "error": error,
             "next": request.GET.get("next", "")[:300],
         },
@@ -260,6 +263,43 @@ def bonus_resolve(request: HttpRequest, slug: str, batch_id: int) -> HttpRespons
     else:
         messages.success(request, "Recorded as paid." if answer == "yes" else "Recorded as not paid: preview again.")
     return _back(slug)
+
+
+@researcher_required
+@require_POST
+def bonus_reconcile(request: HttpRequest, slug: str, batch_id: int) -> HttpResponse:
+    """Check on Prolific whether an uncertain payment was made (reads; never pays)."""
+    study = study_get(slug=slug)
+    batch = get_object_or_404(ProlificBonusBatch, pk=batch_id, link__study=study)
+    try:
+        result = prolific_bonus_reconcile(batch=batch, user=request.user)
+    except (ProlificConflict, ProlificError) as exc:
+        _failed(request, exc)
+    else:
+        (messages.success if result.batch.state == "paid" else messages.warning)(request, result.note)
+    return _back(slug)
+
+
+@researcher_required
+@require_POST
+def webhooks_subscribe(request: HttpRequest) -> HttpResponse:
+    """Subscribe this server to Prolific's status events (the token page's button)."""
+    if not confirmed(request):
+        raise BadRequest("confirm: must be 'yes'; nothing was done")
+    try:
+        done = prolific_webhooks_subscribe(
+            user=request.user,
+            base_url=request.build_absolute_uri("/"),
+            workspace_id=request.POST.get("workspace_id", "").strip() or None,
+        )
+    except (ProlificInvalid, ProlificError) as exc:
+        messages.error(request, f"{exc.field}: {exc.message}" if isinstance(exc, ProlificInvalid) else str(exc))
+    else:
+        messages.success(
+            request,
+            f"Subscribed {done.target_url} to {', '.join(done.created)}." if done.created else "Already subscribed.",
+        )
+    return redirect("prolific:token")
 
 
 def study_panel(study, request):

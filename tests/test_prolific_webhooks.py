@@ -525,3 +525,26 @@ def test_the_poll_and_an_event_agree_whichever_comes_first(prolific, researcher,
     sub = ProlificSubmission.objects.get(submission_id=sid)
     assert sub.status == C.RETURNED and sub.slots_released == 1
     assert ProlificWebhookEvent.objects.get().outcome == C.EVENT_STALE
+
+
+def test_the_pages_subscribe_and_check_an_uncertain_payment(
+    prolific, researcher, researcher_client, token_saved, settings
+):
+    page = researcher_client.get(reverse("prolific:token")).content.decode()
+    assert 'id="prolific-webhooks"' in page and "https://studio.example.org/api/prolific/webhook/" in page
+    researcher_client.post(reverse("prolific:webhooks_subscribe"), {"confirm": "yes"})
+    page = researcher_client.get(reverse("prolific:token")).content.decode()
+    assert "submission.status.change" in page and ProlificWebhookSubscription.objects.count() == 2
+
+    study, link, sid = _completed_with_bonus(prolific, researcher)
+    settings.PROLIFIC_TIMEOUT_SECONDS = 1
+    prolific.pay_latency = 2.5
+    batch = prolific_bonus_preview(study=study, user=researcher, per_item="0.50", quota=0)
+    with pytest.raises(ProlificError):
+        prolific_bonus_pay(batch=batch, user=researcher)
+    prolific.pay_latency = 0
+    detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content.decode()
+    assert 'id="prolific-reconcile"' in detail
+    researcher_client.post(reverse("prolific:bonus_reconcile", args=[study.slug, batch.pk]))
+    assert ProlificBonusBatch.objects.get(pk=batch.pk).state == BonusState.PAID
+    assert len(prolific.calls("POST", "/pay/")) == 1
