@@ -6,7 +6,8 @@ page calls (prolific/services.py). docs/prolific.md shows them in order.
 
 Failures talking to Prolific answer 502 with ``kind`` and ``what_to_do``; the caller's own bad
 values 400 naming the field; a step out of order (not published, already paid) 409, as is a
-missing or unreadable Prolific token (with ``kind`` and ``what_to_do``: nothing was sent)."""
+Prolific token that is missing, unreadable or refused by Prolific, or a PROLIFIC_API_URL that is
+not Prolific's API (with ``kind`` and ``what_to_do``: settings to fix, not a wait)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from prolific.selectors import (
 from prolific.services import (
     ProlificConflict,
     ProlificInvalid,
-    ProlificStudyNotReady,
+    ProlificNotReady,
     prolific_bonus_pay,
     prolific_bonus_preview,
     prolific_bonus_reconcile,
@@ -53,7 +54,7 @@ from prolific.services import (
     prolific_token_clear,
     prolific_token_save,
 )
-from prolific.webhooks import prolific_webhooks_subscribe
+from prolific.webhooks import ID_MAX, prolific_webhooks_subscribe
 
 TAG = ["prolific"]
 
@@ -79,9 +80,9 @@ def _errors(**extra: str) -> dict[int, OpenApiResponse]:
         404: OpenApiResponse(ProlificErrorSerializer, description="No such study"),
         409: OpenApiResponse(
             ProlificErrorSerializer,
-            description="Not in a state for this (not published, already paid, "
-            "no Prolific token saved or it cannot be read: then "
-            "with kind and what_to_do, nothing was sent)",
+            description="Not in a state for this (not published, already paid; "
+            "or, with kind and what_to_do, settings to fix: no Prolific token saved, one that cannot be "
+            "read or that Prolific refuses, a PROLIFIC_API_URL that is not Prolific's API)",
         ),
         502: OpenApiResponse(
             ProlificFailureSerializer, description="Prolific refused or failed; what_to_do says what next"
@@ -94,13 +95,13 @@ def _errors(**extra: str) -> dict[int, OpenApiResponse]:
 
 def _failure(exc: Exception) -> Response:
     if isinstance(exc, ProlificInvalid):
-        refused = status.HTTP_409_CONFLICT if isinstance(exc, ProlificStudyNotReady) else status.HTTP_400_BAD_REQUEST
+        refused = status.HTTP_409_CONFLICT if isinstance(exc, ProlificNotReady) else status.HTTP_400_BAD_REQUEST
         return Response({exc.field: [exc.message], "detail": f"{exc.field}: {exc.message}"}, status=refused)
     if isinstance(exc, ProlificConflict):
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     assert isinstance(exc, ProlificError)
-    # No token, or one that cannot be read: nothing was sent, so not a bad gateway.
-    code = status.HTTP_409_CONFLICT if exc.kind in ProlificError.LOCAL_KINDS else status.HTTP_502_BAD_GATEWAY
+    # Settings to fix (no token, one unreadable or refused, a wrong API address): not a bad gateway.
+    code = status.HTTP_409_CONFLICT if exc.kind in ProlificError.SETTINGS_KINDS else status.HTTP_502_BAD_GATEWAY
     return Response(
         {"detail": exc.message, "kind": exc.kind, "what_to_do": exc.what_to_do, "status_code": exc.status_code},
         status=code,
@@ -580,7 +581,8 @@ class WebhookSubscribeSerializer(ProlificConfirmSerializer):
     workspace_id = StrictCharField(
         required=False,
         allow_blank=True,
-        max_length=100,
+        max_length=ID_MAX,
+        validators=[RegexValidator(r"^[A-Za-z0-9]*$", "a Prolific workspace id (letters and digits)")],
         help_text="The Prolific workspace to subscribe; empty: the only one the token sees",
     )
 

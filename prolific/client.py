@@ -46,6 +46,9 @@ from prolific.constants import LOG_EXCERPT_CHARS
 class ProlificError(Exception):
     # Kinds raised before anything is sent to Prolific: the caller's state to fix, not Prolific failing.
     LOCAL_KINDS = frozenset({"no_token", "token_unreadable"})
+    # Kinds that settings must fix, not a wait: no token, or one Prolific refuses, or an address
+    # that is not Prolific's API. Asking again cannot help, so the API answers them 409, not 502.
+    SETTINGS_KINDS = LOCAL_KINDS | {"auth", "wrong_url"}
     WHAT_TO_DO = {
         "no_token": "Save your Prolific API token on the Prolific token page (or set PROLIFIC_API_TOKEN).",
         "auth": "Prolific refused the token: check that it is the API token from Prolific's settings (a new one if it "

@@ -53,9 +53,10 @@ class ProlificConflict(Exception):
     """The study is not in a state for this (not published, already paid, ...): a 409."""
 
 
-class ProlificStudyNotReady(ProlificInvalid):
-    """A well-formed request the study's own state refuses (no main items, no payment per item
-    yet): a 409 naming the setting to change first; pages show it as they show ProlificInvalid."""
+class ProlificNotReady(ProlificInvalid):
+    """A well-formed request that the state of the study or of this server refuses (no main
+    items, no payment per item yet, no public https address for webhooks): a 409 naming the
+    setting to change first; pages show it as they show ProlificInvalid."""
 
 
 # --------------------------------------------------------------------------- tokens
@@ -175,9 +176,9 @@ def prolific_draft(*, study: Study, base_url: str | None = None) -> Draft:
     payment per item."""
     main_items = StudyItem.objects.filter(study=study, role=ItemRole.MAIN).count()
     if main_items == 0:
-        raise ProlificStudyNotReady("items", "the study has no main items to annotate")
+        raise ProlificNotReady("items", "the study has no main items to annotate")
     if study.payment_per_item is None or study.payment_per_item <= 0:
-        raise ProlificStudyNotReady(
+        raise ProlificNotReady(
             "payment_per_item", "set a payment per item in the study's settings first (it gives the reward)"
         )
     terms = study_terms(study)

@@ -48,7 +48,13 @@ from prolific.models import (
     ProlificWebhookSecret,
     ProlificWebhookSubscription,
 )
-from prolific.services import ProlificInvalid, link_status_apply, prolific_client, submission_status_apply
+from prolific.services import (
+    ProlificInvalid,
+    ProlificNotReady,
+    link_status_apply,
+    prolific_client,
+    submission_status_apply,
+)
 
 ID_MAX = 100
 
@@ -277,7 +283,7 @@ def prolific_webhooks_subscribe(*, user: Any, base_url: str | None = None, works
     sees."""
     target = webhook_target_url(base_url)
     if not target.startswith("https://") or "://localhost" in target or "://127.0.0.1" in target:
-        raise ProlificInvalid(
+        raise ProlificNotReady(
             "target_url",
             f"Prolific sends webhooks only to a public https:// address, and this server's is {target}: "
             "set PROLIFIC_SITE_URL (or open this page at the public address)",

@@ -18,7 +18,9 @@ the schema calls valid names, every other time, an object that exists (a path's 
 ``endpoint``, a study's items file): a schema says what a well-formed name is, not which names
 are stored, and an unknown one is rightly refused (400, or 404 for a path). The judge role
 points at the tests' scripted LLM server on 127.0.0.1 (tests/scripted_llm.py), so ``POST
-/api/reward`` judges instead of answering 503 for want of a judge.
+/api/reward`` judges instead of answering 503 for want of a judge, and Prolific's API is the
+tests' scripted Prolific server (tests/scripted_prolific.py), which knows one token: a token an
+operation saves is refused there (409, settings to fix), never an address that does not resolve.
 
 Reproducible and bounded: a fixed seed, Hypothesis derandomized, no example database, no
 shrinking, ``MAX_EXAMPLES`` generated requests per operation and phase (``RESEARCHER_EXAMPLES``
@@ -105,13 +107,14 @@ def in_process(db):
 @pytest.fixture
 def api_data(in_process, settings, tmp_path):
     """The demo data of every app, a corpus and a goal-step task set for the launches to name,
-    and every LLM role on the scripted LLM server."""
+    every LLM role on the scripted LLM server and Prolific's API on the scripted Prolific server."""
     from core.demo import demo_loaders
     from goalstep.constants import TASKS
     from goalstep.models import TaskItem, TaskSet
     from mining.models import Topic
     from mining.services import corpus_import
     from tests.scripted_llm import ScriptedLLM
+    from tests.scripted_prolific import ScriptedProlific
 
     for _label, loader in demo_loaders():
         loader()
@@ -136,12 +139,19 @@ def api_data(in_process, settings, tmp_path):
         TaskItem.objects.create(
             task_set=task_set, item_id="st-1", position=0, prompt="Which one?", candidates=["a", "b"], label=0
         )
-    with ScriptedLLM() as server:
-        settings.LLM_ROLES = {
-            role: {**values, "base_url": server.base_url, "api_key": "k", "model": "scripted"}
-            for role, values in settings.LLM_ROLES.items()
-        }
-        yield
+    prolific = ScriptedProlific().start()
+    settings.PROLIFIC_API_URL = prolific.base_url
+    settings.PROLIFIC_SITE_URL = "https://studio.example.org"  # webhooks go only to a public https address
+    settings.PROLIFIC_RETRY_BASE_SECONDS = 0.01
+    try:
+        with ScriptedLLM() as server:
+            settings.LLM_ROLES = {
+                role: {**values, "base_url": server.base_url, "api_key": "k", "model": "scripted"}
+                for role, values in settings.LLM_ROLES.items()
+            }
+            yield
+    finally:
+        prolific.stop()
 
 
 def _token(role: str, username: str) -> str:

@@ -495,7 +495,7 @@ def test_an_address_nothing_answers_at_names_the_setting(prolific, researcher, t
     assert "failing" not in exc.value.message
 
 
-def test_a_wrong_token_says_the_token_and_the_api_answers_502_with_the_kind(
+def test_a_wrong_token_or_address_says_so_and_the_api_answers_409_settings_to_fix(
     prolific, researcher, researcher_client, settings
 ):
     prolific_token_save(user=researcher, token="not-the-token")
@@ -503,14 +503,14 @@ def test_a_wrong_token_says_the_token_and_the_api_answers_502_with_the_kind(
     answer = researcher_client.post(
         reverse("api-prolific-publish", args=[study.slug]), {}, content_type="application/json"
     )
-    assert answer.status_code == 502 and answer.json()["kind"] == "auth"
+    assert answer.status_code == 409 and answer.json()["kind"] == "auth"  # settings to fix, not a wait
     assert "token" in answer.json()["detail"] and "failing" not in answer.json()["what_to_do"]
     settings.PROLIFIC_API_URL = prolific.base_url.replace("/api/v1/", "/elsewhere/")
     prolific_token_save(user=researcher, token=prolific.token)
     wrong = researcher_client.post(
         reverse("api-prolific-publish", args=[study.slug]), {}, content_type="application/json"
     )
-    assert wrong.status_code == 502 and wrong.json()["kind"] == "wrong_url"
+    assert wrong.status_code == 409 and wrong.json()["kind"] == "wrong_url"
 
 
 def test_the_poll_and_an_event_agree_whichever_comes_first(prolific, researcher, client, subscribed):
