@@ -151,3 +151,97 @@ def test_a_page_of_questions_answered_with_the_keyboard_in_chromium(live_server,
     assert [stored[k].correct for k in ("si-1", "gi-1", "si-2", "so-1")] == [True, False, True, False]
     assert all(a.participation.prolific_session_id == "s1" for a in stored.values())
     page.wait_for_url(PROLIFIC, timeout=15000)
+
+
+def test_a_question_flagged_broken_goes_in_without_a_choice_at_phone_width(live_server, browser):
+    """Issue 31 part 5 on the page of several questions, at a 390 px phone: "This item is
+    broken" on one question is reached with Tab and ticked with Space; without a reason the
+    server's message shows beside that question's flag while the answered questions go in; the
+    reason and note are kept in the question's draft across a reload, and the question is then
+    submitted without a choice."""
+    from annotate.models import Assignment
+
+    kind = kind_get("multiple_choice")
+    study = study_create(
+        name="Goal-step flags",
+        kind="multiple_choice",
+        items=[kind.parse_record(line) for line in LINES[:3]],
+        settings=StudySettings(
+            training_enabled=False,
+            qualification_enabled=False,
+            min_seconds=0,
+            items_per_page=3,
+            annotators_per_item=1,
+            completion_code="MC-FLAG-1",
+            screened_out_code="MC-OUT-2",
+            allow_other_pids=True,
+        ),
+    )
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    page.route(PROLIFIC, lambda route: route.fulfill(status=204, body=""))
+    try:
+        page.goto(f"{live_server.url}/a/{study.slug}/?PROLIFIC_PID=mcflag01&STUDY_ID=prolific-study&SESSION_ID=s2")
+        page.get_by_label("I have read the guidelines and agree to take part.").check()
+        page.get_by_role("button", name="Continue").click()
+        questions = page.locator("fieldset.mc-item")
+        questions.first.wait_for()
+        page.wait_for_load_state("load")  # the page's scripts have run
+        texts = [questions.nth(i).inner_text() for i in range(3)]
+        flagged = next(i for i, text in enumerate(texts) if "lipstick" in text)
+        card = questions.nth(flagged)
+        number = flagged + 1
+
+        broken = card.get_by_label("This item is broken")
+        broken.focus()
+        page.keyboard.press("Space")
+        expect(broken).to_be_checked()
+        reason = card.get_by_label("Why is it broken?")
+        expect(reason).to_be_visible()
+        page.keyboard.press("Tab")
+        assert page.evaluate("() => document.activeElement.id") == f"question-{number}-flag-reason"
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+        for i, text in enumerate(texts):
+            if i != flagged:
+                questions.nth(i).locator('input[value="2"]' if "Play Guitar" in text else 'input[value="0"]').check()
+
+        # No reason yet: the other questions go in, this one is refused and says why beside its flag.
+        page.locator("#submit").click()
+        expect(card.locator('[data-flag-part="error"]')).to_contain_text("choose a reason")
+        expect(page.locator("#errors")).to_contain_text(f"Question {number}")
+        assert Annotation.objects.count() == 2 and not card.is_disabled()
+
+        reason.select_option("unreadable")
+        card.get_by_label("Say more").fill("The action is cut off mid-word.")
+
+        def saved_note():
+            draft = Assignment.objects.get(item__item_id="gi-1").draft
+            return (draft.get("flag") or {}).get("note")
+
+        for _ in range(100):  # the note is saved 0.7 s after typing stops
+            if saved_note() == "The action is cut off mid-word.":
+                break
+            page.wait_for_timeout(100)
+        assert Assignment.objects.get(item__item_id="gi-1").draft["flag"]["reason"] == "unreadable"
+
+        page.reload()  # the draft brings the flag back
+        only = page.locator("fieldset.mc-item")
+        expect(only).to_have_count(1)
+        page.wait_for_load_state("load")
+        expect(only.get_by_label("This item is broken")).to_be_checked()
+        expect(only.get_by_label("Why is it broken?")).to_have_value("unreadable")
+        expect(only.get_by_label("Say more")).to_have_value("The action is cut off mid-word.")
+        page.get_by_role("button", name="Submit & Continue").click()
+        page.locator("#completion-code").wait_for()
+
+        stored = {a.item.item_id: a for a in Annotation.objects.select_related("item")}
+        assert {k: (a.answer["choice"], a.correct, a.flag) for k, a in stored.items()} == {
+            "si-1": (0, True, ""),
+            "si-2": (2, True, ""),
+            "gi-1": (None, None, "broken"),
+        }
+        gi = stored["gi-1"]
+        assert (gi.flag_reason, gi.flag_note, gi.has_failure) == ("unreadable", "The action is cut off mid-word.", None)
+    finally:
+        context.close()

@@ -192,6 +192,65 @@ def test_a_failed_attention_check_screens_out_and_excludes_the_annotators_answer
     assert all(a.excluded for a in Annotation.objects.filter(participation=p, source="main"))
 
 
+@pytest.mark.django_db
+def test_over_http_a_question_flagged_broken_on_a_page_submits_without_a_choice_and_keeps_its_draft():
+    """The page of several questions (issue 31 part 5, docs/annotation.md "Flags"): each
+    question has its own "This item is broken" / "I'm unsure" controls; a question's draft keeps
+    its flag across a reload; broken needs a reason (a 400 naming flag.reason, nothing stored),
+    then goes in without a choice, graded neither pass nor miss and left out of the counts."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from annotate.studies.selectors import annotations_counted
+
+    study = _study([_line(n) for n in range(3)], items_per_page=3, annotators_per_item=1)
+    client = Client()
+    entry = {"PROLIFIC_PID": "mc-flags", "STUDY_ID": "st", "SESSION_ID": "se"}
+    assert client.get(reverse("annotate:entry", args=[study.slug]), entry).status_code == 302
+    client.post(reverse("annotate:consent", args=[study.slug]), {"agree": "yes"})
+    page = client.get(reverse("annotate:work", args=[study.slug]))
+    html = page.content.decode()
+    for n in (1, 2, 3):  # one set of controls per question, each id the page's only one
+        for part in ("flag-broken", "flag-reason", "flag-unsure", "flag-note", "flag-error"):
+            assert html.count(f'id="question-{n}-{part}"') == 1, (n, part)
+    assert html.count('value="goal_mismatch"') == 3 and html.count('data-flag-part="broken"') == 3
+    items = page.context["page_state"]["items"]
+
+    def post(url, body):
+        r = client.post(url, data=json.dumps(body), content_type="application/json")
+        return r.status_code, r.json()
+
+    broken = {"flag": "broken", "reason": "other", "note": "Two candidates are the same step."}
+    status, body = post(items[0]["saveUrl"], {"draft": {"choice": None, "flag": broken}, "seq": 1})
+    assert status == 200 and body["draft_saved"]
+    again = client.get(reverse("annotate:work", args=[study.slug])).context["page_state"]["items"]
+    assert [i["assignment"] for i in again] == [i["assignment"] for i in items]
+    assert again[0]["draft"] == {"choice": None, "comments": "", "flag": broken}
+
+    status, body = post(items[0]["submitUrl"], {"answer": {"choice": None, "flag": {"flag": "broken"}}})
+    assert status == 400 and "flag.reason" in {e["field"] for e in body["errors"]}
+    assert not Annotation.objects.exists()
+
+    answers = [
+        {"choice": None, "flag": broken},
+        {"choice": 0, "flag": {"flag": "unsure", "note": "Hands or cat?"}},
+        {"choice": 2},
+    ]
+    for item, answer in zip(items, answers):
+        status, body = post(item["submitUrl"], {"answer": answer, "submission_id": item["assignment"]})
+        assert status == 200 and body["created"], body
+    stored = [Annotation.objects.get(assignment__public_id=item["assignment"]) for item in items]
+    assert [(a.flag, a.flag_reason, a.flag_note) for a in stored] == [
+        ("broken", "other", "Two candidates are the same step."),
+        ("unsure", "", "Hands or cat?"),
+        ("", "", ""),
+    ]
+    assert [a.answer["choice"] for a in stored] == [None, 0, 2]
+    assert [a.correct for a in stored] == [None, True, False]
+    assert all("flag" not in a.answer for a in stored)
+    assert set(annotations_counted(Annotation.objects.all())) == set(stored[1:])
+
+
 # --- Table 2 ----------------------------------------------------------------------------
 
 

@@ -25,6 +25,12 @@ from annotate.participation.submissions import annotation_submit
 from annotate.participation.views import SESSION_ENDED, route, session_key, session_participation
 
 
+def flag_context() -> dict[str, Any]:
+    """What "This item is broken" / "I'm unsure" (annotate/_item_flags.html) needs, on the
+    one-item page and on every item of a page of several (its preview too)."""
+    return {"flag_reasons": list(BROKEN_REASONS.items()), "flag_note_max": FLAG_NOTE_MAX_LENGTH}
+
+
 def item_context(study: Study, p: Participation | None, a: Any) -> dict[str, Any]:
     """The item page's context; ``p`` None for a researcher's preview (annotate/studies/preview_views.py)."""
     from django.utils import timezone
@@ -62,9 +68,7 @@ def item_context(study: Study, p: Participation | None, a: Any) -> dict[str, Any
         "shortcuts_template": kind.shortcuts_template,
         "kind_context": kind.item_context(item) if kind.item_context is not None else {},
         "position": participation_position(p, a.role) if p is not None else None,
-        # "This item is broken" / "I'm unsure" (annotate/_item_flags.html)
-        "flag_reasons": list(BROKEN_REASONS.items()),
-        "flag_note_max": FLAG_NOTE_MAX_LENGTH,
+        **flag_context(),
     }
 
 
@@ -150,6 +154,7 @@ def _work_page(request: HttpRequest, study: Study, p: Participation, kind: Any) 
             "in_qualification": p.state == ParticipationState.QUALIFICATION,
             "guidance": kind.page_guidance,
             "position": _page_position(participation_position(p, page[0].role), len(page)),
+            **flag_context(),
         },
     )
     response["Cache-Control"] = "no-store"

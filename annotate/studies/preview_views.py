@@ -26,7 +26,7 @@ from annotate.kinds import codebook_get, kind_get
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.models import Study, StudyItem
 from annotate.participation import attention_plan
-from annotate.participation.item_views import item_context
+from annotate.participation.item_views import flag_context, item_context
 from annotate.participation.responses import annotate_errors, json_body
 from annotate.participation.selectors import study_items_per_participant, study_terms
 from annotate.participation.services import training_examples
@@ -290,6 +290,7 @@ def preview_item(request: HttpRequest, slug: str, number: int) -> HttpResponse:
                     "interfaceVersion": kind.interface_version,
                     "nextUrl": next_url,
                 },
+                **flag_context(),
             },
         )
     else:

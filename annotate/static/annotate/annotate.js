@@ -44,34 +44,16 @@
     hidden: () => { log("hidden"); save(); },
   });
 
-  // ---- "This item is broken" / "I'm unsure" (annotate/_item_flags.html): one flag at most,
-  // kept in the draft and sent with the answer as "flag"; the server checks it.
-  const flagBox = $("item-flags");
-  function flagValue() {
-    if (!flagBox) return null;
-    const note = $("flag-note").value;
-    if ($("flag-broken").checked) return { flag: "broken", reason: $("flag-reason").value, note: note };
-    if ($("flag-unsure").checked) return { flag: "unsure", note: note };
-    return null;
-  }
-  function renderFlag() {
-    if (!flagBox) return;
-    const broken = $("flag-broken").checked;
-    $("flag-broken-details").hidden = !broken;
-    $("flag-note-box").hidden = !(broken || $("flag-unsure").checked);
-  }
-  function withFlag(value) {
-    const flag = flagValue();
-    const out = Object.assign({}, value);
-    if (flag) out.flag = flag; else delete out.flag;
-    return out;
-  }
+  // ---- "This item is broken" / "I'm unsure" (annotate/_item_flags.html): core.js's helper,
+  // the same as on a page of several items; kept in the draft and sent with the answer.
+  const flags = core.itemFlags($("annotation"), (type, target) => changed(type, target));
+  const withFlag = flags.withFlag;
   const fullDraft = () => withFlag(kind.getDraft());
 
   function backup() { localCopy.save(seq, fullDraft()); }
 
   function markTouched() {
-    touched = kind.hasContent() || flagValue() !== null;
+    touched = kind.hasContent() || flags.value() !== null;
     $("unsaved").hidden = !touched;
   }
 
@@ -174,25 +156,7 @@
   }
   const changed = (type, target) => { if (type) log(type, target); onChange(); };
   kind.init({ draft: draft, nL1: state.nL1, nL2: state.nL2, onChange: onChange, changed: changed, log: log });
-  if (flagBox) {
-    const saved = draft.flag || {};
-    $("flag-broken").checked = saved.flag === "broken";
-    $("flag-unsure").checked = saved.flag === "unsure";
-    $("flag-reason").value = saved.reason || "";
-    $("flag-note").value = typeof saved.note === "string" ? saved.note : "";
-    renderFlag();
-    // The two are one choice at most: ticking one clears the other.
-    [["flag-broken", "flag-unsure"], ["flag-unsure", "flag-broken"]].forEach(([id, other]) => {
-      $(id).addEventListener("change", () => {
-        if ($(id).checked) $(other).checked = false;
-        renderFlag();
-        const flag = flagValue();
-        changed("flag", flag ? flag.flag : "none");
-      });
-    });
-    $("flag-reason").addEventListener("change", () => changed("flag", "reason"));
-    $("flag-note").addEventListener("input", () => changed(null));
-  }
+  flags.set(draft.flag);
   markTouched();
   if (draftDirty) save();
 
@@ -235,7 +199,7 @@
     document.querySelectorAll("button.step").forEach((b) => b.classList.toggle("missing", (errors || []).some((e) => e.field === "steps") && !opened.has(b.dataset.step)));
     if (goal) goal.closest(".goal-box").classList.toggle("missing", (errors || []).some((e) => e.field === "goal"));
     kind.showErrors(errors || []);
-    if (flagBox) $("flag-error").textContent = (errors || []).filter((e) => /^flag(\.|$)/.test(e.field || "")).map((e) => e.message).join(" ");
+    flags.showErrors(errors || []);
     box.focus();
   }
 

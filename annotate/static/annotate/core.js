@@ -14,6 +14,8 @@
  * - shortcuts(onSubmit, onKey): Ctrl/Cmd+Enter submits; every other key goes to onKey unless it
  *   was typed into a text field (isTextField, ignoreKey).
  * - defineKind(kind): checks a study kind's part of the one-item page (window.AnnotateKind).
+ * - itemFlags(root, changed): one item's "This item is broken" / "I'm unsure" controls
+ *   (annotate/_item_flags.html), on the one-item page and on each item of a page of several.
  * - byId, appendError, errorLine, removeButton, formatSeconds: small DOM and timer helpers. */
 "use strict";
 window.AnnotateCore = (function () {
@@ -160,6 +162,68 @@ window.AnnotateCore = (function () {
     return Object.assign({ getAnswer: kind.getDraft, shortcuts: {} }, kind);
   }
 
+  // ---- "This item is broken" / "I'm unsure" (annotate/_item_flags.html, docs/annotation.md
+  // "Flags"): one flag at most (ticking one clears the other), kept in the draft and sent with
+  // the answer as "flag"; the server checks it. root holds one item's controls (its parts are
+  // found by data-flag-part, so a page may hold several); changed(eventType?, target?) is called
+  // after every edit, with "flag" when a flag or a reason changes and nothing while the note is
+  // typed. Without the controls in root, an inert helper: no flag, nothing shown.
+  function itemFlags(root, changed) {
+    const box = root ? root.querySelector(".item-flags") : null;
+    const part = (name) => box.querySelector('[data-flag-part="' + name + '"]');
+    if (!box) {
+      return { present: false, value: () => null, broken: () => false, set() {}, withFlag: (v) => Object.assign({}, v), showErrors() {} };
+    }
+    const broken = part("broken");
+    const unsure = part("unsure");
+    const reason = part("reason");
+    const note = part("note");
+    const error = part("error");
+
+    function value() {
+      if (broken.checked) return { flag: "broken", reason: reason.value, note: note.value };
+      if (unsure.checked) return { flag: "unsure", note: note.value };
+      return null;
+    }
+    function render() {
+      part("broken-details").hidden = !broken.checked;
+      part("note-box").hidden = !(broken.checked || unsure.checked);
+    }
+    /* Shows a saved flag (a draft's "flag", or nothing). */
+    function set(saved) {
+      const flag = saved && typeof saved === "object" ? saved : {};
+      broken.checked = flag.flag === "broken";
+      unsure.checked = flag.flag === "unsure";
+      reason.value = typeof flag.reason === "string" ? flag.reason : "";
+      note.value = typeof flag.note === "string" ? flag.note : "";
+      render();
+    }
+    /* A copy of the draft or answer with this item's flag (or without any). */
+    function withFlag(answer) {
+      const flag = value();
+      const out = Object.assign({}, answer);
+      if (flag) out.flag = flag; else delete out.flag;
+      return out;
+    }
+    /* The server's messages about the flag (fields flag, flag.reason, flag.note, ...). */
+    function showErrors(errors) {
+      error.textContent = (errors || []).filter((e) => /^flag(\.|$)/.test(e.field || "")).map((e) => e.message).join(" ");
+    }
+
+    [[broken, unsure], [unsure, broken]].forEach(([input, other]) => {
+      input.addEventListener("change", () => {
+        if (input.checked) other.checked = false;
+        render();
+        const flag = value();
+        changed("flag", flag ? flag.flag : "none");
+      });
+    });
+    reason.addEventListener("change", () => changed("flag", "reason"));
+    note.addEventListener("input", () => changed(null));
+    render();
+    return { present: true, value: value, broken: () => broken.checked, set: set, withFlag: withFlag, showErrors: showErrors };
+  }
+
   // ---- the timer
   function formatSeconds(seconds) {
     const s = Math.max(0, Math.floor(seconds));
@@ -178,6 +242,7 @@ window.AnnotateCore = (function () {
     ignoreKey: ignoreKey,
     shortcuts: shortcuts,
     defineKind: defineKind,
+    itemFlags: itemFlags,
     formatSeconds: formatSeconds,
   };
 })();

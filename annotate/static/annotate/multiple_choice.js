@@ -3,7 +3,10 @@
    The request, the local copy, the active-time clock (paused while the page is hidden, as on
    every annotator page; each save carries what it counted since the previous save, and a save
    is sent when the page is hidden and before a submit) and the
-   shortcut keys are core.js's (window.AnnotateCore). */
+   shortcut keys are core.js's (window.AnnotateCore). Each question has its own "This item is
+   broken" / "I'm unsure" controls (annotate/_item_flags.html, core.js's itemFlags, as on the
+   one-item page): the flag goes with that question's draft and answer, and a question flagged
+   broken is submitted without a choice (docs/annotation.md, "Flags"). */
 (function () {
   "use strict";
   const core = window.AnnotateCore;
@@ -17,6 +20,14 @@
   const clock = core.activeClock({ hidden: () => flush() });
   const loadedAt = performance.now();
   let current = 0;
+  // One flag helper per question; a flag or reason change saves at once; the note is kept in
+  // this browser at each keystroke (the copy a reload sends) and saved 0.7 s after typing stops.
+  const saveTimers = cards.map(() => null);
+  const flags = cards.map((card, i) => core.itemFlags(card, (type) => {
+    if (type) { save(i).catch(() => { /* kept in this browser: the next save carries it */ }); return; }
+    localCopies[i].save(seq[i] + 1, draftOf(i));
+    saveSoon(i);
+  }));
 
   const $ = core.byId;
   function setStatus(text) { $("save-status").textContent = text; }
@@ -27,6 +38,17 @@
     return /^\d+$/.test(checked.value) ? Number(checked.value) : checked.value;
   }
 
+  /* Question i's draft (and answer): its choice and its flag. */
+  function draftOf(i) { return flags[i].withFlag({ choice: choiceOf(i) }); }
+
+  function saveSoon(i) {
+    if (saveTimers[i]) clearTimeout(saveTimers[i]);
+    saveTimers[i] = setTimeout(() => {
+      saveTimers[i] = null;
+      if (!submitted[i]) save(i).catch(() => { /* kept in this browser: the next save carries it */ });
+    }, 700);
+  }
+
   function restore(i) {
     let draft = state.items[i].draft || {};
     const local = localCopies[i].load();
@@ -35,11 +57,12 @@
       const input = cards[i].querySelector('input[value="' + draft.choice + '"]');
       if (input) input.checked = true;
     }
+    flags[i].set(draft.flag);
   }
 
   async function save(i, draft) {
     seq[i] += 1;
-    const body = { draft: draft || { choice: choiceOf(i) }, seq: seq[i], active_ms: clock.take() };
+    const body = { draft: draft || draftOf(i), seq: seq[i], active_ms: clock.take() };
     localCopies[i].save(seq[i], body.draft);
     setStatus("Saving…");
     let result;
@@ -94,7 +117,8 @@
   async function submitPage(event) {
     if (event) event.preventDefault();
     if (busy) return;
-    const missing = cards.map((_, i) => i).filter((i) => !submitted[i] && choiceOf(i) === null);
+    // A question flagged broken needs no choice (never a trap); the server checks its reason.
+    const missing = cards.map((_, i) => i).filter((i) => !submitted[i] && !flags[i].broken() && choiceOf(i) === null);
     if (missing.length) {
       showErrors(missing.map((i) => "Question " + (i + 1) + ": choose one option. " + $("guidance").textContent));
       setCurrent(missing[0]);
@@ -103,11 +127,13 @@
     busy = true;
     await flush();
     const problems = [];
+    let firstProblem = null;
     let next = state.nextUrl;
     for (let i = 0; i < cards.length; i++) {
       if (submitted[i]) continue;
+      flags[i].showErrors([]);
       const result = await core.post(state.items[i].submitUrl, {
-        answer: { choice: choiceOf(i) }, submission_id: state.items[i].assignment + ":" + seq[i],
+        answer: draftOf(i), submission_id: state.items[i].assignment + ":" + seq[i],
       });
       if (result.ok) {
         submitted[i] = true;
@@ -117,17 +143,20 @@
         localCopies[i].clear();
       } else {
         problems.push("Question " + (i + 1) + ": " + (result.data.message || "not submitted"));
+        flags[i].showErrors(result.data.errors);  // the flag's own messages, beside its controls
+        if (firstProblem === null) firstProblem = i;
         if (result.status === 403) break;
       }
     }
     busy = false;
-    if (problems.length) { showErrors(problems); return; }
+    if (problems.length) { showErrors(problems); setCurrent(firstProblem); return; }
     window.location.assign(next);
   }
 
   cards.forEach((card, i) => {
     restore(i);
-    card.addEventListener("change", () => save(i));
+    // The flag's controls save through their helper (above); a choice saves here.
+    card.addEventListener("change", (e) => { if (!e.target.closest(".item-flags")) save(i); });
     card.addEventListener("focusin", () => setCurrent(i));
   });
   setCurrent(0);
