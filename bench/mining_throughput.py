@@ -28,7 +28,8 @@ document takes from its first to its last stage result, and:
     .venv/bin/python bench/mining_throughput.py [--docs 2000] [--latency 0.2] [--concurrency 64] [--workers 2]
         [--no-scaling] [--no-second]
 
-The paper-scale figure: ``--docs 100000 --no-scaling --no-second`` (about 35 minutes here).
+The paper-scale figure: ``--docs 100000 --no-scaling --no-second`` (about 35 minutes here);
+``--pages-only`` times the run pages again on the database the last run left.
 
 Needs PostgreSQL at 127.0.0.1:5432 (database how2_mining_bench is recreated) and Redis at 127.0.0.1:6379."""
 
@@ -119,6 +120,33 @@ def page_times(run_id: int) -> dict[str, tuple[float, float]]:
     return times
 
 
+def pages_of_the_last_run() -> None:
+    """The run pages' times on the database the last benchmark left (its size printed too)."""
+    var_dir = tempfile.mkdtemp(prefix="bench-mining-pages-")
+    env = dict(
+        os.environ,
+        DATABASE_URL=PG_URL,
+        VAR_DIR=var_dir,
+        DJANGO_SETTINGS_MODULE="config.django.base",
+        DEBUG="false",
+        LOG_LEVEL="WARNING",
+    )
+    os.environ.update(env)
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=BASE_DIR, env=env, check=True
+    )
+    import django
+
+    django.setup()
+    from mining.models import MiningRun
+
+    run = MiningRun.objects.order_by("-pk").first()
+    assert run is not None, "no run in the bench database: run the benchmark first"
+    print(f"run {run.pk} ({run.name}): {run.candidates.count():,} documents; database {database_mib():,.0f} MiB")
+    for label, (p50, worst) in page_times(run.pk).items():
+        print(f"    {label} at this size: p50 {p50 * 1000:.0f} ms, max {worst * 1000:.0f} ms (target < 1 s)")
+
+
 def heuristics_alone(n: int) -> float:
     from mining.stages import Draft, HeuristicsStage
     from tests.scripted_miner import document_text
@@ -191,6 +219,11 @@ def main() -> None:
     parser.add_argument("--heuristics", type=int, default=200_000, help="procedures for the heuristics-alone figure")
     parser.add_argument("--no-scaling", action="store_true", help="only the 1x run (and the second run)")
     parser.add_argument("--no-second", action="store_true", help="no second run from the stored results")
+    parser.add_argument(
+        "--pages-only",
+        action="store_true",
+        help="only time the pages of the last run in the bench database (kept from the last benchmark)",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("STATS_FILE", "HOSTNAME"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -198,6 +231,9 @@ def main() -> None:
         return
 
     print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    if args.pages_only:
+        pages_of_the_last_run()
+        return
     recreate_database()
     var_dir = tempfile.mkdtemp(prefix="bench-mining-")
     from tests.scripted_miner import document_text, scripted_miner_server
