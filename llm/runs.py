@@ -154,12 +154,19 @@ def outcome_counts(keys: Iterable[str], *, run: str, chunk: int = 2000) -> tuple
 def ledger_run_counts(run_label: str) -> tuple[dict[str, int], list[dict[str, Any]]]:
     """The same counts for the ledger entries a run paid for (mining asks as it goes, so
     its requests are found by the run's ledger label rather than a fixed list of keys)."""
+    # Counted in the database, one group per outcome and error (a 100,000-document mining run
+    # has 500,000 entries, nearly all in the one group of ok answers without an error).
     counts: Counter[str] = Counter()
     errors: Counter[str] = Counter()
-    for outcome, error in LedgerEntry.objects.filter(run=run_label).values_list("outcome", "error").iterator():
-        counts[outcome] += 1
+    for outcome, error, n, _last in (  # the latest first, as ties are listed
+        LedgerEntry.objects.filter(run=run_label)
+        .values_list("outcome", "error")
+        .annotate(n=models.Count("id"), last=models.Max("id"))
+        .order_by("-last")
+    ):
+        counts[outcome] += n
         if outcome != OUTCOME_OK:
-            errors[f"{outcome}: {(error or '').strip()[:ERROR_CHARS]}"] += 1
+            errors[f"{outcome}: {(error or '').strip()[:ERROR_CHARS]}"] += n
     return _ordered(counts), [{"error": e, "n": n} for e, n in errors.most_common(TOP_ERRORS)]
 
 

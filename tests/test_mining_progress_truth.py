@@ -210,3 +210,40 @@ def _chart_data(html: str) -> list[dict]:
     start = html.index('class="plotly-figure"')
     payload = html[html.index(">", start) + 1 : html.index("</script>", start)]
     return json.loads(payload)["figure"]["data"]
+
+
+def test_a_settled_runs_funnel_is_counted_once_and_afresh_once_the_run_is_reopened(miner):
+    """The funnel of a finished run with nothing pending is counted once and kept (it grows with
+    the run: docs/benchmarks.md, paper scale); the cost table is always read from the shared
+    ledger. *Change stages* and a new execution reopen the run, and the next read counts what
+    is there now."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(2)])
+    run = mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name, start=False)
+    execute(run)
+    run.refresh_from_db()
+    assert run.status == "done"
+
+    def funnel_queries(queries) -> int:
+        return sum('FROM "mining_stageresult"' in q["sql"] and "GROUP BY" in q["sql"] for q in queries)
+
+    with CaptureQueriesContext(connection) as cold:
+        first = mining_run_progress(run)
+    with CaptureQueriesContext(connection) as warm:
+        second = mining_run_progress(run)
+    assert (second["funnel"], second["stage_costs"]) == (first["funnel"], first["stage_costs"])
+    assert funnel_queries(cold.captured_queries) == 1 and funnel_queries(warm.captured_queries) == 0
+    assert any('FROM "llm_ledgerentry"' in q["sql"] for q in warm.captured_queries)  # costs: always live
+
+    mining_run_update_stages(
+        run=run, config_text=config() + "stages:\n  rewrite: {model: other-model}\n", source="run-v2.yaml", start=False
+    )
+    execute(run)
+    run.refresh_from_db()
+    with CaptureQueriesContext(connection) as reopened:
+        progress = mining_run_progress(run)
+    assert funnel_queries(reopened.captured_queries) == 1  # the reopened run is counted afresh
+    rows = [row for row in progress["stage_costs"] if row["stage"] == "rewrite"]
+    assert {(row["model"], row["requests"]) for row in rows} == {("scripted", 2), ("other-model", 2)}
