@@ -221,7 +221,8 @@ def _funnel_counts(run: MiningRun, by_status: Counter) -> list[tuple[int, str, s
     times = ",".join(str(at.timestamp()) if at else "-" for at in (run.started_at, run.finished_at))
     stages = hashlib.sha256(json.dumps(run.stages, sort_keys=True, default=str).encode()).hexdigest()[:16]
     key = f"mining-run-funnel:{run.pk}:{run.status}:{times}:{stages}:{counts}"
-    return cache.get_or_set(key, count, timeout=SETTLED_MEMO_SECONDS)
+    found = cache.get_or_set(key, count, timeout=SETTLED_MEMO_SECONDS)
+    return found if found is not None else count()
 
 
 def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:

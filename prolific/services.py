@@ -385,14 +385,14 @@ def prolific_submissions_sync(*, study: Study, user: Any = None) -> SyncResult:
             )
             result.new += int(created)
             if created:
-                left, released = _submission_status_follow_up(sub)
+                left, released = _submission_status_follow_up(sub, LEARNT_BY_SYNC)
                 result.released_participants += int(left)
                 result.released_slots += released
                 continue
         if participation is not None and sub.participation_id != participation.pk:
             ProlificSubmission.objects.filter(pk=sub.pk).update(participation=participation)
             sub.participation = participation
-        applied = submission_status_apply(submission=sub, status=status, at=read_at)
+        applied = submission_status_apply(submission=sub, status=status, at=read_at, learnt_by=LEARNT_BY_SYNC)
         result.changed += int(applied.changed)
         result.released_participants += int(applied.left)
         result.released_slots += applied.released_slots
@@ -422,6 +422,11 @@ def link_status_apply(*, link: ProlificStudyLink, status: str, at: Any) -> bool:
     )
 
 
+# Who learnt a submission's status, as a released participant's reason says.
+LEARNT_BY_SYNC = "the sync with Prolific"
+LEARNT_BY_WEBHOOK = "Prolific's webhook event"
+
+
 @dataclass
 class StatusApplied:
     stored: bool = False  # the status was newer than the one known, and is stored
@@ -430,9 +435,10 @@ class StatusApplied:
     released_slots: int = 0
 
 
-def submission_status_apply(*, submission: ProlificSubmission, status: str, at: Any) -> StatusApplied:
-    """The one way a submission's Prolific status is stored, whoever learnt it (the poll, as of
-    the time its read began; a webhook event, as of the event's time): by a conditional update
+def submission_status_apply(*, submission: ProlificSubmission, status: str, at: Any, learnt_by: str) -> StatusApplied:
+    """The one way a submission's Prolific status is stored, whoever learnt it (``learnt_by``,
+    said in a released participant's reason: the poll, as of the time its read began; a
+    webhook event, as of the event's time): by a conditional update
     that never lets an older status overwrite a newer one. What follows a new status is done
     at once: a status decided on Prolific is never reviewed here, and a participant who
     returned or timed out has their reserved slots released."""
@@ -443,11 +449,11 @@ def submission_status_apply(*, submission: ProlificSubmission, status: str, at: 
     if not updated:
         return StatusApplied()
     submission.status, submission.status_at = status, at
-    left, released = _submission_status_follow_up(submission)
+    left, released = _submission_status_follow_up(submission, learnt_by)
     return StatusApplied(stored=True, changed=previous != status, left=left, released_slots=released)
 
 
-def _submission_status_follow_up(sub: ProlificSubmission) -> tuple[bool, int]:
+def _submission_status_follow_up(sub: ProlificSubmission, learnt_by: str) -> tuple[bool, int]:
     """What a submission's status asks of the product; returns whether its participant was
     released here (they left) and how many reserved slots that freed."""
     status = sub.status
@@ -470,7 +476,7 @@ def _submission_status_follow_up(sub: ProlificSubmission) -> tuple[bool, int]:
     how = "timed out" if status == C.TIMED_OUT else "returned"
     try:
         released = participation_release(
-            participation=participation, reason=f"{how} on Prolific; slots released as soon as Prolific said so"
+            participation=participation, reason=f"{how} on Prolific; slots released by {learnt_by}"
         )
     except ReleaseRefused:  # released (or finished) since it was read: nothing left to release
         return False, 0

@@ -49,6 +49,7 @@ from prolific.models import (
     ProlificWebhookSubscription,
 )
 from prolific.services import (
+    LEARNT_BY_WEBHOOK,
     ProlificInvalid,
     ProlificNotReady,
     link_status_apply,
@@ -237,7 +238,9 @@ def prolific_webhook_receive(*, headers: Mapping[str, str], body: bytes) -> Rece
                     row.outcome, row.detail = C.EVENT_UNMATCHED, "no submission or participant of a linked study"
                 else:
                     row.link_id = sub.link_id
-                    applied = submission_status_apply(submission=sub, status=status, at=event.sent_at)
+                    applied = submission_status_apply(
+                        submission=sub, status=status, at=event.sent_at, learnt_by=LEARNT_BY_WEBHOOK
+                    )
                     released = applied.released_slots
                     row.outcome = C.EVENT_APPLIED if applied.stored else C.EVENT_STALE
                     if not applied.stored:

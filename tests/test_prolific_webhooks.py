@@ -173,6 +173,7 @@ def test_a_signed_event_of_a_returned_participant_releases_their_slots_at_once(
     assert prolific.deliver(_post(client)) == [200]
     p.refresh_from_db()
     assert p.state == ParticipationState.RETURNED
+    assert p.state_reason == "returned on Prolific; slots released by Prolific's webhook event"
     sub = ProlificSubmission.objects.get(submission_id=sid)  # matched by SESSION_ID, without a sync
     assert sub.status == C.RETURNED and sub.slots_released == 1 and sub.participation_id == p.pk
     event = ProlificWebhookEvent.objects.get()
@@ -265,6 +266,14 @@ def test_a_study_status_event_updates_the_link_and_other_types_are_kept_unapplie
 def _hostile(client, headers, body, content_type="application/json"):
     headers = {k: v for k, v in headers.items() if k != "Content-Type"}
     return client.post(WEBHOOK, data=body, content_type=content_type, headers=headers)
+
+
+def test_a_multipart_form_is_refused_naming_the_content_type_and_nothing_is_stored(prolific, client, subscribed):
+    """The crawler's hostile form posts: a form's parts are parsed from the stream, so the raw
+    bytes the signature covers are gone; a 415 naming Content-Type, never a 500."""
+    answer = client.post(WEBHOOK, data={"event_type": "submission.status.change", "resource_id": "x"})
+    assert answer.status_code == 415 and answer.json()["field"] == "Content-Type"
+    assert not ProlificWebhookEvent.objects.exists()
 
 
 @pytest.mark.parametrize(
