@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 ROLE_MAIN = "main"
 ROLE_ATTENTION = "attention"
@@ -48,6 +48,19 @@ class ItemSpec:
     expected: Any = None
     explanation: str = ""
     source: dict[str, Any] = field(default_factory=dict)
+
+
+class KnownAnswerItem(Protocol):
+    """What a kind's ``answer_correct`` reads of a study item: its role and its known answer
+    (``annotate.models.StudyItem`` is one; the kinds are pure and do not import it). A hook
+    typed with it is checked by mypy against what the submit path passes: the item, not its
+    ``expected``."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def expected(self) -> Any: ...
 
 
 @dataclass
@@ -105,8 +118,9 @@ class StudyKind:
     # kind's annotations store no has_failure).
     answer_label: Callable[[dict[str, Any]], bool] | None = None
     # Whether a cleaned answer matches the item's known answer (None from the function: the
-    # item has none; None as the hook: the kind never knows).
-    answer_correct: Callable[[dict[str, Any], Any], bool | None] | None = None
+    # item has none; None as the hook: the kind never knows). It receives the item itself
+    # (KnownAnswerItem: its role and ``expected``), never ``expected`` alone.
+    answer_correct: Callable[[dict[str, Any], KnownAnswerItem], bool | None] | None = None
     # Whether a submit needs the "I've read the goal" acknowledgement (Figure 7).
     requires_goal_acknowledgement: bool = False
     # The annotator page: None for the shared one-item page (annotate/item.html with
@@ -172,7 +186,7 @@ class StudyKind:
         """The has_failure label an annotation stores (None for kinds without one)."""
         return self.answer_label(cleaned) if self.answer_label is not None else None
 
-    def is_correct(self, cleaned: dict[str, Any], item: Any) -> bool | None:
+    def is_correct(self, cleaned: dict[str, Any], item: KnownAnswerItem) -> bool | None:
         """Whether the answer matches the item's known answer (None: no known answer)."""
         return self.answer_correct(cleaned, item) if self.answer_correct is not None else None
 

@@ -35,6 +35,7 @@ from annotate.kinds.base import (
     FieldError,
     ItemRecordError,
     ItemSpec,
+    KnownAnswerItem,
     StudyKind,
 )
 
@@ -407,10 +408,10 @@ def validate_submission(answer: Any, n_reference: int, n_steps: int) -> tuple[di
     return {**cleaned, "wrong_steps": sorted(wrong, key=lambda w: w["step"]), "comments": comments.strip()}, []
 
 
-def answer_correct(cleaned: dict[str, Any], item: Any) -> bool | None:
+def answer_correct(cleaned: dict[str, Any], item: KnownAnswerItem) -> bool | None:
     """Every question with a known answer answered with it ("not sure" counts as wrong);
     None for items without known answers (the main pool)."""
-    expected = getattr(item, "expected", None)
+    expected = item.expected
     if not expected:
         return None
     return all(cleaned.get(question) == value for question, value in expected.items() if question in QUESTIONS)

@@ -19,6 +19,7 @@ from annotate.kinds.base import (
     FieldError,
     ItemRecordError,
     ItemSpec,
+    KnownAnswerItem,
     StudyKind,
 )
 
@@ -271,11 +272,11 @@ def answer_label(cleaned: dict[str, Any]) -> bool:
     return bool(cleaned["has_failure"])
 
 
-def answer_correct(cleaned: dict[str, Any], item: Any) -> bool | None:
+def answer_correct(cleaned: dict[str, Any], item: KnownAnswerItem) -> bool | None:
     """An attention check's or qualification item's known has_failure against the answer's;
     None for main items (their answers are what the study measures)."""
-    expected = getattr(item, "expected", None)
-    if getattr(item, "role", None) not in (ROLE_ATTENTION, ROLE_QUALIFICATION) or not isinstance(expected, bool):
+    expected = item.expected
+    if item.role not in (ROLE_ATTENTION, ROLE_QUALIFICATION) or not isinstance(expected, bool):
         return None
     return answer_label(cleaned) == expected
 

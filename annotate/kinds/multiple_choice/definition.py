@@ -25,6 +25,7 @@ from annotate.kinds.base import (
     FieldError,
     ItemRecordError,
     ItemSpec,
+    KnownAnswerItem,
     StudyKind,
 )
 
@@ -165,8 +166,8 @@ def validate_submission(
     return {"choice": choice, "comments": comments.strip()}, []
 
 
-def answer_correct(cleaned: dict[str, Any], item: Any) -> bool | None:
-    expected = getattr(item, "expected", None)
+def answer_correct(cleaned: dict[str, Any], item: KnownAnswerItem) -> bool | None:
+    expected = item.expected
     return None if expected is None else cleaned.get("choice") == expected
 
 
