@@ -30,14 +30,11 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 from bench.llm_throughput import PG_URL, ensure_database  # noqa: E402
-
-CLOCK = os.sysconf("SC_CLK_TCK")
-REFERENCE = [f"Do part {k} of the task carefully." for k in range(1, 6)]
+from bench.reward_throughput import REFERENCE, cpu_seconds  # noqa: E402
 
 
 def thread_cpu(native_id: int) -> float:
-    fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK
+    return cpu_seconds(f"self/task/{native_id}")
 
 
 def main() -> None:

@@ -43,8 +43,8 @@ CLOCK = os.sysconf("SC_CLK_TCK")
 REFERENCE = [f"Do part {k} of the task carefully." for k in range(1, 6)]
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc/<pid>/stat."""
+def cpu_seconds(pid: int | str) -> float:
+    """utime + stime of a process, from /proc/<pid>/stat (``self/task/<tid>``: one thread of this one)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK
 

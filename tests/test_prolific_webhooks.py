@@ -45,29 +45,11 @@ from prolific.services import (
 )
 from prolific.webhooks import prolific_webhooks_subscribe
 from tests.scripted_prolific import WORKSPACE_ID, Event, ScriptedProlific
+from tests.test_prolific import prolific, token_saved  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
 WEBHOOK = "/api/prolific/webhook/"
-
-
-@pytest.fixture
-def prolific(settings):
-    server = ScriptedProlific().start()
-    settings.PROLIFIC_API_URL = server.base_url
-    settings.PROLIFIC_API_TOKEN = ""
-    settings.PROLIFIC_RETRY_BASE_SECONDS = 0.01
-    settings.PROLIFIC_RETRY_MAX_SECONDS = 0.5
-    settings.PROLIFIC_MAX_ATTEMPTS = 4
-    settings.PROLIFIC_SITE_URL = "https://studio.example.org"
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def token_saved(prolific, researcher):
-    prolific_token_save(user=researcher, token=prolific.token)
-    return prolific.token
 
 
 @pytest.fixture
