@@ -39,9 +39,9 @@ def endpoint_limits_default() -> EndpointLimits:
 class _Bucket:
     """Token bucket refilled continuously at ``per_minute / 60`` per second."""
 
-    def __init__(self, per_minute: int):
+    def __init__(self, per_minute: int, level: float | None = None):
         self.capacity = float(per_minute)
-        self.level = float(per_minute)
+        self.level = float(per_minute) if level is None else min(level, float(per_minute))
         self.rate = per_minute / 60.0
         self.stamp = time.monotonic()
 
@@ -198,27 +198,30 @@ class _Waits:
 
 
 class InProcessLimits(_Waits):
+    """Counts under one lock. The cap is compared at each request, as the Redis script does,
+    so a limit changed on an endpoint (an admin's edit, or a new server on a port an earlier
+    one used) holds for the next request."""
+
     def __init__(self):
-        self._lock = threading.Lock()
-        self._semaphores: dict[str, threading.Semaphore] = {}
+        self._lock = threading.Condition()
         self._in_flight: dict[str, int] = {}
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         self._paused_until: dict[str, float] = {}
 
     def _take_slot(self, endpoint: str, limits: EndpointLimits, *, block: bool):
-        """A thread waits on the semaphore itself; the event loop only tries it."""
+        """A thread waits on the lock's condition; the event loop only tries."""
         with self._lock:
-            semaphore = self._semaphores.setdefault(endpoint, threading.BoundedSemaphore(limits.concurrency))
-        if not semaphore.acquire(blocking=block):
-            return None
-        with self._lock:
+            while self._in_flight.get(endpoint, 0) >= limits.concurrency:
+                if not block:
+                    return None
+                self._lock.wait()
             self._in_flight[endpoint] = self._in_flight.get(endpoint, 0) + 1
-        return semaphore
+        return endpoint
 
     def _free_slot(self, endpoint: str, holder) -> None:
         with self._lock:
             self._in_flight[endpoint] -= 1
-        holder.release()
+            self._lock.notify_all()
 
     def _turn(self, endpoint: str, limits: EndpointLimits, tokens: int) -> float:
         with self._lock:
@@ -233,7 +236,9 @@ class InProcessLimits(_Waits):
     def _take(self, endpoint: str, kind: str, per_minute: int, amount: float) -> float:
         if per_minute <= 0:
             return 0.0
-        bucket = self._buckets.setdefault((endpoint, kind), _Bucket(per_minute))
+        bucket = self._buckets.get((endpoint, kind))
+        if bucket is None or bucket.capacity != per_minute:  # new, or the limit was changed
+            bucket = self._buckets[(endpoint, kind)] = _Bucket(per_minute, level=bucket.level if bucket else None)
         return bucket.take(amount)
 
     def pause(self, endpoint: str, seconds: float) -> None:

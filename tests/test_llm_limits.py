@@ -156,3 +156,20 @@ def test_many_requests_waiting_for_a_slot_held_elsewhere_poll_as_one(make):
     assert sorted(got) == list(range(20))
     assert waiting_tries <= 20 + 25, waiting_tries  # each tried once, then one poller backing off to 50 ms
     assert limits.in_flight("e") == 0
+
+
+@pytest.mark.parametrize("make", _backends())
+def test_a_changed_limit_holds_for_the_next_request_on_the_same_endpoint(make):
+    """An endpoint's limits are read at each request: one lowered (an admin's edit, or a
+    new server on a port an earlier one used) holds at once, not after a restart."""
+    limits = make()
+    held = [limits._take_slot("e", EndpointLimits(concurrency=16), block=False) for _ in range(3)]
+    assert all(holder is not None for holder in held)
+    assert limits._take_slot("e", EndpointLimits(concurrency=3), block=False) is None
+    limits._free_slot("e", held.pop())  # two held: one more fits under 3
+    again = limits._take_slot("e", EndpointLimits(concurrency=3), block=False)
+    assert again is not None and limits._take_slot("e", EndpointLimits(concurrency=3), block=False) is None
+    # a rate lowered on the same endpoint: the second request of a 1-per-minute limit waits
+    limits.wait_turn("r", EndpointLimits(concurrency=4, requests_per_minute=6000), tokens=1)
+    assert limits._turn("r", EndpointLimits(concurrency=4, requests_per_minute=1), tokens=1) == 0
+    assert limits._turn("r", EndpointLimits(concurrency=4, requests_per_minute=1), tokens=1) > 30
