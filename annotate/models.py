@@ -17,6 +17,7 @@ from annotate.kinds import kind_choices
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.kinds.constraint_faithfulness.definition import answer_summary
 from annotate.participation.flags import BROKEN_REASONS, FLAG_BROKEN, FLAGS
+from annotate.review.rules import DECISIONS, REJECTION_CATEGORIES
 from mining.models import CorpusImportStatus as ImportStatus
 
 
@@ -363,6 +364,23 @@ class Annotation(models.Model):
         max_length=20, blank=True, default="", choices=[("", "None"), *BROKEN_REASONS.items()]
     )
     flag_note = models.TextField(blank=True, default="")
+    # The researcher's latest review decision (annotate/review/rules.py; its history is
+    # AnnotationReview): "reject" leaves the counted set (annotations_counted); "correct" puts
+    # the reviewer's answer in answer/has_failure/failures and keeps the annotator's own in
+    # submitted_answer.
+    review = models.CharField(
+        max_length=10,
+        blank=True,
+        default="",
+        choices=[("", "Not reviewed"), *DECISIONS.items()],
+        help_text="The latest review decision: reject leaves the counted set; correct counts with the correction.",
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    submitted_answer = models.JSONField(
+        null=True,
+        blank=True,
+        help_text='While a correction stands: the annotator\'s own answer ({"answer", "has_failure", "failures"}).',
+    )
 
     class Meta:
         ordering = ["study_id", "submitted_at", "id"]
@@ -384,6 +402,58 @@ class Annotation(models.Model):
         if self.has_failure is None:  # multiple choice: the chosen option
             return f"choice {self.answer.get('choice')}"
         return "has_failure" if self.has_failure else "no_failure"
+
+
+class AnnotationReview(models.Model):
+    """One review decision on one annotation (annotate/review/rules.py). Never edited: a new
+    decision is a new row, the latest counts (mirrored on ``Annotation.review``)."""
+
+    annotation = models.ForeignKey(Annotation, on_delete=models.CASCADE, related_name="reviews")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="annotation_reviews")
+    decision = models.CharField(max_length=10, choices=list(DECISIONS.items()))
+    reason = models.TextField(
+        blank=True, help_text="A rejection: the message the participant reads on Prolific; otherwise a note."
+    )
+    rejection_category = models.CharField(
+        max_length=30, blank=True, choices=[("", "None"), *REJECTION_CATEGORIES.items()]
+    )
+    corrected_answer = models.JSONField(
+        null=True, blank=True, help_text="A correction: the answer in the kind's shape, cleaned as a submit is."
+    )
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["annotation_id", "created_at", "id"]
+        indexes = [models.Index(fields=["study", "decision"])]
+
+    def __str__(self) -> str:
+        return f"{self.decision} of annotation {self.annotation_id}"
+
+
+class GoldLabel(models.Model):
+    """An item's adjudicated answer, in its kind's shape (cleaned as a submitted answer is),
+    with the adjudicator's note and the annotations it settled. One per item; a new
+    adjudication replaces it and the earlier versions stay in ``history``."""
+
+    item = models.OneToOneField(StudyItem, on_delete=models.CASCADE, related_name="gold_label")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="gold_labels")
+    answer = models.JSONField(help_text="The gold answer in the kind's shape.")
+    has_failure = models.BooleanField(null=True, help_text="The kind's has_failure label of the answer, if it has one.")
+    note = models.TextField()
+    adjudicator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    settled = models.ManyToManyField(Annotation, blank=True, related_name="gold_labels")
+    history = models.JSONField(
+        default=list, blank=True, help_text="Earlier versions: answer, note, adjudicator, time."
+    )
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["study_id", "item_id"]
+
+    def __str__(self) -> str:
+        return f"gold label of {self.item_id}"
 
 
 class StudyImport(models.Model):
