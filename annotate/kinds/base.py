@@ -121,6 +121,10 @@ class StudyKind:
     # item has none; None as the hook: the kind never knows). It receives the item itself
     # (KnownAnswerItem: its role and ``expected``), never ``expected`` alone.
     answer_correct: Callable[[dict[str, Any], KnownAnswerItem], bool | None] | None = None
+    # A cleaned answer as the item's known answer (``expected``, the shape ``answer_correct``
+    # reads): how a gold label becomes a qualification item's known answer in a later study and
+    # how an annotation is checked against the gold label (None: the kind cannot, and says so).
+    expected_from_answer: Callable[[dict[str, Any]], Any] | None = None
     # Whether a submit needs the "I've read the goal" acknowledgement (Figure 7).
     requires_goal_acknowledgement: bool = False
     # The annotator page: None for the shared one-item page (annotate/item.html with
@@ -189,6 +193,10 @@ class StudyKind:
     def is_correct(self, cleaned: dict[str, Any], item: KnownAnswerItem) -> bool | None:
         """Whether the answer matches the item's known answer (None: no known answer)."""
         return self.answer_correct(cleaned, item) if self.answer_correct is not None else None
+
+    def gold_expected(self, cleaned: dict[str, Any]) -> Any:
+        """The known answer a gold label stands for (None when the kind has no such hook)."""
+        return self.expected_from_answer(cleaned) if self.expected_from_answer is not None else None
 
     def results(self, study: Any, **options: Any) -> Any:
         """The kind's results for a study (None when the kind has none)."""

@@ -408,6 +408,11 @@ def validate_submission(answer: Any, n_reference: int, n_steps: int) -> tuple[di
     return {**cleaned, "wrong_steps": sorted(wrong, key=lambda w: w["step"]), "comments": comments.strip()}, []
 
 
+def expected_from_answer(cleaned: dict[str, Any]) -> dict[str, Any]:
+    """A gold answer as a known answer: the three questions' answers."""
+    return {question: cleaned[question] for question in QUESTIONS if question in cleaned}
+
+
 def answer_correct(cleaned: dict[str, Any], item: KnownAnswerItem) -> bool | None:
     """Every question with a known answer answered with it ("not sure" counts as wrong);
     None for items without known answers (the main pool)."""
@@ -453,6 +458,7 @@ KIND = StudyKind(
     validate_submission=validate_submission,
     required_openings=required_openings,
     answer_correct=answer_correct,
+    expected_from_answer=expected_from_answer,
     item_script="annotate/constraint_faithfulness.js",
     shortcuts_template="annotate/kinds/constraint_faithfulness_shortcuts.html",
     item_context=item_context,

@@ -272,6 +272,12 @@ def answer_label(cleaned: dict[str, Any]) -> bool:
     return bool(cleaned["has_failure"])
 
 
+def expected_from_answer(cleaned: dict[str, Any]) -> bool:
+    """A gold answer as a known answer: its has_failure label (what checks and qualification
+    items know)."""
+    return answer_label(cleaned)
+
+
 def answer_correct(cleaned: dict[str, Any], item: KnownAnswerItem) -> bool | None:
     """An attention check's or qualification item's known has_failure against the answer's;
     None for main items (their answers are what the study measures)."""
@@ -305,6 +311,7 @@ KIND = StudyKind(
     validate_submission=validate_submission,
     answer_label=answer_label,
     answer_correct=answer_correct,
+    expected_from_answer=expected_from_answer,
     required_openings=required_openings,
     requires_goal_acknowledgement=True,
     typical_seconds_per_item=90,  # the middle of App. C.1's "Aim to spend 1-2 minutes per instance"

@@ -166,6 +166,11 @@ def validate_submission(
     return {"choice": choice, "comments": comments.strip()}, []
 
 
+def expected_from_answer(cleaned: dict[str, Any]) -> Any:
+    """A gold answer as a known answer: the chosen option (the item's label)."""
+    return cleaned.get("choice")
+
+
 def answer_correct(cleaned: dict[str, Any], item: KnownAnswerItem) -> bool | None:
     expected = item.expected
     return None if expected is None else cleaned.get("choice") == expected
@@ -204,6 +209,7 @@ KIND = StudyKind(
     validate_submission=validate_submission,
     required_openings=required_openings,
     answer_correct=answer_correct,
+    expected_from_answer=expected_from_answer,
     page_template="annotate/kinds/multiple_choice_page.html",
     page_guidance=GUIDANCE,
     expected_column="expected_choice",

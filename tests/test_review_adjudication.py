@@ -1,0 +1,197 @@
+"""Review and adjudication (issue 31, part 1): a researcher accepts, rejects (with Prolific's
+reason and category) or corrects annotations one by one or in bulk, and settles disagreements
+into gold labels that calibration, exports and later studies' qualification items read."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from annotate.models import Annotation, AnnotationReview, GoldLabel
+from annotate.review.selectors import gold_agreement, human_labels, review_counts
+from annotate.review.services import REVIEW_EXCLUSION_REASON, annotation_review, gold_label_set
+from annotate.studies.selectors import annotations_counted
+from annotate.participation.reservations import assignment_next
+from annotate.participation.submissions import annotation_submit
+from annotate.testing import NO_FAILURE, ONE_FAILURE, annotator_start, read_everything, study_make
+from core.app_errors import Conflict, InvalidInput, NotFound
+
+pytestmark = pytest.mark.django_db
+
+REASON = (
+    "Your answers were submitted without reading the procedures: each failure you described names a step that "
+    "the procedure does not have."
+)
+FAILURE = {"description": "Step two skips boiling the water.", "L1_steps": [1], "L2_steps": [2]}
+
+
+@pytest.fixture
+def researcher():
+    return get_user_model().objects.create_user("reviewer", password="x")
+
+
+@pytest.fixture
+def study():
+    """Two items, three annotators: item-1 split 2-1 (p1, p2 say has_failure), item-2 all no_failure."""
+    study = study_make(n_items=2, annotators_per_item=3)
+    for pid, says in (("p1", {"item-1"}), ("p2", {"item-1"}), ("p3", set())):
+        label_items(study, pid, says)
+    return study
+
+
+def label_items(study, pid, has_failure_items):
+    """``pid`` labels every item it is given: has_failure on the items named, else no_failure."""
+    p = annotator_start(study, pid)
+    while (a := assignment_next(participation=p)) is not None:
+        read_everything(p, a)
+        answer = ONE_FAILURE if a.item.item_id in has_failure_items else NO_FAILURE
+        annotation_submit(participation=p, public_id=a.public_id, answer=answer, submission_id="t")
+
+
+def _annotation(study, pid, item_id="item-1"):
+    return Annotation.objects.get(study=study, annotator__pid=pid, item__item_id=item_id)
+
+
+def test_a_rejection_needs_a_100_character_reason_and_a_category_naming_the_fields(study, researcher):
+    a = _annotation(study, "p1")
+    with pytest.raises(InvalidInput) as info:
+        annotation_review(study=study, annotation_ids=[a.pk], decision="reject", reviewer=researcher, reason="too short")
+    assert set(info.value.fields) == {"reason", "rejection_category"}
+    with pytest.raises(InvalidInput) as info:
+        annotation_review(
+            study=study, annotation_ids=[a.pk], decision="reject", reviewer=researcher, reason=REASON,
+            rejection_category="NOT_A_CATEGORY",
+        )
+    assert set(info.value.fields) == {"rejection_category"}
+    assert not AnnotationReview.objects.exists()
+
+
+def test_a_rejected_annotation_leaves_the_counted_set_and_an_accept_puts_it_back(study, researcher):
+    a = _annotation(study, "p1")
+    before = annotations_counted(Annotation.objects.filter(study=study)).count()
+    annotation_review(
+        study=study, annotation_ids=[a.pk], decision="reject", reviewer=researcher, reason=REASON,
+        rejection_category="LOW_EFFORT",
+    )
+    a.refresh_from_db()
+    assert a.review == "reject" and a.excluded and a.exclusion_reason == REVIEW_EXCLUSION_REASON
+    assert annotations_counted(Annotation.objects.filter(study=study)).count() == before - 1
+    annotation_review(study=study, annotation_ids=[a.pk], decision="accept", reviewer=researcher)
+    a.refresh_from_db()
+    assert a.review == "accept" and not a.excluded and a.exclusion_reason == ""
+    assert [r.decision for r in a.reviews.order_by("created_at", "pk")] == ["reject", "accept"]  # the history stays
+
+
+def test_an_accept_never_lifts_an_exclusion_for_another_reason(study, researcher):
+    a = _annotation(study, "p1")
+    Annotation.objects.filter(pk=a.pk).update(excluded=True, exclusion_reason="failed_attention_checks")
+    annotation_review(study=study, annotation_ids=[a.pk], decision="accept", reviewer=researcher)
+    a.refresh_from_db()
+    assert a.excluded and a.exclusion_reason == "failed_attention_checks"
+
+
+def test_a_correction_counts_with_the_corrected_answer_and_keeps_the_original(study, researcher):
+    a = _annotation(study, "p3")
+    correction = {"has_failure": True, "failures": [FAILURE], "comments": "The water is never boiled."}
+    annotation_review(study=study, annotation_ids=a.pk, decision="correct", reviewer=researcher, answer=correction)
+    a.refresh_from_db()
+    assert a.review == "correct" and a.has_failure is True and a.failures == [FAILURE]
+    assert a.submitted_answer["has_failure"] is False and a.submitted_answer["failures"] == []
+    review = a.reviews.get()
+    assert review.reviewer == researcher and review.corrected_answer["has_failure"] is True
+    annotation_review(study=study, annotation_ids=[a.pk], decision="accept", reviewer=researcher)
+    a.refresh_from_db()
+    assert a.has_failure is False and a.submitted_answer is None  # accepting restores the annotator's own
+
+
+def test_a_correction_is_checked_by_the_kinds_rules_naming_the_field(study, researcher):
+    a = _annotation(study, "p3")
+    bad = {"has_failure": True, "failures": [{"description": "x", "L1_steps": [99], "L2_steps": []}]}
+    with pytest.raises(InvalidInput) as info:
+        annotation_review(study=study, annotation_ids=[a.pk], decision="correct", reviewer=researcher, answer=bad)
+    assert any(field.startswith("answer.failures") for field in info.value.fields)
+    for hostile in (float("nan"), "text", [1], {"has_failure": float("inf")}, {"flag": {"flag": "broken"}}):
+        with pytest.raises(InvalidInput):
+            annotation_review(study=study, annotation_ids=[a.pk], decision="correct", reviewer=researcher, answer=hostile)
+    a.refresh_from_db()
+    assert a.review == "" and a.has_failure is False
+
+
+def test_bulk_accept_and_refusals_of_ids_outside_the_study(study, researcher):
+    ids = list(Annotation.objects.filter(study=study, item__item_id="item-2").values_list("pk", flat=True))
+    reviews = annotation_review(study=study, annotation_ids=ids, decision="accept", reviewer=researcher)
+    assert len(reviews) == 3 and review_counts(study)["accept"] == 3
+    other = study_make(n_items=1, name="Other")
+    with pytest.raises(NotFound):
+        annotation_review(study=other, annotation_ids=ids, decision="accept", reviewer=researcher)
+    for bad in ([], ["1; drop"], [True], "x", None, list(range(1, 600))):
+        with pytest.raises((InvalidInput, NotFound)):
+            annotation_review(study=study, annotation_ids=bad, decision="accept", reviewer=researcher)
+    with pytest.raises(InvalidInput) as info:
+        annotation_review(study=study, annotation_ids=ids, decision="correct", reviewer=researcher, answer={})
+    assert "annotation_ids" in info.value.fields
+    with pytest.raises(InvalidInput) as info:
+        annotation_review(study=study, annotation_ids=ids, decision="approve", reviewer=researcher)
+    assert "decision" in info.value.fields
+
+
+def test_a_broken_flagged_annotation_cannot_be_corrected(study, researcher):
+    a = _annotation(study, "p3")
+    Annotation.objects.filter(pk=a.pk).update(flag="broken")
+    with pytest.raises(Conflict):
+        annotation_review(
+            study=study, annotation_ids=[a.pk], decision="correct", reviewer=researcher,
+            answer={"has_failure": False, "failures": []},
+        )
+
+
+def test_a_gold_label_settles_an_item_with_a_note_and_keeps_its_history(study, researcher):
+    item = study.items.get(item_id="item-1")
+    gold = gold_label_set(
+        item=item, answer={"has_failure": False, "failures": []}, note="The tea is made; p1 misread step 2.",
+        adjudicator=researcher,
+    )
+    assert gold.has_failure is False and gold.adjudicator == researcher
+    assert gold.settled.count() == 3
+    with pytest.raises(InvalidInput) as info:
+        gold_label_set(item=item, answer={"has_failure": True, "failures": []}, note="", adjudicator=researcher)
+    assert {"note", "answer.failures"} <= set(info.value.fields)
+    gold = gold_label_set(
+        item=item, answer={"has_failure": True, "failures": [FAILURE]}, note="On a second reading: step 2.",
+        adjudicator=researcher, settled=[_annotation(study, "p1").pk],
+    )
+    assert gold.has_failure is True and len(gold.history) == 1 and gold.history[0]["answer"]["has_failure"] is False
+    assert GoldLabel.objects.count() == 1 and gold.settled.count() == 1
+    with pytest.raises(InvalidInput) as info:
+        gold_label_set(
+            item=item, answer={"has_failure": False}, note="n", adjudicator=researcher,
+            settled=[_annotation(study, "p1", "item-2").pk],
+        )
+    assert "settled" in info.value.fields
+
+
+def test_agreement_with_gold_per_annotator_beside_the_majority_with_n_and_interval(study, researcher):
+    gold_label_set(
+        item=study.items.get(item_id="item-1"), answer={"has_failure": False, "failures": []},
+        note="No failure.", adjudicator=researcher,
+    )
+    report = gold_agreement(study)
+    assert report["n_gold_items"] == 1
+    p1, p3 = report["annotators"]["p1"], report["annotators"]["p3"]
+    assert p1["gold"]["successes"] == 0 and p1["gold"]["n"] == 1 and p1["gold"]["ci95"] is not None
+    assert p3["gold"]["share"] == 1.0
+    # p3's others (p1, p2) both say has_failure: p3 disagrees with the leave-one-out majority
+    assert p3["majority"]["n"] == 1 and p3["majority"]["share"] == 0.0
+    # p1's others split 1-1: no majority to compare with
+    assert p1["majority"]["n"] == 0 and p1["n_no_majority"] == 1
+
+
+def test_human_labels_for_calibration_come_from_the_source_chosen(study, researcher):
+    gold_label_set(
+        item=study.items.get(item_id="item-1"), answer={"has_failure": False, "failures": []},
+        note="No failure.", adjudicator=researcher,
+    )
+    majority = {"item-1": True, "item-2": False}
+    assert human_labels(study, "majority", majority) == majority
+    assert human_labels(study, "gold", majority) == {"item-1": False}
+    assert human_labels(study, "gold_or_majority", majority) == {"item-1": False, "item-2": False}
