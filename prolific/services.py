@@ -24,6 +24,7 @@ from annotate.errors import ReleaseRefused
 from annotate.links import default_base_url, prolific_entry_url
 from annotate.models import Annotation, ItemRole, Participation, ParticipationState, Study, StudyItem
 from annotate.participation.selectors import study_terms
+from annotate.review.selectors import participant_rejections
 from annotate.studies.services import participation_release, study_update
 from core.secret_masking import secret_register
 from prolific import constants as C
@@ -495,6 +496,7 @@ class ReviewResult:
     not_rejectable: int = 0
     waiting: int = 0  # awaiting review on Prolific but not finished in the product
     already_reviewed: int = 0
+    rejected_in_review: int = 0  # of ``rejected``: a researcher rejected one of their annotations
 
 
 def participation_rejectable(p: Participation) -> bool:
@@ -531,7 +533,12 @@ def prolific_review(
     ``message`` (at least 100 characters) where Prolific allows it (failed attention checks;
     those screened out by the qualification are approved either way). A submission is
     reviewed once: each is claimed before the request, so a retry or a concurrent click finds
-    nothing left to do. Submissions whose participant has not finished in the product wait."""
+    nothing left to do. Submissions whose participant has not finished in the product wait.
+
+    A participant with an annotation whose latest review decision is a rejection
+    (annotate/review/) is rejected whatever the policy, with that review's message and
+    category (the latest such review); one screened out by the qualification has no main
+    annotations to reject."""
     if policy not in C.POLICIES:
         raise ProlificInvalid("policy", f"choose one of {', '.join(C.POLICIES)}")
     if policy == C.POLICY_REJECT:
@@ -552,6 +559,7 @@ def prolific_review(
     result = ReviewResult()
     approve: list[ProlificSubmission] = []
     reject: list[ProlificSubmission] = []
+    rejections = participant_rejections(study)  # participation id -> (message, category)
     awaiting = link.submissions.filter(status=C.AWAITING_REVIEW).select_related("participation")
     for sub in awaiting:
         if sub.reviewed_action:
@@ -561,7 +569,9 @@ def prolific_review(
         if p is None or p.state not in (ParticipationState.COMPLETED, ParticipationState.SCREENED_OUT):
             result.waiting += 1
             continue
-        if p.state == ParticipationState.SCREENED_OUT and policy == C.POLICY_REJECT and participation_rejectable(p):
+        if p.pk in rejections:
+            reject.append(sub)
+        elif p.state == ParticipationState.SCREENED_OUT and policy == C.POLICY_REJECT and participation_rejectable(p):
             reject.append(sub)
         else:
             approve.append(sub)
@@ -592,10 +602,15 @@ def prolific_review(
             result.screened_out_approved += int(screened)
             result.approved += 1
     for i, s in enumerate(reject):
+        reviewed = rejections.get(s.participation_id) if s.participation_id is not None else None
+        reject_message, category = reviewed or (message, C.REJECTION_CATEGORY_FAILED_CHECK)
+        note = "screened out for failed attention checks; rejected by policy"
+        if reviewed:
+            note = f"an annotation rejected in review ({category})"
         try:
             client.submission_transition(
                 s.submission_id,
-                {"action": "REJECT", "message": message, "rejection_category": C.REJECTION_CATEGORY_FAILED_CHECK},
+                {"action": "REJECT", "message": reject_message, "rejection_category": category},
             )
         except ProlificError as exc:
             _unclaim([r.pk for r in reject[i:]])
@@ -606,9 +621,10 @@ def prolific_review(
             reviewed_at=timezone.now(),
             status=C.REJECTED,
             status_at=timezone.now(),
-            review_note="screened out for failed attention checks; rejected by policy",
+            review_note=note,
         )
         result.rejected += 1
+        result.rejected_in_review += int(bool(reviewed))
     _clear_error(link)
     return result
 

@@ -195,3 +195,36 @@ def test_human_labels_for_calibration_come_from_the_source_chosen(study, researc
     assert human_labels(study, "majority", majority) == majority
     assert human_labels(study, "gold", majority) == {"item-1": False}
     assert human_labels(study, "gold_or_majority", majority) == {"item-1": False, "item-2": False}
+
+
+# --------------------------------------------------------------------------- into the Prolific review
+
+from tests.test_prolific import _complete, _published, prolific, token_saved  # noqa: E402, F401
+
+
+def test_a_participant_with_a_rejected_annotation_is_rejected_on_prolific_with_the_reason_and_category(
+    prolific, researcher, token_saved  # noqa: F811
+):
+    from decimal import Decimal
+
+    from prolific import constants as PC
+    from prolific.services import prolific_review
+
+    study = study_make(n_items=2, annotators_per_item=3, payment_per_item=Decimal("0.20"))
+    link = _published(study, researcher)
+    careless = _complete(study, link, "careless")
+    _complete(study, link, "careful")
+    for pid in ("careless", "careful"):
+        prolific.add_submission(link.prolific_id, pid, PC.AWAITING_REVIEW)
+    rejected = Annotation.objects.filter(participation=careless).first()
+    annotation_review(
+        study=study, annotation_ids=[rejected.pk], decision="reject", reviewer=researcher, reason=REASON,
+        rejection_category="LOW_EFFORT",
+    )
+
+    result = prolific_review(study=study, user=researcher)
+    assert (result.approved, result.rejected, result.rejected_in_review) == (1, 1, 1)
+    assert prolific.status_of("careless") == PC.REJECTED and prolific.status_of("careful") == PC.APPROVED
+    reject = [c for c in prolific.calls("POST", "/transition/") if c["body"].get("action") == "REJECT"]
+    assert len(reject) == 1
+    assert reject[0]["body"] == {"action": "REJECT", "message": REASON, "rejection_category": "LOW_EFFORT"}

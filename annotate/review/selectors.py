@@ -199,3 +199,20 @@ def gold_agreement(study: Study, judgments: list[Any] | None = None) -> dict[str
             "counts with its correction. Intervals: 95% Wilson."
         ),
     }
+
+
+def participant_rejections(study: Study) -> dict[int, tuple[str, str]]:
+    """participation id -> (message, category) of the latest rejection among its annotations
+    whose latest decision is a rejection (real participants only): what the participant's
+    Prolific review carries (prolific/services.py, ``prolific_review``)."""
+    out: dict[int, tuple[str, str]] = {}
+    reviews = (
+        AnnotationReview.objects.filter(
+            study=study, decision=rules.DECISION_REJECT, annotation__review=rules.DECISION_REJECT, annotation__is_test=False
+        )
+        .order_by("created_at", "pk")
+        .values_list("annotation__participation_id", "reason", "rejection_category")
+    )
+    for participation_id, reason, category in reviews:
+        out[participation_id] = (reason, category)
+    return out
