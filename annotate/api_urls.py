@@ -4,7 +4,7 @@ reports (annotate/reports/apis.py), mounted under /api/ by config/urls.py."""
 from django.urls import path
 
 from annotate.reports import apis as report_apis
-from annotate.studies import apis, item_apis, participant_apis
+from annotate.studies import apis, data_apis, item_apis, participant_apis
 
 urlpatterns: list = [
     path("studies/", apis.StudyListCreateView.as_view(), name="api-study-list"),
@@ -14,6 +14,9 @@ urlpatterns: list = [
     path("studies/<slug:slug>/items/", item_apis.StudyItemListView.as_view(), name="api-study-items"),
     path("studies/<slug:slug>/annotations/", item_apis.StudyAnnotationListView.as_view(), name="api-study-annotations"),
     path("studies/<slug:slug>/export/", item_apis.StudyExportView.as_view(), name="api-study-export"),
+    path("studies/<slug:slug>/data/", data_apis.StudyDataView.as_view(), name="api-study-data"),
+    path("studies/<slug:slug>/data/actions/", data_apis.StudyDataActionView.as_view(), name="api-study-data-actions"),
+    path("studies/<slug:slug>/data/items/", data_apis.StudyItemsAddView.as_view(), name="api-study-data-items"),
     path(
         "studies/<slug:slug>/participants/",
         participant_apis.StudyParticipantListView.as_view(),

@@ -4,7 +4,7 @@ from django.urls import path, register_converter
 
 from annotate.participation import item_views, views
 from annotate.reports import views as report_views
-from annotate.studies import preview_views
+from annotate.studies import data_views, preview_views
 from annotate.studies import views as study_views
 from annotate.url_converters import ItemIdConverter
 
@@ -34,6 +34,10 @@ urlpatterns = [
         name="participant_release",
     ),
     path("studies/<slug:slug>/export.<str:fmt>", study_views.study_export, name="study_export"),
+    # The data manager: the items table, its bulk actions, items added to a running study.
+    path("studies/<slug:slug>/data/", data_views.study_data, name="study_data"),
+    path("studies/<slug:slug>/data/actions/", data_views.study_data_action, name="study_data_action"),
+    path("studies/<slug:slug>/data/items/", data_views.study_data_add_items, name="study_data_add_items"),
     # Preview (nothing stored) and test participants (stored, left out of k and reports).
     path("studies/<slug:slug>/preview/", preview_views.preview_consent, name="preview"),
     path("studies/<slug:slug>/preview/training/", preview_views.preview_training, name="preview_training"),

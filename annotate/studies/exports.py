@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 
 from annotate.kinds import kind_get
 from annotate.kinds.base import StudyKind
-from annotate.models import Annotation, Study
+from annotate.models import Annotation, Study, StudyItem
 from core.csv_cells import csv_writer
 from core.record_files import atomic_output
 
@@ -71,17 +71,19 @@ def annotation_list(study: Study, *, include_test: bool = False) -> QuerySet[Ann
     return qs if include_test else qs.filter(is_test=False)
 
 
-def annotation_export_rows(study: Study, *, include_test: bool = False) -> Iterator[dict[str, Any]]:
+def annotation_export_rows(
+    study: Study, *, include_test: bool = False, items: QuerySet[StudyItem] | None = None
+) -> Iterator[dict[str, Any]]:
     """One dict per annotation in the export shape (the agreement report's input), oldest first;
-    a test participant's annotations only with ``include_test`` (marked ``is_test``). The
+    a test participant's annotations only with ``include_test`` (marked ``is_test``); only the
+    annotations of ``items`` when given (the data manager's "export the selection"). The
     study's kind is looked up at once, so a kind not installed is refused before a download
     starts rather than in the middle of it."""
     kind = kind_get(study.kind)
-    qs = (
-        annotation_list(study, include_test=include_test)
-        .select_related("item", "annotator", "participation", "study")
-        .order_by("submitted_at", "pk")
-    )
+    qs = annotation_list(study, include_test=include_test)
+    if items is not None:
+        qs = qs.filter(item__in=items.values("pk"))
+    qs = qs.select_related("item", "annotator", "participation", "study").order_by("submitted_at", "pk")
     return _export_rows(study, kind, qs)
 
 

@@ -86,10 +86,12 @@ def items_from_judgments(
     topics: list[str] | None = None,
     models: list[str] | None = None,
     judge_runs: list[int] | None = None,
+    exclude_item_ids: frozenset[str] = frozenset(),
 ) -> list[ItemSpec]:
     """Up to ``n`` judged generations, stratified by topic and the judge's label (round-robin
     over the (topic, label) strata, seeded). Generations without steps are skipped. ``topics``
-    (slugs), ``models`` and ``judge_runs`` (ids) narrow the pool the sample is drawn from."""
+    (slugs), ``models`` and ``judge_runs`` (ids) narrow the pool the sample is drawn from;
+    ``exclude_item_ids`` takes out the generations already in a study (items added to it)."""
     # Only usable verdicts: an answer the judge could not give has no label to stratify by.
     judgments = (
         Judgment.objects.filter(judge=judge, has_failure__isnull=False)
@@ -102,7 +104,13 @@ def items_from_judgments(
         judgments = judgments.filter(generation__model__in=models)
     if judge_runs:
         judgments = judgments.filter(run_id__in=judge_runs)
-    rows = [j for j in judgments if j.generation.predicted_steps and j.generation.procedure.steps]
+    rows = [
+        j
+        for j in judgments
+        if j.generation.predicted_steps
+        and j.generation.procedure.steps
+        and f"gen-{j.generation.pk}" not in exclude_item_ids
+    ]
     sample = stratified_sample(rows, key=lambda j: (j.generation.procedure.topic.name, j.label), n=n, seed=seed)
     return [item_from_judgment(j) for j in sample]
 
@@ -122,11 +130,14 @@ def study_items_gather(
     topics: list[str] | None = None,
     models: list[str] | None = None,
     judge_runs: list[int] | None = None,
+    exclude_item_ids: frozenset[str] = frozenset(),
 ) -> list[ItemSpec]:
     """The items of a new study, however it is created (the New study page, the API,
-    ``manage.py create_study``, a worker's import): judged generations (of ``judge``, optionally only of some
-    ``topics``, ``models`` or ``judge_runs``) and/or the lines of an items file. Raises
-    ``RecordError`` (bad lines) or ``AnnotateError``."""
+    ``manage.py create_study``, a worker's import), or of items added to a running one (the
+    data manager, with ``exclude_item_ids``: the study's own, never sampled again): judged
+    generations (of ``judge``, optionally only of some ``topics``, ``models`` or
+    ``judge_runs``) and/or the lines of an items file. Raises ``RecordError`` (bad lines) or
+    ``AnnotateError``."""
     items: list[ItemSpec] = []
     if judge:
         items += items_from_judgments(
@@ -136,6 +147,7 @@ def study_items_gather(
             topics=topics or None,
             models=models or None,
             judge_runs=judge_runs or None,
+            exclude_item_ids=exclude_item_ids,
         )
         if not items:
             raise AnnotateError(f"The judge {judge!r} has no judged generations with steps.")

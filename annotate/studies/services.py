@@ -179,7 +179,9 @@ def study_create(
     return study
 
 
-def _item_specs(study: Study) -> list[ItemSpec]:
+def study_item_specs(study: Study, items: QuerySet[StudyItem] | None = None) -> list[ItemSpec]:
+    """The items of ``study`` (or ``items``, some of them) as specs a new study is created from."""
+    rows = study.items.all() if items is None else items
     return [
         ItemSpec(
             item_id=i.item_id,
@@ -192,14 +194,18 @@ def _item_specs(study: Study) -> list[ItemSpec]:
             explanation=i.explanation,
             source=dict(i.source),
         )
-        for i in study.items.order_by("role", "position")
+        for i in rows.order_by("role", "position")
     ]
 
 
 @transaction.atomic
-def study_round_create(*, study: Study, instructions: str, created_by: Any = None) -> Study:
+def study_round_create(
+    *, study: Study, instructions: str, created_by: Any = None, items: list[ItemSpec] | None = None
+) -> Study:
     """A pilot round: the same items and settings under new guidelines (a new version, so
-    annotators qualify again). Rounds share the first round and are numbered 1, 2, ..."""
+    annotators qualify again). Rounds share the first round and are numbered 1, 2, ...
+    ``items``: the round's items instead of all of ``study``'s (the data manager's "add to a
+    round" with a new round: the selected main items, with the study's check and gold items)."""
     root = study.round_root
     last = Study.objects.filter(Q(pk=root.pk) | Q(first_round=root)).aggregate(m=Max("round"))["m"] or 1
     settings = StudySettings(
@@ -218,7 +224,7 @@ def study_round_create(*, study: Study, instructions: str, created_by: Any = Non
     )
     new = study_create(
         name=f"{root.name} (round {last + 1})",
-        items=_item_specs(study),
+        items=study_item_specs(study) if items is None else items,
         kind=study.kind,
         slug=_unique_slug(f"{root.slug}-r{last + 1}"),
         instructions=instructions,
