@@ -4,6 +4,7 @@ reports (annotate/reports/apis.py), mounted under /api/ by config/urls.py."""
 from django.urls import path
 
 from annotate.reports import apis as report_apis
+from annotate.review import apis as review_apis
 from annotate.studies import apis, data_apis, item_apis, participant_apis
 
 urlpatterns: list = [
@@ -28,4 +29,16 @@ urlpatterns: list = [
         name="api-study-participant-release",
     ),
     path("studies/<slug:slug>/report/", report_apis.StudyReportView.as_view(), name="api-study-report"),
+    path("studies/<slug:slug>/reviews/", review_apis.StudyReviewView.as_view(), name="api-study-reviews"),
+    path(
+        "studies/<slug:slug>/annotations/<int:pk>/reviews/",
+        review_apis.AnnotationReviewHistoryView.as_view(),
+        name="api-annotation-reviews",
+    ),
+    path("studies/<slug:slug>/gold/", review_apis.StudyGoldView.as_view(), name="api-study-gold"),
+    path(
+        "studies/<slug:slug>/gold-agreement/",
+        review_apis.StudyGoldAgreementView.as_view(),
+        name="api-study-gold-agreement",
+    ),
 ]

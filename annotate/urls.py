@@ -4,6 +4,7 @@ from django.urls import path, register_converter
 
 from annotate.participation import item_views, views
 from annotate.reports import views as report_views
+from annotate.review import views as review_views
 from annotate.studies import data_views, preview_views
 from annotate.studies import views as study_views
 from annotate.url_converters import ItemIdConverter
@@ -59,4 +60,8 @@ urlpatterns = [
     # path: an item id is the importer's own and may hold "/" ("batch/1"); nothing else lives under items/.
     path("studies/<slug:slug>/items/<item_id:item_id>/", report_views.item_views, name="report_item"),
     path("studies/<slug:slug>/metrics/", report_views.metric_agreement, name="report_metric_agreement"),
+    # Review and adjudication.
+    path("studies/<slug:slug>/review/", review_views.review, name="review"),
+    path("studies/<slug:slug>/review/bulk", review_views.review_bulk, name="review_bulk"),
+    path("studies/<slug:slug>/review/items/<item_id:item_id>/", review_views.review_item, name="review_item"),
 ]

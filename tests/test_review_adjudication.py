@@ -5,14 +5,13 @@ into gold labels that calibration, exports and later studies' qualification item
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from annotate.models import Annotation, AnnotationReview, GoldLabel
+from annotate.participation.reservations import assignment_next
+from annotate.participation.submissions import annotation_submit
 from annotate.review.selectors import gold_agreement, human_labels, review_counts
 from annotate.review.services import REVIEW_EXCLUSION_REASON, annotation_review, gold_label_set
 from annotate.studies.selectors import annotations_counted
-from annotate.participation.reservations import assignment_next
-from annotate.participation.submissions import annotation_submit
 from annotate.testing import NO_FAILURE, ONE_FAILURE, annotator_start, read_everything, study_make
 from core.app_errors import Conflict, InvalidInput, NotFound
 
@@ -23,11 +22,6 @@ REASON = (
     "the procedure does not have."
 )
 FAILURE = {"description": "Step two skips boiling the water.", "L1_steps": [1], "L2_steps": [2]}
-
-
-@pytest.fixture
-def researcher():
-    return get_user_model().objects.create_user("reviewer", password="x")
 
 
 @pytest.fixture
@@ -55,11 +49,17 @@ def _annotation(study, pid, item_id="item-1"):
 def test_a_rejection_needs_a_100_character_reason_and_a_category_naming_the_fields(study, researcher):
     a = _annotation(study, "p1")
     with pytest.raises(InvalidInput) as info:
-        annotation_review(study=study, annotation_ids=[a.pk], decision="reject", reviewer=researcher, reason="too short")
+        annotation_review(
+            study=study, annotation_ids=[a.pk], decision="reject", reviewer=researcher, reason="too short"
+        )
     assert set(info.value.fields) == {"reason", "rejection_category"}
     with pytest.raises(InvalidInput) as info:
         annotation_review(
-            study=study, annotation_ids=[a.pk], decision="reject", reviewer=researcher, reason=REASON,
+            study=study,
+            annotation_ids=[a.pk],
+            decision="reject",
+            reviewer=researcher,
+            reason=REASON,
             rejection_category="NOT_A_CATEGORY",
         )
     assert set(info.value.fields) == {"rejection_category"}
@@ -70,7 +70,11 @@ def test_a_rejected_annotation_leaves_the_counted_set_and_an_accept_puts_it_back
     a = _annotation(study, "p1")
     before = annotations_counted(Annotation.objects.filter(study=study)).count()
     annotation_review(
-        study=study, annotation_ids=[a.pk], decision="reject", reviewer=researcher, reason=REASON,
+        study=study,
+        annotation_ids=[a.pk],
+        decision="reject",
+        reviewer=researcher,
+        reason=REASON,
         rejection_category="LOW_EFFORT",
     )
     a.refresh_from_db()
@@ -112,7 +116,9 @@ def test_a_correction_is_checked_by_the_kinds_rules_naming_the_field(study, rese
     assert any(field.startswith("answer.failures") for field in info.value.fields)
     for hostile in (float("nan"), "text", [1], {"has_failure": float("inf")}, {"flag": {"flag": "broken"}}):
         with pytest.raises(InvalidInput):
-            annotation_review(study=study, annotation_ids=[a.pk], decision="correct", reviewer=researcher, answer=hostile)
+            annotation_review(
+                study=study, annotation_ids=[a.pk], decision="correct", reviewer=researcher, answer=hostile
+            )
     a.refresh_from_db()
     assert a.review == "" and a.has_failure is False
 
@@ -140,7 +146,10 @@ def test_a_broken_flagged_annotation_cannot_be_corrected(study, researcher):
     Annotation.objects.filter(pk=a.pk).update(flag="broken")
     with pytest.raises(Conflict):
         annotation_review(
-            study=study, annotation_ids=[a.pk], decision="correct", reviewer=researcher,
+            study=study,
+            annotation_ids=[a.pk],
+            decision="correct",
+            reviewer=researcher,
             answer={"has_failure": False, "failures": []},
         )
 
@@ -148,7 +157,9 @@ def test_a_broken_flagged_annotation_cannot_be_corrected(study, researcher):
 def test_a_gold_label_settles_an_item_with_a_note_and_keeps_its_history(study, researcher):
     item = study.items.get(item_id="item-1")
     gold = gold_label_set(
-        item=item, answer={"has_failure": False, "failures": []}, note="The tea is made; p1 misread step 2.",
+        item=item,
+        answer={"has_failure": False, "failures": []},
+        note="The tea is made; p1 misread step 2.",
         adjudicator=researcher,
     )
     assert gold.has_failure is False and gold.adjudicator == researcher
@@ -157,14 +168,20 @@ def test_a_gold_label_settles_an_item_with_a_note_and_keeps_its_history(study, r
         gold_label_set(item=item, answer={"has_failure": True, "failures": []}, note="", adjudicator=researcher)
     assert {"note", "answer.failures"} <= set(info.value.fields)
     gold = gold_label_set(
-        item=item, answer={"has_failure": True, "failures": [FAILURE]}, note="On a second reading: step 2.",
-        adjudicator=researcher, settled=[_annotation(study, "p1").pk],
+        item=item,
+        answer={"has_failure": True, "failures": [FAILURE]},
+        note="On a second reading: step 2.",
+        adjudicator=researcher,
+        settled=[_annotation(study, "p1").pk],
     )
     assert gold.has_failure is True and len(gold.history) == 1 and gold.history[0]["answer"]["has_failure"] is False
     assert GoldLabel.objects.count() == 1 and gold.settled.count() == 1
     with pytest.raises(InvalidInput) as info:
         gold_label_set(
-            item=item, answer={"has_failure": False}, note="n", adjudicator=researcher,
+            item=item,
+            answer={"has_failure": False},
+            note="n",
+            adjudicator=researcher,
             settled=[_annotation(study, "p1", "item-2").pk],
         )
     assert "settled" in info.value.fields
@@ -172,8 +189,10 @@ def test_a_gold_label_settles_an_item_with_a_note_and_keeps_its_history(study, r
 
 def test_agreement_with_gold_per_annotator_beside_the_majority_with_n_and_interval(study, researcher):
     gold_label_set(
-        item=study.items.get(item_id="item-1"), answer={"has_failure": False, "failures": []},
-        note="No failure.", adjudicator=researcher,
+        item=study.items.get(item_id="item-1"),
+        answer={"has_failure": False, "failures": []},
+        note="No failure.",
+        adjudicator=researcher,
     )
     report = gold_agreement(study)
     assert report["n_gold_items"] == 1
@@ -188,13 +207,131 @@ def test_agreement_with_gold_per_annotator_beside_the_majority_with_n_and_interv
 
 def test_human_labels_for_calibration_come_from_the_source_chosen(study, researcher):
     gold_label_set(
-        item=study.items.get(item_id="item-1"), answer={"has_failure": False, "failures": []},
-        note="No failure.", adjudicator=researcher,
+        item=study.items.get(item_id="item-1"),
+        answer={"has_failure": False, "failures": []},
+        note="No failure.",
+        adjudicator=researcher,
     )
     majority = {"item-1": True, "item-2": False}
     assert human_labels(study, "majority", majority) == majority
     assert human_labels(study, "gold", majority) == {"item-1": False}
     assert human_labels(study, "gold_or_majority", majority) == {"item-1": False, "item-2": False}
+
+
+# --------------------------------------------------------------------------- the API
+
+
+def test_the_api_reviews_in_bulk_rejects_with_the_reason_and_shows_the_history(study, researcher_client):
+    ids = list(Annotation.objects.filter(study=study, item__item_id="item-2").values_list("pk", flat=True))
+    url = f"/api/studies/{study.slug}/reviews/"
+    r = researcher_client.post(url, {"annotation_ids": ids, "decision": "accept"}, content_type="application/json")
+    assert r.status_code == 201 and len(r.json()["reviews"]) == 3
+    r = researcher_client.post(
+        url,
+        {"annotation_ids": ids[:1], "decision": "reject", "reason": "short", "rejection_category": "LOW_EFFORT"},
+        content_type="application/json",
+    )
+    assert r.status_code == 400 and "reason" in r.json()
+    r = researcher_client.post(
+        url,
+        {"annotation_ids": ids[:1], "decision": "reject", "reason": REASON, "rejection_category": "LOW_EFFORT"},
+        content_type="application/json",
+    )
+    assert r.status_code == 201
+    history = researcher_client.get(f"/api/studies/{study.slug}/annotations/{ids[0]}/reviews/").json()
+    assert [h["decision"] for h in history["history"]] == ["accept", "reject"]
+    assert history["annotation"]["excluded"] is True and history["history"][1]["reason"] == REASON
+    listed = researcher_client.get(url, {"status": "reject"}).json()
+    assert listed["count"] == 1 and listed["counts"]["reject"] == 1 and listed["counts"]["unreviewed"] == 3
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        [1, 2],
+        {"annotation_ids": "all", "decision": "accept"},
+        {"annotation_ids": [1], "decision": {"x": 1}},
+        {"annotation_ids": [1], "decision": "accept", "surprise": 1},
+        {"annotation_ids": [1], "decision": "reject", "reason": 5, "rejection_category": "LOW_EFFORT"},
+        {"annotation_ids": [1], "decision": "accept", "reason": "x" * 5000},
+    ],
+)
+def test_hostile_review_bodies_get_a_400_naming_the_field(study, researcher_client, body):
+    r = researcher_client.post(f"/api/studies/{study.slug}/reviews/", body, content_type="application/json")
+    assert r.status_code == 400, r.content
+    assert set(r.json()) - {"code", "detail", "what_to_do"}, r.json()
+
+
+def test_the_api_sets_a_gold_label_and_reports_agreement_with_it(study, researcher_client):
+    url = f"/api/studies/{study.slug}/gold/"
+    r = researcher_client.post(
+        url,
+        {"item_id": "item-1", "answer": {"has_failure": False, "failures": []}, "note": "No failure."},
+        content_type="application/json",
+    )
+    assert r.status_code == 200 and r.json()["has_failure"] is False and len(r.json()["settled"]) == 3
+    r = researcher_client.post(
+        url, {"item_id": "item-1", "answer": {"has_failure": "yes"}, "note": ""}, content_type="application/json"
+    )
+    assert r.status_code == 400 and "note" in r.json() and "answer.has_failure" in r.json()
+    r = researcher_client.post(url, {"item_id": "nope", "answer": {}, "note": "x"}, content_type="application/json")
+    assert r.status_code == 404
+    assert researcher_client.get(url).json()["results"][0]["item_id"] == "item-1"
+    report = researcher_client.get(f"/api/studies/{study.slug}/gold-agreement/").json()
+    assert report["n_gold_items"] == 1 and report["annotators"]["p3"]["gold"]["n"] == 1
+    agreement = researcher_client.get(f"/api/studies/{study.slug}/agreement/", {"human": "gold", "bootstrap": 0})
+    assert agreement.status_code == 200 and agreement.json()["calibration_human_source"] == "gold"
+    assert researcher_client.get(f"/api/studies/{study.slug}/agreement/", {"human": "vibes"}).status_code == 400
+    assert researcher_client.delete(url + "?item_id=item-1").status_code == 204
+    assert researcher_client.delete(url + "?item_id=item-1").status_code == 404
+
+
+# --------------------------------------------------------------------------- the pages
+
+
+def test_the_review_pages_accept_reject_correct_and_settle_from_the_browser_forms(study, researcher_client):
+    page = researcher_client.get(f"/studies/{study.slug}/review/")
+    assert page.status_code == 200 and b"review-bulk-form" in page.content
+    ids = [
+        str(pk) for pk in Annotation.objects.filter(study=study, item__item_id="item-2").values_list("pk", flat=True)
+    ]
+    short = researcher_client.post(
+        f"/studies/{study.slug}/review/bulk",
+        {"annotation_ids": ids, "decision": "reject", "reason": "short", "rejection_category": "LOW_EFFORT"},
+    )
+    assert short.status_code == 400 and b"reason" in short.content and not AnnotationReview.objects.exists()
+    done = researcher_client.post(f"/studies/{study.slug}/review/bulk", {"annotation_ids": ids, "decision": "accept"})
+    assert done.status_code == 302 and review_counts(study)["accept"] == 3
+    item_url = f"/studies/{study.slug}/review/items/item-1/"
+    assert researcher_client.get(item_url).status_code == 200
+    p3 = _annotation(study, "p3")
+    bad = researcher_client.post(
+        item_url, {"form": "review", "annotation_id": p3.pk, "decision": "correct", "answer": "{not json"}
+    )
+    assert bad.status_code == 400 and b"not JSON" in bad.content
+    fixed = researcher_client.post(
+        item_url,
+        {
+            "form": "review",
+            "annotation_id": p3.pk,
+            "decision": "correct",
+            "answer": '{"has_failure": true, "failures": [{"description": "No boiling.", "L1_steps": [1], "L2_steps": [2]}]}',
+        },
+    )
+    assert fixed.status_code == 302
+    p3.refresh_from_db()
+    assert p3.review == "correct" and p3.has_failure is True
+    gold = researcher_client.post(
+        item_url, {"form": "gold", "answer": '{"has_failure": false, "failures": []}', "note": "Settled: no failure."}
+    )
+    assert gold.status_code == 302 and GoldLabel.objects.get().note == "Settled: no failure."
+    shown = researcher_client.get(item_url).content.decode()
+    assert "Settled: no failure." in shown and "the annotator's own answer" in shown
+    disagreements = researcher_client.get(f"/studies/{study.slug}/disagreements/").content.decode()
+    assert "gold: no_failure · review" in disagreements and "Adjudicate" in disagreements  # item-2 has none
+    agreement = researcher_client.get(f"/studies/{study.slug}/agreement/", {"human": "gold_or_majority"})
+    assert agreement.status_code == 200 and b'id="gold-agreement-annotators"' in agreement.content
+    assert b"the gold label where an item has one" in agreement.content
 
 
 # --------------------------------------------------------------------------- into the Prolific review
@@ -203,7 +340,9 @@ from tests.test_prolific import _complete, _published, prolific, token_saved  # 
 
 
 def test_a_participant_with_a_rejected_annotation_is_rejected_on_prolific_with_the_reason_and_category(
-    prolific, researcher, token_saved  # noqa: F811
+    prolific,
+    researcher,
+    token_saved,  # noqa: F811
 ):
     from decimal import Decimal
 
@@ -218,7 +357,11 @@ def test_a_participant_with_a_rejected_annotation_is_rejected_on_prolific_with_t
         prolific.add_submission(link.prolific_id, pid, PC.AWAITING_REVIEW)
     rejected = Annotation.objects.filter(participation=careless).first()
     annotation_review(
-        study=study, annotation_ids=[rejected.pk], decision="reject", reviewer=researcher, reason=REASON,
+        study=study,
+        annotation_ids=[rejected.pk],
+        decision="reject",
+        reviewer=researcher,
+        reason=REASON,
         rejection_category="LOW_EFFORT",
     )
 

@@ -13,6 +13,7 @@ from annotate import constants as C
 from annotate.kinds import kind_list
 from annotate.kinds.base import REPORT_AGREEMENT
 from annotate.models import Study, StudyItem
+from annotate.review.selectors import HUMAN_MAJORITY, human_labels
 from annotate.stats.agreement import agreement_report
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP, sample_size_note
 from annotate.stats.calibration import calibrated_score, calibration_summary, ppi_score
@@ -75,18 +76,35 @@ def study_human_majority(study: Study, *, min_annotations: int | None = None) ->
 
 
 def study_agreement_report(
-    study: Study, *, bootstrap: int = REPORT_BOOTSTRAP, seed: int = REPORT_SEED, include_test: bool = False
+    study: Study,
+    *,
+    bootstrap: int = REPORT_BOOTSTRAP,
+    seed: int = REPORT_SEED,
+    include_test: bool = False,
+    human_source: str = HUMAN_MAJORITY,
 ) -> dict[str, Any]:
     """The agreement report of a study under its ``min_annotations_for_majority`` (test
-    participants' annotations only with ``include_test``)."""
+    participants' annotations only with ``include_test``). Calibration's human label comes
+    from ``human_source`` (annotate/review/selectors.py, ``HUMAN_SOURCES``: the majority, the
+    adjudicated gold labels, or gold where an item has one), stated in the report as
+    ``calibration_human_source``. Agreement with gold is its own read (``gold_agreement``), so
+    this report stays the one its export file gives."""
+    annotations = study_annotation_rows(study, include_test=include_test)
+    judgments = study_judgment_rows(study)
+    human = None
+    if human_source != HUMAN_MAJORITY:
+        majority = human_majority(annotations, min_annotations=study.min_annotations_for_majority).decided()
+        human = human_labels(study, human_source, majority)
     return agreement_report(
-        study_annotation_rows(study, include_test=include_test),
-        study_judgment_rows(study),
+        annotations,
+        judgments,
         bootstrap=bootstrap,
         seed=seed,
         min_annotations=study.min_annotations_for_majority,
         item_strata=dict(StudyItem.objects.filter(study=study).values_list("item_id", "topic")),
         source=study.slug,
+        human_labels=human,
+        human_source=human_source,
     )
 
 

@@ -26,7 +26,16 @@ from annotate.reports.selectors import (
     disagreement_list,
     item_failure_views,
     study_agreement_report,
+    study_judgment_rows,
     study_rounds_reports,
+)
+from annotate.review.selectors import (
+    HUMAN_MAJORITY,
+    HUMAN_SOURCES,
+    gold_agreement,
+    gold_groups,
+    gold_label_map,
+    human_source_check,
 )
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP
 from annotate.studies.api_fields import INCLUDE_TEST, include_test, query_int
@@ -78,8 +87,11 @@ def agreement(request: HttpRequest, slug: str) -> HttpResponse:
     fmt = query_format(request.GET, ("json", "judges.csv"))
     if (note := other_kind_note(request, study, "Agreement")) is not None:
         return note
+    human = human_source_check(request.GET.get("human"))
     rounds = study_rounds_reports(study)
     report = next(r["report"] for r in rounds if r["study"].pk == study.pk)
+    if human != HUMAN_MAJORITY:  # calibration against the chosen human labels
+        report = study_agreement_report(study, human_source=human)
     if fmt == "json":
         response = JsonResponse(report, json_dumps_params={"indent": 2})
         response["Content-Disposition"] = f'attachment; filename="{study.slug}-agreement.json"'
@@ -133,6 +145,7 @@ def agreement(request: HttpRequest, slug: str) -> HttpResponse:
                 for j, v in sorted(report["judges"].items())
             ],
         )
+    gold_report = gold_agreement(study, study_judgment_rows(study))
     return render(
         request,
         "annotate/reports/agreement.html",
@@ -143,6 +156,11 @@ def agreement(request: HttpRequest, slug: str) -> HttpResponse:
             "display": agreement_display(study, report),
             "judge_chart": judge_agreement_bars(report),
             "alpha_chart": alpha_by_round(rounds),
+            "human": human,
+            "human_sources": HUMAN_SOURCES,
+            "human_text": HUMAN_SOURCES[human],
+            "gold_report": gold_report,
+            "gold_groups": gold_groups(gold_report),
         },
     )
 
@@ -226,6 +244,10 @@ def disagreements(request: HttpRequest, slug: str) -> HttpResponse:
                 for r in rows
             ],
         )
+    golds = gold_label_map(study)
+    for r in rows:
+        gold = golds.get(r["item_id"])
+        r["gold"] = {"label": "has_failure" if gold.has_failure else "no_failure"} if gold is not None else None
     return render(request, "annotate/reports/disagreements.html", {"study": study, "rows": rows})
 
 
@@ -260,6 +282,12 @@ class StudyAgreementView(APIView):
         parameters=[
             OpenApiParameter("bootstrap", OpenApiTypes.INT, description="resamples, 0 to 10000 (default 1000)"),
             OpenApiParameter("seed", OpenApiTypes.INT, description="seed of the resamples (default 0)"),
+            OpenApiParameter(
+                "human",
+                OpenApiTypes.STR,
+                description="calibration's human label: majority (default), gold (adjudicated gold labels only) "
+                "or gold_or_majority (gold where an item has one); stated as calibration_human_source",
+            ),
             INCLUDE_TEST,
         ],
         responses={
@@ -279,7 +307,10 @@ class StudyAgreementView(APIView):
         bootstrap = query_int(request, "bootstrap", 1000, 10000)
         seed = query_int(request, "seed", 0)
         test = include_test(request)  # as `agreement_report --include-test`
-        return Response(study_agreement_report(study, bootstrap=bootstrap, seed=seed, include_test=test))
+        human = human_source_check(request.query_params.get("human"))
+        return Response(
+            study_agreement_report(study, bootstrap=bootstrap, seed=seed, include_test=test, human_source=human)
+        )
 
 
 # --------------------------------------------------------------------------- which metric agrees with people

@@ -38,7 +38,9 @@ def human_source_check(value: Any, field: str = "human") -> str:
     if value in (None, ""):
         return HUMAN_MAJORITY
     if not isinstance(value, str) or value not in HUMAN_SOURCES:
-        raise InvalidInput(f"{field}: choose one of {', '.join(HUMAN_SOURCES)}", {field: f"one of {', '.join(HUMAN_SOURCES)}"})
+        raise InvalidInput(
+            f"{field}: choose one of {', '.join(HUMAN_SOURCES)}", {field: f"one of {', '.join(HUMAN_SOURCES)}"}
+        )
     return value
 
 
@@ -46,7 +48,9 @@ def review_status_check(value: Any, field: str = "status") -> str:
     if value in (None, ""):
         return ""
     if not isinstance(value, str) or value not in REVIEW_STATUSES:
-        raise InvalidInput(f"{field}: choose one of {', '.join(REVIEW_STATUSES)}", {field: f"one of {', '.join(REVIEW_STATUSES)}"})
+        raise InvalidInput(
+            f"{field}: choose one of {', '.join(REVIEW_STATUSES)}", {field: f"one of {', '.join(REVIEW_STATUSES)}"}
+        )
     return value
 
 
@@ -201,6 +205,15 @@ def gold_agreement(study: Study, judgments: list[Any] | None = None) -> dict[str
     }
 
 
+def gold_groups(report: dict[str, Any]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """The gold agreement's tables as the pages show them: annotators, then judges (where the
+    kind's answers carry has_failure labels)."""
+    groups = [("annotators", sorted(report["annotators"].items()))]
+    if report["majority_compared"]:
+        groups.append(("judges", sorted(report["judges"].items())))
+    return groups
+
+
 def participant_rejections(study: Study) -> dict[int, tuple[str, str]]:
     """participation id -> (message, category) of the latest rejection among its annotations
     whose latest decision is a rejection (real participants only): what the participant's
@@ -208,7 +221,10 @@ def participant_rejections(study: Study) -> dict[int, tuple[str, str]]:
     out: dict[int, tuple[str, str]] = {}
     reviews = (
         AnnotationReview.objects.filter(
-            study=study, decision=rules.DECISION_REJECT, annotation__review=rules.DECISION_REJECT, annotation__is_test=False
+            study=study,
+            decision=rules.DECISION_REJECT,
+            annotation__review=rules.DECISION_REJECT,
+            annotation__is_test=False,
         )
         .order_by("created_at", "pk")
         .values_list("annotation__participation_id", "reason", "rejection_category")

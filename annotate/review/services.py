@@ -49,9 +49,14 @@ def answer_clean(*, kind: StudyKind, item: StudyItem, answer: Any, field: str = 
     for this item's step counts. Refusals name the field under ``field`` (``answer.has_failure``).
     An annotator's flag is not an answer and is refused."""
     if not isinstance(answer, dict):
-        raise InvalidInput(f"{field}: an object in the kind's answer shape", {field: "an object in the kind's answer shape"})
+        raise InvalidInput(
+            f"{field}: an object in the kind's answer shape", {field: "an object in the kind's answer shape"}
+        )
     if "flag" in answer:
-        raise InvalidInput(f"{field}.flag: a flag is the annotator's, not part of a reviewed answer", {f"{field}.flag": "not allowed here"})
+        raise InvalidInput(
+            f"{field}.flag: a flag is the annotator's, not part of a reviewed answer",
+            {f"{field}.flag": "not allowed here"},
+        )
     try:
         check_value(answer, field=field, max_string_length=C.MAX_DRAFT_STRING_LENGTH)
     except StrictJSONError as exc:
@@ -73,7 +78,9 @@ def _ids(value: Any, field: str) -> list[int]:
         )
     ids: list[int] = []
     for v in value:
-        if isinstance(v, bool) or not (isinstance(v, int) or (isinstance(v, str) and v.strip().isdigit() and len(v) < 19)):
+        if isinstance(v, bool) or not (
+            isinstance(v, int) or (isinstance(v, str) and v.strip().isdigit() and len(v) < 19)
+        ):
             raise InvalidInput(f"{field}: {str(v)[:40]!r} is not an annotation id", {field: "whole numbers only"})
         number = int(v)
         if not 0 < number < 2**63:

@@ -398,6 +398,8 @@ def agreement_report(
     min_annotations: int = C.MIN_ANNOTATIONS_FOR_MAJORITY_DEFAULT,
     item_strata: Mapping[str, str] | None = None,
     source: str | None = None,
+    human_labels: Mapping[str, bool] | None = None,
+    human_source: str = "majority",
 ) -> dict[str, Any]:
     """The whole agreement report as a JSON-ready dict.
 
@@ -413,7 +415,9 @@ def agreement_report(
     ``alpha_small_sample`` and each judge's ``small_sample`` (``sample_size_note``),
     ``annotator_pairs``, ``calibration`` (per judge, Rogan-Gladen and stratified PPI++ side by
     side: ``calibration_summary``; ``item_strata`` maps an item to its topic for PPI++'s
-    strata, ``source`` names the study the labels come from), ``bootstrap`` and
+    strata, ``source`` names the study the labels come from; the human label of an item is its
+    human majority unless ``human_labels`` gives others, such as adjudicated gold labels, named
+    by ``human_source`` and stated as ``calibration_human_source``), ``bootstrap`` and
     ``denominators`` (the text of every denominator and tie rule).
 
     Only counted annotations (``check_rows``: not excluded, not surplus) enter any statistic;
@@ -451,17 +455,18 @@ def agreement_report(
     calibration = {}
     strata = item_strata or {}
     sources = [source] if source else []
+    human = decided if human_labels is None else dict(human_labels)
     for judge, labels in by_judge.items():
-        labelled = sorted(item for item in labels if item in decided)
+        labelled = sorted(item for item in labels if item in human)
         rogan = calibrated_score(
             [labels[item] for item in labelled],
-            [decided[item] for item in labelled],
+            [human[item] for item in labelled],
             list(labels.values()),
             bootstrap=bootstrap,
             seed=seed_sequence(seed, "calibration", judge),
         )
         ppi = ppi_score(
-            [(strata.get(item, ""), labels[item], decided[item]) for item in labelled],
+            [(strata.get(item, ""), labels[item], human[item]) for item in labelled],
             [(strata.get(item, ""), label) for item, label in labels.items()],
         )
         calibration[judge] = calibration_summary(rogan, ppi, source_studies=sources)
@@ -478,6 +483,7 @@ def agreement_report(
         "judges": judges,
         "judge_pairs": pairwise_agreement(judge_items, raters=by_judge, bootstrap=bootstrap, seed=seed),
         "calibration": calibration,
+        "calibration_human_source": human_source,
         "bootstrap": {
             "resamples": bootstrap,
             "seed": seed,

@@ -22,9 +22,7 @@ from annotate.stats.majority import majority_label
 from core.intervals import share_estimate
 
 
-def leave_one_out_majority(
-    labels: Mapping[str, bool], annotator: str, *, min_annotations: int
-) -> bool | None:
+def leave_one_out_majority(labels: Mapping[str, bool], annotator: str, *, min_annotations: int) -> bool | None:
     """The strict majority of the other annotators' has_failure labels of one item (None: a
     tie, or fewer than ``min_annotations`` others)."""
     others = [label for name, label in labels.items() if name != annotator]
