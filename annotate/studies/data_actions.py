@@ -86,7 +86,7 @@ def data_action_run(
     action = DATA_ACTIONS.get(name)
     if action is None:
         raise InvalidInput(fields={"action": f"{name!r} is not an action; one of {', '.join(DATA_ACTIONS)}"})
-    declared = action.params().fields
+    declared = list(action.params().fields.keys())
     serializer = action.params(data={key: params[key] for key in declared if key in params})
     if not serializer.is_valid():
         raise InvalidInput(fields={key: [str(m) for m in problems] for key, problems in serializer.errors.items()})

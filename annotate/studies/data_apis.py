@@ -5,7 +5,8 @@ data_services.py do the work, and a refusal is answered by the API's one excepti
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -148,7 +149,8 @@ class ActionRequestSerializer(serializers.Serializer):
 
 class ActionSerializer(serializers.Serializer):
     name = serializers.CharField()
-    label = serializers.CharField()
+    # A declared field: DRF's serializer metaclass takes it off the class (the stubs cannot say so).
+    label = serializers.CharField()  # type: ignore[assignment]
     description = serializers.CharField()
     parameters = serializers.ListField(child=serializers.CharField())
 
@@ -202,7 +204,13 @@ class StudyDataActionView(APIView):
         else:
             items = data_selection(study, item_ids=data["items"])
         n_items = items.count()
-        result = data_action_run(study=study, name=data["action"], items=items, params=request.data, user=request.user)
+        result = data_action_run(
+            study=study,
+            name=data["action"],
+            items=items,
+            params=cast("Mapping[str, Any]", request.data),
+            user=request.user,
+        )
         if result.download is not None:
             response = StreamingHttpResponse(result.download.chunks, content_type=result.download.content_type)
             response["Content-Disposition"] = f'attachment; filename="{result.download.filename}"'

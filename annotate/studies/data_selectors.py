@@ -245,7 +245,7 @@ def _count(queryset: QuerySet, field: str = "item") -> Coalesce:
     return Coalesce(Subquery(counts, output_field=IntegerField()), 0)
 
 
-def data_rows(study: Study, query: DataQuery) -> QuerySet[StudyItem]:
+def data_rows(study: Study, query: DataQuery) -> QuerySet[Any]:
     """The study's items matching ``query``'s filters, in its sort order, each with
     ``n_annotations`` (submitted, test participants' aside), ``n_counted`` (those that count),
     ``n_has_failure`` (counted answers saying has_failure), ``n_minority`` (the smaller side
@@ -263,7 +263,8 @@ def data_rows(study: Study, query: DataQuery) -> QuerySet[StudyItem]:
     live = Assignment.objects.filter(
         item=item, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now, is_test=False
     )
-    rows = StudyItem.objects.filter(study=study).annotate(
+    # QuerySet[Any]: the rows carry the annotations below, which the model's type does not know.
+    rows: QuerySet[Any] = StudyItem.objects.filter(study=study).annotate(
         n_annotations=_count(answers),
         n_counted=_count(counted),
         n_has_failure=_count(counted.filter(has_failure=True)),
@@ -295,7 +296,7 @@ def data_rows(study: Study, query: DataQuery) -> QuerySet[StudyItem]:
     return rows.order_by(*ordering, "pk" if not query.sort.startswith("-") else "-pk")
 
 
-def _filtered(study: Study, rows: QuerySet[StudyItem], query: DataQuery) -> QuerySet[StudyItem]:
+def _filtered(study: Study, rows: QuerySet[Any], query: DataQuery) -> QuerySet[Any]:
     if query.role != ROLE_ANY:
         rows = rows.filter(role=query.role)
     if query.q:
@@ -373,7 +374,7 @@ def data_page(study: Study, query: DataQuery) -> DataPage:
     if query.page > pages:
         raise InvalidInput(fields={"page": f"there {'is' if pages == 1 else 'are'} {pages} page(s) of {count} item(s)"})
     start = (query.page - 1) * query.page_size
-    items = list(rows[start : start + query.page_size])
+    items: list[Any] = list(rows[start : start + query.page_size])
     answers: dict[int, list[Annotation]] = {i.pk: [] for i in items}
     for a in (
         Annotation.objects.filter(item__in=list(answers), is_test=False)

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -138,7 +139,7 @@ def study_data(request: HttpRequest, slug: str) -> HttpResponse:
 @researcher_required
 @require_POST
 @app_errors(_refused)
-def study_data_action(request: HttpRequest, slug: str) -> HttpResponse:
+def study_data_action(request: HttpRequest, slug: str) -> HttpResponseBase:
     """Run a bulk action on the ticked items (``items``) or, with ``all_matching``, on every item
     matching the page's filters (the query string); back to the page with what it did, or the
     export's download."""
