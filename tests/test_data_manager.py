@@ -399,3 +399,37 @@ def test_the_schema_documents_the_data_manager(researcher_client):
     } <= names
     assert "post" in schema["paths"]["/api/studies/{slug}/data/actions/"]
     assert "post" in schema["paths"]["/api/studies/{slug}/data/items/"]
+
+
+def test_send_to_review_rejects_through_the_review_service_and_accept_puts_it_back(world, researcher_client):
+    from annotate.models import AnnotationReview
+
+    chosen = sorted(_ids(world, agreement="judge_disagrees"))
+    short = _act(
+        researcher_client,
+        world,
+        {"action": "review", "items": chosen, "decision": "reject", "reason": "too short", "annotator": "always-yes"},
+    )
+    assert short.status_code == 400 and "reason" in short.json()
+    assert not AnnotationReview.objects.exists()
+    message = "Your answers contradict the instructions on every item we checked by hand, " * 2
+    response = _act(
+        researcher_client,
+        world,
+        {
+            "action": "review",
+            "items": chosen,
+            "decision": "reject",
+            "reason": message,
+            "rejection_category": "FAILED_INSTRUCTIONS",
+            "annotator": "always-yes",
+        },
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["counts"] == {"reject": len(chosen)}
+    rejected = Annotation.objects.filter(review="reject")
+    assert {a.annotator.pid for a in rejected} == {"always-yes"} and all(a.excluded for a in rejected)
+    assert _ids(world, agreement="judge_disagrees") == set()  # left out of the counted answers
+    _act(researcher_client, world, {"action": "review", "items": chosen, "decision": "accept"})
+    assert not Annotation.objects.filter(excluded=True).exists()
+    assert AnnotationReview.objects.count() == 4 * len(chosen)

@@ -12,10 +12,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import transaction
 from django.db.models import QuerySet
 from rest_framework import serializers
 
-from annotate.models import Study, StudyItem
+from annotate.kinds.base import ROLE_MAIN
+from annotate.models import Annotation, Study, StudyItem
+from annotate.review import rules as review_rules
+from annotate.review.services import annotation_review
 from annotate.studies.api_fields import EXPORT_FORMATS, INSTRUCTIONS_MAX_CHARS, Text
 from annotate.studies.data_services import (
     EXCLUSION_REASON_MAX,
@@ -185,6 +189,51 @@ def _export(context: ActionContext, params: dict[str, Any]) -> ActionResult:
     return ActionResult(download=Download(f"{context.study.slug}-selection.{fmt}", content_type, chunks))
 
 
+class ReviewParams(AnswersParams):
+    decision = QueryChoice(
+        choices=[review_rules.DECISION_ACCEPT, review_rules.DECISION_REJECT],
+        help_text="accept or reject (a correction is made on the item's review page)",
+    )
+    reason = Text(
+        required=False,
+        allow_blank=True,
+        max_length=review_rules.REJECT_MESSAGE_MAX_LENGTH,
+        help_text=f"reject: the participant's message ({review_rules.REJECT_MESSAGE_MIN_LENGTH} characters or more)",
+    )
+    rejection_category = Text(
+        required=False, allow_blank=True, max_length=40, help_text="reject: one of Prolific's categories"
+    )
+
+
+def _review(context: ActionContext, params: dict[str, Any]) -> ActionResult:
+    """The selection's main-pool answers (or one annotator's) given a review decision by the
+    review service (annotate/review/services.py), ``review_rules.BULK_MAX`` at a time, all or
+    none: a refusal of one part undoes the others."""
+    answers = Annotation.objects.filter(
+        study=context.study, item__in=context.items.values("pk"), source=ROLE_MAIN, is_test=False
+    )
+    if params.get("annotator"):
+        answers = answers.filter(annotator__pid=params["annotator"].lower())
+    ids = list(answers.order_by("pk").values_list("pk", flat=True))
+    if not ids:
+        raise InvalidInput(fields={"items": "the selection has no main-pool answer to review"})
+    n = 0
+    with transaction.atomic():
+        for start in range(0, len(ids), review_rules.BULK_MAX):
+            n += len(
+                annotation_review(
+                    study=context.study,
+                    annotation_ids=ids[start : start + review_rules.BULK_MAX],
+                    decision=params["decision"],
+                    reviewer=context.user,
+                    reason=params.get("reason", ""),
+                    rejection_category=params.get("rejection_category", ""),
+                )
+            )
+    label = review_rules.DECISIONS[params["decision"]]
+    return ActionResult(f"{label}: {n} answer(s) of the selected items.", {params["decision"]: n})
+
+
 data_action_register(
     DataAction(
         "exclude",
@@ -221,5 +270,16 @@ data_action_register(
         "Every annotation of the selected items in the study export's shape (JSONL or CSV).",
         ExportParams,
         _export,
+    )
+)
+data_action_register(
+    DataAction(
+        "review",
+        "Send to review",
+        "A review decision on the selected items' main-pool answers (or one annotator's): accept, or reject with "
+        "Prolific's message and category (the answer leaves the counted set and the participant is rejected in "
+        "the Prolific review). A correction or a gold label is made on the item's review page.",
+        ReviewParams,
+        _review,
     )
 )

@@ -127,8 +127,16 @@ class ActionRequestSerializer(serializers.Serializer):
     all_matching = StrictBooleanField(
         required=False, default=False, help_text="Every item matching the URL's filters (the table's parameters)"
     )
-    reason = Text(required=False, help_text="exclude: why (required)")
-    annotator = Text(required=False, allow_blank=True, help_text="exclude, restore: only this annotator's answers")
+    reason = Text(
+        required=False,
+        allow_blank=True,
+        help_text="exclude: why (required); review with reject: the participant's message",
+    )
+    annotator = Text(
+        required=False, allow_blank=True, help_text="exclude, restore, review: only this annotator's answers"
+    )
+    decision = serializers.CharField(required=False, help_text="review: accept or reject")
+    rejection_category = Text(required=False, allow_blank=True, help_text="review with reject: Prolific's category")
     round = serializers.CharField(required=False, help_text='add_to_round: a round number or "new"')
     instructions = Text(required=False, allow_blank=True, help_text="add_to_round with new: the round's guidelines")
     format = serializers.CharField(required=False, help_text="export: jsonl (default) or csv")
@@ -184,6 +192,8 @@ class StudyDataActionView(APIView):
         description="The selection is the items named (items: their item_id) or every item matching the URL's "
         "filters (all_matching: true; the table's parameters, sort and page aside). exclude (reason, "
         "annotator): their main-pool answers excluded; restore (annotator): a researcher's exclusions undone; "
+        "review (decision: accept or reject, reason, rejection_category, annotator): a review decision on their "
+        "main-pool answers by the review service; "
         "add_to_round (round: a number or new, instructions): main items copied into another pilot round; "
         "export (format: jsonl or csv): the selection's annotations streamed in the export's shape. A bad "
         "parameter is a 400 naming it; nothing is changed then.",

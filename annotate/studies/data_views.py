@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from annotate.models import Study
+from annotate.review.rules import REJECTION_CATEGORIES
 from annotate.studies.data_actions import data_action_list, data_action_run
 from annotate.studies.data_apis import SELECTION_MAX
 from annotate.studies.data_selectors import (
@@ -101,6 +102,7 @@ def _render(request: HttpRequest, study: Study, *, error: AppError | None = None
         "actions": data_action_list(),
         "rounds": study_round_choices(study),
         "judges": judge_names(),
+        "rejection_categories": list(REJECTION_CATEGORIES.items()),
         "error": error,
         "params": request.GET,
     }
