@@ -218,6 +218,30 @@ def test_human_labels_for_calibration_come_from_the_source_chosen(study, researc
     assert human_labels(study, "gold_or_majority", majority) == {"item-1": False, "item-2": False}
 
 
+# --------------------------------------------------------------------------- exports
+
+
+def test_exports_carry_the_review_the_original_answer_and_the_gold_label(study, researcher, researcher_client):
+    from annotate.studies.exports import annotation_csv_lines, annotation_export_rows
+
+    a = _annotation(study, "p3")
+    correction = {"has_failure": True, "failures": [FAILURE], "comments": ""}
+    annotation_review(study=study, annotation_ids=[a.pk], decision="correct", reviewer=researcher, answer=correction)
+    gold_label_set(
+        item=a.item, answer={"has_failure": True, "failures": [FAILURE]}, note="Step 2.", adjudicator=researcher
+    )
+    rows = {(r["item_id"], r["annotator"]): r for r in annotation_export_rows(study)}
+    row = rows[("item-1", "p3")]
+    assert row["review"] == "correct" and row["has_failure"] is True and row["submitted_answer"]["has_failure"] is False and row["submitted_answer"]["answer"]["failures"] == []
+    assert row["gold_has_failure"] is True and row["gold_note"] == "Step 2." and row["gold_answer"]["failures"]
+    assert rows[("item-2", "p3")]["gold_answer"] is None and rows[("item-2", "p3")]["review"] == ""
+    header = next(iter(annotation_csv_lines([])))
+    assert "gold_answer" in header and "submitted_answer" in header
+    listed = researcher_client.get(f"/api/studies/{study.slug}/annotations/", {"item": "item-1"}).json()
+    mine = [r for r in listed["results"] if r["annotator"] == "p3"][0]
+    assert mine["review"] == "correct" and mine["submitted_answer"]["answer"]["has_failure"] is False
+
+
 # --------------------------------------------------------------------------- the API
 
 

@@ -62,7 +62,7 @@ def annotation_review_data(a: Annotation) -> dict[str, Any]:
         "annotator": a.annotator.pid,
         "label": a.label,
         "answer": a.answer,
-        "submitted_answer": a.submitted_answer["answer"] if a.submitted_answer else None,
+        "submitted_answer": a.submitted_answer,
         "flag": a.flag,
         "review": a.review,
         "reviewed_at": a.reviewed_at.isoformat() if a.reviewed_at else None,

@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 
 from annotate.kinds import kind_get
 from annotate.kinds.base import StudyKind
-from annotate.models import Annotation, Study, StudyItem
+from annotate.models import Annotation, GoldLabel, Study, StudyItem
 from core.csv_cells import csv_writer
 from core.record_files import atomic_output
 
@@ -61,6 +61,15 @@ EXPORT_FIELDS = (
     "item_source",
     "is_test",
     "answer",
+    # review and adjudication (annotate/review/): the latest decision ("" not reviewed; a
+    # rejected annotation is also excluded, a corrected one carries the correction above and
+    # the annotator's own answer in submitted_answer), and the item's gold label, if any
+    "review",
+    "reviewed_at",
+    "submitted_answer",
+    "gold_answer",
+    "gold_has_failure",
+    "gold_note",
 )
 
 
@@ -88,8 +97,12 @@ def annotation_export_rows(
 
 
 def _export_rows(study: Study, kind: StudyKind, qs: QuerySet[Annotation]) -> Iterator[dict[str, Any]]:
+    golds = {
+        g.item_id: g for g in GoldLabel.objects.filter(study=study).only("item_id", "answer", "has_failure", "note")
+    }
     for a in qs.iterator(chunk_size=1000):
         known = kind.known_answer_columns(a.item.expected)  # the kind's known answer under its column's name
+        gold = golds.get(a.item_id)
         yield {
             "item_id": a.item.item_id,
             "annotator": a.annotator.pid,
@@ -137,10 +150,16 @@ def _export_rows(study: Study, kind: StudyKind, qs: QuerySet[Annotation]) -> Ite
             "answer": a.answer,
             # A test participant's annotation (only in an export asked for with include_test).
             "is_test": a.is_test,
+            "review": a.review,
+            "reviewed_at": a.reviewed_at.isoformat() if a.reviewed_at else None,
+            "submitted_answer": a.submitted_answer,
+            "gold_answer": gold.answer if gold else None,
+            "gold_has_failure": gold.has_failure if gold else None,
+            "gold_note": gold.note if gold else None,
         }
 
 
-JSON_CELLS = {"failures", "steps_opened", "click_log", "item_source", "answer"}
+JSON_CELLS = {"failures", "steps_opened", "click_log", "item_source", "answer", "submitted_answer", "gold_answer"}
 
 
 def annotation_export(*, study: Study, output: str | Path, include_test: bool = False) -> int:
