@@ -41,4 +41,9 @@ urlpatterns: list = [
         review_apis.StudyGoldAgreementView.as_view(),
         name="api-study-gold-agreement",
     ),
+    path(
+        "studies/<slug:slug>/gold-qualification/",
+        review_apis.StudyGoldQualificationView.as_view(),
+        name="api-study-gold-qualification",
+    ),
 ]

@@ -63,5 +63,10 @@ urlpatterns = [
     # Review and adjudication.
     path("studies/<slug:slug>/review/", review_views.review, name="review"),
     path("studies/<slug:slug>/review/bulk", review_views.review_bulk, name="review_bulk"),
+    path(
+        "studies/<slug:slug>/review/gold-qualification",
+        review_views.review_gold_qualification,
+        name="review_gold_qualification",
+    ),
     path("studies/<slug:slug>/review/items/<item_id:item_id>/", review_views.review_item, name="review_item"),
 ]

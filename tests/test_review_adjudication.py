@@ -218,6 +218,54 @@ def test_human_labels_for_calibration_come_from_the_source_chosen(study, researc
     assert human_labels(study, "gold_or_majority", majority) == {"item-1": False, "item-2": False}
 
 
+# --------------------------------------------------------------------------- qualification items of a later study
+
+
+def test_a_later_study_takes_gold_labelled_items_as_qualification_items_graded_by_the_gold(
+    study, researcher, researcher_client
+):
+    from annotate.kinds.base import ROLE_QUALIFICATION
+
+    gold_label_set(
+        item=study.items.get(item_id="item-1"),
+        answer={"has_failure": True, "failures": [FAILURE]},
+        note="Step 2 never boils the water.",
+        adjudicator=researcher,
+    )
+    later = study_make(n_items=2, name="Later")  # no qualification test yet
+    r = researcher_client.post(
+        f"/api/studies/{later.slug}/gold-qualification/", {"from_study": study.slug}, content_type="application/json"
+    )
+    assert r.status_code == 200 and r.json()["added"] == [f"{study.slug}/item-1"]
+    item = later.items.get(role=ROLE_QUALIFICATION)
+    later.refresh_from_db()
+    assert later.qualification_enabled and later.qualification_pass == 1  # turned on: every gold item right
+    assert item.expected is True and item.explanation == "Step 2 never boils the water."
+    assert item.candidate_steps == study.items.get(item_id="item-1").candidate_steps
+    again = researcher_client.post(
+        f"/api/studies/{later.slug}/gold-qualification/", {"from_study": study.slug}, content_type="application/json"
+    )
+    assert again.json()["skipped"] == [f"{study.slug}/item-1"] and again.json()["added"] == []
+    # an annotator of the later study meets it as a qualification item, graded against the gold label
+    p = annotator_start(later, "newcomer")
+    a = assignment_next(participation=p)
+    assert a.item.pk == item.pk
+    read_everything(p, a)
+    graded = annotation_submit(participation=p, public_id=a.public_id, answer=ONE_FAILURE).annotation
+    assert graded.correct is True
+    # refusals: itself, no gold, once entered
+    r = researcher_client.post(
+        f"/api/studies/{later.slug}/gold-qualification/", {"from_study": later.slug}, content_type="application/json"
+    )
+    assert r.status_code == 400 and "from_study" in r.json()
+    assert (
+        researcher_client.post(
+            f"/api/studies/{study.slug}/gold-qualification/", {"from_study": 7}, content_type="application/json"
+        ).status_code
+        == 400
+    )
+
+
 # --------------------------------------------------------------------------- exports
 
 
@@ -232,7 +280,12 @@ def test_exports_carry_the_review_the_original_answer_and_the_gold_label(study, 
     )
     rows = {(r["item_id"], r["annotator"]): r for r in annotation_export_rows(study)}
     row = rows[("item-1", "p3")]
-    assert row["review"] == "correct" and row["has_failure"] is True and row["submitted_answer"]["has_failure"] is False and row["submitted_answer"]["answer"]["failures"] == []
+    assert (
+        row["review"] == "correct"
+        and row["has_failure"] is True
+        and row["submitted_answer"]["has_failure"] is False
+        and row["submitted_answer"]["answer"]["failures"] == []
+    )
     assert row["gold_has_failure"] is True and row["gold_note"] == "Step 2." and row["gold_answer"]["failures"]
     assert rows[("item-2", "p3")]["gold_answer"] is None and rows[("item-2", "p3")]["review"] == ""
     header = next(iter(annotation_csv_lines([])))

@@ -26,7 +26,7 @@ from annotate.review.selectors import (
     review_list,
     review_status_check,
 )
-from annotate.review.services import annotation_review, gold_label_delete, gold_label_set
+from annotate.review.services import annotation_review, gold_label_delete, gold_label_set, gold_qualification_add
 from annotate.studies.api_fields import error_responses, query_int
 from annotate.studies.selectors import study_get
 from core.app_errors import InvalidInput
@@ -274,3 +274,42 @@ class StudyGoldAgreementView(APIView):
     def get(self, request, slug: str):
         study = study_get(slug=slug)
         return Response(gold_agreement(study, study_judgment_rows(study)))
+
+
+class GoldQualificationRequestSerializer(serializers.Serializer):
+    from_study = serializers.CharField(help_text="The slug of the study whose gold-labelled items to take")
+    qualification_pass = serializers.IntegerField(
+        required=False, help_text="Correct answers needed to pass (default: the study's, else every qualification item)"
+    )
+
+
+class StudyGoldQualificationView(APIView):
+    parser_classes = [StrictJSONParser]
+
+    @extend_schema(
+        summary="Take another study's gold-labelled items as this study's qualification items",
+        description=(
+            "Each gold-labelled item of from_study (same kind) becomes a qualification item of this study, "
+            "its known answer the gold label and its explanation the adjudicator's note; ids are "
+            "'<from_study>/<item_id>', and items already here are skipped. Refused once anyone has entered."
+        ),
+        request=GoldQualificationRequestSerializer,
+        responses={
+            200: OpenApiTypes.OBJECT,
+            **error_responses(
+                _400="{from_study|items: [problem]}",
+                _404="No such study",
+                _409="Another kind, no gold label, or a kind without known answers",
+            ),
+        },
+    )
+    def post(self, request, slug: str):
+        target = study_get(slug=slug)
+        body = _body(request)
+        source_slug = body.get("from_study")
+        if not isinstance(source_slug, str) or not source_slug or len(source_slug) > 100:
+            raise InvalidInput(fields={"from_study": "the slug of a study with gold labels"})
+        added = gold_qualification_add(source=study_get(slug=source_slug), target=target)
+        return Response(
+            {"added": added.added, "skipped": added.skipped, "qualification_enabled": target.qualification_enabled}
+        )

@@ -205,6 +205,17 @@ def gold_agreement(study: Study, judgments: list[Any] | None = None) -> dict[str
     }
 
 
+def gold_sources(study: Study) -> list[Study]:
+    """Other studies of the same kind with at least one gold label: where this study may take
+    qualification items from."""
+    return list(
+        Study.objects.filter(kind=study.kind, gold_labels__isnull=False)
+        .exclude(pk=study.pk)
+        .distinct()
+        .order_by("name")
+    )
+
+
 def gold_groups(report: dict[str, Any]) -> list[tuple[str, list[tuple[str, Any]]]]:
     """The gold agreement's tables as the pages show them: annotators, then judges (where the
     kind's answers carry has_failure labels)."""

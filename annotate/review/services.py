@@ -14,7 +14,8 @@ decision counts, mirrored on ``Annotation.review``:
   answer, and the inclusion a rejection took away (an exclusion for another reason, such as
   failed attention checks, stays).
 
-``gold_label_set`` settles an item into its gold label; ``gold_label_delete`` takes it away."""
+``gold_label_set`` settles an item into its gold label; ``gold_label_delete`` takes it away;
+``gold_qualification_add`` gives a later study the gold-labelled items as qualification items."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from django.utils import timezone
 
 from annotate import constants as C
 from annotate.kinds import kind_get
-from annotate.kinds.base import ROLE_MAIN, FieldError, StudyKind
+from annotate.kinds.base import ROLE_MAIN, ROLE_QUALIFICATION, FieldError, ItemSpec, StudyKind
 from annotate.models import Annotation, AnnotationReview, GoldLabel, Study, StudyItem
 from annotate.review import rules
+from annotate.studies.data_services import ItemsAdded, study_items_add
 from annotate.studies.selectors import annotations_counted
 from core.app_errors import Conflict, InvalidInput, NotFound
 from core.strict_json import StrictJSONError, check_value
@@ -270,3 +272,55 @@ def gold_label_delete(*, item: StudyItem) -> None:
     deleted, _ = GoldLabel.objects.filter(item=item).delete()
     if not deleted:
         raise NotFound(f"item {item.item_id} has no gold label")
+
+
+@transaction.atomic
+def gold_qualification_add(*, source: Study, target: Study, qualification_pass: Any = None) -> ItemsAdded:
+    """Give ``target`` (a later study of the same kind) the gold-labelled items of ``source`` as
+    qualification items: each item as annotators saw it, its known answer the gold label
+    (``StudyKind.expected_from_answer``), its explanation the adjudicator's note. Ids are
+    ``<source slug>/<item id>``; an item ``target`` already has is skipped, so a repeat adds only
+    new gold labels. Refused (409) for a study of another kind, a kind that cannot turn an answer
+    into a known answer, no gold label, or a target someone has already entered
+    (``study_items_add``).
+
+    The qualification test is then on: a target that had it off gets it turned on, and its pass
+    mark is ``qualification_pass`` (1 to the number of qualification items) or, when not given,
+    the study's own if it has one, else every qualification item answered as its known answer."""
+    if target.pk == source.pk:
+        raise InvalidInput(fields={"from_study": "a study's own items cannot be its qualification items"})
+    if target.kind != source.kind:
+        raise Conflict(
+            fields={"from_study": f"{source.slug} is a {source.kind} study; {target.slug} is a {target.kind} study"}
+        )
+    kind = kind_get(source.kind)
+    if kind.expected_from_answer is None:
+        raise Conflict(fields={"from_study": f"the {kind.label} kind cannot use a gold label as a known answer"})
+    golds = list(GoldLabel.objects.filter(study=source).select_related("item").order_by("item__position", "item_id"))
+    if not golds:
+        raise Conflict(fields={"from_study": f"{source.slug} has no gold label yet"})
+    specs = [
+        ItemSpec(
+            item_id=f"{source.slug}/{g.item.item_id}",
+            topic=g.item.topic,
+            goal=g.item.goal,
+            reference_steps=list(g.item.reference_steps),
+            candidate_steps=list(g.item.candidate_steps),
+            role=ROLE_QUALIFICATION,
+            expected=kind.gold_expected(g.answer),
+            explanation=g.note,
+            source={**(g.item.source or {}), "gold_of": {"study": source.slug, "item_id": g.item.item_id}},
+        )
+        for g in golds
+    ]
+    added = study_items_add(study=target, items=specs, skip_existing=True)
+    n_items = StudyItem.objects.filter(study=target, role=ROLE_QUALIFICATION).count()
+    mark = target.qualification_pass or n_items
+    if qualification_pass not in (None, ""):
+        text = str(qualification_pass).strip()
+        if isinstance(qualification_pass, bool) or not text.isdigit() or not 1 <= int(text) <= n_items:
+            raise InvalidInput(fields={"qualification_pass": f"a whole number from 1 to {n_items}"})
+        mark = int(text)
+    Study.objects.filter(pk=target.pk).update(qualification_enabled=True, qualification_pass=min(mark, n_items))
+    target.refresh_from_db(fields=["qualification_enabled", "qualification_pass"])
+    return added

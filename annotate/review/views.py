@@ -24,11 +24,12 @@ from annotate.review.selectors import (
     gold_agreement,
     gold_groups,
     gold_label_get,
+    gold_sources,
     review_counts,
     review_list,
     review_status_check,
 )
-from annotate.review.services import annotation_review, gold_label_delete, gold_label_set
+from annotate.review.services import annotation_review, gold_label_delete, gold_label_set, gold_qualification_add
 from annotate.studies.selectors import study_get
 from core.app_errors import AppError, InvalidInput
 from core.errors import app_errors
@@ -58,6 +59,7 @@ def _review_context(request: HttpRequest, slug: str) -> dict[str, Any]:
     gold_report = gold_agreement(study, study_judgment_rows(study))
     return {
         "study": study,
+        "gold_sources": gold_sources(study),
         "gold_report": gold_report,
         "gold_groups": gold_groups(gold_report),
         "status": status,
@@ -196,3 +198,26 @@ def review_item(request: HttpRequest, slug: str, item_id: str) -> HttpResponse:
     else:
         raise InvalidInput(fields={"form": "one of review, gold, gold_delete"})
     return redirect("annotate:review_item", slug=slug, item_id=item.item_id)
+
+
+@researcher_required
+@require_POST
+@app_errors(_review_refused)
+def review_gold_qualification(request: HttpRequest, slug: str) -> HttpResponse:
+    """Take the gold-labelled items of the study chosen (``from_study``) as qualification items."""
+    target = study_get(slug=slug)
+    source_slug = request.POST.get("from_study", "")
+    if not source_slug:
+        raise InvalidInput(fields={"from_study": "choose a study with gold labels"})
+    added = gold_qualification_add(source=study_get(slug=source_slug), target=target)
+    note = (
+        ""
+        if target.qualification_enabled
+        else " The qualification test is off in this study's settings: turn it on to use them."
+    )
+    messages.success(
+        request,
+        f"{len(added.added)} qualification item(s) added from the gold labels of {source_slug}"
+        f"{f'; {len(added.skipped)} already here' if added.skipped else ''}.{note}",
+    )
+    return redirect("annotate:review", slug=slug)
