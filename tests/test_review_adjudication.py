@@ -218,6 +218,28 @@ def test_human_labels_for_calibration_come_from_the_source_chosen(study, researc
     assert human_labels(study, "gold_or_majority", majority) == {"item-1": False, "item-2": False}
 
 
+def test_the_leaderboards_calibration_selector_takes_gold_labels_when_asked(demo, researcher):
+    from annotate.reports.selectors import calibration_from_studies
+    from annotate.testing import judged_generation_study, label_as_the_judge
+    from judging.models import Judgment
+
+    study = judged_generation_study(name="Calibrated", annotators_per_item=2, n=6)
+    label_as_the_judge(study, ("a1", "a2"))  # the majority agrees with the judge everywhere
+    item = study.items.order_by("position").first()
+    judged = Judgment.objects.get(pk=item.source["judgment_id"])
+    successes = [not j.has_failure for j in Judgment.objects.filter(judge="How2Judge")]
+    by_majority = calibration_from_studies("How2Judge", successes)
+    assert by_majority["tnr"] == 1.0 and by_majority["tpr"] == 1.0
+    flipped = (
+        {"has_failure": False, "failures": []} if judged.has_failure else {"has_failure": True, "failures": [FAILURE]}
+    )
+    gold_label_set(item=item, answer=flipped, note="The judge is wrong here.", adjudicator=researcher)
+    by_gold = calibration_from_studies("How2Judge", successes, human_source="gold")
+    assert by_gold["n_labelled"] == 1
+    mixed = calibration_from_studies("How2Judge", successes, human_source="gold_or_majority")
+    assert mixed["n_labelled"] == by_majority["n_labelled"] and (mixed["tpr"], mixed["tnr"]) != (1.0, 1.0)
+
+
 # --------------------------------------------------------------------------- qualification items of a later study
 
 

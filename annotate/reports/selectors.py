@@ -13,7 +13,8 @@ from annotate import constants as C
 from annotate.kinds import kind_list
 from annotate.kinds.base import REPORT_AGREEMENT
 from annotate.models import Study, StudyItem
-from annotate.review.selectors import HUMAN_MAJORITY, human_labels
+from annotate.review.selectors import HUMAN_MAJORITY
+from annotate.review.selectors import human_labels as human_labels_by_source
 from annotate.stats.agreement import agreement_report
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP, sample_size_note
 from annotate.stats.calibration import calibrated_score, calibration_summary, ppi_score
@@ -94,7 +95,7 @@ def study_agreement_report(
     human = None
     if human_source != HUMAN_MAJORITY:
         majority = human_majority(annotations, min_annotations=study.min_annotations_for_majority).decided()
-        human = human_labels(study, human_source, majority)
+        human = human_labels_by_source(study, human_source, majority)
     return agreement_report(
         annotations,
         judgments,
@@ -321,7 +322,11 @@ def generations_in_studies() -> set[int]:
 
 
 def calibration_from_studies(
-    judge: str, successes: list[bool], items: list[tuple[int, str, bool]] | None = None
+    judge: str,
+    successes: list[bool],
+    items: list[tuple[int, str, bool]] | None = None,
+    *,
+    human_source: str = HUMAN_MAJORITY,
 ) -> dict[str, Any] | None:
     """The human How2Score of a leaderboard row estimated from the judge's labels and the
     human majority of every study item the judge has a verdict on: Rogan-Gladen and stratified
@@ -336,7 +341,10 @@ def calibration_from_studies(
     row; strata = topics) and as unlabelled the row's ``items``. None when no human majority
     exists for the judge. ``source_studies`` name the studies that gave at least one
     human-labelled item (an item with a human majority the judge has a verdict on), not every
-    study made of judged generations; ``ppi.source_studies`` those that gave the row's own."""
+    study made of judged generations; ``ppi.source_studies`` those that gave the row's own.
+    ``human_source`` (annotate/review/selectors.py, ``HUMAN_SOURCES``) takes gold labels as the
+    human label instead of, or before, the majority; the leaderboard's provider uses the
+    majority."""
     item_judge: dict[tuple[int, str], tuple[int, bool]] = {}
     study_ids = set()  # studies with an item the judge has a verdict on: where labels may be
     generation_items = defaultdict(list)
@@ -362,7 +370,9 @@ def calibration_from_studies(
     contributing: dict[int, str] = {}  # studies that gave at least one human-labelled item
     ppi_contributing: dict[int, str] = {}  # ... of this row's own generations
     for study in Study.objects.filter(pk__in=study_ids).order_by("pk"):
-        for item_id, label in study_human_majority(study).decided().items():
+        majority = study_human_majority(study).decided()
+        labels = majority if human_source == HUMAN_MAJORITY else human_labels_by_source(study, human_source, majority)
+        for item_id, label in labels.items():
             if (study.pk, item_id) in item_judge:
                 generation_id, judge_label = item_judge[(study.pk, item_id)]
                 judge_labels.append(judge_label)
