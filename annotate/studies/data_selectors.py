@@ -44,8 +44,9 @@ from annotate.kinds.base import ROLE_MAIN
 from annotate.models import Annotation, Assignment, AssignmentStatus, ItemRole, Study, StudyItem
 from annotate.participation import clock
 from annotate.participation.flags import FLAG_BROKEN, FLAG_UNSURE
+from annotate.stats.records import LEFT_OUT_FLAGS
 from annotate.studies.api_fields import LABEL_HAS_FAILURE, LABEL_NO_FAILURE
-from annotate.studies.selectors import annotations_counted
+from annotate.studies.selectors import LEFT_OUT_WHERE
 from core.app_errors import InvalidInput
 from core.query_params import QueryChoice, query_params_clean
 
@@ -245,52 +246,82 @@ def _count(queryset: QuerySet, field: str = "item") -> Coalesce:
     return Coalesce(Subquery(counts, output_field=IntegerField()), 0)
 
 
-def data_rows(study: Study, query: DataQuery) -> QuerySet[Any]:
-    """The study's items matching ``query``'s filters, in its sort order, each with
-    ``n_annotations`` (submitted, test participants' aside), ``n_counted`` (those that count),
-    ``n_has_failure`` (counted answers saying has_failure), ``n_minority`` (the smaller side
-    of the counted labels: 0 when unanimous), ``n_excluded``, ``n_broken``, ``n_unsure``,
-    ``n_flags``, ``n_filled`` (slots toward k), ``n_live`` (unexpired reservations),
-    ``last_submitted_at``, ``judge_label`` and ``status``."""
-    now = clock.now()
-    k = study.annotators_per_item
-    item = OuterRef("pk")
-    answers = Annotation.objects.filter(item=item, is_test=False)
-    counted = annotations_counted(answers.filter(source=ROLE_MAIN))
-    filled = Assignment.objects.filter(
-        item=item, role=ROLE_MAIN, status=AssignmentStatus.SUBMITTED, surplus=False, is_test=False
-    )
-    live = Assignment.objects.filter(
-        item=item, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now, is_test=False
-    )
+def _prefixed(condition: Q, prefix: str) -> Q:
+    """``condition`` on a related model's fields, named through ``prefix`` (``annotations__``)."""
+    copy = Q()
+    copy.connector, copy.negated = condition.connector, condition.negated
+    copy.children = [
+        _prefixed(child, prefix) if isinstance(child, Q) else (prefix + child[0], child[1])
+        for child in condition.children
+    ]
+    return copy
+
+
+def _counted_where(prefix: str) -> Q:
+    """``annotations_counted``'s rule (none of ``LEFT_OUT_FLAGS``, each as ``LEFT_OUT_WHERE``
+    states it) as a condition on the annotations joined through ``prefix``, for a count
+    grouped per item."""
+    left_out = Q()
+    for flag in LEFT_OUT_FLAGS:
+        left_out |= LEFT_OUT_WHERE[flag]
+    return ~_prefixed(left_out, prefix)
+
+
+def _aggregated(study: Study) -> QuerySet[Any]:
+    """The study's items, each with its answers counted in one grouped join (one pass over the
+    study's annotations, whatever the filter or sort): ``n_annotations`` (submitted, test
+    participants' aside), ``n_counted`` (those that count, ``annotations_counted``),
+    ``n_has_failure`` (counted answers saying has_failure), ``n_minority`` (the smaller side of
+    the counted labels: 0 when unanimous), ``n_excluded``, ``n_broken``, ``n_unsure``,
+    ``n_flags``, ``n_filled`` (slots toward k: main-pool answers that are not surplus, the
+    answers of the submitted assignments that count toward k), ``last_submitted_at`` and
+    ``judge_label``."""
+    mine = Q(annotations__is_test=False)
+    counted = mine & Q(annotations__source=ROLE_MAIN) & _counted_where("annotations__")
     # QuerySet[Any]: the rows carry the annotations below, which the model's type does not know.
     rows: QuerySet[Any] = StudyItem.objects.filter(study=study).annotate(
-        n_annotations=_count(answers),
-        n_counted=_count(counted),
-        n_has_failure=_count(counted.filter(has_failure=True)),
-        n_excluded=_count(answers.filter(excluded=True)),
-        n_broken=_count(answers.filter(flag=FLAG_BROKEN)),
-        n_unsure=_count(answers.filter(flag=FLAG_UNSURE)),
-        n_filled=_count(filled),
-        n_live=_count(live),
-        last_submitted_at=Subquery(
-            answers.order_by().values("item").annotate(last=Max("submitted_at")).values("last")[:1]
-        ),
+        n_annotations=Count("annotations", filter=mine),
+        n_counted=Count("annotations", filter=counted),
+        n_has_failure=Count("annotations", filter=counted & Q(annotations__has_failure=True)),
+        n_excluded=Count("annotations", filter=mine & Q(annotations__excluded=True)),
+        n_broken=Count("annotations", filter=mine & Q(annotations__flag=FLAG_BROKEN)),
+        n_unsure=Count("annotations", filter=mine & Q(annotations__flag=FLAG_UNSURE)),
+        n_filled=Count("annotations", filter=mine & Q(annotations__source=ROLE_MAIN, annotations__surplus=False)),
+        last_submitted_at=Max("annotations__submitted_at", filter=mine),
         # The label as text (a plain column for the filter's equality, not a JSON comparison).
         judge_label=Cast(KeyTextTransform("judge_label", "source"), output_field=CharField()),
     )
-    rows = rows.annotate(
+    return rows.annotate(
         n_flags=F("n_broken") + F("n_unsure"),
         n_minority=Least(F("n_has_failure"), F("n_counted") - F("n_has_failure")),
+    )
+
+
+def _with_status(study: Study, rows: QuerySet[Any]) -> QuerySet[Any]:
+    """``rows`` with ``n_live`` (unexpired reservations of real participants, one correlated
+    count per row: asked for only where the status is filtered on or shown) and ``status``, the
+    study page's partition of the main pool (``study_progress_get``)."""
+    live = Assignment.objects.filter(
+        item=OuterRef("pk"), status=AssignmentStatus.RESERVED, lease_expires_at__gt=clock.now(), is_test=False
+    )
+    return rows.annotate(n_live=_count(live)).annotate(
         status=Case(
             When(~Q(role=ROLE_MAIN), then=Value(STATUS_CHECK)),
-            When(n_filled__gte=k, then=Value(STATUS_COMPLETE)),
+            When(n_filled__gte=study.annotators_per_item, then=Value(STATUS_COMPLETE)),
             When(n_live__gt=0, then=Value(STATUS_IN_PROGRESS)),
             When(n_filled__gt=0, then=Value(STATUS_IN_PROGRESS if study.is_open else STATUS_INCOMPLETE)),
             default=Value(STATUS_OPEN),
             output_field=CharField(),
         ),
     )
+
+
+def data_rows(study: Study, query: DataQuery) -> QuerySet[Any]:
+    """The study's items matching ``query``'s filters, in its sort order, with the counts of
+    ``_aggregated`` (and ``n_live`` and ``status`` when the status is filtered on)."""
+    rows = _aggregated(study)
+    if query.status:
+        rows = _with_status(study, rows)
     rows = _filtered(study, rows, query)
     ordering = [f"-{name}" if query.sort.startswith("-") else name for name in SORTS[query.sort.lstrip("-")]]
     return rows.order_by(*ordering, "pk" if not query.sort.startswith("-") else "-pk")
@@ -374,7 +405,11 @@ def data_page(study: Study, query: DataQuery) -> DataPage:
     if query.page > pages:
         raise InvalidInput(fields={"page": f"there {'is' if pages == 1 else 'are'} {pages} page(s) of {count} item(s)"})
     start = (query.page - 1) * query.page_size
-    items: list[Any] = list(rows[start : start + query.page_size])
+    # The page's ids first (the filter and sort need only the grouped counts), then those items
+    # with everything a row shows: the rows skipped before the page cost no more than that.
+    ids = list(rows.values_list("pk", flat=True)[start : start + query.page_size])
+    found = {i.pk: i for i in _with_status(study, _aggregated(study).filter(pk__in=ids))}
+    items: list[Any] = [found[pk] for pk in ids]
     answers: dict[int, list[Annotation]] = {i.pk: [] for i in items}
     for a in (
         Annotation.objects.filter(item__in=list(answers), is_test=False)
