@@ -17,7 +17,7 @@ filtering or sorting on them is refused naming the parameter."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import (
     Case,
@@ -250,10 +250,14 @@ def _prefixed(condition: Q, prefix: str) -> Q:
     """``condition`` on a related model's fields, named through ``prefix`` (``annotations__``)."""
     copy = Q()
     copy.connector, copy.negated = condition.connector, condition.negated
-    copy.children = [
-        _prefixed(child, prefix) if isinstance(child, Q) else (prefix + child[0], child[1])
-        for child in condition.children
-    ]
+    children: list[Any] = []
+    for child in condition.children:
+        if isinstance(child, Q):
+            children.append(_prefixed(child, prefix))
+        else:  # a (lookup, value) pair
+            lookup, value = cast("tuple[str, Any]", child)
+            children.append((prefix + lookup, value))
+    copy.children = children
     return copy
 
 
