@@ -59,17 +59,17 @@ EXPORT_FIELDS = (
     "prolific_session_id",
     "attention_seed",
     "item_source",
-    "is_test",
-    "answer",
     # review and adjudication (annotate/review/): the latest decision ("" not reviewed; a
-    # rejected annotation is also excluded, a corrected one carries the correction above and
-    # the annotator's own answer in submitted_answer), and the item's gold label, if any
+    # rejected annotation is also excluded, a corrected one carries the correction in its
+    # answer columns and the annotator's own in submitted_answer), and the item's gold label
     "review",
     "reviewed_at",
     "submitted_answer",
     "gold_answer",
     "gold_has_failure",
     "gold_note",
+    "is_test",
+    "answer",
 )
 
 
