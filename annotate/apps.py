@@ -20,3 +20,8 @@ class AnnotateConfig(AppConfig):
         from goalstep.validation import human_accuracy_provider_register
 
         human_accuracy_provider_register(choice_human_accuracy)
+        # The allocation panel on the study page (policy, annotations used, width against target).
+        from annotate.panels import study_panel_register
+        from annotate.participation.allocation_views import allocation_panel
+
+        study_panel_register(allocation_panel)

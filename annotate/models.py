@@ -16,6 +16,7 @@ from annotate import constants as C
 from annotate.kinds import kind_choices
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.kinds.constraint_faithfulness.definition import answer_summary
+from annotate.participation.allocation import POLICY_FIXED, POLICY_LABELS
 from annotate.participation.flags import BROKEN_REASONS, FLAG_BROKEN, FLAGS
 from annotate.review.rules import DECISIONS, REJECTION_CATEGORIES
 from mining.models import CorpusImportStatus as ImportStatus
@@ -106,6 +107,27 @@ class Study(models.Model):
         default=False,
         help_text="Accept participant ids that do not look like Prolific's (24 hexadecimal characters): "
         "for demos, pilots with colleagues and tests.",
+    )
+    # How the study spends its annotators (annotate/participation/allocation.py, docs/annotation.md).
+    allocation_policy = models.CharField(
+        max_length=20,
+        choices=[(key, label) for key, label in POLICY_LABELS.items()],
+        default=POLICY_FIXED,
+        help_text="fixed: k annotators per item; dynamic: k, then more while the item is undecided; active: "
+        "dynamic k with new items drawn where they narrow the PPI++ How2Score interval most.",
+    )
+    max_annotators_per_item = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="Dynamic k: the most annotators an item gets (annotators per item is the least); None under fixed k.",
+    )
+    target_interval_width = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The PPI++ How2Score interval width (0-1) at which the study stops offering items.",
+    )
+    target_reached_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the interval first reached the target width (the study stopped)."
     )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -443,9 +465,7 @@ class GoldLabel(models.Model):
     note = models.TextField()
     adjudicator = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     settled = models.ManyToManyField(Annotation, blank=True, related_name="gold_labels")
-    history = models.JSONField(
-        default=list, blank=True, help_text="Earlier versions: answer, note, adjudicator, time."
-    )
+    history = models.JSONField(default=list, blank=True, help_text="Earlier versions: answer, note, adjudicator, time.")
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 

@@ -11,3 +11,8 @@ class ProlificConfig(AppConfig):
         from prolific.views import study_panel
 
         study_panel_register(study_panel)
+        # A study that reaches its target interval width closes its Prolific study.
+        from annotate.participation.allocation_services import target_reached_hook_register
+        from prolific.allocation import prolific_target_reached
+
+        target_reached_hook_register(prolific_target_reached)

@@ -45,6 +45,34 @@ def prolific_sync_study_task(study_id: int) -> str:
         return f"failed: {exc.kind}"
     # Payments without a clear answer are checked on Prolific (read, never paid again).
     settled = prolific_bonus_reconcile_pending(study=study)
-    return f"synced {result.seen} submissions, released {result.released_slots} slots" + (
-        f", {settled} uncertain payments found paid" if settled else ""
+    stop = _stop_for_target(study)
+    return (
+        f"synced {result.seen} submissions, released {result.released_slots} slots"
+        + (f", {settled} uncertain payments found paid" if settled else "")
+        + (", stopped at the target width" if stop == "stopped" else "")
     )
+
+
+def _stop_for_target(study) -> str:
+    """The sync as the reconciler of a stop at the target width that did not get through."""
+    from prolific.allocation import prolific_study_stop_for_target
+    from prolific.client import ProlificError
+
+    try:
+        return prolific_study_stop_for_target(study=study)
+    except ProlificError as exc:
+        logger.warning("Stopping Prolific study of %s at its target width failed: %s", study.slug, exc)
+        return f"failed: {exc.kind}"
+
+
+@shared_task(name="prolific.stop_for_target")
+def prolific_stop_for_target_task(study_id: int) -> str:
+    """Close the linked Prolific study of a study that reached its target interval width
+    (prolific/allocation.py). Returns early when the study is gone; a failure is stored on the
+    link and the next scheduled sync tries again."""
+    from annotate.models import Study
+
+    study = Study.objects.filter(pk=study_id).first()
+    if study is None:
+        return "gone"
+    return _stop_for_target(study)

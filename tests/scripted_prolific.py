@@ -249,6 +249,8 @@ class ScriptedProlific:
             if method == "POST" and route[2:] == ["transition"]:
                 if body.get("action") == "PUBLISH":
                     study["status"] = "ACTIVE"
+                elif body.get("action") == "STOP":  # closed to new participants, as Prolific does
+                    study["status"] = "AWAITING REVIEW"
                 return 200, study
             if method == "GET" and route[2:] == ["submissions"]:
                 query = path.split("?", 1)[1] if "?" in path else ""

@@ -4,6 +4,7 @@ undecided under dynamic k, which stratum active selection draws from, and the st
 from __future__ import annotations
 
 from annotate.participation.allocation import (
+    PILOT_LABELS,
     StratumState,
     calibration_interval,
     interval_width,
@@ -12,7 +13,7 @@ from annotate.participation.allocation import (
     stratum_key,
     target_reached,
 )
-from annotate.stats.calibration import ppi_score
+from annotate.stats.calibration import PPI_MIN_LABELLED, ppi_score
 
 HAS, NO = True, False
 
@@ -86,3 +87,7 @@ def test_the_study_interval_keeps_strata_of_uniform_labels_apart() -> None:
     assert width is not None and 0 < width < 1
     assert target_reached(width, width + 0.01) and not target_reached(width, width - 0.01)
     assert not target_reached(width, None)
+
+
+def test_active_selection_pilots_each_stratum_to_the_labels_ppi_keeps_apart() -> None:
+    assert PILOT_LABELS == PPI_MIN_LABELLED

@@ -336,9 +336,17 @@ def _name_stored_objects(case: Any, names: StoredNames, calls: Counter) -> None:
                 case.body[key] = ""
     elif path == "/api/studies/" and method == "POST":
         # Settings that depend on the kind and the items (a page of items is for multiple
-        # choice; qualification needs items with answers, attention checks attention items):
-        # the service names the conflict.
-        for key in ("items_per_page", "qualification_enabled", "attention_check_rate"):
+        # choice; qualification needs items with answers, attention checks attention items; a
+        # maximum of annotators is for dynamic k, active selection and a target width need the
+        # judge's label on every item): the service names the conflict.
+        for key in (
+            "items_per_page",
+            "qualification_enabled",
+            "attention_check_rate",
+            "allocation_policy",
+            "max_annotators_per_item",
+            "target_interval_width",
+        ):
             case.body.pop(key, None)
         case.body["slug"] = f"st-study-{n}"  # a slug is unique: one taken is refused by name
         if case.media_type == "multipart/form-data":  # from a file

@@ -44,7 +44,6 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from annotate.stats.calibration import PPI_MIN_LABELLED, ppi_score
 from annotate.stats.records import HAS_FAILURE, NO_FAILURE
 
 POLICY_FIXED = "fixed"
@@ -56,8 +55,10 @@ POLICY_LABELS = {
     POLICY_ACTIVE: "Active selection for calibration (dynamic k)",
 }
 POLICIES = tuple(POLICY_LABELS)
-# Labels every stratum gets before the gains decide (ppi_score merges strata with fewer).
-PILOT_LABELS = PPI_MIN_LABELLED
+# Labels every stratum gets before the gains decide: ppi_score merges strata with fewer
+# (annotate/stats/calibration.PPI_MIN_LABELLED, equal by test; not imported here so that the
+# models, which name the policies, load without NumPy).
+PILOT_LABELS = 10
 # Pseudo-items behind a stratum's expected cost per item, so one costly item does not decide it.
 PRIOR_ITEMS = 2
 # Votes a majority needs to decide an item: with the judge, and against it.
@@ -93,6 +94,13 @@ def expected_annotations(min_k: int, max_k: int) -> float:
     """The annotations an item is expected to cost before any is seen: the minimum and, for
     about half the items, one more (the prior of a stratum's cost)."""
     return min(float(max_k), min_k + 0.5)
+
+
+def judge_has_failure_of(source: Any) -> bool | None:
+    """The judge's label an item's ``source`` records (``judge_label``: "has_failure" or
+    "no_failure", as items made from judged generations have it), None when it has none."""
+    label = source.get("judge_label") if isinstance(source, dict) else None
+    return True if label == HAS_FAILURE else False if label == NO_FAILURE else None
 
 
 def stratum_key(topic: str, judge_has_failure: bool) -> str:
@@ -169,6 +177,8 @@ def calibration_interval(
     human_has_failure)`` per item with a human majority, ``unlabelled`` as ``(topic,
     judge_has_failure)`` per item of the study; ppi_score with strata topic x judge label,
     never merged for uniform labels (module docstring)."""
+    from annotate.stats.calibration import ppi_score
+
     return ppi_score(
         [(stratum_key(topic, judge), judge, human) for topic, judge, human in labelled],
         [(stratum_key(topic, judge), judge) for topic, judge in unlabelled],

@@ -26,6 +26,8 @@ from annotate.models import (
     StudyItem,
 )
 from annotate.participation import attention_plan, clock
+from annotate.participation.allocation import is_dynamic
+from annotate.participation.allocation_selectors import item_slots_wanted, open_item_order
 from annotate.participation.selectors import main_items_open
 from annotate.participation.services import participation_finish, participation_lock
 
@@ -86,14 +88,29 @@ def _new_assignment(p: Participation, item: StudyItem, now: datetime) -> Assignm
 
 def _candidate_main_items(p: Participation, now: datetime, limit: int) -> list[int]:
     """Ids of main-pool items this annotator has never had, with fewer than k live slots
-    (``main_items_open``), in study order (so items fill up one after another). A test
-    participant holds no slot, so every item they have not had is a candidate, full or not."""
+    (``main_items_open``), in study order (so items fill up one after another); under dynamic k
+    and active selection, the items that want another label in the allocation's order
+    (``open_item_order``). A test participant holds no slot, so every item they have not had is
+    a candidate, full or not."""
     seen = Assignment.objects.filter(participation=p).values("item_id")
     if p.is_test:
         qs = StudyItem.objects.filter(study_id=p.study_id, role=ROLE_MAIN)
+    elif is_dynamic(p.study.allocation_policy):
+        # Dynamic k and active selection: the allocation's own order (allocation_selectors.py).
+        had = set(seen.values_list("item_id", flat=True))
+        return [pk for pk in open_item_order(p.study, now) if pk not in had][:limit]
     else:
         qs = main_items_open(p.study, now)
     return list(qs.exclude(pk__in=seen).order_by("position", "pk").values_list("pk", flat=True)[:limit])
+
+
+def _capacity(p: Participation, item_id: int, now: datetime) -> int:
+    """The live slots an item may hold: k (fixed), what it wants now (dynamic k:
+    ``item_slots_wanted``), none once the study has reached its target width."""
+    study = p.study
+    if study.target_reached_at is not None:
+        return 0
+    return item_slots_wanted(study, item_id, now)
 
 
 class _ItemFull(Exception):
@@ -112,7 +129,7 @@ def _try_reserve(p: Participation, item_id: int, now: datetime, *, skip_locked: 
             item = item_lock(item_id, skip_locked=skip_locked)
             if item is None:
                 return _SKIPPED
-            if p.is_test or _live_slots(item.pk, now) < p.study.annotators_per_item:
+            if p.is_test or _live_slots(item.pk, now) < _capacity(p, item.pk, now):
                 return _new_assignment(p, item, now)
             raise _ItemFull
     except _ItemFull:
@@ -197,7 +214,7 @@ def _renew_or_expire(a: Assignment, p: Participation, now: datetime) -> bool:
     try:
         with transaction.atomic():  # a savepoint: rolling it back releases the item lock
             item_lock(a.item_id, skip_locked=False)
-            if _live_slots(a.item_id, now, exclude_pk=a.pk) >= p.study.annotators_per_item:
+            if _live_slots(a.item_id, now, exclude_pk=a.pk) >= _capacity(p, a.item_id, now):
                 raise _ItemFull
             a.lease_expires_at = _lease_until(p, now)
             a.save(update_fields=["lease_expires_at"])

@@ -13,6 +13,8 @@ from annotate import constants as C
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.models import Assignment, AssignmentStatus, Participation, ParticipationState, Study, StudyItem
 from annotate.participation import clock
+from annotate.participation.allocation import is_dynamic
+from annotate.participation.allocation_selectors import open_item_order
 from annotate.studies.selectors import study_item_counts
 
 
@@ -34,7 +36,9 @@ def main_items_open(study: Study, now: datetime) -> QuerySet[StudyItem]:
     """The study's main-pool items with fewer than k live slots: the items a participant who
     has had none of them could be given. A live slot counts toward k: a submitted annotation
     that is not surplus, or an unexpired reservation, of a real participant (a test
-    participant's never count). ``_candidate_main_items`` (reservations.py) reserves from here;
+    participant's never count). Under dynamic k and active selection, the items that want another
+    label (annotate/participation/allocation_selectors.py); none once the study has reached its
+    target interval width. ``_candidate_main_items`` (reservations.py) reserves from here;
     ``study_full`` asks whether anything is left."""
     live = Count(
         "assignments",
@@ -45,6 +49,10 @@ def main_items_open(study: Study, now: datetime) -> QuerySet[StudyItem]:
         ),
     )
     items = StudyItem.objects.filter(study_id=study.pk, role=ROLE_MAIN)
+    if study.target_reached_at is not None:
+        return items.none()  # the interval reached the study's target width: nothing more is offered
+    if is_dynamic(study.allocation_policy):
+        return items.filter(pk__in=open_item_order(study, now))
     return items.annotate(live=live).filter(live__lt=study.annotators_per_item)
 
 

@@ -22,6 +22,8 @@ from annotate.kinds import kind_get
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError
 from annotate.models import Annotation, Assignment, AssignmentStatus, Participation, ParticipationState, StudyItem
 from annotate.participation import clock
+from annotate.participation.allocation_selectors import item_slots_wanted
+from annotate.participation.allocation_services import study_target_check
 from annotate.participation.drafts import (
     assignment_events_apply,
     assignment_get_own,
@@ -162,7 +164,7 @@ def annotation_submit(
                 .exclude(pk=a.pk)
                 .count()
             )
-        surplus = filled >= study.annotators_per_item
+        surplus = filled >= item_slots_wanted(study, item.pk, now)
     # None: the item has no known answer, or it is flagged broken (neither a pass nor a miss)
     correct = None if checked.broken else kind.is_correct(cleaned, item)
     excluded, reason = False, ""
@@ -228,6 +230,8 @@ def annotation_submit(
     if a.role == ROLE_QUALIFICATION and p.state == ParticipationState.QUALIFICATION:
         qualification_grade(p)
     p.save()
+    if a.role == ROLE_MAIN and not p.is_test and study.target_interval_width is not None:
+        study_target_check(study=study)  # stops the study once its interval is narrow enough
     return SubmitResult(annotation, True)
 
 

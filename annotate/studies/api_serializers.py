@@ -14,6 +14,7 @@ from rest_framework import serializers
 from annotate.kinds import kind_choices
 from annotate.links import prolific_entry_url
 from annotate.models import Study
+from annotate.participation.allocation_selectors import study_allocation
 from annotate.studies.api_fields import (
     STATUS_CLOSED,
     STATUS_OPEN,
@@ -78,6 +79,34 @@ class StudyProgressSerializer(serializers.Serializer):
     qualification_pass_rate = serializers.FloatField(allow_null=True)
 
 
+class StudyAllocationSerializer(serializers.Serializer):
+    """Where the study stands under its allocation policy (annotate/participation/allocation_selectors.py,
+    ``study_allocation``)."""
+
+    policy = serializers.CharField()
+    policy_label = serializers.CharField()
+    min_annotators_per_item = serializers.IntegerField()
+    max_annotators_per_item = serializers.IntegerField()
+    n_items = serializers.IntegerField(help_text="Main-pool items")
+    n_items_decided = serializers.IntegerField(help_text="Items that need no further annotation")
+    n_items_labelled = serializers.IntegerField(help_text="Decided items with a human majority and a judge label")
+    n_annotations = serializers.IntegerField(help_text="Counted main-pool annotations (the labels used)")
+    n_annotations_submitted = serializers.IntegerField(help_text="Main-pool slots filled (counted or not)")
+    annotations_per_decided_item = serializers.FloatField(allow_null=True)
+    estimate = serializers.FloatField(allow_null=True, help_text="PPI++ How2Score of the study's items, 0-1")
+    estimate_percent = serializers.FloatField(allow_null=True)
+    ci95 = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    ci95_percent = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+    interval_width = serializers.FloatField(allow_null=True)
+    interval_width_percent = serializers.FloatField(allow_null=True)
+    interval_not_estimable = serializers.CharField(allow_null=True)
+    interval_name = serializers.CharField()
+    target_interval_width = serializers.FloatField(allow_null=True)
+    target_interval_width_percent = serializers.FloatField(allow_null=True)
+    target_reached = serializers.BooleanField()
+    target_reached_at = serializers.DateTimeField(allow_null=True)
+
+
 class StudyDetailSerializer(serializers.Serializer):
     """One study: its settings, entry link and codes, progress, items by role."""
 
@@ -106,9 +135,17 @@ class StudyDetailSerializer(serializers.Serializer):
     min_annotations_for_majority = serializers.IntegerField()
     prolific_study_id = serializers.CharField(allow_blank=True)
     allow_other_pids = serializers.BooleanField()
+    allocation_policy = serializers.CharField(help_text="fixed, dynamic or active (docs/annotation.md)")
+    max_annotators_per_item = serializers.IntegerField(
+        allow_null=True, help_text="Dynamic k's most annotators per item (null under fixed k)"
+    )
+    target_interval_width = serializers.FloatField(
+        allow_null=True, help_text="The PPI++ How2Score interval width (0-1) at which the study stops"
+    )
     created_at = serializers.DateTimeField()
     item_counts = serializers.DictField(child=serializers.IntegerField(), help_text="Items by role")
     progress = StudyProgressSerializer()
+    allocation = StudyAllocationSerializer()
 
 
 STUDY_SETTING_FIELDS = (
@@ -126,6 +163,9 @@ STUDY_SETTING_FIELDS = (
     "min_annotations_for_majority",
     "prolific_study_id",
     "allow_other_pids",
+    "allocation_policy",
+    "max_annotators_per_item",
+    "target_interval_width",
     "completion_code",
     "screened_out_code",
     "is_open",
@@ -147,6 +187,7 @@ def study_detail_data(study: Study, request) -> dict[str, Any]:
             "created_at": study.created_at,
             "item_counts": study_item_counts(study),
             "progress": study_api_progress(study),
+            "allocation": study_allocation(study),
         }
     )
     return StudyDetailSerializer(data).data

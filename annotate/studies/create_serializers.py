@@ -15,6 +15,7 @@ from rest_framework import serializers
 from annotate import constants as C
 from annotate.kinds import kind_choices
 from annotate.models import StudyImport
+from annotate.participation.allocation import POLICY_FIXED, POLICY_LABELS
 from annotate.studies.api_fields import (
     INSTRUCTIONS_MAX_CHARS,
     INT_MAX,
@@ -149,6 +150,27 @@ class StudyCreateSerializer(serializers.Serializer):
         C.PROLIFIC_STUDY_ID_PATTERN, required=False, allow_blank=True, max_length=100, default=""
     )
     allow_other_pids = Flag(required=False, default=False)
+    allocation_policy = serializers.ChoiceField(
+        choices=list(POLICY_LABELS.items()),
+        required=False,
+        default=POLICY_FIXED,
+        help_text="fixed (k per item), dynamic (k, then more while undecided) or active (dynamic k, new items "
+        "where they narrow the PPI++ How2Score interval most)",
+    )
+    max_annotators_per_item = FormNullIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=100,
+        help_text="Dynamic k's most annotators per item; empty: annotators_per_item + 1",
+    )
+    target_interval_width = StrictFloatField(
+        required=False,
+        allow_null=True,
+        min_value=0.001,
+        max_value=0.999,
+        help_text="Stop at this PPI++ How2Score interval width (on 0-1: 0.10 = 10 points)",
+    )
 
     def validate_judge(self, value: str) -> str:
         if value and value not in judge_names():

@@ -10,6 +10,7 @@ from django.core.validators import RegexValidator
 
 from annotate import constants as C
 from annotate.kinds import kind_choices
+from annotate.participation.allocation import POLICY_FIXED, POLICY_LABELS
 
 QUALIFICATION_AUTO = "auto"
 PROLIFIC_STUDY_ID = RegexValidator(
@@ -103,6 +104,31 @@ class StudyCreateForm(forms.Form):
         label="Accept participant ids that are not Prolific's",
         help_text="Off: the PROLIFIC_PID must be 24 hexadecimal characters, as Prolific's are. On: any 1-64 letters, "
         "digits, '_' or '-' (demos, pilots with colleagues).",
+    )
+    allocation_policy = forms.ChoiceField(
+        required=False,
+        initial=POLICY_FIXED,
+        label="Allocation of annotators",
+        choices=list(POLICY_LABELS.items()),
+        help_text="Fixed k: every item gets annotators per item. Dynamic k: annotators per item, then one more "
+        "while the item is undecided (its annotators disagree, or agree against the judge), up to the maximum "
+        "below. Active selection: dynamic k, and new items come from the topic and judge label where a label "
+        "narrows the calibrated How2Score's interval most (needs the judge's label on every item).",
+    )
+    max_annotators_per_item = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=100,
+        label="Most annotators per item (dynamic k)",
+        help_text="Dynamic k and active selection only. Empty: one more than annotators per item.",
+    )
+    target_interval_width = forms.FloatField(
+        required=False,
+        min_value=0.001,
+        max_value=0.999,
+        label="Target interval width",
+        help_text="The study stops offering items (and closes its Prolific study) once the 95 % interval of the "
+        "calibrated How2Score is this narrow, on 0-1 (0.10 = 10 points). Empty: no target.",
     )
     instructions = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 10}), help_text="Empty: the kind's default guidelines."

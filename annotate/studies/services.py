@@ -40,6 +40,7 @@ from annotate.studies.settings import (
     PROLIFIC_STUDY_ID_RE,
     StudySettings,
     majority_threshold_problems,
+    max_annotators_resolved,
     settings_problems,
     settings_resolved,
 )
@@ -174,6 +175,9 @@ def study_create(
         min_annotations_for_majority=settings.min_annotations_for_majority,
         prolific_study_id=(settings.prolific_study_id or "").strip(),
         allow_other_pids=settings.allow_other_pids,
+        allocation_policy=settings.allocation_policy,
+        max_annotators_per_item=max_annotators_resolved(settings),
+        target_interval_width=settings.target_interval_width,
     )
     _items_create(study, items)
     return study
@@ -221,6 +225,9 @@ def study_round_create(
         payment_per_item=study.payment_per_item,
         min_annotations_for_majority=study.min_annotations_for_majority,
         allow_other_pids=study.allow_other_pids,
+        allocation_policy=study.allocation_policy,
+        max_annotators_per_item=study.max_annotators_per_item,
+        target_interval_width=study.target_interval_width,
     )
     new = study_create(
         name=f"{root.name} (round {last + 1})",

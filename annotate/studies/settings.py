@@ -11,7 +11,16 @@ from decimal import Decimal
 from typing import Any
 
 from annotate import constants as C
-from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError, ItemSpec, StudyKind
+from annotate.kinds.base import (
+    REPORT_AGREEMENT,
+    ROLE_ATTENTION,
+    ROLE_MAIN,
+    ROLE_QUALIFICATION,
+    FieldError,
+    ItemSpec,
+    StudyKind,
+)
+from annotate.participation.allocation import POLICIES, POLICY_ACTIVE, POLICY_FIXED, is_dynamic, judge_has_failure_of
 from annotate.stats.majority import check_min_annotations
 
 PROLIFIC_STUDY_ID_RE = re.compile(C.PROLIFIC_STUDY_ID_PATTERN)
@@ -43,6 +52,14 @@ class StudySettings:
     prolific_study_id: str = ""
     # Accept PIDs that do not look like Prolific's (demos, pilots, tests); off for new studies.
     allow_other_pids: bool = False
+    # How annotators are spent (annotate/participation/allocation.py): "fixed" (k per item),
+    # "dynamic" (k, then more while undecided, up to max_annotators_per_item) or "active"
+    # (dynamic k, new items where they narrow the PPI++ How2Score interval most).
+    allocation_policy: str = POLICY_FIXED
+    # Dynamic k's most annotators per item; None: annotators_per_item + 1 under dynamic and active.
+    max_annotators_per_item: int | None = None
+    # The PPI++ How2Score interval width (0-1) at which the study stops offering items.
+    target_interval_width: float | None = None
 
 
 def study_settings_from(values: Mapping[str, Any]) -> StudySettings:
@@ -80,6 +97,97 @@ def settings_resolved(s: StudySettings, items: list[ItemSpec]) -> tuple[bool, fl
     if rate is None:
         rate = C.ATTENTION_CHECK_RATE_DEFAULT if n_attention else 0.0
     return qualification, rate
+
+
+def max_annotators_resolved(s: StudySettings) -> int | None:
+    """The most annotators an item gets: None under fixed k; under dynamic k as given, or one
+    more than the minimum (a third opinion) when not given."""
+    if not is_dynamic(s.allocation_policy):
+        return None
+    if s.max_annotators_per_item is not None:
+        return s.max_annotators_per_item
+    return max(s.annotators_per_item, s.min_annotations_for_majority) + 1
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def allocation_problems(s: StudySettings, items: list[ItemSpec], kind_def: StudyKind) -> list[FieldError]:
+    """Problems of the allocation settings (policy, maximum annotators, target width), each
+    naming its field."""
+    problems: list[FieldError] = []
+    policy = s.allocation_policy
+    if policy not in POLICIES:
+        problems.append(
+            FieldError(
+                "allocation_policy", f"the allocation policy must be one of {', '.join(POLICIES)}, got {policy!r}"
+            )
+        )
+        return problems
+    labels = kind_def.has_report(REPORT_AGREEMENT)
+    if policy != POLICY_FIXED and not labels:
+        problems.append(
+            FieldError(
+                "allocation_policy",
+                f"dynamic k and active selection decide an item by its has_failure labels; a {kind_def.label} "
+                "study has none (use fixed)",
+            )
+        )
+    maximum = s.max_annotators_per_item
+    if maximum is not None:
+        if not _whole(maximum) or not 1 <= maximum <= 100:
+            problems.append(
+                FieldError("max_annotators_per_item", "the maximum annotators per item must be between 1 and 100")
+            )
+        elif policy == POLICY_FIXED:
+            problems.append(
+                FieldError(
+                    "max_annotators_per_item",
+                    "a maximum of annotators per item applies to dynamic k and active selection; under fixed k every "
+                    "item gets annotators per item",
+                )
+            )
+        elif maximum < max(s.annotators_per_item, s.min_annotations_for_majority):
+            problems.append(
+                FieldError(
+                    "max_annotators_per_item",
+                    f"the maximum annotators per item ({maximum}) must be at least annotators per item "
+                    f"({s.annotators_per_item}) and min annotations for majority ({s.min_annotations_for_majority})",
+                )
+            )
+    width = s.target_interval_width
+    if width is not None:
+        if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0 < float(width) < 1:
+            problems.append(
+                FieldError(
+                    "target_interval_width",
+                    f"the target interval width is a share of the How2Score scale, above 0 and below 1 (0.10 = "
+                    f"10 points), got {width!r}",
+                )
+            )
+        elif not labels:
+            problems.append(
+                FieldError(
+                    "target_interval_width",
+                    f"the target width is the PPI++ How2Score interval's; a {kind_def.label} study has no has_failure "
+                    "labels to compute it from",
+                )
+            )
+    if (policy == POLICY_ACTIVE or width is not None) and labels:
+        main = [i for i in items if i.role == ROLE_MAIN]
+        unlabelled = [i.item_id for i in main if judge_has_failure_of(i.source) is None]
+        if unlabelled:
+            field = "allocation_policy" if policy == POLICY_ACTIVE else "target_interval_width"
+            shown = ", ".join(unlabelled[:3]) + (f" and {len(unlabelled) - 3} more" if len(unlabelled) > 3 else "")
+            problems.append(
+                FieldError(
+                    field,
+                    f"active selection and a target width need the judge's label of every main item (items made from "
+                    f'judged generations, or source.judge_label "has_failure" or "no_failure" in the file); {shown} have none',
+                )
+            )
+    return problems
 
 
 def settings_problems(s: StudySettings, items: list[ItemSpec], kind_def: StudyKind) -> list[FieldError]:
@@ -144,4 +252,5 @@ def settings_problems(s: StudySettings, items: list[ItemSpec], kind_def: StudyKi
             f"the attention-check rate is {rate:g} but no item is an attention check (an "
             'item with "attention_check"); add attention-check items or set the rate to 0',
         )
+    problems += allocation_problems(s, items, kind_def)
     return problems

@@ -12,6 +12,7 @@ from annotate.errors import AnnotateError
 from annotate.kinds import kind_choices
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.links import default_base_url, prolific_entry_url
+from annotate.participation.allocation import POLICIES, POLICY_FIXED
 from annotate.studies.imports import study_create_from_sources, study_create_options
 from core.record_files import RecordError
 
@@ -87,6 +88,23 @@ class Command(BaseCommand):
             "--allow-other-pids",
             action="store_true",
             help="accept PROLIFIC_PIDs that are not 24 hexadecimal characters (demos, pilots)",
+        )
+        parser.add_argument(
+            "--allocation-policy",
+            default=POLICY_FIXED,
+            choices=list(POLICIES),
+            help="fixed: k annotators per item; dynamic: k, then more while the item is undecided; active: dynamic k "
+            "with new items where they narrow the calibrated How2Score's interval most (docs/annotation.md)",
+        )
+        parser.add_argument(
+            "--max-annotators-per-item",
+            type=int,
+            help="dynamic k and active: the most annotators an item gets (default: annotators per item + 1)",
+        )
+        parser.add_argument(
+            "--target-interval-width",
+            type=float,
+            help="stop offering items once the PPI++ How2Score interval is this narrow (0-1; 0.10 = 10 points)",
         )
         parser.add_argument("--base-url", default=default_base_url(), help="where annotators reach this server")
 
