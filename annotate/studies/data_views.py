@@ -120,7 +120,9 @@ def _render(request: HttpRequest, study: Study, *, error: AppError | None = None
             "query": query,
             "page": page,
             "filters": query.filters(),
-            "filters_query": urlencode(query.filters()),
+            # The bulk form's query: the filters (the selection of "every item matching") and the
+            # sort and page size, so that the page comes back as it was.
+            "filters_query": urlencode({**query.filters(), "sort": query.sort, "page_size": query.page_size}),
             "columns": _columns(query, labels),
             "links": _page_links(query, page.pages),
         }
