@@ -304,6 +304,13 @@ def _name_stored_objects(case: Any, names: StoredNames, calls: Counter) -> None:
         for key, values in names.query.items():
             if key in query and values:
                 query[key] = values[n % len(values)]
+        if path.endswith("/data/") or path.endswith("/data/actions/"):
+            # The data manager's topic and annotator name the study's own (another is a 400 naming
+            # it), and its page exists only up to the last.
+            for key in ("topic", "annotator"):
+                query.pop(key, None)
+            if "page" in query:
+                query["page"] = 1
         task = (case.path_parameters or {}).get("task")
         if "set" in query and task in names.task_sets:
             query["set"] = names.task_sets[task]
@@ -334,6 +341,22 @@ def _name_stored_objects(case: Any, names: StoredNames, calls: Counter) -> None:
         for key in (*LIMIT_FIELDS, "api_key_env"):
             if key in case.body:
                 case.body[key] = ""
+    elif path.endswith("/data/actions/"):
+        # A selection is item ids of the study or every item matching: the latter, for an
+        # action whose parameters are all optional.
+        case.body.pop("items", None)
+        case.body.update({"all_matching": True, "action": "export", "format": "jsonl"})
+    elif path.endswith("/data/items/"):
+        # Items come from a file or from a judge's generations, as a new study's do (below).
+        if case.media_type == "multipart/form-data":
+            case.body.pop("judge", None)
+            case.body["items_file"] = ITEMS_FILE
+        else:
+            case.body.pop("items_file", None)
+            for key in ("topics", "models"):
+                case.body.pop(key, None)
+            case.body["judge"] = names.query["judge"][0]
+            case.body["n_judged"] = 2
     elif path == "/api/studies/" and method == "POST":
         # Settings that depend on the kind and the items (a page of items is for multiple
         # choice; qualification needs items with answers, attention checks attention items; a

@@ -354,7 +354,13 @@ def test_judged_generations_added_are_never_the_studys_own(world, researcher_cli
         json.dumps({"judge": "how2judge", "n_judged": 5}),
         content_type="application/json",
     )
-    assert again.status_code == 400 and "judge" in again.json()
+    assert again.status_code == 409 and "already in the study" in again.json()["judge"][0]
+    unknown = researcher_client.post(
+        f"/api/studies/{world.slug}/data/items/",
+        json.dumps({"judge": "nobody", "n_judged": 5}),
+        content_type="application/json",
+    )
+    assert unknown.status_code == 400 and "judge" in unknown.json()
 
 
 def test_the_page_adds_items_and_shows_item_text_as_text(researcher_client):

@@ -200,7 +200,9 @@ class StudyDataActionView(APIView):
         parameters=[DataFilterSerializer],
         request=ActionRequestSerializer,
         responses={
-            200: OpenApiResponse(ActionResultSerializer, description="What the action did; export: the file"),
+            (200, "application/json"): OpenApiResponse(ActionResultSerializer, description="What the action did"),
+            (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="export, jsonl: the file"),
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="export, csv: the file"),
             **error_responses(_400="{field: [problem]}; nothing was changed", _404="No such study", _409="Refused"),
         },
     )

@@ -22,7 +22,7 @@ from annotate.errors import AnnotateError
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, ItemSpec
 from annotate.models import Annotation, Study, StudyItem
 from annotate.studies.imports import study_upload_discard, study_upload_store, upload_problem_lines
-from annotate.studies.item_sources import study_items_gather
+from annotate.studies.item_sources import items_from_judgments, study_items_gather
 from annotate.studies.selectors import study_rounds
 from annotate.studies.services import study_item_specs, study_round_create
 from core.app_errors import Conflict, InvalidInput
@@ -193,7 +193,8 @@ def study_items_add_from_upload(
     a file the New study page would hand to a worker is refused, naming ``items_file``) and/or
     ``n_judged`` judged generations of ``judge`` (stratified by topic and label, the study's own
     generations never drawn again). Bad lines are an ``InvalidInput`` whose ``items_file``
-    lists each with its line and field; an item id the study has is a ``Conflict``."""
+    lists each with its line and field; an item id the study has, or a judge whose every
+    generation is in the study already, is a ``Conflict``."""
     if upload is None and not judge:
         raise InvalidInput(fields={"items_file": "send an items file, or a judge to sample judged generations from"})
     if judge and not n_judged:
@@ -230,6 +231,11 @@ def study_items_add_from_upload(
         except AnnotateError as exc:
             if exc.errors:
                 raise
+            if judge and not stored and items_from_judgments(judge=judge, n=1, topics=topics, models=models):
+                # The judge has generations, and the study holds every one of them already.
+                raise Conflict(
+                    fields={"judge": f"every judged generation of {judge!r} that matches is already in the study"}
+                ) from exc
             raise InvalidInput(fields={"judge" if judge and not stored else "items_file": exc.message}) from exc
     finally:
         if stored is not None:
