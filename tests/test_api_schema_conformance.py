@@ -346,6 +346,14 @@ def _name_stored_objects(case: Any, names: StoredNames, calls: Counter) -> None:
         # action whose parameters are all optional.
         case.body.pop("items", None)
         case.body.update({"all_matching": True, "action": "export", "format": "jsonl"})
+    elif path.endswith("/reviews/") and case.body.get("decision") == "correct":
+        # A correction's answer has the shape of the study's kind, which the schema cannot say
+        # (one endpoint serves every kind): the annotation's own answer, an answer of that shape.
+        from annotate.models import Annotation
+
+        ids = case.body.get("annotation_ids") or [0]
+        own = Annotation.objects.filter(pk=ids[0]).values_list("answer", flat=True).first()
+        case.body["answer"] = own if own is not None else {}
     elif path.endswith("/data/items/"):
         # Items come from a file or from a judge's generations, as a new study's do (below).
         if case.media_type == "multipart/form-data":

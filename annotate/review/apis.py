@@ -9,7 +9,7 @@ from typing import Any
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -85,16 +85,50 @@ def gold_data(gold: GoldLabel) -> dict[str, Any]:
     }
 
 
-class ReviewRequestSerializer(serializers.Serializer):
-    annotation_ids = serializers.ListField(child=serializers.IntegerField(), help_text=f"1 to {rules.BULK_MAX} ids")
-    decision = serializers.ChoiceField(choices=list(rules.DECISIONS))
-    reason = serializers.CharField(
-        required=False,
-        help_text=f"A rejection: the participant's message on Prolific, {rules.REJECT_MESSAGE_MIN_LENGTH} to "
-        f"{rules.REJECT_MESSAGE_MAX_LENGTH} characters; otherwise an optional note",
+def _ids_field(maximum: int) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.IntegerField(min_value=1), min_length=1, max_length=maximum, help_text="annotation ids"
     )
-    rejection_category = serializers.ChoiceField(choices=list(rules.REJECTION_CATEGORIES), required=False)
-    answer = serializers.JSONField(required=False, help_text="A correction (one annotation): the kind's answer shape")
+
+
+class AcceptRequestSerializer(serializers.Serializer):
+    annotation_ids = _ids_field(rules.BULK_MAX)
+    decision = serializers.ChoiceField(choices=[rules.DECISION_ACCEPT])
+    reason = serializers.CharField(
+        required=False, allow_blank=True, max_length=rules.NOTE_MAX_LENGTH, help_text="an optional note"
+    )
+
+
+class RejectRequestSerializer(serializers.Serializer):
+    annotation_ids = _ids_field(rules.BULK_MAX)
+    decision = serializers.ChoiceField(choices=[rules.DECISION_REJECT])
+    reason = serializers.CharField(
+        min_length=rules.REJECT_MESSAGE_MIN_LENGTH,
+        max_length=rules.REJECT_MESSAGE_MAX_LENGTH,
+        help_text="the message the participant reads on Prolific (counted without spaces at either end)",
+    )
+    rejection_category = serializers.ChoiceField(choices=list(rules.REJECTION_CATEGORIES))
+
+
+class CorrectRequestSerializer(serializers.Serializer):
+    annotation_ids = _ids_field(1)
+    decision = serializers.ChoiceField(choices=[rules.DECISION_CORRECT])
+    answer = serializers.DictField(help_text="the corrected answer in the kind's shape, checked as a submit is")
+    reason = serializers.CharField(
+        required=False, allow_blank=True, max_length=rules.NOTE_MAX_LENGTH, help_text="an optional note"
+    )
+
+
+ReviewRequestSerializer = PolymorphicProxySerializer(
+    component_name="ReviewRequest",
+    serializers={
+        rules.DECISION_ACCEPT: AcceptRequestSerializer,
+        rules.DECISION_REJECT: RejectRequestSerializer,
+        rules.DECISION_CORRECT: CorrectRequestSerializer,
+    },
+    resource_type_field_name="decision",
+)
+REVIEW_FIELDS = {"annotation_ids", "decision", "reason", "rejection_category", "answer"}
 
 
 class GoldRequestSerializer(serializers.Serializer):
@@ -169,7 +203,7 @@ class StudyReviewView(APIView):
     def post(self, request, slug: str):
         study = study_get(slug=slug)
         body = _body(request)
-        unknown = sorted(set(body) - set(ReviewRequestSerializer().fields))
+        unknown = sorted(set(body) - REVIEW_FIELDS)
         if unknown:
             raise InvalidInput(fields={name: "not a field of a review" for name in unknown})
         reviews = annotation_review(
@@ -257,7 +291,8 @@ class StudyGoldView(APIView):
 
 
 def _item(study: Any, item_id: Any) -> StudyItem:
-    if not isinstance(item_id, str) or not item_id or len(item_id) > 200:
+    """The study's item named ``item_id`` (404 for an id it does not have, the empty one included)."""
+    if not isinstance(item_id, str):
         raise InvalidInput(fields={"item_id": "the item's id, as the study's items list gives it"})
     return get_object_or_404(StudyItem, study=study, item_id=item_id)
 

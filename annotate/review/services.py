@@ -123,13 +123,13 @@ def annotation_review(
     shape), only of a main-pool annotation that holds an answer (not one flagged "This item is
     broken": settle that item with a gold label). Nothing is stored unless every annotation
     can take the decision."""
+    ids = _ids(annotation_ids, "annotation_ids")
     errors = rules.decision_check(decision)
     if errors:
         raise _refuse(errors, "The review was refused")
     reason_text, category, errors = rules.reason_check(decision, reason, rejection_category)
     if errors:
         raise _refuse(errors, "The review was refused")
-    ids = _ids(annotation_ids, "annotation_ids")
     if decision == rules.DECISION_CORRECT and len(ids) != 1:
         raise InvalidInput(
             "annotation_ids: a correction is made to one annotation at a time",
