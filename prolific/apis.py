@@ -374,6 +374,9 @@ class ProlificReviewResultSerializer(serializers.Serializer):
     not_rejectable = serializers.IntegerField(help_text="Screened out by the qualification: approved under 'reject'")
     waiting = serializers.IntegerField(help_text="Awaiting review on Prolific, still working in the product")
     already_reviewed = serializers.IntegerField()
+    rejected_in_review = serializers.IntegerField(
+        help_text="Of rejected: participants with an annotation a researcher rejected in review (its message and category)"
+    )
 
 
 class ReviewView(APIView):

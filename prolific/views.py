@@ -183,6 +183,12 @@ def review(request: HttpRequest, slug: str) -> HttpResponse:
                     if result.not_rejectable
                     else ""
                 )
+                + (
+                    f" {result.rejected_in_review} rejected for an annotation rejected in review, with its message "
+                    "and category."
+                    if result.rejected_in_review
+                    else ""
+                )
             ),
         )
     return _back(slug)
