@@ -240,6 +240,36 @@ def test_the_leaderboards_calibration_selector_takes_gold_labels_when_asked(demo
     assert mixed["n_labelled"] == by_majority["n_labelled"] and (mixed["tpr"], mixed["tnr"]) != (1.0, 1.0)
 
 
+def test_every_kind_is_reviewed_corrected_and_settled_through_its_own_rules(researcher):
+    """Multiple choice: a correction and a gold label are checked by the kind's rules (a choice
+    among the item's options), agreement with gold is the kind's known-answer check, and there is
+    no majority column (its answers carry no has_failure)."""
+    from annotate.testing import step_inference_study
+
+    study = step_inference_study(n_items=1, annotators_per_item=2)
+    for pid, choice in (("m1", 0), ("m2", 2)):
+        p = annotator_start(study, pid)
+        a = assignment_next(participation=p)
+        annotation_submit(participation=p, public_id=a.public_id, answer={"choice": choice})
+    m2 = Annotation.objects.get(study=study, annotator__pid="m2")
+    with pytest.raises(InvalidInput) as info:
+        annotation_review(
+            study=study, annotation_ids=[m2.pk], decision="correct", reviewer=researcher, answer={"choice": 9}
+        )
+    assert "answer.choice" in info.value.fields
+    annotation_review(
+        study=study, annotation_ids=[m2.pk], decision="correct", reviewer=researcher, answer={"choice": 1}
+    )
+    m2.refresh_from_db()
+    assert m2.answer["choice"] == 1 and m2.submitted_answer["answer"]["choice"] == 2 and m2.has_failure is None
+    gold = gold_label_set(item=m2.item, answer={"choice": 0}, note="Boiling comes first.", adjudicator=researcher)
+    assert gold.has_failure is None and gold.answer["choice"] == 0
+    report = gold_agreement(study)
+    assert report["majority_compared"] is False and report["judges"] == {}
+    assert report["annotators"]["m1"]["gold"]["share"] == 1.0 and report["annotators"]["m2"]["gold"]["share"] == 0.0
+    assert report["annotators"]["m1"]["majority"] is None
+
+
 # --------------------------------------------------------------------------- qualification items of a later study
 
 
