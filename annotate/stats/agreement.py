@@ -307,8 +307,9 @@ DENOMINATORS: dict[str, str] = {
         "(a late submit into an item that already had its k counted annotations) in n_surplus, and both are "
         "used nowhere (a row that is both is counted once, in n_excluded); rows the annotator flagged "
         "'This item is broken' (no label) in n_broken, used nowhere either; n_unsure counts the counted rows "
-        "flagged 'I'm unsure', which stay in every statistic; the study page's pilot rounds and the "
-        "rounds API give the same counts (annotation_counts)"
+        "flagged 'I'm unsure', which stay in every statistic; an annotation a researcher rejected in review is "
+        "excluded (n_excluded) and one corrected in review counts with the correction; the study page's pilot "
+        "rounds and the rounds API give the same counts (annotation_counts)"
     ),
     "alpha": (
         "Krippendorff's alpha over items with at least two counted annotations (alpha_details.n_units); "
