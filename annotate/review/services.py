@@ -227,6 +227,7 @@ def gold_label_set(*, item: StudyItem, answer: Any, note: Any, adjudicator: Any,
     answer is), ``note`` (required: why), the annotations it settled (``settled``, by default
     the item's counted annotations). A second adjudication replaces the label and keeps the
     earlier version in ``history``."""
+    item = StudyItem.objects.select_for_update().select_related("study").get(pk=item.pk)  # one adjudication at a time
     study = item.study
     kind = kind_get(study.kind)
     note_text, errors = rules.note_check(note)
