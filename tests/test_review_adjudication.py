@@ -240,7 +240,7 @@ def test_the_leaderboards_calibration_selector_takes_gold_labels_when_asked(demo
     assert mixed["n_labelled"] == by_majority["n_labelled"] and (mixed["tpr"], mixed["tnr"]) != (1.0, 1.0)
 
 
-def test_every_kind_is_reviewed_corrected_and_settled_through_its_own_rules(researcher):
+def test_every_kind_is_reviewed_corrected_and_settled_through_its_own_rules(researcher, researcher_client):
     """Multiple choice: a correction and a gold label are checked by the kind's rules (a choice
     among the item's options), agreement with gold is the kind's known-answer check, and there is
     no majority column (its answers carry no has_failure)."""
@@ -268,6 +268,10 @@ def test_every_kind_is_reviewed_corrected_and_settled_through_its_own_rules(rese
     assert report["majority_compared"] is False and report["judges"] == {}
     assert report["annotators"]["m1"]["gold"]["share"] == 1.0 and report["annotators"]["m2"]["gold"]["share"] == 0.0
     assert report["annotators"]["m1"]["majority"] is None
+    page = researcher_client.get(f"/studies/{study.slug}/review/").content.decode()
+    assert 'id="gold-agreement-annotators"' in page and 'id="gold-agreement-judges"' not in page
+    item_page = researcher_client.get(f"/studies/{study.slug}/review/items/q1/")
+    assert item_page.status_code == 200 and b"Boiling comes first." in item_page.content
 
 
 # --------------------------------------------------------------------------- qualification items of a later study
