@@ -15,6 +15,7 @@ class AnnotateError(AppError):
     problems, in order."""
 
     status = 400
+    code = "invalid_input"
 
     def __init__(self, message: str, errors: list[FieldError] | None = None):
         self.errors = errors or []
@@ -22,21 +23,21 @@ class AnnotateError(AppError):
         for error in self.errors:
             fields.setdefault(error.field, []).append(error.message)
         super().__init__(message, fields)
-        self.has_summary = True
 
 
 class StudyInvalid(AnnotateError):
-    pass
+    code = "study_invalid"
 
 
 class EntryRefused(AnnotateError):
-    pass
+    code = "entry_refused"
 
 
 class EntryLimited(EntryRefused):
     """Too many new participants from one client address in one study (HTTP 429)."""
 
     status = 429
+    code = "entry_limited"
 
 
 class StudyFull(EntryRefused):
@@ -46,26 +47,31 @@ class StudyFull(EntryRefused):
     is recorded for them (docs/annotation.md, "A full study")."""
 
     status = 409
+    code = "study_full"
 
 
 class NotYours(AnnotateError):
     """The assignment does not exist or belongs to someone else (answered as 404)."""
 
     status = 404
+    code = "not_found"
 
 
 class SubmissionRejected(AnnotateError):
     status = 400
+    code = "submission_refused"
 
 
 class DraftRejected(AnnotateError):
     status = 409
+    code = "draft_conflict"
 
 
 class SaveInvalid(DraftRejected):
     """A save whose values are malformed (a bad request, not a conflict): 400 naming the field."""
 
     status = 400
+    code = "invalid_input"
 
 
 def field_errors(exc: StrictJSONError) -> list[FieldError]:
@@ -74,6 +80,7 @@ def field_errors(exc: StrictJSONError) -> list[FieldError]:
 
 class StepRefused(AnnotateError):
     status = 409
+    code = "step_refused"
 
 
 class ReleaseRefused(AnnotateError):
@@ -81,3 +88,4 @@ class ReleaseRefused(AnnotateError):
     finished with nothing reserved): answered as 409, nothing changed."""
 
     status = 409
+    code = "release_refused"

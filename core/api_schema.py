@@ -13,7 +13,7 @@ of ``core.errors.api_exception_handler`` (``ApiError``):
 * 429 where the view is throttled.
 
 A status the view declares itself keeps the view's description; its body schema also admits
-``ApiError`` for 400 (the refusals before the view share that shape, not the view's).
+``ApiError`` (``ApiErrorSerializer``) for 400 (the refusals before the view share that shape, not the view's).
 
 A request serializer with ``unknown_keys_refused = True`` (it refuses a key it does not know, by
 name) has ``additionalProperties: false``: the schema says what the serializer does.
@@ -31,21 +31,26 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.plumbing import ResolvedComponent
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 
-ERROR_COMPONENT = "ApiError"
-ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": (
-        "A refusal: each refused field, body key or query parameter with its problems "
-        '(`{"seed": ["expected a non-negative integer"]}`), and `detail`, the whole message, when '
-        "the refusal has one beyond its fields (docs/api.md, Errors)."
-    ),
-    "properties": {"detail": {"type": "string", "description": "The whole message"}},
-    "additionalProperties": True,
-}
+
+class ApiErrorSerializer(serializers.Serializer):
+    """A refusal, one shape for all (docs/api.md, Errors): `code`, machine-readable; `detail`,
+    the whole message; each refused field, body key or query parameter with its list of
+    problems (`{"seed": ["expected a non-negative integer"]}`); `what_to_do` when there is
+    advice beyond the message."""
+
+    code = serializers.CharField(help_text="What kind of refusal, for programs (docs/api.md, Errors)")
+    detail = serializers.CharField(help_text="The whole message")
+    what_to_do = serializers.CharField(required=False, help_text="What to do next, when the message does not say")
+
+
+def error_response(description: str) -> OpenApiResponse:
+    """A refusal an operation declares, with the one error body."""
+    return OpenApiResponse(ApiErrorSerializer, description=description)
+
 
 REFUSALS: dict[str, str] = {
     "400": (
@@ -80,11 +85,7 @@ class ApiAutoSchema(AutoSchema):
         return self.method == "GET" and self._get_paginator() is not None and self._is_list_view()
 
     def _error_ref(self) -> dict[str, str]:
-        component = ResolvedComponent(
-            name=ERROR_COMPONENT, type=ResolvedComponent.SCHEMA, object=ERROR_COMPONENT, schema=ERROR_SCHEMA
-        )
-        self.registry.register_on_missing(component)
-        return component.ref
+        return self.resolve_serializer(ApiErrorSerializer, "response").ref
 
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)

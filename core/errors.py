@@ -9,13 +9,15 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.core.exceptions import BadRequest, RequestDataTooBig, SuspiciousOperation
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template import loader
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from core.app_errors import AppError
+from core.app_errors import AppError, InvalidInput
 
 GENERIC_400 = "The request could not be understood."
 
@@ -45,11 +47,45 @@ def bad_request_message(exception: BaseException | None) -> str:
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """REST_FRAMEWORK's EXCEPTION_HANDLER: an ``AppError`` a view or service raised is answered
-    with its status and body (``{field: [problems], "detail": message}``); everything else as
-    DRF answers it (its own 400/401/403/404/405/429, and a 500 for the rest)."""
+    with its status and body; DRF's own refusals (a serializer's 400, 401, 403, 404, 405, 429)
+    in the same shape (``api_error_body``); anything else is a 500."""
     if isinstance(exc, AppError):
         return Response(exc.body(), status=exc.status)
-    return drf_exception_handler(exc, context)
+    response = drf_exception_handler(exc, context)
+    if response is not None:
+        response.data = api_error_body(exc, response.data)
+    return response
+
+
+def api_error_body(exc: Exception, data: Any) -> dict[str, Any]:
+    """A DRF refusal in the application's one error shape (core/app_errors.py): ``code`` (a
+    serializer's refusal is ``invalid_input``; the others keep DRF's: ``not_authenticated``,
+    ``permission_denied``, ``not_found``, ``method_not_allowed``, ``throttled``, ...),
+    ``detail``, and each refused field with its problems."""
+    if isinstance(exc, ValidationError):
+        fields = data if isinstance(data, dict) else {"non_field_errors": data}
+        flat = {name: _problems(problems) for name, problems in fields.items()}
+        detail = "; ".join(f"{name}: {'; '.join(problems)}" for name, problems in flat.items())
+        return {"code": InvalidInput.code, "detail": detail, **fields}
+    body = dict(data) if isinstance(data, dict) else {"detail": str(data)}
+    # Django's Http404 and PermissionDenied, which DRF answers as its own NotFound and PermissionDenied.
+    code = (
+        exc.default_code
+        if isinstance(exc, APIException)
+        else "not_found"
+        if isinstance(exc, Http404)
+        else "permission_denied"
+    )
+    return {"code": code, **body}
+
+
+def _problems(value: Any) -> list[str]:
+    """A field's problems as text lines (a nested serializer's are ``key: problem``)."""
+    if isinstance(value, dict):
+        return [f"{key}: {line}" for key, inner in value.items() for line in _problems(inner)]
+    if isinstance(value, list):
+        return [line for inner in value for line in _problems(inner)]
+    return [str(value)]
 
 
 def app_error_response(request: HttpRequest, exc: AppError) -> HttpResponse:
@@ -57,6 +93,19 @@ def app_error_response(request: HttpRequest, exc: AppError) -> HttpResponse:
     response = bad_request_response(request, exc.message)
     response.status_code = exc.status
     return response
+
+
+def refusal_text(exc: AppError, prefix: str = "") -> str:
+    """What a page says of a refusal: ``prefix``, the message, then what to do when the error
+    says more than its message."""
+    text = f"{prefix}{exc.message}"
+    return f"{text} What to do: {exc.what_to_do}" if exc.what_to_do else text
+
+
+def refusal_message(request: HttpRequest, exc: AppError, prefix: str = "") -> None:
+    """A page action's refusal shown as an error message on the page it goes back to (the run
+    pages, whose buttons post and redirect)."""
+    messages.error(request, refusal_text(exc, prefix))
 
 
 def app_errors(page: Callable[..., HttpResponse] | None = None) -> Callable[[Callable], Callable]:

@@ -26,7 +26,7 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
 
-from core.app_errors import AppError
+from core.app_errors import AppError, InvalidInput
 from core.errors import app_error_response, bad_request_response
 from core.request_bodies import BodyTimeout, body_refusal, declared_length
 from core.strict_json import INT64_MAX
@@ -63,7 +63,7 @@ def wants_json(request: HttpRequest) -> bool:
 def bad_request(request: HttpRequest, field: str, message: str) -> HttpResponse:
     """A 400 that names the field, as JSON for API and JSON clients, else as the error page."""
     if wants_json(request):
-        return JsonResponse({"detail": f"{field}: {message}", "field": field, "message": message}, status=400)
+        return JsonResponse(InvalidInput(fields={field: message}).body(), status=400)
     return bad_request_response(request, message, field=field)
 
 

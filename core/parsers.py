@@ -21,4 +21,5 @@ class StrictJSONParser(JSONParser):
             return strict_json.loads(body, max_bytes=limit)
         except strict_json.StrictJSONError as exc:
             field = exc.field or "body"
-            raise ParseError({"detail": f"{field}: {exc.message}", "field": field, "message": exc.message}) from None
+            # The one error body (docs/api.md, Errors): code parse_error, the message, the field's problem.
+            raise ParseError({"detail": f"{field}: {exc.message}", field: [exc.message]}) from None

@@ -15,6 +15,7 @@ from django.views.decorators.csrf import csrf_exempt, requires_csrf_token
 from django.views.decorators.http import require_http_methods
 from django.views.defaults import page_not_found
 
+from core.app_errors import InvalidInput
 from core.errors import bad_request_message, bad_request_response
 from core.permissions import admin_required, researcher_required
 from core.selectors import api_token_list, system_status_get
@@ -90,10 +91,10 @@ def login_locked_out(request: HttpRequest, original_response=None, credentials: 
 @requires_csrf_token
 def bad_request(request: HttpRequest, exception: BaseException | None = None) -> HttpResponse:
     """handler400: the 400 page, with the message of a BadRequest a view raised; under /api/
-    the same message as JSON (``{"detail": ...}``), as every API refusal is."""
+    the same message as JSON (``{"code": "invalid_input", "detail": ...}``), as every API refusal is."""
     message = bad_request_message(exception)
     if request.path.startswith("/api/"):
-        return JsonResponse({"detail": message}, status=400)
+        return JsonResponse({"code": InvalidInput.code, "detail": message}, status=400)
     return bad_request_response(request, message)
 
 
@@ -116,7 +117,7 @@ def api_trailing_slash(request: HttpRequest, route: str) -> HttpResponse:
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """handler404: an address under /api/ that matches nothing answers JSON as the API does
-    (``{"detail": "Not found."}``); every other one the 404 page."""
+    (``{"code": "not_found", "detail": "Not found."}``); every other one the 404 page."""
     if request.path.startswith("/api/"):
-        return JsonResponse({"detail": "Not found."}, status=404)
+        return JsonResponse({"code": "not_found", "detail": "Not found."}, status=404)
     return page_not_found(request, exception)

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from core.app_errors import InvalidInput
 from coscript.constants import (
     CONSTRAINT_TYPES,
     FILTER_EMBEDDING_KEYWORD,
@@ -115,7 +116,7 @@ def filter_candidates(
 ) -> dict[int, FilterVerdict]:
     """A verdict for every candidate, by candidate key."""
     if mode not in FILTER_MODES:
-        raise ValueError(f"filter mode must be one of {', '.join(FILTER_MODES)}")
+        raise InvalidInput(fields={"mode": f"must be one of {', '.join(FILTER_MODES)}"})
     by_key = {goal.key: goal for goal in goals}
     siblings: dict[Any, list[int]] = defaultdict(list)
     for goal in goals:
@@ -133,7 +134,7 @@ def filter_candidates(
             )
         return verdicts
     if embed is None:
-        raise ValueError(f"the {mode} filter needs an embedding model")
+        raise InvalidInput(fields={"mode": f"the {mode} filter needs an embedding model"})
     goal_keys = sorted({k for c in usable for k in siblings[by_key[c.goal_key].group]})
     goal_row = {k: n for n, k in enumerate(goal_keys)}
     goal_vectors = embed([by_key[k].specific_goal for k in goal_keys]) if goal_keys else np.zeros((0, 0))

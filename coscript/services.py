@@ -57,6 +57,7 @@ from judging.constants import BASE_STOP
 from judging.models import LanguageModel, PromptStyle, RunStatus
 from judging.steps import parse_steps
 from llm.client import LLMRequest
+from llm.job_lifecycle import RunStateConflict
 from llm.models import FINISHED, LLMJob
 from llm.prompts import Prompt, prompt_read
 from llm.sampling import sampling_params
@@ -582,9 +583,9 @@ def coscript_run_pause(*, run: CoScriptRun, reason: str = "paused by a user") ->
     step, so a run filtering cannot be paused."""
     run = CoScriptRun.objects.get(pk=run.pk)
     if run.status not in ACTIVE:
-        raise Conflict(f"run {run.pk} is {run.status}; only a pending or running run can be paused")
+        raise RunStateConflict(f"run {run.pk} is {run.status}; only a pending or running run can be paused")
     if run.phase in (Phase.FILTER, Phase.DONE):
-        raise Conflict(f"run {run.pk} is filtering (no model calls, one step); it cannot be paused")
+        raise RunStateConflict(f"run {run.pk} is filtering (no model calls, one step); it cannot be paused")
     for _, job in run.jobs:
         if job is not None:
             llm_job_pause(job=job, reason=reason)
@@ -607,7 +608,7 @@ def coscript_run_resume(*, run: CoScriptRun, without_errors: bool = False, enque
     ``without_errors``, the phase goes on without them (counted in the report)."""
     run = CoScriptRun.objects.select_for_update().get(pk=run.pk)
     if run.status in (*FINISHED, RunStatus.CANCELLED):
-        raise Conflict(f"run {run.pk} is {run.status}; it cannot be resumed")
+        raise RunStateConflict(f"run {run.pk} is {run.status}; it cannot be resumed")
     job = _phase_job(run)
     if without_errors:
         run.report = {**run.report, "accepted_errors": sorted({*run.report.get("accepted_errors", []), run.phase})}
@@ -628,9 +629,9 @@ def coscript_run_retry_failed(*, run: CoScriptRun, enqueue: bool = True) -> int:
     exactly those again. Returns how many. A finished run's accepted failures stay in its
     report (start a new run to ask them: the ledger re-asks only what failed)."""
     if run.status in (*FINISHED, RunStatus.CANCELLED):
-        raise Conflict(f"run {run.pk} is {run.status}; only a stopped run's failed requests can be retried")
+        raise RunStateConflict(f"run {run.pk} is {run.status}; only a stopped run's failed requests can be retried")
     if run.status in ACTIVE:
-        raise Conflict(f"run {run.pk} is {run.status}; its failures are retried once it has stopped")
+        raise RunStateConflict(f"run {run.pk} is {run.status}; its failures are retried once it has stopped")
     job = _phase_job(run)
     failed = llm_job_failed_count(job) if job is not None else 0
     coscript_run_resume(run=run, enqueue=enqueue)

@@ -13,7 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from core.app_errors import AppError
 from core.confirm import refuse_unconfirmed
+from core.errors import refusal_message
 from core.intervals import share_estimate
 from core.permissions import admin_required, researcher_required
 from coscript.forms import CoScriptRunForm, ExportForm, GoalFilterForm, RefilterForm
@@ -43,7 +45,6 @@ from judging.constants import LEADERBOARD_MIN_COVERAGE
 from llm.endpoints import EndpointNotConfigured, UnknownLLMRole
 from llm.prompts import PromptError
 from llm.runs import retried_phrase, run_action_refusal
-from mining.embeddings import EmbeddingModelUnavailable
 
 GOALS_PER_PAGE = 25
 REVIEWED_SHOWN = 200
@@ -104,7 +105,7 @@ def coscript_run_launch(request: HttpRequest) -> HttpResponse:
     except PromptError as exc:
         form.add_error(None, f"A prompt file is not usable: {exc}")
         return _index(request, form, status=400)
-    except ValueError as exc:
+    except AppError as exc:
         form.add_service_error(str(exc))
         return _index(request, form, status=400)
     messages.success(request, f"CoScript run {run.name!r} started: {len(run.abstract_ids)} abstract goals.")
@@ -175,8 +176,8 @@ def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
         return redirect("coscript_run_detail", pk=run.pk)
     try:
         result = actions[action]()
-    except ValueError as exc:
-        messages.error(request, str(exc))
+    except AppError as exc:
+        refusal_message(request, exc)
     else:
         messages.success(
             request,
@@ -207,8 +208,8 @@ def coscript_run_refilter(request: HttpRequest, pk: int) -> HttpResponse:
         report = coscript_run_filter(
             run=run, mode=form.cleaned_data["mode"], keyword_bonus=form.cleaned_data["keyword_bonus"]
         )
-    except (ValueError, EmbeddingModelUnavailable) as exc:
-        messages.error(request, f"Not filtered again: {exc}")
+    except AppError as exc:  # a mode it cannot use, or its embedding model missing
+        refusal_message(request, exc, "Not filtered again: ")
     else:
         total = report["total"]
         kept = share_estimate(total["kept"], total["candidates"])
@@ -247,8 +248,8 @@ def coscript_run_benchmark(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(CoScriptRun.objects.select_related("language_model"), pk=pk)
     try:
         counts = coscript_add_to_benchmark(run=run)
-    except ValueError as exc:
-        messages.error(request, str(exc))
+    except AppError as exc:
+        refusal_message(request, exc)
     else:
         labels = {
             "added": "added",
@@ -282,8 +283,8 @@ def coscript_review_decide(request: HttpRequest, pk: int) -> HttpResponse:
     decision = request.POST.get("decision", "")
     try:
         specific_goal_review(goal=goal, decision=decision, user=request.user)
-    except ValueError as exc:
-        messages.error(request, str(exc))
+    except AppError as exc:
+        refusal_message(request, exc)
     else:
         verb = "approved" if decision == Review.APPROVED else "removed"
         messages.success(request, f"“{goal.specific_goal}” {verb}.")

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from core.app_errors import InvalidInput
 from core.intervals import wilson_interval
 from goalstep.constants import (
     BUILD_BATCH,
@@ -249,9 +250,9 @@ def build_items(
 ) -> BuildResult:
     """Build the items of ``task`` from the pool (see the module notes)."""
     if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; one of {', '.join(TASKS)}")
+        raise InvalidInput(fields={"task": f"unknown task {task!r}; one of {', '.join(TASKS)}"})
     if limit is not None and limit < 1:
-        raise ValueError("limit must be at least 1")
+        raise InvalidInput(fields={"limit": "must be at least 1"})
     reserved = {normalise_text(text) for text in reserved_texts}
     pool = _Pool(procedures, embed, need_steps=task != STEP_ORDERING, need_goals=task == GOAL_INFERENCE)
     units = _units(task, pool)

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from core.app_errors import InvalidInput
 from goalstep.answers import AccuracyTally
 from goalstep.constants import PAPER_HUMAN_ACCURACY, PAPER_ROBERTA_ACCURACY, TASKS, USABLE_OUTCOMES
 from goalstep.models import TaskEvaluation, TaskSet
@@ -52,7 +53,7 @@ def leaderboard(task: str, *, task_set_id: int | None = None) -> dict[str, Any]:
     evaluation, else the newest), best first, with the paper's figures and the human accuracy
     of the validated set beside them."""
     if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}")
+        raise InvalidInput(fields={"task": f"unknown task {task!r}"})
     sets = list(task_set_list(task=task))
     chosen = next((s for s in sets if s.pk == task_set_id), None) if task_set_id else None
     if chosen is None:

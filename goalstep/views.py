@@ -12,6 +12,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from core.app_errors import AppError
+from core.errors import refusal_message
 from core.permissions import admin_required, researcher_required
 from goalstep.constants import TASKS
 from goalstep.forms import TaskEvaluationForm
@@ -19,8 +21,6 @@ from goalstep.items import report_lines
 from goalstep.models import TaskEvaluation, TaskSet
 from goalstep.selectors import leaderboard, task_set_list
 from goalstep.services import task_evaluation_create, task_evaluation_resume, task_evaluation_retry_failed
-from judging.prompts import PromptError
-from llm.endpoints import EndpointNotConfigured
 from llm.runs import llm_job_held, retried_phrase, run_action_refusal
 
 
@@ -75,8 +75,8 @@ def evaluation_launch(request: HttpRequest) -> HttpResponse:
             executor=data["executor"],
             concurrency=data["concurrency"],
         )
-    except (ValueError, PromptError, EndpointNotConfigured) as exc:
-        messages.error(request, f"The evaluation was not started: {exc}")
+    except AppError as exc:
+        refusal_message(request, exc, "The evaluation was not started: ")
     else:
         messages.success(request, f"Evaluation of {data['language_model'].name} started.")
     task_set = data["task_set"]
@@ -105,8 +105,8 @@ def evaluation_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
         return redirect(back)
     try:
         n = actions[action](evaluation=evaluation)
-    except ValueError as exc:
-        messages.error(request, str(exc))
+    except AppError as exc:
+        refusal_message(request, exc)
     else:
         messages.success(
             request,

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from core.app_errors import InvalidInput
 from core.intervals import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -88,7 +89,7 @@ def judged_items(counts: ItemCounts) -> set[Hashable]:
 
 def check_min_coverage(value: float) -> float:
     if not 0.0 <= value <= 1.0:
-        raise ValueError(f"min_coverage must be between 0 and 1, got {value}")
+        raise InvalidInput(fields={"min_coverage": f"must be between 0 and 1, got {value}"})
     return value
 
 
@@ -149,7 +150,7 @@ def ranking(
     or "own"), ``complete``, ``rank`` (None when not ranked; equal scores share one),
     ``tied`` and ``rank_interval`` ([best, worst], None when not ranked)."""
     if basis not in BASES:
-        raise ValueError(f"basis must be one of {', '.join(BASES)}, got {basis!r}")
+        raise InvalidInput(fields={"basis": f"must be one of {', '.join(BASES)}, got {basis!r}"})
     check_min_coverage(min_coverage)
     models: dict[str, dict[str, Any]] = {}
     for model, counts in counts_by_model.items():

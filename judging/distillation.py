@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from core.app_errors import InvalidInput
 from core.record_files import atomic_output
 from judging.models import JudgeRun, Judgment
 from judging.prompts import prompt_load
@@ -38,9 +39,9 @@ def human_annotated_generation_ids() -> set[int]:
 
 def distillation_export(*, first: JudgeRun, second: JudgeRun, output: str | Path) -> dict:
     if first.generation_run_id != second.generation_run_id:
-        raise ValueError("the two judge runs must judge the same generation run")
+        raise InvalidInput(fields={"second": "the two judge runs must judge the same generation run"})
     if first.pk == second.pk:
-        raise ValueError("give two different judge runs of the teacher")
+        raise InvalidInput(fields={"second": "give two different judge runs of the teacher"})
     prompt = prompt_load(first.prompt_file, kind="how2score_judge")
     second_labels = dict(Judgment.objects.filter(run=second).values_list("generation_id", "has_failure"))
     excluded = human_annotated_generation_ids()

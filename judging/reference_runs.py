@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
+from core.app_errors import InvalidInput
 from core.reference_configs import short_name
 from judging.models import GenerationRun, JudgeRun
 from judging.reference_outputs import (
@@ -64,9 +65,9 @@ def reference_generation_runs_create(
     the configuration's ``inputs``, each run generates for exactly those procedures (as the
     reference generates for its input dataset), not for the whole bench split."""
     if config["reference"]["generations_file"]:
-        raise ValueError("paths.generations names existing generations: judge them with bench_run judge --config")
+        raise InvalidInput("paths.generations names existing generations: judge them with bench_run judge --config")
     if not config["generations"]:
-        raise ValueError("models: no model listed to generate with")
+        raise InvalidInput("models: no model listed to generate with")
     for run in config["generations"]:
         run_name_check(run_class=GenerationRun, name=run["name"])
     runs = []
@@ -104,10 +105,10 @@ def _generation_runs_to_judge(config: dict[str, Any]) -> list[GenerationRun]:
             return [generations_import(path=path, run_name=name, step_parser=config["own"].get("step_parser"))]
         first = existing.generations.order_by("id").first()
         if first is None or first.provenance.get("imported_from") != path:
-            raise ValueError(f"a generation run named {name!r} exists already and was not imported from {path}")
+            raise InvalidInput(f"a generation run named {name!r} exists already and was not imported from {path}")
         return [existing]  # imported before: judged again by another judge, never twice by one
     if not config["generations"]:
-        raise ValueError(
+        raise InvalidInput(
             "nothing to judge: list the generators under models (generated with bench_run generate "
             "--config) or give paths.generations"
         )
@@ -115,7 +116,7 @@ def _generation_runs_to_judge(config: dict[str, Any]) -> list[GenerationRun]:
     for run in config["generations"]:
         found = GenerationRun.objects.filter(name=run["name"]).first()
         if found is None:
-            raise ValueError(
+            raise InvalidInput(
                 f"no generation run named {run['name']!r}: run bench_run generate --config with this file first"
             )
         runs.append(found)

@@ -32,6 +32,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from core.app_errors import InvalidInput
 from judging.how2score import JudgeAnswerError, validate_judge_answer
 from judging.metrics import length_reward, step_format_reward
 from judging.prompts import prompt_load, prompt_path
@@ -183,7 +184,7 @@ def rewards_compute(
     ``total_without_verdict``: ``total`` of an item without a verdict, null (``"null"``) or
     the sum of the other terms (``"components"``)."""
     if total_without_verdict not in TOTAL_WITHOUT_VERDICT_CHOICES:
-        raise ValueError(f"total_without_verdict must be one of {TOTAL_WITHOUT_VERDICT_CHOICES}")
+        raise InvalidInput(fields={"total_without_verdict": f"must be one of {TOTAL_WITHOUT_VERDICT_CHOICES}"})
     deadline = Deadline(settings.REWARD_DEADLINE_SECONDS if deadline_seconds is None else deadline_seconds)
     steps = [parse_steps(item.completion) for item in items]
     verdicts = _verdicts(items, steps, deadline)

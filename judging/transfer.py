@@ -31,6 +31,7 @@ from typing import Any
 
 from django.db import models, transaction
 
+from core.app_errors import Conflict, InvalidInput
 from core.record_files import RecordError, atomic_output, iter_records
 from core.stored_values import StrictJSONError, check_stored_values
 from core.strict_json import nesting_depth
@@ -222,14 +223,14 @@ def generations_import(
     ``file`` when every record gave its steps."""
     parser = step_parser or StepParser.PRODUCT
     if parser not in (StepParser.PRODUCT, StepParser.REFERENCE):
-        raise ValueError(f"step parser must be product or reference, got {parser!r}")
+        raise InvalidInput(fields={"step_parser": f"must be product or reference, got {parser!r}"})
     parsed_any = False
     try:
         check_stored_values(GenerationRun, {"name": run_name})
     except StrictJSONError as exc:
-        raise ValueError(f"run name: {exc.message}") from exc
+        raise InvalidInput(fields={"run_name": exc.message}) from exc
     if GenerationRun.objects.filter(name=run_name).exists():
-        raise ValueError(f"a generation run named {run_name!r} exists already")
+        raise Conflict(fields={"run_name": f"a generation run named {run_name!r} exists already"})
     rows = []
     for position, record in iter_records(path, record_read_limits()):
         value, field = _model_name(record, model)

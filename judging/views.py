@@ -10,7 +10,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from core.app_errors import AppError
 from core.confirm import refuse_unconfirmed
+from core.errors import refusal_message
 from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from core.permissions import admin_required, researcher_required
 from judging.apis import CompareQuerySerializer, LeaderboardQuerySerializer
@@ -21,7 +23,6 @@ from judging.forms import GenerationRunForm, JudgeRunForm
 from judging.model_forms import LanguageModelRegisterForm
 from judging.model_views import language_model_rows
 from judging.models import ComponentsRun, GenerationRun, JudgeRun, StepParser
-from judging.prompts import PromptError
 from judging.score_selectors import generation_run_score
 from judging.score_services import components_run_create
 from judging.selectors import (
@@ -37,7 +38,6 @@ from judging.selectors import (
 )
 from judging.services import generation_run_create, judge_run_create, run_control
 from llm.costs import job_cost, job_costs
-from llm.endpoints import EndpointNotConfigured
 from llm.runs import llm_job_held, owned_run_state, retried_phrase, run_action_refusal
 from mining.models import Split
 
@@ -224,8 +224,8 @@ def _launch(request: HttpRequest, form, kind: str, create):
         return None
     try:
         run = create(form.cleaned_data)
-    except (ValueError, PromptError, EndpointNotConfigured) as exc:
-        messages.error(request, f"The {kind} run was not started: {exc}")
+    except AppError as exc:
+        refusal_message(request, exc, f"The {kind} run was not started: ")
         return None
     messages.success(request, f"{kind.capitalize()} run {run.name!r} started.")
     return run
@@ -284,8 +284,8 @@ def components_run_launch(request: HttpRequest, pk: int) -> HttpResponse:
     generation_run = get_object_or_404(GenerationRun, pk=pk)
     try:
         run = components_run_create(generation_run=generation_run)
-    except (ValueError, PromptError, EndpointNotConfigured) as exc:
-        messages.error(request, f"The components run was not started: {exc}")
+    except AppError as exc:
+        refusal_message(request, exc, "The components run was not started: ")
     else:
         messages.success(request, f"Components run {run.name!r} started.")
     return redirect("generation_run_detail", pk=pk)
@@ -317,8 +317,8 @@ def run_action(request: HttpRequest, kind: str, pk: int, action: str) -> HttpRes
         return redirect("generation_run_detail", pk=target)
     try:
         n = run_control(run=run, action=action)
-    except ValueError as exc:
-        messages.error(request, str(exc))
+    except AppError as exc:
+        refusal_message(request, exc)
     else:
         messages.success(
             request, f"{run.name}: {retried_phrase(n)}." if action == "retry" else f"{run.name}: {action} requested."

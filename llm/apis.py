@@ -24,6 +24,7 @@ from rest_framework.reverse import reverse as api_reverse
 from rest_framework.views import APIView
 
 from core.api_lists import ListView, UtcIsoDateTimeFilter
+from core.api_schema import ApiErrorSerializer
 from core.app_errors import InvalidInput
 from core.confirm import CONFIRM_FIELD, CONFIRM_VALUE
 from core.permissions import IsAdminRole
@@ -34,6 +35,7 @@ from llm.endpoints import EndpointNotConfigured
 from llm.models import LLMJob
 from llm.runs import (
     STATUSES_SHOWN,
+    RunStateConflict,
     job_owner_for,
     llm_job_control,
     llm_job_held,
@@ -146,18 +148,14 @@ class RunActionResultSerializer(serializers.Serializer):
     run = serializers.DictField(help_text="The run as its detail gives it, after the action.")
 
 
-class RunErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-
-
 def _action_schema(summary: str, description: str, *, cancel: bool = False):
     responses = {
         200: RunActionResultSerializer,
-        401: OpenApiResponse(RunErrorSerializer, description="Not logged in (no token or session)"),
-        403: OpenApiResponse(RunErrorSerializer, description="The admin role is needed"),
-        404: OpenApiResponse(RunErrorSerializer, description="No such run"),
+        401: OpenApiResponse(ApiErrorSerializer, description="Not logged in (no token or session)"),
+        403: OpenApiResponse(ApiErrorSerializer, description="The admin role is needed"),
+        404: OpenApiResponse(ApiErrorSerializer, description="No such run"),
         409: OpenApiResponse(
-            RunErrorSerializer, description="The action does not apply in the run's state; detail says why"
+            ApiErrorSerializer, description="The action does not apply in the run's state; detail says why"
         ),
     }
     if cancel:
@@ -265,12 +263,12 @@ class RunLaunchResultSerializer(serializers.Serializer):
     )
 
 
-class LaunchErrorSerializer(serializers.Serializer):
+class LaunchErrorSerializer(ApiErrorSerializer):
     config = serializers.ListField(child=serializers.CharField(), help_text="Why nothing was started")
     line = serializers.IntegerField(
         allow_null=True, required=False, help_text="The configuration's line the refusal is about, when known"
     )
-    field = serializers.CharField(
+    key = serializers.CharField(
         allow_null=True,
         required=False,
         help_text="The configuration's key (dotted: stages.rewrite.temperature), when known",
@@ -286,12 +284,16 @@ class Launched:
 
 
 def launch_error_body(text: str, source: str, exc: BaseException) -> dict[str, Any]:
-    """A refused launch as a 400 body: the message with its line, the line and the field."""
+    """A refused launch as a 400 body (code ``config_invalid``): the message with its line under
+    ``config``, and the line and the configuration's key it is about."""
     message = str(exc)
     if not message.startswith(source):
         message = f"{source}: {message}"
     where = config_error_location(text, message, source=source)
-    return {"config": [where["message"]], "line": where["line"], "field": where["field"]}
+    refusal = InvalidInput(
+        fields={"config": where["message"]}, code="config_invalid", extra={"line": where["line"], "key": where["field"]}
+    )
+    return refusal.body()
 
 
 def launch_schema(
@@ -315,8 +317,8 @@ def launch_schema(
         responses={
             201: RunLaunchResultSerializer,
             400: OpenApiResponse(LaunchErrorSerializer, description="The configuration was refused; nothing stored"),
-            401: OpenApiResponse(RunErrorSerializer, description="Not logged in (no token or session)"),
-            403: OpenApiResponse(RunErrorSerializer, description="The admin role is needed"),
+            401: OpenApiResponse(ApiErrorSerializer, description="Not logged in (no token or session)"),
+            403: OpenApiResponse(ApiErrorSerializer, description="The admin role is needed"),
         },
         examples=[OpenApiExample("Minimal configuration", value={"config": example}, request_only=True)],
         filters=False,
@@ -429,13 +431,8 @@ class RunActionView(RunCollection):
             ConfirmSerializer(data=request.data).is_valid(raise_exception=True)
         refusal = run_action_refusal(self.action_name, run.status, held=self.run_held(run))
         if refusal is not None:
-            return Response(
-                {"detail": f"{self.run_label(run)} is {run.status}; {refusal}"}, status=status.HTTP_409_CONFLICT
-            )
-        try:
-            asked_again = self.run_control(run, self.action_name)
-        except ValueError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            raise RunStateConflict(f"{self.run_label(run)} is {run.status}; {refusal}")
+        asked_again = self.run_control(run, self.action_name)  # its refusals are Conflicts (409)
         run = self.get_object()
         retry = self.action_name == "retry-failed"
         detail = (

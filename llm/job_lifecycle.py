@@ -20,6 +20,7 @@ from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from core.app_errors import Conflict
 from llm.client import LLMClient
 from llm.constants import EXECUTOR_VLLM_OFFLINE, OUTCOME_OK
 from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_from_overrides, endpoint_from_record, endpoint_get
@@ -30,6 +31,13 @@ ACTIVE = (LLMJob.Status.PENDING, LLMJob.Status.RUNNING)
 # What a task finds when another task holds the job: it comes back after a lease, when a
 # killed holder's claim has run out (and finds the job finished if the holder was alive).
 CLAIMED = "waiting: claimed by another worker"
+
+
+class RunStateConflict(Conflict):
+    """An action that does not apply in the state of a run or job (pause a finished run,
+    resume a cancelled one, ...): 409 with code ``run_state``, for every kind of run."""
+
+    code = "run_state"
 
 
 def poll_countdown(outcome: str) -> float | None:
@@ -223,7 +231,7 @@ def llm_job_reopen(job: LLMJob, *, budget_usd: Decimal | None = None) -> LLMJob:
     will be skipped: every other one is asked again."""
     # A done job whose answer a run refused when storing it (ledger_entry_reject) has a failure again.
     if job.status == LLMJob.Status.CANCELLED or (job.status == LLMJob.Status.DONE and not llm_job_failed_count(job)):
-        raise ValueError(f"job {job.pk} is {job.status}; it cannot be resumed")
+        raise RunStateConflict(f"job {job.pk} is {job.status}; it cannot be resumed")
     if budget_usd is not None:
         job.budget_usd = budget_usd
     job.status = LLMJob.Status.PENDING

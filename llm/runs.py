@@ -34,9 +34,16 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from core.app_errors import Conflict
+from core.app_errors import InvalidInput
 from llm.constants import EXECUTOR_BATCH, OUTCOME_OK, OUTCOMES
-from llm.job_lifecycle import CLAIMED, llm_job_cancel, llm_job_failed_count, llm_job_pause, llm_job_recount
+from llm.job_lifecycle import (
+    CLAIMED,
+    RunStateConflict,
+    llm_job_cancel,
+    llm_job_failed_count,
+    llm_job_pause,
+    llm_job_recount,
+)
 from llm.models import FINISHED, LedgerEntry, LLMJob, RunStatus
 from llm.run_watch import ERROR_CHARS
 from llm.selectors import ledger_run_outcomes
@@ -415,7 +422,7 @@ def llm_job_control(*, job: LLMJob, action: str) -> int:
     elif action == "retry":
         return owner.retry_failed(job) if owner else llm_job_retry_failed(job=job, enqueue=True)
     else:
-        raise ValueError(f"unknown action {action!r}: pause, resume, cancel or retry")
+        raise InvalidInput(fields={"action": f"unknown action {action!r}: pause, resume, cancel or retry"})
     return 0
 
 
@@ -492,7 +499,7 @@ def _owned_job(run, action: str) -> LLMJob:
     """The run's LLM job; a run without one (outputs filed from elsewhere, such as the demo's
     runs of the paper's examples) asked nothing, so there is nothing to ``action`` (409)."""
     if run.llm_job is None:
-        raise Conflict(
+        raise RunStateConflict(
             f"{run} asked no requests of its own (its outputs were filed, not generated here): there is "
             f"nothing to {action}"
         )
@@ -512,7 +519,7 @@ def owned_run_resume(run, *, enqueue: Callable[[], None], budget_usd=None) -> No
     answer is asked again, then the run stores the answers (never the job alone)."""
     refusal = run_action_refusal("resume", run.status)
     if refusal is not None:
-        raise ValueError(f"{run} is {run.status}; {refusal}")
+        raise RunStateConflict(f"{run} is {run.status}; {refusal}")
     job = _owned_job(run, "resume")
     job.refresh_from_db(fields=["status"])
     if not (job.status == RunStatus.DONE and not llm_job_failed_count(job)):
@@ -534,7 +541,7 @@ def owned_run_retry_failed(
     store their new answers in place of the unusable ones. Returns how many are re-asked."""
     refusal = run_action_refusal("retry", run.status)
     if refusal is not None:
-        raise ValueError(f"{run} is {run.status}; {refusal}")
+        raise RunStateConflict(f"{run} is {run.status}; {refusal}")
     job = _owned_job(run, "retry")
     failed = llm_job_failed_count(job)
     if discard_unusable is not None:

@@ -12,7 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from core.app_errors import AppError
 from core.confirm import refuse_unconfirmed
+from core.errors import refusal_message
 from core.permissions import admin_required
 from llm.costs import job_costs
 from llm.endpoints import normalized_url
@@ -76,8 +78,8 @@ def job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         return redirect("llm_overview")
     try:
         n = llm_job_control(job=job, action=action)
-    except ValueError as exc:
-        messages.error(request, str(exc))
+    except AppError as exc:
+        refusal_message(request, exc)
     else:
         if action == "retry":
             messages.success(

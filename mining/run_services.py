@@ -12,11 +12,10 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from core.app_errors import Conflict
 from core.run_configs import RunConfigError
 from core.stored_values import StrictJSONError, check_stored_values
 from llm.models import FINISHED
-from llm.runs import run_action_refusal
+from llm.runs import RunStateConflict, run_action_refusal
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.procedure_records import NO_TOPIC
 from mining.run_configs import mining_config_parse
@@ -245,7 +244,7 @@ def mining_run_resume(*, run: MiningRun, budget_usd=None, start: bool = True) ->
     run = MiningRun.objects.select_for_update().get(pk=run.pk)
     refusal = run_action_refusal("resume", run.status)
     if refusal is not None:
-        raise Conflict(f"run {run.name!r} is {run.status}; {refusal}")
+        raise RunStateConflict(f"run {run.name!r} is {run.status}; {refusal}")
     if budget_usd is not None:
         run.budget_usd = budget_usd
     run.status = MiningRunStatus.PENDING
@@ -264,7 +263,7 @@ def mining_run_retry_failures(*, run: MiningRun, start: bool = True) -> int:
     run = MiningRun.objects.select_for_update().get(pk=run.pk)
     refusal = run_action_refusal("retry", run.status)
     if refusal is not None:
-        raise Conflict(f"run {run.name!r} is {run.status}; {refusal}")
+        raise RunStateConflict(f"run {run.name!r} is {run.status}; {refusal}")
     n = MiningCandidate.objects.filter(run=run, status=CandidateStatus.FAILED).update(
         status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None
     )

@@ -13,7 +13,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from core.app_errors import AppError
 from core.confirm import refuse_unconfirmed
+from core.errors import refusal_message
 from core.permissions import admin_required, researcher_required
 from core.roles import is_admin
 from core.run_configs import RunConfigError
@@ -112,8 +114,8 @@ def mining_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
         return redirect("mining_run_detail", pk=run.pk)
     try:
         result = actions[action](run=run)
-    except ValueError as exc:
-        messages.error(request, str(exc))
+    except AppError as exc:
+        refusal_message(request, exc)
     else:
         done = f"{result} failed documents queued again" if action == "retry-failures" else f"{action} requested"
         messages.success(request, f"{run.name}: {done}.")

@@ -5,6 +5,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
+from core.app_errors import AppError
 from core.permissions import admin_required, researcher_required
 from core.record_files import RecordError
 from core.request_bodies import accepts_uploads
@@ -147,7 +148,7 @@ def corpus_upload(request: HttpRequest) -> HttpResponse:
                 create_topics=data["create_topics"],
                 user=request.user.get_username(),
             )
-        except (ValueError, RecordError) as exc:
+        except (AppError, RecordError) as exc:
             form.add_error(None, str(exc))
         else:
             return redirect("corpus_import_detail", pk=job.pk)

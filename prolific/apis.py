@@ -23,11 +23,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.studies.selectors import study_get
+from core.api_schema import ApiErrorSerializer
 from core.confirm import CONFIRM_FIELD, CONFIRM_VALUE
 from core.parsers import StrictJSONParser
 from core.serializer_fields import StrictCharField
 from prolific import constants as C
-from prolific.client import ProlificError
 from prolific.models import ProlificBonusBatch, ProlificRequest, ProlificStudyLink, ProlificWebhookSubscription
 from prolific.selectors import (
     prolific_link_get,
@@ -39,9 +39,7 @@ from prolific.selectors import (
     prolific_webhook_state,
 )
 from prolific.services import (
-    ProlificConflict,
     ProlificInvalid,
-    ProlificNotReady,
     prolific_bonus_pay,
     prolific_bonus_preview,
     prolific_bonus_reconcile,
@@ -59,29 +57,25 @@ from prolific.webhooks import ID_MAX, prolific_webhooks_subscribe
 TAG = ["prolific"]
 
 
-class ProlificErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
+class ProlificFailureSerializer(ApiErrorSerializer):
+    """Prolific refused or failed: ``code`` is ``prolific_<kind>``, ``what_to_do`` says what next."""
 
-
-class ProlificFailureSerializer(serializers.Serializer):
-    detail = serializers.CharField(help_text="What Prolific answered, in words")
-    kind = serializers.CharField(help_text="The kind of failure: " + ", ".join(ProlificError.WHAT_TO_DO))
-    what_to_do = serializers.CharField()
-    status_code = serializers.IntegerField(allow_null=True, help_text="Prolific's HTTP status, if it answered")
+    upstream_status = serializers.IntegerField(
+        allow_null=True, required=False, help_text="Prolific's HTTP status, if it answered (its failures only)"
+    )
 
 
 def _errors(**extra: str) -> dict[int, OpenApiResponse]:
     answers = {
-        400: OpenApiResponse(
-            ProlificErrorSerializer, description="A value refused, named by its field; nothing was done"
-        ),
-        401: OpenApiResponse(ProlificErrorSerializer, description="Not logged in (no token or session)"),
-        403: OpenApiResponse(ProlificErrorSerializer, description="The researcher or admin role is needed"),
-        404: OpenApiResponse(ProlificErrorSerializer, description="No such study"),
+        400: OpenApiResponse(ApiErrorSerializer, description="A value refused, named by its field; nothing was done"),
+        401: OpenApiResponse(ApiErrorSerializer, description="Not logged in (no token or session)"),
+        403: OpenApiResponse(ApiErrorSerializer, description="The researcher or admin role is needed"),
+        404: OpenApiResponse(ApiErrorSerializer, description="No such study"),
         409: OpenApiResponse(
-            ProlificErrorSerializer,
-            description="Not in a state for this (not published, already paid; "
-            "or, with kind and what_to_do, settings to fix: no Prolific token saved, one that cannot be "
+            ProlificFailureSerializer,
+            description="Not in a state for this (code prolific_state: not published, already paid; "
+            "prolific_not_ready: a setting of the study to fill first) "
+            "or, with code prolific_<kind> and what_to_do, settings to fix: no Prolific token saved, one that cannot be "
             "read or that Prolific refuses, a PROLIFIC_API_URL that is not Prolific's API)",
         ),
         502: OpenApiResponse(
@@ -91,24 +85,6 @@ def _errors(**extra: str) -> dict[int, OpenApiResponse]:
     for code, description in extra.items():
         answers[int(code.lstrip("_"))].description = description
     return answers
-
-
-def _failure(exc: Exception) -> Response:
-    if isinstance(exc, ProlificInvalid):
-        refused = status.HTTP_409_CONFLICT if isinstance(exc, ProlificNotReady) else status.HTTP_400_BAD_REQUEST
-        return Response({exc.field: [exc.message], "detail": f"{exc.field}: {exc.message}"}, status=refused)
-    if isinstance(exc, ProlificConflict):
-        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-    assert isinstance(exc, ProlificError)
-    # Settings to fix (no token, one unreadable or refused, a wrong API address): not a bad gateway.
-    code = status.HTTP_409_CONFLICT if exc.kind in ProlificError.SETTINGS_KINDS else status.HTTP_502_BAD_GATEWAY
-    return Response(
-        {"detail": exc.message, "kind": exc.kind, "what_to_do": exc.what_to_do, "status_code": exc.status_code},
-        status=code,
-    )
-
-
-FAILURES = (ProlificInvalid, ProlificConflict, ProlificError)
 
 
 class ProlificConfirmSerializer(serializers.Serializer):
@@ -227,10 +203,7 @@ class ProlificTokenView(APIView):
         body = ProlificTokenSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         token = body.validated_data["token"]
-        try:
-            prolific_token_save(user=request.user, token=token)
-        except ProlificInvalid as exc:
-            return _failure(exc)
+        prolific_token_save(user=request.user, token=token)
         return Response(prolific_token_state(request.user))
 
     @extend_schema(
@@ -259,7 +232,7 @@ class ProlificStateView(APIView):
             try:
                 draft = _draft_data(prolific_draft(study=study, base_url=request.build_absolute_uri("/")))
             except ProlificInvalid as exc:
-                problem = f"{exc.field}: {exc.message}"
+                problem = exc.message
         return Response(
             {
                 "link": ProlificLinkSerializer(link).data if linked else None,
@@ -293,15 +266,12 @@ class PublishView(APIView):
         study = study_get(slug=slug)
         body = ProlificPublishSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            link = prolific_study_publish(
-                study=study,
-                user=request.user,
-                base_url=request.build_absolute_uri("/"),
-                relink=body.validated_data["relink"],
-            )
-        except FAILURES as exc:
-            return _failure(exc)
+        link = prolific_study_publish(
+            study=study,
+            user=request.user,
+            base_url=request.build_absolute_uri("/"),
+            relink=body.validated_data["relink"],
+        )
         return Response(ProlificLinkSerializer(link).data, status=status.HTTP_201_CREATED)
 
 
@@ -318,10 +288,7 @@ class PublishNowView(APIView):
     def post(self, request, slug: str):
         study = study_get(slug=slug)
         ProlificConfirmSerializer(data=request.data).is_valid(raise_exception=True)
-        try:
-            link = prolific_study_publish_now(study=study, user=request.user)
-        except FAILURES as exc:
-            return _failure(exc)
+        link = prolific_study_publish_now(study=study, user=request.user)
         return Response(ProlificLinkSerializer(link).data)
 
 
@@ -344,10 +311,7 @@ class SyncView(APIView):
     )
     def post(self, request, slug: str):
         study = study_get(slug=slug)
-        try:
-            result = prolific_submissions_sync(study=study, user=request.user)
-        except FAILURES as exc:
-            return _failure(exc)
+        result = prolific_submissions_sync(study=study, user=request.user)
         return Response(ProlificSyncResultSerializer(result).data)
 
 
@@ -396,15 +360,12 @@ class ReviewView(APIView):
         study = study_get(slug=slug)
         body = ProlificReviewSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            result = prolific_review(
-                study=study,
-                user=request.user,
-                policy=body.validated_data["policy"],
-                message=body.validated_data.get("message"),
-            )
-        except FAILURES as exc:
-            return _failure(exc)
+        result = prolific_review(
+            study=study,
+            user=request.user,
+            policy=body.validated_data["policy"],
+            message=body.validated_data.get("message"),
+        )
         return Response(ProlificReviewResultSerializer(result).data)
 
 
@@ -473,10 +434,7 @@ class BonusPreviewView(APIView):
         study = study_get(slug=slug)
         body = ProlificBonusRuleSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            batch = prolific_bonus_preview(study=study, user=request.user, **body.validated_data)
-        except FAILURES as exc:
-            return _failure(exc)
+        batch = prolific_bonus_preview(study=study, user=request.user, **body.validated_data)
         # A preview that pays no one is not stored: 200 with id null.
         return Response(
             ProlificBonusBatchSerializer(batch).data, status=status.HTTP_201_CREATED if batch.pk else status.HTTP_200_OK
@@ -499,10 +457,7 @@ class BonusPayView(APIView):
         study = study_get(slug=slug)
         batch = get_object_or_404(ProlificBonusBatch, pk=pk, link__study=study)
         ProlificConfirmSerializer(data=request.data).is_valid(raise_exception=True)
-        try:
-            batch = prolific_bonus_pay(batch=batch, user=request.user)
-        except FAILURES as exc:
-            return _failure(exc)
+        batch = prolific_bonus_pay(batch=batch, user=request.user)
         return Response(ProlificBonusBatchSerializer(batch).data)
 
 
@@ -525,10 +480,7 @@ class BonusResolveView(APIView):
         batch = get_object_or_404(ProlificBonusBatch, pk=pk, link__study=study)
         body = ProlificBonusResolveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            batch = prolific_bonus_resolve(batch=batch, paid=body.validated_data["paid"])
-        except FAILURES as exc:
-            return _failure(exc)
+        batch = prolific_bonus_resolve(batch=batch, paid=body.validated_data["paid"])
         return Response(ProlificBonusBatchSerializer(batch).data)
 
 
@@ -554,10 +506,7 @@ class BonusReconcileView(APIView):
     def post(self, request, slug: str, pk: int):
         study = study_get(slug=slug)
         batch = get_object_or_404(ProlificBonusBatch, pk=pk, link__study=study)
-        try:
-            result = prolific_bonus_reconcile(batch=batch, user=request.user)
-        except FAILURES as exc:
-            return _failure(exc)
+        result = prolific_bonus_reconcile(batch=batch, user=request.user)
         return Response(
             {
                 "batch": ProlificBonusBatchSerializer(result.batch).data,
@@ -621,14 +570,11 @@ class WebhookSubscriptionsView(APIView):
     def post(self, request):
         body = WebhookSubscribeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            done = prolific_webhooks_subscribe(
-                user=request.user,
-                base_url=request.build_absolute_uri("/"),
-                workspace_id=body.validated_data.get("workspace_id") or None,
-            )
-        except FAILURES as exc:
-            return _failure(exc)
+        done = prolific_webhooks_subscribe(
+            user=request.user,
+            base_url=request.build_absolute_uri("/"),
+            workspace_id=body.validated_data.get("workspace_id") or None,
+        )
         return Response(
             {
                 "workspace_id": done.workspace_id,

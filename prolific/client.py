@@ -39,11 +39,15 @@ except ImportError:  # pragma: no cover - older releases ship it as httpx
     # The same module under its former name; only one of the two is ever installed.
     import httpx as _http  # type: ignore[no-redef]
 
+from core.app_errors import UpstreamFailed
 from core.secret_masking import mask_secrets
 from prolific.constants import LOG_EXCERPT_CHARS
 
 
-class ProlificError(Exception):
+class ProlificError(UpstreamFailed):
+    """Prolific refused, failed or cannot be asked: in the application's error family with code
+    ``prolific_<kind>``, ``what_to_do``, and Prolific's HTTP status as ``upstream_status``."""
+
     # Kinds raised before anything is sent to Prolific: the caller's state to fix, not Prolific failing.
     LOCAL_KINDS = frozenset({"no_token", "token_unreadable"})
     # Kinds that settings must fix, not a wait: no token, or one Prolific refuses, or an address
@@ -67,11 +71,16 @@ class ProlificError(Exception):
     }
 
     def __init__(self, kind: str, message: str, *, status_code: int | None = None, what_to_do: str | None = None):
-        super().__init__(message)
+        # Settings to fix are a 409 (asking again cannot help); Prolific failing is a 502.
+        super().__init__(
+            message,
+            code=f"prolific_{kind}",
+            what_to_do=what_to_do or self.WHAT_TO_DO.get(kind, ""),
+            status=409 if kind in self.SETTINGS_KINDS else 502,
+            extra={"upstream_status": status_code},
+        )
         self.kind = kind
-        self.message = message
         self.status_code = status_code
-        self.what_to_do = what_to_do or self.WHAT_TO_DO.get(kind, "")
 
     def __str__(self) -> str:
         return f"{self.message} {self.what_to_do}".strip()

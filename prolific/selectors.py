@@ -97,7 +97,7 @@ def prolific_panel(
         try:
             draft = prolific_draft(study=study, base_url=base_url)
         except ProlificInvalid as exc:
-            draft_problem = f"{exc.field}: {exc.message}"
+            draft_problem = exc.message
     submissions = list(prolific_submission_list(study)[:rows])
     status_counts = Counter(ProlificSubmission.objects.filter(link__study=study).values_list("status", flat=True))
     return {

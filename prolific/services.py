@@ -26,6 +26,7 @@ from annotate.models import Annotation, ItemRole, Participation, ParticipationSt
 from annotate.participation.selectors import study_terms
 from annotate.review.selectors import participant_rejections
 from annotate.studies.services import participation_release, study_update
+from core.app_errors import Conflict, InvalidInput
 from core.secret_masking import secret_register
 from prolific import constants as C
 from prolific.client import Exchange, ProlificClient, ProlificError
@@ -41,23 +42,28 @@ from prolific.models import (
 )
 
 
-class ProlificInvalid(Exception):
-    """A value the product refuses; ``field`` names it (a 400)."""
+class ProlificInvalid(InvalidInput):
+    """A value the product refuses; ``field`` names it, ``problem`` says what is wrong (400)."""
 
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
+    def __init__(self, field: str, problem: str):
+        super().__init__(fields={field: problem})
         self.field = field
-        self.message = message
+        self.problem = problem
 
 
-class ProlificConflict(Exception):
+class ProlificConflict(Conflict):
     """The study is not in a state for this (not published, already paid, ...): a 409."""
+
+    code = "prolific_state"
 
 
 class ProlificNotReady(ProlificInvalid):
     """A well-formed request that the state of the study or of this server refuses (no main
     items, no payment per item yet, no public https address for webhooks): a 409 naming the
-    setting to change first; pages show it as they show ProlificInvalid."""
+    setting to change first."""
+
+    status = 409
+    code = "prolific_not_ready"
 
 
 # --------------------------------------------------------------------------- tokens

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.studies.selectors import study_get
 from core.confirm import confirm_page, confirmed
+from core.errors import refusal_message
 from core.permissions import researcher_required
 from prolific import constants as C
 from prolific.client import ProlificError
@@ -39,13 +40,6 @@ def _back(slug: str) -> HttpResponse:
     return redirect(reverse("annotate:study_detail", args=[slug]) + "#prolific")
 
 
-def _failed(request: HttpRequest, exc: Exception) -> None:
-    if isinstance(exc, ProlificError):
-        messages.error(request, f"{exc.message} What to do: {exc.what_to_do}")
-    else:
-        messages.error(request, str(exc))
-
-
 @researcher_required
 @require_http_methods(["GET", "POST"])
 def token(request: HttpRequest) -> HttpResponse:
@@ -59,7 +53,7 @@ def token(request: HttpRequest) -> HttpResponse:
         try:
             credential = prolific_token_save(user=request.user, token=request.POST.get("token", ""))
         except ProlificInvalid as exc:
-            error = f"{exc.field}: {exc.message}"
+            error = exc.message
         else:
             messages.success(request, f"Saved: your Prolific token ending in …{credential.last4}.")
             nxt = request.POST.get("next", "")
@@ -90,10 +84,8 @@ def publish(request: HttpRequest, slug: str) -> HttpResponse:
             base_url=request.build_absolute_uri("/"),
             relink=request.POST.get("relink") == "yes",
         )
-    except ProlificInvalid as exc:
-        raise BadRequest(f"{exc.field}: {exc.message}") from None
     except (ProlificError, ProlificConflict) as exc:
-        _failed(request, exc)
+        refusal_message(request, exc)
     else:
         messages.success(
             request,
@@ -122,7 +114,7 @@ def publish_now(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         prolific_study_publish_now(study=study, user=request.user)
     except (ProlificError, ProlificConflict) as exc:
-        _failed(request, exc)
+        refusal_message(request, exc)
     else:
         messages.success(request, "Published on Prolific: participants can start.")
     return _back(slug)
@@ -135,7 +127,7 @@ def sync(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         result = prolific_submissions_sync(study=study, user=request.user)
     except (ProlificError, ProlificConflict) as exc:
-        _failed(request, exc)
+        refusal_message(request, exc)
     else:
         note = f"; {result.skipped_malformed} unreadable rows skipped" if result.skipped_malformed else ""
         messages.success(
@@ -166,10 +158,8 @@ def review(request: HttpRequest, slug: str) -> HttpResponse:
         )
     try:
         result = prolific_review(study=study, user=request.user, policy=policy, message=request.POST.get("message"))
-    except ProlificInvalid as exc:
-        raise BadRequest(f"{exc.field}: {exc.message}") from None
     except (ProlificError, ProlificConflict) as exc:
-        _failed(request, exc)
+        refusal_message(request, exc)
     else:
         messages.success(
             request,
@@ -205,10 +195,8 @@ def bonus_preview(request: HttpRequest, slug: str) -> HttpResponse:
             per_item=request.POST.get("per_item", ""),
             quota=request.POST.get("quota", "0"),
         )
-    except ProlificInvalid as exc:
-        raise BadRequest(f"{exc.field}: {exc.message}") from None
     except ProlificConflict as exc:
-        _failed(request, exc)
+        refusal_message(request, exc)
     else:
         if not batch.pk:
             messages.info(
@@ -245,7 +233,7 @@ def bonus_pay(request: HttpRequest, slug: str, batch_id: int) -> HttpResponse:
     try:
         batch = prolific_bonus_pay(batch=batch, user=request.user)
     except (ProlificError, ProlificConflict) as exc:
-        _failed(request, exc)
+        refusal_message(request, exc)
     else:
         messages.success(
             request, f"Paid bonuses to {batch.n_participants} participants ({batch.total_cents / 100:.2f})."
@@ -265,7 +253,7 @@ def bonus_resolve(request: HttpRequest, slug: str, batch_id: int) -> HttpRespons
     try:
         prolific_bonus_resolve(batch=batch, paid=answer == "yes")
     except ProlificConflict as exc:
-        _failed(request, exc)
+        refusal_message(request, exc)
     else:
         messages.success(request, "Recorded as paid." if answer == "yes" else "Recorded as not paid: preview again.")
     return _back(slug)
@@ -280,7 +268,7 @@ def bonus_reconcile(request: HttpRequest, slug: str, batch_id: int) -> HttpRespo
     try:
         result = prolific_bonus_reconcile(batch=batch, user=request.user)
     except (ProlificConflict, ProlificError) as exc:
-        _failed(request, exc)
+        refusal_message(request, exc)
     else:
         (messages.success if result.batch.state == "paid" else messages.warning)(request, result.note)
     return _back(slug)
@@ -299,7 +287,7 @@ def webhooks_subscribe(request: HttpRequest) -> HttpResponse:
             workspace_id=request.POST.get("workspace_id", "").strip() or None,
         )
     except (ProlificInvalid, ProlificError) as exc:
-        messages.error(request, f"{exc.field}: {exc.message}" if isinstance(exc, ProlificInvalid) else str(exc))
+        refusal_message(request, exc)
     else:
         messages.success(
             request,

@@ -33,9 +33,7 @@ def webhook(request: HttpRequest) -> JsonResponse:
             raise WebhookRefused(415, "Content-Type", "Prolific sends JSON (application/json), not a form") from None
         received = prolific_webhook_receive(headers=request.headers, body=body)
     except WebhookRefused as exc:
-        return JsonResponse(
-            {"detail": f"{exc.field}: {exc.message}", "field": exc.field, "message": exc.message}, status=exc.status
-        )
+        return JsonResponse(exc.body(), status=exc.status)
     event = received.event
     return JsonResponse(
         {

@@ -37,6 +37,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.models import Participation
+from core.app_errors import AppError
 from core.secret_masking import secret_register
 from prolific import constants as C
 from prolific.client import ProlificError
@@ -60,15 +61,16 @@ from prolific.services import (
 ID_MAX = 100
 
 
-class WebhookRefused(Exception):
-    """A webhook request refused before anything was stored: ``status`` (400, 403) and the
-    header or field it names."""
+class WebhookRefused(AppError):
+    """A webhook request refused before anything was stored: ``status`` (400, 403, 415) and
+    the header or field it names, in the application's error body (code ``webhook_refused``)."""
 
-    def __init__(self, status: int, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.status = status
+    code = "webhook_refused"
+
+    def __init__(self, status: int, field: str, problem: str):
+        super().__init__(fields={field: problem}, status=status)
         self.field = field
-        self.message = message
+        self.problem = problem
 
 
 def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:

@@ -26,7 +26,7 @@ def test_a_key_given_twice_in_one_object_is_refused_naming_it(admin_client_):
 
     body = '{"name": "first", "base_url": "http://127.0.0.1:9/v1", "model": "m", "name": "second"}'
     response = admin_client_.post("/api/llm/endpoints/", body, content_type="application/json")
-    assert response.status_code == 400 and response.json()["field"] == "name", response.content[:300]
+    assert response.status_code == 400 and "name" in response.json(), response.content[:300]
     assert "appears twice" in response.json()["detail"]
     assert not EndpointRecord.objects.filter(name__in=["first", "second"]).exists()
     nested = '{"draft": {"verdict": "ok", "verdict": "no"}}'

@@ -218,7 +218,7 @@ def test_a_refused_configuration_is_a_400_naming_its_line_and_key_and_stores_not
     response = _launch(api, kind, config)
     assert response.status_code == 400, response.content
     body = response.json()
-    assert body["line"] == line and body["field"] == key, body
+    assert body["line"] == line and body["key"] == key and body["code"] == "config_invalid", body
     assert f"the configuration, line {line}: " in body["config"][0] and words in body["config"][0], body
     assert _counts() == before
 
@@ -247,12 +247,12 @@ def test_an_api_launch_reads_no_file_named_by_the_configuration(api):
     config = "out_root: /tmp/never-written\nmodels:\n  - model: m\ninputs:\n  path: /\n"
     for kind in ("generation", "judge"):  # refused before the translation walks the folder
         response = _launch(api, kind, config)
-        assert response.status_code == 400 and response.json()["field"] == "inputs", response.content
+        assert response.status_code == 400 and response.json()["key"] == "inputs", response.content
     config = "out_root: /tmp/never-written\nmodels:\n  - model: m\npaths:\n  generations: /etc/passwd\n"
     response = _launch(api, "judge", config)
     assert response.status_code == 400 and "paths.generations" in response.json()["config"][0], response.content
     response = _launch(api, "coscript", "name: p\nmodel: m\nprompts_dir: /etc\n")
-    assert response.status_code == 400 and response.json()["field"] == "prompts_dir"
+    assert response.status_code == 400 and response.json()["key"] == "prompts_dir"
     assert _counts() == before
 
 
@@ -649,7 +649,7 @@ def test_a_bare_model_name_must_be_registered_and_a_mapping_keeps_what_it_does_n
 
     stored = language_model_register(name="tuned", base_url="http://127.0.0.1:9/v1", model="m", max_tokens=4096)
     response = api.post(COLLECTIONS["generation"], {"config": "name: typo-run\nmodel: tunde\n"}, format="json")
-    assert response.status_code == 400 and response.json()["field"] == "model"
+    assert response.status_code == 400 and response.json()["key"] == "model"
     assert "no registered language model named 'tunde'" in response.json()["config"][0]
     assert not LanguageModel.objects.filter(name="tunde").exists() and not GenerationRun.objects.exists()
     hostile = "name: x-run\nmodel: {name: tuned, base_url: 'javascript:alert(1)'}\n"

@@ -68,4 +68,4 @@ def test_the_redirect_asks_for_no_login_and_no_csrf_token(db):
 def test_a_path_that_names_nothing_either_way_is_the_api_json_404(researcher_client):
     response = researcher_client.get("/api/no-such-thing")
     assert response.status_code == 404
-    assert response.json() == {"detail": "Not found."}
+    assert response.json() == {"code": "not_found", "detail": "Not found."}

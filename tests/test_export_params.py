@@ -39,7 +39,7 @@ def _page_400(response, name: str, *accepted: str) -> str:
 def _api_400(response, name: str, *accepted: str) -> str:
     assert response.status_code == 400, response.content[:500]
     body = response.json()
-    assert list(body) == [name], body
+    assert list(body) == ["code", "detail", name], body
     message = " ".join(body[name])
     assert all(value in message for value in accepted), message
     return message

@@ -169,7 +169,7 @@ def test_no_prolific_token_is_a_409_saying_where_to_save_one_not_a_bad_gateway(p
     client = Client(HTTP_AUTHORIZATION=f"Token {api_token_create(user=researcher, label='walk').secret}")
     response = client.post(f"/api/studies/{study.slug}/prolific/publish/", {}, content_type="application/json")
     assert response.status_code == 409, response.content
-    assert response.json()["kind"] == "no_token" and "Prolific token page" in response.json()["what_to_do"]
+    assert response.json()["code"] == "prolific_no_token" and "Prolific token page" in response.json()["what_to_do"]
     assert not prolific.requests
 
 
@@ -184,7 +184,7 @@ def test_an_unreadable_saved_token_says_to_save_it_again_not_that_prolific_refus
     response = client.post(f"/api/studies/{study.slug}/prolific/publish/", {}, content_type="application/json")
     assert response.status_code == 409, response.content
     body = response.json()
-    assert body["kind"] == "token_unreadable" and "again" in body["what_to_do"]
+    assert body["code"] == "prolific_token_unreadable" and "again" in body["what_to_do"]
     assert "Prolific refused" not in body["what_to_do"] and not prolific.requests
 
 

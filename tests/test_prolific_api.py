@@ -117,8 +117,8 @@ def test_prolifics_failure_is_a_502_with_what_to_do(api, prolific):
     response = api.post(_url("api-prolific-publish", study), {}, content_type="application/json")
     assert response.status_code == 502
     body = response.json()
-    assert body["kind"] == "unavailable" and body["what_to_do"] == "Prolific is failing; try again later."
-    assert body["status_code"] == 500
+    assert body["code"] == "prolific_unavailable" and body["what_to_do"] == "Prolific is failing; try again later."
+    assert body["upstream_status"] == 500
 
 
 @pytest.mark.parametrize(

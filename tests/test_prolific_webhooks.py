@@ -254,7 +254,7 @@ def test_a_multipart_form_is_refused_naming_the_content_type_and_nothing_is_stor
     """The crawler's hostile form posts: a form's parts are parsed from the stream, so the raw
     bytes the signature covers are gone; a 415 naming Content-Type, never a 500."""
     answer = client.post(WEBHOOK, data={"event_type": "submission.status.change", "resource_id": "x"})
-    assert answer.status_code == 415 and answer.json()["field"] == "Content-Type"
+    assert answer.status_code == 415 and answer.json()["code"] == "webhook_refused" and "Content-Type" in answer.json()
     assert not ProlificWebhookEvent.objects.exists()
 
 
@@ -304,8 +304,8 @@ def test_a_stale_timestamp_is_refused_even_with_a_valid_signature(prolific, rese
     old = time.time() - settings.PROLIFIC_WEBHOOK_TOLERANCE_SECONDS - 60
     answer = _hostile(client, *prolific.signed(event, request_time=old))
     assert answer.status_code == 400
-    assert answer.json()["field"] == "X-Prolific-Request-Timestamp"
-    assert "PROLIFIC_WEBHOOK_TOLERANCE_SECONDS" in answer.json()["message"]
+    problems = answer.json()["X-Prolific-Request-Timestamp"]
+    assert "PROLIFIC_WEBHOOK_TOLERANCE_SECONDS" in problems[0] and answer.json()["code"] == "webhook_refused"
     ahead = _hostile(client, *prolific.signed(event, request_time=time.time() + 3600))
     assert ahead.status_code == 400 and not ProlificWebhookEvent.objects.exists()
 
@@ -326,7 +326,7 @@ def test_a_stale_timestamp_is_refused_even_with_a_valid_signature(prolific, rese
 def test_a_signed_body_that_is_not_an_event_is_refused_naming_the_field(prolific, client, subscribed, body, named):
     headers, raw = prolific.signed(Event("evt-bad", {}, int(time.time())), body=body)
     answer = _hostile(client, headers, raw)
-    assert answer.status_code == 400 and answer.json()["field"] == named
+    assert answer.status_code == 400 and list(answer.json()) == ["code", "detail", named]
     assert not ProlificWebhookEvent.objects.exists()
 
 
@@ -344,7 +344,7 @@ def test_without_a_saved_secret_every_event_is_refused_and_only_post_is_taken(pr
     event = Event("evt-1", {"event_type": "study.status.change", "resource_id": "a", "status": "ACTIVE"}, 1)
     prolific.hook_secret = "a-secret-this-server-never-saw"
     answer = _hostile(client, *prolific.signed(event))
-    assert answer.status_code == 403 and "subscribe" in answer.json()["message"]
+    assert answer.status_code == 403 and "subscribe" in answer.json()["detail"]
     assert client.get(WEBHOOK).status_code == 405
     assert not ProlificWebhookEvent.objects.exists()
 
@@ -494,14 +494,14 @@ def test_a_wrong_token_or_address_says_so_and_the_api_answers_409_settings_to_fi
     answer = researcher_client.post(
         reverse("api-prolific-publish", args=[study.slug]), {}, content_type="application/json"
     )
-    assert answer.status_code == 409 and answer.json()["kind"] == "auth"  # settings to fix, not a wait
+    assert answer.status_code == 409 and answer.json()["code"] == "prolific_auth"  # settings to fix, not a wait
     assert "token" in answer.json()["detail"] and "failing" not in answer.json()["what_to_do"]
     settings.PROLIFIC_API_URL = prolific.base_url.replace("/api/v1/", "/elsewhere/")
     prolific_token_save(user=researcher, token=prolific.token)
     wrong = researcher_client.post(
         reverse("api-prolific-publish", args=[study.slug]), {}, content_type="application/json"
     )
-    assert wrong.status_code == 409 and wrong.json()["kind"] == "wrong_url"
+    assert wrong.status_code == 409 and wrong.json()["code"] == "prolific_wrong_url"
 
 
 def test_the_poll_and_an_event_agree_whichever_comes_first(prolific, researcher, client, subscribed):

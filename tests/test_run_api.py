@@ -351,7 +351,7 @@ def test_pause_resume_and_cancel_through_the_api_and_actions_that_do_not_apply_a
     paused = admin_client_.post(world.action("pause"))
     assert paused.status_code == 200 and paused.json()["run"]["status"] == "paused"
     again = admin_client_.post(world.action("pause"))
-    assert again.status_code == 409 and "paused" in again.json()["detail"]
+    assert again.status_code == 409 and "paused" in again.json()["detail"] and again.json()["code"] == "run_state"
     resumed = admin_client_.post(world.action("resume"))
     assert resumed.status_code == 200 and status() == "pending"
 

@@ -11,6 +11,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
+from core.api_schema import ApiErrorSerializer
 from core.app_errors import InvalidInput
 from core.query_params import QueryFlag, query_params_clean
 from core.serializer_fields import StrictBooleanField
@@ -76,21 +77,15 @@ class StrictBooleanFilter(django_filters.ChoiceFilter):
         return qs.filter(**{f"{self.field_name}__{self.lookup_expr}": self.VALUES[value]})
 
 
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-
-
 def error_responses(**responses: str) -> dict[int, OpenApiResponse]:
     """The error answers every endpoint shares, plus its own (status: description)."""
     shared = {
-        401: OpenApiResponse(ErrorSerializer, description="Not logged in (no token or session)"),
-        403: OpenApiResponse(ErrorSerializer, description="The researcher or admin role is needed"),
+        401: OpenApiResponse(ApiErrorSerializer, description="Not logged in (no token or session)"),
+        403: OpenApiResponse(ApiErrorSerializer, description="The researcher or admin role is needed"),
     }
     for code, description in responses.items():
         number = int(code.lstrip("_"))
-        shared[number] = OpenApiResponse(
-            ErrorSerializer if number in (404, 409) else OpenApiTypes.OBJECT, description=description
-        )
+        shared[number] = OpenApiResponse(ApiErrorSerializer, description=description)
     return shared
 
 

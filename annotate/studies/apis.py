@@ -23,7 +23,6 @@ from annotate.models import Study, StudyImport
 from annotate.stats.alpha import ALPHA_KEYS
 from annotate.studies.api_fields import (
     INSTRUCTIONS_MAX_CHARS,
-    ErrorSerializer,
     Pattern,
     Text,
     error_responses,
@@ -41,6 +40,8 @@ from annotate.studies.create_serializers import (
 from annotate.studies.imports import study_create_from_upload, study_imports_settle_stalled, upload_problem_lines
 from annotate.studies.selectors import study_get, study_round_summaries
 from annotate.studies.services import study_round_create, study_update
+from core.api_schema import ApiErrorSerializer
+from core.app_errors import InvalidInput
 from core.parsers import StrictJSONParser
 from core.record_files import RecordError
 from core.roles import is_researcher
@@ -84,8 +85,8 @@ class StudyListCreateView(generics.ListAPIView):
             201: OpenApiResponse(StudyDetailSerializer, description="The new study"),
             202: OpenApiResponse(StudyImportSerializer, description="A worker creates the study"),
             400: OpenApiResponse(OpenApiTypes.OBJECT, description="{field: [problems]}; nothing was created"),
-            401: OpenApiResponse(ErrorSerializer, description="Not logged in"),
-            403: OpenApiResponse(ErrorSerializer, description="The researcher or admin role is needed"),
+            401: OpenApiResponse(ApiErrorSerializer, description="Not logged in"),
+            403: OpenApiResponse(ApiErrorSerializer, description="The researcher or admin role is needed"),
         },
         examples=[CREATE_FROM_JUDGE, CREATE_FROM_JUDGE_RUN, CREATE_FROM_FILE],
     )
@@ -98,17 +99,11 @@ class StudyListCreateView(generics.ListAPIView):
             outcome = study_create_from_upload(options=options, upload=upload, created_by=request.user)
         except RecordError as exc:
             problems = upload_problem_lines(exc, upload.name)
-            return Response(
-                {"items_file": problems, "detail": "The items file has bad lines; nothing was created."},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+            raise InvalidInput("The items file has bad lines; nothing was created.", {"items_file": problems}) from None
         except AnnotateError as exc:
             if not exc.errors:  # the sampled generations and the file clash, or the judge gave nothing
                 field = "judge" if exc.message.startswith("The judge") else "items_file"
-                return Response(
-                    {field: [exc.message], "detail": exc.message + " Nothing was created."},
-                    status=status.HTTP_400_BAD_REQUEST,
-                )
+                raise InvalidInput(exc.message + " Nothing was created.", {field: exc.message}, code=exc.code) from None
             raise  # its field problems, answered by the API's exception handler
         if outcome.job is not None:  # too large for the request: a worker creates the study
             return Response(

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from annotate.studies.item_sources import items_from_file
+from core.app_errors import InvalidInput
 from core.record_files import RecordError
 from core.stored_values import StrictJSONError, check_stored_values
 from judging.models import Generation, GenerationRun, Judgment
@@ -352,8 +353,9 @@ def test_an_imported_generation_the_database_would_refuse_is_a_file_line_field_e
 
 
 def test_a_generation_run_name_longer_than_its_column_is_refused(tmp_path, procedure):
-    with pytest.raises(ValueError, match="run name: must be at most 200 characters"):
+    with pytest.raises(InvalidInput, match="run_name: must be at most 200 characters") as refused:
         generations_import(path=_jsonl(tmp_path / "gens.jsonl", [_generation()]), run_name="r" * 201)
+    assert refused.value.fields == {"run_name": ["must be at most 200 characters"]}
 
 
 @pytest.mark.parametrize(

@@ -75,7 +75,7 @@ class Command(BaseCommand):
         try:
             getattr(self, "_" + o["action"].replace("-", "_"))(study, user, o)
         except ProlificInvalid as exc:
-            raise CommandError(f"{exc.field}: {exc.message}") from None
+            raise CommandError(exc.message) from None
         except ProlificConflict as exc:
             raise CommandError(str(exc)) from None
         except ProlificError as exc:
