@@ -11,17 +11,18 @@ share of truly no_failure items in the pool (the human How2Score the study calib
 Three policies, each with the product's own functions (annotate/participation/allocation.py:
 ``item_undecided``, ``strata_order``; annotate/stats/calibration.py: ``ppi_score`` through
 ``calibration_interval``), label items one after another and stop at the first item after which
-the interval is no wider than ``--target-width`` (the study's target width, as the product
-stops):
+the interval is no wider than ``--target-width`` and ``interval_unsettled`` lets it stop the
+study (every topic has 10 labels), as the product stops:
 
 * **fixed k = 3**: items in a random order, three annotations each, the majority label;
 * **dynamic k**: the same order, two annotations, a third only while the item is undecided
   (the two disagree, or agree against the judge), at most ``--max-k``;
-* **active**: dynamic k, and each new item taken from the stratum (topic x judge label) with
-  the largest expected reduction of the interval's variance per expected annotation.
+* **active**: dynamic k, and each new item taken from the topic with the largest expected
+  reduction of the interval's variance per expected annotation (each topic's items in a random
+  order).
 
-All three are scored with the same interval (ppi_score, strata topic x judge label), so the
-only difference is where the annotations go. The policies of one replication share its items
+All three are scored with the same interval (ppi_score over topics, as the product's study page
+and agreement report compute it), so the only difference is where the annotations go. The policies of one replication share its items
 and its annotators' votes (an item's i-th vote is the same whichever policy asks for it), so
 their differences are not noise of the draw. Printed per policy: annotations and items used
 (means), annotations per item, mean width at the stop, coverage of the truth (with its Wilson
@@ -30,8 +31,8 @@ fixed k (the ratio of means). Widths are checked every ``CHECK_EVERY`` items and
 qualifying item is then found item by item (the same stop as checking after every item: the
 choices of every policy do not depend on the width).
 
-    .venv/bin/python bench/annotation_allocation.py [--replications 400] [--target-width 0.10]
-        [--pool 2000] [--max-k 3] [--workers 2] [--seed 0]
+    .venv/bin/python bench/annotation_allocation.py [--replications 500] [--target-width 0.10]
+        [--pool 2000] [--max-k 3,5] [--workers 2] [--seed 0]
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from annotate.participation.allocation import (  # noqa: E402
     StratumState,
     calibration_interval,
     expected_annotations,
+    interval_unsettled,
     interval_width,
     item_undecided,
     strata_order,
@@ -85,7 +87,7 @@ class World:
     judge_has_failure: npt.NDArray[np.bool_]
     votes: npt.NDArray[np.bool_]  # item x vote: the i-th annotator's has_failure label
     order: npt.NDArray[np.int64]  # the random order of fixed and dynamic k
-    shuffles: dict[int, list[int]]  # stratum -> its items in a random order (active)
+    shuffles: dict[int, list[int]]  # topic -> its items in a random order (active)
     truth: float
 
 
@@ -101,10 +103,9 @@ def plant(rng: np.random.Generator, pool: int, n_annotators: int, max_votes: int
     truth_has_failure = ~no_failure
     votes = np.where(right, truth_has_failure[:, None], ~truth_has_failure[:, None])
     judge_has_failure = ~says_no_failure
-    strata = topics * 2 + judge_has_failure.astype(np.int64)
     shuffles: dict[int, list[int]] = {}
     for item in rng.permutation(pool):
-        shuffles.setdefault(int(strata[item]), []).append(int(item))
+        shuffles.setdefault(int(topics[item]), []).append(int(item))
     return World(
         topics=topics,
         truth_has_failure=truth_has_failure,
@@ -130,7 +131,7 @@ def annotate_item(world: World, item: int, policy: str, max_k: int) -> tuple[boo
 
 
 def stratum_of(world: World, item: int) -> int:
-    return int(world.topics[item]) * 2 + int(world.judge_has_failure[item])
+    return int(world.topics[item])
 
 
 def run_policy(world: World, policy: str, target: float, max_k: int) -> dict[str, float | bool]:
@@ -141,7 +142,16 @@ def run_policy(world: World, policy: str, target: float, max_k: int) -> dict[str
     spent: list[int] = []  # cumulative annotations after each labelled item
     total = 0
     states: dict[int, dict[str, int]] = {
-        s: {"pool": len(items), "decided": 0, "no_failure": 0, "annotations": 0} for s, items in world.shuffles.items()
+        s: {
+            "pool": len(items),
+            "pool_judge_no_failure": sum(1 for i in items if not world.judge_has_failure[i]),
+            "decided": 0,
+            "no_failure": 0,
+            "judge_no_failure": 0,
+            "both_no_failure": 0,
+            "annotations": 0,
+        }
+        for s, items in world.shuffles.items()
     }
     queues = {s: list(items) for s, items in world.shuffles.items()}
     order = iter(world.order.tolist())
@@ -150,22 +160,19 @@ def run_policy(world: World, policy: str, target: float, max_k: int) -> dict[str
     def next_item() -> int | None:
         if policy != POLICY_ACTIVE:
             return next(order, None)
-        current = [
-            StratumState(
-                key=s,
-                pool=v["pool"],
-                decided=v["decided"],
-                no_failure=v["no_failure"],
-                annotations=v["annotations"],
-                open=len(queues[s]),
-            )
-            for s, v in states.items()
-        ]
+        current = [StratumState(key=s, open=len(queues[s]), **v) for s, v in states.items()]
         best = strata_order(current, prior_cost=prior)
-        return queues[best[0]].pop() if best else None
+        if not best:
+            return None
+        topic = best[0]
+        assert isinstance(topic, int)  # the bench's topics are numbered
+        return queues[topic].pop()
 
     def width_at(n: int) -> tuple[float | None, list[float] | None]:
+        """The interval's width after ``n`` labels, None while it cannot stop the study."""
         result = calibration_interval(labelled[:n], unlabelled)
+        if interval_unsettled(result, labelled[:n], unlabelled) is not None:
+            return None, result["ci95"]
         return interval_width(result), result["ci95"]
 
     checked = 0
@@ -179,8 +186,11 @@ def run_policy(world: World, policy: str, target: float, max_k: int) -> dict[str
         stratum["annotations"] += cost
         if label is None:
             continue  # a tie at the maximum: no human majority, not labelled
+        judge_no_failure = not world.judge_has_failure[item]
         stratum["decided"] += 1
         stratum["no_failure"] += int(not label)
+        stratum["judge_no_failure"] += int(judge_no_failure)
+        stratum["both_no_failure"] += int(judge_no_failure and not label)
         labelled.append((TOPICS[int(world.topics[item])], bool(world.judge_has_failure[item]), label))
         spent.append(total)
         if len(labelled) - checked >= CHECK_EVERY:
@@ -246,29 +256,30 @@ def report(results: list[dict[str, dict[str, float | bool]]], print_: Callable[[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--replications", type=int, default=400)
+    parser.add_argument("--replications", type=int, default=500)
     parser.add_argument("--target-width", type=float, default=0.10)
     parser.add_argument("--pool", type=int, default=2000)
     parser.add_argument("--annotators", type=int, default=60)
-    parser.add_argument("--max-k", type=int, default=3)
+    parser.add_argument("--max-k", default="3,5", help="dynamic k's maximum; several (3,5) give one table each")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     started = time.perf_counter()
-    jobs = [
-        (args.seed, rep, args.pool, args.annotators, args.max_k, args.target_width) for rep in range(args.replications)
-    ]
-    if args.workers > 1:
-        with ProcessPoolExecutor(max_workers=args.workers) as pool:
-            results = list(pool.map(replication, jobs, chunksize=8))
-    else:
-        results = [replication(job) for job in jobs]
-    print(
-        f"{args.replications} replications, pool {args.pool} items, {args.annotators} annotators "
-        f"(accuracy {ACCURACY_RANGE[0]:.2f}-{ACCURACY_RANGE[1]:.2f}), target width {args.target_width:.3f}, "
-        f"dynamic k from {MIN_K} to {args.max_k}, seed {args.seed}"
-    )
-    report(results, print)
+    for max_k in (int(k) for k in args.max_k.split(",")):
+        jobs = [
+            (args.seed, rep, args.pool, args.annotators, max_k, args.target_width) for rep in range(args.replications)
+        ]
+        if args.workers > 1:
+            with ProcessPoolExecutor(max_workers=args.workers) as pool:
+                results = list(pool.map(replication, jobs, chunksize=8))
+        else:
+            results = [replication(job) for job in jobs]
+        print(
+            f"\n{args.replications} replications, pool {args.pool} items, {args.annotators} annotators "
+            f"(accuracy {ACCURACY_RANGE[0]:.2f}-{ACCURACY_RANGE[1]:.2f}), target width {args.target_width:.3f}, "
+            f"dynamic k from {MIN_K} to {max_k}, seed {args.seed}"
+        )
+        report(results, print)
     print(f"({time.perf_counter() - started:.0f} s on {args.workers} worker{'s' if args.workers != 1 else ''})")
 
 

@@ -7,10 +7,11 @@ from annotate.participation.allocation import (
     PILOT_LABELS,
     StratumState,
     calibration_interval,
+    interval_unsettled,
     interval_width,
     item_undecided,
+    residual_variance,
     strata_order,
-    stratum_key,
     target_reached,
 )
 from annotate.stats.calibration import PPI_MIN_LABELLED, ppi_score
@@ -46,48 +47,75 @@ def test_dynamic_k_without_a_judge_label_needs_two_agreeing_votes() -> None:
     assert item_undecided([NO, HAS], judge_has_failure=None, min_k=2, max_k=3)
 
 
-def test_active_selection_fills_every_stratum_to_its_pilot_before_the_gains_decide() -> None:
+def test_active_selection_fills_every_topic_to_its_pilot_before_the_gains_decide() -> None:
     states = [
-        StratumState(key="big", pool=900, decided=40, no_failure=20, annotations=90, open=500),
-        StratumState(key="small", pool=100, decided=3, no_failure=1, annotations=7, open=90),
+        StratumState(key="big", pool=900, decided=40, no_failure=20, judge_no_failure=20, annotations=90, open=500),
+        StratumState(key="small", pool=100, decided=3, no_failure=1, judge_no_failure=1, annotations=7, open=90),
     ]
     assert strata_order(states, prior_cost=2.5, pilot=10) == ["small", "big"]
 
 
-def test_active_selection_prefers_the_stratum_whose_label_narrows_the_interval_most() -> None:
-    # Equal sizes and labels so far; the uncertain stratum (half no_failure) beats the one where
-    # humans always agree, and a stratum with no open item is never offered.
-    states = [
-        StratumState(key="sure", pool=500, decided=30, no_failure=30, annotations=60, open=400),
-        StratumState(key="unsure", pool=500, decided=30, no_failure=15, annotations=60, open=400),
-        StratumState(key="done", pool=20, decided=20, no_failure=10, annotations=40, open=0),
-    ]
-    assert strata_order(states, prior_cost=2.5) == ["unsure", "sure"]
+def test_active_selection_prefers_the_topic_where_the_judge_predicts_people_worst() -> None:
+    # Equal sizes and labels so far: where the judge's label matches every human label, little
+    # is left to learn; where it matches half of them, a label narrows the interval most. A
+    # topic with no open item is never offered.
+    sure = StratumState(
+        key="judge right",
+        pool=500,
+        pool_judge_no_failure=250,
+        decided=40,
+        no_failure=20,
+        judge_no_failure=20,
+        both_no_failure=20,
+        annotations=80,
+        open=400,
+    )
+    unsure = StratumState(
+        key="judge a coin",
+        pool=500,
+        pool_judge_no_failure=250,
+        decided=40,
+        no_failure=20,
+        judge_no_failure=20,
+        both_no_failure=10,
+        annotations=80,
+        open=400,
+    )
+    done = StratumState(key="done", pool=20, decided=20, no_failure=10, annotations=40, open=0)
+    assert residual_variance(sure) < residual_variance(unsure)
+    assert strata_order([sure, unsure, done], prior_cost=2.5) == ["judge a coin", "judge right"]
 
 
-def test_active_selection_weighs_the_annotations_a_stratum_costs() -> None:
-    cheap = StratumState(key="cheap", pool=500, decided=30, no_failure=15, annotations=60, open=400)
-    costly = StratumState(key="costly", pool=500, decided=30, no_failure=15, annotations=150, open=400)
+def test_active_selection_weighs_the_annotations_a_topic_costs() -> None:
+    cheap = StratumState(
+        key="cheap", pool=500, decided=30, no_failure=15, judge_no_failure=15, annotations=60, open=400
+    )
+    costly = StratumState(
+        key="costly", pool=500, decided=30, no_failure=15, judge_no_failure=15, annotations=150, open=400
+    )
     assert strata_order([costly, cheap], prior_cost=2.5) == ["cheap", "costly"]
 
 
-def test_the_study_interval_keeps_strata_of_uniform_labels_apart() -> None:
-    # The judge's has_failure stratum has only has_failure humans: kept as its own stratum
-    # (merging it with the no_failure stratum, sampled at another rate, would bias the score).
-    labelled = [("t", HAS, HAS)] * 12 + [("t", NO, NO)] * 8 + [("t", NO, HAS)] * 4
-    unlabelled = [("t", HAS)] * 300 + [("t", NO)] * 700
+def test_the_study_interval_is_ppi_over_topics_and_cannot_stop_a_study_before_every_topic_has_its_labels() -> None:
+    labelled = [("a", HAS, HAS)] * 6 + [("a", NO, NO)] * 6 + [("b", NO, NO)] * 4
+    unlabelled = [("a", HAS)] * 300 + [("a", NO)] * 300 + [("b", NO)] * 400
     result = calibration_interval(labelled, unlabelled)
-    assert [s["stratum"] for s in result["strata"]] == [stratum_key("t", HAS), stratum_key("t", NO)]
-    assert abs(result["estimate"] - 0.7 * 8 / 12) < 1e-9
-    merged = ppi_score(
-        [(stratum_key("t", j), j, h) for _, j, h in labelled], [(stratum_key("t", j), j) for _, j in unlabelled]
-    )
-    assert merged["pooled_because"]  # the default merges it
+    assert result == ppi_score(labelled, unlabelled)  # the agreement report's estimator
+    reason = interval_unsettled(result, labelled, unlabelled)
+    assert reason is not None and "topic b has 4 of the 10 labels" in reason
     width = interval_width(result)
+    assert width is not None and not target_reached(width, 0.99, unsettled=reason)
+    more = labelled + [("b", NO, NO)] * 6
+    settled = calibration_interval(more, unlabelled)
+    assert interval_unsettled(settled, more, unlabelled) is None
+    width = interval_width(settled)
     assert width is not None and 0 < width < 1
     assert target_reached(width, width + 0.01) and not target_reached(width, width - 0.01)
     assert not target_reached(width, None)
+    # A topic with fewer items than the pilot needs all of them, not 10.
+    small = [("c", NO)] * 3
+    assert "topic c has 0 of the 3" in (interval_unsettled(settled, more, unlabelled + small) or "")
 
 
-def test_active_selection_pilots_each_stratum_to_the_labels_ppi_keeps_apart() -> None:
+def test_active_selection_pilots_each_topic_to_the_labels_ppi_keeps_apart() -> None:
     assert PILOT_LABELS == PPI_MIN_LABELLED

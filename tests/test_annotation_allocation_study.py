@@ -111,19 +111,19 @@ def test_a_late_answer_beyond_what_a_decided_item_wanted_is_surplus():
 # --------------------------------------------------------------------------- active selection
 
 
-def test_active_selection_spreads_the_first_items_over_topic_and_judge_label():
-    # In study order the first six items are all one stratum; active selection takes one item
-    # from each of the three strata before a second from any.
-    items = [_item(n, HAS, "Food & Dining") for n in range(1, 7)]
-    items += [_item(n, NO, "Food & Dining") for n in range(7, 10)]
-    items += [_item(n, NO, "Travel") for n in range(10, 13)]
+def test_active_selection_spreads_the_first_items_over_the_topics():
+    # In study order the first six items are all one topic; active selection takes one item of
+    # each topic before a second of any (each topic's pilot labels come first).
+    items = [_item(n, HAS if n % 2 else NO, "Food & Dining") for n in range(1, 7)]
+    items += [_item(n, NO, "Travel") for n in range(7, 10)]
+    items += [_item(n, HAS, "Health") for n in range(10, 13)]
     study = _study(items, allocation_policy="active", max_annotators_per_item=3)
     taken = {}
     for n in range(6):  # two annotators per item: the second of each pair takes the started item
         a = assignment_next(participation=annotator_start(study, f"p{n}"))
         assert a is not None
-        taken[a.item.item_id] = (a.item.topic, a.item.source["judge_label"])
-    assert sorted(taken.values()) == [("Food & Dining", HAS), ("Food & Dining", NO), ("Travel", NO)]
+        taken[a.item.item_id] = a.item.topic
+    assert sorted(taken.values()) == ["Food & Dining", "Health", "Travel"]
 
     fixed = _study(items, annotators_per_item=1)
     first = [assignment_next(participation=annotator_start(fixed, f"f{i}")).item.item_id for i in range(3)]

@@ -28,6 +28,7 @@ from annotate.participation.allocation import (
     StratumState,
     calibration_interval,
     expected_annotations,
+    interval_unsettled,
     interval_width,
     is_dynamic,
     item_undecided,
@@ -131,20 +132,26 @@ def item_slots_wanted(study: Study, item_pk: int, now: datetime) -> int:
 
 
 def _strata(study: Study, tallies: list[ItemTally]) -> list[StratumState]:
+    """Where each topic stands (items with the judge's label only: the interval's items)."""
+    fields = ("pool", "pool_judge_no_failure", "decided", "no_failure", "judge_no_failure", "both_no_failure")
     counts: dict[str, dict[str, int]] = defaultdict(
-        lambda: {"pool": 0, "decided": 0, "no_failure": 0, "annotations": 0, "started": 0, "open": 0}
+        lambda: dict.fromkeys((*fields, "annotations", "started", "open"), 0)
     )
     for t in tallies:
         if t.judge_has_failure is None:
             continue
-        c = counts[stratum_key(t.topic, t.judge_has_failure)]
-        c["pool"] += 1
+        c = counts[stratum_key(t.topic)]
+        judge_no_failure = not t.judge_has_failure
+        c["pool"] += 1  # every item of the topic: ppi_score's unlabelled set is the whole study
+        c["pool_judge_no_failure"] += int(judge_no_failure)
         if item_closed(study, t) and t.votes:
             c["annotations"] += len(t.votes)
             label = majority_label(t.votes)
             if label is not None:
                 c["decided"] += 1
                 c["no_failure"] += int(not label)
+                c["judge_no_failure"] += int(judge_no_failure)
+                c["both_no_failure"] += int(judge_no_failure and not label)
         elif t.live > 0 or t.votes:
             c["started"] += 1
         else:
@@ -157,8 +164,8 @@ def open_item_order(study: Study, now: datetime) -> list[int]:
     None once the study has reached its target width. Fixed k: items with fewer than k live
     slots in study order. Dynamic k: items whose live slots are fewer than they want, those
     already started first (an undecided item gets its next label before a new item is opened).
-    Active selection: started items first, then new items stratum by stratum
-    (``strata_order``), each stratum's in its seeded random order (``shuffle_key``)."""
+    Active selection: started items first, then new items topic by topic (``strata_order``),
+    each topic's in its seeded random order (``shuffle_key``)."""
     if study.target_reached_at is not None:
         return []
     tallies = item_tallies(study, now)
@@ -174,9 +181,7 @@ def open_item_order(study: Study, now: datetime) -> list[int]:
     rank = {key: i for i, key in enumerate(order)}
     fresh.sort(
         key=lambda t: (
-            rank.get(stratum_key(t.topic, t.judge_has_failure), len(rank))
-            if t.judge_has_failure is not None
-            else len(rank),
+            rank.get(stratum_key(t.topic), len(rank)) if t.judge_has_failure is not None else len(rank),
             shuffle_key(study.pk, t.item_id),
         )
     )
@@ -185,7 +190,7 @@ def open_item_order(study: Study, now: datetime) -> list[int]:
 
 def study_allocation(study: Study, *, now: datetime | None = None) -> dict[str, Any]:
     """Where the study stands: its policy, k range, the annotations counted and the items
-    decided, and the PPI++ How2Score interval of its items (strata topic x judge label;
+    decided, and the PPI++ How2Score interval of its items (strata topics;
     ``calibration_interval``) with its width against the target. The study page and the API
     show this; ``study_target_check`` stops the study from it. Scores and widths on 0-1, each
     with its ``_percent`` sibling."""
@@ -205,9 +210,11 @@ def study_allocation(study: Study, *, now: datetime | None = None) -> dict[str, 
     unlabelled = [(t.topic, t.judge_has_failure) for t in tallies if t.judge_has_failure is not None]
     interval: dict[str, Any] | None = None
     width = None
+    unsettled: str | None = "no item has the judge's label"
     if unlabelled:
         interval = calibration_interval(labelled, unlabelled)
         width = interval_width(interval)
+        unsettled = interval_unsettled(interval, labelled, unlabelled)
     target = study.target_interval_width
     n_annotations = sum(len(t.votes) for t in tallies)
     state = {
@@ -225,9 +232,10 @@ def study_allocation(study: Study, *, now: datetime | None = None) -> dict[str, 
         "ci95": None if interval is None else interval["ci95"],
         "interval_width": width,
         "interval_not_estimable": None if interval is None else interval["not_estimable"],
-        "interval_name": "PPI++ stratified by topic x judge label (95%)",
+        "interval_name": "PPI++ stratified by topic (95%)",
         "target_interval_width": target,
-        "target_reached": study.target_reached_at is not None or target_reached(width, target),
+        "interval_unsettled": unsettled,
+        "target_reached": study.target_reached_at is not None or target_reached(width, target, unsettled=unsettled),
         "target_reached_at": study.target_reached_at,
     }
     return percent_forms(state, ["estimate", "ci95", "interval_width", "target_interval_width"])

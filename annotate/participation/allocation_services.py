@@ -48,7 +48,7 @@ def study_target_check(*, study: Study) -> bool:
     if study.target_interval_width is None or study.target_reached_at is not None:
         return False
     state = study_allocation(study)
-    if not target_reached(state["interval_width"], study.target_interval_width):
+    if not target_reached(state["interval_width"], study.target_interval_width, unsettled=state["interval_unsettled"]):
         return False
     now = clock.now()
     stopped = Study.objects.filter(pk=study.pk, target_reached_at__isnull=True).update(target_reached_at=now)

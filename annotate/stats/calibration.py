@@ -280,7 +280,6 @@ def ppi_score(
     unlabelled: Sequence[tuple[Hashable, bool]],
     *,
     min_labelled: int = PPI_MIN_LABELLED,
-    pool_uniform: bool = True,
 ) -> dict[str, Any]:
     """The human How2Score (share of no_failure by the human majority) of the population the
     ``unlabelled`` items stand for, by stratified PPI++ (module docstring).
@@ -291,12 +290,7 @@ def ppi_score(
     when not estimable), ``se``, ``n_labelled``, ``n_unlabelled``, ``lambda`` (per stratum in
     ``strata``; the weighted mean here), ``strata`` (one entry per stratum used: ``stratum``,
     ``weight``, ``n_labelled``, ``n_unlabelled``, ``lambda``, ``estimate``, ``merged``: the
-    strata merged into it), ``pooled_because`` and ``method``.
-
-    ``pool_uniform`` False keeps a stratum whose human labels are all equal on its own (its
-    variance then comes from the Agresti-Coull share alone): for strata that were sampled at
-    different rates on purpose (strata of the judge's label chosen by active selection,
-    annotate/participation/allocation.py), merging them would weight the merged items wrongly."""
+    strata merged into it), ``pooled_because`` and ``method``."""
     if min_labelled < 2:
         raise ValueError(f"min_labelled must be at least 2, got {min_labelled}")
     result: dict[str, Any] = {
@@ -333,7 +327,7 @@ def ppi_score(
             because[stratum] = (
                 f"{len(humans)} labelled item{'' if len(humans) == 1 else 's'} (fewer than {min_labelled})"
             )
-        elif pool_uniform and len(set(humans)) == 1:
+        elif len(set(humans)) == 1:
             because[stratum] = "human labels all equal"
         else:
             alone.append(stratum)

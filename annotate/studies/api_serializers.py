@@ -101,6 +101,9 @@ class StudyAllocationSerializer(serializers.Serializer):
     interval_width_percent = serializers.FloatField(allow_null=True)
     interval_not_estimable = serializers.CharField(allow_null=True)
     interval_name = serializers.CharField()
+    interval_unsettled = serializers.CharField(
+        allow_null=True, help_text="Why the interval cannot stop the study yet (null: it can)"
+    )
     target_interval_width = serializers.FloatField(allow_null=True)
     target_interval_width_percent = serializers.FloatField(allow_null=True)
     target_reached = serializers.BooleanField()

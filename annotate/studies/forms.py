@@ -112,8 +112,8 @@ class StudyCreateForm(forms.Form):
         choices=list(POLICY_LABELS.items()),
         help_text="Fixed k: every item gets annotators per item. Dynamic k: annotators per item, then one more "
         "while the item is undecided (its annotators disagree, or agree against the judge), up to the maximum "
-        "below. Active selection: dynamic k, and new items come from the topic and judge label where a label "
-        "narrows the calibrated How2Score's interval most (needs the judge's label on every item).",
+        "below. Active selection: dynamic k, and new items come from the topic where a label narrows the "
+        "calibrated How2Score's interval most (needs the judge's label on every item).",
     )
     max_annotators_per_item = forms.IntegerField(
         required=False,
