@@ -48,12 +48,12 @@ def _label_all(study: Study, pid: str, label) -> None:
 
 @pytest.fixture
 def world():
-    """Six judged generations (judge labels alternate), three annotators each answering all:
+    """Four judged generations (judge labels alternate), three annotators each answering all:
     ``as-judge`` as the judge did, ``always-yes`` and ``yes-unsure`` has_failure every time
     (the latter unsure on the first item, broken on the second). Items the judge calls
     has_failure are unanimous; the others split, their majority has_failure against the judge."""
-    judge_model("model-a", procedures(6), [True, False, True, False, True, False], judge="how2judge")
-    study = judged_generation_study(name="Data", annotators_per_item=3, judge="how2judge", n=6)
+    judge_model("model-a", procedures(4), [True, False, True, False], judge="how2judge")
+    study = judged_generation_study(name="Data", annotators_per_item=3, judge="how2judge", n=4)
     _label_all(study, "as-judge", lambda item: item.source["judge_label"] == "has_failure")
     _label_all(study, "always-yes", lambda item: True)
     first = list(StudyItem.objects.filter(study=study).order_by("position").values_list("item_id", flat=True)[:2])
@@ -82,7 +82,7 @@ def test_each_filter_selects_the_items_it_names(world):
     study = world
     has, no = _by_judge(study, "has_failure"), _by_judge(study, "no_failure")
     first, second = StudyItem.objects.filter(study=study).order_by("position")[:2]
-    assert _ids(study) == has | no and len(has) == len(no) == 3
+    assert _ids(study) == has | no and len(has) == len(no) == 2
     assert _ids(study, judge_label="has_failure") == has
     assert _ids(study, judge_label="none") == set()
     assert _ids(study, status="complete") == has | no and _ids(study, status="open") == set()
@@ -116,8 +116,8 @@ def test_every_sort_pages_through_every_item_once(world):
     every = sorted(StudyItem.objects.filter(study=world).values_list("item_id", flat=True))
     for sort in SORT_CHOICES:
         seen = []
-        for page in (1, 2, 3):
-            query = data_query_clean(world, {"sort": sort, "page": page, "page_size": 2})
+        for page in (1, 2):
+            query = data_query_clean(world, {"sort": sort, "page": page, "page_size": 3})
             seen += [i.item_id for i in data_page(world, query).rows]
         assert sorted(seen) == every, sort
 
@@ -170,8 +170,8 @@ def test_a_kind_without_labels_has_no_label_columns_and_refuses_label_filters(re
 
 
 def test_the_api_page_has_rows_with_their_answers(world, researcher_client):
-    body = researcher_client.get(f"/api/studies/{world.slug}/data/", {"sort": "item_id", "page_size": 4}).json()
-    assert body["count"] == 6 and body["pages"] == 2 and len(body["results"]) == 4
+    body = researcher_client.get(f"/api/studies/{world.slug}/data/", {"sort": "item_id", "page_size": 3}).json()
+    assert body["count"] == 4 and body["pages"] == 2 and len(body["results"]) == 3
     row = body["results"][0]
     assert row["k"] == 3 and row["n_annotations"] == 3 and len(row["annotations"]) == 3
     assert {a["annotator"] for a in row["annotations"]} == {"as-judge", "always-yes", "yes-unsure"}
@@ -348,7 +348,7 @@ def test_judged_generations_added_are_never_the_studys_own(world, researcher_cli
         content_type="application/json",
     )
     assert response.status_code == 201, response.content
-    assert len(response.json()["added"]) == 2 and world.items.count() == 8
+    assert len(response.json()["added"]) == 2 and world.items.count() == 6
     again = researcher_client.post(
         f"/api/studies/{world.slug}/data/items/",
         json.dumps({"judge": "how2judge", "n_judged": 5}),
