@@ -86,6 +86,16 @@ def _page_links(query: DataQuery, pages: int) -> dict[str, str]:
     return links
 
 
+def _error_context(error: AppError | None) -> dict[str, Any]:
+    """A refusal as the page shows it: its fields with their problems, and its message when it
+    says more than they do."""
+    if error is None:
+        return {"error": None, "error_fields": [], "error_summary": ""}
+    fields = list(error.fields.items())
+    joined = "; ".join(f"{name}: {'; '.join(problems)}" for name, problems in fields)
+    return {"error": error, "error_fields": fields, "error_summary": "" if error.message == joined else error.message}
+
+
 def _render(request: HttpRequest, study: Study, *, error: AppError | None = None, status: int = 200) -> HttpResponse:
     labels = study_labels_known(study)
     context: dict[str, Any] = {
@@ -103,20 +113,17 @@ def _render(request: HttpRequest, study: Study, *, error: AppError | None = None
         "rounds": study_round_choices(study),
         "judges": judge_names(),
         "rejection_categories": list(REJECTION_CATEGORIES.items()),
-        "error": error,
-        "params": request.GET,
+        **_error_context(error),
     }
     try:
         query = data_query_clean(study, request.GET)
         page = data_page(study, query)
     except InvalidInput as exc:  # a bad parameter: the page says which, with no table
         status = status if error else exc.status
-        error = error or exc
-        context.update({"error": error, "error_fields": list(error.fields.items()), "page": None, "query": DataQuery()})
+        context.update({**_error_context(error or exc), "page": None, "query": DataQuery()})
         return render(request, "annotate/study_data.html", context, status=status)
     context.update(
         {
-            "error_fields": list(error.fields.items()) if error else [],
             "query": query,
             "page": page,
             "filters": query.filters(),
