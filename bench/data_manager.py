@@ -39,7 +39,7 @@ PARTICIPANTS = 300
 # (name, query parameters): every filter and every sort, each alone, then a few together.
 CASES: list[tuple[str, dict[str, str]]] = [
     ("no filter (position)", {}),
-    ("search q=\"tea number 77\"", {"q": "tea number 77"}),
+    ('search q="tea number 77"', {"q": "tea number 77"}),
     ("topic", {"topic": "Topic 3"}),
     ("judge_label=has_failure", {"judge_label": "has_failure"}),
     ("agreement=split", {"agreement": "split"}),
