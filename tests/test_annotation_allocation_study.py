@@ -329,6 +329,9 @@ def test_the_new_study_page_creates_a_dynamic_study_and_the_study_page_shows_its
     detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content.decode()
     assert 'id="allocation"' in detail and "Dynamic k" in detail
     assert "25.0 points" in detail  # the target, beside the current width
+    # One label: the interval cannot stop the study yet, and the page says why.
+    unsettled = detail.split('id="allocation-unsettled">', 1)[1].split("</p>", 1)[0]
+    assert "cannot stop the study yet" in unsettled, unsettled
     annotations = detail.split('id="allocation-annotations">', 1)[1].split("<", 1)[0]
     assert annotations == "1"
 
