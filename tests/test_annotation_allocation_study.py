@@ -96,16 +96,31 @@ def test_dynamic_k_gives_a_third_annotator_when_the_first_two_disagree():
     assert nxt is not None and nxt.item_id == a1.annotation.item_id
 
 
-def test_a_late_answer_beyond_what_a_decided_item_wanted_is_surplus():
+def test_an_item_holds_only_the_slots_it_wants_and_a_late_answer_beyond_them_is_surplus():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotate.models import Assignment
+    from annotate.participation.submissions import annotation_submit
+    from annotate.testing import ONE_FAILURE, read_everything
+
     study = _study([_item(1, HAS)], allocation_policy="dynamic", max_annotators_per_item=3)
-    people = [annotator_start(study, pid) for pid in ("p1", "p2", "p3")]
-    held = [assignment_next(participation=p) for p in people[:2]]
-    assert all(a is not None for a in held)
+    people = [annotator_start(study, pid) for pid in ("p1", "p2", "p3", "p4")]
+    late = assignment_next(participation=people[0])
+    assert assignment_next(participation=people[1]) is not None
     assert assignment_next(participation=people[2]) is None  # two slots wanted, two held
-    for p in people[:2]:
-        annotate_next(p, label=True)
-    assert Annotation.objects.filter(study=study, surplus=True).count() == 0
+    read_everything(people[0], late)
+    Assignment.objects.filter(pk=late.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    # The first lease ran out: its slot goes to the next person; the two agree with the judge.
+    annotate_next(people[1], label=True)
+    annotate_next(people[2], label=True)
     assert study_full(study)
+    assert assignment_next(participation=people[3]) is None
+    # The first one answers after all: stored, but beyond the two labels the item wanted.
+    result = annotation_submit(participation=people[0], public_id=late.public_id, answer=ONE_FAILURE, submission_id="t")
+    assert result.annotation.surplus
+    assert study_allocation(study)["n_annotations"] == 2
 
 
 # --------------------------------------------------------------------------- active selection
