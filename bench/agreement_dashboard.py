@@ -57,7 +57,7 @@ def main() -> None:
     from core.services import user_create
     from judging.models import Generation, Judgment, LanguageModel
     from mining.models import Procedure, Topic, procedure_identity
-    from mining.services import topics_ensure
+    from mining.procedure_services import topics_ensure
 
     tag = uuid.uuid4().hex[:8]
     rng = random.Random(0)

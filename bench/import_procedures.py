@@ -27,7 +27,7 @@ import django
 django.setup()
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
-from mining.services import procedure_import
+from mining.procedure_services import procedure_import
 started = time.perf_counter()
 result = procedure_import(path=sys.argv[1])
 elapsed = time.perf_counter() - started

@@ -58,7 +58,7 @@ def judge_run_bench(args, server, tag: str) -> None:
     from llm.models import LLMJob
     from llm.shards import llm_job_tasks
     from mining.models import Procedure, Topic, procedure_identity
-    from mining.services import topics_ensure
+    from mining.procedure_services import topics_ensure
 
     topics_ensure()
     topics = list(Topic.objects.all())

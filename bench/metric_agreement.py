@@ -82,7 +82,7 @@ def build_study(n_items: int, tag: str):
     from annotate.testing import study_make
     from judging.models import Generation, Judgment
     from mining.models import Procedure, Topic, procedure_identity
-    from mining.services import topics_ensure
+    from mining.procedure_services import topics_ensure
 
     rng = random.Random(0)
     study = study_make(n_items=1, name=f"metric bench {tag}")  # one ordinary item, then the bulk below

@@ -271,9 +271,9 @@ def main() -> None:
         from django.db.models import Max, Min
 
         from mining.models import Corpus, Document, MiningRun, StageResult, Topic
+        from mining.procedure_services import topics_ensure
         from mining.run_selectors import mining_run_cpu
         from mining.run_services import mining_run_create
-        from mining.services import topics_ensure
 
         topics_ensure()
         by_slug = {t.slug: t for t in Topic.objects.filter(slug__in=TOPICS)}

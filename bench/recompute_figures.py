@@ -133,7 +133,7 @@ def plant(*, seed: int, n_procedures: int, workdir: Path) -> Planted:
     from annotate.studies.settings import StudySettings
     from annotate.testing import NO_FAILURE, ONE_FAILURE, annotator_start, read_everything
     from judging.transfer import generations_import, judgments_import
-    from mining.services import procedure_import, topics_ensure
+    from mining.procedure_services import procedure_import, topics_ensure
 
     rng = random.Random(seed)
     tag = f"rc{seed}"

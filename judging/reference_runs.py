@@ -32,7 +32,7 @@ from judging.services import (
     run_name_check,
 )
 from judging.transfer import generations_export, generations_import, judgments_export
-from mining.services import procedure_import
+from mining.procedure_services import procedure_import
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from judging.tokens import procedure_tokens
 from llm.models import LedgerEntry
 from mining.models import Procedure
 from mining.procedure_records import NO_TOPIC
-from mining.services import record_read_limits
+from mining.procedure_services import record_read_limits
 
 IMPORTED_PROMPT = "(imported)"
 

@@ -29,6 +29,6 @@ class MiningConfig(AppConfig):
 def _ensure_topics(sender, **kwargs) -> None:
     """The 14 topics are reference data the product assumes: a migration seeds them, and an
     emptied database (``manage.py flush``, a transactional test's teardown) gets them back."""
-    from mining.services import topics_ensure
+    from mining.procedure_services import topics_ensure
 
     topics_ensure()

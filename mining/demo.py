@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 from mining.models import Procedure, procedure_identity
-from mining.services import procedure_import, topics_ensure
+from mining.procedure_services import procedure_import, topics_ensure
 
 DEMO_PROCEDURES = settings.BASE_DIR / "demo" / "data" / "procedures.jsonl"
 

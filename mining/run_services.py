@@ -16,11 +16,12 @@ from core.run_configs import RunConfigError
 from core.stored_values import StrictJSONError, check_stored_values
 from llm.models import FINISHED
 from llm.runs import RunStateConflict, run_action_refusal
+from mining.export_services import procedure_export, reference_shard_path
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.procedure_records import NO_TOPIC
+from mining.procedure_services import TopicResolver
 from mining.run_configs import mining_config_parse
 from mining.runner import run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
-from mining.services import TopicResolver, procedure_export, reference_shard_path
 from mining.stages import LLM_STAGES
 
 # Settings a re-launch under the same name may change: how stages are asked, how the run
@@ -284,8 +285,8 @@ def mining_reference_inputs_import(*, config: dict[str, Any], corpus_name: str =
     ``corpus_name`` is given) and return the corpus name. Documents already in it are
     skipped, so launching the same file again adds nothing; a bad row stops the import
     with its file, line and field, and nothing is stored."""
+    from mining.corpus_services import CorpusImportFailed, corpus_import
     from mining.document_records import DocumentFields
-    from mining.services import CorpusImportFailed, corpus_import
 
     inputs = (config.get("reference") or {}).get("inputs")
     name = corpus_name or config.get("corpus") or config["name"]

@@ -17,8 +17,8 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
 # celery-types' shared_task lists no on_failure option; Celery sets it on the task class.
 @shared_task(bind=True, name="mining.corpus_import_run", on_failure=_mark_failed)  # type: ignore[call-overload]
 def corpus_import_run_task(self, corpus_import_id: int) -> str:
+    from mining.corpus_services import corpus_import_run
     from mining.models import CorpusImport, CorpusImportStatus
-    from mining.services import corpus_import_run
 
     job = CorpusImport.objects.filter(pk=corpus_import_id).first()
     if job is None:

@@ -11,7 +11,7 @@ compresses. The decoded size is measured, never guessed from the stored size
 (``core.record_files.decodes_beyond``): a compressed text file by decompressing at most one
 byte more than the threshold (its lines counted on the way, blank ones too); a Parquet or
 Arrow file, whose columns are compressed inside it, from its metadata and its batches'
-sizes, with nothing made into Python objects. Used by corpus uploads (``mining.services``) and study item
+sizes, with nothing made into Python objects. Used by corpus uploads (``mining.corpus_services``) and study item
 uploads (``annotate.studies.imports``)."""
 
 from __future__ import annotations

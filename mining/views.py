@@ -11,6 +11,7 @@ from core.record_files import RecordError
 from core.request_bodies import accepts_uploads
 from core.roles import is_admin
 from mining.charts import documents_per_topic_chart, procedures_per_topic_chart
+from mining.corpus_services import corpus_import_report_lines, corpus_imports_settle_stalled, corpus_upload_create
 from mining.document_records import DocumentFields
 from mining.forms import CorpusUploadForm
 from mining.models import Corpus, CorpusImport, CorpusImportStatus, Document, Procedure, Split, SplitReport
@@ -26,7 +27,6 @@ from mining.selectors import (
     split_report_list,
     topic_list,
 )
-from mining.services import corpus_import_report_lines, corpus_imports_settle_stalled, corpus_upload_create
 
 PAGE_SIZE = 25
 SAMPLE_SIZE = 10

@@ -85,7 +85,7 @@ def crafted_study(tmp_path: Path, *, slug_name: str = "Metric agreement crafted"
     from annotate.studies.settings import StudySettings
     from annotate.testing import NO_FAILURE, ONE_FAILURE, annotator_start, read_everything
     from judging.transfer import generations_import, judgments_import
-    from mining.services import procedure_import, topics_ensure
+    from mining.procedure_services import procedure_import, topics_ensure
 
     topics_ensure()
     procedure_import(

@@ -111,8 +111,8 @@ def api_data(in_process, settings, tmp_path):
     from core.demo import demo_loaders
     from goalstep.constants import TASKS
     from goalstep.models import TaskItem, TaskSet
+    from mining.corpus_services import corpus_import
     from mining.models import Topic
-    from mining.services import corpus_import
     from tests.scripted_llm import ScriptedLLM
     from tests.scripted_prolific import ScriptedProlific
 

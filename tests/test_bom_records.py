@@ -55,8 +55,8 @@ def test_lines_already_in_memory_drop_a_leading_bom_as_text_or_bytes():
 
 @pytest.mark.django_db
 def test_a_corpus_upload_with_a_bom_is_imported():
+    from mining.corpus_services import corpus_upload_create
     from mining.models import Document
-    from mining.services import corpus_upload_create
 
     job = corpus_upload_create(name="web", upload=SimpleUploadedFile("bom.jsonl", BOM + jsonl_bytes(RECORDS)))
     assert job.status == "done", job.error

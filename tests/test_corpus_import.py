@@ -10,9 +10,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
 from core.record_files import RecordError
+from mining.corpus_services import CorpusImportFailed, corpus_import, corpus_upload_create, corpus_upload_storage
 from mining.document_records import DocumentFields
 from mining.models import Corpus, CorpusImport, Document, Topic
-from mining.services import CorpusImportFailed, corpus_import, corpus_upload_create, corpus_upload_storage
 from mining.tasks import corpus_import_run_task
 from tests.files import jsonl_bytes, write_records
 
@@ -130,7 +130,7 @@ def test_reimporting_into_a_corpus_skips_the_ids_it_already_has(tmp_path):
 
 
 def test_duplicates_across_batches_are_found(tmp_path, monkeypatch):
-    monkeypatch.setattr("mining.services.CORPUS_IMPORT_BATCH_SIZE", 2)
+    monkeypatch.setattr("mining.corpus_services.CORPUS_IMPORT_BATCH_SIZE", 2)
     records = [{"id": f"d{i % 5}", "text": f"text {i}"} for i in range(12)]
     report = corpus_import(name="web", path=write_records(tmp_path, "docs", records, "jsonl"))
     assert (report.created, report.duplicates) == (5, 7)
@@ -184,7 +184,7 @@ def test_skip_bad_imports_the_good_rows_and_lists_the_bad(tmp_path, capsys):
 
 
 def test_skip_bad_counts_all_bad_rows_but_lists_the_first_ones(tmp_path, monkeypatch):
-    monkeypatch.setattr("mining.services.CORPUS_REPORT_MAX_BAD_ROWS", 3)
+    monkeypatch.setattr("mining.corpus_services.CORPUS_REPORT_MAX_BAD_ROWS", 3)
     records = [{"id": f"d{i}", "text": ""} for i in range(10)] + [{"id": "ok", "text": "fine"}]
     report = corpus_import(name="web", path=write_records(tmp_path, "docs", records, "jsonl"), skip_bad=True)
     assert report.bad == 10 and len(report.bad_rows) == 3 and report.created == 1

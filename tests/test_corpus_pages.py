@@ -8,8 +8,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
+from mining.corpus_services import corpus_import
 from mining.models import Corpus, CorpusImport, Document, Topic
-from mining.services import corpus_import
 from tests.files import jsonl_bytes, write_records
 
 pytestmark = pytest.mark.django_db
@@ -143,13 +143,13 @@ def test_split_pages_show_the_report(researcher_client, monkeypatch):
     import numpy as np
 
     from mining.models import Procedure
-    from mining.services import procedure_split
+    from mining.split_services import procedure_split
 
     health = Topic.objects.get(name="Health")
     for n in range(4):
         Procedure.objects.create(topic=health, goal=f"goal {n}", steps=["a", "b"], source_example_id=str(n))
     monkeypatch.setattr(
-        "mining.services.embed_texts", lambda texts, model=None: np.eye(8, dtype=np.float32)[: len(list(texts))]
+        "mining.split_services.embed_texts", lambda texts, model=None: np.eye(8, dtype=np.float32)[: len(list(texts))]
     )
     report = procedure_split(per_topic=2, seed=0)
     assert researcher_client.get(reverse("split_list")).status_code == 200

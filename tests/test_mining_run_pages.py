@@ -16,8 +16,8 @@ from django.urls import reverse
 from core.intervals import share_estimate
 from core.record_files import iter_records
 from mining.models import MiningRun, Procedure
+from mining.procedure_services import procedure_import
 from mining.runner import mining_run_execute
-from mining.services import procedure_import
 from tests.scripted_miner import document_text
 from tests.test_mining_runs import config, make_corpus, miner, point_stages_at  # noqa: F401  (fixture)
 

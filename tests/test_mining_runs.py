@@ -13,6 +13,7 @@ import pytest
 from core.run_configs import RunConfigError
 from llm.models import LedgerEntry
 from mining.models import Corpus, Document, MiningCandidate, MiningRun, Procedure, StageResult, Topic
+from mining.procedure_services import topics_ensure
 from mining.run_services import (
     mining_run_cancel,
     mining_run_create,
@@ -22,7 +23,6 @@ from mining.run_services import (
     mining_run_update_stages,
 )
 from mining.runner import mining_run_execute
-from mining.services import topics_ensure
 from mining.stages import PIPELINE
 from tests.scripted_miner import document_text, scripted_miner_server, stage_of
 

@@ -25,10 +25,10 @@ from llm.models import LedgerEntry, LLMJob
 from llm.services import job_endpoint
 from llm.vllm_offline import chat_kwargs, engine_environment, engine_kwargs, job_engine
 from mining.models import MiningRun, MiningRunStatus, Procedure, StageResult
+from mining.procedure_services import topics_ensure
 from mining.run_configs import mining_config_parse
 from mining.run_services import mining_run_resume
 from mining.runner import mining_run_execute
-from mining.services import topics_ensure
 from tests.scripted_miner import MARKER, document_text, stage_of
 from tests.test_mining_runs import miner  # noqa: F401  (fixture: the scripted miner behind every stage's role)
 

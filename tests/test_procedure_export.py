@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import call_command
 
+from mining.export_services import procedure_export
 from mining.models import Procedure
-from mining.services import procedure_export, procedure_import
+from mining.procedure_services import procedure_import
 from tests.files import write_records
 from tests.test_procedure_import import FLAT, HOW2MINE
 
@@ -91,7 +92,7 @@ def test_failed_export_leaves_no_partial_file(tmp_path, monkeypatch):
     _load_fixture(tmp_path)
     out = tmp_path / "out.jsonl"
     out.write_text("previous export\n")
-    import mining.services as services
+    import mining.export_services as services
 
     def explode(*args, **kwargs):
         raise RuntimeError("disk full")

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from core.record_files import RecordError
 from mining.models import Procedure, Topic
-from mining.services import procedure_import
+from mining.procedure_services import procedure_import
 from tests.files import write_records
 
 pytestmark = pytest.mark.django_db

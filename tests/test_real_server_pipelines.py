@@ -27,9 +27,10 @@ from goalstep.selectors import task_evaluation_accuracy
 from judging.services import language_model_register
 from llm.constants import OUTCOMES
 from llm.models import LedgerEntry
+from mining.corpus_services import corpus_import
 from mining.models import MiningCandidate, MiningRun, Procedure, StageResult
+from mining.procedure_services import topics_ensure
 from mining.run_selectors import mining_run_progress
-from mining.services import corpus_import, topics_ensure
 from mining.stages import LLM_STAGES, PIPELINE
 from tests import coscript_world
 from tests.files import write_records

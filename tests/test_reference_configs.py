@@ -15,8 +15,8 @@ from django.core.management import CommandError, call_command
 
 from core.run_configs import RunConfigError
 from mining.models import MiningRun, Procedure
+from mining.procedure_services import topics_ensure
 from mining.run_configs import mining_config_parse
-from mining.services import topics_ensure
 from tests.scripted_miner import document_text
 from tests.test_mining_runs import miner  # noqa: F401  (fixture: the scripted miner behind every stage's role)
 

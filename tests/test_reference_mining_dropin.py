@@ -19,7 +19,7 @@ import pytest
 from django.core.management import call_command
 
 from mining.models import MiningRun, Procedure
-from mining.services import topics_ensure
+from mining.procedure_services import topics_ensure
 from tests.scripted_miner import document_text
 from tests.test_mining_runs import miner  # noqa: F401  (fixture: the scripted miner behind every stage's role)
 

@@ -27,8 +27,8 @@ from judging.services import (
 )
 from llm.prompts import REFERENCE_PROMPT_NAMES, prompt_locate
 from mining.models import Procedure, Topic
+from mining.procedure_services import topics_ensure
 from mining.run_services import mining_run_create
-from mining.services import topics_ensure
 from mining.stage_schemas import stage_schema
 from mining.stages import Draft, ExtractStage
 from tests.scripted_llm import Reply, ScriptedLLM, last_user_message

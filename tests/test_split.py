@@ -122,7 +122,7 @@ def _fake_embed(texts, *, model=None, **kwargs):
 
 @pytest.fixture
 def fake_embedder(monkeypatch):
-    monkeypatch.setattr("mining.services.embed_texts", _fake_embed)
+    monkeypatch.setattr("mining.split_services.embed_texts", _fake_embed)
 
 
 def _procedure(topic: Topic, n: int, goal: str | None = None, steps: list[str] | None = None) -> Procedure:

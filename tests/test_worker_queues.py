@@ -88,7 +88,7 @@ import json
 from django.core.files.uploadedfile import SimpleUploadedFile
 from llm.client import LLMRequest
 from llm.services import llm_job_create
-from mining.services import corpus_upload_create
+from mining.corpus_services import corpus_upload_create
 
 docs = [{"id": f"doc-{i}", "text": f"Step {i}: sand the board, then varnish it.", "url": ""} for i in range(3)]
 body = "\\n".join(json.dumps(d) for d in docs).encode()

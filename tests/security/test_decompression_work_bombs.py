@@ -45,8 +45,8 @@ from annotate.studies.item_files import DEFAULT_LIMITS as STUDY_ITEM_DEFAULTS
 from annotate.studies.item_files import items_read
 from config.settings.uploads import LIMIT_DEFAULTS, upload_settings
 from core.record_files import LimitReached, ReadLimits, RecordError, decodes_beyond, iter_records
+from mining.corpus_services import corpus_import, corpus_import_run, corpus_upload_create
 from mining.models import Corpus, CorpusImport, Document
-from mining.services import corpus_import, corpus_import_run, corpus_upload_create
 
 MIB = 1 << 20
 FRAME_BYTES = MIB

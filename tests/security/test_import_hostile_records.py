@@ -21,8 +21,9 @@ from core.record_files import RecordError
 from core.stored_values import StrictJSONError, check_stored_values
 from judging.models import Generation, GenerationRun, Judgment
 from judging.transfer import generations_import, judgments_import
+from mining.corpus_services import CorpusImportFailed, corpus_import
 from mining.models import Corpus, Document, Procedure, Topic
-from mining.services import CorpusImportFailed, corpus_import, procedure_import, topics_ensure
+from mining.procedure_services import procedure_import, topics_ensure
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]  # SQLite would store most of these silently
 

@@ -30,8 +30,9 @@ from config.settings.uploads import LIMIT_DEFAULTS, RUN_CONFIG_MAX_BYTES_DEFAULT
 from core.record_files import ReadLimits, RecordError, iter_records
 from core.run_configs import RUN_CONFIG_MAX_BYTES_DEFAULT as RUN_CONFIG_PURE_DEFAULT
 from core.run_configs import RunConfigError, config_parse, config_read
+from mining.corpus_services import corpus_import, corpus_import_run, corpus_upload_create
 from mining.models import Corpus, CorpusImport, Document
-from mining.services import corpus_import, corpus_import_run, corpus_upload_create, procedure_import
+from mining.procedure_services import procedure_import
 
 MIB = 1 << 20
 COMPRESS = {
@@ -365,7 +366,7 @@ def test_a_corpus_import_that_fails_unexpectedly_ends_failed_never_running(monke
     def explode(**kwargs):
         raise RuntimeError("something nobody foresaw")
 
-    monkeypatch.setattr("mining.services.corpus_import", explode)
+    monkeypatch.setattr("mining.corpus_services.corpus_import", explode)
     job = corpus_upload_create(name="web", upload=SimpleUploadedFile("docs.jsonl", b'{"id": "a", "text": "t"}\n'))
     assert job.status == "failed" and job.finished_at is not None
     assert "unexpected error (RuntimeError)" in job.error and "nobody foresaw" not in job.error
@@ -398,7 +399,7 @@ def test_a_queued_corpus_import_that_fails_unexpectedly_ends_failed(monkeypatch,
     monkeypatch.setattr("mining.tasks.corpus_import_run_task.delay", lambda pk: None)
     job = corpus_upload_create(name="web", upload=SimpleUploadedFile("docs.jsonl", b'{"id": "a", "text": "t"}\n'))
     assert job.status == "queued"
-    monkeypatch.setattr("mining.services.corpus_import", lambda **kwargs: (_ for _ in ()).throw(MemoryError()))
+    monkeypatch.setattr("mining.corpus_services.corpus_import", lambda **kwargs: (_ for _ in ()).throw(MemoryError()))
     assert corpus_import_run(corpus_import_id=job.pk).status == "failed"
 
 

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from core.record_files import RecordError
+from mining.export_services import EXPORT_FORMATS, EXPORT_SHAPES, procedure_export, shard_path
 from mining.models import Split
-from mining.services import EXPORT_FORMATS, EXPORT_SHAPES, procedure_export, shard_path
 
 
 class Command(BaseCommand):

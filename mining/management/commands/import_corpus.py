@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from core.record_files import RecordError
+from mining.corpus_services import CorpusImportFailed, corpus_import
 from mining.document_records import DocumentFields
-from mining.services import CorpusImportFailed, corpus_import
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.record_files import RecordError
 from mining.models import Split
-from mining.services import procedure_import
+from mining.procedure_services import procedure_import
 
 
 class Command(BaseCommand):

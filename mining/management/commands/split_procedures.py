@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from mining.constants import BENCH_PER_TOPIC, DEDUP_TAU
 from mining.embeddings import EmbeddingModelUnavailable
-from mining.services import procedure_split
+from mining.split_services import procedure_split
 
 
 class Command(BaseCommand):
