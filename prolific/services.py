@@ -23,6 +23,7 @@ from django.utils import timezone
 from annotate.errors import ReleaseRefused
 from annotate.links import default_base_url, prolific_entry_url
 from annotate.models import Annotation, ItemRole, Participation, ParticipationState, Study, StudyItem
+from annotate.participation.allocation import is_dynamic
 from annotate.participation.selectors import study_terms
 from annotate.review.selectors import participant_rejections
 from annotate.studies.services import participation_release, study_update
@@ -176,7 +177,8 @@ def prolific_draft(*, study: Study, base_url: str | None = None) -> Draft:
     (``annotate.participation.selectors.study_terms``), the very numbers the consent page states: N items (main
     items and the attention checks a participant may meet) and the qualification items at the
     longer of the minimum seconds and the kind's typical time, plus the training examples; the
-    reward = payment per item × N. Places = ceil(main items × k ÷ main items per annotator),
+    reward = payment per item × N. Places = ceil(main items × k ÷ main items per annotator) (k:
+    the most annotators per item under dynamic k and active selection),
     where main items per annotator is the fewest a participant is given in full
     (N − the most checks among them), so the places are enough to reach k. The entry URL carries
     Prolific's placeholders. Refuses (naming the setting) a study that has no main items or no
@@ -189,7 +191,13 @@ def prolific_draft(*, study: Study, base_url: str | None = None) -> Draft:
             "payment_per_item", "set a payment per item in the study's settings first (it gives the reward)"
         )
     terms = study_terms(study)
-    k = study.annotators_per_item
+    # Dynamic k and active selection: places for the most annotators an item may get; the
+    # places nobody needs are not paid for once the study stops (prolific/allocation.py).
+    k = (
+        study.max_annotators_per_item
+        if is_dynamic(study.allocation_policy) and study.max_annotators_per_item
+        else study.annotators_per_item
+    )
     per_annotator = max(1, min(terms["n_items"] - terms["n_checks"], main_items))
     places = math.ceil(main_items * k / per_annotator)
     minutes = terms["expected_minutes"]

@@ -450,3 +450,14 @@ def test_reaching_the_target_stops_the_linked_prolific_study_so_no_more_places_a
         )
     finally:
         server.stop()
+
+
+def test_the_prolific_draft_of_a_dynamic_study_has_places_for_its_most_annotators_per_item():
+    from prolific.services import prolific_draft
+
+    items = [_item(n, HAS) for n in range(1, 11)]
+    settings = {"payment_per_item": Decimal("0.20"), "max_items_per_annotator": 5}
+    fixed = _study(items, **settings)
+    dynamic = _study(items, allocation_policy="dynamic", max_annotators_per_item=4, **settings)
+    assert (prolific_draft(study=fixed).k, prolific_draft(study=fixed).places) == (2, 4)
+    assert (prolific_draft(study=dynamic).k, prolific_draft(study=dynamic).places) == (4, 8)
