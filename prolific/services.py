@@ -191,8 +191,9 @@ def prolific_draft(*, study: Study, base_url: str | None = None) -> Draft:
             "payment_per_item", "set a payment per item in the study's settings first (it gives the reward)"
         )
     terms = study_terms(study)
-    # Dynamic k and active selection: places for the most annotators an item may get; the
-    # places nobody needs are not paid for once the study stops (prolific/allocation.py).
+    # Dynamic k and active selection: places for the most annotators an item may get; places
+    # nobody takes are not paid for once the Prolific study is stopped (by the product at a
+    # target width: prolific/allocation.py; otherwise by the researcher on Prolific).
     k = (
         study.max_annotators_per_item
         if is_dynamic(study.allocation_policy) and study.max_annotators_per_item
