@@ -70,5 +70,5 @@ def test_a_hostile_api_body_is_a_400_naming_the_field(researcher, body, field):
     response = client.post("/api/reward", data=body, content_type="application/json")
     assert response.status_code == 400, response.content[:300]
     answer = response.json()
-    assert answer["field"] == field, answer
+    assert answer["code"] == "parse_error" and list(answer) == ["code", "detail", field], answer
     assert answer["detail"].startswith(f"{field}: "), answer
