@@ -21,6 +21,12 @@ from core.permissions import IsResearcher
 from coscript.constants import CONSTRAINT_TYPES
 from coscript.models import CandidateScript, CoScriptRun, SpecificGoal
 from coscript.run_launch import coscript_launch
+from coscript.run_services import (
+    coscript_run_cancel,
+    coscript_run_pause,
+    coscript_run_resume,
+    coscript_run_retry_failed,
+)
 from coscript.selectors import (
     GOAL_QUERY_MAX_CHARS,
     KEPT_FILTERS,
@@ -35,7 +41,6 @@ from coscript.selectors import (
     run_kept_rate,
     specific_goal_list,
 )
-from coscript.services import coscript_run_cancel, coscript_run_pause, coscript_run_resume, coscript_run_retry_failed
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from llm.apis import LAUNCH_ERRORS, Launched, RunCollection, RunFilter, RunStateFields
 from mining.embeddings import EmbeddingModelUnavailable

@@ -7,7 +7,7 @@ class CoscriptConfig(AppConfig):
 
     def ready(self) -> None:
         # The jobs of a CoScript run's phases are driven through the run.
-        from coscript import services
+        from coscript import run_services
         from coscript.models import CoScriptRun
         from llm.runs import job_owner, job_owner_register
 
@@ -16,9 +16,9 @@ class CoscriptConfig(AppConfig):
                 "coscript:",
                 CoScriptRun,
                 noun="CoScript run",
-                resume=lambda run: services.coscript_run_resume(run=run),
-                retry_failed=lambda run: services.coscript_run_retry_failed(run=run),
-                pause=lambda run: services.coscript_run_pause(run=run),
-                cancel=lambda run: services.coscript_run_cancel(run=run),
+                resume=lambda run: run_services.coscript_run_resume(run=run),
+                retry_failed=lambda run: run_services.coscript_run_retry_failed(run=run),
+                pause=lambda run: run_services.coscript_run_pause(run=run),
+                cancel=lambda run: run_services.coscript_run_cancel(run=run),
             )
         )

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from coscript.models import CandidateScript, CoScriptRun, Phase, SpecificGoal
-from coscript.services import _goal_key, coscript_run_filter
+from coscript.phase_services import _goal_key, coscript_run_filter
 from judging.models import LanguageModel, RunStatus
 from mining.embeddings import EmbeddingModelUnavailable
 

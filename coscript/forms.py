@@ -6,8 +6,8 @@ from django import forms
 
 from coscript.constants import CONSTRAINT_TYPES, DEFAULT_FILTER_MODE, DEFAULT_K, FILTER_MODES, KEYWORD_BONUS, MAX_K
 from coscript.models import CoScriptRun
+from coscript.result_services import EXPORT_CHOICES
 from coscript.selectors import GOAL_QUERY_MAX_CHARS, KEPT_FILTERS, REVIEW_FILTERS
-from coscript.services import EXPORT_CHOICES
 from judging.models import LanguageModel
 from llm.constants import EXECUTORS
 from mining.models import Split

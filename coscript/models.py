@@ -1,7 +1,8 @@
 """Constrained planning runs (CoScript, Yuan et al. 2023, §4-5): specific goals derived from
 mined abstract goals, candidate scripts over-generated for them, and the filter's verdicts.
 
-Structure only; the workflow is in coscript/services.py."""
+Structure only; the workflow is in coscript/run_services.py,
+phase_services.py and result_services.py."""
 
 from __future__ import annotations
 

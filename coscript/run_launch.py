@@ -29,7 +29,7 @@ from core.run_configs import RunConfigError, config_parse
 from core.stored_values import max_length_of
 from coscript.constants import DEFAULT_FILTER_MODE, DEFAULT_K, FILTER_MODES, MAX_K
 from coscript.models import CoScriptRun
-from coscript.services import coscript_run_create
+from coscript.run_services import coscript_run_create
 from judging.models import PromptStyle
 from judging.run_launch import language_model_resolve
 from llm.constants import EXECUTORS

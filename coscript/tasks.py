@@ -13,7 +13,7 @@ def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
 @shared_task(bind=True, name="coscript.run_execute", on_failure=_mark_failed)  # type: ignore[call-overload]
 def coscript_run_execute_task(self, run_id: int) -> str:
     """Advance a CoScript run; a Batch API job that is still waiting is polled again later."""
-    from coscript.services import coscript_run_execute
+    from coscript.phase_services import coscript_run_execute
     from llm.services import poll_countdown
 
     outcome = coscript_run_execute(run_id=run_id)

@@ -20,6 +20,14 @@ from core.intervals import share_estimate
 from core.permissions import admin_required, researcher_required
 from coscript.forms import CoScriptRunForm, ExportForm, GoalFilterForm, RefilterForm
 from coscript.models import CoScriptRun, Review, SpecificGoal
+from coscript.phase_services import coscript_run_filter
+from coscript.result_services import coscript_add_to_benchmark, export_records, specific_goal_review
+from coscript.run_services import (
+    coscript_run_cancel,
+    coscript_run_create,
+    coscript_run_resume,
+    coscript_run_retry_failed,
+)
 from coscript.selectors import (
     constrained_how2score,
     coscript_run_detail,
@@ -30,16 +38,6 @@ from coscript.selectors import (
     run_kept_rate,
     sibling_goals,
     specific_goal_list,
-)
-from coscript.services import (
-    coscript_add_to_benchmark,
-    coscript_run_cancel,
-    coscript_run_create,
-    coscript_run_filter,
-    coscript_run_resume,
-    coscript_run_retry_failed,
-    export_records,
-    specific_goal_review,
 )
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from llm.endpoints import EndpointNotConfigured, UnknownLLMRole

@@ -14,7 +14,7 @@ from core.intervals import wilson_interval
 from core.roles import ROLE_ADMIN
 from core.services import user_create
 from coscript.models import CandidateScript, CoScriptRun, Review
-from coscript.services import coscript_run_execute
+from coscript.phase_services import coscript_run_execute
 from judging.services import language_model_register
 from tests import coscript_world
 from tests.browser import log_in

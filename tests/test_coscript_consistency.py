@@ -13,7 +13,8 @@ import yaml
 
 from coscript import demo as coscript_demo
 from coscript.models import CandidateScript, CoScriptRun
-from coscript.services import coscript_run_create, coscript_run_execute
+from coscript.phase_services import coscript_run_execute
+from coscript.run_services import coscript_run_create
 from judging.services import language_model_register
 from tests import coscript_world
 

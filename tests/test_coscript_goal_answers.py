@@ -11,7 +11,8 @@ import re
 import pytest
 
 from coscript.parsing import parse_specific_goals
-from coscript.services import coscript_run_create, coscript_run_execute
+from coscript.phase_services import coscript_run_execute
+from coscript.run_services import coscript_run_create
 from judging.services import language_model_register
 from tests import coscript_world
 from tests.scripted_llm import Reply, last_user_message

@@ -16,7 +16,9 @@ from django.test import Client
 
 from annotate.kinds.constraint_faithfulness.definition import parse_record
 from coscript.models import CandidateScript, CoScriptRun, Review, SpecificGoal
-from coscript.services import coscript_run_create, coscript_run_execute, export_records
+from coscript.phase_services import coscript_run_execute
+from coscript.result_services import export_records
+from coscript.run_services import coscript_run_create
 from judging.models import Generation, Judgment
 from judging.services import language_model_register
 from mining.models import Procedure, Split
@@ -174,12 +176,12 @@ def test_service_refusals_land_on_their_fields_and_never_500(admin_client_, worl
 
 
 def test_an_unusable_prompt_file_is_named_above_the_form(admin_client_, world, server, model, tmp_path, monkeypatch):
-    from coscript import services
+    from coscript import run_services
 
-    for name in services.PROMPT_FILES.values():
-        (tmp_path / name).write_text((services.PROMPTS_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
+    for name in run_services.PROMPT_FILES.values():
+        (tmp_path / name).write_text((run_services.PROMPTS_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "script.txt").write_text("Steps for {specific_goal} and {unknown}", encoding="utf-8")
-    monkeypatch.setattr(services, "PROMPTS_DIR", tmp_path)
+    monkeypatch.setattr(run_services, "PROMPTS_DIR", tmp_path)
     response = admin_client_.post("/coscript/runs/new/", _form(model))
     assert response.status_code == 400
     errors = " ".join(response.context["form"].non_field_errors())

@@ -13,16 +13,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from coscript.models import CandidateScript, CoScriptRun, Review, SpecificGoal
-from coscript.services import (
-    coscript_add_to_benchmark,
-    coscript_export,
-    coscript_run_create,
-    coscript_run_execute,
-    coscript_run_filter,
-    coscript_run_resume,
-    export_records,
-    specific_goal_review,
-)
+from coscript.phase_services import coscript_run_execute, coscript_run_filter
+from coscript.result_services import coscript_add_to_benchmark, coscript_export, export_records, specific_goal_review
+from coscript.run_services import coscript_run_create, coscript_run_resume
 from judging.services import language_model_register
 from mining.models import Procedure
 from tests import coscript_world

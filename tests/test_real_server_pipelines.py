@@ -19,8 +19,9 @@ from django.core.management import CommandError, call_command
 
 from core.intervals import wilson_interval
 from coscript.models import CandidateScript, CoScriptRun
+from coscript.phase_services import coscript_run_execute
+from coscript.run_services import coscript_run_resume
 from coscript.selectors import coscript_run_collected, coscript_run_state
-from coscript.services import coscript_run_execute, coscript_run_resume
 from goalstep.constants import USABLE_OUTCOMES
 from goalstep.models import TaskItem, TaskSet
 from goalstep.selectors import task_evaluation_accuracy

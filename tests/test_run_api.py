@@ -17,7 +17,8 @@ from django.test import Client
 from django.urls import reverse
 
 from coscript.models import CoScriptRun
-from coscript.services import coscript_run_create, coscript_run_execute
+from coscript.phase_services import coscript_run_execute
+from coscript.run_services import coscript_run_create
 from goalstep.services import task_evaluation_create, task_evaluation_execute
 from judging.score_services import components_run_create, components_run_execute
 from judging.services import (

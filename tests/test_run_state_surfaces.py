@@ -14,7 +14,8 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from coscript.models import CoScriptRun
-from coscript.services import coscript_run_create, coscript_run_execute
+from coscript.phase_services import coscript_run_execute
+from coscript.run_services import coscript_run_create
 from goalstep.services import task_evaluation_create, task_evaluation_execute
 from judging.services import language_model_register
 from llm.models import LedgerEntry

@@ -18,7 +18,8 @@ from rest_framework.test import APIClient
 
 from config.settings.llm import LLM_ROLE_PREFIXES, llm_settings
 from core.services import api_token_create
-from coscript.services import coscript_run_create, coscript_run_execute
+from coscript.phase_services import coscript_run_execute
+from coscript.run_services import coscript_run_create
 from goalstep.models import TaskItem, TaskSet
 from goalstep.services import task_evaluation_create, task_evaluation_execute
 from judging.constants import JUDGE_MAX_TOKENS

@@ -12,16 +12,11 @@ from core.record_files import RecordError
 from core.run_configs import config_read
 from coscript.constants import DEFAULT_FILTER_MODE, DEFAULT_K, FILTER_MODES, KEYWORD_BONUS, MAX_K
 from coscript.models import CoScriptRun
+from coscript.phase_services import coscript_run_execute, coscript_run_filter
+from coscript.result_services import EXPORT_CHOICES, coscript_add_to_benchmark, coscript_export
 from coscript.run_launch import coscript_config_launch, coscript_launch
+from coscript.run_services import coscript_run_retry_failed
 from coscript.selectors import coscript_filter_report, coscript_report, coscript_run_state
-from coscript.services import (
-    EXPORT_CHOICES,
-    coscript_add_to_benchmark,
-    coscript_export,
-    coscript_run_execute,
-    coscript_run_filter,
-    coscript_run_retry_failed,
-)
 from judging.models import PromptStyle
 from llm.constants import EXECUTORS
 from llm.costs import cost_json, job_costs
