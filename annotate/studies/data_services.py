@@ -19,12 +19,12 @@ from django.db import transaction
 from django.db.models import Max, QuerySet
 
 from annotate.errors import AnnotateError
-from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, ItemSpec
+from annotate.kinds.base import ROLE_MAIN, ROLE_QUALIFICATION, ItemSpec
 from annotate.models import Annotation, Study, StudyItem
 from annotate.studies.imports import study_upload_discard, study_upload_store, upload_problem_lines
 from annotate.studies.item_sources import items_from_judgments, study_items_gather
 from annotate.studies.selectors import study_rounds
-from annotate.studies.services import study_item_specs, study_round_create
+from annotate.studies.services import study_item_specs, study_items_insert, study_round_create
 from core.app_errors import Conflict, InvalidInput
 from core.record_files import RecordError
 from core.stored_values import StrictJSONError, check_stored_values
@@ -88,22 +88,7 @@ def study_items_add(*, study: Study, items: list[ItemSpec], skip_existing: bool 
         .annotate(m=Max("position"))
         .values_list("role", "m")
     )
-    positions = {role: last.get(role) or 0 for role in (ROLE_MAIN, ROLE_ATTENTION, ROLE_QUALIFICATION)}
-    for spec in new:
-        positions[spec.role] += 1
-        StudyItem(
-            study=study,
-            item_id=spec.item_id,
-            role=spec.role,
-            position=positions[spec.role],
-            topic=spec.topic,
-            goal=spec.goal,
-            reference_steps=spec.reference_steps,
-            candidate_steps=spec.candidate_steps,
-            expected=spec.expected,
-            explanation=spec.explanation,
-            source=spec.source,
-        ).save()  # save() computes the L1/L2 hashes
+    study_items_insert(study, new, after=last)
     return ItemsAdded(study=study, added=[s.item_id for s in new], skipped=sorted(existing))
 
 

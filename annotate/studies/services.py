@@ -88,12 +88,13 @@ def _unique_slug(base: str) -> str:
     return slug
 
 
-def _items_create(study: Study, items: list[ItemSpec]) -> None:
-    positions = {role: 0 for role in (ROLE_MAIN, ROLE_ATTENTION, ROLE_QUALIFICATION)}
-    rows = []
+def study_items_insert(study: Study, items: list[ItemSpec], *, after: dict[str, int] | None = None) -> None:
+    """Store ``items`` in ``study``, each role's numbered on from ``after[role]`` (0: a new
+    study; the last position of each role: items added to a running study)."""
+    positions = {role: (after or {}).get(role) or 0 for role in (ROLE_MAIN, ROLE_ATTENTION, ROLE_QUALIFICATION)}
     for spec in items:
         positions[spec.role] += 1
-        row = StudyItem(
+        StudyItem(
             study=study,
             item_id=spec.item_id,
             role=spec.role,
@@ -105,9 +106,7 @@ def _items_create(study: Study, items: list[ItemSpec]) -> None:
             expected=spec.expected,
             explanation=spec.explanation,
             source=spec.source,
-        )
-        row.save()  # save() computes the L1/L2 hashes
-        rows.append(row)
+        ).save()  # save() computes the L1/L2 hashes
 
 
 @transaction.atomic
@@ -179,7 +178,7 @@ def study_create(
         max_annotators_per_item=max_annotators_resolved(settings),
         target_interval_width=settings.target_interval_width,
     )
-    _items_create(study, items)
+    study_items_insert(study, items)
     return study
 
 
