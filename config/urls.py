@@ -22,7 +22,8 @@ from judging.apis import (
     LeaderboardView,
     RewardView,
 )
-from llm.apis import LLMJobs, RunCollection, run_views
+from llm.job_apis import LLMJobs
+from llm.run_apis import RunCollection, run_views
 from mining.apis import (
     MiningOverviewView,
     MiningRunProgressView,
@@ -100,7 +101,7 @@ def slash_and_alias(route: str, view: type[APIView], name: str) -> list[URLPatte
 def run_routes(
     prefix: str, collection: type[RunCollection], basename: str, extra: tuple[tuple[str, type[APIView], str], ...] = ()
 ) -> list[URLPattern]:
-    """A collection of runs' routes (llm.apis.run_views), as the router gave a viewset's:
+    """A collection of runs' routes (llm.run_apis.run_views), as the router gave a viewset's:
     ``prefix/`` (``<basename>-list``), ``prefix/<pk>/`` (``-detail``), ``prefix/<pk>/<action>/``
     (``-<action>``), each with its format suffix; ``extra``: (route under ``prefix/``, view,
     name) of the collection's own views, routes before the detail's so that a word is not read

@@ -42,7 +42,8 @@ from coscript.selectors import (
     specific_goal_list,
 )
 from judging.constants import LEADERBOARD_MIN_COVERAGE
-from llm.apis import LAUNCH_ERRORS, Launched, RunCollection, RunFilter, RunStateFields
+from llm.run_apis import RunCollection, RunFilter, RunStateFields
+from llm.run_launch_apis import LAUNCH_ERRORS, Launched
 from mining.embeddings import EmbeddingModelUnavailable
 
 

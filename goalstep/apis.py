@@ -21,7 +21,8 @@ from goalstep.models import TaskEvaluation
 from goalstep.run_launch import task_evaluation_launch
 from goalstep.selectors import leaderboard, task_evaluation_accuracy, task_evaluation_state
 from goalstep.services import task_evaluation_resume, task_evaluation_retry_failed
-from llm.apis import Launched, RunCollection, RunFilter, RunStateFields
+from llm.run_apis import RunCollection, RunFilter, RunStateFields
+from llm.run_launch_apis import Launched
 from llm.runs import owned_run_cancel, owned_run_pause
 
 

@@ -48,7 +48,8 @@ from judging.selectors import (
     model_comparison,
 )
 from judging.services import run_control
-from llm.apis import Launched, RunCollection, RunFilter, RunStateFields
+from llm.run_apis import RunCollection, RunFilter, RunStateFields
+from llm.run_launch_apis import Launched
 from llm.runs import owned_run_state
 
 # Bounds of one reward item: beyond them a field is a 400 naming the item and the field.

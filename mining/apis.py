@@ -18,7 +18,8 @@ from rest_framework.views import APIView
 
 from core.api_lists import ListView
 from core.run_configs import RunConfigError
-from llm.apis import Launched, RunCollection, RunFilter, RunLaunchSerializer, RunStateFields
+from llm.run_apis import RunCollection, RunFilter, RunStateFields
+from llm.run_launch_apis import Launched, RunLaunchSerializer
 from mining.models import MiningRun, Procedure, Split, SplitReport, Topic
 from mining.run_configs import mining_config_parse
 
