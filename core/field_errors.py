@@ -4,8 +4,6 @@ errors and the API a 400 naming each field. No Django."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from core.app_errors import InvalidInput
 
 
@@ -18,7 +16,9 @@ class FieldErrors(InvalidInput):
         self.errors = errors
 
 
-def text_field_clean(errors: dict[str, str], field: str, value: Any, *, max_length: int, required: bool = False) -> str:
+def text_field_clean(
+    errors: dict[str, str], field: str, value: object, *, max_length: int, required: bool = False
+) -> str:
     """``value`` stripped, or ``""`` with the field's problem put in ``errors``: not text, a NUL,
     a control character or lone surrogate, longer than ``max_length``, or empty when required."""
     if value is None:
@@ -26,13 +26,13 @@ def text_field_clean(errors: dict[str, str], field: str, value: Any, *, max_leng
     if not isinstance(value, str):
         errors[field] = "must be text"
         return ""
-    value = value.strip()
-    if "\x00" in value:
+    text = value.strip()
+    if "\x00" in text:
         errors[field] = "must not contain a NUL character"
-    elif any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+    elif any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in text):
         errors[field] = "must not contain control characters"
-    elif len(value) > max_length:
+    elif len(text) > max_length:
         errors[field] = f"must be at most {max_length} characters"
-    elif required and not value:
+    elif required and not text:
         errors[field] = "is required"
-    return value
+    return text

@@ -263,7 +263,9 @@ def _binomial_tail_half(k: int, n: int) -> float:
     for i in range(k):
         term = term * (n - i) // (i + 1)
         total += term
-    return total / 2**n
+    # 2**n with n >= 0 is an int (typeshed types int ** int as Any: a negative power is a float).
+    outcomes: int = 2**n
+    return total / outcomes
 
 
 def mcnemar_exact(a_only: int, b_only: int) -> float:

@@ -46,9 +46,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, overload
+from typing import IO, TYPE_CHECKING, Any, overload
 
 from core.strict_json import nesting_depth
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".bz2": "bz2", ".xz": "xz"}
 FORMATS = {
@@ -298,7 +301,7 @@ class _BoundedReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         allowed = self._budget + 1 - self.count
         if allowed <= 0:
             raise LimitReached(None, None, None, self._message)
@@ -364,7 +367,7 @@ class _ZstdReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         while self._taken >= len(self._pending):
             if not self._input:
                 self._input = self._raw.read(self.READ_BYTES)
@@ -381,8 +384,10 @@ class _ZstdReader(io.RawIOBase):
                 waiting += len(data)
             self._pending = b"".join(out)
             self._taken = 0
-        size = min(len(buffer), len(self._pending) - self._taken)
-        buffer[:size] = memoryview(self._pending)[self._taken : self._taken + size]
+        # A buffered reader hands a writable memoryview of bytes (format "B": its length is its size).
+        target = memoryview(buffer)
+        size = min(len(target), len(self._pending) - self._taken)
+        target[:size] = memoryview(self._pending)[self._taken : self._taken + size]
         self._taken += size
         return size
 

@@ -129,7 +129,9 @@ def _number(value: Any, where: str, t: Translation, *, integer: bool, minimum: f
     return value
 
 
-def vllm_block(block: Any, where: str, t: Translation, base_dir: Path, *, in_process: bool) -> tuple[str, dict, dict]:
+def vllm_block(
+    block: Any, where: str, t: Translation, base_dir: Path, *, in_process: bool
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """``(mode, params, engine)`` from a ``vllm:`` block. ``in_process``: the requests run
     on the vLLM offline executor (engine options apply); otherwise they go to an
     OpenAI-compatible vLLM server, which was started with its own engine options."""

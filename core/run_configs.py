@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import Node
 
 from core.app_errors import InvalidInput
 from core.strict_json import StrictJSONError, check_value
@@ -39,13 +40,14 @@ class _ConfigLoader(yaml.SafeLoader):
 
     source = "<config>"
 
-    def __init__(self, stream):
+    def __init__(self, stream: str):
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
         if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
+            # types-PyYAML leaves Parser.peek_event unannotated (it returns the next Event).
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
             raise RunConfigError(
                 f"{self.source}, line {mark.line + 1}: YAML aliases (*name) are not allowed in a run "
                 "configuration; write the value out"
@@ -53,7 +55,7 @@ class _ConfigLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_NESTING:
-                mark = self.peek_event().start_mark
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # as above
                 raise RunConfigError(f"{self.source}, line {mark.line + 1}: nested more than {MAX_NESTING} levels deep")
             return super().compose_node(parent, index)
         finally:

@@ -35,7 +35,7 @@ _AUTHORIZATION = re.compile(
 MIN_KNOWN_SECRET_LENGTH = 12
 
 
-def _mask_userinfo(match: re.Match) -> str:
+def _mask_userinfo(match: re.Match[str]) -> str:
     userinfo = match.group("userinfo")
     if not userinfo:
         return match.group(0)

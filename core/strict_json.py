@@ -84,7 +84,7 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
-class _RepeatedKeys(dict):
+class _RepeatedKeys(dict[str, Any]):
     """An object in which a key appeared more than once (``repeated``: the first such key);
     ``check_value`` refuses it with the key's path. Plain ``json.loads`` keeps the last value
     silently, so a client's mistake would pass as something it did not mean."""

@@ -35,8 +35,11 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 PIECE_BYTES = 64 * 1024
 
@@ -185,13 +188,13 @@ class DeadlineInput:
         limit = PIECE_BYTES if size is None or size < 0 else min(size, PIECE_BYTES)
         return self._piece(self.stream.readline, limit)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         while line := self.readline():
             yield line
 
 
 class BodyDeadline:
-    def __init__(self, app: Callable, *, grace_seconds: float, min_bytes_per_second: float):
+    def __init__(self, app: WSGIApplication, *, grace_seconds: float, min_bytes_per_second: float):
         self.app = app
         self.grace_seconds = grace_seconds
         self.min_bytes_per_second = min_bytes_per_second
@@ -200,7 +203,7 @@ class BodyDeadline:
         """The longest a body of ``length`` bytes may take, kept up at the lowest rate."""
         return self.grace_seconds + length / self.min_bytes_per_second
 
-    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         sock = environ.get("gunicorn.socket")
         sock = sock if isinstance(sock, socket.socket) else None
         if sock is not None:

@@ -57,7 +57,7 @@ class GoalsReading:
     (``pairs_read`` 0: an answer without a constraint pair)."""
 
     goals: list[ConstrainedGoal] = field(default_factory=list)
-    dropped: Counter = field(default_factory=Counter)
+    dropped: Counter[str] = field(default_factory=Counter)
     pairs_read: int = 0
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.intervals import share_estimate
-from goalstep.items import normalise_text
+from mining.words import normalise_text
 
 LETTERS = string.ascii_uppercase
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,7 @@ from goalstep.constants import (
 )
 from mining.embeddings import Embed
 from mining.split_dedup import top_neighbours
-from mining.words import STOPWORDS, content_words, lemma, normalise_text, words  # noqa: F401 - re-exported
+from mining.words import content_words, normalise_text, words
 
 # Reasons an item is removed: a repeat of an item already built first, then the filters in this order.
 REASON_LENGTH = "length"
@@ -310,7 +310,9 @@ def _unit_rng(task: str, seed: int, pool: _Pool, unit: tuple[int, int]) -> rando
     return random.Random(f"{seed}:{task}:{pool.procedures[procedure].id}:{position}")
 
 
-def _drafts(task: str, pool: _Pool, batch: list[tuple[int, int]], *, seed: int, counts: Counter):
+def _drafts(
+    task: str, pool: _Pool, batch: list[tuple[int, int]], *, seed: int, counts: Counter[str]
+) -> Iterator[_Draft]:
     if task == STEP_ORDERING:
         for unit in batch:
             yield _ordering_draft(pool, unit, _unit_rng(task, seed, pool, unit))
@@ -346,7 +348,9 @@ def _drafts(task: str, pool: _Pool, batch: list[tuple[int, int]], *, seed: int, 
         yield from _inference_drafts(task, pool, row, negatives, _unit_rng(task, seed, pool, unit))
 
 
-def _inference_drafts(task: str, pool: _Pool, positive: int, negatives: list[int], rng: random.Random):
+def _inference_drafts(
+    task: str, pool: _Pool, positive: int, negatives: list[int], rng: random.Random
+) -> Iterator[_Draft]:
     """Shuffle the 4 candidates, reassign the label (§3.1) and take the prompt from the new
     positive's procedure."""
     rows = [positive, *negatives]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from core.intervals import WILSON, wilson_interval
 from core.record_files import RecordError
@@ -147,11 +147,19 @@ def percent_forms(values: dict[str, Any], fields: Iterable[str]) -> dict[str, An
     return {**values, **{f"{field}_percent": _percent(values[field]) for field in fields}}
 
 
-def score_forms(n_no_failure: int, n_judged: int) -> dict[str, Any]:
+class ScoreForms(TypedDict):
+    """How2Score on 0-1 and on 0-100 (None both when nothing was judged)."""
+
+    how2score: float | None
+    how2score_percent: float | None
+
+
+def score_forms(n_no_failure: int, n_judged: int) -> ScoreForms:
     """``how2score`` = n_no_failure / n_judged on 0-1 and ``how2score_percent`` on 0-100;
     both None when nothing was judged (the one rule for a slice or topic with nothing
     scored, in every output)."""
-    return percent_forms({"how2score": n_no_failure / n_judged if n_judged else None}, ["how2score"])
+    score = n_no_failure / n_judged if n_judged else None
+    return {"how2score": score, "how2score_percent": HOW2SCORE_SCALE * score if score is not None else None}
 
 
 def how2score_estimate(

@@ -90,13 +90,13 @@ def _provider(value: Any, backend: str) -> str:
     return provider or ("local" if backend == "vllm" else "")
 
 
-def _merge_one_level(base: Any, override: Any) -> dict[str, Any] | None:
-    base = dict(base) if isinstance(base, Mapping) else None
-    override = dict(override) if isinstance(override, Mapping) else None
-    if base is None or override is None:
-        return override if base is None else base
-    merged = dict(base)
-    for key, value in override.items():
+def _merge_one_level(base: object, override: object) -> dict[str, Any] | None:
+    base_table: dict[str, Any] | None = dict(base) if isinstance(base, Mapping) else None
+    override_table: dict[str, Any] | None = dict(override) if isinstance(override, Mapping) else None
+    if base_table is None or override_table is None:
+        return override_table if base_table is None else base_table
+    merged = dict(base_table)
+    for key, value in override_table.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
             merged[key] = {**merged[key], **value}
         else:

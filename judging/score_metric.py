@@ -279,7 +279,9 @@ def position_decay(i: int, j: int, n_gold: int) -> float:
     """m_ij = max(0, 1 - (|i - j| / D) ** lambda), D = the number of gold steps."""
     if n_gold < 1:
         raise ValueError("the reference has no steps")
-    return max(0.0, 1.0 - (abs(i - j) / n_gold) ** POSITION_DECAY_EXPONENT)
+    # A float power of a non-negative float is a float (typeshed types float ** float as Any).
+    decay: float = (abs(i - j) / n_gold) ** POSITION_DECAY_EXPONENT
+    return max(0.0, 1.0 - decay)
 
 
 def semantic_consistency(

@@ -80,7 +80,8 @@ def answer_text(completion: str) -> str:
     """The final answer of a completion: reasoning removed and, when the answer is wrapped
     in ``<answer>`` tags, only the inside of the (last) block."""
     body = strip_reasoning(completion)
-    blocks = _ANSWER_BLOCK.findall(body)
+    # One group in the pattern: findall gives the group's text of each block.
+    blocks: list[str] = _ANSWER_BLOCK.findall(body)
     if blocks:
         return blocks[-1]
     opening = body.lower().rfind(_ANSWER_OPEN)

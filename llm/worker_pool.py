@@ -71,7 +71,7 @@ class WorkerPool:
         in this thread as they go and once after the last one ended. Returns the stop
         reason (None: the workers ran out of work), or raises the first worker's error."""
         executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix=self.name)
-        futures: list[Future] = []
+        futures: list[Future[None]] = []
         try:
             futures = [executor.submit(self._guarded, work) for _ in range(self.size)]
             for future in futures:  # called once the future is done: the loop below sees it so

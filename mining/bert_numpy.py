@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+
+# Weights, activations and embeddings: float32 throughout.
+Float32Array = npt.NDArray[np.float32]
 
 # Tokens per slice of the feed-forward block (see ``_forward``).
 _FFN_ROWS = 256
@@ -40,21 +44,22 @@ class UnsupportedModel(ValueError):
 
 @dataclass(frozen=True)
 class _Layer:
-    qkv_w: np.ndarray  # (hidden, 3 * hidden): query, key and value projections side by side
-    qkv_b: np.ndarray
-    out_w: np.ndarray
-    out_b: np.ndarray
-    ln1_g: np.ndarray
-    ln1_b: np.ndarray
-    up_w: np.ndarray
-    up_b: np.ndarray
-    down_w: np.ndarray
-    down_b: np.ndarray
-    ln2_g: np.ndarray
-    ln2_b: np.ndarray
+    qkv_w: Float32Array  # (hidden, 3 * hidden): query, key and value projections side by side
+    qkv_b: Float32Array
+    out_w: Float32Array
+    out_b: Float32Array
+    ln1_g: Float32Array
+    ln1_b: Float32Array
+    up_w: Float32Array
+    up_b: Float32Array
+    down_w: Float32Array
+    down_b: Float32Array
+    ln2_g: Float32Array
+    ln2_b: Float32Array
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path) -> Any:
+    """A JSON file of the model folder: an object (the configurations) or a list (modules.json)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
@@ -63,10 +68,10 @@ def _read_json(path: Path) -> dict:
         raise UnsupportedModel(f"{path}: {exc}") from exc
 
 
-def check_folder(folder: Path) -> dict:
+def check_folder(folder: Path) -> dict[str, Any]:
     """The model's ``config.json`` if the folder is a BERT sentence-transformers model with mean
     pooling this encoder runs; otherwise :class:`UnsupportedModel` naming what differs."""
-    config = _read_json(folder / "config.json")
+    config: dict[str, Any] = _read_json(folder / "config.json")
     if config.get("model_type") != "bert":
         raise UnsupportedModel(f"model_type {config.get('model_type')!r} is not 'bert'")
     if config.get("hidden_act", "gelu") != "gelu":
@@ -96,13 +101,13 @@ def check_folder(folder: Path) -> dict:
     return config
 
 
-def _max_seq_length(folder: Path, config: dict) -> int:
+def _max_seq_length(folder: Path, config: dict[str, Any]) -> int:
     path = folder / "sentence_bert_config.json"
     limit = _read_json(path).get("max_seq_length") if path.exists() else None
     return int(min(limit or config["max_position_embeddings"], config["max_position_embeddings"]))
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:
+def _gelu(x: Float32Array) -> Float32Array:
     """GELU with erf, ``x * Phi(x)``, as BERT's ``hidden_act: gelu``; a new array.
 
     erf by Abramowitz & Stegun 7.1.26 (absolute error at most 1.5e-7, below float32's
@@ -148,7 +153,7 @@ def _workers() -> int:
         return os.cpu_count() or 1
 
 
-def _one_blas_thread():
+def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
     """A context in which BLAS runs on one thread: the whole forward pass runs in it. A threaded
     BLAS splits each product among its threads and, when they are busy or the matrices small
     (the attention products: one per text and head; the feed-forward slices), spends most of
@@ -165,11 +170,13 @@ def _one_blas_thread():
             _blas = False
     if not _blas:
         return contextlib.nullcontext()
-    return _blas.limit(limits=1, user_api="blas")
+    # threadpoolctl has no type information here; its limit() is a context manager.
+    limit: contextlib.AbstractContextManager[object] = _blas.limit(limits=1, user_api="blas")
+    return limit
 
 
-def _layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    centred = x - x.mean(axis=-1, keepdims=True)
+def _layer_norm(x: Float32Array, gain: Float32Array, bias: Float32Array, eps: float) -> Float32Array:
+    centred: Float32Array = x - x.mean(axis=-1, keepdims=True)
     var = np.einsum("...i,...i->...", centred, centred)[..., None]
     var /= np.float32(x.shape[-1])
     var += np.float32(eps)
@@ -205,7 +212,7 @@ class BertSentenceEncoder:
         weights = load_file(str(folder / "model.safetensors"))
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
 
-        def w(name: str) -> np.ndarray:
+        def w(name: str) -> Float32Array:
             try:
                 return np.ascontiguousarray(weights[prefix + name], dtype=np.float32)
             except KeyError as exc:
@@ -244,7 +251,7 @@ class BertSentenceEncoder:
         """The token ids of each text, with [CLS] and [SEP], cut to the model's length."""
         return [e.ids for e in self.tokenizer.encode_batch(list(texts))]
 
-    def encode(self, texts: list[str], *, batch_size: int = 64) -> np.ndarray:
+    def encode(self, texts: list[str], *, batch_size: int = 64) -> Float32Array:
         texts = list(texts)
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
@@ -281,7 +288,7 @@ class BertSentenceEncoder:
                         pass
         return out
 
-    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def _forward(self, ids: npt.NDArray[np.int64], mask: Float32Array) -> Float32Array:
         b, n = ids.shape
         h, d = self.heads, self.hidden // self.heads
         x = self.word[ids] + self.position[:n] + self.token_type0
@@ -312,7 +319,7 @@ class BertSentenceEncoder:
             # The feed-forward block a few hundred tokens at a time: the wide intermediate rows
             # stay in the CPU's cache through GELU, which is then about as fast as PyTorch's.
             flat = x.reshape(b * n, self.hidden)
-            down = np.empty_like(flat)
+            down: Float32Array = np.empty_like(flat)
             for start in range(0, b * n, _FFN_ROWS):
                 up = flat[start : start + _FFN_ROWS] @ layer.up_w
                 up += layer.up_b
@@ -323,4 +330,5 @@ class BertSentenceEncoder:
             x = _layer_norm(down, layer.ln2_g, layer.ln2_b, self.eps)
         pooled = (x * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
         norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        return (pooled / norms).astype(np.float32)
+        embeddings: Float32Array = (pooled / norms).astype(np.float32)
+        return embeddings

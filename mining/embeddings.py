@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from core.app_errors import Unavailable
 from mining.constants import DEFAULT_EMBEDDING_MODEL, EMBEDDING_BATCH_SIZE
@@ -221,11 +222,13 @@ class Embedder:
         dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dimension = int(dimension() or 0)
 
-    def encode(self, texts: list[str], *, batch_size: int = EMBEDDING_BATCH_SIZE) -> np.ndarray:
+    def encode(self, texts: list[str], *, batch_size: int = EMBEDDING_BATCH_SIZE) -> npt.NDArray[np.float32]:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if self.backend == "numpy":
-            return self.model.encode(texts, batch_size=batch_size)
+            # self.model is a BertSentenceEncoder here (a SentenceTransformer, untyped, otherwise).
+            encoded: npt.NDArray[np.float32] = self.model.encode(texts, batch_size=batch_size)
+            return encoded
         vectors = self.model.encode(
             texts,
             batch_size=batch_size,

@@ -77,7 +77,7 @@ REASON_CODES: tuple[str, ...] = (TOO_FEW_STEPS, TOO_MANY_STEPS) + tuple(f"repeti
 _WRITE_BUFFER_BYTES = 1 << 16
 
 
-class _PunctuationToSpace(dict):
+class _PunctuationToSpace(dict[int, int]):
     """A ``str.translate`` table mapping every Unicode punctuation character (general
     category P*) to a space and every other character to itself, filled in lazily as
     characters are met so that no table of all 1.1M code points has to be built."""

@@ -150,10 +150,10 @@ def _object(value: Any, field_name: str) -> dict[str, Any]:
     return value
 
 
-def _split(value: Any) -> str | None:
+def _split(value: object) -> str | None:
     if value is None or value == "":
         return None
-    if value not in SPLITS:
+    if not isinstance(value, str) or value not in SPLITS:
         raise RecordError(None, None, "split", f"{value!r} is not one of {', '.join(SPLITS)}")
     return value
 
@@ -162,7 +162,7 @@ def record_shape(record: dict[str, Any]) -> str:
     version = record.get("schema_version")
     if version is None:
         return "flat"
-    if version not in (HOW2MINE_SCHEMA_VERSION, EXAMPLE_SCHEMA_VERSION):
+    if not isinstance(version, str) or version not in (HOW2MINE_SCHEMA_VERSION, EXAMPLE_SCHEMA_VERSION):
         raise RecordError(
             None,
             None,

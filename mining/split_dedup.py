@@ -35,9 +35,10 @@ import math
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
+import numpy.typing as npt
 
 from mining.constants import NN_BLOCK_COLUMNS, NN_BLOCK_ROWS, NN_GPU_BLOCK_COLUMNS, NN_GPU_BLOCK_ROWS
 
@@ -49,12 +50,12 @@ def procedure_text(goal: str, steps: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def l2_normalise(vectors: np.ndarray) -> np.ndarray:
+def l2_normalise(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
     """Rows scaled to unit length, as float32 (a zero row stays zero)."""
     matrix = np.asarray(vectors, dtype=np.float32)
     if matrix.ndim != 2:
         raise ValueError(f"expected a 2-d array, got shape {matrix.shape}")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms: npt.NDArray[np.float32] = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return matrix / norms
 
@@ -204,15 +205,19 @@ class NumpySearchOps:
         rows = np.asarray(rows, dtype=np.float32)
         return rows.astype(np.float16).astype(np.float32) if self.half else rows
 
-    def scores(self, queries: np.ndarray, corpus: np.ndarray, start: int, stop: int) -> np.ndarray:
-        block = queries @ corpus[start:stop].T
+    def scores(
+        self, queries: npt.NDArray[np.float32], corpus: npt.NDArray[np.float32], start: int, stop: int
+    ) -> npt.NDArray[np.float32] | npt.NDArray[np.float16]:
+        block: npt.NDArray[np.float32] = queries @ corpus[start:stop].T
         return block.astype(np.float16) if self.half else block
 
     def mask_out(self, scores: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> None:
         scores[rows, columns] = -np.inf
 
-    def row_max(self, scores: np.ndarray) -> np.ndarray:
-        return scores.max(axis=1).astype(np.float32)
+    def row_max(self, scores: np.ndarray) -> npt.NDArray[np.float32]:
+        # ndarray.max along an axis is typed Any; astype makes it float32.
+        maxima: npt.NDArray[np.float32] = scores.max(axis=1).astype(np.float32)
+        return maxima
 
     def at_least(self, scores: np.ndarray, floors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # flatnonzero of the flat mask: several times faster than a 2-d nonzero
@@ -260,8 +265,10 @@ class TorchSearchOps:
     def mask_out(self, scores: Any, rows: np.ndarray, columns: np.ndarray) -> None:
         scores[self.torch.from_numpy(rows).to(self.device), self.torch.from_numpy(columns).to(self.device)] = -math.inf
 
-    def row_max(self, scores: Any) -> np.ndarray:
-        return scores.max(dim=1).values.float().cpu().numpy()
+    def row_max(self, scores: Any) -> npt.NDArray[np.float32]:
+        # A tensor (torch has no type information here): its float32 maxima as a NumPy array.
+        maxima: npt.NDArray[np.float32] = scores.max(dim=1).values.float().cpu().numpy()
+        return maxima
 
     def at_least(self, scores: Any, floors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         floor = self.torch.from_numpy(np.ascontiguousarray(floors, dtype=np.float32)).to(self.device)
@@ -328,7 +335,7 @@ class NeighbourIndex:
         self.loaded = self.ops.load(_scaled(corpus, self.scale))
 
     def __len__(self) -> int:
-        return self.corpus.shape[0]
+        return int(self.corpus.shape[0])
 
     def nearest(self, queries: np.ndarray, *, exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Each query row's nearest corpus row by dot product, computed in float64: ``(index,
@@ -433,13 +440,23 @@ def topic_order(n: int, *, seed: int, topic: str) -> np.ndarray:
     return rng.permutation(n)
 
 
+class TopicSelection(TypedDict):
+    """One topic's part of a selection: its procedures, those chosen for the benchmark, those
+    dropped as near-duplicates, and whether it ran out before ``per_topic``."""
+
+    procedures: int
+    bench: int
+    dropped: int
+    ran_out: bool
+
+
 @dataclass
 class Selection:
     """Indices into the input arrays."""
 
     bench: list[int]
     train: list[int]
-    per_topic: dict[str, dict]
+    per_topic: dict[str, TopicSelection]
     candidate_neighbour: dict[int, tuple[int, float]]  # every examined candidate -> (nearest other, cosine)
     dropped: list[int]
 
@@ -495,7 +512,7 @@ def select_benchmark(
     in_bench = np.zeros(len(topics), dtype=bool)
     in_bench[bench] = True
     train = np.flatnonzero(~in_bench).tolist()
-    summary = {
+    summary: dict[str, TopicSelection] = {
         topic: {
             "procedures": len(members[topic]),
             "bench": len(chosen[topic]),

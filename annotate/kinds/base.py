@@ -92,7 +92,8 @@ def _function(path: str | None) -> Callable[..., Any] | None:
     if path is None:
         return None
     module, _, name = path.rpartition(".")
-    return getattr(import_module(module), name)
+    function: Callable[..., Any] = getattr(import_module(module), name)
+    return function
 
 
 @dataclass(frozen=True)

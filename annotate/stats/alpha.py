@@ -80,7 +80,7 @@ def masi_distance_matrix(sets: Sequence[frozenset[int]]) -> npt.NDArray[np.float
     equal = (inter == size_a) & (inter == size_b)
     subset = inter == np.minimum(size_a, size_b)
     monotonicity = np.where(equal, 1.0, np.where(subset & (inter > 0), 2 / 3, np.where(inter > 0, 1 / 3, 0.0)))
-    distance = 1.0 - jaccard * monotonicity
+    distance: npt.NDArray[np.float64] = 1.0 - jaccard * monotonicity
     np.fill_diagonal(distance, 0.0)
     return distance
 
@@ -139,7 +139,7 @@ def _pairable(matrix: Sequence[Sequence[V | None]]) -> _Pairable[V]:
     return _Pairable(domain, unit_of, value_of, m, len(pairable), n_single)
 
 
-def _within_unit_disagreement(p: _Pairable, delta: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def _within_unit_disagreement(p: _Pairable[V], delta: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """For every unit u: the sum of distances over its ordered pairs of values (i != j)."""
     m_of_value = p.m.astype(np.intp)[p.unit_of]
     first_of_unit = np.concatenate(([0], np.cumsum(p.m.astype(np.intp))[:-1]))
@@ -152,7 +152,7 @@ def _within_unit_disagreement(p: _Pairable, delta: npt.NDArray[np.float64]) -> n
     return np.asarray(np.bincount(p.unit_of[left], weights=weights, minlength=p.n_units), dtype=np.float64)
 
 
-def _alpha_from_pairable(p: _Pairable, delta: npt.NDArray[np.float64]) -> float | None:
+def _alpha_from_pairable(p: _Pairable[V], delta: npt.NDArray[np.float64]) -> float | None:
     """alpha = 1 - D_o / D_e from the coincidence definition, where with n pairable values,
     m_u values in unit u, n_c pairable values equal to c and delta the distance:
     D_o = (1/n) * sum_u sum_{i != j in u} delta(v_i, v_j) / (m_u - 1) and
@@ -186,7 +186,7 @@ def coincidence_alpha(
     return _alpha_from_pairable(p, delta)
 
 
-def _package_alpha(p: _Pairable, delta: npt.NDArray[np.float64], nominal: bool) -> float | None:
+def _package_alpha(p: _Pairable[V], delta: npt.NDArray[np.float64], nominal: bool) -> float | None:
     """The krippendorff package on the same pairable counts (values by index, distances by
     a lookup into ``delta``), or this module's computation when the package's dense arrays
     would exceed ``PACKAGE_MAX_CELLS``."""
@@ -345,7 +345,7 @@ class _ResampleIndex:
     counts_t: npt.NDArray[np.float64] | None  # values x units counts, when small enough to keep dense
 
 
-def _resample_index(p: _Pairable, delta: npt.NDArray[np.float64]) -> _ResampleIndex:
+def _resample_index(p: _Pairable[V], delta: npt.NDArray[np.float64]) -> _ResampleIndex:
     order = np.argsort(p.value_of, kind="stable")
     dense = p.n_units * len(p.domain) <= RESAMPLE_BLOCK_CELLS and len(p.domain) <= 64
     return _ResampleIndex(
@@ -357,7 +357,11 @@ def _resample_index(p: _Pairable, delta: npt.NDArray[np.float64]) -> _ResampleIn
 
 
 def _weighted_alphas(
-    p: _Pairable, delta: npt.NDArray[np.float64], nominal: bool, index: _ResampleIndex, weights: npt.NDArray[np.float64]
+    p: _Pairable[V],
+    delta: npt.NDArray[np.float64],
+    nominal: bool,
+    index: _ResampleIndex,
+    weights: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
     """alpha for each column of ``weights`` (units x resamples: how often each pairable
     unit is drawn), as if the drawn units had been listed that many times; NaN where
@@ -381,7 +385,7 @@ def _weighted_alphas(
 
 @dataclass(frozen=True)
 class _AlphaInput:
-    pairable: _Pairable
+    pairable: _Pairable[Hashable]
     delta: npt.NDArray[np.float64]
     nominal: bool
 

@@ -89,7 +89,9 @@ def _bleu() -> Any:  # sacrebleu.metrics.BLEU, imported on first use
 
 def rouge_tokens(text: str) -> list[str]:
     """rouge-score's tokens of ``text`` with Porter stemming (its ``use_stemmer=True``)."""
-    return rouge_tokenize.tokenize(text, _stemmer())
+    # rouge_score has no type information: its tokenize gives a list of strings.
+    tokens: list[str] = rouge_tokenize.tokenize(text, _stemmer())
+    return tokens
 
 
 def lcs_length(first: Sequence[str], second: Sequence[str]) -> int:
