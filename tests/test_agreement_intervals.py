@@ -21,6 +21,13 @@ from annotate.stats.records import AnnotationRow, JudgmentRow
 from core.intervals import ITEM_BOOTSTRAP, PERFECT_AGREEMENT, WILSON, interval_fields, wilson_interval
 
 
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """The Wilson interval of k of n (n > 0: never None)."""
+    interval = wilson_interval(k, n)
+    assert interval is not None
+    return interval
+
+
 def _rows(labels: dict[str, dict[str, bool]]) -> list[AnnotationRow]:
     failure = {"description": "a critical failure", "L1_steps": [], "L2_steps": [1]}
     return [
@@ -51,9 +58,9 @@ def test_judge_agreement_and_its_per_class_rates_are_wilson_with_their_n():
     majority = HumanMajority(labels={f"i{k}": k < 6 for k in range(10)})
     judge = {f"i{k}": True for k in range(10)}  # right on the 6 has_failure items, wrong on the 4 others
     result = judge_agreement(majority, judge, bootstrap=200)
-    assert result["ci95"] == pytest.approx(list(wilson_interval(6, 10)))
-    assert result["ci95_has_failure"] == pytest.approx([wilson_interval(6, 6)[0], 1.0])
-    assert result["ci95_no_failure"] == pytest.approx([0.0, wilson_interval(0, 4)[1]])
+    assert result["ci95"] == pytest.approx(list(_wilson(6, 10)))
+    assert result["ci95_has_failure"] == pytest.approx([_wilson(6, 6)[0], 1.0])
+    assert result["ci95_no_failure"] == pytest.approx([0.0, _wilson(0, 4)[1]])
     assert result["ci95_has_failure"][0] < 1.0  # 6 of 6 is not [1, 1]
     assert result["ci95_no_failure"][1] > 0.0  # 0 of 4 is not [0, 0]
     assert result["interval"] == WILSON and result["n"] == 10
@@ -63,13 +70,13 @@ def test_leave_one_out_agreement_is_wilson_with_its_n():
     labels = {f"i{k}": {"a": True, "b": True, "c": True} for k in range(5)}
     loo = leave_one_out_agreement(_rows(labels), bootstrap=200)
     assert loo["a"]["agreement"] == 1.0 and loo["a"]["n"] == 5
-    assert loo["a"]["ci95"] == pytest.approx([wilson_interval(5, 5)[0], 1.0])
+    assert loo["a"]["ci95"] == pytest.approx([_wilson(5, 5)[0], 1.0])
     assert {k: loo["a"][k] for k in ("interval", "interval_name", "approximate")} == interval_fields(WILSON, 5)
 
 
 def test_annotator_pairs_are_wilson():
     pairs = pairwise_agreement({f"i{k}": {"a": True, "b": k != 0} for k in range(8)}, bootstrap=100)
-    assert pairs["a|b"]["ci95"] == pytest.approx(list(wilson_interval(7, 8)))
+    assert pairs["a|b"]["ci95"] == pytest.approx(list(_wilson(7, 8)))
     assert pairs["a|b"]["interval"] == WILSON
 
 
@@ -163,7 +170,7 @@ def test_alpha_interval_is_bca_and_holds_the_estimate():
     interval = nominal_alpha_interval(matrix, bootstrap=500, seed=0)
     estimate = nominal_alpha_estimate(matrix, bootstrap=500, seed=0)
     assert estimate["alpha_ci95"] == interval
-    assert interval[0] < estimate["alpha"] < interval[1] <= 1.0
+    assert interval is not None and interval[0] < estimate["alpha"] < interval[1] <= 1.0
     # Approximate below 100 items: at n = 20 the bootstrap fell short near the boundary.
     assert estimate["alpha_interval"] == interval_fields(ITEM_BOOTSTRAP, 40)
     assert estimate["alpha_interval"]["approximate"] is True
@@ -220,9 +227,9 @@ def test_judges_chart_draws_each_annotators_leave_one_out_point_with_n_and_wilso
     html = judge_agreement_bars(report)
     assert "humans (leave-one-out)" in html
     assert not re.search(r"humans \(leave-one-out\) \d+\.\d–\d+\.\d", html)  # no min–max band
-    figure = json.loads(re.search(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S).group(1))[
-        "figure"
-    ]
+    script = re.search(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S)
+    assert script is not None
+    figure = json.loads(script.group(1))["figure"]
     (humans,) = [t for t in figure["data"] if t.get("name") == "humans (leave-one-out)"]
     loo = report["leave_one_out"]
     # Every annotator is named on the chart, the three at one point on that point's label.

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from goalstep.items import normalise_text
 from goalstep.models import TaskSet
 from mining.models import Procedure, Split, Topic
 from mining.split_dedup import l2_normalise
+from mining.words import normalise_text
 
 TOPIC_NAMES = ["Food & Dining", "Health", "Travel & Tourism", "Home & Hobbies", "Sports & Fitness"]
 VERBS = ["clean", "measure", "attach", "check", "prepare", "arrange", "trim"]

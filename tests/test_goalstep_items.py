@@ -25,12 +25,11 @@ from goalstep.items import (
     FilterSettings,
     PoolProcedure,
     build_items,
-    content_words,
     hub_choice,
-    normalise_text,
     report_lines,
 )
 from mining.split_dedup import l2_normalise, top_neighbours
+from mining.words import content_words, normalise_text
 
 NO_FILTERS = FilterSettings(min_step_words=None, min_goal_words=None, max_shared_words=None, similarity_ceiling=None)
 TOPICS = ["Food", "Garden", "Cars", "Pets", "Crafts", "Travel"]
@@ -331,6 +330,8 @@ def test_top_neighbours_skips_the_excluded_row_in_any_block_and_pads_a_short_cor
 
 
 def test_wilson_interval_contains_the_proportion():
-    low, high = wilson_interval(25, 100)
+    interval = wilson_interval(25, 100)
+    assert interval is not None
+    low, high = interval
     assert low < 0.25 < high and high - low < 0.2
     assert wilson_interval(0, 0) is None

@@ -26,7 +26,9 @@ from core.intervals import (
 
 
 def test_wilson_gives_20_of_20_a_lower_bound_of_0_839_not_a_point():
-    low, high = wilson_interval(20, 20)
+    interval = wilson_interval(20, 20)
+    assert interval is not None
+    low, high = interval
     assert round(low, 3) == 0.839 and high == 1.0
 
 
@@ -35,8 +37,9 @@ def test_wilson_bounds_of_3_of_5_match_the_closed_form():
     p, n = 0.6, 5
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    assert wilson_interval(3, 5) == pytest.approx((centre - half, centre + half))
-    assert [round(v, 4) for v in wilson_interval(3, 5)] == [0.2307, 0.8824]
+    interval = wilson_interval(3, 5)
+    assert interval == pytest.approx((centre - half, centre + half))
+    assert interval is not None and [round(v, 4) for v in interval] == [0.2307, 0.8824]
 
 
 def test_mcnemar_on_three_of_five_discordant_all_one_way_is_0_25():
@@ -58,8 +61,9 @@ def _newcombe_by_hand(a: int, b: int, c: int, d: int) -> tuple[float, float]:
     """Newcombe (1998) method 10 written out from the paper's formulas."""
     n = a + b + c + d
     p1, p2 = (a + b) / n, (a + c) / n
-    l1, u1 = wilson_interval(a + b, n)
-    l2, u2 = wilson_interval(a + c, n)
+    first, second = wilson_interval(a + b, n), wilson_interval(a + c, n)
+    assert first is not None and second is not None
+    (l1, u1), (l2, u2) = first, second
     product = (a + b) * (c + d) * (a + c) * (b + d)
     cross = a * d - b * c
     corrected = cross - n / 2 if cross > n / 2 else (cross if cross < 0 else 0.0)
@@ -77,9 +81,9 @@ def test_newcombe_paired_interval_follows_method_10(table):
 
 def test_newcombe_never_gives_a_zero_width_interval():
     identical = newcombe_paired_interval(5, 0, 0, 0)  # both models pass all 5
-    assert identical[0] < 0 < identical[1]
+    assert identical is not None and identical[0] < 0 < identical[1]
     opposite = newcombe_paired_interval(0, 5, 0, 0)  # A passes all, B fails all
-    assert opposite[1] == 1.0 and opposite[0] < 1.0
+    assert opposite is not None and opposite[1] == 1.0 and opposite[0] < 1.0
     assert round(opposite[0], 3) == 0.386
     assert newcombe_paired_interval(0, 0, 0, 0) is None
 
@@ -98,7 +102,9 @@ def test_bca_is_none_when_every_resample_is_the_same():
 
 def test_bca_without_bias_or_acceleration_is_the_percentile_interval():
     values = np.linspace(-1, 1, 1001)
-    low, high = bca_interval(values, 0.0, None)
+    interval = bca_interval(values, 0.0, None)
+    assert interval is not None
+    low, high = interval
     assert low == pytest.approx(np.quantile(values, 0.025), abs=0.003)
     assert high == pytest.approx(np.quantile(values, 0.975), abs=0.003)
 
@@ -110,7 +116,7 @@ def test_bca_moves_towards_the_skew_the_jackknife_shows():
     jack = np.array([np.delete(data, i).mean() for i in range(30)])
     percentile = np.quantile(boots, [0.025, 0.975])
     bca = bca_interval(boots, float(data.mean()), jack)
-    assert bca[1] > percentile[1]  # a right-skewed mean: BCa reaches further up
+    assert bca is not None and bca[1] > percentile[1]  # a right-skewed mean: BCa reaches further up
 
 
 def test_snap_removes_float_noise_at_the_range_and_the_point():

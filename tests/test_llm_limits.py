@@ -142,7 +142,7 @@ def test_many_requests_waiting_for_a_slot_held_elsewhere_poll_as_one(make):
             got.append(i)
             await asyncio.sleep(0.005)
 
-    async def main() -> None:
+    async def main() -> int:
         tasks = [asyncio.create_task(request(i)) for i in range(20)]
         await asyncio.sleep(0.6)
         assert got == []  # the slot is held elsewhere all along

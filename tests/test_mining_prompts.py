@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import string
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -57,7 +58,8 @@ def yes(reason: str = "") -> dict:
     return {"answer": "yes", "reason": reason}
 
 
-CORRECT = {
+# A correct answer of each stage (JSON objects: values of any JSON type).
+CORRECT: dict[str, dict[str, Any]] = {
     "extract_procedure": {"has_procedure": True, "goal": "Hard-boil an egg.", "steps": ["Boil water.", "Add the egg."]},
     "llm_filter": {"judgment": True, "reason": "Pure math: the task is a unit conversion."},
     "rewrite": {"rewritten_goal": "Hard-boil an egg.", "rewritten_steps": ["Boil water.", "Add the egg."]},

@@ -439,6 +439,7 @@ def test_score_is_never_above_the_bound_on_random_cases():
 
         result = score_steps(random_steps(rng.randint(0, 6)), random_steps(rng.randint(1, 6)))
         assert 0.0 <= result.score <= SCORE_MAX
+        assert result.semantic is not None and result.order_tau is not None  # triples: every part is measured
         assert 0.0 <= result.semantic <= 1.5
         assert -1.0 <= result.order_tau <= 1.0
 

@@ -163,7 +163,7 @@ def test_a_row_that_float16_ranks_second_is_still_found_as_the_nearest():
         assert index.tolist() == [1] and sim[0] == exact_p
     # With tau between the two, the split drops the query as the exact search does (r and p,
     # near copies of each other, drop each other).
-    tau = (exact_p + exact_r) / 2
+    tau = float((exact_p + exact_r) / 2)
     vectors = np.vstack([q, r, p])
     for device in (ExactIndex, _float32, _half):
         selection = run_split(vectors, ["a", "b", "b"], per_topic=1, tau=tau, device=device)[0]
