@@ -13,15 +13,9 @@ from core.permissions import IsResearcher
 from core.views import api_trailing_slash
 from coscript.apis import CoScriptConstrainedHow2ScoreView, CoScriptRunGoalsView, CoScriptRuns
 from goalstep.apis import GoalStepLeaderboardListView, GoalStepLeaderboardView, TaskEvaluations
-from judging.apis import (
-    ComponentsRuns,
-    CrossJudgeView,
-    GenerationRuns,
-    JudgeRuns,
-    LeaderboardCompareView,
-    LeaderboardView,
-    RewardView,
-)
+from judging.leaderboard_apis import CrossJudgeView, LeaderboardCompareView, LeaderboardView
+from judging.reward_apis import RewardView
+from judging.run_apis import ComponentsRuns, GenerationRuns, JudgeRuns
 from llm.job_apis import LLMJobs
 from llm.run_apis import RunCollection, run_views
 from mining.apis import (

@@ -15,11 +15,11 @@ from core.confirm import refuse_unconfirmed
 from core.errors import refusal_message
 from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from core.permissions import admin_required, researcher_required
-from judging.apis import CompareQuerySerializer, LeaderboardQuerySerializer
 from judging.charts import how2score_bars, topic_heatmap
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASIS_COMMON
 from judging.forms import GenerationRunForm, JudgeRunForm
+from judging.leaderboard_apis import CompareQuerySerializer, LeaderboardQuerySerializer
 from judging.model_forms import LanguageModelRegisterForm
 from judging.model_views import language_model_rows
 from judging.models import ComponentsRun, GenerationRun, JudgeRun, StepParser
