@@ -5,9 +5,10 @@ from django.urls import path
 
 from annotate.reports import apis as report_apis
 from annotate.review import apis as review_apis
-from annotate.studies import apis, data_apis, item_apis, participant_apis
+from annotate.studies import apis, data_apis, item_apis, participant_apis, rubric_apis
 
 urlpatterns: list = [
+    path("rubrics/", rubric_apis.RubricListCreateView.as_view(), name="api-rubric-list"),
     path("studies/", apis.StudyListCreateView.as_view(), name="api-study-list"),
     path("studies/imports/<int:pk>/", apis.StudyImportView.as_view(), name="api-study-import"),
     path("studies/<slug:slug>/", apis.StudyDetailView.as_view(), name="api-study-detail"),

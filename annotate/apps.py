@@ -25,3 +25,9 @@ class AnnotateConfig(AppConfig):
         from annotate.participation.allocation_views import allocation_panel
 
         study_panel_register(allocation_panel)
+        # Rubrics (study kinds defined as data): the registry asks the stored ones when it
+        # meets a key it lacks and when it lists the kinds (no query here, at start-up).
+        from annotate.kinds import kind_source_register
+        from annotate.kinds.rubric.services import rubric_kinds_load
+
+        kind_source_register(rubric_kinds_load)

@@ -503,3 +503,23 @@ class StudyImport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.original_name} -> {self.study_name} ({self.status})"
+
+
+class Rubric(models.Model):
+    """A study kind defined as data (annotate/kinds/rubric/): the checked rubric, as
+    ``rubric_parse`` reads it again, registered as the kind ``rubric:<key>``. Never edited:
+    studies keep their answers in its questions' shape, so a changed rubric is a new key."""
+
+    key = models.CharField(max_length=32, unique=True)
+    title = models.CharField(max_length=200)
+    definition = models.JSONField(help_text="The checked rubric (key, title, instructions, questions).")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return f"rubric {self.key}"

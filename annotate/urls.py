@@ -5,7 +5,7 @@ from django.urls import path, register_converter
 from annotate.participation import item_views, views
 from annotate.reports import views as report_views
 from annotate.review import views as review_views
-from annotate.studies import data_views, preview_views
+from annotate.studies import data_views, preview_views, rubric_views
 from annotate.studies import views as study_views
 from annotate.url_converters import ItemIdConverter
 
@@ -25,6 +25,8 @@ urlpatterns = [
     # Researchers.
     path("studies/", study_views.study_index, name="study_list"),
     path("studies/new/", study_views.study_new, name="study_new"),
+    path("rubrics/", rubric_views.rubric_index, name="rubric_list"),
+    path("rubrics/new/", rubric_views.rubric_new, name="rubric_new"),
     path("studies/imports/<int:pk>/", study_views.study_import, name="study_import"),
     path("studies/<slug:slug>/", study_views.study_detail, name="study_detail"),
     path("studies/<slug:slug>/settings/", study_views.study_settings, name="study_settings"),

@@ -323,6 +323,18 @@ def _name_stored_objects(case: Any, names: StoredNames, calls: Counter) -> None:
         case.body["config"] = config
         if "corpus" in case.body:
             case.body["corpus"] = "st-corpus"
+    elif path == "/api/rubrics/":
+        # A rubric is checked as a whole (each type's own fields); its key is unique.
+        rubric = {
+            "key": f"st_rubric_{n}",
+            "title": "Schema test",
+            "instructions": "Answer.",
+            "questions": [{"id": "ok", "type": "yes_no", "prompt": "Fine?", "required": True}],
+        }
+        if "file" in case.body:
+            case.body["file"] = json.dumps(rubric).encode()
+        else:
+            case.body = rubric
     elif path == "/api/llm/roles/":
         case.body["record"] = None
     elif path == "/api/judging/models/":

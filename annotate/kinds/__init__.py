@@ -6,6 +6,7 @@ kind registers itself with ``kind_register`` (and ``kind_unregister`` takes it a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -14,6 +15,20 @@ from annotate.kinds.base import StudyKind
 from core.app_errors import Unavailable
 
 _KINDS: dict[str, StudyKind] = {}
+# Kinds kept as data (rubrics stored in the database): a source registers the kinds it holds
+# when asked, so a kind created in another process (a web worker, a Celery worker) is known
+# here too. Asked by ``kind_list`` and ``kind_choices``, and by ``kind_get`` for a key it lacks.
+_SOURCES: list[Callable[[], None]] = []
+
+
+def kind_source_register(source: Callable[[], None]) -> None:
+    if source not in _SOURCES:
+        _SOURCES.append(source)
+
+
+def _sources_ask() -> None:
+    for source in _SOURCES:
+        source()
 
 
 def kind_register(kind: StudyKind) -> None:
@@ -29,6 +44,7 @@ def kind_unregister(key: str) -> None:
 
 
 def kind_list() -> list[StudyKind]:
+    _sources_ask()
     return list(_KINDS.values())
 
 
@@ -39,6 +55,8 @@ class KindNotInstalled(Unavailable, KeyError):
 
 
 def kind_get(key: str) -> StudyKind:
+    if key not in _KINDS:
+        _sources_ask()
     try:
         return _KINDS[key]
     except KeyError:
@@ -48,6 +66,7 @@ def kind_get(key: str) -> StudyKind:
 
 
 def kind_choices() -> list[tuple[str, str]]:
+    _sources_ask()
     return [(kind.key, kind.label) for kind in _KINDS.values()]
 
 

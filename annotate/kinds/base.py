@@ -143,6 +143,9 @@ class StudyKind:
     # The name the known answer has in exports and the items API (KNOWN_ANSWER_COLUMNS; None:
     # the kind's known answer appears in none of them).
     expected_column: str | None = None
+    # The kind's own columns of an export row, from a cleaned answer (a rubric: one column per
+    # question, ``answer.<question id>``), after the shared ones (None: none).
+    export_cells: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # The minimum seconds per item of a new study that does not set its own (None: the
     # How2Everything 90 s of annotate/constants.py).
     min_seconds_default: int | None = None
@@ -186,6 +189,10 @@ class StudyKind:
         if self.expected_column is not None:
             columns[self.expected_column] = expected
         return columns
+
+    def export_columns(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """The kind's own export columns of an answer (empty when it has none)."""
+        return self.export_cells(answer) if self.export_cells is not None else {}
 
     def has_failure(self, cleaned: dict[str, Any]) -> bool | None:
         """The has_failure label an annotation stores (None for kinds without one)."""

@@ -45,6 +45,12 @@ class StudyReportView(APIView):
                     "hourly_pay": serializers.FloatField(allow_null=True),
                     "choice_results": serializers.DictField(allow_null=True, help_text="Multiple choice: per task"),
                     "faithfulness_results": serializers.DictField(allow_null=True, help_text="Constraint faithfulness"),
+                    "rubric_results": serializers.DictField(
+                        required=False,
+                        allow_null=True,
+                        help_text="A rubric's kind (present once a rubric is stored): Krippendorff's alpha per "
+                        "question with its level of measurement (nominal, ordinal; none for free text) and n",
+                    ),
                     "agreement_url": serializers.CharField(allow_null=True),
                     "metric_agreement_url": serializers.CharField(allow_null=True),
                 },

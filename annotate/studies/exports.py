@@ -7,6 +7,7 @@ so a failed export never leaves a partial file."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -156,6 +157,8 @@ def _export_rows(study: Study, kind: StudyKind, qs: QuerySet[Annotation]) -> Ite
             "gold_answer": gold.answer if gold else None,
             "gold_has_failure": gold.has_failure if gold else None,
             "gold_note": gold.note if gold else None,
+            # The kind's own columns (a rubric's: one per question), after the shared ones.
+            **kind.export_columns(a.answer if isinstance(a.answer, dict) else {}),
         }
 
 
@@ -184,13 +187,20 @@ def _csv_cell(name: str, value: Any) -> Any:
 
 def annotation_csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
     """CSV text, one chunk per row (for a streaming HTTP response); list cells are JSON, and no
-    cell starts a formula (core/csv_cells.py)."""
+    cell starts a formula (core/csv_cells.py). The header is the shared fields and then the
+    kind's own columns, read from the first row."""
+    remaining = iter(rows)
+    first = next(remaining, None)
+    # The kind's own columns (every row of one study has the same) follow the shared ones.
+    fields = (*EXPORT_FIELDS, *(name for name in (first or {}) if name not in EXPORT_FIELDS))
     buffer = io.StringIO()
     writer = csv_writer(buffer)
-    writer.writerow(EXPORT_FIELDS)
+    writer.writerow(fields)
     yield buffer.getvalue()
-    for row in rows:
+    if first is None:
+        return
+    for row in itertools.chain([first], remaining):
         buffer.seek(0)
         buffer.truncate()
-        writer.writerow([_csv_cell(name, row.get(name)) for name in EXPORT_FIELDS])
+        writer.writerow([_csv_cell(name, row.get(name)) for name in fields])
         yield buffer.getvalue()

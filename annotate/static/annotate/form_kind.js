@@ -75,7 +75,8 @@ window.AnnotateKind = window.AnnotateCore.defineKind((function () {
     showErrors(errors) {
       form.querySelectorAll(".field-error").forEach((el) => el.remove());
       errors.forEach((error) => {
-        const field = fields.find((el) => el.name === error.field);
+        // A field's error names it, or the answer's part it fills (`answer.<name>`).
+        const field = fields.find((el) => el.name === error.field || "answer." + el.name === error.field);
         if (!field) return;
         const anchor = field.closest("fieldset") || field;
         const line = window.AnnotateCore.errorLine("error-" + error.field);

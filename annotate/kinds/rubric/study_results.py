@@ -1,0 +1,44 @@
+"""A rubric study's results read from its counted main-pool annotations (results.py computes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from annotate.kinds.base import ROLE_MAIN
+from annotate.kinds.rubric.results import question_level, question_result, rubric_results
+from annotate.kinds.rubric.schema import Rubric, rubric_parse
+from annotate.models import Annotation, Study
+from annotate.models import Rubric as RubricRow
+from annotate.studies.selectors import annotations_counted
+
+
+def study_rubric(study: Study) -> Rubric:
+    """The rubric of a rubric study (its kind's key names the stored rubric)."""
+    from annotate.kinds.rubric.definition import KEY_PREFIX
+
+    row = RubricRow.objects.get(key=study.kind.removeprefix(KEY_PREFIX))
+    return rubric_parse(row.definition)
+
+
+def _answers(study: Study) -> list[tuple[str, str, dict[str, Any]]]:
+    rows = (
+        annotations_counted(Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False))
+        .order_by("submitted_at", "pk")
+        .values_list("item__item_id", "annotator__pid", "answer")
+    )
+    return [(item_id, pid, answer if isinstance(answer, dict) else {}) for item_id, pid, answer in rows]
+
+
+def rubric_study_results(study: Study, **options: Any) -> dict[str, Any]:
+    """What the study page and the report API show: alpha per question with its level and n."""
+    return rubric_results(study_rubric(study), _answers(study))
+
+
+def rubric_round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A pilot round's alpha: the first question that has a level of measurement."""
+    rubric = study_rubric(study)
+    question = next((q for q in rubric.questions if question_level(q) is not None), None)
+    if question is None:
+        return {"alpha": None}
+    result = question_result(question, _answers(study))
+    return {"alpha": result["alpha"], "alpha_n": result["alpha_n"], "alpha_undefined": result["alpha_undefined"]}
