@@ -365,6 +365,8 @@ def test_a_rubric_from_a_yaml_file_goes_from_the_api_to_alpha_per_question(resea
     jsonl = researcher_client.get(reverse("annotate:study_export", args=[study.slug, "jsonl"]))
     lines = [json.loads(line) for line in b"".join(jsonl.streaming_content).decode().splitlines()]
     assert all(line["answer.clear"] == line["answer"]["clear"] for line in lines)
+    items = researcher_client.get(f"/api/studies/{study.slug}/items/", {"role": "attention"}).json()["results"]
+    assert [(i["item_id"], i["expected_answer"]) for i in items] == [("check-1", {"complete": "yes", "clear": 5})]
 
     # The report API: alpha per question at its level, equal to the krippendorff package's.
     report = researcher_client.get(f"/api/studies/{study.slug}/report/").json()
@@ -449,6 +451,13 @@ def test_the_new_rubric_page_and_the_command_store_a_rubric_or_show_each_problem
     call_command("rubric_create", str(path), stdout=out)
     assert "--kind rubric:other_rubric" in out.getvalue()
     assert kind_get("rubric:other_rubric").label == "Clarity check"
+    items = tmp_path / "items.jsonl"
+    items.write_text("\n".join(json.dumps(i) for i in ITEMS))
+    out = io.StringIO()
+    call_command(
+        "create_study", "--name", "By command", "--items", str(items), "--kind", "rubric:other_rubric", stdout=out
+    )
+    assert Study.objects.get(name="By command").items.count() == 5
     path.write_text(json.dumps(_rubric_data(key="third", questions="none")))
     with pytest.raises(CommandError, match="questions: must be a non-empty list"):
         call_command("rubric_create", str(path))

@@ -191,6 +191,8 @@ def rubric_kind(rubric: Rubric) -> StudyKind:
         expected_from_answer=lambda cleaned: _expected_from_answer(rubric, cleaned),
         item_context=lambda item: {"questions": questions, "rubric_key": rubric.key},
         export_cells=lambda answer: _export_cells(rubric, answer),
+        # Known answers by question, as constraint faithfulness gives its own.
+        expected_column="expected_answer",
         file_field_names={},
         results_function="annotate.kinds.rubric.study_results.rubric_study_results",
         results_template="annotate/kinds/rubric_results.html",
