@@ -152,6 +152,9 @@ def api_data(in_process, settings, tmp_path):
             yield
     finally:
         prolific.stop()
+        from annotate.kinds.rubric.services import rubric_kinds_forget
+
+        rubric_kinds_forget()  # the rubrics the run stored are rolled back: so are their kinds
 
 
 def _token(role: str, username: str) -> str:
