@@ -34,7 +34,7 @@ def prolific_study_stop_for_target(*, study: Study, user: Any = None) -> str:
     """Send STOP for the Prolific study of ``study`` once ``study`` has reached its target
     width. Returns what happened (``stopped``, or why nothing was sent); a failure is stored on
     the link (``last_error``) and raised, and the next sync tries again."""
-    from prolific.services import prolific_client
+    from prolific.token_services import prolific_client
 
     if study.target_reached_at is None:
         return "target not reached"

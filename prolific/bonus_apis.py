@@ -16,16 +16,16 @@ from core.confirm import CONFIRM_FIELD, CONFIRM_VALUE
 from core.parsers import StrictJSONParser
 from core.serializer_fields import StrictCharField
 from prolific.api_fields import TAG, ProlificConfirmSerializer, _errors
-from prolific.models import ProlificBonusBatch
-from prolific.services import (
+from prolific.bonus_services import (
     prolific_bonus_pay,
     prolific_bonus_preview,
     prolific_bonus_reconcile,
     prolific_bonus_resolve,
 )
+from prolific.models import ProlificBonusBatch
 
 # An amount from 0.01 to BONUS_MAX_PER_PARTICIPANT (100) with at most two decimals, as the
-# service reads it (prolific/services.py, _money), written so that the schema says it too.
+# service reads it (prolific/bonus_services.py, _money), written so that the schema says it too.
 AMOUNT_PATTERN = r"^(100(\.00?)?|[1-9][0-9]?(\.[0-9][0-9]?)?|0?\.(0[1-9]|[1-9][0-9]?))$"
 
 

@@ -1,7 +1,7 @@
 """The link between a study and its Prolific study, the submissions seen there, every request
 to Prolific and its answer, bonus batches, and each researcher's saved token (encrypted).
 
-Structure only: the workflows are in prolific/services.py, the reads in prolific/selectors.py."""
+Structure only: the workflows are in prolific/*_services.py, the reads in prolific/selectors.py."""
 
 from __future__ import annotations
 

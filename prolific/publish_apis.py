@@ -15,9 +15,10 @@ from annotate.studies.selectors import study_get
 from core.confirm import CONFIRM_FIELD, CONFIRM_VALUE
 from core.parsers import StrictJSONParser
 from prolific.api_fields import TAG, ProlificConfirmSerializer, _errors
+from prolific.errors import ProlificInvalid
 from prolific.models import ProlificStudyLink
+from prolific.publish_services import prolific_draft, prolific_study_publish, prolific_study_publish_now
 from prolific.selectors import prolific_link_get, prolific_review_counts, prolific_token_state
-from prolific.services import ProlificInvalid, prolific_draft, prolific_study_publish, prolific_study_publish_now
 from prolific.token_apis import ProlificTokenStateSerializer
 
 

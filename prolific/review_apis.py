@@ -13,7 +13,7 @@ from core.confirm import CONFIRM_FIELD, CONFIRM_VALUE
 from core.parsers import StrictJSONParser
 from prolific import constants as C
 from prolific.api_fields import TAG, ProlificConfirmSerializer, _errors
-from prolific.services import prolific_review
+from prolific.review_services import prolific_review
 
 
 class ProlificReviewSerializer(ProlificConfirmSerializer):

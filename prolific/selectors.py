@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 
 from annotate.models import ParticipationState, Study
 from prolific import constants as C
+from prolific.errors import ProlificInvalid
 from prolific.models import (
     ProlificBonusBatch,
     ProlificCredential,
@@ -20,7 +21,8 @@ from prolific.models import (
     ProlificWebhookEvent,
     ProlificWebhookSubscription,
 )
-from prolific.services import ProlificInvalid, participation_rejectable, prolific_draft
+from prolific.publish_services import prolific_draft
+from prolific.review_services import participation_rejectable
 
 
 def prolific_token_state(user: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from annotate.studies.selectors import study_get
 from prolific.api_fields import TAG, _errors
 from prolific.models import ProlificRequest
 from prolific.selectors import prolific_request_list, prolific_submission_list, prolific_submission_row
-from prolific.services import prolific_submissions_sync
+from prolific.sync_services import prolific_submissions_sync
 
 
 class ProlificSyncResultSerializer(serializers.Serializer):

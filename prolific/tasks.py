@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 @shared_task(name="prolific.sync_all")
 def prolific_sync_all_task() -> int:
     """Queue a sync of every study linked to a published Prolific study that is not over."""
-    from prolific.services import prolific_links_to_sync
+    from prolific.sync_services import prolific_links_to_sync
 
     study_ids = prolific_links_to_sync()
     for study_id in study_ids:
@@ -29,9 +29,10 @@ def prolific_sync_study_task(study_id: int) -> str:
     link is gone; a failure is stored on the link (shown on the study page), not retried here:
     the next scheduled sync tries again."""
     from annotate.models import Study
+    from prolific.bonus_services import prolific_bonus_reconcile_pending
     from prolific.client import ProlificError
     from prolific.models import ProlificStudyLink
-    from prolific.services import prolific_bonus_reconcile_pending, prolific_submissions_sync
+    from prolific.sync_services import prolific_submissions_sync
 
     study = Study.objects.filter(pk=study_id).first()
     if study is None:

@@ -14,7 +14,7 @@ from core.parsers import StrictJSONParser
 from core.serializer_fields import StrictCharField
 from prolific.api_fields import TAG, _errors
 from prolific.selectors import prolific_token_state
-from prolific.services import prolific_token_clear, prolific_token_save
+from prolific.token_services import prolific_token_clear, prolific_token_save
 
 
 class ProlificTokenStateSerializer(serializers.Serializer):

@@ -16,23 +16,20 @@ from core.confirm import confirm_page, confirmed
 from core.errors import refusal_message
 from core.permissions import researcher_required
 from prolific import constants as C
-from prolific.client import ProlificError
-from prolific.models import ProlificBonusBatch
-from prolific.selectors import prolific_token_state, prolific_webhook_state
-from prolific.services import (
-    ProlificConflict,
-    ProlificInvalid,
+from prolific.bonus_services import (
     prolific_bonus_pay,
     prolific_bonus_preview,
     prolific_bonus_reconcile,
     prolific_bonus_resolve,
-    prolific_review,
-    prolific_study_publish,
-    prolific_study_publish_now,
-    prolific_submissions_sync,
-    prolific_token_clear,
-    prolific_token_save,
 )
+from prolific.client import ProlificError
+from prolific.errors import ProlificConflict, ProlificInvalid
+from prolific.models import ProlificBonusBatch
+from prolific.publish_services import prolific_study_publish, prolific_study_publish_now
+from prolific.review_services import prolific_review
+from prolific.selectors import prolific_token_state, prolific_webhook_state
+from prolific.sync_services import prolific_submissions_sync
+from prolific.token_services import prolific_token_clear, prolific_token_save
 from prolific.webhooks import prolific_webhooks_subscribe
 
 

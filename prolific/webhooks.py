@@ -13,7 +13,7 @@ Receiving, in this order, each refusal a 4xx naming the header or field and stor
 
 Then, in one transaction, the event is stored under its unique id (a redelivery finds it and is
 answered 2xx, not applied again) and applied through the one status mechanism the poll uses
-(``prolific.services.submission_status_apply``): a status older than the one known is kept as
+(``prolific.sync_services.submission_status_apply``): a status older than the one known is kept as
 ``stale`` and not applied. Events of submissions or studies not linked here are kept as
 ``unmatched`` (the poll, which stays the reconciler, brings them in); other event types are kept
 as ``ignored``. Every stored event is answered 200."""
@@ -42,6 +42,7 @@ from core.secret_masking import secret_register
 from prolific import constants as C
 from prolific.client import ProlificError
 from prolific.crypto import TokenUnreadable, token_decrypt, token_encrypt
+from prolific.errors import ProlificInvalid, ProlificNotReady
 from prolific.models import (
     ProlificStudyLink,
     ProlificSubmission,
@@ -49,14 +50,8 @@ from prolific.models import (
     ProlificWebhookSecret,
     ProlificWebhookSubscription,
 )
-from prolific.services import (
-    LEARNT_BY_WEBHOOK,
-    ProlificInvalid,
-    ProlificNotReady,
-    link_status_apply,
-    prolific_client,
-    submission_status_apply,
-)
+from prolific.sync_services import LEARNT_BY_WEBHOOK, link_status_apply, submission_status_apply
+from prolific.token_services import prolific_client
 
 ID_MAX = 100
 

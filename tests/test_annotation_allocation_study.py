@@ -401,7 +401,8 @@ def test_reaching_the_target_stops_the_linked_prolific_study_so_no_more_places_a
 ):
     from prolific.allocation import prolific_study_stop_for_target
     from prolific.models import ProlificStudyLink
-    from prolific.services import prolific_study_publish, prolific_study_publish_now, prolific_token_save
+    from prolific.publish_services import prolific_study_publish, prolific_study_publish_now
+    from prolific.token_services import prolific_token_save
     from tests.scripted_prolific import ScriptedProlific
 
     server = ScriptedProlific().start()
@@ -453,7 +454,7 @@ def test_reaching_the_target_stops_the_linked_prolific_study_so_no_more_places_a
 
 
 def test_the_prolific_draft_of_a_dynamic_study_has_places_for_its_most_annotators_per_item():
-    from prolific.services import prolific_draft
+    from prolific.publish_services import prolific_draft
 
     items = [_item(n, HAS) for n in range(1, 11)]
     settings = {"payment_per_item": Decimal("0.20"), "max_items_per_annotator": 5}

@@ -14,7 +14,7 @@ from django.test import Client
 
 from core.app_errors import AppError, Conflict, InvalidInput, UpstreamFailed
 from prolific.client import ProlificError
-from prolific.services import ProlificInvalid, ProlificNotReady
+from prolific.errors import ProlificInvalid, ProlificNotReady
 from prolific.webhooks import WebhookRefused
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from annotate.models import Participation
 from annotate.testing import study_make
-from prolific.services import prolific_draft
+from prolific.publish_services import prolific_draft
 
 pytestmark = pytest.mark.django_db
 
@@ -103,7 +103,8 @@ def test_two_concurrent_publish_clicks_send_one_publish_transition(prolific, res
 
     from django.db import connection
 
-    from prolific.services import ProlificConflict, prolific_study_publish, prolific_study_publish_now
+    from prolific.errors import ProlificConflict
+    from prolific.publish_services import prolific_study_publish, prolific_study_publish_now
 
     if connection.vendor == "sqlite":
         connection.close()
@@ -138,7 +139,8 @@ def test_two_concurrent_publish_clicks_send_one_publish_transition(prolific, res
 def test_the_sync_says_who_released_a_returned_or_timed_out_participant(prolific, researcher):
     from annotate.participation.services import participation_consent, participation_enter
     from annotate.testing import annotate_next
-    from prolific.services import prolific_study_publish, prolific_study_publish_now, prolific_submissions_sync
+    from prolific.publish_services import prolific_study_publish, prolific_study_publish_now
+    from prolific.sync_services import prolific_submissions_sync
 
     study = study_make(n_items=6, annotators_per_item=2, max_items_per_annotator=3, payment_per_item=Decimal("0.10"))
     prolific_study_publish(study=study, user=researcher)
@@ -175,7 +177,7 @@ def test_no_prolific_token_is_a_409_saying_where_to_save_one_not_a_bad_gateway(p
 
 def test_an_unreadable_saved_token_says_to_save_it_again_not_that_prolific_refused_it(prolific, researcher, settings):
     from core.services import api_token_create
-    from prolific.services import prolific_token_save
+    from prolific.token_services import prolific_token_save
 
     prolific_token_save(user=researcher, token=prolific.token)
     client = Client(HTTP_AUTHORIZATION=f"Token {api_token_create(user=researcher, label='walk').secret}")
@@ -199,7 +201,7 @@ def test_an_unreadable_saved_token_says_to_save_it_again_not_that_prolific_refus
 )
 def test_a_long_retry_after_is_told_in_sane_units(prolific, researcher, retry_after, says):
     from prolific.client import ProlificError
-    from prolific.services import prolific_study_publish
+    from prolific.publish_services import prolific_study_publish
 
     study = study_make(n_items=4, annotators_per_item=1, payment_per_item=Decimal("0.25"))
     prolific.then(429, {"error": {"detail": "slow down"}}, {"retry-after": retry_after}, match="studies/")
@@ -297,7 +299,8 @@ def test_a_401_on_the_second_page_of_submissions_fails_the_sync_clearly_and_a_la
     from annotate.participation.services import participation_consent, participation_enter
     from prolific.client import ProlificError
     from prolific.models import ProlificSubmission
-    from prolific.services import prolific_study_publish, prolific_study_publish_now, prolific_submissions_sync
+    from prolific.publish_services import prolific_study_publish, prolific_study_publish_now
+    from prolific.sync_services import prolific_submissions_sync
 
     study = study_make(n_items=6, annotators_per_item=2, max_items_per_annotator=2, payment_per_item=Decimal("0.10"))
     prolific_study_publish(study=study, user=researcher)
@@ -385,7 +388,7 @@ def test_a_researcher_saves_their_prolific_token_through_the_api_and_publishes(p
 def test_a_bonus_preview_that_pays_no_one_is_answered_but_not_stored(prolific, researcher, researcher_client):
     from core.services import api_token_create
     from prolific.models import ProlificBonusBatch
-    from prolific.services import prolific_study_publish, prolific_study_publish_now
+    from prolific.publish_services import prolific_study_publish, prolific_study_publish_now
 
     study = study_make(n_items=4, annotators_per_item=1, payment_per_item=Decimal("0.25"))
     prolific_study_publish(study=study, user=researcher)

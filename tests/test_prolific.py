@@ -19,7 +19,9 @@ from annotate.participation.reservations import assignment_next
 from annotate.participation.services import participation_consent, participation_enter
 from annotate.testing import annotate_next, study_make
 from prolific import constants as C
+from prolific.bonus_services import prolific_bonus_pay, prolific_bonus_preview
 from prolific.client import ProlificError, retry_after_seconds
+from prolific.errors import ProlificConflict, ProlificInvalid
 from prolific.models import (
     BonusState,
     ProlificBonusBatch,
@@ -28,17 +30,10 @@ from prolific.models import (
     ProlificStudyLink,
     ProlificSubmission,
 )
-from prolific.services import (
-    ProlificConflict,
-    ProlificInvalid,
-    prolific_bonus_pay,
-    prolific_bonus_preview,
-    prolific_review,
-    prolific_study_publish,
-    prolific_study_publish_now,
-    prolific_submissions_sync,
-    prolific_token_save,
-)
+from prolific.publish_services import prolific_study_publish, prolific_study_publish_now
+from prolific.review_services import prolific_review
+from prolific.sync_services import prolific_submissions_sync
+from prolific.token_services import prolific_token_save
 from tests.scripted_prolific import ScriptedProlific
 
 pytestmark = pytest.mark.django_db
@@ -448,7 +443,7 @@ def test_a_payment_without_a_clear_answer_is_marked_uncertain_and_not_repeated(p
     with pytest.raises(ProlificConflict):
         prolific_bonus_pay(batch=other, user=researcher)
     # Checked on Prolific: it was paid. Alice counts as paid; nobody is left to pay.
-    from prolific.services import prolific_bonus_resolve
+    from prolific.bonus_services import prolific_bonus_resolve
 
     settled = prolific_bonus_resolve(batch=batch, paid=True)
     assert settled.state == BonusState.PAID

@@ -17,7 +17,7 @@ from annotate.participation.services import participation_consent, participation
 from annotate.testing import annotate_next, study_make
 from core.services import api_token_create
 from prolific import constants as C
-from prolific.services import prolific_token_save
+from prolific.token_services import prolific_token_save
 from tests.scripted_prolific import ScriptedProlific
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,9 @@ from annotate.participation.reservations import assignment_next
 from annotate.participation.services import participation_consent, participation_enter
 from annotate.testing import annotate_next, study_make
 from prolific import constants as C
+from prolific.bonus_services import prolific_bonus_pay, prolific_bonus_preview, prolific_bonus_reconcile
 from prolific.client import ProlificError
+from prolific.errors import ProlificConflict, ProlificInvalid
 from prolific.models import (
     BonusState,
     ProlificBonusBatch,
@@ -31,18 +33,10 @@ from prolific.models import (
     ProlificWebhookSecret,
     ProlificWebhookSubscription,
 )
-from prolific.services import (
-    ProlificConflict,
-    ProlificInvalid,
-    prolific_bonus_pay,
-    prolific_bonus_preview,
-    prolific_bonus_reconcile,
-    prolific_review,
-    prolific_study_publish,
-    prolific_study_publish_now,
-    prolific_submissions_sync,
-    prolific_token_save,
-)
+from prolific.publish_services import prolific_study_publish, prolific_study_publish_now
+from prolific.review_services import prolific_review
+from prolific.sync_services import prolific_submissions_sync
+from prolific.token_services import prolific_token_save
 from prolific.webhooks import prolific_webhooks_subscribe
 from tests.scripted_prolific import WORKSPACE_ID, Event, ScriptedProlific
 from tests.test_prolific import prolific, token_saved  # noqa: F401  (fixtures)

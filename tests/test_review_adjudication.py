@@ -480,7 +480,7 @@ def test_a_participant_with_a_rejected_annotation_is_rejected_on_prolific_with_t
     from decimal import Decimal
 
     from prolific import constants as PC
-    from prolific.services import prolific_review
+    from prolific.review_services import prolific_review
 
     study = study_make(n_items=2, annotators_per_item=3, payment_per_item=Decimal("0.20"))
     link = _published(study, researcher)

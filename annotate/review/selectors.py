@@ -228,7 +228,7 @@ def gold_groups(report: dict[str, Any]) -> list[tuple[str, list[tuple[str, Any]]
 def participant_rejections(study: Study) -> dict[int, tuple[str, str]]:
     """participation id -> (message, category) of the latest rejection among its annotations
     whose latest decision is a rejection (real participants only): what the participant's
-    Prolific review carries (prolific/services.py, ``prolific_review``)."""
+    Prolific review carries (prolific/review_services.py, ``prolific_review``)."""
     out: dict[int, tuple[str, str]] = {}
     reviews = (
         AnnotationReview.objects.filter(

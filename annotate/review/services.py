@@ -6,7 +6,7 @@ decision counts, mirrored on ``Annotation.review``:
 * a **rejection** excludes the annotation (``exclusion_reason`` ``REVIEW_EXCLUSION_REASON``), so
   it leaves every statistic by the one counted rule (``annotations_counted``, counted in
   ``n_excluded``); the message and the category go to Prolific with the participant's review
-  (prolific/services.py, ``prolific_review``);
+  (prolific/review_services.py, ``prolific_review``);
 * a **correction** puts the reviewer's answer, cleaned by the kind as a submitted answer is,
   in the annotation's answer columns (so every report counts it), and keeps the annotator's
   own in ``submitted_answer``;

@@ -9,20 +9,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Study
 from prolific import constants as C
+from prolific.bonus_services import prolific_bonus_pay, prolific_bonus_preview, prolific_bonus_reconcile
 from prolific.client import ProlificError
+from prolific.errors import ProlificConflict, ProlificInvalid
 from prolific.models import ProlificBonusBatch
-from prolific.services import (
-    ProlificConflict,
-    ProlificInvalid,
-    prolific_bonus_pay,
-    prolific_bonus_preview,
-    prolific_bonus_reconcile,
-    prolific_draft,
-    prolific_review,
-    prolific_study_publish,
-    prolific_study_publish_now,
-    prolific_submissions_sync,
-)
+from prolific.publish_services import prolific_draft, prolific_study_publish, prolific_study_publish_now
+from prolific.review_services import prolific_review
+from prolific.sync_services import prolific_submissions_sync
 
 ACTIONS = ("publish", "publish-now", "sync", "review", "bonus")
 
