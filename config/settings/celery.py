@@ -29,8 +29,9 @@ TASK_KINDS: dict[str, tuple[str, ...]] = {
         "goalstep.task_evaluation_execute",
         "coscript.run_execute",
     ),
-    # Prolific's periodic sync (celery beat) and the syncs it fans out.
-    "PROLIFIC": ("prolific.sync_all", "prolific.sync_study"),
+    # Prolific's periodic sync (celery beat), the syncs it fans out, and stopping a study on
+    # Prolific once its interval reached the target width (docs/allocation.md).
+    "PROLIFIC": ("prolific.sync_all", "prolific.sync_study", "prolific.stop_for_target"),
 }
 DEFAULT_QUEUE = "celery"
 
