@@ -133,7 +133,9 @@ def make_procedures(split: str = "bench") -> dict[str, Procedure]:
 
 
 def _specific_goal(text: str) -> str:
-    return re.search(r"Specific Goal: (.+)\nSteps:\s*$", text).group(1)
+    found = re.search(r"Specific Goal: (.+)\nSteps:\s*$", text)
+    assert found is not None, text
+    return found.group(1)
 
 
 def answer(body: dict[str, Any]) -> Reply:
@@ -141,7 +143,9 @@ def answer(body: dict[str, Any]) -> Reply:
     text = last_user_message(body)
     if "Create possible Specific Goals" in text:
         abstract = re.findall(r"Abstract Goal: (.+)", text)[-1].strip()
-        constraint_type = re.search(r"Constraint Type is (\w+)", text).group(1).lower()
+        constraint = re.search(r"Constraint Type is (\w+)", text)
+        assert constraint is not None, text
+        constraint_type = constraint.group(1).lower()
         pairs = GOALS.get(abstract, {}).get(constraint_type, [])
         return Reply("\n".join(f"Constraint: {c}; Specific Goal: {g}" for c, g in pairs))
     if "sensitive and high-risk domains" in text:

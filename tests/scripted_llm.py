@@ -116,7 +116,7 @@ class ScriptedLLM:
         with self._lock:
             return [r for r in self.requests if r.get("messages") is not None or r.get("prompt") is not None]
 
-    def _answer(self, body: dict[str, Any]) -> Reply | Status:
+    def _answer(self, body: dict[str, Any]) -> Reply | Status | Raw:
         with self._lock:
             if self._queue:
                 return self._queue.popleft()
@@ -277,7 +277,9 @@ class ScriptedLLM:
                     )
                     for part in message.iter_parts():
                         if part.get_filename():
-                            file_id = scripted._store_file(part.get_payload(decode=True))
+                            payload = part.get_payload(decode=True)  # a file part decodes to bytes
+                            assert isinstance(payload, bytes)
+                            file_id = scripted._store_file(payload)
                             return self._send(
                                 200,
                                 {

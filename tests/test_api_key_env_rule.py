@@ -20,7 +20,7 @@ SECRET = "the-session-signing-key-that-must-never-leave-0123456789abcdef"
 @pytest.mark.parametrize("name", sorted(SETTINGS_SECRETS))
 def test_no_settings_secret_is_ever_a_key_variable_whatever_the_patterns(name, monkeypatch):
     monkeypatch.setenv("LLM_API_KEY_ENV_ALLOWED", "*")
-    assert "server's own secrets" in api_key_env_problem(name)
+    assert "server's own secrets" in (api_key_env_problem(name) or "")
 
 
 def test_the_allow_list_takes_api_key_names_and_can_be_widened(monkeypatch):
@@ -28,7 +28,7 @@ def test_the_allow_list_takes_api_key_names_and_can_be_widened(monkeypatch):
     for name in ("OPENAI_API_KEY", "VLLM_API_KEY", "LLM_API_KEY", "JUDGE_API_KEY", ""):
         assert api_key_env_problem(name) is None, name
     for name in ("HOME", "PATH", "AWS_SECRET_ACCESS_KEY", "openai_api_key"):
-        assert "LLM_API_KEY_ENV_ALLOWED" in api_key_env_problem(name), name
+        assert "LLM_API_KEY_ENV_ALLOWED" in (api_key_env_problem(name) or ""), name
     monkeypatch.setenv("LLM_API_KEY_ENV_ALLOWED", "*_API_KEY, TOGETHER_TOKEN")
     assert api_key_env_problem("TOGETHER_TOKEN") is None
 

@@ -190,7 +190,7 @@ def test_a_coscript_run_launched_from_yaml_ends_done_and_its_slice_api_equals_th
         detail = api.get(f"/api/coscript/runs/{run.pk}/").json()
         assert detail["status"] == "done" and detail["phase"] == "done", detail
         assert detail["n_goals"] > 0 and detail["kept_rate_n"] == detail["n_candidates"] > 0
-        assert run.created_by.username == "ada"
+        assert run.created_by is not None and run.created_by.username == "ada"
     slice_ = api.get("/api/coscript/runs/constrained-how2score/").json()
     assert slice_["rows"] == json.loads(json.dumps(constrained_how2score()))
     refused = api.get("/api/coscript/runs/constrained-how2score/", {"min_coverage": "2"})

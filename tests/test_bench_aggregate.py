@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -206,12 +207,12 @@ def test_an_empty_tally_has_no_score():
 
 
 def test_judgment_records_read_has_failure_or_the_judges_text():
-    base = {"source_example_id": "x", "topic": "Health"}
+    base: dict[str, Any] = {"source_example_id": "x", "topic": "Health"}
     assert judgment_record({**base, "has_failure": True}).has_failure is True
     assert judgment_record({**base, "judge_completion": NO_FAILURE}).has_failure is False
     unreadable = judgment_record({**base, "judge_completion": "no idea"})
     assert unreadable.has_failure is None
-    assert "no JSON object" in unreadable.parse_error
+    assert "no JSON object" in (unreadable.parse_error or "")
     # A label given with the text must agree with it (§4.2; contradictions are refused, see
     # tests/test_contradictory_judgment_records.py).
     assert judgment_record({**base, "has_failure": True, "judge_completion": ONE_FAILURE}).has_failure is True

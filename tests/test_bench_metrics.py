@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -241,7 +242,7 @@ def test_summary_of_nothing_is_null_not_zero():
 def test_generation_record_fields_are_checked_by_name():
     good = {"source_example_id": "x", "topic": "Health", "steps": ["Boil water."], "predicted_steps": ["Boil water."]}
     assert generation_record(good).predicted_steps == ("Boil water.",)
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({k: v for k, v in good.items() if k != "steps"}, "steps"),
         ({**good, "steps": []}, "steps"),
         ({**good, "steps": ["Boil water.", "  "]}, "steps[1]"),

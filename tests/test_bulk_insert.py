@@ -47,7 +47,7 @@ def test_rows_come_back_as_bulk_create_would_store_them():
     LedgerEntry.objects.bulk_create([bulk_created])
     a, b, c = (LedgerEntry.objects.get(key=k * 64) for k in "abc")
     assert a.request == request and a.response == {"choices": [1, 2.5, None, True]}
-    assert a.response_text == AWKWARD and a.parsed["reasoning"] == AWKWARD
+    assert a.response_text == AWKWARD and a.parsed is not None and a.parsed["reasoning"] == AWKWARD
     assert a.cost_usd == Decimal("0.000123") and (a.tokens_in, a.latency_ms, a.attempts) == (2500, 201, 2)
     assert a.created_at is not None and a.history == c.history == []  # auto_now_add and defaults, as bulk_create
     assert b.error == "503: down" and b.parsed is None and b.response is None

@@ -61,7 +61,9 @@ def test_a_calibrated_score_on_few_successes_is_never_narrower_than_its_raw_inte
     judge = [False] * 4 + [True] * 4
     result = calibrated_score(judge, list(judge), [False, False, False], bootstrap=2000, seed=0)
     low, high = result["ci95"]
-    raw_low, raw_high = wilson_interval(3, 3)
+    raw = wilson_interval(3, 3)
+    assert raw is not None
+    raw_low, raw_high = raw
     assert result["corrected_score"] == 1.0 and high == pytest.approx(1.0, abs=1e-6)
     assert low < raw_low + 0.05 and low < 0.8, (low, raw_low)
 

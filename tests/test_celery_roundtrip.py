@@ -28,7 +28,9 @@ def test_system_page_ping_runs_in_a_worker_through_the_embedded_broker(admin_cli
         response = admin_client_.post(reverse("system"), follow=True)
     (message,) = _messages(response)
     assert message.startswith("A worker answered"), message
-    pid = int(re.search(r"process (\d+)", message).group(1))
+    found = re.search(r"process (\d+)", message)
+    assert found is not None, message
+    pid = int(found.group(1))
     assert pid == worker.pid != os.getpid()
 
 

@@ -88,7 +88,9 @@ def test_a_run_whose_answers_all_gave_pairs_says_dropped_none_for_answers(db, se
             text = last_user_message(body)
             if "Create possible Specific Goals" in text:
                 abstract = re.findall(r"Abstract Goal: (.+)", text)[-1].strip()
-                kind = re.search(r"Constraint Type is (\w+)", text).group(1).lower()
+                constraint = re.search(r"Constraint Type is (\w+)", text)
+                assert constraint is not None, text
+                kind = constraint.group(1).lower()
                 if abstract in PROSE:
                     return Reply(f"Constraint: By {kind}; Specific Goal: {abstract} by {kind}")
             return base(body)

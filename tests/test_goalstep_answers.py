@@ -21,6 +21,14 @@ from judging.services import language_model_register
 from tests.scripted_llm import Reply, last_user_message
 from tests.test_goalstep_evaluation import CANDIDATES, server, task_set  # noqa: F401  (fixtures)
 
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """The Wilson interval of k of n (n > 0: never None)."""
+    interval = wilson_interval(k, n)
+    assert interval is not None
+    return interval
+
+
 # Options whose own text holds capital letters that are also option letters.
 LETTERED = ["Buy flour", "Take vitamin C", "Use plan B", "Mix"]
 
@@ -138,7 +146,7 @@ def test_an_ambiguous_answer_is_stored_as_such_and_accuracy_is_over_readable_ans
     assert (result["correct"], result["readable"], result["answered"]) == (1, 2, 4)
     assert (result["ambiguous"], result["unparseable"]) == (1, 1)
     assert result["accuracy"] == pytest.approx(0.5)
-    assert result["ci95"] == pytest.approx(list(wilson_interval(1, 2)))
+    assert result["ci95"] == pytest.approx(list(_wilson(1, 2)))
     assert "accuracy_parsed" not in result  # one accuracy: over readable answers
     # Home & Hobbies: one unparseable, one ambiguous answer: no readable answer, no accuracy.
     assert result["by_topic"]["Home & Hobbies"] == {
@@ -162,9 +170,11 @@ def test_every_surface_showing_the_accuracy_says_what_it_left_out(
     result = task_evaluation_accuracy(evaluation)
 
     html = researcher_client.get(f"/goalstep/step_inference/?set={task_set.pk}").content.decode()
-    row = re.search(r"<tr><td>1</td><td>scripted-model</td>(.*?)</tr>", html, re.S).group(1)
+    found = re.search(r"<tr><td>1</td><td>scripted-model</td>(.*?)</tr>", html, re.S)
+    assert found is not None
+    row = found.group(1)
     cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-    low, high = wilson_interval(1, 2)
+    low, high = _wilson(1, 2)
     assert cells[:6] == ["0.500", f"{low:.3f}–{high:.3f}", "2", "4", "1", "1"], cells
     assert "ambiguous" in html.lower() and "correct / readable" in html
 

@@ -138,7 +138,7 @@ def test_accuracy_counts_unparseable_answers_and_never_guesses_nor_scores_them(t
         "readable": 1,
         "answered": 2,
         "accuracy": 1.0,
-        "ci95": list(wilson_interval(1, 1)),
+        "ci95": list(wilson_interval(1, 1) or ()),
     }
     assert result["by_topic"]["Health"]["accuracy"] == 1.0
     unparseable = evaluation.predictions.get(item__prompt="Clean silver")
@@ -177,7 +177,9 @@ def test_the_evaluate_command_prints_accuracy_per_topic(task_set, server, capsys
     language_model_register(name="scripted-model")
     call_command("goalstep_evaluate", "--task-set", str(task_set.pk), "--model", "scripted-model")
     out = capsys.readouterr().out
-    low, high = wilson_interval(2, 3)
+    interval = wilson_interval(2, 3)
+    assert interval is not None
+    low, high = interval
     assert (
         f"accuracy 0.667 (95% Wilson {low:.3f}–{high:.3f}) = 2 / 3 readable of 4 answered "
         "(0 ambiguous, 1 unparseable: not scored), 4 items; left out: 0 unusable (none), 0 unanswered"

@@ -90,6 +90,7 @@ def test_the_leaderboard_shows_one_split_at_a_time(researcher_client, demo):
 
     # A constrained procedure (as CoScript adds them) judged for a model that has no other output.
     base = Procedure.objects.filter(split="bench").first() or Procedure.objects.first()
+    assert base is not None
     constrained = Procedure.objects.create(
         topic=base.topic,
         goal="Make a cake for diabetics",

@@ -84,7 +84,7 @@ def test_a_model_registered_from_the_runs_page_with_an_endpoint_record_runs_ther
         assert set(server.authorizations) == {f"Bearer {KEY}"}
         assert requests[0]["max_tokens"] == 512
         run.refresh_from_db()
-        assert run.llm_job.endpoint_record_id == record.pk
+        assert run.llm_job is not None and run.llm_job.endpoint_record_id == record.pk
         assert run.generations.count() == len(run.procedure_ids) > 0
 
 

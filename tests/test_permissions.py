@@ -22,7 +22,9 @@ ADMIN_PAGES = ["system"]
 def procedure_url(demo):
     from mining.models import Procedure
 
-    return reverse("procedure_detail", args=[Procedure.objects.first().pk])
+    procedure = Procedure.objects.first()
+    assert procedure is not None
+    return reverse("procedure_detail", args=[procedure.pk])
 
 
 @pytest.mark.parametrize("name", RESEARCHER_PAGES + ADMIN_PAGES)

@@ -311,7 +311,9 @@ def test_mine_run_wait_says_done_with_failures_and_its_failures_and_exits_non_ze
     # Its cost: the scripted model has no price, so the total and every stage row are unknown
     # (a partial sum is never shown: one entry priced changes nothing).
     run = MiningRun.objects.get(name="wait-mine")
-    LedgerEntry.objects.filter(pk=LedgerEntry.objects.filter(run=run.ledger_run).first().pk).update(cost_usd=1)
+    entry = LedgerEntry.objects.filter(run=run.ledger_run).first()
+    assert entry is not None
+    LedgerEntry.objects.filter(pk=entry.pk).update(cost_usd=1)
     page = admin_client_.get(reverse("mining_run_detail", args=[run.pk])).content.decode()
     assert 'id="cost">unknown <span class="muted small">(23 requests without a price)</span>' in page
     stage_table = page.split('id="stage-costs"')[1].split("</table>")[0]

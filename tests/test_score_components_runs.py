@@ -95,6 +95,7 @@ def test_components_are_stored_once_per_step_list(components_server, generation_
     stored = ComponentExtraction.objects.filter(extractor=run.extractor)
     assert stored.count() == len(expected)
     ok = stored.filter(outcome="ok").first()
+    assert ok is not None
     assert ok.components == [{"action": "do", "objects": [], "parameters": []}] * len(ok.steps)
 
 

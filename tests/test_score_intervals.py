@@ -74,7 +74,7 @@ def test_a_mean_interval_is_bca_with_the_jackknife_of_the_mean():
     interval = bootstrap_mean_interval(data)
     assert interval == pytest.approx(expected)
     assert interval != pytest.approx(list(np.quantile(boot, [0.025, 0.975])))
-    assert interval[0] < data.mean() < interval[1]
+    assert interval is not None and interval[0] < data.mean() < interval[1]
 
 
 def test_the_mean_interval_keeps_its_signature_for_other_callers():

@@ -25,7 +25,9 @@ from tests.judged_world import judge_model, procedures
 
 def test_wilson_interval_matches_hand_computed_values():
     # 1 of 2: centre (0.5 + z²/4) / (1 + z²/2) = 0.5, half-width 0.4055 -> [0.0945, 0.9055].
-    low, high = wilson_interval(1, 2)
+    interval = wilson_interval(1, 2)
+    assert interval is not None
+    low, high = interval
     assert low == pytest.approx(0.094531, abs=1e-6) and high == pytest.approx(0.905469, abs=1e-6)
     # 0 of 10: the upper bound is z² / (n + z²) = 3.8415 / 13.8415 = 0.2775.
     assert wilson_interval(0, 10) == (0.0, pytest.approx(0.277533, abs=1e-6))
@@ -210,5 +212,7 @@ def test_bench_aggregate_prints_interval_and_coverage_by_source_example(tmp_path
 def test_wilson_bounds_at_none_and_all_are_exact_not_float_noise(n):
     from core.intervals import wilson_interval
 
-    assert wilson_interval(0, n)[0] == 0.0 and 0 < wilson_interval(0, n)[1] < 1
-    assert wilson_interval(n, n)[1] == 1.0 and 0 < wilson_interval(n, n)[0] < 1
+    none, every = wilson_interval(0, n), wilson_interval(n, n)
+    assert none is not None and every is not None
+    assert none[0] == 0.0 and 0 < none[1] < 1
+    assert every[1] == 1.0 and 0 < every[0] < 1

@@ -70,7 +70,9 @@ def _log_in(base: str, username: str, password: str) -> urllib.request.OpenerDir
     jar = http.cookiejar.CookieJar()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
     page = opener.open(f"{base}/login/").read().decode()
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert csrf is not None, page
+    token = csrf.group(1)
     data = urllib.parse.urlencode({"username": username, "password": password, "csrfmiddlewaretoken": token}).encode()
     request = urllib.request.Request(f"{base}/login/", data=data, headers={"Referer": f"{base}/login/"})
     opener.open(request).read()
@@ -88,7 +90,9 @@ def test_serve_runs_the_demo_and_stops_cleanly_then_reuses_what_exists(tmp_path)
     try:
         first.wait_until_serving()
         out = first.output()
-        password = re.search(r"password: (\S+)", out).group(1)
+        shown = re.search(r"password: (\S+)", out)
+        assert shown is not None, out
+        password = shown.group(1)
         assert len(password) >= 12
         assert "17 procedures created" in out
 

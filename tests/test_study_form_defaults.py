@@ -237,6 +237,7 @@ def test_release_asks_for_confirmation_and_the_server_requires_it(researcher_cli
     study = study_make(n_items=2)
     p = annotator_start(study, "returner")
     a = assignment_next(participation=p)
+    assert a is not None
     url = reverse("annotate:participant_release", args=[study.slug, p.pk])
 
     # The study page's control leads to a confirmation step, not straight to the release.

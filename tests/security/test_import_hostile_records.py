@@ -305,7 +305,7 @@ def test_a_study_item_the_database_would_refuse_is_a_line_field_error(tmp_path, 
     with pytest.raises(RecordError) as caught:
         items_from_file(path=path, kind="critical_failure")
     problem = caught.value.problems[0]
-    assert problem.line == 2 and problem.field.startswith(field)
+    assert problem.line == 2 and problem.field is not None and problem.field.startswith(field)
 
 
 def test_a_multiple_choice_item_names_the_fields_of_its_own_format(tmp_path):
@@ -378,5 +378,5 @@ def test_an_imported_judgment_the_database_would_refuse_is_a_file_line_field_err
         record.pop("has_failure")
     with pytest.raises(RecordError) as caught:
         judgments_import(path=_jsonl(tmp_path / "labels.jsonl", [record]))
-    assert caught.value.position == "line 1" and caught.value.field.startswith(field)
+    assert caught.value.position == "line 1" and (caught.value.field or "").startswith(field)
     assert not Judgment.objects.exists()

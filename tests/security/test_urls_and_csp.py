@@ -273,7 +273,7 @@ def test_every_page_a_crawl_reaches_as_admin_carries_the_policy_and_has_no_inlin
     client.force_login(admin_user)
     seen_paths: set[str] = set()
     queue = deque(["/", "/admin/", reverse("api-docs"), reverse("api-redoc")])
-    visited = []
+    visited: list[tuple[str, int]] = []
     while queue and len(visited) < 250:
         url = queue.popleft()
         path = urlsplit(url).path
