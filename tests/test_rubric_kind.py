@@ -380,6 +380,15 @@ def test_a_rubric_from_a_yaml_file_goes_from_the_api_to_alpha_per_question(resea
     assert results["unsafe_steps"]["level"] == "nominal"
     assert results["unsafe_steps"]["alpha"] == pytest.approx(_package_alpha("unsafe_steps", "nominal"))
     assert all(results[q]["alpha_n"] == 4 for q in ("complete", "clear", "audience", "unsafe_steps"))
+    # Each alpha carries its interval as every kind's does (the BCa bootstrap over its 4 items),
+    # or says why it has none; the interval holds the point.
+    for q in ("complete", "clear", "audience", "unsafe_steps"):
+        shown = results[q]
+        assert shown["alpha_interval"]["approximate"] is True, shown  # 4 items: under the bootstrap's 100
+        if shown["alpha"] is not None and shown["alpha_ci95"] is not None:
+            assert shown["alpha_ci95"][0] <= shown["alpha"] <= shown["alpha_ci95"][1], shown
+        else:
+            assert shown["alpha_ci95_not_estimable"] or shown["alpha_undefined"], shown
     assert results["notes"]["level"] is None and results["notes"]["alpha"] is None
     assert "not computed" in results["notes"]["not_computed"]
     assert report["rubric_results"]["n_answers"] == 12

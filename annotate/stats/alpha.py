@@ -215,18 +215,27 @@ def nominal_alpha(matrix: Sequence[Sequence[Hashable | None]]) -> float | None:
     return _package_alpha(p, _nominal_distance_matrix(len(p.domain)), nominal=True)
 
 
-def _nominal_interval(
-    matrix: Sequence[Sequence[Hashable | None]], bootstrap: int, seed: SeedLike
+def _interval(
+    matrix: Sequence[Sequence[Hashable | None]],
+    bootstrap: int,
+    seed: SeedLike,
+    distance: Callable[[Any, Any], float] | None = None,
 ) -> tuple[float | None, list[float] | None, str | None, str, _Pairable[Hashable]]:
-    """Nominal alpha, its interval, why the interval is not estimable, the interval's method (registry
-    key), the pairable units."""
+    """Alpha (nominal when ``distance`` is None), its interval, why the interval is not
+    estimable, the interval's method (registry key), the pairable units."""
     check_bootstrap(bootstrap)
     p = _pairable(matrix)
-    delta = _nominal_distance_matrix(len(p.domain))
-    alpha = _package_alpha(p, delta, nominal=True) if p.n_units else None
-    inputs = {"nominal": _AlphaInput(p, delta, True)}
-    interval, _, reason, method = _alpha_bootstraps(inputs, bootstrap, np.random.default_rng(seed), {"nominal": alpha})[
-        "nominal"
+    nominal = distance is None
+    if distance is None:
+        delta = _nominal_distance_matrix(len(p.domain))
+    else:
+        delta = np.array([[distance(a, b) for b in p.domain] for a in p.domain], dtype=np.float64).reshape(
+            len(p.domain), len(p.domain)
+        )
+    alpha = _package_alpha(p, delta, nominal=nominal) if p.n_units else None
+    inputs = {"alpha": _AlphaInput(p, delta, nominal)}
+    interval, _, reason, method = _alpha_bootstraps(inputs, bootstrap, np.random.default_rng(seed), {"alpha": alpha})[
+        "alpha"
     ]
     return alpha, interval, reason, method, p
 
@@ -239,20 +248,33 @@ def nominal_alpha_interval(
     times, the acceleration from the jackknife over those items; resamples where alpha is
     undefined are left out. ``None`` when alpha is undefined, ``bootstrap`` is 0 or every
     resample gives the same alpha (not estimable: ``nominal_alpha_estimate`` says why)."""
-    return _nominal_interval(matrix, bootstrap, seed)[1]
+    return _interval(matrix, bootstrap, seed)[1]
 
 
 def nominal_alpha_estimate(
     matrix: Sequence[Sequence[Hashable | None]], *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: SeedLike = 0
 ) -> dict[str, Any]:
-    """Nominal alpha as the pages and the API show it, in the keys of a critical-failure
-    round: ``alpha``, ``alpha_ci95`` (``nominal_alpha_interval``, the resampling of the
-    agreement report's alpha; null when alpha is undefined, ``bootstrap`` is 0 or the
-    interval is not estimable), ``alpha_n`` (the pairable items, rows with two or more
-    values), ``alpha_ci95_not_estimable``, ``alpha_interval`` (the method, n and approximate
-    flag: ``interval_fields``), ``alpha_small_sample`` (``sample_size_note``) and
-    ``alpha_undefined`` (``alpha_undefined_reason``)."""
-    alpha, ci95, not_estimable, method, p = _nominal_interval(matrix, bootstrap, seed)
+    """Nominal alpha as the pages and the API show it (``alpha_estimate`` without a distance)."""
+    return alpha_estimate(matrix, bootstrap=bootstrap, seed=seed)
+
+
+def alpha_estimate(
+    matrix: Sequence[Sequence[Hashable | None]],
+    *,
+    distance: Callable[[Any, Any], float] | None = None,
+    bootstrap: int = DEFAULT_BOOTSTRAP,
+    seed: SeedLike = 0,
+) -> dict[str, Any]:
+    """Alpha as the pages and the API show it, in the keys of a critical-failure round, at
+    any distance between values (nominal when ``distance`` is None; an ordinal distance for
+    a Likert question, annotate/stats/levels.py): ``alpha``, ``alpha_ci95`` (the BCa
+    bootstrap over the pairable items, as ``nominal_alpha_interval``; the distance is the
+    whole matrix's, held fixed in the resamples; null when alpha is undefined, ``bootstrap``
+    is 0 or the interval is not estimable), ``alpha_n`` (the pairable items, rows with two
+    or more values), ``alpha_ci95_not_estimable``, ``alpha_interval`` (the method, n and
+    approximate flag: ``interval_fields``), ``alpha_small_sample`` (``sample_size_note``)
+    and ``alpha_undefined`` (``alpha_undefined_reason``)."""
+    alpha, ci95, not_estimable, method, p = _interval(matrix, bootstrap, seed, distance)
     details = {"n_units": p.n_units, "n_single": p.n_single, "n_distinct_values": len(p.domain)}
     return {
         "alpha": alpha,

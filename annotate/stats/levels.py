@@ -1,7 +1,7 @@
 """Krippendorff's alpha at a question's level of measurement, for kinds whose questions are
 data (rubrics): ``nominal`` (yes/no, multiple choice, a set of linked steps taken as one
-value) with the krippendorff package (``nominal_alpha``), ``ordinal`` (a Likert scale) from
-the coincidence definition of ``coincidence_alpha`` with Krippendorff's ordinal distance.
+value) and ``ordinal`` (a Likert scale, with Krippendorff's ordinal distance), both with the
+krippendorff package and the interval every kind's alpha has (``alpha_estimate``).
 Pure: no Django."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import Any, Literal
 
-from annotate.stats.alpha import alpha_undefined_reason, coincidence_alpha, nominal_alpha
+from annotate.stats.alpha import alpha_estimate
+from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP, SeedLike
 
 Level = Literal["nominal", "ordinal"]
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal")
@@ -36,24 +37,22 @@ def ordinal_distance(values: Sequence[int]) -> Any:
     return distance
 
 
-def level_alpha(matrix: Sequence[Sequence[Hashable | None]], level: Level) -> dict[str, Any]:
-    """Alpha of an items x annotators matrix (``None`` = missing cell) at ``level``, with its n
-    (``alpha_n``: items with two or more values), the items with one value (``n_single``) and,
-    when undefined, why (``alpha_undefined``)."""
+def level_alpha(
+    matrix: Sequence[Sequence[Hashable | None]], level: Level, *, bootstrap: int = DEFAULT_BOOTSTRAP, seed: SeedLike = 0
+) -> dict[str, Any]:
+    """Alpha of an items x annotators matrix (``None`` = missing cell) at ``level``, in the
+    keys every kind's alpha is shown with (``alpha_estimate``: the alpha, its 95 % BCa
+    bootstrap interval over the pairable items, ``alpha_n``, why it is undefined or its
+    interval not estimable), with the level and the items with one value (``n_single``)."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}")
     pairable, n_single = _pairable_units(matrix)
-    distinct = {value for unit in pairable for value in unit}
-    if level == "nominal":
-        alpha = nominal_alpha(matrix)
-    else:
+    distance = None
+    if level == "ordinal":
         values = [int(value) for unit in pairable for value in unit]  # type: ignore[call-overload]
-        alpha = coincidence_alpha(matrix, ordinal_distance(values)) if pairable else None
-    details = {"n_units": len(pairable), "n_single": n_single, "n_distinct_values": len(distinct)}
+        distance = ordinal_distance(values)
     return {
         "level": level,
-        "alpha": alpha,
-        "alpha_n": len(pairable),
+        **alpha_estimate(matrix, distance=distance, bootstrap=bootstrap, seed=seed),
         "n_single": n_single,
-        "alpha_undefined": alpha_undefined_reason(details) if alpha is None else None,
     }

@@ -1,5 +1,6 @@
 """A rubric study's results from plain answers: Krippendorff's alpha per question at the
-question's level of measurement, with its n. Pure: no Django.
+question's level of measurement, with its n and 95 % interval (annotate/stats/levels.py).
+Pure: no Django.
 
 * yes/no and multiple choice: nominal;
 * Likert: ordinal (the scale's order counts, its distances do not);
@@ -60,7 +61,11 @@ def question_result(question: Question, answers: Sequence[tuple[str, str, dict[s
             **result,
             "level": None,
             "alpha": None,
+            "alpha_ci95": None,
             "alpha_n": None,
+            "alpha_ci95_not_estimable": None,
+            "alpha_interval": None,
+            "alpha_small_sample": None,
             "n_single": None,
             "alpha_undefined": None,
             "not_computed": FREE_TEXT_NOTE,

@@ -30,15 +30,18 @@ def _answers(study: Study) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def rubric_study_results(study: Study, **options: Any) -> dict[str, Any]:
-    """What the study page and the report API show: alpha per question with its level and n."""
+    """What the study page and the report API show: alpha per question with its level, n and
+    95 % interval."""
     return rubric_results(study_rubric(study), _answers(study))
 
 
 def rubric_round_alpha(study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A pilot round's alpha: the first question that has a level of measurement."""
+    """A pilot round's alpha: the first question that has a level of measurement, with its n
+    and 95 % interval."""
     rubric = study_rubric(study)
     question = next((q for q in rubric.questions if question_level(q) is not None), None)
     if question is None:
         return {"alpha": None}
     result = question_result(question, _answers(study))
-    return {"alpha": result["alpha"], "alpha_n": result["alpha_n"], "alpha_undefined": result["alpha_undefined"]}
+    keys = ("alpha", "alpha_ci95", "alpha_n", "alpha_ci95_not_estimable", "alpha_interval", "alpha_small_sample")
+    return {key: result[key] for key in (*keys, "alpha_undefined")}
