@@ -268,6 +268,7 @@ def test_bench_run_status_and_the_run_pages_say_cost_unknown_when_a_request_has_
 ):
     _generate_and_judge(tmp_path, capsys)
     run = GenerationRun.objects.select_related("llm_job").get(name="qwen-bench")
+    assert run.llm_job is not None
     # The scripted server's model has no price: every ledger entry's cost is unknown.
     assert LedgerEntry.objects.filter(run=run.llm_job.run, cost_usd__isnull=True).count() == 14
     call_command("bench_run", "status", "qwen-bench")
@@ -282,7 +283,7 @@ def test_bench_run_status_and_the_run_pages_say_cost_unknown_when_a_request_has_
 
     # Once every request the run paid for has a price, its cost is a number again.
     LedgerEntry.objects.filter(run=run.llm_job.run).update(cost_usd=Decimal("0.001"))
-    LLMJob.objects.filter(pk=run.llm_job_id).update(cost_usd=Decimal("0.014"))
+    LLMJob.objects.filter(pk=run.llm_job.pk).update(cost_usd=Decimal("0.014"))
     call_command("bench_run", "status", "qwen-bench")
     status = json.loads(capsys.readouterr().out)
     assert status["cost_usd"] == 0.014 and status["requests_without_price"] == 0

@@ -231,10 +231,12 @@ def test_pausing_and_cancelling_a_runs_job_from_the_llm_page_go_through_the_run(
     response = admin_client_.post(job_url("pause"), follow=True)
     assert "through its judge run j" in response.content.decode()
     judge.refresh_from_db()
+    assert judge.llm_job_id is not None
     assert judge.status == "paused" and LLMJob.objects.get(pk=judge.llm_job_id).status == "paused"
 
     admin_client_.post(job_url("cancel"), {"confirm": "yes"})
     judge.refresh_from_db()
+    assert judge.llm_job_id is not None
     assert judge.status == "cancelled" and LLMJob.objects.get(pk=judge.llm_job_id).status == "cancelled"
     assert judge_run_execute(run_id=judge.pk) == "not active (cancelled)"  # nothing is left half-alive
 

@@ -39,8 +39,10 @@ def collected(settings, tmp_path, researcher, demo) -> Client:
 
 def test_plotly_is_sent_gzipped_under_a_hashed_name_cached_for_ever(collected):
     page = collected.get(reverse("home")).content.decode()
-    url = PLOTLY_HASHED.search(page).group(1)
-    original = (plotly_package_data() / "plotly.min.js").read_bytes()
+    found, package = PLOTLY_HASHED.search(page), plotly_package_data()
+    assert found is not None and package is not None
+    url = found.group(1)
+    original = (package / "plotly.min.js").read_bytes()
 
     response = collected.get(url, HTTP_ACCEPT_ENCODING="gzip, deflate, br")
     assert response.status_code == 200
@@ -56,7 +58,9 @@ def test_plotly_is_sent_gzipped_under_a_hashed_name_cached_for_ever(collected):
 
 def test_a_static_file_is_sent_gzipped_under_its_hashed_name_and_briefly_under_its_plain_one(collected):
     page = collected.get(reverse("home")).content.decode()
-    url = CSS_HASHED.search(page).group(1)
+    found = CSS_HASHED.search(page)
+    assert found is not None
+    url = found.group(1)
     response = collected.get(url, HTTP_ACCEPT_ENCODING="gzip")
     assert response["Content-Encoding"] == "gzip" and response["Cache-Control"] == FAR_FUTURE
     css = gzip.decompress(_body(response))
