@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MAX_RESAMPLES
+from judging.calibration import HUMAN_MAJORITY, HUMAN_SOURCES
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASES, BASIS_COMMON
 from judging.selectors import (
@@ -67,6 +68,13 @@ class LeaderboardQuerySerializer(_JudgedSliceQuery):
         max_value=1.0,
         help_text="Rows with a lower coverage are unranked",
     )
+    human = serializers.ChoiceField(
+        choices=list(HUMAN_SOURCES),
+        required=False,
+        default=HUMAN_MAJORITY,
+        help_text="The human label the calibrated score is estimated against: "
+        + "; ".join(f"{key}: {text}" for key, text in HUMAN_SOURCES.items()),
+    )
 
     def validate(self, attrs):
         attrs["judge"] = attrs.get("judge") or next(iter(judge_names()), None)
@@ -121,7 +129,11 @@ class LeaderboardView(APIView):
         query.is_valid(raise_exception=True)
         data = query.validated_data
         board = leaderboard_ranking(
-            data["judge"], data["split"] or None, basis=data["basis"], min_coverage=data["min_coverage"]
+            data["judge"],
+            data["split"] or None,
+            basis=data["basis"],
+            min_coverage=data["min_coverage"],
+            human_source=data["human"],
         )
         board["rows"] = [{key: row[key] for key in API_ROW_FIELDS} for row in board["rows"]]
         return Response(board)

@@ -11,7 +11,7 @@ from typing import Any, cast
 from django.db.models import QuerySet
 
 from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from judging.calibration import judge_calibration
+from judging.calibration import HUMAN_MAJORITY, judge_calibration
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import (
     BASIS_ALL,
@@ -200,7 +200,12 @@ def verdict_counts(judge: str, split: str | None = None) -> tuple[dict[str, dict
 
 
 def leaderboard_ranking(
-    judge: str, split: str | None = None, *, basis: str = BASIS_COMMON, min_coverage: float = LEADERBOARD_MIN_COVERAGE
+    judge: str,
+    split: str | None = None,
+    *,
+    basis: str = BASIS_COMMON,
+    min_coverage: float = LEADERBOARD_MIN_COVERAGE,
+    human_source: str = HUMAN_MAJORITY,
 ) -> dict[str, Any]:
     """The leaderboard of one judge (over the procedures of ``split`` when given: How2Bench,
     or the constrained slice), ranked by the rule of judging/coverage.py.
@@ -215,7 +220,8 @@ def leaderboard_ranking(
     ``tied``, ``rank_interval`` ([best, worst]), both estimates (``all_items``,
     ``common_items``), and over all its judged
     generations: per-topic scores, step-count slices, the formatting proxies, the
-    calibrated score and SCORE (docs/score.md). ``pairwise``: every pair of models with its
+    calibrated score (against ``human_source``'s labels: the human majority, or the adjudicated
+    gold; judging/calibration.py) and SCORE (docs/score.md). ``pairwise``: every pair of models with its
     exact test on the procedures both have a usable verdict for, its p-value adjusted by Holm
     over all ``n_comparisons`` pairs, and the decision (judging/coverage.py
     ``pairwise_tests``)."""
@@ -291,7 +297,9 @@ def leaderboard_ranking(
                 "by_topic": topics["by_topic"],
                 "slices": {f"{lo}-{hi}": row["slices"][(lo, hi)].result() for lo, hi in STEP_COUNT_SLICES},
                 "metrics": row["metrics"].result(),
-                "calibrated": judge_calibration(judge, row["successes"], row["calibration_items"])
+                "calibrated": judge_calibration(
+                    judge, row["successes"], row["calibration_items"], human_source=human_source
+                )
                 if row["successes"]
                 else None,
                 "score": structured["score"],
@@ -308,6 +316,7 @@ def leaderboard_ranking(
     return {key: ranked[key] for key in ("basis", "min_coverage", "n_items", "n_common_items", "n_complete")} | {
         "judge": judge,
         "split": split,
+        "calibration_human_source": human_source,
         "n_items_not_common": ranked["n_items"] - ranked["n_common_items"],
         "rows": rows,
         "n_comparisons": next(iter(family.values()))["n_comparisons"] if family else 0,

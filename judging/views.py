@@ -15,6 +15,7 @@ from core.confirm import refuse_unconfirmed
 from core.errors import refusal_message
 from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from core.permissions import admin_required, researcher_required
+from judging.calibration import HUMAN_MAJORITY, HUMAN_SOURCES
 from judging.charts import how2score_bars, topic_heatmap
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASIS_COMMON
@@ -86,7 +87,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     split, unknown_split = _chosen_split(request, splits)
     # basis and min_coverage are checked as the API checks them; a bad value is named and the page answers 400.
     query = LeaderboardQuerySerializer(
-        data={key: request.GET[key] for key in ("basis", "min_coverage") if request.GET.get(key, "") != ""}
+        data={key: request.GET[key] for key in ("basis", "min_coverage", "human") if request.GET.get(key, "") != ""}
     )
     errors = [] if query.is_valid() else _query_errors(query)
     if judge and judge not in judges:
@@ -95,10 +96,16 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     options: dict[str, Any] = (
         dict(query.validated_data)
         if query.is_valid()
-        else {"basis": BASIS_COMMON, "min_coverage": LEADERBOARD_MIN_COVERAGE}
+        else {"basis": BASIS_COMMON, "min_coverage": LEADERBOARD_MIN_COVERAGE, "human": HUMAN_MAJORITY}
     )
     board = (
-        leaderboard_ranking(judge, split or None, basis=options["basis"], min_coverage=options["min_coverage"])
+        leaderboard_ranking(
+            judge,
+            split or None,
+            basis=options["basis"],
+            min_coverage=options["min_coverage"],
+            human_source=options["human"],
+        )
         if judge
         else None
     )
@@ -133,6 +140,8 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
             "compare_a": request.GET.get("a", ""),
             "compare_b": request.GET.get("b", ""),
             "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
+            "human_sources": HUMAN_SOURCES,
+            "human_source_text": HUMAN_SOURCES[options["human"]],
             "bootstrap_seed": BOOTSTRAP_SEED,
             "slices": [f"{lo}-{hi}" for lo, hi in STEP_COUNT_SLICES],
             "bars": how2score_bars(rows) if rows else "",

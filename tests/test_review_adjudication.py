@@ -240,6 +240,38 @@ def test_the_leaderboards_calibration_selector_takes_gold_labels_when_asked(demo
     assert mixed["n_labelled"] == by_majority["n_labelled"] and (mixed["tpr"], mixed["tnr"]) != (1.0, 1.0)
 
 
+def test_the_leaderboard_page_and_api_calibrate_against_the_gold_when_asked(demo, researcher, researcher_client):
+    from annotate.testing import judged_generation_study, label_as_the_judge
+    from judging.models import Judgment
+
+    study = judged_generation_study(name="Calibrated board", annotators_per_item=2, n=6)
+    label_as_the_judge(study, ("a1", "a2"))
+    item = study.items.order_by("position").first()
+    judged = Judgment.objects.get(pk=item.source["judgment_id"])
+    flipped = (
+        {"has_failure": False, "failures": []} if judged.has_failure else {"has_failure": True, "failures": [FAILURE]}
+    )
+    gold_label_set(item=item, answer=flipped, note="The judge is wrong here.", adjudicator=researcher)
+
+    def calibrated(human: str | None) -> tuple[dict, dict]:
+        query = {"judge": "How2Judge", "basis": "all"} | ({"human": human} if human else {})
+        board = researcher_client.get("/api/leaderboard/", query).json()
+        row = next(r for r in board["rows"] if r["model"] == judged.generation.model)
+        return board, row["calibrated"]
+
+    board, by_majority = calibrated(None)
+    assert board["calibration_human_source"] == "majority" and (by_majority["tpr"], by_majority["tnr"]) == (1.0, 1.0)
+    board, by_gold = calibrated("gold")
+    assert board["calibration_human_source"] == "gold" and by_gold["n_labelled"] == 1
+    _, mixed = calibrated("gold_or_majority")
+    assert mixed["n_labelled"] == by_majority["n_labelled"] and (mixed["tpr"], mixed["tnr"]) != (1.0, 1.0)
+    refused = researcher_client.get("/api/leaderboard/", {"judge": "How2Judge", "human": "crowd"})
+    assert refused.status_code == 400 and "human" in refused.json()
+    page = researcher_client.get("/leaderboard/", {"judge": "How2Judge", "human": "gold"}).content.decode()
+    assert '<option value="gold" title="the adjudicated gold labels only" selected>' in page
+    assert "estimated against the adjudicated gold labels only" in page
+
+
 def test_every_kind_is_reviewed_corrected_and_settled_through_its_own_rules(researcher, researcher_client):
     """Multiple choice: a correction and a gold label are checked by the kind's rules (a choice
     among the item's options), agreement with gold is the kind's known-answer check, and there is

@@ -86,7 +86,7 @@ def study_agreement_report(
 ) -> dict[str, Any]:
     """The agreement report of a study under its ``min_annotations_for_majority`` (test
     participants' annotations only with ``include_test``). Calibration's human label comes
-    from ``human_source`` (annotate/review/selectors.py, ``HUMAN_SOURCES``: the majority, the
+    from ``human_source`` (judging/calibration.py, ``HUMAN_SOURCES``: the majority, the
     adjudicated gold labels, or gold where an item has one), stated in the report as
     ``calibration_human_source``. Agreement with gold is its own read (``gold_agreement``), so
     this report stays the one its export file gives."""
@@ -342,9 +342,8 @@ def calibration_from_studies(
     exists for the judge. ``source_studies`` name the studies that gave at least one
     human-labelled item (an item with a human majority the judge has a verdict on), not every
     study made of judged generations; ``ppi.source_studies`` those that gave the row's own.
-    ``human_source`` (annotate/review/selectors.py, ``HUMAN_SOURCES``) takes gold labels as the
-    human label instead of, or before, the majority; the leaderboard's provider uses the
-    majority."""
+    ``human_source`` (judging/calibration.py, ``HUMAN_SOURCES``) takes gold labels as the
+    human label instead of, or before, the majority: the leaderboard's ``human`` choice."""
     item_judge: dict[tuple[int, str], tuple[int, bool]] = {}
     study_ids = set()  # studies with an item the judge has a verdict on: where labels may be
     generation_items = defaultdict(list)

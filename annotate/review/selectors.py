@@ -19,16 +19,9 @@ from annotate.stats.majority import majority_of_items
 from annotate.studies.exports import annotation_list
 from annotate.studies.selectors import annotations_counted
 from core.app_errors import InvalidInput
+from judging.calibration import HUMAN_GOLD, HUMAN_MAJORITY, HUMAN_SOURCES
 
 # Where the human label of an item comes from, for calibration and the PPI How2Score.
-HUMAN_MAJORITY = "majority"
-HUMAN_GOLD = "gold"
-HUMAN_GOLD_OR_MAJORITY = "gold_or_majority"
-HUMAN_SOURCES = {
-    HUMAN_MAJORITY: "the human majority of the counted annotations",
-    HUMAN_GOLD: "the adjudicated gold labels only",
-    HUMAN_GOLD_OR_MAJORITY: "the gold label where an item has one, else the human majority",
-}
 # The review list's status filter: not yet reviewed, or the latest decision.
 REVIEW_UNREVIEWED = "unreviewed"
 REVIEW_STATUSES = (REVIEW_UNREVIEWED, *rules.DECISIONS)
