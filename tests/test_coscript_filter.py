@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from core.app_errors import InvalidInput
 from coscript.constants import GOAL_EXAMPLES
 from coscript.filtering import (
     KEPT,
@@ -202,9 +203,10 @@ def test_keyword_mode_keeps_scripts_with_every_constraint_keyword_and_needs_no_e
 
 
 def test_embedding_modes_need_an_embedding_function_and_modes_are_checked():
-    with pytest.raises(ValueError, match="needs an embedding model"):
+    with pytest.raises(InvalidInput, match="mode: the embedding filter needs an embedding model") as refused:
         filter_candidates(GOALS, CANDIDATES, mode="embedding", embed=None)
-    with pytest.raises(ValueError, match="filter mode must be one of"):
+    assert list(refused.value.fields) == ["mode"]  # a 400 naming the field where a page or the API asks
+    with pytest.raises(InvalidInput, match="mode: must be one of"):
         filter_candidates(GOALS, CANDIDATES, mode="rules", embed=embed)
 
 
