@@ -31,6 +31,22 @@ class ItemRecordError(ValueError):
         return f"field '{self.field}': {self.message}" if self.field else self.message
 
 
+ITEM_ID_MAX_LENGTH = 200
+
+
+def record_item_id(record: dict[str, Any], *, key: str = "item_id") -> str:
+    """An input record's item id (a whole number is taken as its text), stripped; refused
+    naming ``key`` when missing, empty or longer than ``ITEM_ID_MAX_LENGTH``."""
+    item_id = record.get(key)
+    if isinstance(item_id, int) and not isinstance(item_id, bool):
+        item_id = str(item_id)
+    if not isinstance(item_id, str) or not item_id.strip():
+        raise ItemRecordError("is required and must be a non-empty string", key)
+    if len(item_id) > ITEM_ID_MAX_LENGTH:
+        raise ItemRecordError(f"must be at most {ITEM_ID_MAX_LENGTH} characters", key)
+    return item_id.strip()
+
+
 @dataclass
 class ItemSpec:
     """One item to annotate, independent of where it came from (JSONL file, judged generations)."""

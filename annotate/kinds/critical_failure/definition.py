@@ -21,6 +21,7 @@ from annotate.kinds.base import (
     ItemSpec,
     KnownAnswerItem,
     StudyKind,
+    record_item_id,
 )
 
 KEY = "critical_failure"
@@ -87,15 +88,9 @@ def parse_record(record: dict[str, Any]) -> ItemSpec:
     ``"qualification": {"has_failure", "explanation"}``."""
     if not isinstance(record, dict):
         raise ItemRecordError(f"a record must be a JSON object, not {type(record).__name__}")
-    item_id = record.get("item_id")
-    if isinstance(item_id, int) and not isinstance(item_id, bool):
-        item_id = str(item_id)
-    if not isinstance(item_id, str) or not item_id.strip():
-        raise ItemRecordError("is required and must be a non-empty string", "item_id")
-    if len(item_id) > 200:
-        raise ItemRecordError("must be at most 200 characters", "item_id")
+    item_id = record_item_id(record)
     spec = ItemSpec(
-        item_id=item_id.strip(),
+        item_id=item_id,
         topic=_text(record, "topic", required=False),
         goal=_text(record, "goal"),
         reference_steps=_steps(record, "reference_steps"),

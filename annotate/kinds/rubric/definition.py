@@ -21,6 +21,7 @@ from annotate.kinds.base import (
     ItemSpec,
     KnownAnswerItem,
     StudyKind,
+    record_item_id,
 )
 from annotate.kinds.rubric.schema import (
     FREE_TEXT,
@@ -32,7 +33,6 @@ from annotate.kinds.rubric.schema import (
 )
 
 KEY_PREFIX = "rubric:"
-MAX_ITEM_ID_LENGTH = 200
 MAX_STEPS = 100
 MAX_STEP_LENGTH = 5_000
 MAX_GOAL_LENGTH = 5_000
@@ -83,13 +83,7 @@ def _parse_record(rubric: Rubric, record: dict[str, Any]) -> ItemSpec:
     for attention and qualification items), "explanation"?, "source"?}``."""
     if not isinstance(record, dict):
         raise ItemRecordError(f"a record must be a JSON object, not {type(record).__name__}")
-    item_id = record.get("item_id")
-    if isinstance(item_id, int) and not isinstance(item_id, bool):
-        item_id = str(item_id)
-    if not isinstance(item_id, str) or not item_id.strip():
-        raise ItemRecordError("is required and must be a non-empty string", "item_id")
-    if len(item_id) > MAX_ITEM_ID_LENGTH:
-        raise ItemRecordError(f"must be at most {MAX_ITEM_ID_LENGTH} characters", "item_id")
+    item_id = record_item_id(record)
     role = record.get("role", ROLE_MAIN)
     if role not in ROLES:
         raise ItemRecordError(f"must be one of {', '.join(ROLES)}", "role")
@@ -112,7 +106,7 @@ def _parse_record(rubric: Rubric, record: dict[str, Any]) -> ItemSpec:
     if source is not None and not isinstance(source, dict):
         raise ItemRecordError("must be an object", "source")
     return ItemSpec(
-        item_id=item_id.strip(),
+        item_id=item_id,
         topic=_text(record, "topic", required=False, maximum=200),
         goal=_text(record, "goal", required=True, maximum=MAX_GOAL_LENGTH),
         reference_steps=_steps(record, "reference_steps", required=False),
