@@ -181,6 +181,14 @@ def test_hostile_rubrics_are_refused_by_size_and_yaml_never_builds_objects():
     with pytest.raises(RubricError, match="rubric: must be a mapping"):
         rubric_from_text("- a list\n- not a rubric\n")
     assert len(_problems({str(n): n for n in range(500)})) <= 50  # one refusal lists a bounded number
+    # Deep nesting never reaches a parser's recursion (the crawler's 500 brackets crashed it):
+    # by brackets, as JSON or YAML flow style, and by indentation, which only YAML has.
+    for deep in ("[" * 500, "{" * 40 + "}" * 40, "a: [" * 33 + "]" * 33):
+        with pytest.raises(RubricError, match="file: is nested more than 32 levels deep"):
+            rubric_from_text(deep)
+    indented = "".join(f"{' ' * depth}k{depth}:\n" for depth in range(600))  # 183 KB, 600 levels
+    with pytest.raises(RubricError, match="file: is nested more than 32 levels deep"):
+        rubric_from_text(indented)
 
 
 def test_answers_are_checked_per_question_type_and_required_flag():

@@ -17,6 +17,8 @@ from typing import Any, TypeGuard
 
 import yaml
 
+from core.strict_json import nesting_depth
+
 YES_NO = "yes_no"
 LIKERT = "likert"
 MULTIPLE_CHOICE = "multiple_choice"
@@ -27,6 +29,7 @@ YES_NO_VALUES = ("yes", "no")
 
 # Bounds on what a rubric may hold (a hostile file never grows memory or pages without bound).
 MAX_SOURCE_BYTES = 200_000
+MAX_NESTING = 32  # a rubric is a few levels deep; deeper input only feeds a parser's recursion
 MAX_QUESTIONS = 30
 MAX_OPTIONS = 20
 MAX_KEY_LENGTH = 40  # a question's id
@@ -127,8 +130,8 @@ class Rubric:
 
 def rubric_text_load(text: str | bytes, *, name: str = "") -> Any:
     """A rubric file's content as data: JSON when it parses as JSON (or the name ends in
-    ``.json``), else YAML read with ``yaml.safe_load`` (no tags that build objects). The size is
-    bounded first; a syntax error is a ``RubricError`` at path ``file``."""
+    ``.json``), else YAML read with ``yaml.safe_load`` (no tags that build objects). The size and
+    the nesting are bounded first; a syntax error is a ``RubricError`` at path ``file``."""
     if isinstance(text, bytes):
         if len(text) > MAX_SOURCE_BYTES:
             raise RubricError([("file", f"must be at most {MAX_SOURCE_BYTES} bytes")])
@@ -138,6 +141,8 @@ def rubric_text_load(text: str | bytes, *, name: str = "") -> Any:
             raise RubricError([("file", "must be UTF-8 text")]) from None
     if len(text.encode("utf-8")) > MAX_SOURCE_BYTES:
         raise RubricError([("file", f"must be at most {MAX_SOURCE_BYTES} bytes")])
+    if nesting_depth(text) > MAX_NESTING:  # before any parser recurses into it
+        raise RubricError([("file", f"is nested more than {MAX_NESTING} levels deep")])
     stripped = text.lstrip()
     if name.lower().endswith(".json") or stripped.startswith(("{", "[")):
         try:
@@ -147,6 +152,8 @@ def rubric_text_load(text: str | bytes, *, name: str = "") -> Any:
                 raise RubricError([("file", f"not valid JSON: {exc}")]) from None
     try:
         return yaml.safe_load(text)
+    except RecursionError:  # deep nesting by indentation, which no bracket count sees
+        raise RubricError([("file", f"is nested more than {MAX_NESTING} levels deep")]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
