@@ -17,7 +17,9 @@ from core.app_errors import Unavailable
 _KINDS: dict[str, StudyKind] = {}
 # Kinds kept as data (rubrics stored in the database): a source registers the kinds it holds
 # when asked, so a kind created in another process (a web worker, a Celery worker) is known
-# here too. Asked by ``kind_list`` and ``kind_choices``, and by ``kind_get`` for a key it lacks.
+# here too. Asked by ``kind_list`` and ``kind_choices_fresh`` (once per call: a form, a
+# filter), and by ``kind_get`` for a key it lacks; never by ``kind_choices``, which a model
+# field reads for every row it shows.
 _SOURCES: list[Callable[[], None]] = []
 
 
@@ -66,8 +68,17 @@ def kind_get(key: str) -> StudyKind:
 
 
 def kind_choices() -> list[tuple[str, str]]:
-    _sources_ask()
+    """The registered kinds as choices, without asking the sources (the model fields' choices,
+    read per row: a rubric kind of another process is registered by the first ``kind_get``
+    of its key, as the study page does)."""
     return [(kind.key, kind.label) for kind in _KINDS.values()]
+
+
+def kind_choices_fresh() -> list[tuple[str, str]]:
+    """Every kind as choices, the sources asked first (a form or filter that must accept a kind
+    created in another process)."""
+    _sources_ask()
+    return kind_choices()
 
 
 @cache

@@ -11,7 +11,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from annotate.kinds import kind_choices
+from annotate.kinds import kind_choices_fresh
 from annotate.links import prolific_entry_url
 from annotate.models import Study
 from annotate.participation.allocation_selectors import study_allocation
@@ -258,7 +258,7 @@ class StudySerializer(serializers.ModelSerializer):
 
 
 class StudyFilter(django_filters.FilterSet):
-    kind = django_filters.ChoiceFilter(choices=kind_choices, help_text="The study's kind.")  # asked per request
+    kind = django_filters.ChoiceFilter(choices=kind_choices_fresh, help_text="The study's kind.")  # asked per request
     status = django_filters.ChoiceFilter(
         choices=[(STATUS_OPEN, "open"), (STATUS_CLOSED, "closed")],
         method="filter_status",

@@ -13,7 +13,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema_field
 from rest_framework import serializers
 
 from annotate import constants as C
-from annotate.kinds import kind_choices
+from annotate.kinds import kind_choices, kind_choices_fresh
 from annotate.models import StudyImport
 from annotate.participation.allocation import POLICY_FIXED, POLICY_LABELS
 from annotate.studies.api_fields import (
@@ -55,7 +55,7 @@ class StudyCreateSerializer(serializers.Serializer):
         # The registry is asked per request: a kind registered after start-up is a valid kind.
         kind_field = self.fields["kind"]
         assert isinstance(kind_field, serializers.ChoiceField)
-        kind_field.choices = kind_choices()
+        kind_field.choices = kind_choices_fresh()
 
     items_file = serializers.FileField(
         required=False,
