@@ -231,6 +231,11 @@ class MiningRun(LiveRunState):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    counters_built = models.BooleanField(
+        default=True,
+        help_text="Its counters (MiningRunCounter) hold every stage result; false for a run made before they "
+        "were kept, until its first read counts them from its rows (mining/run_counters.py).",
+    )
 
     class Meta:
         ordering = ["-id"]
@@ -338,3 +343,45 @@ class StageResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stage} {self.status}"
+
+
+class CounterScope(models.TextChoices):
+    STAGE = "stage", "Stage results"
+    DOCUMENT = "document", "Documents"
+
+
+class MiningRunCounter(models.Model):
+    """Counts kept as a run goes (mining/run_counters.py), changed in the transaction that
+    writes what they count, so that a run's page reads a few hundred rows instead of every
+    stage result (docs/mining.md, "Counts kept as the run goes").
+
+    ``stage`` scope: the stage results of the run's documents of ``topic`` by stage, status
+    and their document's status (the funnel). ``document`` scope: the documents of ``topic``
+    that have stage results, by status (and, rejected ones, the stage and reason code that
+    rejected them), with the sum and the sum of squares of each document's cost (the cost
+    projection)."""
+
+    run = models.ForeignKey(MiningRun, on_delete=models.CASCADE, related_name="counters")
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="+")
+    scope = models.CharField(max_length=10, choices=CounterScope.choices)
+    stage = models.CharField(max_length=40, blank=True)
+    status = models.CharField(max_length=20, blank=True, help_text="The stage result's status (stage scope).")
+    candidate_status = models.CharField(max_length=10, choices=CandidateStatus.choices)
+    reason = models.TextField(blank=True, help_text="A rejected document's reason code (document scope).")
+    n = models.BigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=24, decimal_places=6, default=0)
+    cost_usd_squares = models.DecimalField(
+        max_digits=36, decimal_places=12, default=0, help_text="Sum of each document's cost squared (document scope)."
+    )
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "topic", "scope", "stage", "status", "candidate_status", "reason"],
+                name="mining_run_counter_unique_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} {self.scope} {self.stage} {self.status} {self.candidate_status}: {self.n}"
