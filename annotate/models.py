@@ -13,9 +13,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from annotate import constants as C
-from annotate.kinds import kind_choices
-from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
-from annotate.kinds.constraint_faithfulness.definition import answer_summary
+from annotate.kinds import KindNotInstalled, kind_choices, kind_get
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, answer_summary_default
 from annotate.participation.allocation import POLICY_FIXED, POLICY_LABELS
 from annotate.participation.flags import BROKEN_REASONS, FLAG_BROKEN, FLAGS
 from annotate.review.rules import DECISIONS, REJECTION_CATEGORIES
@@ -417,13 +416,16 @@ class Annotation(models.Model):
 
     @property
     def label(self) -> str:
+        """The answer in one line, as the study's kind summarizes it (``StudyKind.summary``:
+        "has_failure", "choice 2", "rating 4"); "flagged broken" for a broken flag. A kind no
+        longer installed: each answered field with its value."""
         if self.broken:
             return "flagged broken"
-        if self.has_failure is None and "steps_correct" in self.answer:  # constraint faithfulness
-            return answer_summary(self.answer)
-        if self.has_failure is None:  # multiple choice: the chosen option
-            return f"choice {self.answer.get('choice')}"
-        return "has_failure" if self.has_failure else "no_failure"
+        try:
+            kind = kind_get(self.study.kind)
+        except KindNotInstalled:
+            return answer_summary_default(self.answer if isinstance(self.answer, dict) else {})
+        return kind.summary(self.answer)
 
 
 class AnnotationReview(models.Model):

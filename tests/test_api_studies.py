@@ -745,7 +745,10 @@ def test_the_report_gives_the_study_pages_numbers_with_n_and_intervals(world, to
     assert report["median_active_seconds"]["n"] == 4
     assert report["hourly_pay"] == page["progress"]["hourly_pay"]
     assert report["agreement_url"].endswith(f"/api/studies/{study.slug}/agreement/")
-    assert report["choice_results"] is None and report["faithfulness_results"] is None
+    # A critical-failure study's results are its agreement reports: no results of its own, and
+    # no other kind's.
+    assert report["results_name"] is None
+    assert not {"choice_results", "faithfulness_results", "rubric_results"} & set(report)
 
 
 def test_the_report_of_a_multiple_choice_study_is_table_2_with_intervals(token_client, researcher_client):

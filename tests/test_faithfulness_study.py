@@ -712,12 +712,14 @@ def test_the_study_page_shows_the_results_and_the_exports_carry_the_answer(resea
     out = tmp_path / "annotations.jsonl"
     call_command("export_annotations", "--study", study.slug, "--output", str(out))
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 13 and all(r["has_failure"] is None and r["kind"] == "constraint_faithfulness" for r in rows)
+    # The kind's own columns and no other kind's (no has_failure, no choice).
+    assert len(rows) == 13 and all("has_failure" not in r and r["kind"] == "constraint_faithfulness" for r in rows)
+    assert all("choice" not in r and "expected_answer" in r for r in rows)
     m2 = [r for r in rows if r["item_id"] == "m2"]
     assert m2[0]["answer"]["wrong_steps"] == [{"step": 2, "error_types": ["no_constraint"], "other": ""}]
     assert m2[0]["item_source"]["constraint"] == "Vanilla"
     csv_text = b"".join(researcher_client.get(f"/studies/{study.slug}/export.csv").streaming_content).decode()
-    assert csv_text.splitlines()[0].endswith(",answer") and "no_constraint" in csv_text
+    assert csv_text.splitlines()[0].endswith(",answer,expected_answer") and "no_constraint" in csv_text
 
 
 @pytest.mark.django_db

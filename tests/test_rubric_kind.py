@@ -361,11 +361,13 @@ def test_a_rubric_from_a_yaml_file_goes_from_the_api_to_alpha_per_question(resea
             assert status == 200 and body["ok"], body
     assert Annotation.objects.filter(study=study).count() == 12
 
-    # The export: one column per question, after the shared ones (CSV and JSONL alike).
+    # The export: one column per question after the shared ones, then the known answer (CSV and
+    # JSONL alike); no other kind's columns.
     export = researcher_client.get(reverse("annotate:study_export", args=[study.slug, "csv"]))
     table = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
     columns = ["answer.complete", "answer.clear", "answer.audience", "answer.notes", "answer.unsafe_steps"]
-    assert list(table[0])[-5:] == columns
+    assert list(table[0])[-6:] == [*columns, "expected_answer"]
+    assert not {"has_failure", "failures", "choice", "expected_choice", "expected_has_failure"} & set(table[0])
     row = next(r for r in table if r["annotator"] == "a2" and r["item_id"] == "p-4")
     assert [row[c] for c in columns] == ["no", "2", "a hobbyist", "a2 on p-4", "[1, 3]"] or [
         row[c] for c in columns

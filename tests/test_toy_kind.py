@@ -141,7 +141,7 @@ def test_a_toy_kind_goes_from_entry_to_results_without_code_outside_its_package(
         ("p-2", 2, "toy_clarity"),
         ("p-2", 3, "toy_clarity"),
     ]
-    assert all(r["has_failure"] is None for r in rows)
+    assert all("has_failure" not in r and "choice" not in r for r in rows)  # no other kind's columns
 
     # The study page renders the kind's results with its own template.
     detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content.decode()
@@ -153,7 +153,8 @@ def test_a_toy_kind_goes_from_entry_to_results_without_code_outside_its_package(
     report = researcher_client.get(f"/api/studies/{study.slug}/report/").json()
     assert report["kind"] == "toy_clarity"
     assert report["clarity_results"] == {"n_answers": 4, "mean_rating": {"p-1": 4.5, "p-2": 2.5}}
-    assert report["choice_results"] is None and report["faithfulness_results"] is None
+    assert report["results_name"] == "clarity_results"
+    assert not {"choice_results", "faithfulness_results", "rubric_results"} & set(report)  # no other kind's
     assert report["agreement_url"] is None and report["metric_agreement_url"] is None
 
     # The critical-failure dashboards say the kind has no such report.

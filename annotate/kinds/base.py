@@ -7,6 +7,7 @@ renders whatever the registered kind asks for."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -79,6 +80,124 @@ class KnownAnswerItem(Protocol):
     def expected(self) -> Any: ...
 
 
+class ShownItem(KnownAnswerItem, Protocol):
+    """What a kind's ``item_context`` reads of the study item it is given (``StudyItem`` is one):
+    its candidate steps and its source record besides its role and known answer."""
+
+    @property
+    def candidate_steps(self) -> Any: ...
+
+    @property
+    def source(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class AnswerRecord:
+    """What a kind's own export columns read of one stored annotation (the export, the items
+    API and a pilot round's rows build it): the cleaned answer, the has_failure label and the
+    failures the shared submit path stored from it (``answer_label``; None and [] for a kind
+    without), whether the annotator flagged the item broken (no answer then), and the item's
+    gold label when one is adjudicated."""
+
+    answer: dict[str, Any]
+    has_failure: bool | None = None
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    broken: bool = False
+    gold_answer: Any = None
+    gold_has_failure: bool | None = None
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column a kind adds to the export rows (JSONL, CSV) or the items API: its name, the
+    OpenAPI 3.0 schema of one cell (the API schema is built from it) and what it holds."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str
+
+
+@dataclass(frozen=True)
+class AnswerColumn(Column):
+    """A column of an annotation's export row, read from its ``AnswerRecord``."""
+
+    cell: Callable[[AnswerRecord], Any]
+
+
+# -- the hooks, as the shared code calls them (mypy checks each kind's functions against them) --
+
+
+class RecordParser(Protocol):
+    """An input record (one JSONL line) as an item; ``ItemRecordError`` naming the field."""
+
+    def __call__(self, record: dict[str, Any], /) -> ItemSpec: ...
+
+
+class DraftCleaner(Protocol):
+    """What can be kept of a draft (never a refusal), given the item's reference and candidate
+    step counts."""
+
+    def __call__(self, draft: Any, n_reference: int, n_candidate: int, /) -> dict[str, Any]: ...
+
+
+class SubmissionValidator(Protocol):
+    """A submitted answer cleaned, or the problems under their fields."""
+
+    def __call__(
+        self, answer: Any, n_reference: int, n_candidate: int, /
+    ) -> tuple[dict[str, Any] | None, list[FieldError]]: ...
+
+
+class RequiredOpenings(Protocol):
+    def __call__(self, n_reference: int, n_candidate: int, /) -> list[str]: ...
+
+
+class AnswerLabel(Protocol):
+    def __call__(self, cleaned: dict[str, Any], /) -> bool: ...
+
+
+class AnswerCorrect(Protocol):
+    """Whether a cleaned answer matches the known answer of the item it answers (the submit
+    path passes the ``StudyItem``; None: the item has no known answer)."""
+
+    def __call__(self, cleaned: dict[str, Any], item: KnownAnswerItem, /) -> bool | None: ...
+
+
+class ExpectedFromAnswer(Protocol):
+    def __call__(self, cleaned: dict[str, Any], /) -> Any: ...
+
+
+class AnswerSummary(Protocol):
+    """One line of text for a stored answer (the study page, the data manager, the API's
+    ``label``)."""
+
+    def __call__(self, answer: dict[str, Any], /) -> str: ...
+
+
+class ExpectedSummary(Protocol):
+    """One line of text for an item's known answer (``StudyItem.expected``, never None)."""
+
+    def __call__(self, expected: Any, /) -> str: ...
+
+
+class ItemContext(Protocol):
+    def __call__(self, item: ShownItem, /) -> dict[str, Any]: ...
+
+
+# The functions a kind names by dotted path (they read the database, which a definition may not
+# import): ``kind_function_problems`` checks that each resolves and takes these arguments.
+class ResultsFunction(Protocol):
+    """The kind's results for a study (the study page's and the report API's)."""
+
+    def __call__(self, study: Any, /) -> Any: ...
+
+
+class RoundAlphaFunction(Protocol):
+    """The alpha of a pilot round from its rows (``ROUND_ROW_FIELDS`` and the kind's own columns)."""
+
+    def __call__(self, study: Any, rows: list[dict[str, Any]], /) -> dict[str, Any]: ...
+
+
 @dataclass
 class FieldError:
     """A validation message for the annotator: ``field`` says where (``failures[2].description``)."""
@@ -98,10 +217,6 @@ REPORT_CHOICE_TIERS = "choice_tiers"  # the gold and harder tiers as goal-step t
 REPORTS = (REPORT_AGREEMENT, REPORT_METRIC_AGREEMENT, REPORT_CHOICE_TIERS)
 
 
-# The names a known answer has in exports and the items API, one per built-in kind.
-KNOWN_ANSWER_COLUMNS = ("expected_has_failure", "expected_choice", "expected_answer")
-
-
 def _function(path: str | None) -> Callable[..., Any] | None:
     """The function a dotted path names (imported on first use, so a kind's definition stays
     free of Django while its results read the database)."""
@@ -110,6 +225,23 @@ def _function(path: str | None) -> Callable[..., Any] | None:
     module, _, name = path.rpartition(".")
     function: Callable[..., Any] = getattr(import_module(module), name)
     return function
+
+
+def answer_summary_default(answer: dict[str, Any]) -> str:
+    """A kind without its own ``answer_summary``: each answered field with its value
+    (``rating 4``), comments left out; "no answer" when nothing is answered."""
+    parts = [
+        f"{name} {value}"
+        for name, value in answer.items()
+        if name != "comments" and value is not None and value != "" and value != []
+    ]
+    return " · ".join(parts) if parts else "no answer"
+
+
+def expected_summary_default(expected: Any) -> str:
+    if isinstance(expected, dict):
+        return answer_summary_default(expected)
+    return str(expected)
 
 
 @dataclass(frozen=True)
@@ -126,22 +258,27 @@ class StudyKind:
     codebook_path: Path | None
     # The consent and guidelines text a new study starts with (researchers can edit it).
     default_instructions: str
-    parse_record: Callable[[dict[str, Any]], ItemSpec]
-    clean_draft: Callable[[Any, int, int], dict[str, Any]]
-    validate_submission: Callable[[Any, int, int], tuple[dict[str, Any] | None, list[FieldError]]]
+    parse_record: RecordParser
+    clean_draft: DraftCleaner
+    validate_submission: SubmissionValidator
     # Names of the steps the annotator must open before submitting, e.g. ["L1.1", "L2.1"].
-    required_openings: Callable[[int, int], list[str]] = lambda n_reference, n_steps: []
+    required_openings: RequiredOpenings = lambda n_reference, n_steps, /: []
     # The has_failure label of a cleaned answer, for kinds whose answers carry one (None: the
     # kind's annotations store no has_failure).
-    answer_label: Callable[[dict[str, Any]], bool] | None = None
+    answer_label: AnswerLabel | None = None
     # Whether a cleaned answer matches the item's known answer (None from the function: the
     # item has none; None as the hook: the kind never knows). It receives the item itself
     # (KnownAnswerItem: its role and ``expected``), never ``expected`` alone.
-    answer_correct: Callable[[dict[str, Any], KnownAnswerItem], bool | None] | None = None
+    answer_correct: AnswerCorrect | None = None
     # A cleaned answer as the item's known answer (``expected``, the shape ``answer_correct``
     # reads): how a gold label becomes a qualification item's known answer in a later study and
     # how an annotation is checked against the gold label (None: the kind cannot, and says so).
-    expected_from_answer: Callable[[dict[str, Any]], Any] | None = None
+    expected_from_answer: ExpectedFromAnswer | None = None
+    # One line for a stored answer ("has_failure", "choice 2", "rating 4"), shown wherever an
+    # annotation is listed (None: ``answer_summary_default``, each answered field and value).
+    answer_summary: AnswerSummary | None = None
+    # One line for an item's known answer (None: ``expected_summary_default``).
+    expected_summary: ExpectedSummary | None = None
     # Whether a submit needs the "I've read the goal" acknowledgement (Figure 7).
     requires_goal_acknowledgement: bool = False
     # The annotator page: None for the shared one-item page (annotate/item.html with
@@ -155,13 +292,14 @@ class StudyKind:
     shortcuts_template: str | None = None
     # Extra template context of one item (e.g. the parts of a goal to highlight; on a page of
     # items, each item's options), or None.
-    item_context: Callable[[Any], dict[str, Any]] | None = None
-    # The name the known answer has in exports and the items API (KNOWN_ANSWER_COLUMNS; None:
-    # the kind's known answer appears in none of them).
-    expected_column: str | None = None
-    # The kind's own columns of an export row, from a cleaned answer (a rubric: one column per
-    # question, ``answer.<question id>``), after the shared ones (None: none).
-    export_cells: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    item_context: ItemContext | None = None
+    # The column of an item's known answer (``StudyItem.expected`` as it is) in the export rows
+    # and the items API (None: the kind's known answer appears in neither).
+    known_answer_column: Column | None = None
+    # The kind's own columns of an annotation's export row (and of a pilot round's rows), after
+    # the shared ones (annotate/studies/exports.py): critical failure's has_failure and failures,
+    # multiple choice's choice, a rubric's one per question (``answer.<question id>``).
+    answer_columns: tuple[AnswerColumn, ...] = ()
     # The minimum seconds per item of a new study that does not set its own (None: the
     # How2Everything 90 s of annotate/constants.py).
     min_seconds_default: int | None = None
@@ -173,14 +311,18 @@ class StudyKind:
     file_field_names: dict[str, str] = field(default_factory=dict)
     # On a kind's own page (``page_template``): the guidance shown above the items.
     page_guidance: str = ""
-    # The kind's results for a study, as dotted paths of functions taking the study: what the
-    # study page shows (``results_template`` renders it under the name ``results_name``, the
-    # key the report API also answers with), the same with the intervals the API adds, and
-    # the alpha of a pilot round's row. None: the kind has none.
+    # The kind's results for a study, as dotted paths of functions taking the study
+    # (``ResultsFunction``; dotted because they read the database, which a definition may not
+    # import; ``kind_function_problems`` checks them): what the study page shows
+    # (``results_template`` renders it under the name ``results_name``, the key the report API
+    # also answers with), the same with the intervals the API adds, and the alpha of a pilot
+    # round's rows (``RoundAlphaFunction``). None: the kind has none.
     results_function: str | None = None
     api_results_function: str | None = None
     results_template: str | None = None
     results_name: str | None = None
+    # The OpenAPI 3.0 schema of the results (the report API's ``results_name`` property).
+    results_schema: dict[str, Any] | None = None
     round_alpha_function: str | None = None
     # How the study page names a pilot round's alpha (the column's parenthesis, the note under
     # the table), and what the kind's own results hold (the note on a report page that does
@@ -199,16 +341,28 @@ class StudyKind:
         if not self.interface_version:
             object.__setattr__(self, "interface_version", f"{self.key}-ui-1")
 
-    def known_answer_columns(self, expected: Any) -> dict[str, Any]:
-        """The known answer under the export's and the API's names, None in the other kinds' columns."""
-        columns: dict[str, Any] = dict.fromkeys(KNOWN_ANSWER_COLUMNS)
-        if self.expected_column is not None:
-            columns[self.expected_column] = expected
-        return columns
+    def known_answer_cells(self, expected: Any) -> dict[str, Any]:
+        """The item's known answer under the kind's column (empty when the kind has none)."""
+        return {} if self.known_answer_column is None else {self.known_answer_column.name: expected}
 
-    def export_columns(self, answer: dict[str, Any]) -> dict[str, Any]:
-        """The kind's own export columns of an answer (empty when it has none)."""
-        return self.export_cells(answer) if self.export_cells is not None else {}
+    def export_column_names(self) -> tuple[str, ...]:
+        """The kind's own columns of an export row, in order: its answer columns, then its
+        known-answer column."""
+        known = () if self.known_answer_column is None else (self.known_answer_column.name,)
+        return (*(column.name for column in self.answer_columns), *known)
+
+    def answer_cells(self, record: AnswerRecord) -> dict[str, Any]:
+        """The kind's answer columns of one annotation."""
+        return {column.name: column.cell(record) for column in self.answer_columns}
+
+    def summary(self, answer: Any) -> str:
+        """One line for a stored answer (``answer_summary``, or each answered field)."""
+        answer = answer if isinstance(answer, dict) else {}
+        return (self.answer_summary or answer_summary_default)(answer)
+
+    def known_answer_summary(self, expected: Any) -> str | None:
+        """One line for an item's known answer (None when it has none)."""
+        return None if expected is None else (self.expected_summary or expected_summary_default)(expected)
 
     def has_failure(self, cleaned: dict[str, Any]) -> bool | None:
         """The has_failure label an annotation stores (None for kinds without one)."""
@@ -239,3 +393,38 @@ class StudyKind:
 
     def has_report(self, report: str) -> bool:
         return report in self.reports
+
+
+# What each dotted function of a kind is called with: the study, and a round's rows.
+_DOTTED_FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "results_function": ("study",),
+    "api_results_function": ("study",),
+    "round_alpha_function": ("study", "rows"),
+}
+
+
+def kind_function_problems(kind: StudyKind) -> list[str]:
+    """What is wrong with a kind's dotted functions: a path that does not import, a name that
+    is not callable, or a function that cannot be called as the shared code calls it
+    (``ResultsFunction``: the study; ``RoundAlphaFunction``: the study and the rows). Empty:
+    every path resolves and matches."""
+    problems = []
+    for attribute, arguments in _DOTTED_FUNCTIONS.items():
+        path = getattr(kind, attribute)
+        if path is None:
+            continue
+        try:
+            function = _function(path)
+        except (ImportError, AttributeError, ValueError) as exc:
+            problems.append(f"{kind.key}.{attribute} = {path!r} does not resolve: {exc}")
+            continue
+        if not callable(function):
+            problems.append(f"{kind.key}.{attribute} = {path!r} is not callable")
+            continue
+        try:
+            inspect.signature(function).bind(*arguments)
+        except TypeError as exc:
+            problems.append(f"{kind.key}.{attribute} = {path!r} cannot be called with ({', '.join(arguments)}): {exc}")
+    if kind.results_name is not None and kind.results_function is None:
+        problems.append(f"{kind.key}.results_name is set but results_function is not")
+    return problems

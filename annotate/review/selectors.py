@@ -51,7 +51,7 @@ def review_list(study: Study, *, status: str = "", item: StudyItem | None = None
     """The study's main-pool annotations by real participants, as the review page and the API
     list them (item by item, oldest first): all, the unreviewed ones, or those whose latest
     decision is ``status``."""
-    qs = annotation_list(study).filter(source=ROLE_MAIN).select_related("item", "annotator")
+    qs = annotation_list(study).filter(source=ROLE_MAIN).select_related("item", "annotator", "study")
     if status == REVIEW_UNREVIEWED:
         qs = qs.filter(review="")
     elif status:

@@ -115,7 +115,7 @@ def _item_context(slug: str, item_id: str) -> dict[str, Any]:
     kind = kind_get(study.kind)
     annotations = list(
         Annotation.objects.filter(item=item, is_test=False)
-        .select_related("annotator")
+        .select_related("annotator", "study")  # the study's kind summarizes each answer (label)
         .prefetch_related("reviews__reviewer")
         .order_by("submitted_at", "pk")
     )

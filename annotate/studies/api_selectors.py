@@ -141,7 +141,7 @@ def study_annotation_api_list(study: Study, *, include_test: bool = False) -> Qu
     test participants' only with ``include_test``."""
     return (
         annotation_list(study, include_test=include_test)
-        .select_related("item", "annotator", "participation")
+        .select_related("item", "annotator", "participation", "study")
         .order_by("submitted_at", "pk")
     )
 

@@ -417,7 +417,7 @@ def data_page(study: Study, query: DataQuery) -> DataPage:
     answers: dict[int, list[Annotation]] = {i.pk: [] for i in items}
     for a in (
         Annotation.objects.filter(item__in=list(answers), is_test=False)
-        .select_related("annotator")
+        .select_related("annotator", "study")  # the study's kind summarizes each answer (label)
         .order_by("submitted_at", "pk")
     ):
         answers[a.item_id].append(a)

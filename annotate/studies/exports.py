@@ -7,7 +7,6 @@ so a failed export never leaves a partial file."""
 from __future__ import annotations
 
 import io
-import itertools
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -16,16 +15,18 @@ from typing import Any
 from django.db.models import QuerySet
 
 from annotate.kinds import kind_get
-from annotate.kinds.base import StudyKind
+from annotate.kinds.base import AnswerRecord, StudyKind
 from annotate.models import Annotation, GoldLabel, Study, StudyItem
 from core.csv_cells import csv_writer
 from core.record_files import atomic_output
 
+# The columns every study's rows have, whatever its kind; the kind's own columns follow them
+# (``StudyKind.export_column_names``: critical failure's has_failure, failures,
+# gold_has_failure and expected_has_failure; multiple choice's choice and expected_choice; a
+# rubric's answer.<question id> and expected_answer; ...).
 EXPORT_FIELDS = (
     "item_id",
     "annotator",
-    "has_failure",
-    "failures",
     "comments",
     "study",
     "round",
@@ -44,9 +45,6 @@ EXPORT_FIELDS = (
     "surplus",
     "late",
     "correct",
-    "expected_has_failure",
-    "choice",
-    "expected_choice",
     "kind",
     "topic",
     "l1_hash",
@@ -67,11 +65,27 @@ EXPORT_FIELDS = (
     "reviewed_at",
     "submitted_answer",
     "gold_answer",
-    "gold_has_failure",
     "gold_note",
     "is_test",
     "answer",
 )
+
+
+def export_fields(kind: StudyKind) -> tuple[str, ...]:
+    """The columns of a study's export rows: the shared ones, then its kind's own."""
+    return (*EXPORT_FIELDS, *kind.export_column_names())
+
+
+class ExportRows(Iterator[dict[str, Any]]):
+    """The export rows of one study (an iterator of dicts) with their columns (``fields``), so
+    a CSV header is right even when there is no row."""
+
+    def __init__(self, fields: tuple[str, ...], rows: Iterator[dict[str, Any]]):
+        self.fields = fields
+        self._rows = rows
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self._rows)
 
 
 def annotation_list(study: Study, *, include_test: bool = False) -> QuerySet[Annotation]:
@@ -83,7 +97,7 @@ def annotation_list(study: Study, *, include_test: bool = False) -> QuerySet[Ann
 
 def annotation_export_rows(
     study: Study, *, include_test: bool = False, items: QuerySet[StudyItem] | None = None
-) -> Iterator[dict[str, Any]]:
+) -> ExportRows:
     """One dict per annotation in the export shape (the agreement report's input), oldest first;
     a test participant's annotations only with ``include_test`` (marked ``is_test``); only the
     annotations of ``items`` when given (the data manager's "export the selection"). The
@@ -94,7 +108,7 @@ def annotation_export_rows(
     if items is not None:
         qs = qs.filter(item__in=items.values("pk"))
     qs = qs.select_related("item", "annotator", "participation", "study").order_by("submitted_at", "pk")
-    return _export_rows(study, kind, qs)
+    return ExportRows(export_fields(kind), _export_rows(study, kind, qs))
 
 
 def _export_rows(study: Study, kind: StudyKind, qs: QuerySet[Annotation]) -> Iterator[dict[str, Any]]:
@@ -102,16 +116,18 @@ def _export_rows(study: Study, kind: StudyKind, qs: QuerySet[Annotation]) -> Ite
         g.item_id: g for g in GoldLabel.objects.filter(study=study).only("item_id", "answer", "has_failure", "note")
     }
     for a in qs.iterator(chunk_size=1000):
-        known = kind.known_answer_columns(a.item.expected)  # the kind's known answer under its column's name
         gold = golds.get(a.item_id)
+        record = AnswerRecord(
+            answer=a.answer if isinstance(a.answer, dict) else {},
+            has_failure=a.has_failure,
+            failures=a.failures,
+            broken=a.broken,
+            gold_answer=gold.answer if gold else None,
+            gold_has_failure=gold.has_failure if gold else None,
+        )
         yield {
             "item_id": a.item.item_id,
             "annotator": a.annotator.pid,
-            "has_failure": a.has_failure,
-            "failures": [
-                {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
-                for f in a.failures
-            ],
             "comments": a.comments,
             "study": study.slug,
             "round": study.round,
@@ -128,9 +144,6 @@ def _export_rows(study: Study, kind: StudyKind, qs: QuerySet[Annotation]) -> Ite
             "surplus": a.surplus,
             "late": a.late,
             "correct": a.correct,
-            "expected_has_failure": known["expected_has_failure"],
-            "choice": a.answer.get("choice") if a.has_failure is None and not a.broken else None,
-            "expected_choice": known["expected_choice"],
             "kind": study.kind,
             "topic": a.item.topic,
             "l1_hash": a.l1_hash,
@@ -146,23 +159,22 @@ def _export_rows(study: Study, kind: StudyKind, qs: QuerySet[Annotation]) -> Ite
             # with it, the positions of their checks can be drawn again.
             "attention_seed": a.participation.attention_seed,
             "item_source": a.item.source,
-            # The kind's whole cleaned answer (constraint faithfulness: the three answers and
-            # the wrong steps with their error types; has_failure is null there).
+            # The kind's whole cleaned answer (its own columns below take parts of it).
             "answer": a.answer,
             # A test participant's annotation (only in an export asked for with include_test).
             "is_test": a.is_test,
             "review": a.review,
             "reviewed_at": a.reviewed_at.isoformat() if a.reviewed_at else None,
             "submitted_answer": a.submitted_answer,
-            "gold_answer": gold.answer if gold else None,
-            "gold_has_failure": gold.has_failure if gold else None,
+            "gold_answer": record.gold_answer,
             "gold_note": gold.note if gold else None,
-            # The kind's own columns (a rubric's: one per question), after the shared ones.
-            **kind.export_columns(a.answer if isinstance(a.answer, dict) else {}),
+            # The kind's own columns (StudyKind.answer_columns, then its known-answer column).
+            **kind.answer_cells(record),
+            **kind.known_answer_cells(a.item.expected),
         }
 
 
-JSON_CELLS = {"failures", "steps_opened", "click_log", "item_source", "answer", "submitted_answer", "gold_answer"}
+JSON_CELLS = {"steps_opened", "click_log", "item_source", "answer", "submitted_answer", "gold_answer"}
 
 
 def annotation_export(*, study: Study, output: str | Path, include_test: bool = False) -> int:
@@ -178,7 +190,7 @@ def annotation_export(*, study: Study, output: str | Path, include_test: bool = 
 
 
 def _csv_cell(name: str, value: Any) -> Any:
-    if name in JSON_CELLS:
+    if name in JSON_CELLS or isinstance(value, (list, dict)):
         return json.dumps(value, ensure_ascii=False)
     if value is None:
         return ""
@@ -186,20 +198,16 @@ def _csv_cell(name: str, value: Any) -> Any:
 
 
 def annotation_csv_lines(rows: Iterable[dict[str, Any]]) -> Iterator[str]:
-    """CSV text, one chunk per row (for a streaming HTTP response); list cells are JSON, and no
-    cell starts a formula (core/csv_cells.py). The header is the shared fields and then the
-    kind's own columns, read from the first row."""
-    remaining = iter(rows)
-    first = next(remaining, None)
-    # The kind's own columns (every row of one study has the same) follow the shared ones.
-    fields = (*EXPORT_FIELDS, *(name for name in (first or {}) if name not in EXPORT_FIELDS))
+    """CSV text, one chunk per row (for a streaming HTTP response); list and object cells are
+    JSON, and no cell starts a formula (core/csv_cells.py). The header is the rows' columns
+    (``ExportRows.fields``: the shared ones, then the study's kind's own; other rows: the
+    shared ones)."""
+    fields = rows.fields if isinstance(rows, ExportRows) else EXPORT_FIELDS
     buffer = io.StringIO()
     writer = csv_writer(buffer)
     writer.writerow(fields)
     yield buffer.getvalue()
-    if first is None:
-        return
-    for row in itertools.chain([first], remaining):
+    for row in rows:
         buffer.seek(0)
         buffer.truncate()
         writer.writerow([_csv_cell(name, row.get(name)) for name in fields])

@@ -19,6 +19,7 @@ from annotate.kinds import kind_get
 from annotate.kinds.base import ROLE_MAIN
 from annotate.models import Annotation, ItemRole, Study, StudyItem
 from annotate.participation.flags import FLAGS
+from annotate.studies import kind_schema  # noqa: F401  (the kinds' parts of the schema)
 from annotate.studies.api_fields import (
     EXPORT_FORMATS,
     INCLUDE_TEST,
@@ -87,10 +88,8 @@ class StudyItemSerializer(serializers.ModelSerializer):
     n_reserved = serializers.IntegerField(help_text="Reservations held now")
     k = serializers.SerializerMethodField()
     done = serializers.SerializerMethodField(help_text="Main pool: k slots filled; null for check and gold items")
-    # The item's known answer under the name its kind gives it (null in the other kinds' fields).
-    expected_has_failure = serializers.SerializerMethodField(help_text="Critical failure: the known has_failure")
-    expected_choice = serializers.SerializerMethodField(help_text="Multiple choice: the label's 0-based index")
-    expected_answer = serializers.SerializerMethodField(help_text="Constraint faithfulness: known answers by question")
+    # The item's known answer is added under its kind's column (``to_representation``; the
+    # schema lists every registered kind's: annotate/studies/kind_schema.py).
 
     class Meta:
         model = StudyItem
@@ -102,9 +101,6 @@ class StudyItemSerializer(serializers.ModelSerializer):
             "goal",
             "reference_steps",
             "candidate_steps",
-            "expected_has_failure",
-            "expected_choice",
-            "expected_answer",
             "explanation",
             "source",
             "l1_hash",
@@ -126,17 +122,11 @@ class StudyItemSerializer(serializers.ModelSerializer):
     def get_done(self, item: CountedItem) -> bool | None:  # an item of ``study_item_api_list``
         return item.n_filled >= self.context["k"] if item.role == ROLE_MAIN else None
 
-    @extend_schema_field(serializers.BooleanField(allow_null=True))
-    def get_expected_has_failure(self, item: StudyItem) -> Any:
-        return self.context["kind"].known_answer_columns(item.expected)["expected_has_failure"]
-
-    @extend_schema_field(serializers.IntegerField(allow_null=True))
-    def get_expected_choice(self, item: StudyItem) -> Any:
-        return self.context["kind"].known_answer_columns(item.expected)["expected_choice"]
-
-    @extend_schema_field(serializers.DictField(allow_null=True))
-    def get_expected_answer(self, item: StudyItem) -> Any:
-        return self.context["kind"].known_answer_columns(item.expected)["expected_answer"]
+    def to_representation(self, instance: StudyItem) -> dict[str, Any]:
+        """The shared fields, then the item's known answer under its kind's column."""
+        data: dict[str, Any] = super().to_representation(instance)
+        data.update(self.context["kind"].known_answer_cells(instance.expected))
+        return data
 
 
 class StudyItemListView(StudyScoped, generics.ListAPIView):
@@ -271,7 +261,8 @@ class AnnotationSerializer(serializers.ModelSerializer):
     # A declared field: DRF's serializer metaclass takes it off the class, so it does not replace
     # Field.label (the stubs cannot say so).
     label = serializers.CharField(  # type: ignore[assignment]
-        help_text="has_failure / no_failure, 'choice N', or the faithfulness answers"
+        help_text="The answer in one line as its study's kind summarizes it (has_failure / no_failure, "
+        "'choice N', 'rating 4', ...), or 'flagged broken'"
     )
 
     class Meta:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from django.utils import timezone
 
 from annotate import constants as C
 from annotate.kinds import kind_get
-from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, AnswerRecord
 from annotate.models import (
     FINISHED_STATES,
     Annotation,
@@ -91,6 +92,14 @@ def annotations_counted(queryset: QuerySet[Annotation]) -> QuerySet[Annotation]:
     for flag in LEFT_OUT_FLAGS:
         left_out |= LEFT_OUT_WHERE[flag]
     return queryset.exclude(left_out)
+
+
+def study_annotations_counted(studies: Study | Iterable[Study]) -> QuerySet[Annotation]:
+    """What a study's results count (every kind's results read it): its main-pool annotations
+    that are not a test participant's and count (``annotations_counted``), of one study or of
+    several."""
+    scope = Q(study=studies) if isinstance(studies, Study) else Q(study__in=studies)
+    return annotations_counted(Annotation.objects.filter(scope, source=ROLE_MAIN, is_test=False))
 
 
 def _median(values: list[float]) -> float | None:
@@ -331,11 +340,19 @@ def study_items_page(study: Study, *, page: Any = 1, per_page: int = STUDY_PAGE_
     annotations: dict[int, list[Annotation]] = defaultdict(list)
     for a in (
         Annotation.objects.filter(item__in=[i.pk for i in items])
-        .select_related("annotator")
+        .select_related("annotator", "study")  # the study's kind summarizes each answer (label)
         .order_by("submitted_at", "pk")
     ):
         annotations[a.item_id].append(a)
-    return {"page": current, "rows": [{"item": item, "annotations": annotations[item.pk]} for item in items]}
+    kind = kind_get(study.kind)
+    return {
+        "page": current,
+        "rows": [
+            # ``expected``: the item's known answer in one line, as its kind says it (None: none)
+            {"item": item, "annotations": annotations[item.pk], "expected": kind.known_answer_summary(item.expected)}
+            for item in items
+        ],
+    }
 
 
 # The study page's round alphas are kept (in Django's cache) with the state of the round's
@@ -418,30 +435,52 @@ def _round_summary(round_study: Study) -> dict[str, Any]:
     return {**summary, "study": round_study}
 
 
+# What every pilot round's row has, whatever the kind (the kind's own columns join them).
+ROUND_ROW_FIELDS = ("item_id", "annotator", "excluded", "surplus", "source", "flag")
+
+
 def _round_rows(study: Study) -> list[dict[str, Any]]:
     """The round's annotations (test participants' aside, as the agreement report reads them)
-    with the export's fields that its alpha reads (item_id, annotator, has_failure, failures,
-    excluded, surplus, source), read as plain values. A qualification or attention-check
-    answer counts as excluded (``parse_annotation_record``), so it never enters alpha."""
-    fields = ("item__item_id", "annotator__pid", "has_failure", "failures", "excluded", "surplus", "source", "flag")
+    in the export's shape that its alpha reads: ``ROUND_ROW_FIELDS`` and the study's kind's
+    own answer columns (``StudyKind.answer_cells``: critical failure's has_failure and
+    failures, multiple choice's choice, ...), read as plain values. A qualification or
+    attention-check answer counts as excluded (``parse_annotation_record``), so it never
+    enters alpha."""
+    kind = kind_get(study.kind)
+    fields = (
+        "item__item_id",
+        "annotator__pid",
+        "has_failure",
+        "failures",
+        "answer",
+        "excluded",
+        "surplus",
+        "source",
+        "flag",
+    )
     rows = Annotation.objects.filter(study=study, is_test=False).order_by("submitted_at", "pk").values_list(*fields)
     return [
         {
             "item_id": item_id,
             "annotator": pid,
-            "has_failure": has_failure,
             # A qualification or attention-check answer is left out as excluded, as in the report.
             "excluded": excluded or source != ROLE_MAIN,
             "surplus": surplus,
             "source": source,
             # "broken": left out as the report leaves it out (parse_annotation_record)
             "flag": flag,
-            "failures": [
-                {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]}
-                for f in failures
-            ],
+            **kind.answer_cells(
+                AnswerRecord(
+                    answer=answer if isinstance(answer, dict) else {},
+                    has_failure=has_failure,
+                    failures=failures,
+                    broken=flag == FLAG_BROKEN,
+                )
+            ),
         }
-        for item_id, pid, has_failure, failures, excluded, surplus, source, flag in rows.iterator(chunk_size=2000)
+        for item_id, pid, has_failure, failures, answer, excluded, surplus, source, flag in rows.iterator(
+            chunk_size=2000
+        )
     ]
 
 

@@ -32,6 +32,7 @@ from annotate.constants import FAITHFULNESS_MIN_SECONDS_DEFAULT, MAX_TEXT_LENGTH
 from annotate.kinds.base import (
     ROLE_ATTENTION,
     ROLE_QUALIFICATION,
+    Column,
     FieldError,
     ItemRecordError,
     ItemSpec,
@@ -439,6 +440,38 @@ def required_openings(n_reference: int, n_steps: int) -> list[str]:
     return []
 
 
+def expected_summary(expected: Any) -> str:
+    """A known answer: the questions it knows, as the study page's summary names them."""
+    return " · ".join(f"{QUESTION_SHORT.get(q, q)}: {ANSWER_LABELS.get(v, v)}" for q, v in expected.items())
+
+
+KNOWN_ANSWER_COLUMN = Column(
+    "expected_answer",
+    {"type": "object", "nullable": True, "additionalProperties": {"type": "string", "enum": list(ANSWERS)}},
+    "An attention-check or qualification item's known answers by question",
+)
+_OBJECT = {"type": "object"}
+RESULTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Fleiss' kappa and Krippendorff's alpha per question (bootstrap intervals), accuracy per "
+    "constraint type (Wilson intervals) and error types (CoScript, Yuan et al. 2023)",
+    "properties": {
+        "k": {"type": "integer"},
+        "items": {"type": "integer"},
+        "complete_items": {"type": "integer"},
+        "answers": {"type": "integer"},
+        "answers_with_wrong_steps": {"type": "integer"},
+        "questions": {"type": "object", "additionalProperties": _OBJECT, "description": "By question key"},
+        "accuracy": {"type": "object", "additionalProperties": _OBJECT, "description": "By constraint type"},
+        "accuracy_columns": {"type": "array", "items": {"type": "string"}},
+        "accuracy_table": {"type": "array", "items": _OBJECT},
+        "error_types": {"type": "object", "additionalProperties": _OBJECT, "description": "By error type"},
+        "paper_fleiss_kappa": _OBJECT,
+    },
+    "required": ["k", "items", "complete_items", "answers", "questions", "accuracy"],
+}
+
+
 # The note under the study page's table of pilot rounds.
 ROUND_ALPHA_NOTE = (
     "Nominal Krippendorff's α over the Yes / No / Not sure answers to question 3 (“Are the steps "
@@ -463,13 +496,16 @@ KIND = StudyKind(
     shortcuts_template="annotate/kinds/constraint_faithfulness_shortcuts.html",
     item_context=item_context,
     min_seconds_default=FAITHFULNESS_MIN_SECONDS_DEFAULT,
-    expected_column="expected_answer",
+    answer_summary=answer_summary,
+    expected_summary=expected_summary,
+    known_answer_column=KNOWN_ANSWER_COLUMN,
     typical_seconds_per_item=180,  # CoScript's "$6/hour for 20 samples" (Ethics): three minutes each
     file_field_names={"item_id": "id", "goal": "specific_goal", "candidate_steps": "steps"},
     results_function="annotate.kinds.constraint_faithfulness.study_results.faithfulness_study_results",
     api_results_function="annotate.kinds.constraint_faithfulness.study_results.faithfulness_results_with_intervals",
     results_template="annotate/kinds/constraint_faithfulness_results.html",
     results_name="faithfulness_results",
+    results_schema=RESULTS_SCHEMA,
     round_alpha_function="annotate.kinds.constraint_faithfulness.study_results.round_alpha",
     round_alpha_label="nominal, question 3: steps correct",
     round_alpha_note=ROUND_ALPHA_NOTE,

@@ -10,8 +10,8 @@ from typing import Any
 
 from annotate.kinds.base import ROLE_MAIN
 from annotate.kinds.constraint_faithfulness.results import FaithfulnessItem, question_alpha, study_results
-from annotate.models import Annotation, Study, StudyItem
-from annotate.studies.selectors import annotations_counted
+from annotate.models import Study, StudyItem
+from annotate.studies.selectors import study_annotations_counted
 
 
 def faithfulness_items(study: Study) -> list[FaithfulnessItem]:
@@ -19,11 +19,7 @@ def faithfulness_items(study: Study) -> list[FaithfulnessItem]:
     submitted, not excluded (failed attention checks), not surplus and not flagged broken
     (``annotations_counted``), in submission order."""
     answers: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    rows = (
-        annotations_counted(Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False))
-        .order_by("submitted_at", "pk")
-        .values_list("item_id", "answer")
-    )
+    rows = study_annotations_counted(study).order_by("submitted_at", "pk").values_list("item_id", "answer")
     for item_pk, answer in rows:
         answers[item_pk].append(answer)
     items = StudyItem.objects.filter(study=study, role=ROLE_MAIN).order_by("position")

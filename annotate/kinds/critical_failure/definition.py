@@ -16,6 +16,9 @@ from annotate.kinds.base import (
     ROLE_ATTENTION,
     ROLE_MAIN,
     ROLE_QUALIFICATION,
+    AnswerColumn,
+    AnswerRecord,
+    Column,
     FieldError,
     ItemRecordError,
     ItemSpec,
@@ -287,6 +290,57 @@ def required_openings(n_l1: int, n_l2: int) -> list[str]:
     return [f"L1.{i}" for i in range(1, n_l1 + 1)] + [f"L2.{i}" for i in range(1, n_l2 + 1)]
 
 
+def answer_summary(answer: dict[str, Any]) -> str:
+    """The label of a stored answer: has_failure or no_failure."""
+    return "has_failure" if answer.get("has_failure") else "no_failure"
+
+
+def expected_summary(expected: Any) -> str:
+    return "has_failure" if expected else "no_failure"
+
+
+def _failures(record: AnswerRecord) -> list[dict[str, Any]]:
+    return [
+        {"description": f["description"], "L1_steps": f["L1_steps"], "L2_steps": f["L2_steps"]} for f in record.failures
+    ]
+
+
+_NULLABLE_BOOLEAN = {"type": "boolean", "nullable": True}
+_STEPS = {"type": "array", "items": {"type": "integer", "minimum": 1}}
+# The columns every critical-failure export has carried (the agreement report reads them back:
+# annotate/stats/records.py), in their order.
+ANSWER_COLUMNS = (
+    AnswerColumn(
+        "has_failure",
+        _NULLABLE_BOOLEAN,
+        "The annotator's label (null: the item was flagged broken)",
+        lambda record: record.has_failure,
+    ),
+    AnswerColumn(
+        "failures",
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"description": {"type": "string"}, "L1_steps": _STEPS, "L2_steps": _STEPS},
+                "required": ["description", "L1_steps", "L2_steps"],
+            },
+        },
+        "Each critical failure with its description and linked L1 and L2 steps (numbered from 1)",
+        _failures,
+    ),
+    AnswerColumn(
+        "gold_has_failure",
+        _NULLABLE_BOOLEAN,
+        "The item's gold label's has_failure (null: no gold label)",
+        lambda record: record.gold_has_failure,
+    ),
+)
+KNOWN_ANSWER_COLUMN = Column(
+    "expected_has_failure", _NULLABLE_BOOLEAN, "An attention-check or qualification item's known has_failure"
+)
+
+
 # The note under the study page's table of pilot rounds.
 ROUND_ALPHA_NOTE = (
     "Binary Krippendorff's α over has_failure, with its 95% bootstrap interval over the n items "
@@ -310,7 +364,10 @@ KIND = StudyKind(
     required_openings=required_openings,
     requires_goal_acknowledgement=True,
     typical_seconds_per_item=90,  # the middle of App. C.1's "Aim to spend 1-2 minutes per instance"
-    expected_column="expected_has_failure",
+    answer_summary=answer_summary,
+    expected_summary=expected_summary,
+    known_answer_column=KNOWN_ANSWER_COLUMN,
+    answer_columns=ANSWER_COLUMNS,
     item_script="annotate/critical_failure.js",
     shortcuts_template="annotate/kinds/critical_failure_shortcuts.html",
     round_alpha_function="annotate.kinds.critical_failure.study_results.round_alpha",

@@ -22,6 +22,8 @@ from annotate.kinds.base import (
     ROLE_ATTENTION,
     ROLE_MAIN,
     ROLE_QUALIFICATION,
+    AnswerColumn,
+    Column,
     FieldError,
     ItemRecordError,
     ItemSpec,
@@ -191,6 +193,53 @@ def required_openings(n_reference: int, n_candidates: int) -> list[str]:
     return []
 
 
+def answer_summary(answer: dict[str, Any]) -> str:
+    """The chosen option: its 0-based index, or the extra option's name."""
+    return f"choice {answer.get('choice')}"
+
+
+def expected_summary(expected: Any) -> str:
+    return f"choice {expected}"
+
+
+_OPTION = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}], "nullable": True}
+ANSWER_COLUMNS = (
+    AnswerColumn(
+        "choice",
+        _OPTION,
+        "The chosen option: a candidate's 0-based index, or none / neutral (null: flagged broken)",
+        lambda record: None if record.broken else record.answer.get("choice"),
+    ),
+)
+KNOWN_ANSWER_COLUMN = Column("expected_choice", _OPTION, "The item's label: the right candidate's 0-based index")
+
+_ESTIMATE = {"type": "object", "nullable": True, "description": "A share with its n and 95% Wilson interval"}
+RESULTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Table 2 of Zhang et al. 2020 per task (the key): yield and human accuracy with their n and "
+    "95% Wilson interval, nominal alpha with its n and 95% bootstrap interval, the gold and harder tiers",
+    "additionalProperties": {
+        "type": "object",
+        "properties": {
+            "items": {"type": "integer"},
+            "complete_items": {"type": "integer"},
+            "k": {"type": "integer"},
+            "by_correct": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "yield": {"type": "number", "nullable": True},
+            "gold": {"type": "array", "items": {"type": "string"}},
+            "harder": {"type": "array", "items": {"type": "string"}},
+            "yield_estimate": _ESTIMATE,
+            "alpha": {"type": "number", "nullable": True},
+            "alpha_n": {"type": "integer", "nullable": True},
+            "answers": {"type": "integer"},
+            "human_accuracy": {"type": "number", "nullable": True},
+            "human_accuracy_estimate": _ESTIMATE,
+        },
+        "required": ["items", "complete_items", "k", "by_correct", "yield", "gold", "harder", "answers"],
+    },
+}
+
+
 # The note under the study page's table of pilot rounds.
 ROUND_ALPHA_NOTE = (
     "Nominal Krippendorff's α over the options annotators chose (a candidate, none of the above, "
@@ -212,7 +261,10 @@ KIND = StudyKind(
     expected_from_answer=expected_from_answer,
     page_template="annotate/kinds/multiple_choice_page.html",
     page_guidance=GUIDANCE,
-    expected_column="expected_choice",
+    answer_summary=answer_summary,
+    expected_summary=expected_summary,
+    known_answer_column=KNOWN_ANSWER_COLUMN,
+    answer_columns=ANSWER_COLUMNS,
     typical_seconds_per_item=20,  # Zhang et al. 2020 §3.4: 5 minutes for 15 examples
     file_field_names={"item_id": "id", "goal": "prompt", "candidate_steps": "candidates", "expected": "label"},
     item_context=item_context,
@@ -220,6 +272,7 @@ KIND = StudyKind(
     api_results_function="annotate.kinds.multiple_choice.study_results.choice_results_with_intervals",
     results_template="annotate/kinds/multiple_choice_results.html",
     results_name="choice_results",
+    results_schema=RESULTS_SCHEMA,
     round_alpha_function="annotate.kinds.multiple_choice.study_results.round_alpha",
     round_alpha_label="nominal, over the options",
     round_alpha_note=ROUND_ALPHA_NOTE,

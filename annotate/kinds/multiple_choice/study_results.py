@@ -16,10 +16,10 @@ from django.db.models import QuerySet
 from annotate.kinds.base import ROLE_MAIN
 from annotate.kinds.multiple_choice.definition import KEY as MULTIPLE_CHOICE
 from annotate.kinds.multiple_choice.results import ChoiceItem, study_results
-from annotate.models import Annotation, Study, StudyItem
+from annotate.models import Study, StudyItem
 from annotate.stats.alpha import ALPHA_KEYS
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP
-from annotate.studies.selectors import annotations_counted
+from annotate.studies.selectors import study_annotations_counted
 from core.record_files import atomic_output
 
 
@@ -28,11 +28,7 @@ def choice_items(studies: QuerySet[Study] | list[Study]) -> list[ChoiceItem]:
     not excluded (failed attention checks), not surplus and not flagged broken
     (``annotations_counted``), in submission order."""
     answers: dict[int, list] = defaultdict(list)
-    rows = (
-        annotations_counted(Annotation.objects.filter(study__in=studies, source=ROLE_MAIN, is_test=False))
-        .order_by("submitted_at", "pk")
-        .values_list("item_id", "answer")
-    )
+    rows = study_annotations_counted(studies).order_by("submitted_at", "pk").values_list("item_id", "answer")
     for item_pk, answer in rows:
         answers[item_pk].append(answer.get("choice"))
     items = StudyItem.objects.filter(study__in=studies, role=ROLE_MAIN).order_by("study_id", "position")

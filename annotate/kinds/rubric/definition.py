@@ -16,6 +16,9 @@ from annotate.kinds.base import (
     ROLE_MAIN,
     ROLE_QUALIFICATION,
     ROLES,
+    AnswerColumn,
+    AnswerRecord,
+    Column,
     FieldError,
     ItemRecordError,
     ItemSpec,
@@ -25,6 +28,10 @@ from annotate.kinds.base import (
 )
 from annotate.kinds.rubric.schema import (
     FREE_TEXT,
+    LIKERT,
+    STEP_LINKS,
+    YES_NO,
+    Question,
     Rubric,
     RubricError,
     answer_check,
@@ -161,8 +168,65 @@ def export_column(question_id: str) -> str:
     return f"answer.{question_id}"
 
 
-def _export_cells(rubric: Rubric, answer: dict[str, Any]) -> dict[str, Any]:
-    return {export_column(q.id): answer.get(q.id) for q in rubric.questions}
+def _cell_schema(question: Question) -> dict[str, Any]:
+    """The OpenAPI schema of one question's value (null: unanswered)."""
+    if question.type == YES_NO:
+        return {"type": "string", "enum": ["yes", "no"], "nullable": True}
+    if question.type == LIKERT:
+        return {"type": "integer", "nullable": True}
+    if question.type == STEP_LINKS:
+        return {"type": "array", "items": {"type": "integer", "minimum": 1}, "nullable": True}
+    return {"type": "string", "nullable": True}
+
+
+def _answer_column(question: Question) -> AnswerColumn:
+    def cell(record: AnswerRecord) -> Any:
+        return record.answer.get(question.id)
+
+    return AnswerColumn(export_column(question.id), _cell_schema(question), f"The answer to {question.id!r}", cell)
+
+
+def answer_summary(rubric: Rubric, answer: dict[str, Any]) -> str:
+    """Each answered question with its value (free text left out), in the rubric's order."""
+    parts = [f"{q.id} {answer[q.id]}" for q in rubric.questions if q.type != FREE_TEXT and answer.get(q.id) is not None]
+    return " · ".join(parts) if parts else "no answer"
+
+
+KNOWN_ANSWER_COLUMN = Column(
+    "expected_answer",
+    {"type": "object", "nullable": True},
+    "An attention-check or qualification item's known answers by question id",
+)
+# What every rubric kind's results are (results.py, ``rubric_results``): the generic shape.
+RESULTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A rubric's kind: Krippendorff's alpha per question with its level of measurement "
+    "(nominal, ordinal; none for free text), n and 95% interval",
+    "properties": {
+        "rubric": {"type": "string"},
+        "n_answers": {"type": "integer"},
+        "n_items": {"type": "integer"},
+        "questions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "type": {"type": "string"},
+                    "prompt": {"type": "string"},
+                    "n_answers": {"type": "integer"},
+                    "level": {"type": "string", "enum": ["nominal", "ordinal"], "nullable": True},
+                    "alpha": {"type": "number", "nullable": True},
+                    "alpha_ci95": {"type": "array", "items": {"type": "number"}, "nullable": True},
+                    "alpha_n": {"type": "integer", "nullable": True},
+                    "not_computed": {"type": "string", "nullable": True},
+                },
+                "required": ["id", "type", "prompt", "n_answers", "level", "alpha", "not_computed"],
+            },
+        },
+    },
+    "required": ["rubric", "n_answers", "n_items", "questions"],
+}
 
 
 def rubric_kind(rubric: Rubric) -> StudyKind:
@@ -184,13 +248,15 @@ def rubric_kind(rubric: Rubric) -> StudyKind:
         answer_correct=_answer_correct,
         expected_from_answer=lambda cleaned: _expected_from_answer(rubric, cleaned),
         item_context=lambda item: {"questions": questions, "rubric_key": rubric.key},
-        export_cells=lambda answer: _export_cells(rubric, answer),
+        answer_columns=tuple(_answer_column(q) for q in rubric.questions),
+        answer_summary=lambda answer: answer_summary(rubric, answer),
         # Known answers by question, as constraint faithfulness gives its own.
-        expected_column="expected_answer",
+        known_answer_column=KNOWN_ANSWER_COLUMN,
         file_field_names={},
         results_function="annotate.kinds.rubric.study_results.rubric_study_results",
         results_template="annotate/kinds/rubric_results.html",
         results_name=RESULTS_NAME,
+        results_schema=RESULTS_SCHEMA,
         round_alpha_function="annotate.kinds.rubric.study_results.rubric_round_alpha",
         round_alpha_label="first question",
         round_alpha_note="A pilot round's alpha is the first question's with a level of measurement; "

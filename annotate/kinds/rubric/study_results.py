@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from annotate.kinds.base import ROLE_MAIN
 from annotate.kinds.rubric.results import question_level, question_result, rubric_results
 from annotate.kinds.rubric.schema import Rubric, rubric_parse
-from annotate.models import Annotation, Study
 from annotate.models import Rubric as RubricRow
-from annotate.studies.selectors import annotations_counted
+from annotate.models import Study
+from annotate.studies.selectors import study_annotations_counted
 
 
 def study_rubric(study: Study) -> Rubric:
@@ -22,7 +21,7 @@ def study_rubric(study: Study) -> Rubric:
 
 def _answers(study: Study) -> list[tuple[str, str, dict[str, Any]]]:
     rows = (
-        annotations_counted(Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False))
+        study_annotations_counted(study)
         .order_by("submitted_at", "pk")
         .values_list("item__item_id", "annotator__pid", "answer")
     )

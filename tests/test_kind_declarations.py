@@ -1,0 +1,246 @@
+"""A study kind declares its answers, and every page, export and schema reads the declaration
+(issue 30): the 1-5 rating kind of tests/kinds_rating/, one package and no edit anywhere else,
+is registered for a test, annotated through the annotator's page, and shows up correctly on
+the study page (each answer's summary), in the CSV and JSONL exports and the items API (the
+shared columns and its own, no other kind's), in the report API (its results, and no other
+kind's) and in the OpenAPI schema (its results and known-answer column, typed as it declares
+them, gone again once it is taken away). Every registered kind's dotted functions resolve and
+take what the shared code passes them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from annotate.kinds import kind_get, kind_list, kind_register, kind_unregister
+from annotate.kinds.base import ROLE_ATTENTION, StudyKind, kind_function_problems
+from annotate.models import Annotation, Assignment, Study
+from annotate.studies.exports import EXPORT_FIELDS
+from annotate.studies.services import study_create
+from annotate.studies.settings import StudySettings
+from tests import kinds_rating
+
+pytestmark = pytest.mark.django_db
+
+# The columns each built-in kind has of its own: none of them may appear in a rating study's rows.
+OTHER_KINDS_COLUMNS = {
+    "has_failure",
+    "failures",
+    "gold_has_failure",
+    "expected_has_failure",
+    "choice",
+    "expected_choice",
+    "expected_answer",
+}
+RATINGS = {"rater-a": {"p-1": 4, "p-2": 2, "p-3": 5}, "rater-b": {"p-1": 5, "p-2": 1, "p-3": 5}}
+
+
+@pytest.fixture
+def rating(settings):
+    """The rating kind registered, and its templates found, for one test only."""
+    settings.TEMPLATES = [
+        {**engine, "DIRS": [*engine.get("DIRS", []), str(kinds_rating.TEMPLATES)]}
+        if engine["BACKEND"].endswith("DjangoTemplates")
+        else engine
+        for engine in settings.TEMPLATES
+    ]
+    kind_register(kinds_rating.KIND)
+    yield kinds_rating.KIND
+    kind_unregister(kinds_rating.KEY)
+
+
+def _study(kind: StudyKind) -> Study:
+    lines: list[dict[str, Any]] = [
+        {"item_id": "p-1", "goal": "Brew green tea", "steps": ["Boil water.", "Cool it to 80 °C.", "Steep 2 min."]},
+        {"item_id": "p-2", "goal": "Fold a paper plane", "steps": ["Fold in half.", "Fold the wings."]},
+        {"item_id": "p-3", "goal": "Water a cactus", "steps": ["Check the soil is dry.", "Water the soil."]},
+        {
+            "item_id": "check-1",
+            "goal": "Tie a shoe",
+            "steps": ["Cross the laces.", "Pull tight."],
+            "role": ROLE_ATTENTION,
+            "known_rating": 5,
+        },
+    ]
+    return study_create(
+        name="Usability",
+        kind=kind.key,
+        items=[kind.parse_record(line) for line in lines],
+        settings=StudySettings(
+            training_enabled=False,
+            qualification_enabled=False,
+            min_seconds=0,
+            attention_check_rate=0,
+            allow_other_pids=True,
+            annotators_per_item=2,
+        ),
+    )
+
+
+def _page_state(html: str) -> dict:
+    return json.loads(html.split('id="page-state" type="application/json">')[1].split("</script>")[0])
+
+
+def _annotate(study: Study, pid: str) -> list[str]:
+    """Enter as ``pid`` and rate every item the annotator page serves, through its submit URL."""
+    client = Client()
+    entry = client.get(
+        reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": f"s-{pid}"}
+    )
+    assert entry.status_code == 302
+    client.post(reverse("annotate:consent", args=[study.slug]), {"agree": "yes"})
+    served = []
+    while (page := client.get(reverse("annotate:work", args=[study.slug]))).status_code == 200:
+        html = page.content.decode()
+        assert 'id="rating-scale"' in html  # the kind's own item template
+        state = _page_state(html)
+        item_id = Assignment.objects.get(public_id=state["assignment"]).item.item_id
+        response = client.post(
+            state["submitUrl"],
+            data=json.dumps({"answer": {"rating": RATINGS[pid][item_id]}, "submission_id": f"{pid}-{item_id}"}),
+            content_type="application/json",
+        )
+        assert response.status_code == 200 and response.json()["ok"], response.content
+        served.append(item_id)
+    assert page.status_code == 302
+    return served
+
+
+def _schema(client: Client) -> dict:
+    return json.loads(client.get("/api/schema/?format=json").content)
+
+
+def test_a_rating_kind_declared_in_one_package_shows_correctly_on_every_page_export_and_schema(
+    rating, researcher_client
+):
+    study = _study(rating)
+    for pid in RATINGS:
+        assert sorted(_annotate(study, pid)) == ["p-1", "p-2", "p-3"]
+    stored = sorted((a.annotator.pid, a.item.item_id, a.answer["rating"]) for a in Annotation.objects.all())
+    assert stored == sorted((pid, item, r) for pid, ratings in RATINGS.items() for item, r in ratings.items())
+
+    # The study page: each answer as the kind summarizes it, the check item's known answer too.
+    detail = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).content.decode()
+    for r in (1, 2, 4, 5):
+        assert f'answer-summary">rating {r}</span>' in detail
+    assert "choice None" not in detail and "no_failure" not in detail
+    assert "expected rating 5" in detail
+    assert 'id="rating-n-answers">6 answers' in detail and 'id="rating-mean-p-1">p-1: 4.50' in detail
+
+    # The exports: the shared columns, then the kind's own; no other kind's.
+    columns = (*EXPORT_FIELDS, "rating", "expected_rating")
+    csv_export = researcher_client.get(reverse("annotate:study_export", args=[study.slug, "csv"]))
+    table = list(csv.DictReader(io.StringIO(b"".join(csv_export.streaming_content).decode())))
+    assert tuple(table[0]) == columns and len(table) == 6
+    assert sorted((row["annotator"], row["item_id"], row["rating"]) for row in table) == [
+        (pid, item, str(r)) for pid, item, r in stored
+    ]
+    jsonl = researcher_client.get(f"/api/studies/{study.slug}/export/", {"format": "jsonl"})
+    lines = [json.loads(line) for line in b"".join(jsonl.streaming_content).decode().splitlines()]
+    assert all(set(line) == set(columns) for line in lines)
+    assert sorted((line["annotator"], line["item_id"], line["rating"]) for line in lines) == stored
+    assert not OTHER_KINDS_COLUMNS & set(table[0]) and not OTHER_KINDS_COLUMNS & set(lines[0])
+
+    # The items API: the known answer under the kind's column, no other kind's.
+    items = researcher_client.get(f"/api/studies/{study.slug}/items/").json()["results"]
+    assert {i["item_id"]: i["expected_rating"] for i in items} == {"p-1": None, "p-2": None, "p-3": None, "check-1": 5}
+    assert not OTHER_KINDS_COLUMNS & {key for item in items for key in item}
+
+    # The annotations API's label is the kind's summary.
+    listed = researcher_client.get(f"/api/studies/{study.slug}/annotations/").json()["results"]
+    assert sorted(a["label"] for a in listed) == sorted(f"rating {r}" for _, _, r in stored)
+
+    # The report API: the kind's results under its name, and no other kind's; a pilot round's
+    # alpha is the kind's own (ordinal over the ratings), read from the round's rows.
+    report = researcher_client.get(f"/api/studies/{study.slug}/report/").json()
+    results = report["rating_results"]
+    assert report["results_name"] == "rating_results"
+    assert results["n_answers"] == 6 and results["mean_rating"] == {"p-1": 4.5, "p-2": 1.5, "p-3": 5.0}
+    assert results["alpha"] is not None and results["alpha_n"] == 3
+    assert report["rounds"][0]["alpha"] == pytest.approx(results["alpha"])
+    assert not {"choice_results", "faithfulness_results", "rubric_results"} & set(report)
+
+    # The schema documents the kind's results and known-answer column as it declares them.
+    schemas = _schema(researcher_client)["components"]["schemas"]
+    rating_results = schemas["StudyReport"]["properties"]["rating_results"]
+    assert rating_results["properties"] == kinds_rating.RESULTS_SCHEMA["properties"]
+    assert "rating_results" not in schemas["StudyReport"].get("required", [])
+    assert schemas["StudyItem"]["properties"]["expected_rating"]["maximum"] == 5
+    assert "test_rating" in schemas["StudyItem"]["properties"]["expected_rating"]["description"]
+
+    kind_unregister(kinds_rating.KEY)
+    schemas = _schema(researcher_client)["components"]["schemas"]
+    assert "rating_results" not in schemas["StudyReport"]["properties"]
+    assert "expected_rating" not in schemas["StudyItem"]["properties"]
+    kind_register(kinds_rating.KIND)  # the fixture takes it away again
+
+
+def test_each_built_in_kinds_export_keeps_its_own_columns_and_no_other_kinds():
+    """What external readers of the exports rely on: a critical-failure row keeps has_failure,
+    failures, gold_has_failure and expected_has_failure; a multiple-choice row choice and
+    expected_choice; a constraint-faithfulness row its known answers; none has another kind's."""
+    own = {
+        "critical_failure": ("has_failure", "failures", "gold_has_failure", "expected_has_failure"),
+        "multiple_choice": ("choice", "expected_choice"),
+        "constraint_faithfulness": ("expected_answer",),
+    }
+    for key, columns in own.items():
+        assert kind_get(key).export_column_names() == columns, key
+        assert not set(EXPORT_FIELDS) & OTHER_KINDS_COLUMNS
+
+
+def test_the_report_schema_documents_every_registered_kinds_results(researcher_client):
+    schemas = _schema(researcher_client)["components"]["schemas"]
+    report = schemas["StudyReport"]["properties"]
+    for kind in kind_list():
+        if kind.results_name is not None:
+            assert kind.results_name in report, kind.key
+            assert report[kind.results_name]["type"] == "object"
+    assert report["choice_results"]["additionalProperties"]["properties"]["yield"]["nullable"] is True
+    item = schemas["StudyItem"]["properties"]
+    assert item["expected_has_failure"]["type"] == "boolean" and "expected_choice" in item
+
+
+def test_the_rubric_kinds_results_have_the_generic_shape_in_the_schema(researcher_client):
+    from annotate.kinds.rubric.services import rubric_create, rubric_kinds_forget
+
+    rubric_create(
+        source={
+            "key": "plain",
+            "title": "Plain",
+            "instructions": "Answer.",
+            "questions": [{"id": "ok", "type": "yes_no", "prompt": "Is it fine?", "required": True}],
+        }
+    )
+    try:
+        report = _schema(researcher_client)["components"]["schemas"]["StudyReport"]["properties"]
+        questions = report["rubric_results"]["properties"]["questions"]["items"]["properties"]
+        assert {"id", "level", "alpha", "alpha_ci95", "alpha_n", "not_computed"} <= set(questions)
+    finally:
+        rubric_kinds_forget()
+
+
+def test_every_registered_kinds_dotted_functions_resolve_and_take_what_they_are_given(rating):
+    assert kind_function_problems(rating) == []
+    for kind in kind_list():
+        assert kind_function_problems(kind) == [], kind.key
+
+
+def test_a_dotted_function_that_does_not_resolve_or_takes_the_wrong_arguments_is_named():
+    from dataclasses import replace
+
+    wrong = replace(
+        kinds_rating.KIND,
+        results_function="tests.kinds_rating.study_results.no_such_function",
+        round_alpha_function="tests.kinds_rating.study_results.rating_results",  # takes the study alone
+    )
+    problems = kind_function_problems(wrong)
+    assert len(problems) == 2
+    assert problems[0].startswith("test_rating.results_function = 'tests.kinds_rating.study_results.no_such_function'")
+    assert "round_alpha_function" in problems[1] and "(study, rows)" in problems[1]
