@@ -153,8 +153,9 @@ def main() -> None:
     django.setup()
     from celery import Celery
 
-    from llm.client import LLMRequest, ledger_lookup, ledger_write, ledger_write_many
+    from llm.ledger import ledger_lookup, ledger_write, ledger_write_many
     from llm.models import LedgerEntry, LLMJob
+    from llm.request import LLMRequest
     from llm.services import llm_job_create
 
     load = os.getloadavg()

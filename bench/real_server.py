@@ -102,8 +102,8 @@ def product(base_url: str, model: str, payloads: list[dict], concurrency: int, l
     """Seconds for the same payloads as one LLM job through the online executor."""
     from django.conf import settings
 
-    from llm.client import LLMRequest
     from llm.models import LedgerEntry
+    from llm.request import LLMRequest
     from llm.services import llm_job_create, llm_job_execute
 
     # One attempt per request, as the straight path makes: a truncated answer is not asked

@@ -18,7 +18,7 @@ keeps). Two bounds apply:
 **The deadline** (``Deadline``, REWARD_DEADLINE_SECONDS or the caller's shorter one): ``ask``
 returns when every request is answered or when the deadline comes, whichever is first; the
 requests not answered by then are ``DeadlinePassed``. The deadline is the client's watch
-(``llm.client.CallWatch``), so a request that has not been sent yet is never sent and one
+(``llm.call_watch.CallWatch``), so a request that has not been sent yet is never sent and one
 waiting for a retry stops between attempts (``Interrupted``: nothing recorded). A request
 already on the wire cannot be called back: it runs to its answer or its HTTP timeout, and
 what it ends with is handed to ``late`` (rewards.py writes it to the ledger, so an ``ok``
@@ -39,7 +39,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from llm.client import CallWatch, Interrupted, LLMClient, LLMRequest, LLMResult
+from llm.call_watch import CallWatch, Interrupted
+from llm.client import LLMClient
+from llm.request import LLMRequest, LLMResult
 
 Answer = tuple[LLMResult, dict[str, Any]]
 Late = Callable[[str, dict[str, Any]], None]  # (key, ledger fields) of an answer past its deadline

@@ -24,8 +24,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from llm.client import Interrupted, LLMClient, LLMRequest, LLMResult, ledger_write_many
+from llm.call_watch import Interrupted
+from llm.client import LLMClient
+from llm.ledger import ledger_write_many
 from llm.limits import limits_get
+from llm.request import LLMRequest, LLMResult
 from llm.run_watch import RunWatch
 from llm.worker_pool import WorkerPool
 

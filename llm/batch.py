@@ -21,21 +21,14 @@ from typing import Any, Literal
 
 from django.conf import settings
 
-from llm.client import (
-    LLMRequest,
-    MalformedResponse,
-    _usage,
-    classify_completion,
-    completion_envelope,
-    ledger_lookup,
-    ledger_write,
-    request_body,
-)
+from llm.completions import MalformedResponse, _usage, classify_completion, completion_envelope
 from llm.constants import BATCH_MAX_BYTES, BATCH_MAX_REQUESTS, OUTCOME_API_ERROR, PATH_JSON_SCHEMA, PATH_TEXT
 from llm.job_lifecycle import job_endpoint, llm_job_finish, llm_job_refresh_counts
+from llm.ledger import ledger_lookup, ledger_write
 from llm.models import BatchJob, LLMJob
 from llm.outbound import destination_check
 from llm.prices import request_cost
+from llm.request import LLMRequest, request_body
 
 logger = logging.getLogger(__name__)
 TERMINAL = {"completed", "expired", "failed", "cancelled"}

@@ -17,7 +17,7 @@ does not read the cache on every request:
 * ``token_ratio``: the server's prompt tokens per estimated token (the estimate is
   characters / 4), the largest seen, so that budgets fit the server's own tokenizer;
 * ``seconds_per_token``: the slowest wall time per answer token seen (queueing included), so
-  that a slow endpoint's requests get the time they need (``LLMClient._timeout``);
+  that a slow endpoint's requests get the time they need (``EndpointFit.timeout``, llm/fitting.py);
 * ``timeout_floor``: after a timeout on an endpoint that took the request, the next requests
   wait twice as long (up to LLM_TIMEOUT_MAX_SECONDS): a server that answers one request at a
   time is slow, not down, and its queue is not abandoned at a fixed 120 s.

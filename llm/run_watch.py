@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from llm.client import CallWatch
+from llm.call_watch import CallWatch
 
 ERROR_CHARS = 300  # of one error message, as grouped and shown
 

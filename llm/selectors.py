@@ -13,7 +13,7 @@ from llm.limits import limits_get
 from llm.models import LedgerEntry, LLMJob
 
 if TYPE_CHECKING:
-    from llm.client import LLMResult
+    from llm.request import LLMResult
 
 RATE_WINDOW_MINUTES = 5
 
@@ -153,7 +153,7 @@ RESULT_FIELDS = (
 def ledger_ok_results(keys: list[str], chunk: int = 2000) -> dict[str, LLMResult]:
     """The ``ok`` ledger entries among ``keys`` as results (key -> LLMResult, cached), read in
     bounded chunks with only the columns a result holds (a failure is never an answer)."""
-    from llm.client import LLMResult
+    from llm.request import LLMResult
 
     found: dict[str, LLMResult] = {}
     for start in range(0, len(keys), chunk):
@@ -167,7 +167,7 @@ def ledger_ok_results(keys: list[str], chunk: int = 2000) -> dict[str, LLMResult
 def llm_job_results(job: LLMJob) -> list:
     """The result of each of the job's requests, in order (None where nothing is finished
     yet, or where the entry is another caller's failure: not the run's answer, ``ledger_own``)."""
-    from llm.client import LLMResult
+    from llm.request import LLMResult
 
     # Only what a result holds: not the request, the raw response or the history (a judge's
     # request alone is ~14 kB, and a run reads thousands).

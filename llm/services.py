@@ -14,7 +14,6 @@ from decimal import Decimal
 from django.db import transaction
 
 from core.app_errors import InvalidInput
-from llm.client import LLMRequest
 from llm.constants import EXECUTOR_ONLINE, EXECUTORS, OUTCOME_OK, OUTCOME_PARSE_FAILED
 from llm.executors import executor_for
 from llm.job_lifecycle import (
@@ -31,6 +30,7 @@ from llm.job_lifecycle import (
     poll_countdown,
 )
 from llm.models import LedgerEntry, LLMJob
+from llm.request import LLMRequest
 from llm.shards import llm_job_execute_shards
 
 __all__ = [

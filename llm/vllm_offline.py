@@ -18,10 +18,12 @@ from typing import Any
 from django.conf import settings
 
 from core.reference_configs import SAMPLING_KWARGS
-from llm.client import LLMRequest, classify_completion, ledger_lookup, ledger_write
+from llm.completions import classify_completion
 from llm.constants import PATH_JSON_SCHEMA, PATH_TEXT
 from llm.job_lifecycle import job_endpoint, llm_job_finish, llm_job_heartbeat, llm_job_refresh_counts
+from llm.ledger import ledger_lookup, ledger_write
 from llm.models import LLMJob
+from llm.request import LLMRequest
 
 CHUNK = 256
 # Request params that are options of LLM.chat() (the chat template), not of sampling.

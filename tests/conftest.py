@@ -50,7 +50,7 @@ def _fresh_cache():
 
     cache.clear()
     capabilities_store().forget_all_memos()  # what was learned of endpoints lives in the cache too
-    from llm.client import _cut_off
+    from llm.retries import _cut_off
 
     _cut_off.clear()  # greedy requests remembered as cut off, per process
 

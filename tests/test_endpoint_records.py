@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from llm.client import LLMClient, LLMRequest
+from llm.client import LLMClient
 from llm.endpoint_services import (
     EndpointFieldError,
     endpoint_record_create,
@@ -23,6 +23,7 @@ from llm.endpoint_services import (
 )
 from llm.endpoints import EndpointNotConfigured, endpoint_from_overrides, endpoint_get, endpoint_require
 from llm.models import EndpointRecord, EndpointRoleAssignment, LedgerEntry, LLMJob
+from llm.request import LLMRequest
 from llm.services import llm_job_create, llm_job_execute, llm_job_resume
 from tests.scripted_llm import Reply, ScriptedLLM, Status
 

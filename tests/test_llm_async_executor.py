@@ -15,10 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from llm.client import LLMClient, LLMRequest, ledger_write, ledger_write_many
+from llm.client import LLMClient
 from llm.endpoints import endpoint_get
+from llm.ledger import ledger_write, ledger_write_many
 from llm.limits import EndpointLimits, InProcessLimits, RedisLimits
 from llm.models import LedgerEntry, LLMJob
+from llm.request import LLMRequest
 from llm.services import llm_job_create, llm_job_execute, llm_job_pause, llm_job_resume
 from tests.scripted_llm import Reply, ScriptedLLM, Status, last_user_message
 from tests.services import REDIS_URL, reachable, run_coroutine

@@ -15,9 +15,10 @@ import pytest
 from judging.how2score import JUDGE_SCHEMA
 from llm import capabilities as caps
 from llm.checks import endpoint_check
-from llm.client import SCHEMA_INSTRUCTION, LLMClient, LLMRequest
+from llm.client import LLMClient
 from llm.endpoints import Endpoint
 from llm.models import LedgerEntry
+from llm.request import SCHEMA_INSTRUCTION, LLMRequest
 from llm.run_watch import CircuitBreaker, RunWatch, breaker_message
 from tests.scripted_llm import Reply, ScriptedLLM, Status
 
@@ -362,7 +363,7 @@ def test_a_sampled_request_cut_off_before_may_be_sent_again_as_it_was(server, se
 
 
 def test_a_resumed_job_knows_which_greedy_requests_were_cut_off(server, settings):
-    from llm.client import _cut_off
+    from llm.retries import _cut_off
     from llm.services import llm_job_create, llm_job_execute, llm_job_retry_failed
 
     settings.LLM_TRUNCATION_RETRIES = 0

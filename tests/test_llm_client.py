@@ -9,9 +9,10 @@ import time
 import pytest
 
 from judging.how2score import JUDGE_SCHEMA
-from llm.client import LLMClient, LLMRequest
+from llm.client import LLMClient
 from llm.endpoints import Endpoint
 from llm.models import LedgerEntry
+from llm.request import LLMRequest
 from tests.scripted_llm import Reply, ScriptedLLM, Status, last_user_message
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 
 from llm.batch import batch_files
-from llm.client import LLMRequest
 from llm.models import BatchJob, LedgerEntry, LLMJob
+from llm.request import LLMRequest
 from llm.services import llm_job_cancel, llm_job_create, llm_job_execute, llm_job_resume
 from tests.scripted_llm import Reply, ScriptedLLM, Status, last_user_message
 

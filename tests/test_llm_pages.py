@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def finished_job(settings):
     settings.LLM_MAX_ATTEMPTS = 1
-    from llm.client import LLMRequest
+    from llm.request import LLMRequest
 
     with ScriptedLLM() as server:
         server.default = lambda body: Reply(json.dumps({"answer": 1}))
@@ -65,7 +65,7 @@ def test_ledger_filters_by_outcome_and_opens_an_entry(admin_client_, finished_jo
 
 
 def test_pause_resume_and_cancel_from_the_page(admin_client_, settings):
-    from llm.client import LLMRequest
+    from llm.request import LLMRequest
 
     roles = dict(settings.LLM_ROLES)
     roles["generate"] = {
@@ -97,7 +97,7 @@ def test_pause_resume_and_cancel_from_the_page(admin_client_, settings):
 
 def _local_job(settings, server, *, run: str, model: str, texts: tuple[str, ...]) -> LLMJob:
     """A finished job of ``texts`` against ``model`` at the scripted server."""
-    from llm.client import LLMRequest
+    from llm.request import LLMRequest
 
     roles = dict(settings.LLM_ROLES)
     roles["llm_filter"] = {

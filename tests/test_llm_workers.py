@@ -13,8 +13,8 @@ import pytest
 from celery import Celery
 from django.db import connection
 
-from llm.client import LLMRequest
 from llm.models import LedgerEntry, LLMJob
+from llm.request import LLMRequest
 from llm.services import llm_job_create, llm_job_resume
 from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
 from tests.services import REDIS_URL, celery_worker, require

@@ -19,9 +19,11 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from core.run_configs import RunConfigError
-from llm.client import LLMRequest, classify_completion, ledger_write
+from llm.completions import classify_completion
 from llm.constants import PATH_JSON_SCHEMA
+from llm.ledger import ledger_write
 from llm.models import LedgerEntry, LLMJob
+from llm.request import LLMRequest
 from llm.services import job_endpoint
 from llm.vllm_offline import chat_kwargs, engine_environment, engine_kwargs, job_engine
 from mining.models import MiningRun, MiningRunStatus, Procedure, StageResult

@@ -23,11 +23,12 @@ from judging.services import (
 )
 from llm import capabilities as caps
 from llm.checks import endpoint_check
-from llm.client import LLMClient, LLMRequest
+from llm.client import LLMClient
 from llm.constants import OUTCOMES
 from llm.endpoint_services import endpoint_record_create, endpoint_record_test
 from llm.endpoints import Endpoint
 from llm.models import LedgerEntry
+from llm.request import LLMRequest
 from mining.models import Procedure
 from tests.real_servers import RealServer, roles_point_at
 

@@ -18,7 +18,7 @@ from judging.models import GenerationRun, JudgeRun
 from judging.reference_configs import bench_reference_translate
 from judging.reference_runs import reference_generation_runs_create
 from judging.run_configs import reference_bench_config_load
-from llm.client import LLMRequest
+from llm.request import LLMRequest
 from llm.vllm_offline import chat_kwargs, engine_environment, engine_kwargs, job_engine
 from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
 from tests.test_judging_runs import _asked

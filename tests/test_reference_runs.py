@@ -11,9 +11,10 @@ from django.core.management import CommandError, call_command
 from judging.demo import PAPER_COMPARISON_RUN_NAMES as DEMO_RUNS
 from judging.models import GenerationRun, JudgeRun
 from judging.services import generation_run_create, language_model_register
-from llm.client import LLMClient, LLMRequest
+from llm.client import LLMClient
 from llm.endpoints import Endpoint
 from llm.models import LedgerEntry
+from llm.request import LLMRequest
 from tests.scripted_llm import Reply, ScriptedLLM
 from tests.test_bench_run_commands import server  # noqa: F401  (the scripted generate/judge server)
 

@@ -28,7 +28,7 @@ from judging.services import (
     judge_run_execute,
     language_model_register,
 )
-from llm.client import LLMRequest
+from llm.request import LLMRequest
 from llm.services import llm_job_create, llm_job_execute
 from mining.run_services import mining_run_create
 from mining.runner import mining_run_execute

@@ -17,8 +17,8 @@ from judging.how2score import JUDGE_SCHEMA
 from judging.models import JudgeRun, Judgment
 from judging.selectors import cross_judge_rankings, judge_run_score, leaderboard_ranking
 from judging.services import judge_run_create, judge_run_execute, run_control
-from llm.client import LLMRequest
 from llm.models import LedgerEntry, LLMJob
+from llm.request import LLMRequest
 from llm.services import llm_job_create, llm_job_execute, llm_job_resume
 from tests.scripted_llm import Raw, Reply, ScriptedLLM, Status, last_user_message
 from tests.test_judge_step_links import CRIME_GOAL, _crime_requests, _failure, _judge_with

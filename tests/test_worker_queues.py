@@ -86,7 +86,7 @@ def _database_url() -> str:
 ENQUEUE = """
 import json
 from django.core.files.uploadedfile import SimpleUploadedFile
-from llm.client import LLMRequest
+from llm.request import LLMRequest
 from llm.services import llm_job_create
 from mining.corpus_services import corpus_upload_create
 
