@@ -9,13 +9,14 @@ rests on and a 95 % interval. Pure Python and SciPy, no Django.
   what is spent, plus the mean cost of a finished document for every planned document not
   yet finished, minus what the documents in flight have already cost (so they are not paid
   for twice); a normal 95 % interval on that mean from the spread of the finished
-  documents' own costs (needs two of them). Never below what is already spent."""
+  documents' own costs (needs two of them), from their sums (``CostSums``). Never below
+  what is already spent."""
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -51,22 +52,35 @@ def eta_estimate(*, remaining: int, finished_in_window: int, window_minutes: flo
     }
 
 
+@dataclass(frozen=True)
+class CostSums:
+    """What ``n`` documents cost: the sum of their costs and the sum of their squares (enough
+    for the mean and the spread, kept as a run goes: mining/run_counters.py)."""
+
+    n: int
+    total: Decimal = Decimal(0)
+    squares: Decimal = Decimal(0)
+
+    @classmethod
+    def of(cls, costs: Sequence[Decimal]) -> CostSums:
+        return cls(len(costs), sum(costs, Decimal(0)), sum((c * c for c in costs), Decimal(0)))
+
+
 def cost_projection(
-    *, spent: Decimal, planned: int, finished_costs: Sequence[Decimal], in_flight_paid: Decimal = Decimal(0)
+    *, spent: Decimal, planned: int, finished: CostSums, in_flight_paid: Decimal = Decimal(0)
 ) -> dict[str, Any]:
     """``{"usd", "ci95", "n"}``: the projected total for ``planned`` documents.
 
-    ``finished_costs`` holds what each finished document cost (n of them, mean m);
+    ``finished`` holds what the finished documents cost (n of them, mean m);
     ``in_flight_paid`` what the documents still in flight have cost so far, which ``spent``
     already holds. The total is spent + (planned - n) x m - in_flight_paid (never below
     spent), with a normal 95 % interval on m from the spread of the finished documents'
-    costs (needs two). None when no document has finished."""
-    n = len(finished_costs)
+    costs (their sample standard deviation; needs two). None when no document has finished."""
+    n = finished.n
     if n == 0:
         return {"usd": None, "ci95": None, "n": 0}
-    costs = [float(c) for c in finished_costs]
     left = max(planned - n, 0)
-    mean = statistics.fmean(costs)
+    mean = float(finished.total / n)
     base = float(spent) - float(in_flight_paid)
 
     def total(per_document: float) -> float:
@@ -74,6 +88,7 @@ def cost_projection(
 
     interval = None
     if n >= 2:
-        half = Z_95 * statistics.stdev(costs) / math.sqrt(n)
+        variance = max((finished.squares - finished.total * finished.total / n) / (n - 1), Decimal(0))
+        half = Z_95 * math.sqrt(variance) / math.sqrt(n)
         interval = [total(mean - half), total(mean + half)]
     return {"usd": total(mean), "ci95": interval, "n": n}

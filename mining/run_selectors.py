@@ -8,15 +8,12 @@ rates carry their n and a 95 % Wilson interval and count only decided documents
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter, defaultdict
 from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
@@ -25,9 +22,10 @@ from llm.constants import OUTCOMES
 from llm.costs import cost_known, ledger_cost_aggregates
 from llm.models import LedgerEntry, LLMJob
 from llm.runs import Liveness, jobs_liveness, ledger_run_counts, run_state
-from mining.models import CandidateStatus, MiningCandidate, MiningRun, MiningRunStatus, StageResult
-from mining.run_estimates import cost_projection, eta_estimate
-from mining.stages import LLM_STAGES, PASSED, PIPELINE, REJECTED, reason_code
+from mining.models import CandidateStatus, CounterScope, MiningCandidate, MiningRun, MiningRunStatus, StageResult
+from mining.run_counters import mining_run_counters
+from mining.run_estimates import CostSums, cost_projection, eta_estimate
+from mining.stages import LLM_STAGES, PASSED, PIPELINE, REJECTED
 
 # Documents finished in this window set the throughput (and so the ETA).
 THROUGHPUT_WINDOW = timedelta(minutes=5)
@@ -193,36 +191,24 @@ def _funnel_cell(
     }
 
 
-#: How long a settled run's funnel counts are kept (a day; a change of the run makes new ones).
-SETTLED_MEMO_SECONDS = 24 * 3600
-
-
-def _funnel_counts(run: MiningRun, by_status: Counter) -> list[tuple[int, str, str, str, int]]:
-    """The run's stage results counted by (topic, stage, status, its document's status).
-
-    Kept in the cache once the run is settled: finished, with no document pending, so none of
-    its stage results can change any more (the ledger's rows are not kept so: the ledger is
-    shared, and an entry may be answered again or priced later). The key holds the run's
-    status, when it started and finished, its stages and its documents' counts by status, so
-    whatever reopens the run (*Retry failed*, *Change stages*, a resume) is counted afresh.
-    This is the largest aggregate that grows with a run (600,000 stage results at 100,000
-    documents: 0.7 s on PostgreSQL, docs/benchmarks.md); a running run is always counted live."""
-
-    def count() -> list[tuple[int, str, str, str, int]]:
-        return list(
-            StageResult.objects.filter(run=run)
-            .values_list("candidate__topic_id", "stage", "status", "candidate__status")
-            .annotate(n=Count("id"))
-        )
-
-    if run.status not in FINISHED_STATUSES or by_status[CandidateStatus.PENDING]:
-        return count()
-    counts = ",".join(f"{status}={n}" for status, n in sorted(by_status.items()))
-    times = ",".join(str(at.timestamp()) if at else "-" for at in (run.started_at, run.finished_at))
-    stages = hashlib.sha256(json.dumps(run.stages, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    key = f"mining-run-funnel:{run.pk}:{run.status}:{times}:{stages}:{counts}"
-    found = cache.get_or_set(key, count, timeout=SETTLED_MEMO_SECONDS)
-    return found if found is not None else count()
+def _run_counts(run: MiningRun) -> tuple[list[tuple[int, str, str, str, int]], dict[str, CostSums], Counter]:
+    """The run's kept counters (mining/run_counters.py), read as the rows would count them:
+    its stage results by (topic, stage, status, its document's status); what its documents
+    cost by their status; its rejected documents by (stage, reason code). A few hundred
+    rows whatever the size of the run (counting the rows themselves took 0.7 s at 100,000
+    documents on PostgreSQL, docs/benchmarks.md)."""
+    funnel: list[tuple[int, str, str, str, int]] = []
+    costs: dict[str, CostSums] = defaultdict(lambda: CostSums(0))
+    rejections: Counter[tuple[str, str]] = Counter()
+    for topic_id, scope, stage, status, candidate_status, reason, n, usd, squares in mining_run_counters(run):
+        if scope == CounterScope.STAGE:
+            funnel.append((topic_id, stage, status, candidate_status, n))
+            continue
+        held = costs[candidate_status]
+        costs[candidate_status] = CostSums(held.n + n, held.total + usd, held.squares + squares)
+        if candidate_status == CandidateStatus.REJECTED:
+            rejections[(stage, reason)] += n
+    return funnel, costs, rejections
 
 
 def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
@@ -269,6 +255,12 @@ def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
     return table
 
 
+def _most_first(item: tuple[tuple[str, str], int]) -> tuple:
+    """Rejection reasons, the most frequent first; ties in the order of the stages."""
+    (stage, code), n = item
+    return (-n, PIPELINE.index(stage) if stage in PIPELINE else len(PIPELINE), stage, code)
+
+
 def mining_run_cpu(run: MiningRun) -> dict[str, Any]:
     """Worker CPU per document: the mean of the CPU the workers' walks of each document took
     (the thread's CPU time, every walk of the document, its share of its chunk's claim and
@@ -296,7 +288,8 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     passed_pending: dict[tuple[int, str], int] = Counter()
     rejected: dict[tuple[int, str], int] = Counter()
     outcome_counts: Counter = Counter()
-    for topic_id, stage, status, candidate_status, n in _funnel_counts(run, by_status):
+    counted, document_costs, rejections = _run_counts(run)
+    for topic_id, stage, status, candidate_status, n in counted:
         reached[(topic_id, stage)] += n
         if status == PASSED:
             passed[(topic_id, stage)] += n
@@ -375,27 +368,11 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     priced = all(row["cost_usd"] is not None for row in stage_costs if row["requests"])
     projection = {"usd": None, "ci95": None, "n": finished}
     if priced and not over:  # a finished run shows what it spent, not a projection
-        finished_costs, in_flight_paid = [], Decimal(0)
-        for status, usd in (
-            MiningCandidate.objects.filter(run=run)
-            .annotate(usd=Sum("stage_results__cost_usd"))
-            .values_list("status", "usd")
-        ):
-            if status == CandidateStatus.PENDING:
-                in_flight_paid += usd or Decimal(0)
-            else:
-                finished_costs.append(usd or Decimal(0))
-        projection = cost_projection(
-            spent=spent, planned=planned, finished_costs=finished_costs, in_flight_paid=in_flight_paid
-        )
-
-    rejections: Counter[tuple[str, str]] = Counter()
-    for stage, reason, n in (
-        MiningCandidate.objects.filter(run=run, status=CandidateStatus.REJECTED)
-        .values_list("stage", "reason")
-        .annotate(n=Count("id"))
-    ):
-        rejections[(stage, reason_code(reason))] += n
+        # every finished document (one without stage results cost nothing), their costs' sums
+        paid = [document_costs[s] for s in document_costs if s != CandidateStatus.PENDING]
+        sums = CostSums(finished, sum((c.total for c in paid), Decimal(0)), sum((c.squares for c in paid), Decimal(0)))
+        in_flight_paid = document_costs[CandidateStatus.PENDING].total
+        projection = cost_projection(spent=spent, planned=planned, finished=sums, in_flight_paid=in_flight_paid)
 
     return {
         "run": run.name,
@@ -440,7 +417,7 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
         },
         "rejection_reasons": [
             {"stage": stage, "reason": code, "documents": n}
-            for (stage, code), n in sorted(rejections.items(), key=lambda kv: -kv[1])
+            for (stage, code), n in sorted(rejections.items(), key=_most_first)
         ],
     }
 

@@ -21,6 +21,7 @@ from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, M
 from mining.procedure_records import NO_TOPIC
 from mining.procedure_services import TopicResolver
 from mining.run_configs import mining_config_parse
+from mining.run_counters import documents_reopen
 from mining.runner import run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
 from mining.stages import LLM_STAGES
 
@@ -211,11 +212,9 @@ def mining_run_update_stages(*, run: MiningRun, config_text: str, source: str, s
     run.pause_reason = run.error = ""
     run.finished_at = None
     run.save()
-    rewalk = (
-        MiningCandidate.objects.filter(run=run)
-        .exclude(status=CandidateStatus.PENDING)
-        .update(status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None)
-    )
+    finished = MiningCandidate.objects.select_for_update().filter(run=run).exclude(status=CandidateStatus.PENDING)
+    ids = list(finished.values_list("pk", flat=True))
+    rewalk = documents_reopen(run=run, ids=ids, failures=0, claim="", claimed_at=None, finished_at=None)
     if start:
         _enqueue(run)
     return {"changed_stages": changed, "documents_rewalked": rewalk}
@@ -265,9 +264,9 @@ def mining_run_retry_failures(*, run: MiningRun, start: bool = True) -> int:
     refusal = run_action_refusal("retry", run.status)
     if refusal is not None:
         raise RunStateConflict(f"run {run.name!r} is {run.status}; {refusal}")
-    n = MiningCandidate.objects.filter(run=run, status=CandidateStatus.FAILED).update(
-        status=CandidateStatus.PENDING, failures=0, claim="", claimed_at=None, finished_at=None
-    )
+    failed = MiningCandidate.objects.select_for_update().filter(run=run, status=CandidateStatus.FAILED)
+    ids = list(failed.values_list("pk", flat=True))
+    n = documents_reopen(run=run, ids=ids, failures=0, claim="", claimed_at=None, finished_at=None)
     if n:
         MiningRun.objects.filter(pk=run.pk).update(
             status=MiningRunStatus.PENDING, finished_at=None, pause_reason="", error="", breaker={}

@@ -80,6 +80,7 @@ from mining.models import (
 )
 from mining.procedure_records import NO_TOPIC
 from mining.run_configs import stage_prompt_path
+from mining.run_counters import candidate_lock, document_written
 from mining.stage_schemas import PROMPT_PLACEHOLDERS, stage_schema
 from mining.stages import (
     LLM_STAGE_CLASSES,
@@ -600,11 +601,13 @@ class Walker:
         if not rows and final is None:
             return
         with transaction.atomic():
+            before = candidate_lock(candidate.pk)  # the run's counters move from this (mining/run_counters.py)
             if rows:
                 StageResult.objects.bulk_create(
                     rows, update_conflicts=True, unique_fields=["candidate", "stage"], update_fields=STAGE_RESULT_FIELDS
                 )
             if final is None:
+                document_written(self.run.pk, before, pending)
                 return
             fields: dict[str, Any] = dict(
                 stage=final.stage,
@@ -615,6 +618,7 @@ class Walker:
             )
             if final.failures is not None:
                 fields["failures"] = final.failures
+            stale: list[int] = []
             if final.status is not None:
                 later = PIPELINE[PIPELINE.index(final.stage) + 1 :]
                 stale = [r.pk for s, r in stored.items() if s in later and s not in pending]
@@ -628,6 +632,7 @@ class Walker:
                 if final.procedure is not None:  # the run produced it, whichever run stored it first
                     final.procedure.mining_runs.add(self.run)
             MiningCandidate.objects.filter(pk=candidate.pk).update(**fields)
+            document_written(self.run.pk, before, pending, deleted=stale, final=final)
         if final.status is not None:
             candidate.status, candidate.procedure = final.status, final.procedure
 
@@ -684,22 +689,7 @@ class Walker:
 
 
 # The columns a stage result's upsert writes (all but its identity: candidate and stage).
-STAGE_RESULT_FIELDS = [
-    "run",
-    "status",
-    "reason",
-    "answer",
-    "draft",
-    "request_key",
-    "prompt_hash",
-    "model",
-    "cached",
-    "tokens_in",
-    "tokens_out",
-    "cost_usd",
-    "latency_ms",
-    "created_at",
-]
+STAGE_RESULT_FIELDS = [f.name for f in StageResult._meta.concrete_fields if f.name not in ("id", "candidate", "stage")]
 
 
 def _procedure_unlink(procedure_id: int, run: MiningRun, candidate: MiningCandidate) -> None:

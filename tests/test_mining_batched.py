@@ -90,11 +90,13 @@ def test_each_document_of_a_chunk_writes_its_stage_results_and_state_in_one_stat
     assert _statements(read, "llm_ledgerentry", "SELECT") == 1
     # Walking looks nothing up one by one (the first request was looked up with the chunk,
     # each later one follows a fresh answer), and writes each document's stage results in
-    # one statement and its state in one.
+    # one statement and its state in one; the run's counters move in the same transaction,
+    # from the document's row and results read locked (one statement) by one upsert.
     assert _statements(walked, "llm_ledgerentry", "SELECT") == 0
     assert _statements(walked, "llm_ledgerentry", "INSERT") == 9 * 5 + 3 * 2  # the answers, one each
     assert _statements(walked, "mining_stageresult", "INSERT") == 12
-    assert _statements(walked, "mining_stageresult", "SELECT") == 0
+    assert _statements(walked, "mining_stageresult", "SELECT") == 12  # the locked read, one per document
+    assert _statements(walked, "mining_miningruncounter", "INSERT") == 12
     assert _statements(walked, "mining_miningcandidate", "UPDATE") == 12
     assert run.candidates.filter(status="passed").count() == 9 and run.candidates.filter(status="rejected").count() == 3
     assert StageResult.objects.filter(run=run).count() == 9 * 6 + 3 * 3

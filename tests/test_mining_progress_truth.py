@@ -7,6 +7,7 @@ each request under the model that served it. Runs go through the scripted server
 from __future__ import annotations
 
 import json
+import statistics
 from datetime import timedelta
 from decimal import Decimal
 
@@ -17,7 +18,7 @@ from django.utils import timezone
 from llm.models import LedgerEntry
 from mining.charts import mining_funnel_chart
 from mining.models import MiningCandidate, MiningRun
-from mining.run_estimates import cost_projection, eta_estimate, poisson_interval
+from mining.run_estimates import CostSums, cost_projection, eta_estimate, poisson_interval
 from mining.run_selectors import mining_run_progress
 from mining.run_services import mining_run_create, mining_run_resume, mining_run_update_stages
 from mining.runner import candidates_sample
@@ -150,13 +151,15 @@ def test_the_eta_interval_is_the_exact_poisson_interval_of_the_documents_counted
 
 
 def test_a_projection_never_drops_below_what_is_spent_and_needs_a_finished_document():
-    assert cost_projection(spent=Decimal("1"), planned=10, finished_costs=[])["usd"] is None
-    one = cost_projection(
-        spent=Decimal("0.5"), planned=4, finished_costs=[Decimal("0.2"), Decimal("0.3")], in_flight_paid=Decimal("0")
-    )
+    assert cost_projection(spent=Decimal("1"), planned=10, finished=CostSums.of([]))["usd"] is None
+    costs = [Decimal("0.2"), Decimal("0.3")]
+    one = cost_projection(spent=Decimal("0.5"), planned=4, finished=CostSums.of(costs), in_flight_paid=Decimal("0"))
     assert one["usd"] == pytest.approx(0.5 + 2 * 0.25) and one["n"] == 2
     low, high = one["ci95"]
     assert 0.5 <= low < one["usd"] < high
+    # the interval from the sums is the one from the costs themselves (mean +- z sd / sqrt n)
+    half = 1.959963984540054 * statistics.stdev([0.2, 0.3]) / 2**0.5
+    assert (low, high) == (pytest.approx(0.5 + 2 * (0.25 - half)), pytest.approx(0.5 + 2 * (0.25 + half)))
 
 
 def test_a_rejection_is_a_drop_off_and_stays_one(miner):
@@ -212,38 +215,50 @@ def _chart_data(html: str) -> list[dict]:
     return json.loads(payload)["figure"]["data"]
 
 
-def test_a_settled_runs_funnel_is_counted_once_and_afresh_once_the_run_is_reopened(miner):
-    """The funnel of a finished run with nothing pending is counted once and kept (it grows with
-    the run: docs/benchmarks.md, paper scale); the cost table is always read from the shared
-    ledger. *Change stages* and a new execution reopen the run, and the next read counts what
-    is there now."""
+def test_a_runs_progress_reads_its_kept_counters_and_they_agree_with_its_rows(miner):
+    """The funnel, the projection and the rejection reasons come from the run's counters
+    (mining/run_counters.py), never from counting its stage results; the cost table is
+    always read from the shared ledger. After a run, after *Change stages* reopened it and
+    after its second execution, the counters equal a fresh count from the rows."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(2)])
+    from mining.run_counters import mining_run_counters_verify
+
+    corpus = make_corpus(
+        [
+            ("d0", "health", document_text("d0", "Exercise 0")),
+            ("d1", "health", document_text("d1", "Exercise 1", flags="reject:llm_filter")),
+        ]
+    )
     run = mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name, start=False)
     execute(run)
     run.refresh_from_db()
     assert run.status == "done"
 
-    def funnel_queries(queries) -> int:
+    def stage_result_counts(queries) -> int:
         return sum('FROM "mining_stageresult"' in q["sql"] and "GROUP BY" in q["sql"] for q in queries)
 
-    with CaptureQueriesContext(connection) as cold:
+    with CaptureQueriesContext(connection) as read:
         first = mining_run_progress(run)
-    with CaptureQueriesContext(connection) as warm:
-        second = mining_run_progress(run)
-    assert (second["funnel"], second["stage_costs"]) == (first["funnel"], first["stage_costs"])
-    assert funnel_queries(cold.captured_queries) == 1 and funnel_queries(warm.captured_queries) == 0
-    assert any('FROM "llm_ledgerentry"' in q["sql"] for q in warm.captured_queries)  # costs: always live
+    assert stage_result_counts(read.captured_queries) == 0
+    assert any('FROM "llm_ledgerentry"' in q["sql"] for q in read.captured_queries)  # costs: always live
+    assert first["rejection_reasons"] == [{"stage": "llm_filter", "reason": "excluded", "documents": 1}]
+    assert mining_run_counters_verify(run)["mismatches"] == []
 
     mining_run_update_stages(
         run=run, config_text=config() + "stages:\n  rewrite: {model: other-model}\n", source="run-v2.yaml", start=False
     )
+    run.refresh_from_db()
+    reopened = mining_run_progress(run)
+    assert reopened["totals"]["pending"] == 2 and reopened["rejection_reasons"] == []
+    for row in reopened["funnel"]:  # every document is being walked again: nothing dropped
+        assert (row["passed"] + row["in_flight"], row["dropped"]) == (2, 0)
+    assert mining_run_counters_verify(run)["mismatches"] == []
     execute(run)
     run.refresh_from_db()
-    with CaptureQueriesContext(connection) as reopened:
-        progress = mining_run_progress(run)
-    assert funnel_queries(reopened.captured_queries) == 1  # the reopened run is counted afresh
+    progress = mining_run_progress(run)
+    assert mining_run_counters_verify(run)["mismatches"] == []
+    assert progress["funnel"] == first["funnel"] and progress["rejection_reasons"] == first["rejection_reasons"]
     rows = [row for row in progress["stage_costs"] if row["stage"] == "rewrite"]
-    assert {(row["model"], row["requests"]) for row in rows} == {("scripted", 2), ("other-model", 2)}
+    assert {(row["model"], row["requests"]) for row in rows} == {("scripted", 1), ("other-model", 1)}

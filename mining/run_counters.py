@@ -1,0 +1,357 @@
+"""Counts kept as a mining run goes (docs/mining.md, "Counts kept as the run goes").
+
+A run's page shows aggregates of every stage result (the funnel per topic, stage and status)
+and of every document's cost (the cost projection, the rejection reasons). Counted from the
+rows they grow with the run (600,000 stage results at 100,000 documents); kept here as
+``MiningRunCounter`` rows, a few hundred per run, they do not.
+
+**Exactly once.** A counter changes in the transaction that changes what it counts, by the
+difference between the document's rows before and after, and the "before" is read with the
+document's row locked (``candidate_lock``): two workers writing the same document (a claim
+whose lease ran out and was taken again) wait for each other, and the second counts from
+what the first wrote (its results read by a statement that begins once the lock is held). A retried, resumed or re-walked document therefore moves its counts
+from its old state to its new one instead of adding them again, and a reopened document
+(*Retry failed*, *Change stages*: ``documents_reopen``) moves them to pending. Increments
+are added in the database (``n = n + excluded.n``), in key order, so concurrent writers
+neither lose one another's counts nor deadlock on them.
+
+**Reconciled against the rows.** ``mining_run_counters_verify`` counts the run afresh from
+its rows and the kept counters in one statement (one snapshot), and adds the difference to
+the counters: writers that commit meanwhile add their own changes on top, so the counters
+agree with the rows afterwards even while the run goes on. A run made before the counters
+were kept (``MiningRun.counters_built`` false) is counted this way on its first read."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, Protocol
+
+from django.db import connections, transaction
+
+from mining.models import CandidateStatus, CounterScope, MiningCandidate, MiningRun, MiningRunCounter, StageResult
+from mining.stages import REJECTED, reason_code
+
+# A counter's key: topic, scope, stage, status, the document's status, the reason code.
+Key = tuple[int, str, str, str, str, str]
+
+# The longest reason code kept (a code is the part of a rejection reason before its colon,
+# mining.stages.reason_code: a few words; the bound keeps a malformed one out of the index).
+REASON_CODE_CHARS = 200
+
+# Documents reopened per statement (a statement's parameters are bounded).
+REOPEN_CHUNK = 5000
+
+_COST_PLACES = Decimal(1).scaleb(-StageResult._meta.get_field("cost_usd").decimal_places)
+
+
+def stored_cost(value: Any) -> Decimal:
+    """A cost as a stage result stores it (its column's decimal places)."""
+    return Decimal(str(value or 0)).quantize(_COST_PLACES, rounding=ROUND_HALF_UP)
+
+
+def counted_reason(status: str, stage: str, reason: str) -> tuple[str, str]:
+    """The stage and reason code a document is counted under: those that rejected it; a
+    document in any other state is counted without them."""
+    if status != REJECTED:
+        return "", ""
+    return stage, reason_code(reason or "")[:REASON_CODE_CHARS]
+
+
+@dataclass
+class Sums:
+    n: int = 0
+    cost_usd: Decimal = Decimal(0)
+    squares: Decimal = Decimal(0)
+
+    def add(self, n: int, cost: Decimal, squares: Decimal) -> None:
+        self.n += n
+        self.cost_usd += cost
+        self.squares += squares
+
+    def __bool__(self) -> bool:
+        return bool(self.n or self.cost_usd or self.squares)
+
+
+Counts = dict[Key, Sums]
+
+
+@dataclass
+class DocumentRows:
+    """A document of a run (its candidate row) and its stage results, as a write sees them:
+    ``results`` maps a stage to its result's id, status and cost."""
+
+    topic_id: int
+    status: str
+    stage: str
+    reason: str
+    results: dict[str, tuple[int | None, str, Decimal]] = field(default_factory=dict)
+
+    def counts(self) -> Counts:
+        counts: Counts = defaultdict(Sums)
+        for stage, (_, status, _) in self.results.items():
+            counts[(self.topic_id, CounterScope.STAGE, stage, status, self.status, "")].add(1, Decimal(0), Decimal(0))
+        if self.results:
+            total = sum((cost for _, _, cost in self.results.values()), Decimal(0))
+            stage, code = counted_reason(self.status, self.stage, self.reason)
+            counts[(self.topic_id, CounterScope.DOCUMENT, stage, "", self.status, code)].add(1, total, total * total)
+        return counts
+
+    def written(
+        self,
+        results: dict[str, dict[str, Any]],
+        *,
+        deleted: tuple[int, ...] | list[int] = (),
+        status: str | None = None,
+        stage: str | None = None,
+        reason: str | None = None,
+    ) -> DocumentRows:
+        """The document after a write: ``results`` (stage -> the fields written) stored,
+        the results with the ``deleted`` ids gone, and its new status, stage and reason
+        where given."""
+        gone = set(deleted)
+        after = {s: r for s, r in self.results.items() if r[0] not in gone}
+        for s, fields in results.items():
+            after[s] = (self.results.get(s, (None,))[0], fields["status"], stored_cost(fields.get("cost_usd")))
+        return DocumentRows(
+            topic_id=self.topic_id,
+            status=self.status if status is None else status,
+            stage=self.stage if stage is None else stage,
+            reason=self.reason if reason is None else reason,
+            results=after,
+        )
+
+
+def candidate_lock(candidate_id: int) -> DocumentRows | None:
+    """Inside a write's transaction: lock the document's row, then read its stage results.
+    Two statements, in this order: a statement that waited for the lock sees the row as the
+    other writer left it but every other table as it was when the statement began, so the
+    results are read by a statement that starts once the lock is held. None when the
+    document is gone."""
+    row = (
+        MiningCandidate.objects.select_for_update()
+        .filter(pk=candidate_id)
+        .values_list("topic_id", "status", "stage", "reason")
+        .first()
+    )
+    if row is None:
+        return None
+    document = DocumentRows(*row)
+    for result_id, stage, status, cost in StageResult.objects.filter(candidate_id=candidate_id).values_list(
+        "id", "stage", "status", "cost_usd"
+    ):
+        document.results[stage] = (result_id, status, stored_cost(cost))
+    return document
+
+
+def difference(after: Counts, before: Counts) -> Counts:
+    delta: Counts = defaultdict(Sums)
+    for key, sums in after.items():
+        delta[key].add(sums.n, sums.cost_usd, sums.squares)
+    for key, sums in before.items():
+        delta[key].add(-sums.n, -sums.cost_usd, -sums.squares)
+    return {key: sums for key, sums in delta.items() if sums}
+
+
+def counters_add(run_id: int, delta: Counts) -> None:
+    """Add ``delta`` to the run's counters in one statement, in key order (concurrent
+    writers lock the same rows in the same order), each sum added in the database."""
+    rows = sorted(delta.items())
+    if not rows:
+        return
+    meta = MiningRunCounter._meta
+    connection = connections[MiningRunCounter.objects.db]
+    quote = connection.ops.quote_name
+    table = quote(meta.db_table)
+    key_columns = ["run_id", "topic_id", "scope", "stage", "status", "candidate_status", "reason"]
+    sums = ["n", "cost_usd", "cost_usd_squares"]
+    values = ", ".join(["(" + ", ".join(["%s"] * (len(key_columns) + len(sums))) + ")"] * len(rows))
+    params: list[Any] = []
+    for key, value in rows:
+        params += [run_id, *key, value.n, value.cost_usd, value.squares]
+    added = ", ".join(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in sums)
+    columns = ", ".join(quote(c) for c in key_columns + sums)
+    conflict = ", ".join(quote(c) for c in key_columns)
+    sql = f"INSERT INTO {table} ({columns}) VALUES {values} ON CONFLICT ({conflict}) DO UPDATE SET {added}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+class Decision(Protocol):
+    """How a walk leaves its document (``mining.runner._Final``): its new status (None:
+    unchanged), the stage and the reason."""
+
+    status: str | None
+    stage: str
+    reason: str
+
+
+def document_written(
+    run_id: int,
+    before: DocumentRows | None,
+    results: dict[str, dict[str, Any]],
+    *,
+    deleted: list[int] | None = None,
+    final: Decision | None = None,
+) -> None:
+    """A walk's write (``mining.runner.Walker._write``) stored ``results`` (stage -> the
+    fields written) for the document read as ``before`` (``candidate_lock``), deleted the
+    results with the ``deleted`` ids and, with ``final``, set its stage, reason and status
+    (unless None): move its counts from before to after, in the same transaction."""
+    if before is None:  # the document is gone; nothing was written
+        return
+    if final is None:
+        after = before.written(results, deleted=deleted or ())
+    else:
+        after = before.written(
+            results, deleted=deleted or (), status=final.status, stage=final.stage, reason=final.reason
+        )
+    counters_add(run_id, difference(after.counts(), before.counts()))
+
+
+# -- counted from the rows ----------------------------------------------------------------
+
+
+def _counted_sql(where: str) -> str:
+    """The counts of the documents ``where`` selects (``c`` their rows), from their rows:
+    stage results per topic, stage, status and document status; documents with stage
+    results per topic, status (and, rejected, stage and reason) with their cost sums."""
+    quote = connections[MiningRunCounter.objects.db].ops.quote_name
+    c = quote(MiningCandidate._meta.db_table)
+    r = quote(StageResult._meta.db_table)
+    rejected = f"'{CandidateStatus.REJECTED.value}'"
+    return f"""
+        WITH docs AS (
+            SELECT c.topic_id, c.status, c.stage, c.reason, SUM(r.cost_usd) AS total
+            FROM {r} r JOIN {c} c ON c.id = r.candidate_id
+            WHERE {where}
+            GROUP BY c.id, c.topic_id, c.status, c.stage, c.reason
+        )
+        SELECT 'counted', c.topic_id, '{CounterScope.STAGE.value}', r.stage, r.status, c.status, '',
+            COUNT(*), 0, 0
+        FROM {r} r JOIN {c} c ON c.id = r.candidate_id
+        WHERE {where}
+        GROUP BY c.topic_id, r.stage, r.status, c.status
+        UNION ALL
+        SELECT 'counted', topic_id, '{CounterScope.DOCUMENT.value}',
+            CASE WHEN status = {rejected} THEN stage ELSE '' END, '', status,
+            CASE WHEN status = {rejected} THEN reason ELSE '' END,
+            COUNT(*), SUM(total), SUM(total * total)
+        FROM docs
+        GROUP BY topic_id, CASE WHEN status = {rejected} THEN stage ELSE '' END, status,
+            CASE WHEN status = {rejected} THEN reason ELSE '' END"""
+
+
+def _collect(rows: list[tuple]) -> tuple[Counts, Counts]:
+    """(counted, kept) from the rows of a counting statement."""
+    found: dict[str, Counts] = {"counted": defaultdict(Sums), "kept": defaultdict(Sums)}
+    for source, topic_id, scope, stage, status, candidate_status, reason, n, cost, squares in rows:
+        if source == "counted" and scope == CounterScope.DOCUMENT:
+            stage, reason = counted_reason(candidate_status, stage, reason)
+        found[source][(topic_id, scope, stage, status, candidate_status, reason)].add(
+            int(n), Decimal(str(cost or 0)), Decimal(str(squares or 0))
+        )
+    return found["counted"], found["kept"]
+
+
+def _run_lock(run: MiningRun) -> bool:
+    """Serialise reconciliations of one run (a row lock on the run that writers, which
+    never lock the run, do not wait for). Returns whether its counters were built."""
+    return bool(
+        MiningRun.objects.select_for_update(no_key=True)
+        .filter(pk=run.pk)
+        .values_list("counters_built", flat=True)
+        .first()
+    )
+
+
+def _reconcile(run: MiningRun) -> list[dict[str, Any]]:
+    """Count the run afresh and add the difference to its counters; the mismatches found."""
+    quote = connections[MiningRunCounter.objects.db].ops.quote_name
+    kept_sql = (
+        f"SELECT 'kept', topic_id, scope, stage, status, candidate_status, reason, n, cost_usd, cost_usd_squares "
+        f"FROM {quote(MiningRunCounter._meta.db_table)} WHERE run_id = %s"
+    )
+    sql = _counted_sql("c.run_id = %s") + "\nUNION ALL\n" + kept_sql
+    with connections[MiningRunCounter.objects.db].cursor() as cursor:
+        cursor.execute(sql, [run.pk, run.pk, run.pk])
+        counted, kept = _collect(cursor.fetchall())
+    delta = difference(counted, kept)
+    counters_add(run.pk, delta)
+    return [
+        {
+            "key": dict(zip(("topic_id", "scope", "stage", "status", "candidate_status", "reason"), key, strict=True)),
+            "kept": kept[key].n if key in kept else 0,
+            "counted": counted[key].n if key in counted else 0,
+            "kept_cost_usd": kept[key].cost_usd if key in kept else Decimal(0),
+            "counted_cost_usd": counted[key].cost_usd if key in counted else Decimal(0),
+        }
+        for key in sorted(delta)
+    ]
+
+
+def mining_run_counters_verify(run: MiningRun) -> dict[str, Any]:
+    """Count the run's stage results and documents afresh from their rows and compare them
+    with its kept counters; where they differ, the counters are rebuilt from the rows (the
+    difference is added, so writes made meanwhile stay counted). Returns the run, how many
+    counters it has, the mismatches found (each key with the kept and the counted values)
+    and whether anything was rebuilt."""
+    with transaction.atomic():
+        built = _run_lock(run)
+        mismatches = _reconcile(run)
+        if not built:
+            MiningRun.objects.filter(pk=run.pk).update(counters_built=True)
+    run.counters_built = True
+    return {
+        "run": run.pk,
+        "name": run.name,
+        "counters": MiningRunCounter.objects.filter(run=run).exclude(n=0).count(),
+        "mismatches": mismatches,
+        "rebuilt": bool(mismatches),
+        "first_count": not built,
+    }
+
+
+def mining_run_counters(run: MiningRun) -> list[tuple[int, str, str, str, str, str, int, Decimal, Decimal]]:
+    """The run's kept counters: (topic, scope, stage, status, document status, reason code,
+    n, cost, sum of squared costs), those not zero. A run made before counters were kept
+    is counted from its rows first (once)."""
+    if not run.counters_built:
+        with transaction.atomic():
+            if not _run_lock(run):
+                _reconcile(run)
+                MiningRun.objects.filter(pk=run.pk).update(counters_built=True)
+        run.counters_built = True
+    return list(
+        MiningRunCounter.objects.filter(run=run)
+        .exclude(n=0)
+        .values_list(
+            "topic_id", "scope", "stage", "status", "candidate_status", "reason", "n", "cost_usd", "cost_usd_squares"
+        )
+        .order_by()
+    )
+
+
+def documents_reopen(*, run: MiningRun, ids: list[int], **fields: Any) -> int:
+    """Put these documents of the run back to pending (*Retry failed*, *Change stages*),
+    with ``fields`` set, and move their counts to pending. The caller's transaction holds
+    their rows locked (``select_for_update``), so their counts read here are what is
+    moved. Returns how many were reopened."""
+    reopened = 0
+    for start in range(0, len(ids), REOPEN_CHUNK):
+        chunk = ids[start : start + REOPEN_CHUNK]
+        marks = ", ".join(["%s"] * len(chunk))
+        with connections[MiningRunCounter.objects.db].cursor() as cursor:
+            cursor.execute(_counted_sql(f"c.id IN ({marks})"), chunk + chunk)
+            before, _ = _collect(cursor.fetchall())
+        after: Counts = defaultdict(Sums)
+        for (topic_id, scope, stage, status, _, reason), sums in before.items():
+            if scope == CounterScope.DOCUMENT:
+                stage, reason = "", ""
+            after[(topic_id, scope, stage, status, CandidateStatus.PENDING, reason)].add(
+                sums.n, sums.cost_usd, sums.squares
+            )
+        reopened += MiningCandidate.objects.filter(pk__in=chunk).update(status=CandidateStatus.PENDING, **fields)
+        counters_add(run.pk, difference(after, before))
+    return reopened
