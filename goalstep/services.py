@@ -21,8 +21,8 @@ from goalstep.items import BuildResult, FilterSettings, PoolProcedure, build_ite
 from goalstep.models import TaskEvaluation, TaskItem, TaskPrediction, TaskSet
 from judging.models import LanguageModel, PromptStyle
 from judging.prompts import Prompt, prompt_load
-from judging.services import decoding_params
-from llm.client import LLMRequest
+from judging.run_requests import decoding_params
+from llm.request import LLMRequest
 from llm.runs import owned_run_execute, owned_run_job_attach, owned_run_resume, owned_run_retry_failed
 from llm.selectors import llm_job_results
 from llm.shards import llm_job_tasks

@@ -18,7 +18,7 @@ from core.app_errors import InvalidInput
 from core.record_files import atomic_output
 from judging.models import JudgeRun, Judgment
 from judging.prompts import prompt_load
-from judging.services import judge_request
+from judging.run_requests import judge_request
 
 # Apps that hold human annotations register a function returning the ids of generations
 # that appear in any of their studies (annotate registers one; judging never imports it).

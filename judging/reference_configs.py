@@ -7,7 +7,7 @@ translated into our generation and judge runs. Pure Python, no Django.
   under each entry, ``vllm`` blocks merged one level deep as the reference merges them):
   its name (``run_name``, else the model id made file-safe), the language model to
   register, the executor and the request options (``temperature``, ``max_tokens``,
-  ``mode``, ``params``, ``engine``; judging/services.py ``request_options_check``);
+  ``mode``, ``params``, ``engine``; judging/run_requests.py ``request_options_check``);
 * ``judge``: the judge run the ``evaluator`` block says, or, without it, the reference's
   default (How2Judge under vLLM) mapped to our ``how2score_judge`` role's endpoint;
 * ``reference``: what the command does around the runs (the ``inputs`` files to import
@@ -169,7 +169,7 @@ def _spec(
 
 
 def _options(spec: dict[str, Any], where: str, t: Translation, *, prompt_style: str | None = None) -> dict[str, Any]:
-    """Request options (judging/services.py ``request_options_check``) from a stage spec."""
+    """Request options (judging/run_requests.py ``request_options_check``) from a stage spec."""
     mode = spec["mode"] if spec["backend"] == "vllm" else "chat"
     params = dict(spec["params"])
     if mode == "generate":

@@ -37,12 +37,15 @@ from judging.how2score import JudgeAnswerError, validate_judge_answer
 from judging.metrics import length_reward, step_format_reward
 from judging.prompts import prompt_load, prompt_path
 from judging.reward_service import JUDGE_LOOP, Deadline, DeadlinePassed
+from judging.run_requests import judge_request
 from judging.score_metric import score_reward
-from judging.services import DEFAULT_JUDGE_PROMPT, judge_request
+from judging.services import DEFAULT_JUDGE_PROMPT
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
-from llm.client import LLMClient, LLMRequest, LLMResult, ledger_write, ledger_write_many
+from llm.client import LLMClient
 from llm.endpoints import Endpoint, endpoint_require
+from llm.ledger import ledger_write, ledger_write_many
+from llm.request import LLMRequest, LLMResult
 from llm.selectors import ledger_ok_results
 
 REWARD_RUN = "reward-endpoint"

@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 MODEL_KEYS = {"name", "role", "base_url", "model", "api_key_env", "prompt_style", "reasoning", "max_tokens"}
-# Request options (judging/services.py request_options_check), in our shape too.
+# Request options (judging/run_requests.py request_options_check), in our shape too.
 OPTION_KEYS = {"top_p", "reasoning_effort", "params", "mode", "engine"}
 GENERATION_KEYS = {
     "name",

@@ -10,15 +10,15 @@ from typing import Any
 from django.db import transaction
 
 from core.app_errors import Conflict, InvalidInput
-from judging.constants import BASE_STOP, GREEDY_TEMPERATURE, JUDGE_MAX_TOKENS, REASONING_TEMPERATURE
-from judging.how2score import JudgeAnswerError, judge_schema, validate_judge_answer
+from judging.how2score import JudgeAnswerError, validate_judge_answer
 from judging.models import Generation, GenerationRun, JudgeRun, Judgment, LanguageModel, PromptStyle, StepParser
-from judging.prompts import JUDGE_SUFFIX, cleaned, generation_values, judge_values, prompt_load
+from judging.prompts import cleaned, prompt_load
+from judging.run_requests import generation_request, judge_request, judge_sampling, request_options_check
 from judging.steps import STEP_PARSERS, steps_parse
 from judging.tokens import procedure_tokens
-from llm.client import LLMRequest
 from llm.endpoint_services import base_url_problem
 from llm.key_env import api_key_env_check
+from llm.request import LLMRequest
 from llm.runs import (
     owned_run_cancel,
     owned_run_execute,
@@ -27,7 +27,6 @@ from llm.runs import (
     owned_run_resume,
     owned_run_retry_failed,
 )
-from llm.sampling import sampling_params
 from llm.selectors import llm_job_results
 from llm.services import ledger_entry_reject
 from llm.shards import llm_job_tasks
@@ -70,37 +69,6 @@ def language_model_register(
     return language_model
 
 
-def language_model_max_tokens_default() -> int:
-    """The ``max_tokens`` a model is registered with when none is given (the field's default,
-    1024): a built-in, not a person's choice, so the role's setting wins over it."""
-    return LanguageModel._meta.get_field("max_tokens").get_default()
-
-
-def decoding_params(language_model: LanguageModel, options: dict | None = None) -> dict:
-    """How2Everything App. D.1: greedy decoding for non-reasoning endpoints, with the stop
-    sequence "\\n\\n" for base models; temperature 0.6 for reasoning endpoints.
-
-    ``temperature`` and ``max_tokens`` (llm/sampling.py): the run's ``options`` over the
-    model's ``max_tokens`` (when it is not the field's default) over the model's role's
-    ``<PREFIX>_TEMPERATURE`` / ``<PREFIX>_MAX_TOKENS`` (or ``LLM_*``) over these constants."""
-    options = options or {}
-    registered = language_model.max_tokens
-    explicit = {
-        "temperature": options.get("temperature"),
-        "max_tokens": options.get("max_tokens")
-        if options.get("max_tokens") is not None
-        else (registered if registered != language_model_max_tokens_default() else None),
-    }
-    built_in = {
-        "temperature": REASONING_TEMPERATURE if language_model.reasoning else GREEDY_TEMPERATURE,
-        "max_tokens": language_model_max_tokens_default(),
-    }
-    params: dict[str, Any] = sampling_params(language_model.role, explicit=explicit, built_in=built_in)
-    if not language_model.reasoning and language_model.prompt_style == PromptStyle.BASE:
-        params["stop"] = list(BASE_STOP)
-    return params
-
-
 def sample_procedures(*, split: str, per_topic: int | None, seed: int) -> list[int]:
     """Procedure ids of a split, or ``per_topic`` of them per topic drawn with ``seed``."""
     by_topic: dict[int, list[int]] = defaultdict(list)
@@ -112,42 +80,6 @@ def sample_procedures(*, split: str, per_topic: int | None, seed: int) -> list[i
         ids = by_topic[topic_id]
         chosen += sorted(rng.sample(ids, per_topic)) if per_topic is not None and per_topic < len(ids) else ids
     return chosen
-
-
-REQUEST_MODES = ("chat", "generate")
-
-
-def request_options_check(options: dict | None) -> dict:
-    """Request options of a generation or judge run (docs/how2bench.md, *Request options*):
-    ``temperature``, ``max_tokens``, ``mode`` (``chat``: one user message; ``generate``: the
-    prompt as a plain completion), ``params`` (sent with every request: ``top_p``,
-    ``reasoning_effort``, ``chat_template_kwargs``, ...; a ``None`` value removes a default
-    such as the base models' stop) and ``engine`` (options of the in-process vLLM engine,
-    executor ``vllm_offline`` only)."""
-    options = dict(options or {})
-    unknown = set(options) - {"temperature", "max_tokens", "mode", "params", "engine"}
-    if unknown:
-        raise InvalidInput(f"unknown request option(s) {', '.join(sorted(map(str, unknown)))}")
-    if options.get("mode") is not None and options["mode"] not in REQUEST_MODES:
-        raise InvalidInput("mode must be chat or generate (a plain completion)")
-    for key in ("params", "engine"):
-        if not isinstance(options.get(key) or {}, dict):
-            raise InvalidInput(f"{key} must be a mapping")
-    return options
-
-
-def generation_request(
-    procedure: Procedure, language_model: LanguageModel, prompt, options: dict | None = None
-) -> LLMRequest:
-    text = prompt.render(**generation_values(procedure.goal, procedure.steps, procedure.resources))
-    options = options or {}
-    params = decoding_params(language_model, options)
-    params.update(options.get("params") or {})
-    mode = options.get("mode") or ("generate" if language_model.prompt_style == PromptStyle.BASE else "chat")
-    engine = options.get("engine") or None
-    if mode == "generate":
-        return LLMRequest(stage="generate", messages=[], prompt=text, params=params, engine=engine)
-    return LLMRequest(stage="generate", messages=[{"role": "user", "content": text}], params=params, engine=engine)
 
 
 def _engine_check(options: dict, executor: str) -> None:
@@ -277,14 +209,7 @@ def judge_run_create(
     if options.get("temperature") is not None:
         temperature = options["temperature"]
     temperature = judge_sampling(role, temperature=temperature, options=options)["temperature"]
-    if JudgeRun.objects.filter(generation_run=generation_run, judge=judge).exists():
-        raise Conflict(f"generation run {generation_run.name!r} already has judge {judge!r}; choose another judge name")
-    if not generation_run.generations.filter(outcome="ok").exists():
-        problem = (
-            f"generation run {generation_run.name!r} ({generation_run.status}) has no usable generation to judge; "
-            "judge it once it has generated"
-        )
-        raise InvalidInput(problem, {"generation_run": problem})
+    _judge_run_check(generation_run, judge)
     prompt = prompt_load(prompt_file or DEFAULT_JUDGE_PROMPT, kind="how2score_judge")
     run = JudgeRun.objects.create(
         name=name,
@@ -302,20 +227,7 @@ def judge_run_create(
         temperature=temperature,
         seed=seed,
     )
-    generations = list(generation_run.generations.filter(outcome="ok").select_related("procedure").order_by("id"))
-    requests = [
-        judge_request(
-            g.procedure.goal,
-            g.procedure.steps,
-            g.predicted_steps,
-            prompt,
-            temperature=temperature,
-            seed=seed,
-            options=options,
-            role=role,
-        )
-        for g in generations
-    ]
+    requests = _judge_requests(generation_run, prompt, temperature=temperature, seed=seed, options=options, role=role)
     owned_run_job_attach(
         run,
         label="judge-run",
@@ -331,52 +243,43 @@ def judge_run_create(
     return run
 
 
-def judge_request(
-    goal: str,
-    reference_steps: list[str],
-    steps: list[str],
-    prompt,
-    *,
-    temperature: float | None = None,
-    seed: int | None = None,
-    options: dict | None = None,
-    role: str = "how2score_judge",
-) -> LLMRequest:
-    """One How2Score request (judge runs, the reward endpoint, distillation data). Its
-    ``temperature`` and ``max_tokens``: see :func:`judge_sampling`."""
-    # Filled and ended as the reference CLI's judge requests are (judging/prompts.py).
-    text = prompt.render(**judge_values(goal, reference_steps, steps)) + JUDGE_SUFFIX
-    reference_steps, steps = cleaned(reference_steps), cleaned(steps)  # the lists the judge sees
-    options = options or {}
-    params: dict[str, Any] = judge_sampling(role, temperature=temperature, options=options)
-    if seed is not None:
-        params["seed"] = seed
-    params.update(options.get("params") or {})
-    # Links may only name steps that exist (the schema bounds them; see judge_schema).
-    schema = judge_schema(n_l1=len(reference_steps), n_l2=len(steps))
-    engine = options.get("engine") or None
-    if options.get("mode") == "generate":  # the prompt as a plain completion (vLLM's mode: generate)
-        return LLMRequest(
-            stage="how2score_judge", messages=[], prompt=text, params=params, schema=schema, engine=engine
+def _judge_run_check(generation_run: GenerationRun, judge: str) -> None:
+    """A judge name is used once per generation run, and only a run with a usable generation
+    is judged."""
+    if JudgeRun.objects.filter(generation_run=generation_run, judge=judge).exists():
+        raise Conflict(f"generation run {generation_run.name!r} already has judge {judge!r}; choose another judge name")
+    if not generation_run.generations.filter(outcome="ok").exists():
+        problem = (
+            f"generation run {generation_run.name!r} ({generation_run.status}) has no usable generation to judge; "
+            "judge it once it has generated"
         )
-    return LLMRequest(
-        stage="how2score_judge",
-        messages=[{"role": "user", "content": text}],
-        params=params,
-        schema=schema,
-        engine=engine,
-    )
+        raise InvalidInput(problem, {"generation_run": problem})
 
 
-def judge_sampling(role: str, *, temperature: float | None, options: dict) -> dict[str, Any]:
-    """A judge request's ``temperature`` and ``max_tokens`` (llm/sampling.py): the run's
-    (its ``temperature``, ``options.max_tokens``) over the role's ``JUDGE_TEMPERATURE`` /
-    ``JUDGE_MAX_TOKENS`` (or ``LLM_*``) over greedy and JUDGE_MAX_TOKENS."""
-    return sampling_params(
-        role,
-        explicit={"temperature": temperature, "max_tokens": options.get("max_tokens") or None},
-        built_in={"temperature": GREEDY_TEMPERATURE, "max_tokens": JUDGE_MAX_TOKENS},
-    )
+def _judge_requests(
+    generation_run: GenerationRun,
+    prompt: Any,
+    *,
+    temperature: float | None,
+    seed: int | None,
+    options: dict,
+    role: str,
+) -> list[LLMRequest]:
+    """One How2Score request per usable generation of the run, in generation order."""
+    generations = list(generation_run.generations.filter(outcome="ok").select_related("procedure").order_by("id"))
+    return [
+        judge_request(
+            g.procedure.goal,
+            g.procedure.steps,
+            g.predicted_steps,
+            prompt,
+            temperature=temperature,
+            seed=seed,
+            options=options,
+            role=role,
+        )
+        for g in generations
+    ]
 
 
 def _enqueue(kind: str, run_id: int) -> None:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from annotate.models import Annotation, ItemRole, ParticipationState, Study
 from prolific import constants as C
-from prolific.client import ProlificError
+from prolific.client import ProlificClient, ProlificError
 from prolific.errors import ProlificConflict, ProlificInvalid
 from prolific.models import BonusState, ProlificBonusBatch, ProlificBonusPayIntent, ProlificSubmission
 from prolific.publish_services import _link_required
@@ -108,6 +108,16 @@ def prolific_bonus_pay(*, batch: ProlificBonusBatch, user: Any) -> ProlificBonus
        again; every further payment of the study waits for it.
 
     A failure before step 3 gives the batch back (``preview``): nothing was paid."""
+    _bonus_batch_claim(batch)
+    user = user if user is not None else batch.link.created_by
+    client, bonus_id, baseline = _bonus_setup(batch, user)
+    intent = _bonus_intent_commit(batch, bonus_id, baseline)
+    return _bonus_pay_once(batch, intent, client, bonus_id)
+
+
+def _bonus_batch_claim(batch: ProlificBonusBatch) -> None:
+    """Step 1: ``preview`` → ``paying`` by a conditional update, refused (and given back, or
+    failed when someone was paid since the preview) unless this batch alone pays now."""
     now = timezone.now()
     claimed = ProlificBonusBatch.objects.filter(pk=batch.pk, state=BonusState.PREVIEW).update(
         state=BonusState.PAYING, claimed_at=now
@@ -116,8 +126,6 @@ def prolific_bonus_pay(*, batch: ProlificBonusBatch, user: Any) -> ProlificBonus
     if not claimed:
         raise ProlificConflict(f"This bonus batch cannot be paid: it is {batch.get_state_display().lower()}.")
     link = batch.link
-    study = link.study
-    user = user if user is not None else link.created_by
     if not batch.rows:
         ProlificBonusBatch.objects.filter(pk=batch.pk).update(state=BonusState.PREVIEW)
         raise ProlificConflict("This bonus batch pays no one (no participant is beyond the quota).")
@@ -140,24 +148,31 @@ def prolific_bonus_pay(*, batch: ProlificBonusBatch, user: Any) -> ProlificBonus
             "Some of these participants were paid a bonus already (or a payment is uncertain): "
             "preview the bonuses again."
         )
+
+
+def _bonus_give_back(batch: ProlificBonusBatch, exc: ProlificError) -> None:
+    """Nothing was paid: the batch may be paid again."""
+    ProlificBonusBatch.objects.filter(pk=batch.pk).update(
+        state=BonusState.PREVIEW, prolific_bonus_id="", error=str(exc)[:1000]
+    )
+    _note_error(batch.link, exc)
+
+
+def _bonus_setup(batch: ProlificBonusBatch, user: Any) -> tuple[ProlificClient, str, dict[str, list[int]]]:
+    """Step 2: the payment set up on Prolific (its id stored, unique across batches) and each
+    participant's bonuses as Prolific lists them now; any failure gives the batch back."""
+    link = batch.link
     csv_bonuses = "".join(f"{r['participant_id']},{Decimal(r['amount_cents']) / 100:.2f}\n" for r in batch.rows)
-
-    def give_back(exc: ProlificError) -> None:  # nothing was paid: the batch may be paid again
-        ProlificBonusBatch.objects.filter(pk=batch.pk).update(
-            state=BonusState.PREVIEW, prolific_bonus_id="", error=str(exc)[:1000]
-        )
-        _note_error(link, exc)
-
     try:
-        client = prolific_client(study, user)
+        client = prolific_client(link.study, user)
         setup = client.bonus_setup(link.prolific_id, csv_bonuses)
     except ProlificError as exc:
-        give_back(exc)
+        _bonus_give_back(batch, exc)
         raise
     bonus_id = setup.get("id")
     if not isinstance(bonus_id, str) or not bonus_id or len(bonus_id) > 100:
         malformed = ProlificError("malformed", "Prolific's bonus payment has no usable id; nothing was paid.")
-        give_back(malformed)
+        _bonus_give_back(batch, malformed)
         raise malformed
     total = setup.get("total_amount")
     try:
@@ -167,22 +182,35 @@ def prolific_bonus_pay(*, batch: ProlificBonusBatch, user: Any) -> ProlificBonus
         )
     except IntegrityError:  # that payment belongs to another batch already: never paid twice
         clash = ProlificError("malformed", f"Prolific answered a bonus payment id ({bonus_id}) used by another batch.")
-        give_back(clash)
+        _bonus_give_back(batch, clash)
         raise clash from None
     # Each participant's bonuses as Prolific shows them now: after a payment without a clear
     # answer, what was added since says whether it was made.
     try:
         baseline = {r["submission_id"]: _bonus_amounts(client.submission_get(r["submission_id"])) for r in batch.rows}
     except ProlificError as exc:
-        give_back(exc)
+        _bonus_give_back(batch, exc)
         raise
-    # The intent, committed before the call: one row per batch, so the call is made at most once.
+    return client, bonus_id, baseline
+
+
+def _bonus_intent_commit(
+    batch: ProlificBonusBatch, bonus_id: str, baseline: dict[str, list[int]]
+) -> ProlificBonusPayIntent:
+    """Step 3: the intent, committed before the call: one row per batch, so the call is made at
+    most once."""
     try:
-        intent = ProlificBonusPayIntent.objects.create(batch=batch, prolific_bonus_id=bonus_id, baseline=baseline)
+        return ProlificBonusPayIntent.objects.create(batch=batch, prolific_bonus_id=bonus_id, baseline=baseline)
     except IntegrityError:
         raise ProlificConflict(
             "This bonus batch's payment was already sent to Prolific; it is never sent again."
         ) from None
+
+
+def _bonus_pay_once(
+    batch: ProlificBonusBatch, intent: ProlificBonusPayIntent, client: ProlificClient, bonus_id: str
+) -> ProlificBonusBatch:
+    """Step 4: the one pay call, and what its answer means for the batch."""
     try:
         client.bonus_pay(bonus_id)
     except ProlificError as exc:
@@ -199,7 +227,7 @@ def prolific_bonus_pay(*, batch: ProlificBonusBatch, user: Any) -> ProlificBonus
             state=BonusState.FAILED if refused else BonusState.UNCERTAIN,
             error=(str(exc) + (" Nothing was paid; preview again." if refused else ""))[:1000],
         )
-        _note_error(link, exc)
+        _note_error(batch.link, exc)
         raise
     return _bonus_paid(batch, intent, 200, "")
 

@@ -306,84 +306,94 @@ class ProlificClient:
             except _http.HTTPError as exc:
                 error = f"no answer: {type(exc).__name__}"
                 self._record(method, path, attempt, None, payload, "", error, started, secrets)
-                if isinstance(exc, _http.ConnectError):
-                    # Nothing was sent (no connection): a wrong address, not a payment in doubt.
-                    if attempt < self.max_attempts and repeatable:
-                        self.sleep(self._backoff(attempt))
-                        continue
-                    raise ProlificError(
-                        "unreachable",
-                        f"No connection could be made to {self._host()} (PROLIFIC_API_URL = {self.base_url}): "
-                        f"{_reason(exc)}.",
-                    ) from exc
-                if not repeatable:
-                    raise ProlificError(
-                        "unavailable",
-                        "Prolific did not answer the payment request, so it may or may not have been made.",
-                        what_to_do="Check the bonus payments on Prolific before paying again.",
-                    ) from exc
-                if attempt < self.max_attempts:
-                    self.sleep(self._backoff(attempt))
-                    continue
-                raise ProlificError("unavailable", f"Prolific did not answer ({type(exc).__name__}).") from exc
+                self._after_no_answer(exc, attempt, repeatable)
+                continue
             code = response.status_code
             self._record(method, path, attempt, code, payload, text, "", started, secrets)
             if headers_out is not None:
                 headers_out.update({k.lower(): v for k, v in response.headers.items()})
             if 200 <= code < 300:
-                if not text.strip():
-                    return {}
-                try:
-                    return json.loads(text)
-                except ValueError:
-                    raise ProlificError(
-                        "malformed", f"Prolific's answer to {method} {path} is not JSON.", status_code=code
-                    ) from None
+                return _answer_json(text, method, path, code)
             if code == 429:
-                wait = retry_after_seconds(response.headers.get("retry-after"))
-                if wait is not None and wait > self.retry_max:
-                    span = wait_in_words(wait)
-                    raise ProlificError(
-                        "rate_limited",
-                        f"Prolific asked to wait {span} before the next request.",
-                        status_code=code,
-                        what_to_do=f"Try again in {span}."
-                        if wait <= DAY_SECONDS
-                        else "Try again tomorrow; if Prolific keeps refusing, check its status page or contact its support.",
-                    )
-                if attempt < self.max_attempts:
-                    self.sleep(wait if wait is not None else self._backoff(attempt))
-                    continue
-                raise ProlificError(
-                    "rate_limited", f"Prolific still refused after {attempt} attempts (429).", status_code=code
-                )
+                self._after_rate_limit(response.headers.get("retry-after"), attempt, code)
+                continue
             if code >= 500:
-                if repeatable and attempt < self.max_attempts:
-                    self.sleep(self._backoff(attempt))
-                    continue
-                if not repeatable:
-                    raise ProlificError(
-                        "unavailable",
-                        f"Prolific failed ({code}) while taking the payment request.",
-                        status_code=code,
-                        what_to_do="Check the bonus payments on Prolific before paying again.",
-                    )
-                raise ProlificError("unavailable", f"Prolific failed ({code}) {attempt} times.", status_code=code)
-            detail = _error_detail(text)
-            if code in (401, 403):
-                raise ProlificError(
-                    "auth",
-                    f"{self._host()} refused the token ({code}{': ' + detail if detail else ''}).",
-                    status_code=code,
-                )
-            if code == 404:
-                if diagnose:
-                    self._diagnose_404()
-                raise ProlificError("not_found", f"Prolific has no such resource ({method} {path}).", status_code=code)
-            raise ProlificError(
-                "refused", f"Prolific refused {method} {path} ({code}): {detail or 'no message'}.", status_code=code
-            )
+                self._after_server_failure(attempt, code, repeatable)
+                continue
+            raise self._refusal(method, path, code, text, diagnose)
         raise ProlificError("unavailable", "Prolific could not be reached.")  # pragma: no cover
+
+    def _after_no_answer(self, exc: _http.HTTPError, attempt: int, repeatable: bool) -> None:
+        """No answer came: wait before the next attempt, or raise when none may follow."""
+        if isinstance(exc, _http.ConnectError):
+            # Nothing was sent (no connection): a wrong address, not a payment in doubt.
+            if attempt < self.max_attempts and repeatable:
+                self.sleep(self._backoff(attempt))
+                return
+            raise ProlificError(
+                "unreachable",
+                f"No connection could be made to {self._host()} (PROLIFIC_API_URL = {self.base_url}): {_reason(exc)}.",
+            ) from exc
+        if not repeatable:
+            raise ProlificError(
+                "unavailable",
+                "Prolific did not answer the payment request, so it may or may not have been made.",
+                what_to_do="Check the bonus payments on Prolific before paying again.",
+            ) from exc
+        if attempt < self.max_attempts:
+            self.sleep(self._backoff(attempt))
+            return
+        raise ProlificError("unavailable", f"Prolific did not answer ({type(exc).__name__}).") from exc
+
+    def _after_rate_limit(self, retry_after: str | None, attempt: int, code: int) -> None:
+        """A 429: wait as asked (or the backoff) before the next attempt, or raise when the wait
+        asked for is too long or attempts ran out."""
+        wait = retry_after_seconds(retry_after)
+        if wait is not None and wait > self.retry_max:
+            span = wait_in_words(wait)
+            raise ProlificError(
+                "rate_limited",
+                f"Prolific asked to wait {span} before the next request.",
+                status_code=code,
+                what_to_do=f"Try again in {span}."
+                if wait <= DAY_SECONDS
+                else "Try again tomorrow; if Prolific keeps refusing, check its status page or contact its support.",
+            )
+        if attempt < self.max_attempts:
+            self.sleep(wait if wait is not None else self._backoff(attempt))
+            return
+        raise ProlificError("rate_limited", f"Prolific still refused after {attempt} attempts (429).", status_code=code)
+
+    def _after_server_failure(self, attempt: int, code: int, repeatable: bool) -> None:
+        """A 5xx: wait before the next attempt of a repeatable request, or raise."""
+        if repeatable and attempt < self.max_attempts:
+            self.sleep(self._backoff(attempt))
+            return
+        if not repeatable:
+            raise ProlificError(
+                "unavailable",
+                f"Prolific failed ({code}) while taking the payment request.",
+                status_code=code,
+                what_to_do="Check the bonus payments on Prolific before paying again.",
+            )
+        raise ProlificError("unavailable", f"Prolific failed ({code}) {attempt} times.", status_code=code)
+
+    def _refusal(self, method: str, path: str, code: int, text: str, diagnose: bool) -> ProlificError:
+        """The error of a 4xx answer (a 404 first checked against ``users/me/`` when ``diagnose``)."""
+        detail = _error_detail(text)
+        if code in (401, 403):
+            return ProlificError(
+                "auth",
+                f"{self._host()} refused the token ({code}{': ' + detail if detail else ''}).",
+                status_code=code,
+            )
+        if code == 404:
+            if diagnose:
+                self._diagnose_404()
+            return ProlificError("not_found", f"Prolific has no such resource ({method} {path}).", status_code=code)
+        return ProlificError(
+            "refused", f"Prolific refused {method} {path} ({code}): {detail or 'no message'}.", status_code=code
+        )
 
     def _host(self) -> str:
         return _http.URL(self.base_url).host or self.base_url
@@ -454,6 +464,18 @@ def _reason(exc: Exception) -> str:
     if "refused" in lowered:
         return "the connection was refused"
     return text[:120]
+
+
+def _answer_json(text: str, method: str, path: str, code: int) -> Any:
+    """A 2xx answer's JSON ({} for an empty body)."""
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ProlificError(
+            "malformed", f"Prolific's answer to {method} {path} is not JSON.", status_code=code
+        ) from None
 
 
 def _error_detail(text: str) -> str:

@@ -16,9 +16,9 @@ from django.utils import timezone
 from annotate.models import Participation, ParticipationState, Study
 from annotate.review.selectors import participant_rejections
 from prolific import constants as C
-from prolific.client import ProlificError
+from prolific.client import ProlificClient, ProlificError
 from prolific.errors import ProlificInvalid
-from prolific.models import ProlificSubmission
+from prolific.models import ProlificStudyLink, ProlificSubmission
 from prolific.publish_services import _link_required
 from prolific.sync_services import prolific_submissions_sync
 from prolific.token_services import _clear_error, _note_error, prolific_client
@@ -75,6 +75,29 @@ def prolific_review(
     (annotate/review/) is rejected whatever the policy, with that review's message and
     category (the latest such review); one screened out by the qualification has no main
     annotations to reject."""
+    message = _review_message(policy, message)
+    link = _link_required(study)
+    user = user if user is not None else link.created_by
+    if sync:
+        prolific_submissions_sync(study=study, user=user)
+    result = ReviewResult()
+    rejections = participant_rejections(study)  # participation id -> (message, category)
+    approve, reject = _review_sorted(link, policy, rejections, result)
+    by_pk = {s.pk: s for s in approve + reject}
+    claimed = set(_claim(list(by_pk)))
+    result.already_reviewed += len(by_pk) - len(claimed)
+    approve = [s for s in approve if s.pk in claimed]
+    reject = [s for s in reject if s.pk in claimed]
+    client = prolific_client(study, user)
+    if approve:
+        _review_approve(client, link, approve, reject, policy, result)
+    _review_reject(client, link, reject, rejections, message, result)
+    _clear_error(link)
+    return result
+
+
+def _review_message(policy: Any, message: Any) -> Any:
+    """The policy checked, and the rejection message it needs (the default when none is given)."""
     if policy not in C.POLICIES:
         raise ProlificInvalid("policy", f"choose one of {', '.join(C.POLICIES)}")
     if policy == C.POLICY_REJECT:
@@ -88,14 +111,16 @@ def prolific_review(
                 f"Prolific needs a rejection message of {C.REJECT_MESSAGE_MIN_LENGTH} to "
                 f"{C.REJECT_MESSAGE_MAX_LENGTH} characters (got {len(message)})",
             )
-    link = _link_required(study)
-    user = user if user is not None else link.created_by
-    if sync:
-        prolific_submissions_sync(study=study, user=user)
-    result = ReviewResult()
+    return message
+
+
+def _review_sorted(
+    link: ProlificStudyLink, policy: Any, rejections: dict[int, tuple[str, str]], result: ReviewResult
+) -> tuple[list[ProlificSubmission], list[ProlificSubmission]]:
+    """The submissions awaiting review, sorted into those to approve and those to reject; the
+    ones reviewed already and those whose participant has not finished are counted."""
     approve: list[ProlificSubmission] = []
     reject: list[ProlificSubmission] = []
-    rejections = participant_rejections(study)  # participation id -> (message, category)
     awaiting = link.submissions.filter(status=C.AWAITING_REVIEW).select_related("participation")
     for sub in awaiting:
         if sub.reviewed_action:
@@ -111,32 +136,49 @@ def prolific_review(
             reject.append(sub)
         else:
             approve.append(sub)
-    by_pk = {s.pk: s for s in approve + reject}
-    claimed = set(_claim(list(by_pk)))
-    result.already_reviewed += len(by_pk) - len(claimed)
-    approve = [s for s in approve if s.pk in claimed]
-    reject = [s for s in reject if s.pk in claimed]
-    client = prolific_client(study, user)
-    if approve:
-        try:
-            client.submissions_bulk_approve(link.prolific_id, [s.submission_id for s in approve])
-        except ProlificError as exc:
-            _unclaim([s.pk for s in approve + reject])
-            _note_error(link, exc)
-            raise
-        now = timezone.now()
-        for s in approve:
-            # Every submission to approve has a participation here (checked when sorted above).
-            screened = s.participation is not None and s.participation.state == ParticipationState.SCREENED_OUT
-            note = "screened out; approved by policy" if screened else "completed"
-            if screened and policy == C.POLICY_REJECT:
-                note = "screened out by the qualification: Prolific does not allow rejecting it, so approved"
-                result.not_rejectable += 1
-            ProlificSubmission.objects.filter(pk=s.pk).update(
-                reviewed_action=C.REVIEW_APPROVE, reviewed_at=now, status=C.APPROVED, status_at=now, review_note=note
-            )
-            result.screened_out_approved += int(screened)
-            result.approved += 1
+    return approve, reject
+
+
+def _review_approve(
+    client: ProlificClient,
+    link: ProlificStudyLink,
+    approve: list[ProlificSubmission],
+    reject: list[ProlificSubmission],
+    policy: Any,
+    result: ReviewResult,
+) -> None:
+    """One bulk approval; on failure every claimed submission is given back."""
+    try:
+        client.submissions_bulk_approve(link.prolific_id, [s.submission_id for s in approve])
+    except ProlificError as exc:
+        _unclaim([s.pk for s in approve + reject])
+        _note_error(link, exc)
+        raise
+    now = timezone.now()
+    for s in approve:
+        # Every submission to approve has a participation here (checked when sorted above).
+        screened = s.participation is not None and s.participation.state == ParticipationState.SCREENED_OUT
+        note = "screened out; approved by policy" if screened else "completed"
+        if screened and policy == C.POLICY_REJECT:
+            note = "screened out by the qualification: Prolific does not allow rejecting it, so approved"
+            result.not_rejectable += 1
+        ProlificSubmission.objects.filter(pk=s.pk).update(
+            reviewed_action=C.REVIEW_APPROVE, reviewed_at=now, status=C.APPROVED, status_at=now, review_note=note
+        )
+        result.screened_out_approved += int(screened)
+        result.approved += 1
+
+
+def _review_reject(
+    client: ProlificClient,
+    link: ProlificStudyLink,
+    reject: list[ProlificSubmission],
+    rejections: dict[int, tuple[str, str]],
+    message: Any,
+    result: ReviewResult,
+) -> None:
+    """One rejection per submission, with its review's message and category (or the policy's);
+    on failure the ones not yet rejected are given back."""
     for i, s in enumerate(reject):
         reviewed = rejections.get(s.participation_id) if s.participation_id is not None else None
         reject_message, category = reviewed or (message, C.REJECTION_CATEGORY_FAILED_CHECK)
@@ -161,5 +203,3 @@ def prolific_review(
         )
         result.rejected += 1
         result.rejected_in_review += int(bool(reviewed))
-    _clear_error(link)
-    return result

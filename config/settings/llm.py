@@ -36,7 +36,19 @@ def _optional_int(name: str) -> int | None:
 
 
 def llm_settings() -> dict:
-    default: dict[str, Any] = {
+    default = _default_endpoint()
+    return {
+        "LLM_DEFAULT_ENDPOINT": default,
+        "LLM_ROLES": {role: _role_endpoint(prefix, default) for role, prefix in LLM_ROLE_PREFIXES.items()},
+        "LLM_ROLE_PREFIXES": dict(LLM_ROLE_PREFIXES),
+        **_request_settings(),
+        **_run_settings(),
+    }
+
+
+def _default_endpoint() -> dict[str, Any]:
+    """The endpoint of every role without overrides (``LLM_*``)."""
+    return {
         "base_url": env_str("LLM_BASE_URL", "") or "",
         "api_key": env_str("LLM_API_KEY", "") or "",
         "model": env_str("LLM_MODEL", "") or "",
@@ -49,32 +61,35 @@ def llm_settings() -> dict:
         "timeout_seconds": _optional_float("LLM_REQUEST_TIMEOUT_SECONDS"),
         "disable_thinking": env_str("LLM_DISABLE_THINKING", "") in ("1", "true", "yes"),
     }
-    roles = {}
-    for role, prefix in LLM_ROLE_PREFIXES.items():
-        roles[role] = {
-            "base_url": env_str(f"{prefix}_BASE_URL", default["base_url"]) or "",
-            "api_key": env_str(f"{prefix}_API_KEY", default["api_key"]) or "",
-            "model": env_str(f"{prefix}_MODEL", default["model"]) or "",
-            "temperature": _optional_float(f"{prefix}_TEMPERATURE")
-            if env_str(f"{prefix}_TEMPERATURE")
-            else default["temperature"],
-            "max_tokens": _optional_int(f"{prefix}_MAX_TOKENS")
-            if env_str(f"{prefix}_MAX_TOKENS")
-            else default["max_tokens"],
-            "context_length": _optional_int(f"{prefix}_CONTEXT_LENGTH")
-            if env_str(f"{prefix}_CONTEXT_LENGTH")
-            else default["context_length"],
-            "timeout_seconds": _optional_float(f"{prefix}_REQUEST_TIMEOUT_SECONDS")
-            if env_str(f"{prefix}_REQUEST_TIMEOUT_SECONDS")
-            else default["timeout_seconds"],
-            "disable_thinking": env_str(f"{prefix}_DISABLE_THINKING", "") in ("1", "true", "yes")
-            if env_str(f"{prefix}_DISABLE_THINKING")
-            else default["disable_thinking"],
-        }
+
+
+def _role_endpoint(prefix: str, default: dict[str, Any]) -> dict[str, Any]:
+    """One role's endpoint: ``<PREFIX>_*`` where set, else the default's."""
     return {
-        "LLM_DEFAULT_ENDPOINT": default,
-        "LLM_ROLES": roles,
-        "LLM_ROLE_PREFIXES": dict(LLM_ROLE_PREFIXES),
+        "base_url": env_str(f"{prefix}_BASE_URL", default["base_url"]) or "",
+        "api_key": env_str(f"{prefix}_API_KEY", default["api_key"]) or "",
+        "model": env_str(f"{prefix}_MODEL", default["model"]) or "",
+        "temperature": _optional_float(f"{prefix}_TEMPERATURE")
+        if env_str(f"{prefix}_TEMPERATURE")
+        else default["temperature"],
+        "max_tokens": _optional_int(f"{prefix}_MAX_TOKENS")
+        if env_str(f"{prefix}_MAX_TOKENS")
+        else default["max_tokens"],
+        "context_length": _optional_int(f"{prefix}_CONTEXT_LENGTH")
+        if env_str(f"{prefix}_CONTEXT_LENGTH")
+        else default["context_length"],
+        "timeout_seconds": _optional_float(f"{prefix}_REQUEST_TIMEOUT_SECONDS")
+        if env_str(f"{prefix}_REQUEST_TIMEOUT_SECONDS")
+        else default["timeout_seconds"],
+        "disable_thinking": env_str(f"{prefix}_DISABLE_THINKING", "") in ("1", "true", "yes")
+        if env_str(f"{prefix}_DISABLE_THINKING")
+        else default["disable_thinking"],
+    }
+
+
+def _request_settings() -> dict[str, Any]:
+    """One request's timeouts, its fitting to the context, and its retries."""
+    return {
         # How long the Test button of an endpoint record waits for the answer.
         "LLM_ENDPOINT_TEST_TIMEOUT_SECONDS": env_float("LLM_ENDPOINT_TEST_TIMEOUT_SECONDS", 20.0),
         "LLM_TIMEOUT_SECONDS": env_float("LLM_TIMEOUT_SECONDS", 120.0),
@@ -100,6 +115,13 @@ def llm_settings() -> dict:
         # A retry-after (or retry-after-ms) header is obeyed up to this many seconds; a
         # larger, negative or unreadable value cannot stall an endpoint for hours.
         "LLM_RETRY_AFTER_MAX_SECONDS": env_float("LLM_RETRY_AFTER_MAX_SECONDS", 60.0),
+    }
+
+
+def _run_settings() -> dict[str, Any]:
+    """A run's circuit breaker, claims and shards, the limits per endpoint, prices, the Batch
+    API, and where requests may go."""
+    return {
         # The circuit breaker: a run pauses itself (and says why) after this many failed
         # attempts in a row at its endpoint, or when more than LLM_BREAKER_WINDOW_FAILURES
         # of the last LLM_BREAKER_WINDOW attempts failed (docs/llm.md, "Run states").
