@@ -34,6 +34,7 @@ from django.conf import settings
 
 from core.secret_masking import MASK
 from llm import capabilities as caps
+from llm.async_http import AsyncTransport, transport_for_loop
 from llm.attempts import AttemptLoop
 from llm.call_watch import CallWatch
 from llm.call_watch import Interrupted as Interrupted  # kept importable here for now (see below)
@@ -88,11 +89,8 @@ class LLMClient:
                 caps.learn_context(self.endpoint_id, endpoint.context_length, "endpoint setting")
         elif not known.probed_at and executor == EXECUTOR_ONLINE:
             self._probe()
-        # The asynchronous path's state, set up on the first call from an event loop (_async_http).
-        self._async_loop: asyncio.AbstractEventLoop | None = None
-        self._async_pools: list[_http.AsyncClient] = []
-        self._async_lanes: dict[asyncio.Task[Any] | None, _http.AsyncClient] = {}
-        self._async_headers: dict[str, str] = {}
+        # The asynchronous path's transport, made on the first call from an event loop (llm/async_http.py).
+        self._async_transport: AsyncTransport | None = None
 
     def close(self) -> None:
         self.openai.close()
@@ -113,72 +111,29 @@ class LLMClient:
 
     # -- the asynchronous client (llm/async_executor.py) ------------------------------
 
-    ASYNC_POOL_CONNECTIONS = 8  # connections per asynchronous pool (see _async_http)
-
-    def _async_http(self) -> _http.AsyncClient:
-        """The HTTP client of the calling task on the running event loop.
-
-        The asynchronous path posts with the HTTP library the ``openai`` package is built on
-        directly (the same headers, timeout and error classes; ``_async_post``): the
-        package's own request machinery costs more CPU than the rest of a request. The
-        library's connection pool scans every one of its connections (polling each socket)
-        whenever a request starts or ends, so one pool of C connections costs O(C) per
-        request; a loop with C requests in flight uses C / 8 pools of 8 connections, each
-        task keeping the pool it was given (its connections stay warm)."""
-        loop = asyncio.get_running_loop()
-        if self._async_loop is not loop:
-            self._async_loop = loop
-            self._async_pools = []
-            self._async_lanes = {}
-            self._async_headers = {
+    def _async_transport_get(self) -> AsyncTransport:
+        """The running loop's transport (llm/async_http.py): aiohttp, with this client's headers,
+        timeout and error classes."""
+        self._async_transport = transport_for_loop(
+            self._async_transport,
+            base_url=str(self.openai.base_url),
+            headers={
                 **{k: v for k, v in self.openai.default_headers.items() if isinstance(v, str)},
                 "X-Stainless-Async": "async:asyncio",
                 "Authorization": f"Bearer {self.endpoint.api_key or 'none'}",
-            }
-        task = asyncio.current_task()
-        client = self._async_lanes.get(task)
-        if client is None:
-            lane = len(self._async_lanes) // self.ASYNC_POOL_CONNECTIONS
-            if lane >= len(self._async_pools):
-                size = self.ASYNC_POOL_CONNECTIONS
-                self._async_pools.append(
-                    _http.AsyncClient(
-                        verify=tls_context(),
-                        timeout=self.endpoint.timeout_seconds or settings.LLM_TIMEOUT_SECONDS,
-                        follow_redirects=False,  # never passed on elsewhere (llm/outbound.py)
-                        limits=_http.Limits(max_connections=size, max_keepalive_connections=size),
-                    )
-                )
-            client = self._async_lanes[task] = self._async_pools[lane]
-        return client
-
-    async def _async_post(self, path_url: str, body: dict[str, Any], timeout: float) -> Any:
-        """POST a JSON body; errors become the ``openai`` package's classes, as its client raises them."""
-        http = self._async_http()
-        request = http.build_request(
-            "POST",
-            str(self.openai.base_url).rstrip("/") + path_url,
-            content=json.dumps(body, ensure_ascii=False).encode("utf-8"),
-            headers=self._async_headers,
-            timeout=timeout,
+            },
+            tls=tls_context(),
+            errors_from=self.openai,
         )
-        try:
-            response = await http.send(request)
-        except _http.TimeoutException as exc:
-            raise openai.APITimeoutError(request=request) from exc
-        except Exception as exc:
-            raise openai.APIConnectionError(request=request) from exc
-        if response.status_code >= 400:
-            raise self.openai._make_status_error_from_response(response)
-        return response
+        return self._async_transport
 
     async def aclose(self) -> None:
-        """Close the running loop's connection pools (before the loop ends)."""
-        if self._async_loop is not asyncio.get_running_loop():
+        """Close the running loop's transport (before the loop ends)."""
+        transport = self._async_transport
+        if transport is None or transport.loop is not asyncio.get_running_loop():
             return
-        for client in self._async_pools:
-            await client.aclose()
-        self._async_loop, self._async_pools, self._async_lanes = None, [], {}
+        await transport.aclose()
+        self._async_transport = None
 
     def _masked(self, text: str) -> str:
         """An error as stored and shown: never with the endpoint's key in it (a server may
@@ -321,9 +276,10 @@ class LLMClient:
         await limits.wait_turn_async(self.endpoint_id, self.limits, estimate)
         async with limits.slot_async(self.endpoint_id, self.limits):
             started = time.perf_counter()
-            response = await self._async_post(request.path_url, body, state.timeout)
+            content = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            raw = await self._async_transport_get().post(request.path_url, content, state.timeout)
             latency_ms = int((time.perf_counter() - started) * 1000)
-        return completion_envelope(response.content), latency_ms
+        return completion_envelope(raw), latency_ms
 
     def _record(self, request: LLMRequest, result: LLMResult, body: dict | None, *, run: str, role: str) -> None:
         ledger_write(result.key, self.ledger_fields(request, result, body, run=run, role=role))

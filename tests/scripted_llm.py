@@ -103,11 +103,11 @@ class ScriptedLLM:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     # -- scripting --------------------------------------------------------------------
-    def queue(self, *answers: Reply | Status) -> None:
+    def queue(self, *answers: Reply | Status | Raw) -> None:
         """Answers for the next requests, in order, before rules and the default."""
         self._queue.extend(answers)
 
-    def on(self, match: Callable[[dict], bool], *answers: Reply | Status) -> None:
+    def on(self, match: Callable[[dict], bool], *answers: Reply | Status | Raw) -> None:
         """Answers, in order, for requests that ``match``; the last one repeats."""
         self.rules.append((match, deque(answers)))
 

@@ -1,0 +1,113 @@
+"""The asynchronous path's transport (llm/async_http.py) against a scripted server: bodies come
+back as sent, and every failure is the ``openai`` package's error for it, with the server's
+headers (``retry-after``) kept for the retry policy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+
+import openai
+import pytest
+
+from llm.async_http import AsyncTransport, transport_for_loop
+from tests.scripted_llm import Raw, Reply, ScriptedLLM, Status
+
+
+def _transport(base_url: str) -> AsyncTransport:
+    return AsyncTransport(
+        base_url=base_url,
+        headers={"Authorization": "Bearer sk-test-transport"},
+        tls=ssl.create_default_context(),
+        errors_from=openai.OpenAI(base_url=base_url, api_key="sk-test-transport", max_retries=0),
+    )
+
+
+def _post(base_url: str, body: dict, *, timeout: float = 5.0, path: str = "/chat/completions") -> bytes:
+    async def go() -> bytes:
+        transport = _transport(base_url)
+        try:
+            return await transport.post(path, json.dumps(body).encode(), timeout)
+        finally:
+            await transport.aclose()
+
+    return asyncio.run(go())
+
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": "How do I boil an egg? é"}]}
+
+
+def test_a_completion_comes_back_with_the_request_sent_as_given():
+    with ScriptedLLM() as server:
+        server.queue(Reply(content="done", prompt_tokens=7, completion_tokens=2))
+        raw = _post(server.base_url, BODY)
+        assert json.loads(raw)["choices"][0]["message"]["content"] == "done"
+        assert server.requests == [BODY]
+        assert server.authorizations == ["Bearer sk-test-transport"]
+
+
+def test_a_429_is_the_rate_limit_error_with_its_retry_after():
+    with ScriptedLLM() as server:
+        server.queue(Status(429, "slow down", headers={"retry-after": "7"}))
+        with pytest.raises(openai.RateLimitError) as caught:
+            _post(server.base_url, BODY)
+        assert caught.value.status_code == 429
+        assert caught.value.response.headers["retry-after"] == "7"
+        assert "slow down" in str(caught.value)
+
+
+def test_a_500_is_the_server_error():
+    with ScriptedLLM() as server:
+        server.queue(Status(500, "boom"))
+        with pytest.raises(openai.InternalServerError):
+            _post(server.base_url, BODY)
+
+
+def test_a_redirect_is_never_followed():
+    with ScriptedLLM() as server:
+        server.queue(Raw(b"", code=302, headers={"Location": server.base_url + "/chat/completions"}))
+        assert _post(server.base_url, BODY) == b""
+        assert len(server.requests) == 1  # the Location was not asked
+
+
+def test_no_server_is_a_connection_error():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+    with pytest.raises(openai.APIConnectionError) as caught:
+        _post(f"http://127.0.0.1:{port}/v1", BODY)
+    assert not isinstance(caught.value, openai.APITimeoutError)
+
+
+def test_a_slow_server_is_a_timeout():
+    with ScriptedLLM(latency=2.0) as server:
+        with pytest.raises(openai.APITimeoutError):
+            _post(server.base_url, BODY, timeout=0.3)
+
+
+def test_one_transport_per_event_loop():
+    with ScriptedLLM() as server:
+        kwargs = dict(
+            base_url=server.base_url,
+            headers={},
+            tls=ssl.create_default_context(),
+            errors_from=openai.OpenAI(base_url=server.base_url, api_key="x"),
+        )
+
+        async def twice() -> tuple[AsyncTransport, AsyncTransport]:
+            first = transport_for_loop(None, **kwargs)
+            second = transport_for_loop(first, **kwargs)
+            await first.aclose()
+            return first, second
+
+        first, second = asyncio.run(twice())
+        assert first is second
+
+        async def on_another_loop() -> AsyncTransport:
+            third = transport_for_loop(first, **kwargs)
+            await third.aclose()
+            return third
+
+        assert asyncio.run(on_another_loop()) is not first
