@@ -89,14 +89,12 @@ def assert_counted_exactly(run: MiningRun) -> None:
 
 def test_every_walk_moves_the_counts_once_through_retries_and_retry_failed(miner, settings):
     settings.LLM_PARSE_REASKS = 0
-    docs = _docs(14) + [("flaky", "health", document_text("flaky", "Tape an ankle", 6, "flaky:llm_filter"))]
-    corpus = make_corpus(docs)
+    corpus = make_corpus(_docs(14))
     run = mining_run_create(config_text=config(failure_retries=1), source="run.yaml", corpus_name=corpus.name)
     execute(run)
-    statuses = Counter(run.candidates.values_list("status", flat=True))
-    assert statuses["failed"] == 2 and statuses["rejected"] >= 4
-    flaky = run.candidates.get(document__doc_id="flaky")
-    assert flaky.failures == 1 and flaky.status != "failed"  # failed once, decided on its retry
+    failed = run.candidates.filter(status="failed")
+    # each failed document was walked twice (its automatic retry), its second write counted over its first
+    assert failed.count() == 2 and set(failed.values_list("failures", flat=True)) == {2}
     assert_counted_exactly(run)
     progress = mining_run_progress(run)
     assert progress["outcomes"]["parse_failed"] == 2 and progress["totals"]["failed"] == 2
