@@ -183,7 +183,7 @@ def test_a_tampered_counter_is_found_rebuilt_from_the_rows_and_reported(miner):
     run = mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name)
     execute(run)
     first = mining_run_progress(run)
-    counter = MiningRunCounter.objects.filter(run=run, scope="stage", stage="heuristics").first()
+    counter = MiningRunCounter.objects.filter(run=run, scope="stage", stage="heuristics").order_by("pk")[0]
     MiningRunCounter.objects.filter(pk=counter.pk).update(n=counter.n + 5)
     assert mining_run_progress(run)["funnel"] != first["funnel"]  # the page reads the counters
 
