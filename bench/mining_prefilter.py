@@ -73,7 +73,7 @@ def synthetic_record(i: int) -> dict:
 
 
 def write_file(path: Path, n: int) -> None:
-    from core.record_files import open_binary_writer
+    from core.record_output import open_binary_writer
 
     with open_binary_writer(path) as handle:
         buffer: list[str] = []

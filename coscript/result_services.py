@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.app_errors import Conflict, InvalidInput
-from core.record_files import atomic_output
+from core.record_output import atomic_output
 from coscript.models import CandidateScript, CoScriptRun, Phase, Review, SpecificGoal
 from mining.models import Procedure, Split, Topic
 

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 
 from core.app_errors import InvalidInput
-from core.record_files import atomic_output
+from core.record_output import atomic_output
 from goalstep.answers import OK, candidate_list, letter_list, read_choice
 from goalstep.constants import STEP_ORDERING, TASKS, USABLE_OUTCOMES
 from goalstep.items import BuildResult, FilterSettings, PoolProcedure, build_items

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from core.app_errors import InvalidInput
-from core.record_files import atomic_output
+from core.record_output import atomic_output
 from judging.models import JudgeRun, Judgment
 from judging.prompts import prompt_load
 from judging.run_requests import judge_request

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.record_files import RecordError, atomic_output, iter_records
+from core.record_files import RecordError
+from core.record_output import atomic_output
+from core.record_reader import iter_records
 from judging.how2score import judgments_tally
 from judging.models import GenerationRun, JudgeRun
 from judging.reference_identity import (

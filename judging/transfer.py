@@ -32,7 +32,9 @@ from typing import Any
 from django.db import models, transaction
 
 from core.app_errors import Conflict, InvalidInput
-from core.record_files import RecordError, atomic_output, iter_records
+from core.record_files import RecordError
+from core.record_output import atomic_output
+from core.record_reader import iter_records
 from core.stored_values import StrictJSONError, check_stored_values
 from core.strict_json import nesting_depth
 from judging.how2score import (

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from core.app_errors import InvalidInput
 from core.heartbeats import import_run, stalled_settle
-from core.record_files import RecordError, file_kind, iter_records
+from core.record_files import RecordError, file_kind
+from core.record_reader import iter_records
 from core.stored_values import StrictJSONError, check_stored_values
 from mining.constants import (
     CORPUS_IMPORT_BATCH_SIZE,

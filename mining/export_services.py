@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from core.app_errors import InvalidInput
-from core.record_files import atomic_output
+from core.record_output import atomic_output
 from mining.constants import IMPORT_BATCH_SIZE
 from mining.models import Document, Procedure
 from mining.procedure_records import (

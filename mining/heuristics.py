@@ -59,7 +59,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.record_files import RecordError, atomic_output, file_kind, iter_records
+from core.record_files import RecordError, file_kind
+from core.record_output import atomic_output
+from core.record_reader import iter_records
 from mining.constants import (
     HEURISTICS_NORMALISATION,
     HEURISTICS_NORMALISATIONS,

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.link_urls import http_url
-from core.record_files import RecordError, json_loads_bounded, json_too_deep
+from core.record_files import RecordError
+from core.record_text import json_loads_bounded, json_too_deep
 
 HOW2MINE_SCHEMA_VERSION = "how2mine.v1"
 # How2Bench's example record (the reference CLI's BenchExample): the flat fields plus

@@ -13,7 +13,8 @@ from django.db import reset_queries, transaction
 from django.utils.text import slugify
 
 from core.app_errors import InvalidInput
-from core.record_files import ReadLimits, RecordError, iter_records
+from core.record_files import ReadLimits, RecordError
+from core.record_reader import iter_records
 from core.stored_values import StrictJSONError, check_field_value, check_stored_values, max_length_of
 from mining.constants import IMPORT_BATCH_SIZE, TOPICS
 from mining.models import Procedure, Split, Topic, procedure_identity

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import transaction
 
 from core.app_errors import InvalidInput
-from core.record_files import atomic_output, output_problem
+from core.record_output import atomic_output, output_problem
 from mining.constants import BENCH_PER_TOPIC, DEDUP_TAU
 from mining.embeddings import configured_model_name, embed_texts, embedding_device
 from mining.models import Procedure, Split, SplitReport

@@ -8,7 +8,7 @@ decodes to are at most ``UPLOAD_BACKGROUND_MIN_BYTES`` and it holds at most
 ``UPLOAD_BACKGROUND_MIN_RECORDS`` records. Anything larger goes to a worker, so a web worker
 never spends more than a small file's worth of work on an upload, however well it
 compresses. The decoded size is measured, never guessed from the stored size
-(``core.record_files.decodes_beyond``): a compressed text file by decompressing at most one
+(``core.record_reader.decodes_beyond``): a compressed text file by decompressing at most one
 byte more than the threshold (its lines counted on the way, blank ones too); a Parquet or
 Arrow file, whose columns are compressed inside it, from its metadata and its batches'
 sizes, with nothing made into Python objects. Used by corpus uploads (``mining.corpus_services``) and study item
@@ -24,7 +24,7 @@ from django.core.files import File
 from django.core.files.storage import FileSystemStorage
 from django.utils.text import get_valid_filename
 
-from core.record_files import decodes_beyond
+from core.record_reader import decodes_beyond
 
 # Stored names are <32 hex>/<name>; a name is cut to keep the whole within the 500
 # characters of the job rows' file_name columns (browsers send at most 255 anyway).

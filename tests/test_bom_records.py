@@ -1,5 +1,5 @@
 """A UTF-8 byte order mark at the start of a JSONL or CSV file (Windows tools write one) is
-read as what it is, not as data: the record reader (core/record_files.py) drops it, plain or
+read as what it is, not as data: the record reader (core/record_text.py) drops it, plain or
 compressed. A BOM anywhere else is still refused where it would have been."""
 
 from __future__ import annotations
@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from core.record_files import RecordError, iter_records, jsonl_records
+from core.record_files import RecordError
+from core.record_reader import iter_records
+from core.record_text import jsonl_records
 from tests.files import COMPRESSORS, csv_bytes, jsonl_bytes
 
 BOM = b"\xef\xbb\xbf"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.record_files import RecordError, iter_records
+from core.record_files import RecordError
+from core.record_reader import iter_records
 from llm.run_watch import breaker_message
 
 

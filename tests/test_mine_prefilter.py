@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from core.record_files import iter_records
+from core.record_reader import iter_records
 from tests.files import COMPRESSORS, jsonl_bytes
 from tests.services import BASE_DIR
 

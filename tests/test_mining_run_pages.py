@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from core.intervals import share_estimate
-from core.record_files import iter_records
+from core.record_reader import iter_records
 from mining.models import MiningRun, Procedure
 from mining.procedure_services import procedure_import
 from mining.runner import mining_run_execute

@@ -51,7 +51,7 @@ def test_export_then_import_round_trips_exactly(tmp_path, shape, name, fmt):
         assert pq.read_table(first).to_pylist() == pq.read_table(second).to_pylist()
     else:
         assert first.read_bytes() == second.read_bytes() or name.endswith(".gz")  # gzip stamps mtime
-        from core.record_files import iter_records
+        from core.record_reader import iter_records
 
         assert [r for _, r in iter_records(first)] == [r for _, r in iter_records(second)]
 
@@ -131,7 +131,7 @@ def test_a_constrained_export_round_trips_with_its_split(tmp_path):
     )
     out = tmp_path / "constrained.jsonl"
     call_command("export_procedures", "--output", str(out), "--split", "constrained")
-    from core.record_files import iter_records
+    from core.record_reader import iter_records
 
     records = [r for _, r in iter_records(out)]
     assert [(r["source_example_id"], r["split"], r["resources"]) for r in records] == [

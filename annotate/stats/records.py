@@ -1,7 +1,7 @@
 """Records the agreement statistics read: annotations, judgments and generations, one JSON
 object per line (JSONL, optionally .gz/.zst/.bz2/.xz). Pure Python, no Django.
 
-Files are read by the one record reader (core/record_files.py, within its default limits);
+Files are read by the one record reader (core/record_reader.py, within its default limits);
 every error is its ``RecordError``, naming the file, the line and the field. Labels are booleans throughout: ``True`` means has_failure,
 ``False`` means no_failure."""
 
@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from core.record_files import COMPRESSIONS, ReadLimits, RecordError, iter_jsonl, jsonl_records
+from core.record_files import COMPRESSIONS, ReadLimits, RecordError
+from core.record_text import iter_jsonl, jsonl_records
 from judging.how2score import check_has_failure_agrees
 
 HAS_FAILURE: Final = "has_failure"

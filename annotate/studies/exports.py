@@ -18,7 +18,7 @@ from annotate.kinds import kind_get
 from annotate.kinds.base import AnswerRecord, StudyKind
 from annotate.models import Annotation, GoldLabel, Study, StudyItem
 from core.csv_cells import csv_writer
-from core.record_files import atomic_output
+from core.record_output import atomic_output
 
 # The columns every study's rows have, whatever its kind; the kind's own columns follow them
 # (``StudyKind.export_column_names``: critical failure's has_failure, failures,

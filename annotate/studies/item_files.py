@@ -2,7 +2,7 @@
 
 Every line is checked before anything is created; errors name the file, the line and the
 field, and all of them (up to a limit) are reported together, as one ``RecordError`` of
-core/record_files.py (the one record reader, which reads the lines). Pure Python: no Django.
+core/record_files.py (read by core/record_text.py, which reads the lines). Pure Python: no Django.
 
 The file is read within ``ReadLimits`` (the ``STUDY_ITEMS`` scope of
 config/settings/uploads.py unless the caller passes others): a line longer than
@@ -19,7 +19,8 @@ from pathlib import Path
 
 from annotate.kinds import kind_get
 from annotate.kinds.base import ItemRecordError, ItemSpec
-from core.record_files import COMPRESSIONS, ReadLimits, RecordError, iter_jsonl
+from core.record_files import COMPRESSIONS, ReadLimits, RecordError
+from core.record_text import iter_jsonl
 
 SCOPE = "STUDY_ITEMS"
 

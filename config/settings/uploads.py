@@ -3,7 +3,7 @@
 Two scopes, each a set of five limits named ``<SCOPE>_MAX_...``:
 
 * ``RECORD``: record files of every importer (corpora, procedures, generations, judgments),
-  read by ``core/record_files.py`` (the one record reader).
+  read by ``core/record_reader.py`` (the one record reader).
 * ``STUDY_ITEMS``: item files of a study (``annotate/studies/item_files.py``), smaller by nature.
 
 ``MAX_LINE_BYTES`` bounds one line (JSONL) or one record (CSV, and a Parquet or Arrow row)

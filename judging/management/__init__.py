@@ -10,8 +10,10 @@ from typing import IO, Any
 
 from django.core.management.base import CommandError
 
-from core.record_files import RecordError, file_kind, iter_records, output_problem
-from core.record_files import atomic_output as record_files_atomic_output
+from core.record_files import RecordError, file_kind
+from core.record_output import atomic_output as record_output_atomic_output
+from core.record_output import output_problem
+from core.record_reader import iter_records
 
 
 def jsonl_records(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -40,9 +42,9 @@ def record_error(path: str, position: str, field: str | None, message: str) -> C
 
 @contextmanager
 def atomic_output(path: str) -> Iterator[IO[bytes]]:
-    """``core.record_files.atomic_output`` with a CommandError for an unusable path."""
+    """``core.record_output.atomic_output`` with a CommandError for an unusable path."""
     problem = output_problem(path)
     if problem:
         raise CommandError(problem)
-    with record_files_atomic_output(path) as handle:
+    with record_output_atomic_output(path) as handle:
         yield handle

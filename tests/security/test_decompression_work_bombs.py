@@ -44,7 +44,8 @@ from django.urls import reverse
 from annotate.studies.item_files import DEFAULT_LIMITS as STUDY_ITEM_DEFAULTS
 from annotate.studies.item_files import items_read
 from config.settings.uploads import LIMIT_DEFAULTS, upload_settings
-from core.record_files import LimitReached, ReadLimits, RecordError, decodes_beyond, iter_records
+from core.record_files import LimitReached, ReadLimits, RecordError
+from core.record_reader import decodes_beyond, iter_records
 from mining.corpus_services import corpus_import, corpus_import_run, corpus_upload_create
 from mining.models import Corpus, CorpusImport, Document
 
@@ -330,7 +331,7 @@ def _dictionary_table(value_bytes: int, rows: int) -> pa.Table:
 @pytest.mark.parametrize("name", ["dict.parquet", "dict.arrow", "dict.parquet.bz2", "dict.arrow.zst"])
 def test_a_dictionary_repeated_a_thousand_times_counts_what_it_expands_to(tmp_path, monkeypatch, name):
     # One 1 MiB value, 2,000 rows: 2 GiB once expanded, a few KiB on disk.
-    monkeypatch.setattr("core.record_files.COLUMNAR_DECODE_MAX_BYTES", 32 * MIB)  # batches of 32 rows
+    monkeypatch.setattr("core.record_columnar.COLUMNAR_DECODE_MAX_BYTES", 32 * MIB)  # batches of 32 rows
     path = _write(_dictionary_table(MIB, 2000), tmp_path / name)
     assert path.stat().st_size < 64 * 1024
     seconds, error = _cpu(lambda: _read_all(path))
@@ -367,7 +368,7 @@ def test_a_delta_encoded_column_is_read_in_batches_its_chunk_size_allows(tmp_pat
         return iter_batches(self, batch_size=batch_size, **options)
 
     monkeypatch.setattr(pq.ParquetFile, "iter_batches", recorded)
-    monkeypatch.setattr("core.record_files.COLUMNAR_DECODE_MAX_BYTES", 16 * MIB)
+    monkeypatch.setattr("core.record_columnar.COLUMNAR_DECODE_MAX_BYTES", 16 * MIB)
     limits = ReadLimits(max_compression_ratio=1 << 30, max_decompressed_bytes=32 * MIB)
     with pytest.raises(LimitReached, match=r"more than 32 MiB \(RECORD_MAX_DECOMPRESSED_BYTES\)"):
         _read_all(path, limits)
@@ -375,7 +376,7 @@ def test_a_delta_encoded_column_is_read_in_batches_its_chunk_size_allows(tmp_pat
 
 
 def test_expanding_rows_become_python_objects_a_few_mib_at_a_time(tmp_path, monkeypatch):
-    monkeypatch.setattr("core.record_files.COLUMNAR_BATCH_BYTES", 4 * MIB)
+    monkeypatch.setattr("core.record_columnar.COLUMNAR_BATCH_BYTES", 4 * MIB)
     path = _write(_dictionary_table(MIB, 64), tmp_path / "dict.parquet")
     limits = ReadLimits(max_compression_ratio=1 << 30)
 

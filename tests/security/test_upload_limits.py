@@ -27,7 +27,8 @@ from annotate.studies.item_files import DEFAULT_LIMITS as STUDY_ITEM_DEFAULTS
 from annotate.studies.item_files import items_read
 from annotate.studies.item_sources import items_from_file
 from config.settings.uploads import LIMIT_DEFAULTS, RUN_CONFIG_MAX_BYTES_DEFAULT, upload_settings
-from core.record_files import ReadLimits, RecordError, iter_records
+from core.record_files import ReadLimits, RecordError
+from core.record_reader import iter_records
 from core.run_configs import RUN_CONFIG_MAX_BYTES_DEFAULT as RUN_CONFIG_PURE_DEFAULT
 from core.run_configs import RunConfigError, config_parse, config_read
 from mining.corpus_services import corpus_import, corpus_import_run, corpus_upload_create
@@ -185,7 +186,7 @@ def test_a_gzipped_parquet_that_is_not_parquet_is_refused_before_it_is_decompres
     path = tmp_path / "docs.parquet.gz"
     path.write_bytes(gzip.compress(b"\0" * (64 * MIB), compresslevel=1))
     copied = []
-    monkeypatch.setattr("core.record_files._copy_keeping_disk_reserve", lambda *a, **k: copied.append(1))
+    monkeypatch.setattr("core.record_columnar._copy_keeping_disk_reserve", lambda *a, **k: copied.append(1))
     with pytest.raises(RecordError, match="not a Parquet file"):
         _read_all(path)
     assert copied == []  # refused on its first bytes
@@ -202,7 +203,7 @@ def test_a_gzipped_parquet_stops_before_the_disk_reserve_and_leaves_no_temporary
     import shutil as real_shutil
     import tempfile
 
-    from core import record_files
+    from core import record_columnar
 
     path = tmp_path / "docs.parquet.gz"
     path.write_bytes(gzip.compress(b"PAR1" + b"\0" * (200 * MIB), compresslevel=1))
@@ -212,10 +213,10 @@ def test_a_gzipped_parquet_stops_before_the_disk_reserve_and_leaves_no_temporary
     def disk_usage(where):  # free space shrinks by what the temporary file holds
         size = sum(p.stat().st_size for p in Path(where).glob("*.columnar"))
         written.append(size)
-        return usage._replace(free=record_files.TEMP_DISK_RESERVE_BYTES + 100 * MIB - size)
+        return usage._replace(free=record_columnar.TEMP_DISK_RESERVE_BYTES + 100 * MIB - size)
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr("core.record_files.shutil.disk_usage", disk_usage)
+    monkeypatch.setattr("core.record_columnar.shutil.disk_usage", disk_usage)
     with pytest.raises(RecordError, match="more temporary disk space than is free") as refused:
         _read_all(path, dataclasses.replace(SMALL, max_decompressed_bytes=1 << 30))
     assert str(refused.value).startswith(str(path))  # the error names the file

@@ -20,7 +20,7 @@ from annotate.models import Study, StudyItem
 from annotate.stats.alpha import ALPHA_KEYS
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP
 from annotate.studies.selectors import study_annotations_counted
-from core.record_files import atomic_output
+from core.record_output import atomic_output
 
 
 def choice_items(studies: QuerySet[Study] | list[Study]) -> list[ChoiceItem]:
