@@ -3,7 +3,6 @@ goals with their candidate scripts (read: researchers and admins); a run's contr
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import django_filters
@@ -21,12 +20,6 @@ from core.permissions import IsResearcher
 from coscript.constants import CONSTRAINT_TYPES
 from coscript.models import CandidateScript, CoScriptRun, SpecificGoal
 from coscript.run_launch import coscript_launch
-from coscript.run_services import (
-    coscript_run_cancel,
-    coscript_run_pause,
-    coscript_run_resume,
-    coscript_run_retry_failed,
-)
 from coscript.selectors import (
     GOAL_QUERY_MAX_CHARS,
     KEPT_FILTERS,
@@ -252,17 +245,6 @@ class CoScriptRuns(RunCollection):
 
     def run_held(self, run: CoScriptRun) -> bool:
         return coscript_run_held(run)
-
-    def run_control(self, run: CoScriptRun, action_name: str) -> int | None:
-        if action_name == "retry-failed":
-            return coscript_run_retry_failed(run=run)
-        actions: dict[str, Callable[..., object]] = {
-            "resume": coscript_run_resume,
-            "pause": coscript_run_pause,
-            "cancel": coscript_run_cancel,
-        }
-        actions[action_name](run=run)
-        return None
 
     def launch_runs(self, *, config_text: str, source: str, data: dict[str, Any]) -> Launched:
         return Launched(

@@ -54,7 +54,7 @@ def load() -> str:
     try:
         coscript_run_filter(run=run)
     except EmbeddingModelUnavailable as exc:  # the run page offers the filter again
-        CoScriptRun.objects.filter(pk=run.pk).update(status=RunStatus.PAUSED, error=str(exc))
+        CoScriptRun.objects.filter(pk=run.pk).update(status=RunStatus.PAUSED, pause_reason=str(exc))
         return f"CoScript demo run: {n_goals} specific goals, {n_scripts} scripts (not filtered: {exc})"
     CoScriptRun.objects.filter(pk=run.pk).update(status=RunStatus.DONE, finished_at=timezone.now())
     return f"CoScript demo run: {n_goals} specific goals, {n_scripts} scripts, filtered"

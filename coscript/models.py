@@ -10,8 +10,9 @@ from django.conf import settings
 from django.db import models
 
 from coscript.constants import CONSTRAINT_TYPES, DEFAULT_FILTER_MODE, DEFAULT_K, FILTER_MODES, KEYWORD_BONUS
-from judging.models import LanguageModel, RunStatus
+from judging.models import LanguageModel
 from llm.models import LLMJob
+from llm.run_models import Run
 from mining.models import Procedure
 
 CONSTRAINT_TYPE_CHOICES = [(t, t) for t in CONSTRAINT_TYPES]
@@ -27,7 +28,7 @@ class Phase(models.TextChoices):
     DONE = "done", "done"
 
 
-class CoScriptRun(models.Model):
+class CoScriptRun(Run):
     """One pass of Figure 2: abstract goals -> specific goals -> K scripts each -> filter."""
 
     name = models.CharField(max_length=200, unique=True)
@@ -43,13 +44,8 @@ class CoScriptRun(models.Model):
     embedding_model = models.CharField(max_length=500, blank=True)
     screen = models.BooleanField(default=True, help_text="Screen specific goals for medical and legal domains.")
     prompts = models.JSONField(default=dict, help_text="Per stage: the prompt file and its SHA-256.")
-    executor = models.CharField(max_length=20, default="online")
-    concurrency = models.PositiveIntegerField(default=16)
-    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     abstract_ids = models.JSONField(default=list, help_text="Procedure ids of the abstract goals, in request order.")
     phase = models.CharField(max_length=10, choices=Phase.choices, default=Phase.GOALS)
-    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True)
-    error = models.TextField(blank=True)
     goals_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     screen_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     scripts_job = models.OneToOneField(LLMJob, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
@@ -59,14 +55,16 @@ class CoScriptRun(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
 
     def __str__(self) -> str:
         return self.name
+
+    def owned_jobs(self) -> list[LLMJob]:
+        """The jobs of its phases so far (pause and cancel act on all of them)."""
+        return [job for _, job in self.jobs if job is not None]
 
     @property
     def jobs(self) -> list[tuple[str, LLMJob | None]]:

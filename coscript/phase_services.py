@@ -79,7 +79,7 @@ def _run_job(run: CoScriptRun, job: LLMJob) -> str | None:
     if job.status in FINISHED:
         return None
     if job.status == LLMJob.Status.PAUSED:
-        _set(run, status=RunStatus.PAUSED, error=job.pause_reason)
+        _set(run, status=RunStatus.PAUSED, pause_reason=job.pause_reason)
     elif job.status in (LLMJob.Status.CANCELLED, LLMJob.Status.FAILED):
         _set(run, status=job.status, error=job.error)
     return outcome
@@ -92,7 +92,7 @@ def coscript_run_execute(*, run_id: int, embed: Embed | None = None) -> str:
         return "gone"
     if run.status not in ACTIVE:
         return f"not active ({run.status})"
-    _set(run, status=RunStatus.RUNNING, error="")
+    _set(run, status=RunStatus.RUNNING, pause_reason="", error="")
     prompts = _run_prompts(run)
     while run.phase != Phase.DONE:
         if run.phase == Phase.FILTER:
@@ -111,7 +111,7 @@ def coscript_run_execute(*, run_id: int, embed: Embed | None = None) -> str:
             _set(
                 run,
                 status=RunStatus.PAUSED,
-                error=(
+                pause_reason=(
                     f"{failed} of {job.n_total} {Phase(run.phase).label} requests have no usable answer ({counts}; "
                     f"LLM job {job.pk}); Retry failed sends exactly those again, or resume without them"
                 ),
@@ -353,7 +353,7 @@ def coscript_run_filter(
         c.kept, c.reason, c.selected, c.scores = verdict.kept, verdict.reason, c.pk in chosen, verdict.as_dict()
     # A run stopped at the filter (say, the embedding model was missing) is finished by a filter that works.
     finished = (
-        {"status": RunStatus.DONE, "error": "", "finished_at": timezone.now()}
+        {"status": RunStatus.DONE, "pause_reason": "", "error": "", "finished_at": timezone.now()}
         if run.phase == Phase.FILTER and run.status in (RunStatus.PAUSED, RunStatus.FAILED)
         else {}
     )

@@ -9,7 +9,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from core.app_errors import Conflict, InvalidInput
 from coscript.constants import (
@@ -25,13 +24,14 @@ from coscript.constants import (
 from coscript.models import CoScriptRun, Phase
 from coscript.parsing import goal_examples_block
 from judging.constants import BASE_STOP
-from judging.models import LanguageModel, PromptStyle, RunStatus
+from judging.models import LanguageModel, PromptStyle
 from llm.client import LLMRequest
-from llm.job_lifecycle import RunStateConflict
 from llm.models import FINISHED, LLMJob
 from llm.prompts import Prompt, prompt_read
+from llm.run_lifecycle import owned_run_cancel, owned_run_pause, owned_run_resume, owned_run_retry_failed
+from llm.run_models import ACTIVE, PAUSED_BY_USER, RunStateConflict
 from llm.sampling import sampling_params
-from llm.services import llm_job_cancel, llm_job_create, llm_job_failed_count, llm_job_pause, llm_job_resume
+from llm.services import llm_job_create, llm_job_failed_count, llm_job_resume
 from mining.embeddings import configured_model_name
 from mining.models import Procedure, Split
 
@@ -50,9 +50,6 @@ PLACEHOLDERS = {
     STAGE_SCREEN: {"goal"},
     STAGE_SCRIPTS: {"abstract_goal", "examples", "constraint", "specific_goal"},
 }
-
-
-ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
 
 
 def stage_prompt(stage: str, prompts_dir: str | Path | None = None) -> Prompt:
@@ -227,62 +224,64 @@ def _phase_job(run: CoScriptRun) -> LLMJob | None:
     return jobs.get(run.phase)
 
 
-def coscript_run_pause(*, run: CoScriptRun, reason: str = "paused by a user") -> None:
+def coscript_run_pause(*, run: CoScriptRun, reason: str = PAUSED_BY_USER) -> None:
     """Pause a pending or running run: its phase's job stops within seconds and keeps what
     was answered; *Resume* continues the phase. The filter has no model calls and runs in one
     step, so a run filtering cannot be paused."""
     run = CoScriptRun.objects.get(pk=run.pk)
-    if run.status not in ACTIVE:
-        raise RunStateConflict(f"run {run.pk} is {run.status}; only a pending or running run can be paused")
-    if run.phase in (Phase.FILTER, Phase.DONE):
+    if run.status in ACTIVE and run.phase in (Phase.FILTER, Phase.DONE):
         raise RunStateConflict(f"run {run.pk} is filtering (no model calls, one step); it cannot be paused")
-    for _, job in run.jobs:
-        if job is not None:
-            llm_job_pause(job=job, reason=reason)
-    CoScriptRun.objects.filter(pk=run.pk, status__in=ACTIVE).update(status=RunStatus.PAUSED, error=reason)
+    owned_run_pause(run, reason=reason)
 
 
 def coscript_run_cancel(*, run: CoScriptRun) -> None:
-    for _, job in run.jobs:
-        if job is not None:
-            llm_job_cancel(job=job)
-    CoScriptRun.objects.filter(pk=run.pk).exclude(status__in=FINISHED).update(
-        status=RunStatus.CANCELLED, finished_at=timezone.now()
-    )
+    owned_run_cancel(run)
 
 
-@transaction.atomic
-def coscript_run_resume(*, run: CoScriptRun, without_errors: bool = False, enqueue: bool = True) -> CoScriptRun:
-    """Put a paused, failed or interrupted run back in the queue; finished requests are not
-    sent again. Requests that ended in API errors are sent again, or, with
-    ``without_errors``, the phase goes on without them (counted in the report)."""
-    run = CoScriptRun.objects.select_for_update().get(pk=run.pk)
-    if run.status in (*FINISHED, RunStatus.CANCELLED):
-        raise RunStateConflict(f"run {run.pk} is {run.status}; it cannot be resumed")
+def _phase_reopen(run: CoScriptRun, *, without_errors: bool = False) -> None:
+    """What a resume puts back in the queue: the job of the run's phase, when it paused,
+    failed, or finished with requests without an ``ok`` answer (unless the phase goes on
+    without them); the jobs of phases already through stay as they are."""
     job = _phase_job(run)
     if without_errors:
-        run.report = {**run.report, "accepted_errors": sorted({*run.report.get("accepted_errors", []), run.phase})}
+        report = {**run.report, "accepted_errors": sorted({*run.report.get("accepted_errors", []), run.phase})}
+        CoScriptRun.objects.filter(pk=run.pk).update(report=report)
     if job is not None and (
         job.status in (LLMJob.Status.PAUSED, LLMJob.Status.FAILED)
         or (job.status == LLMJob.Status.DONE_WITH_FAILURES and not without_errors)
     ):
         llm_job_resume(job=job, enqueue=False)  # its requests without an ok answer are asked again
-    run.status, run.error = RunStatus.PENDING, ""
-    run.save(update_fields=["status", "error", "report"])
-    if enqueue:
-        _enqueue(run)
-    return run
+
+
+def coscript_run_resume(*, run: CoScriptRun, without_errors: bool = False, enqueue: bool = True) -> CoScriptRun:
+    """Put a paused, failed or interrupted run back in the queue; finished requests are not
+    sent again. Requests that ended in API errors are sent again, or, with
+    ``without_errors``, the phase goes on without them (counted in the report)."""
+    owned_run_resume(
+        run,
+        enqueue=(lambda: _enqueue(run)) if enqueue else (lambda: None),
+        reopen=lambda stored: _phase_reopen(stored, without_errors=without_errors),
+    )
+    return CoScriptRun.objects.get(pk=run.pk)
 
 
 def coscript_run_retry_failed(*, run: CoScriptRun, enqueue: bool = True) -> int:
     """*Retry failed*: a run stopped at a phase whose requests have no usable answer asks
     exactly those again. Returns how many. A finished run's accepted failures stay in its
     report (start a new run to ask them: the ledger re-asks only what failed)."""
-    if run.status in (*FINISHED, RunStatus.CANCELLED):
-        raise RunStateConflict(f"run {run.pk} is {run.status}; only a stopped run's failed requests can be retried")
-    if run.status in ACTIVE:
-        raise RunStateConflict(f"run {run.pk} is {run.status}; its failures are retried once it has stopped")
-    job = _phase_job(run)
-    failed = llm_job_failed_count(job) if job is not None else 0
-    coscript_run_resume(run=run, enqueue=enqueue)
-    return failed
+    status = CoScriptRun.objects.values_list("status", flat=True).get(pk=run.pk)
+    if status in FINISHED:
+        raise RunStateConflict(
+            f"{run} is {status}; its accepted failures stay in its report (start a new run to ask them)"
+        )
+
+    def failures(stored: CoScriptRun) -> int:
+        job = _phase_job(stored)
+        return llm_job_failed_count(job) if job is not None else 0
+
+    return owned_run_retry_failed(
+        run,
+        enqueue=(lambda: _enqueue(run)) if enqueue else (lambda: None),
+        failures=failures,
+        reopen=_phase_reopen,
+    )

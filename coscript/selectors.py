@@ -69,7 +69,7 @@ def coscript_run_state(run: CoScriptRun, *, live: bool = True) -> dict[str, Any]
     state = run_state(
         status=run.status,
         jobs=[job for _, job in run.jobs],
-        reason=run.error,
+        reason=run.reason,
         live=live,
         extra={"id": f"coscript-run-{run.pk}"},
     )

@@ -20,10 +20,8 @@ from goalstep.constants import TASKS
 from goalstep.models import TaskEvaluation
 from goalstep.run_launch import task_evaluation_launch
 from goalstep.selectors import leaderboard, task_evaluation_accuracy, task_evaluation_state
-from goalstep.services import task_evaluation_resume, task_evaluation_retry_failed
 from llm.run_apis import RunCollection, RunFilter, RunStateFields
 from llm.run_launch_apis import Launched
-from llm.runs import owned_run_cancel, owned_run_pause
 
 
 class TaskEvaluationSerializer(RunStateFields, serializers.ModelSerializer):
@@ -97,14 +95,6 @@ class TaskEvaluations(RunCollection):
 
     def get_queryset(self):
         return TaskEvaluation.objects.select_related("llm_job", "task_set", "language_model").order_by("-id")
-
-    def run_control(self, evaluation: TaskEvaluation, action_name: str) -> int | None:
-        if action_name == "retry-failed":
-            return task_evaluation_retry_failed(evaluation=evaluation)
-        if action_name == "resume":
-            task_evaluation_resume(evaluation=evaluation)
-            return None
-        return {"pause": owned_run_pause, "cancel": owned_run_cancel}[action_name](evaluation)
 
     def launch_runs(self, *, config_text: str, source: str, data: dict[str, Any]) -> Launched:
         return Launched(runs=[task_evaluation_launch(config_text=config_text, source=source)])

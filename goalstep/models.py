@@ -7,8 +7,9 @@ from __future__ import annotations
 from django.db import models
 
 from goalstep.constants import TASKS
-from judging.models import LanguageModel, RunFields
+from judging.models import LanguageModel
 from llm.models import LLMJob
+from llm.run_models import PromptedRun
 
 TASK_CHOICES = [(task, task.replace("_", " ")) for task in TASKS]
 
@@ -54,7 +55,7 @@ class TaskItem(models.Model):
         return self.item_id
 
 
-class TaskEvaluation(RunFields):
+class TaskEvaluation(PromptedRun):
     """A registered model answering every item of a task set through the LLM layer."""
 
     task_set = models.ForeignKey(TaskSet, on_delete=models.CASCADE, related_name="evaluations")

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.db import models
 
 from llm.models import LLMJob
+from llm.run_models import PromptedRun
 from mining.models import Procedure
 
 # A run's status follows its LLM job's: the same six states.
@@ -39,23 +40,6 @@ class StepParser(models.TextChoices):
     FILE = "file", "as the imported file gave them"
 
 
-class RunFields(models.Model):
-    """What generation and judge runs share: the prompt they used, how they execute, and where they are."""
-
-    prompt_file = models.CharField(max_length=500)
-    prompt_hash = models.CharField(max_length=64)
-    executor = models.CharField(max_length=20, default="online")
-    concurrency = models.PositiveIntegerField(default=16)
-    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
-    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        abstract = True
-
-
 class LanguageModel(EndpointOverrides):
     """A model registered for generation runs, with its endpoint and decoding (How2Everything App. D.1)."""
 
@@ -75,7 +59,7 @@ class LanguageModel(EndpointOverrides):
         return self.name
 
 
-class GenerationRun(RunFields):
+class GenerationRun(PromptedRun):
     """One model generating procedures for a split (or a topic-stratified sample of it)."""
 
     name = models.CharField(max_length=200, unique=True)
@@ -106,7 +90,7 @@ class GenerationRun(RunFields):
         return self.name
 
 
-class JudgeRun(EndpointOverrides, RunFields):
+class JudgeRun(EndpointOverrides, PromptedRun):
     """One judge scoring every generation of a generation run with How2Score (§4)."""
 
     name = models.CharField(max_length=200, unique=True)
@@ -192,7 +176,7 @@ class Judgment(models.Model):
         return "has_failure" if self.has_failure else "no_failure"
 
 
-class ComponentsRun(RunFields):
+class ComponentsRun(PromptedRun):
     """An ``extract_components`` run: the (action, objects, parameters) of every step of a
     generation run's references and generations, for SCORE (docs/score.md). Step lists
     already extracted by the same extractor are not sent again."""

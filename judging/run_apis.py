@@ -14,7 +14,6 @@ from judging.models import ComponentsRun, GenerationRun, JudgeRun
 from judging.run_launch import bench_generate_launch, bench_judge_launch, components_launch
 from judging.score_selectors import generation_run_score
 from judging.selectors import generation_run_list, judge_run_score
-from judging.services import run_control
 from llm.run_apis import RunCollection, RunFilter, RunStateFields
 from llm.run_launch_apis import Launched
 from llm.runs import owned_run_state
@@ -132,9 +131,6 @@ class _JudgingRuns(RunCollection):
     permission_classes = [IsResearcher]
     search_fields = ["name"]
     ordering_fields = ["id", "created_at"]
-
-    def run_control(self, run, action_name: str) -> int:
-        return run_control(run=run, action={"retry-failed": "retry"}.get(action_name, action_name))
 
 
 GENERATION_EXAMPLE = """name: qwen3-8b-bench

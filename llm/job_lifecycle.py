@@ -20,24 +20,16 @@ from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from core.app_errors import Conflict
 from llm.client import LLMClient
 from llm.constants import EXECUTOR_VLLM_OFFLINE, OUTCOME_OK
 from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_from_overrides, endpoint_from_record, endpoint_get
 from llm.models import FINISHED, BatchJob, LedgerEntry, LLMJob
+from llm.run_models import ACTIVE, PAUSED_BY_USER, RunStateConflict
 from llm.selectors import ledger_own, ledger_replaced_own
 
-ACTIVE = (LLMJob.Status.PENDING, LLMJob.Status.RUNNING)
 # What a task finds when another task holds the job: it comes back after a lease, when a
 # killed holder's claim has run out (and finds the job finished if the holder was alive).
 CLAIMED = "waiting: claimed by another worker"
-
-
-class RunStateConflict(Conflict):
-    """An action that does not apply in the state of a run or job (pause a finished run,
-    resume a cancelled one, ...): 409 with code ``run_state``, for every kind of run."""
-
-    code = "run_state"
 
 
 def poll_countdown(outcome: str) -> float | None:
@@ -195,7 +187,7 @@ def _family(job: LLMJob) -> Q:
     return Q(pk=job.pk) | Q(parent_id=job.pk)
 
 
-def llm_job_pause(*, job: LLMJob, reason: str = "paused by a user") -> None:
+def llm_job_pause(*, job: LLMJob, reason: str = PAUSED_BY_USER) -> None:
     LLMJob.objects.filter(_family(job), status__in=ACTIVE).update(status=LLMJob.Status.PAUSED, pause_reason=reason)
 
 

@@ -3,6 +3,19 @@ from __future__ import annotations
 from django.db import models
 
 from llm.constants import EXECUTOR_ONLINE, OUTCOMES
+from llm.run_models import FINISHED, LiveRunState, Run, RunStatus
+
+# The run's statuses and abstract models are defined in llm/run_models.py; apps import them here too.
+__all__ = [
+    "FINISHED",
+    "BatchJob",
+    "EndpointRecord",
+    "EndpointRoleAssignment",
+    "LedgerEntry",
+    "LiveRunState",
+    "LLMJob",
+    "RunStatus",
+]
 
 
 class EndpointRecord(models.Model):
@@ -191,44 +204,7 @@ class BatchJob(models.Model):
         return f"{self.batch_id} ({self.status})"
 
 
-class RunStatus(models.TextChoices):
-    """The states of every run (LLM jobs, mining, generation, judge, components, goal-step
-    and CoScript runs). A run is ``done`` only when every request it owns has a usable
-    outcome; when it finished with some that have none, it is ``done_with_failures``."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    PAUSED = "paused"
-    DONE = "done"
-    DONE_WITH_FAILURES = "done_with_failures"
-    CANCELLED = "cancelled"
-    FAILED = "failed"
-
-
-FINISHED = (RunStatus.DONE, RunStatus.DONE_WITH_FAILURES)
-
-
-class LiveRunState(models.Model):
-    """What a run shows while it works: requests waiting for a retry, the circuit breaker's
-    record when the endpoint failed persistently, and its worker's last heartbeat
-    (llm/runs.py)."""
-
-    n_retrying = models.PositiveIntegerField(default=0, help_text="requests waiting for a retry right now")
-    breaker = models.JSONField(
-        default=dict, blank=True, help_text="endpoint, since, last_error, reason: why the run paused itself"
-    )
-    heartbeat_at = models.DateTimeField(
-        null=True,
-        blank=True,
-        help_text="When a worker last said it is at work on it; a running one without a beat for a lease reads "
-        "stalled (llm/runs.py, run_liveness)",
-    )
-
-    class Meta:
-        abstract = True
-
-
-class LLMJob(LiveRunState):
+class LLMJob(Run, LiveRunState):
     """A list of requests executed as Celery work by one executor, resumable.
 
     Generation, judge and mining runs hand their requests to a job; the results land in
@@ -250,22 +226,14 @@ class LLMJob(LiveRunState):
         related_name="jobs",
         help_text="The endpoint record the job was created with; it keeps using it (its ledger keys name that endpoint).",
     )
-    executor = models.CharField(max_length=20, default=EXECUTOR_ONLINE)
-    concurrency = models.PositiveIntegerField(default=16)
-    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     requests = models.JSONField(help_text="list of {stage, messages, params, schema}")
     keys = models.JSONField(default=list, help_text="ledger key of each request, in order")
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
-    pause_reason = models.CharField(max_length=200, blank=True)
     n_total = models.PositiveIntegerField(default=0)
     n_done = models.PositiveIntegerField(default=0)
     outcome_counts = models.JSONField(default=dict, blank=True)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     claimed_by = models.CharField(max_length=64, blank=True, help_text="the task executing the job now")
     claim_expires = models.DateTimeField(null=True, blank=True)
     worker = models.CharField(

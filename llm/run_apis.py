@@ -19,6 +19,7 @@ from core.permissions import IsAdminRole
 from llm.models import LLMJob
 from llm.run_action_apis import RUN_ACTION_SCHEMAS, ConfirmSerializer
 from llm.run_launch_apis import LAUNCH_ERRORS, Launched, RunLaunchSerializer, launch_error_body, launch_schema
+from llm.run_lifecycle import run_control
 from llm.runs import STATUSES_SHOWN, RunStateConflict, llm_job_held, retried_phrase, run_action_refusal, run_state_json
 
 
@@ -141,7 +142,9 @@ class RunCollection(APIView):
         return llm_job_held(run if isinstance(run, LLMJob) else getattr(run, "llm_job", None))
 
     def run_control(self, run, action_name: str) -> int | None:
-        raise NotImplementedError
+        """Drive the run as its pages do: every kind through the one lifecycle
+        (llm/run_lifecycle.py, ``run_control``); LLM jobs override it."""
+        return run_control(run, action_name)
 
     def launch_runs(self, *, config_text: str, source: str, data: dict[str, Any]) -> Launched:
         raise NotImplementedError

@@ -15,9 +15,9 @@ components, goal-step and CoScript runs).
   the stored status stays ``running`` (what a worker that was only slow finds when it beats
   again), and ``run_state`` shows ``stalled`` with the time of the last beat, for every
   page, API response and command alike.
-* ``job_owner_register``: a run that owns LLM jobs registers how they are paused,
-  resumed, cancelled and retried, so a job is only ever driven through its run (the LLM
-  pages and API call the owner, ``llm_job_control``).
+* How a run is paused, resumed, cancelled and retried, and how the jobs it owns are driven
+  through it, is ``llm/run_lifecycle.py``; the state machine (which action applies in which
+  state) is ``llm/run_models.py``.
 
 The statuses themselves are ``llm.models.RunStatus``; docs/llm.md ("Run states")
 describes them for users."""
@@ -34,21 +34,29 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from core.app_errors import InvalidInput
 from llm.constants import EXECUTOR_BATCH, OUTCOME_OK, OUTCOMES
-from llm.job_lifecycle import (
-    CLAIMED,
-    RunStateConflict,
-    llm_job_cancel,
-    llm_job_failed_count,
-    llm_job_pause,
-    llm_job_recount,
-)
 from llm.models import FINISHED, LedgerEntry, LLMJob, RunStatus
+
+# (The apps import the run lifecycle, llm/run_lifecycle.py, and the state machine,
+# llm/run_models.py, from here too.)
+from llm.run_lifecycle import _OWNERS as _OWNERS
+from llm.run_lifecycle import job_owner as job_owner
+from llm.run_lifecycle import job_owner_for as job_owner_for
+from llm.run_lifecycle import job_owner_register as job_owner_register
+from llm.run_lifecycle import llm_job_control as llm_job_control
+from llm.run_lifecycle import owned_run_cancel as owned_run_cancel
+from llm.run_lifecycle import owned_run_execute as owned_run_execute
+from llm.run_lifecycle import owned_run_job_attach as owned_run_job_attach
+from llm.run_lifecycle import owned_run_pause as owned_run_pause
+from llm.run_lifecycle import owned_run_resume as owned_run_resume
+from llm.run_lifecycle import owned_run_retry_failed as owned_run_retry_failed
+from llm.run_lifecycle import run_control as run_control
+from llm.run_models import ACTIVE
+from llm.run_models import RunStateConflict as RunStateConflict
+from llm.run_models import run_action_refusal as run_action_refusal
 from llm.run_watch import ERROR_CHARS
 from llm.selectors import ledger_run_outcomes
-from llm.services import llm_job_create, llm_job_execute, llm_job_resume, llm_job_retry_failed
-from llm.shards import llm_job_shard, llm_job_workers
+from llm.shards import llm_job_workers
 
 TOP_ERRORS = 5  # the most frequent error messages shown for a run
 
@@ -292,32 +300,6 @@ def run_state(
 
 # -- driving a run: which action applies in which state ------------------------------
 
-ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
-# The names pages, the API and commands give the action that asks failed requests again.
-RETRY_ACTIONS = ("retry", "retry-failed", "retry-failures")
-
-
-def run_action_refusal(action: str, status: str, *, held: bool = False) -> str | None:
-    """Why ``action`` (pause, resume, cancel or a retry) does not apply to a run in
-    ``status`` (None: it applies), for the pages and the API alike, so that nothing answers
-    "requested" for an action that changes nothing. ``held``: a worker holds the run's job
-    now (a live lease); resuming a pending or running run is refused then, and allowed
-    otherwise (it re-queues a run whose worker was lost)."""
-    retry = action in RETRY_ACTIONS
-    if status == RunStatus.CANCELLED:
-        return "a cancelled run cannot be resumed, paused or retried (start a new run)"
-    if action == "pause" and status not in ACTIVE:
-        return "only a pending or running run can be paused"
-    if action == "cancel" and status in FINISHED:
-        return "a finished run has nothing to cancel"
-    if retry and status in ACTIVE:
-        return "its failures are retried once it has stopped (pause it, or wait until it finishes)"
-    if action == "resume" and status in FINISHED:
-        return "a finished run cannot be resumed (Retry failed asks its failed requests again)"
-    if action == "resume" and status in ACTIVE and held:
-        return "a worker is at work on it; there is nothing to resume"
-    return None
-
 
 def llm_job_held(job: LLMJob | None) -> bool:
     """Whether a worker is at work on ``job`` or one of its shards now: a live claim, or a
@@ -348,213 +330,9 @@ def run_state_json(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# -- who owns a job -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class JobOwner:
-    """How the run that owns a job (its ``run`` label starts with ``prefix``) pauses,
-    resumes, cancels it and retries its failed requests: through the run, so the run's own
-    step (storing judgments, moving to the next phase) is never skipped and the run's state
-    never parts from its job's (a cancelled job under a paused run could never resume)."""
-
-    prefix: str
-    resume: Callable[[LLMJob], Any]
-    retry_failed: Callable[[LLMJob], int]
-    describe: Callable[[LLMJob], str]
-    pause: Callable[[LLMJob], Any]
-    cancel: Callable[[LLMJob], Any]
-
-
-_OWNERS: list[JobOwner] = []
-
-
-def job_owner(
-    prefix: str,
-    model: type[models.Model],
-    *,
-    resume: Callable[[Any], Any],
-    retry_failed: Callable[[Any], int],
-    pause: Callable[[Any], Any],
-    cancel: Callable[[Any], Any],
-    noun: str,
-) -> JobOwner:
-    """An owner whose jobs are labelled ``<prefix><run id>[:...]``, runs of ``model``; each
-    callable takes the run."""
-
-    def run_of(job: LLMJob):
-        return model._default_manager.get(pk=int(job.run[len(prefix) :].split(":")[0]))
-
-    return JobOwner(
-        prefix=prefix,
-        resume=lambda job: resume(run_of(job)),
-        retry_failed=lambda job: retry_failed(run_of(job)),
-        describe=lambda job: f"{noun} {run_of(job)}",
-        pause=lambda job: pause(run_of(job)),
-        cancel=lambda job: cancel(run_of(job)),
-    )
-
-
-def job_owner_register(owner: JobOwner) -> None:
-    """Called from an app's ``AppConfig.ready``; registering a prefix twice keeps the last."""
-    _OWNERS[:] = [o for o in _OWNERS if o.prefix != owner.prefix] + [owner]
-
-
-def job_owner_for(job: LLMJob) -> JobOwner | None:
-    for owner in _OWNERS:
-        if job.run.startswith(owner.prefix):
-            return owner
-    return None
-
-
-def llm_job_control(*, job: LLMJob, action: str) -> int:
-    """Pause, resume, cancel or *Retry failed* one LLM job (``action``: pause, resume,
-    cancel, retry). A job owned by a run is driven through its run for every action, so the
-    run's own step is never skipped and the run's state follows. Returns how many requests
-    a retry re-asks."""
-    owner = job_owner_for(job)
-    if action == "pause":
-        owner.pause(job) if owner else llm_job_pause(job=job)
-    elif action == "cancel":
-        owner.cancel(job) if owner else llm_job_cancel(job=job)
-    elif action == "resume":
-        owner.resume(job) if owner else llm_job_resume(job=job)
-    elif action == "retry":
-        return owner.retry_failed(job) if owner else llm_job_retry_failed(job=job, enqueue=True)
-    else:
-        raise InvalidInput(fields={"action": f"unknown action {action!r}: pause, resume, cancel or retry"})
-    return 0
-
-
-# -- runs that own one LLM job (generation, judge, components, goal-step evaluations) ----
-
-
-def _update(run, **fields: Any) -> None:
-    type(run).objects.filter(pk=run.pk).update(**fields)
-    for name, value in fields.items():
-        setattr(run, name, value)
-
-
-def owned_run_job_attach(
-    run,
-    *,
-    label: str,
-    role: str,
-    requests: list,
-    executor: str,
-    concurrency: int,
-    budget_usd=None,
-    endpoint_overrides: dict[str, str] | None = None,
-) -> None:
-    """Give a new run its LLM job over ``requests`` (named ``label:<run id>``, not started), cut
-    into shards that any number of workers share, and store it on the run."""
-    run.llm_job = llm_job_create(
-        run=f"{label}:{run.pk}",
-        role=role,
-        requests=requests,
-        executor=executor,
-        concurrency=concurrency,
-        budget_usd=budget_usd,
-        endpoint_overrides=endpoint_overrides,
-        start=False,
-    )
-    llm_job_shard(run.llm_job)
-    run.save(update_fields=["llm_job"])
-
-
-def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[[Any], int] | None = None) -> str:
-    """Execute a run's LLM job, store what it answered (``collect``, idempotent), and give
-    the run the state that is true: ``done`` only when every request has an ``ok`` answer
-    and nothing stored is unusable (``unusable`` counts the run's stored items without a
-    usable outcome, such as judge answers that failed validation); ``done_with_failures``
-    otherwise; paused (with the job's reason, e.g. the breaker's), cancelled or failed as
-    the job is. Returns what happened, for the task log."""
-    if run.status in (*FINISHED, RunStatus.CANCELLED):
-        return f"not active ({run.status})"
-    # The job without its requests (a judge run's are ~14 kB each, thousands of them): this
-    # task only needs its state and keys; the executor reads each shard's own requests.
-    job = run.llm_job = LLMJob.objects.defer("requests").get(pk=run.llm_job_id)
-    _update(run, status=RunStatus.RUNNING)
-    outcome = None
-    try:
-        outcome = "done" if job.status in FINISHED else llm_job_execute(job_id=job.pk)
-    finally:  # what finished so far is stored even when the job paused or failed
-        job.refresh_from_db()
-        if outcome != CLAIMED:  # (while other workers hold shards, the last one to stop stores)
-            collect(run)
-    if job.status in FINISHED:
-        llm_job_recount(job)  # collect may have refused an ok answer (ledger_entry_reject)
-        failed = job.status == RunStatus.DONE_WITH_FAILURES or bool(unusable and unusable(run))
-        _update(
-            run, status=RunStatus.DONE_WITH_FAILURES if failed else RunStatus.DONE, error="", finished_at=timezone.now()
-        )
-    elif job.status == RunStatus.PAUSED:
-        _update(run, status=RunStatus.PAUSED, error=job.pause_reason)
-    elif job.status in (RunStatus.CANCELLED, RunStatus.FAILED):
-        _update(run, status=job.status, error=job.error)
-    return outcome
-
-
-def _owned_job(run, action: str) -> LLMJob:
-    """The run's LLM job; a run without one (outputs filed from elsewhere, such as the demo's
-    runs of the paper's examples) asked nothing, so there is nothing to ``action`` (409)."""
-    if run.llm_job is None:
-        raise RunStateConflict(
-            f"{run} asked no requests of its own (its outputs were filed, not generated here): there is "
-            f"nothing to {action}"
-        )
-    job: LLMJob = run.llm_job
-    return job
-
-
-def owned_run_pause(run) -> None:
-    llm_job_pause(job=_owned_job(run, "pause"))
-    type(run).objects.filter(pk=run.pk, status__in=[RunStatus.PENDING, RunStatus.RUNNING]).update(
-        status=RunStatus.PAUSED, error="paused by a user"
-    )
-
-
-def owned_run_resume(run, *, enqueue: Callable[[], None], budget_usd=None) -> None:
-    """Continue a paused, failed or interrupted run: every request without an ``ok``
-    answer is asked again, then the run stores the answers (never the job alone)."""
-    refusal = run_action_refusal("resume", run.status)
-    if refusal is not None:
-        raise RunStateConflict(f"{run} is {run.status}; {refusal}")
-    job = _owned_job(run, "resume")
-    job.refresh_from_db(fields=["status"])
-    if not (job.status == RunStatus.DONE and not llm_job_failed_count(job)):
-        llm_job_resume(job=job, budget_usd=budget_usd, enqueue=False)
-    # (A job done with every answer ok, whose worker died storing them: the run's task stores them.)
-    _update(run, status=RunStatus.PENDING, error="", finished_at=None)
-    enqueue()
-
-
-def owned_run_cancel(run) -> None:
-    llm_job_cancel(job=_owned_job(run, "cancel"))
-    type(run).objects.filter(pk=run.pk).exclude(status__in=FINISHED).update(status=RunStatus.CANCELLED)
-
-
-def owned_run_retry_failed(
-    run, *, enqueue: Callable[[], None], discard_unusable: Callable[[Any], int] | None = None
-) -> int:
-    """*Retry failed*: ask exactly the run's requests without an ``ok`` answer again, and
-    store their new answers in place of the unusable ones. Returns how many are re-asked."""
-    refusal = run_action_refusal("retry", run.status)
-    if refusal is not None:
-        raise RunStateConflict(f"{run} is {run.status}; {refusal}")
-    job = _owned_job(run, "retry")
-    failed = llm_job_failed_count(job)
-    if discard_unusable is not None:
-        discard_unusable(run)
-    if not failed and run.status == RunStatus.DONE:
-        return 0
-    if job.status != RunStatus.DONE or failed:
-        llm_job_resume(job=job, enqueue=False)
-    _update(run, status=RunStatus.PENDING, error="", finished_at=None)
-    enqueue()
-    return failed
+# -- a run that owns LLM jobs: its lifecycle is llm/run_lifecycle.py (imported from here too) --
 
 
 def owned_run_state(run, *, live: bool = True, **extra: Any) -> dict[str, Any]:
     """The state of a run that owns one LLM job, as every page, API and command shows it."""
-    return run_state(status=run.status, jobs=[run.llm_job], reason=run.error, live=live, extra=extra)
+    return run_state(status=run.status, jobs=[run.llm_job], reason=run.reason, live=live, extra=extra)

@@ -1,20 +1,40 @@
+"""Celery tasks of the LLM layer, and ``RunTask``: the base of every run's task, which marks
+the run failed when its task fails (core/row_tasks.py)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
 from celery import shared_task
 
-from llm.models import LLMJob
+from core.row_tasks import RowTask
+from llm.run_models import SETTLED, RunStatus
 
 
-def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
-    job_id = args[0] if args else kwargs.get("job_id")
-    from llm.models import FINISHED
+class RunTask(RowTask):
+    """The task of a run (any model deriving from ``llm.run_models.Run``): a failure marks
+    the run ``failed`` with the error, unless it had finished or was cancelled; a pause it
+    had is over."""
 
-    LLMJob.objects.filter(pk=job_id).exclude(status__in=[*FINISHED, LLMJob.Status.CANCELLED]).update(
-        status=LLMJob.Status.FAILED, error=f"{exc.__class__.__name__}: {exc}", claimed_by="", claim_expires=None
-    )
+    settled: ClassVar[tuple[str, ...]] = SETTLED
+    failed_status: ClassVar[str] = RunStatus.FAILED
+
+    def failed_fields(self, exc: BaseException) -> dict[str, Any]:
+        return {**super().failed_fields(exc), "pause_reason": ""}
 
 
-# celery-types' shared_task lists no on_failure option; Celery sets it on the task class.
-@shared_task(bind=True, name="llm.job_execute", on_failure=_mark_failed)  # type: ignore[call-overload]
-def llm_job_execute_task(self, job_id: int) -> str:
+class LLMJobTask(RunTask):
+    """An LLM job's task: a failed job's claim is released too (no worker holds it)."""
+
+    row_model = "llm.LLMJob"
+    row_argument = "job_id"
+
+    def failed_fields(self, exc: BaseException) -> dict[str, Any]:
+        return {**super().failed_fields(exc), "claimed_by": "", "claim_expires": None}
+
+
+@shared_task(bind=True, base=LLMJobTask, name="llm.job_execute")
+def llm_job_execute_task(self: LLMJobTask, job_id: int) -> str:
     """Execute one LLM job (ids only; the job row holds the work). A Batch API job that is
     still waiting for its batches comes back after LLM_BATCH_POLL_SECONDS."""
     from llm.services import llm_job_execute, poll_countdown
@@ -22,5 +42,5 @@ def llm_job_execute_task(self, job_id: int) -> str:
     outcome = llm_job_execute(job_id=job_id)
     countdown = poll_countdown(outcome)
     if countdown is not None:
-        self.apply_async(args=[job_id], countdown=countdown)
+        self.apply_async(args=(job_id,), countdown=countdown)
     return outcome

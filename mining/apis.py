@@ -3,7 +3,6 @@ controls: admins)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import django_filters
@@ -33,11 +32,7 @@ from mining.run_selectors import (
     mining_run_yield,
 )
 from mining.run_services import (
-    mining_run_cancel,
     mining_run_create,
-    mining_run_pause,
-    mining_run_resume,
-    mining_run_retry_failures,
 )
 from mining.selectors import (
     procedure_counts_by_topic_and_split,
@@ -233,21 +228,12 @@ class MiningRuns(RunCollection):
     search_fields = ["name"]
     ordering_fields = ["id", "created_at"]
     run_noun = "mining run"
-    controls: dict[str, Callable[..., Any]] = {
-        "pause": mining_run_pause,
-        "resume": mining_run_resume,
-        "cancel": mining_run_cancel,
-        "retry-failed": mining_run_retry_failures,
-    }
 
     def get_queryset(self):
         return mining_run_list()
 
     def run_held(self, run: MiningRun) -> bool:
         return mining_run_held(run)
-
-    def run_control(self, run: MiningRun, action_name: str) -> int | None:
-        return self.controls[action_name](run=run)
 
     def launch_runs(self, *, config_text: str, source: str, data: dict[str, Any]) -> Launched:
         corpus = data.get("corpus") or ""

@@ -6,7 +6,8 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
-from llm.models import LiveRunState, LLMJob
+from llm.models import LLMJob
+from llm.run_models import LiveRunState, Run
 
 
 class Topic(models.Model):
@@ -193,7 +194,7 @@ class SplitReport(models.Model):
 MiningRunStatus = LLMJob.Status
 
 
-class MiningRun(LiveRunState):
+class MiningRun(Run, LiveRunState):
     """One How2Mine run over a corpus (How2Everything §3): which documents it samples per
     topic, and how each of the six stages is asked (prompt file, endpoint, sampling)."""
 
@@ -213,24 +214,14 @@ class MiningRun(LiveRunState):
     stages = models.JSONField(
         default=dict, help_text="Per LLM stage: prompt file and hash, role, endpoint overrides, sampling parameters."
     )
-    executor = models.CharField(max_length=20, default="online")
-    concurrency = models.PositiveIntegerField(default=16)
     workers = models.PositiveSmallIntegerField(default=1, help_text="Celery tasks working on the run at once.")
-    budget_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     failure_retries = models.PositiveSmallIntegerField(
         default=1, help_text="Automatic retries of a document whose stage call failed (beyond the client's own)."
     )
     config = models.JSONField(default=dict, blank=True, help_text="The configuration as given.")
     batch_job_ids = models.JSONField(default=list, blank=True, help_text="Batch API: the LLM jobs of the current wave.")
-    status = models.CharField(
-        max_length=20, choices=MiningRunStatus.choices, default=MiningRunStatus.PENDING, db_index=True
-    )
-    pause_reason = models.CharField(max_length=300, blank=True)
-    error = models.TextField(blank=True)
     created_by = models.CharField(max_length=150, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     counters_built = models.BooleanField(
         default=True,
         help_text="Its counters (MiningRunCounter) hold every stage result; false for a run made before they "
@@ -242,6 +233,10 @@ class MiningRun(LiveRunState):
 
     def __str__(self) -> str:
         return self.name
+
+    def owned_jobs(self) -> list[LLMJob]:
+        """The LLM jobs of its current Batch API wave (a run walking online owns none)."""
+        return list(LLMJob.objects.filter(pk__in=self.batch_job_ids or []))
 
     @property
     def ledger_run(self) -> str:

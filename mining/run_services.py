@@ -5,24 +5,26 @@ The work itself is in ``mining/runner.py``; the Celery task ``mining.run_execute
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from core.run_configs import RunConfigError
 from core.stored_values import StrictJSONError, check_stored_values
-from llm.models import FINISHED
-from llm.runs import RunStateConflict, run_action_refusal
+from llm.models import LLMJob
+from llm.run_lifecycle import owned_run_cancel, owned_run_pause, owned_run_resume, owned_run_retry_failed
+from llm.run_models import PAUSED_BY_USER
+from llm.services import llm_job_resume
 from mining.export_services import procedure_export, reference_shard_path
 from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, MiningRunStatus, Topic
 from mining.procedure_records import NO_TOPIC
 from mining.procedure_services import TopicResolver
 from mining.run_configs import mining_config_parse
 from mining.run_counters import documents_reopen
-from mining.runner import run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
+from mining.runner import Budget, run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
 from mining.stages import LLM_STAGES
 
 # Settings a re-launch under the same name may change: how stages are asked, how the run
@@ -220,60 +222,59 @@ def mining_run_update_stages(*, run: MiningRun, config_text: str, source: str, s
     return {"changed_stages": changed, "documents_rewalked": rewalk}
 
 
-def mining_run_pause(*, run: MiningRun, reason: str = "paused by a user") -> None:
-    MiningRun.objects.filter(pk=run.pk, status__in=[MiningRunStatus.PENDING, MiningRunStatus.RUNNING]).update(
-        status=MiningRunStatus.PAUSED, pause_reason=reason
-    )
+def mining_run_pause(*, run: MiningRun, reason: str = PAUSED_BY_USER) -> None:
+    """Pause a pending or running run: its walks stop at the next document, and the jobs of
+    its Batch API wave pause with it (llm/run_lifecycle.py)."""
+    owned_run_pause(run, reason=reason)
 
 
 def mining_run_cancel(*, run: MiningRun) -> None:
-    from llm.models import LLMJob
-    from llm.services import llm_job_cancel
-
-    MiningRun.objects.filter(pk=run.pk).exclude(status__in=FINISHED).update(
-        status=MiningRunStatus.CANCELLED, finished_at=timezone.now()
-    )
-    for job in LLMJob.objects.filter(pk__in=run.batch_job_ids or []):  # its Batch API jobs stop with it
-        llm_job_cancel(job=job)
+    """Cancel a run; the jobs of its Batch API wave stop with it."""
+    owned_run_cancel(run)
 
 
-@transaction.atomic
-def mining_run_resume(*, run: MiningRun, budget_usd=None, start: bool = True) -> MiningRun:
+def _reopen(run: MiningRun, *, budget_usd: Decimal | None = None) -> None:
+    """What a resume puts back in the queue: the claims left by a worker that died are
+    released, and the jobs of its wave that paused (with the run, or on their own: a budget,
+    the circuit breaker) are reopened. A wave job done with failures stays done: its
+    documents' failures are the run's, which Retry failed walks again."""
+    MiningCandidate.objects.filter(run=run).exclude(claim="").update(claim="", claimed_at=None)
+    spent = Budget(run).spent if budget_usd is not None else Decimal(0)
+    for job in run.owned_jobs():
+        if job.status == LLMJob.Status.PAUSED:
+            # A new budget gives the job what the run has left of it (the job's own spending included).
+            left = None if budget_usd is None else max(Decimal(0), budget_usd - spent + job.cost_usd)
+            llm_job_resume(job=job, budget_usd=left, enqueue=False)
+
+
+def mining_run_resume(*, run: MiningRun, budget_usd: Decimal | None = None, start: bool = True) -> MiningRun:
     """Put a paused, failed or interrupted run back in the queue. Claims left by a worker
     that died are released; finished stage results and ledger entries are reused."""
-    run = MiningRun.objects.select_for_update().get(pk=run.pk)
-    refusal = run_action_refusal("resume", run.status)
-    if refusal is not None:
-        raise RunStateConflict(f"run {run.name!r} is {run.status}; {refusal}")
-    if budget_usd is not None:
-        run.budget_usd = budget_usd
-    run.status = MiningRunStatus.PENDING
-    run.pause_reason = run.error = ""
-    run.breaker = {}
-    run.save(update_fields=["status", "pause_reason", "error", "budget_usd", "breaker"])
-    MiningCandidate.objects.filter(run=run).exclude(claim="").update(claim="", claimed_at=None)
-    if start:
-        _enqueue(run)
-    return run
+    owned_run_resume(
+        run,
+        enqueue=(lambda: _enqueue(run)) if start else (lambda: None),
+        budget_usd=budget_usd,
+        reopen=lambda stored: _reopen(stored, budget_usd=budget_usd),
+    )
+    return MiningRun.objects.get(pk=run.pk)
 
 
-@transaction.atomic
-def mining_run_retry_failures(*, run: MiningRun, start: bool = True) -> int:
-    """Ask again for every document whose stage call failed (never reusing the failed answer)."""
-    run = MiningRun.objects.select_for_update().get(pk=run.pk)
-    refusal = run_action_refusal("retry", run.status)
-    if refusal is not None:
-        raise RunStateConflict(f"run {run.name!r} is {run.status}; {refusal}")
+def _failures_reopen(run: MiningRun) -> int:
+    """Retry failed's documents: every one whose stage call failed is walked again (never
+    reusing the failed answer), its counts moved back to pending. Returns how many."""
     failed = MiningCandidate.objects.select_for_update().filter(run=run, status=CandidateStatus.FAILED)
     ids = list(failed.values_list("pk", flat=True))
-    n = documents_reopen(run=run, ids=ids, failures=0, claim="", claimed_at=None, finished_at=None)
-    if n:
-        MiningRun.objects.filter(pk=run.pk).update(
-            status=MiningRunStatus.PENDING, finished_at=None, pause_reason="", error="", breaker={}
-        )
-        if start:
-            _enqueue(run)
-    return n
+    return documents_reopen(run=run, ids=ids, failures=0, claim="", claimed_at=None, finished_at=None)
+
+
+def mining_run_retry_failures(*, run: MiningRun, start: bool = True) -> int:
+    """Ask again for every document whose stage call failed (never reusing the failed answer)."""
+    return owned_run_retry_failed(
+        run,
+        enqueue=(lambda: _enqueue(run)) if start else (lambda: None),
+        failures=_failures_reopen,
+        reopen=_reopen,
+    )
 
 
 # --- Configurations in the reference CLI's shape (mining/reference_configs.py) ------------

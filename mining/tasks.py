@@ -1,22 +1,33 @@
 """Celery tasks of the mining app: ids in, one service call, early return when there is nothing to do."""
 
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
 from celery import shared_task
+from django.utils import timezone
+
+from core.row_tasks import RowTask
+from llm.tasks import RunTask
 
 
-def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
-    from django.utils import timezone
+class CorpusImportTask(RowTask):
+    """A corpus import's task: a failure marks the import failed and finished, unless it was done."""
 
-    from mining.models import CorpusImport, CorpusImportStatus
+    row_model = "mining.CorpusImport"
+    row_argument = "corpus_import_id"
+    settled: ClassVar[tuple[str, ...]] = ("done",)
 
-    corpus_import_id = args[0] if args else kwargs.get("corpus_import_id")
-    CorpusImport.objects.filter(pk=corpus_import_id).exclude(status=CorpusImportStatus.DONE).update(
-        status=CorpusImportStatus.FAILED, error=f"{exc.__class__.__name__}: {exc}", finished_at=timezone.now()
-    )
+    def failed_fields(self, exc: BaseException) -> dict[str, Any]:
+        return {**super().failed_fields(exc), "finished_at": timezone.now()}
 
 
-# celery-types' shared_task lists no on_failure option; Celery sets it on the task class.
-@shared_task(bind=True, name="mining.corpus_import_run", on_failure=_mark_failed)  # type: ignore[call-overload]
-def corpus_import_run_task(self, corpus_import_id: int) -> str:
+class MiningRunTask(RunTask):
+    row_model = "mining.MiningRun"
+
+
+@shared_task(bind=True, base=CorpusImportTask, name="mining.corpus_import_run")
+def corpus_import_run_task(self: CorpusImportTask, corpus_import_id: int) -> str:
     from mining.corpus_services import corpus_import_run
     from mining.models import CorpusImport, CorpusImportStatus
 
@@ -28,18 +39,8 @@ def corpus_import_run_task(self, corpus_import_id: int) -> str:
     return corpus_import_run(corpus_import_id=job.pk).status
 
 
-def _mark_run_failed(self, exc, task_id, args, kwargs, einfo) -> None:
-    from mining.models import MiningRun, MiningRunStatus
-
-    run_id = args[0] if args else kwargs.get("run_id")
-    MiningRun.objects.filter(pk=run_id).exclude(
-        status__in=[MiningRunStatus.DONE, MiningRunStatus.DONE_WITH_FAILURES, MiningRunStatus.CANCELLED]
-    ).update(status=MiningRunStatus.FAILED, error=f"{exc.__class__.__name__}: {exc}")
-
-
-# celery-types' shared_task lists no on_failure option; Celery sets it on the task class.
-@shared_task(bind=True, name="mining.run_execute", on_failure=_mark_run_failed)  # type: ignore[call-overload]
-def mining_run_execute_task(self, run_id: int) -> str:
+@shared_task(bind=True, base=MiningRunTask, name="mining.run_execute")
+def mining_run_execute_task(self: MiningRunTask, run_id: int) -> str:
     """One worker's share of a mining run (ids only; the run row holds the work). A Batch
     API run that waits for its batches comes back after LLM_BATCH_POLL_SECONDS."""
     from django.conf import settings
@@ -48,5 +49,5 @@ def mining_run_execute_task(self, run_id: int) -> str:
 
     outcome = mining_run_execute(run_id=run_id)
     if outcome.startswith("waiting") and outcome != "waiting for other workers":
-        self.apply_async(args=[run_id], countdown=settings.LLM_BATCH_POLL_SECONDS)
+        self.apply_async(args=(run_id,), countdown=settings.LLM_BATCH_POLL_SECONDS)
     return outcome

@@ -259,8 +259,8 @@ def test_a_run_paused_by_the_breaker_says_why_and_the_wait_fails(server, tmp_pat
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.startswith("finished:"))
     run = GenerationRun.objects.get(name="qwen-bench")
-    assert run.status == "paused" and run.error
-    assert line.startswith("finished: paused; ") and f"reason: {run.error}" in line and "api_error" in line
+    assert run.status == "paused" and run.pause_reason and not run.error
+    assert line.startswith("finished: paused; ") and f"reason: {run.pause_reason}" in line and "api_error" in line
 
 
 def test_bench_run_status_and_the_run_pages_say_cost_unknown_when_a_request_has_no_price(

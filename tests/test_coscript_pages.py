@@ -415,7 +415,9 @@ def test_cancel_and_resume_from_the_run_page(admin_client_, world, server, model
     assert admin_client_.post(f"/coscript/runs/{run.pk}/explode/").status_code == 400
 
     paused = coscript_run_create(name="to-resume", language_model=model, split="bench", start=False)
-    CoScriptRun.objects.filter(pk=paused.pk).update(status="paused", error="3 of 12 specific goals requests failed")
+    CoScriptRun.objects.filter(pk=paused.pk).update(
+        status="paused", pause_reason="3 of 12 specific goals requests failed"
+    )
     page = admin_client_.get(f"/coscript/runs/{paused.pk}/").content.decode()
     assert 'id="resume-run"' in page and "3 of 12 specific goals requests failed" in page
     admin_client_.post(f"/coscript/runs/{paused.pk}/resume-without-errors/")

@@ -180,7 +180,7 @@ def test_api_errors_pause_the_run_and_resume_sends_them_again(world, server):
     outcome = coscript_run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert outcome.startswith("paused") and run.status == "paused" and run.phase == "scripts"
-    assert "2 of 18 candidate scripts requests have no usable answer (api_error 2" in run.error
+    assert "2 of 18 candidate scripts requests have no usable answer (api_error 2" in run.pause_reason
     assert not CandidateScript.objects.filter(goal__run=run).exists()  # nothing half-collected
     failing["on"] = False
     coscript_run_resume(run=run, enqueue=False)

@@ -38,7 +38,7 @@ def _send(run, queue: str, n: int = 1) -> None:
     """Hand the run to the workers of this test's own queue (messages other tests left in
     the shared embedded broker never reach them)."""
     for _ in range(n):
-        mining_run_execute_task.apply_async(args=[run.pk], queue=queue)
+        mining_run_execute_task.apply_async(args=(run.pk,), queue=queue)
 
 
 def _corpus():

@@ -336,9 +336,9 @@ def test_coscript_run_wait_says_paused_with_its_reason_and_exits_non_zero_and_it
         call_command("coscript_run", *args)
     out = capsys.readouterr().out
     run = CoScriptRun.objects.get(name="wait-plan")
-    assert run.status == "paused" and run.error
+    assert run.status == "paused" and run.pause_reason and not run.error
     line = next(line for line in out.splitlines() if line.startswith("finished:"))
-    assert line == f"finished: paused; 2 of 30 requests failed (api_error 2); reason: {run.error}"
+    assert line == f"finished: paused; 2 of 30 requests failed (api_error 2); reason: {run.pause_reason}"
 
     # The scripted model has no price: what the run spent is unknown, never 0.
     page = admin_client_.get(reverse("coscript_run_detail", args=[run.pk])).content.decode()

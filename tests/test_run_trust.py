@@ -51,7 +51,7 @@ def test_a_judge_run_whose_endpoint_is_down_pauses_itself_and_says_why(server, q
     job = judge.llm_job
     job.refresh_from_db()
     assert judge.status == "paused" and job.status == "paused"
-    assert "circuit breaker" in judge.error and server.base_url in judge.error
+    assert "circuit breaker" in judge.pause_reason and server.base_url in judge.pause_reason and not judge.error
     assert job.breaker["reason"].endswith("failed attempts in a row") and "500" in job.breaker["last_error"]
     assert len(_judge_requests(server)) < 17 * 6  # it stopped instead of spending every retry on every request
     assert judge.judgments.count() == 0  # nothing unusable was stored as a verdict

@@ -193,6 +193,7 @@ class Command(BaseCommand):
                     "name": run.name,
                     **run_state_json(coscript_run_state(run)),
                     "phase": run.phase,
+                    "pause_reason": run.pause_reason,
                     "error": run.error,
                     "jobs": jobs,
                     "report": coscript_report(run),

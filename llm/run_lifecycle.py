@@ -1,0 +1,318 @@
+"""The one lifecycle of every run that owns LLM jobs: generation, judge and components runs
+and goal-step evaluations (one job each), CoScript runs (a job per phase) and mining runs
+(a job per stage of a Batch API wave).
+
+* ``owned_run_job_attach`` and ``owned_run_execute``: a run owning one job gets it and
+  executes it, and takes the state that is true when it stops.
+* The four controls, the kernel every page, API endpoint and command goes through:
+  ``owned_run_pause``, ``owned_run_resume``, ``owned_run_cancel`` and
+  ``owned_run_retry_failed``. Each checks the state machine (``llm.run_models``; a refusal is
+  ``RunStateConflict``, 409 ``run_state``), acts on every job the run owns
+  (``Run.owned_jobs``), and moves the run with one conditional update. What differs between
+  kinds of run is passed in: how it is queued, which of its jobs a resume reopens, what
+  *Retry failed* marks to ask again.
+* ``job_owner_register``: a run that owns LLM jobs registers how they are paused, resumed,
+  cancelled and retried, so a job is only ever driven through its run (the LLM pages and
+  API call the owner, ``llm_job_control``), and ``run_control`` drives any run by its model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, TypeVar
+
+from django.db import models, transaction
+from django.utils import timezone
+
+from core.app_errors import InvalidInput
+from llm.job_lifecycle import CLAIMED, llm_job_cancel, llm_job_failed_count, llm_job_pause, llm_job_recount
+from llm.models import FINISHED, LLMJob, RunStatus
+from llm.run_models import ACTIVE, PAUSED_BY_USER, LiveRunState, Run, RunStateConflict, run_action_refusal
+from llm.services import llm_job_create, llm_job_execute, llm_job_resume, llm_job_retry_failed
+from llm.shards import llm_job_shard
+
+R = TypeVar("R", bound=Run)  # a kind of run, whose own hooks a control calls
+
+# -- who owns a job -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobOwner:
+    """How the run that owns a job (its ``run`` label starts with ``prefix``) pauses,
+    resumes, cancels it and retries its failed requests: through the run, so the run's own
+    step (storing judgments, moving to the next phase) is never skipped and the run's state
+    never parts from its job's (a cancelled job under a paused run could never resume).
+    ``control`` drives the run itself (``run_control``)."""
+
+    prefix: str
+    model: type[models.Model]
+    resume: Callable[[LLMJob], Any]
+    retry_failed: Callable[[LLMJob], int]
+    describe: Callable[[LLMJob], str]
+    pause: Callable[[LLMJob], Any]
+    cancel: Callable[[LLMJob], Any]
+    control: dict[str, Callable[[Any], Any]]
+
+
+_OWNERS: list[JobOwner] = []
+
+
+def job_owner(
+    prefix: str,
+    model: type[models.Model],
+    *,
+    resume: Callable[[Any], Any],
+    retry_failed: Callable[[Any], int],
+    pause: Callable[[Any], Any] = lambda run: owned_run_pause(run),
+    cancel: Callable[[Any], Any] = lambda run: owned_run_cancel(run),
+    noun: str,
+) -> JobOwner:
+    """An owner whose jobs are labelled ``<prefix><run id>[:...]``, runs of ``model``; each
+    callable takes the run (pause and cancel: the kernel's, unless the run adds a step)."""
+
+    def run_of(job: LLMJob):
+        return model._default_manager.get(pk=int(job.run[len(prefix) :].split(":")[0]))
+
+    return JobOwner(
+        prefix=prefix,
+        model=model,
+        resume=lambda job: resume(run_of(job)),
+        retry_failed=lambda job: retry_failed(run_of(job)),
+        describe=lambda job: f"{noun} {run_of(job)}",
+        pause=lambda job: pause(run_of(job)),
+        cancel=lambda job: cancel(run_of(job)),
+        control={"pause": pause, "resume": resume, "cancel": cancel, "retry": retry_failed},
+    )
+
+
+def job_owner_register(owner: JobOwner) -> None:
+    """Called from an app's ``AppConfig.ready``; registering a prefix twice keeps the last."""
+    _OWNERS[:] = [o for o in _OWNERS if o.prefix != owner.prefix] + [owner]
+
+
+def job_owner_for(job: LLMJob) -> JobOwner | None:
+    for owner in _OWNERS:
+        if job.run.startswith(owner.prefix):
+            return owner
+    return None
+
+
+def llm_job_control(*, job: LLMJob, action: str) -> int:
+    """Pause, resume, cancel or *Retry failed* one LLM job (``action``: pause, resume,
+    cancel, retry). A job owned by a run is driven through its run for every action, so the
+    run's own step is never skipped and the run's state follows. Returns how many requests
+    a retry re-asks."""
+    owner = job_owner_for(job)
+    if action == "pause":
+        owner.pause(job) if owner else llm_job_pause(job=job)
+    elif action == "cancel":
+        owner.cancel(job) if owner else llm_job_cancel(job=job)
+    elif action == "resume":
+        owner.resume(job) if owner else llm_job_resume(job=job)
+    elif action == "retry":
+        return owner.retry_failed(job) if owner else llm_job_retry_failed(job=job, enqueue=True)
+    else:
+        raise InvalidInput(fields={"action": f"unknown action {action!r}: pause, resume, cancel or retry"})
+    return 0
+
+
+def run_control(run: Run, action: str) -> int:
+    """Pause, resume, cancel or *Retry failed* (``action``: pause, resume, cancel, retry or
+    retry-failed) any run through the services its app registered: what the pages, the API
+    and the commands of every app call. Returns how many a retry asks again (else 0)."""
+    action = "retry" if action == "retry-failed" else action
+    owner = next((o for o in _OWNERS if isinstance(run, o.model)), None)
+    if owner is None or action not in owner.control:
+        raise InvalidInput(fields={"action": f"unknown action {action!r}: pause, resume, cancel or retry"})
+    done = owner.control[action](run)
+    return done if action == "retry" and isinstance(done, int) else 0
+
+
+# -- a run that owns one LLM job: created with it, executed through it ------------------
+
+
+def _update(run, **fields: Any) -> None:
+    type(run).objects.filter(pk=run.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(run, name, value)
+
+
+def owned_run_job_attach(
+    run,
+    *,
+    label: str,
+    role: str,
+    requests: list,
+    executor: str,
+    concurrency: int,
+    budget_usd=None,
+    endpoint_overrides: dict[str, str] | None = None,
+) -> None:
+    """Give a new run its LLM job over ``requests`` (named ``label:<run id>``, not started), cut
+    into shards that any number of workers share, and store it on the run."""
+    run.llm_job = llm_job_create(
+        run=f"{label}:{run.pk}",
+        role=role,
+        requests=requests,
+        executor=executor,
+        concurrency=concurrency,
+        budget_usd=budget_usd,
+        endpoint_overrides=endpoint_overrides,
+        start=False,
+    )
+    llm_job_shard(run.llm_job)
+    run.save(update_fields=["llm_job"])
+
+
+def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[[Any], int] | None = None) -> str:
+    """Execute a run's LLM job, store what it answered (``collect``, idempotent), and give
+    the run the state that is true: ``done`` only when every request has an ``ok`` answer
+    and nothing stored is unusable (``unusable`` counts the run's stored items without a
+    usable outcome, such as judge answers that failed validation); ``done_with_failures``
+    otherwise; paused (with the job's reason, e.g. the breaker's), cancelled or failed as
+    the job is. Returns what happened, for the task log."""
+    if run.status in (*FINISHED, RunStatus.CANCELLED):
+        return f"not active ({run.status})"
+    # The job without its requests (a judge run's are ~14 kB each, thousands of them): this
+    # task only needs its state and keys; the executor reads each shard's own requests.
+    job = run.llm_job = LLMJob.objects.defer("requests").get(pk=run.llm_job_id)
+    _update(run, status=RunStatus.RUNNING)
+    outcome = None
+    try:
+        outcome = "done" if job.status in FINISHED else llm_job_execute(job_id=job.pk)
+    finally:  # what finished so far is stored even when the job paused or failed
+        job.refresh_from_db()
+        if outcome != CLAIMED:  # (while other workers hold shards, the last one to stop stores)
+            collect(run)
+    if job.status in FINISHED:
+        llm_job_recount(job)  # collect may have refused an ok answer (ledger_entry_reject)
+        failed = job.status == RunStatus.DONE_WITH_FAILURES or bool(unusable and unusable(run))
+        status = RunStatus.DONE_WITH_FAILURES if failed else RunStatus.DONE
+        _update(run, status=status, pause_reason="", error="", finished_at=timezone.now())
+    elif job.status == RunStatus.PAUSED:
+        _update(run, status=RunStatus.PAUSED, pause_reason=job.pause_reason)
+    elif job.status in (RunStatus.CANCELLED, RunStatus.FAILED):
+        _update(run, status=job.status, error=job.error)
+    return outcome
+
+
+# -- the four controls: one kernel for every run ------------------------------------------
+
+
+def _jobs(run: Run, action: str) -> list[LLMJob]:
+    """The jobs ``run`` owns. A run meant to own one that has none (outputs filed from
+    elsewhere, such as the demo's runs of the paper's examples) asked nothing, so there is
+    nothing to ``action`` (409)."""
+    jobs = run.owned_jobs()
+    if not jobs and run.owns_one_job:
+        raise RunStateConflict(
+            f"{run} asked no requests of its own (its outputs were filed, not generated here): there is "
+            f"nothing to {action}"
+        )
+    return jobs
+
+
+def _checked(run: R, action: str, *, lock: bool = False) -> R:
+    """The run as stored now (locked for the caller's transaction with ``lock``), refused
+    with the state machine's reason when ``action`` does not apply in its state."""
+    manager = type(run)._default_manager
+    stored = (manager.select_for_update() if lock else manager).get(pk=run.pk)
+    refusal = run_action_refusal(action, stored.status)
+    if refusal is not None:
+        raise RunStateConflict(f"{run} is {stored.status}; {refusal}")
+    return stored
+
+
+def owned_run_pause(run: Run, *, reason: str = PAUSED_BY_USER) -> None:
+    """Pause a pending or running run and every job it owns; its workers stop within
+    seconds and what was answered is kept. ``reason`` becomes its pause reason."""
+    _checked(run, "pause")
+    for job in _jobs(run, "pause"):
+        llm_job_pause(job=job, reason=reason)
+    type(run)._default_manager.filter(pk=run.pk, status__in=ACTIVE).update(status=RunStatus.PAUSED, pause_reason=reason)
+    run.status, run.pause_reason = RunStatus.PAUSED, reason
+
+
+def owned_run_cancel(run: Run) -> None:
+    """Cancel a run and every job it owns; a cancelled run is never resumed."""
+    _checked(run, "cancel")
+    for job in _jobs(run, "cancel"):
+        llm_job_cancel(job=job)
+    now = timezone.now()
+    type(run)._default_manager.filter(pk=run.pk).exclude(status__in=FINISHED).update(
+        status=RunStatus.CANCELLED, pause_reason="", finished_at=now
+    )
+    run.status, run.pause_reason, run.finished_at = RunStatus.CANCELLED, "", now
+
+
+def jobs_reopen(jobs: Iterable[LLMJob], *, budget_usd: Decimal | None = None) -> int:
+    """Put back in the queue every job that has requests to ask again (any but a cancelled
+    one, or one done with every answer ``ok``). Returns how many."""
+    n = 0
+    for job in jobs:
+        job.refresh_from_db(fields=["status"])
+        if job.status == RunStatus.CANCELLED or (job.status == RunStatus.DONE and not llm_job_failed_count(job)):
+            continue
+        llm_job_resume(job=job, budget_usd=budget_usd, enqueue=False)
+        n += 1
+    return n
+
+
+def _requeue(run: Run, *, enqueue: Callable[[], None], budget_usd: Decimal | None = None) -> None:
+    """The run back in the queue: pending, without a pause reason or an error."""
+    fields: dict[str, Any] = {"status": RunStatus.PENDING, "pause_reason": "", "error": "", "finished_at": None}
+    if budget_usd is not None:
+        fields["budget_usd"] = budget_usd
+    if isinstance(run, LiveRunState):
+        fields["breaker"] = {}
+    _update(run, **fields)
+    enqueue()
+
+
+@transaction.atomic
+def owned_run_resume(
+    run: R,
+    *,
+    enqueue: Callable[[], None],
+    budget_usd: Decimal | None = None,
+    reopen: Callable[[R], Any] | None = None,
+) -> None:
+    """Continue a paused, failed or interrupted run: every request without an ``ok``
+    answer is asked again, then the run stores the answers (never the job alone).
+    ``reopen``: what the run puts back in the queue (default: each of its jobs with work
+    left, ``jobs_reopen``); ``budget_usd``: a new budget for the run and its jobs."""
+    stored = _checked(run, "resume", lock=True)
+    if reopen is not None:
+        reopen(stored)
+    else:
+        jobs_reopen(_jobs(stored, "resume"), budget_usd=budget_usd)
+    _requeue(run, enqueue=enqueue, budget_usd=budget_usd)
+
+
+@transaction.atomic
+def owned_run_retry_failed(
+    run: R,
+    *,
+    enqueue: Callable[[], None],
+    discard_unusable: Callable[[Any], int] | None = None,
+    failures: Callable[[R], int] | None = None,
+    reopen: Callable[[R], Any] | None = None,
+) -> int:
+    """*Retry failed*: ask exactly the run's requests without an ``ok`` answer again, and
+    store their new answers in place of the unusable ones (``discard_unusable`` drops
+    those first). ``failures``: marks what the run asks again and says how many (default:
+    its jobs' requests without an ``ok`` answer); a run done with nothing to ask stays
+    done. Returns how many are re-asked."""
+    stored = _checked(run, "retry", lock=True)
+    failed = failures(stored) if failures is not None else sum(llm_job_failed_count(j) for j in _jobs(stored, "retry"))
+    if discard_unusable is not None:
+        discard_unusable(run)
+    if not failed and stored.status == RunStatus.DONE:
+        return 0
+    if reopen is not None:
+        reopen(stored)
+    else:
+        jobs_reopen(_jobs(stored, "retry"))
+    _requeue(run, enqueue=enqueue)
+    return failed
