@@ -42,14 +42,8 @@ RATINGS = {"rater-a": {"p-1": 4, "p-2": 2, "p-3": 5}, "rater-b": {"p-1": 5, "p-2
 
 
 @pytest.fixture
-def rating(settings):
-    """The rating kind registered, and its templates found, for one test only."""
-    settings.TEMPLATES = [
-        {**engine, "DIRS": [*engine.get("DIRS", []), str(kinds_rating.TEMPLATES)]}
-        if engine["BACKEND"].endswith("DjangoTemplates")
-        else engine
-        for engine in settings.TEMPLATES
-    ]
+def rating():
+    """The rating kind registered for one test only (its templates are found with it: no settings edit)."""
     kind_register(kinds_rating.KIND)
     yield kinds_rating.KIND
     kind_unregister(kinds_rating.KEY)

@@ -21,14 +21,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def toy(settings):
-    """The toy kind registered, and its templates found, for one test only."""
-    settings.TEMPLATES = [
-        {**engine, "DIRS": [*engine.get("DIRS", []), str(toy_kind.TEMPLATES)]}
-        if engine["BACKEND"].endswith("DjangoTemplates")
-        else engine
-        for engine in settings.TEMPLATES
-    ]
+def toy():
+    """The toy kind registered for one test only (its templates are found with it: no settings edit)."""
     kind_register(toy_kind.KIND)
     yield toy_kind.KIND
     kind_unregister(toy_kind.KEY)

@@ -1,13 +1,16 @@
 """The registry of study kinds: ``critical_failure``, ``multiple_choice`` and
 ``constraint_faithfulness``, each a package (``annotate/kinds/<kind>/``: its definition, its
 codebook, its results) whose ``KIND`` says what the kind has (annotate/kinds/base.py). Another
-kind registers itself with ``kind_register`` (and ``kind_unregister`` takes it away again)."""
+kind registers itself with ``kind_register`` (and ``kind_unregister`` takes it away again); the
+``templates/`` folder of its package is then found by the template loader
+(annotate/kinds/template_loader.py, in the TEMPLATES setting) with no setting of its own."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from annotate.kinds import constraint_faithfulness, critical_failure, multiple_choice
@@ -79,6 +82,18 @@ def kind_choices_fresh() -> list[tuple[str, str]]:
     created in another process)."""
     _sources_ask()
     return kind_choices()
+
+
+def kind_template_dirs() -> list[Path]:
+    """The ``templates/`` folder of each registered kind's package that has one (the template
+    loader's folders, annotate/kinds/template_loader.py), without asking the sources: a kind
+    kept as data has no package of its own, and a template lookup runs no query."""
+    dirs = []
+    for kind in _KINDS.values():
+        package = kind.package_dir()
+        if package is not None and (package / "templates").is_dir() and package / "templates" not in dirs:
+            dirs.append(package / "templates")
+    return dirs
 
 
 @cache

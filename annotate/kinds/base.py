@@ -3,11 +3,13 @@
 A kind is data plus a few functions: how an input record becomes an item, how a draft is
 cleaned, how a submission is validated, and how an answer is compared with a known answer
 (attention checks, qualification). Templates are named, not imported, so the web layer
-renders whatever the registered kind asks for."""
+renders whatever the registered kind asks for: annotate's own, or those of the ``templates/``
+folder of the kind's package (``package_dir``), found once the kind is registered."""
 
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -393,6 +395,14 @@ class StudyKind:
 
     def has_report(self, report: str) -> bool:
         return report in self.reports
+
+    def package_dir(self) -> Path | None:
+        """The folder of the kind's package: that of the module defining its ``parse_record``
+        (a kind's package defines its own parser; its ``templates/`` folder there is found by
+        annotate/kinds/template_loader.py). None when the parser's module has no file."""
+        module = sys.modules.get(getattr(self.parse_record, "__module__", None) or "")
+        path = getattr(module, "__file__", None)
+        return Path(path).parent if path else None
 
 
 # What each dotted function of a kind is called with: the study, and a round's rows.

@@ -4,12 +4,11 @@ exports and APIs show of it comes from its declaration: the one-line summary of 
 export columns (``rating``) and known-answer column (``expected_rating``), its results
 (``rating_results``, with their schema) and a pilot round's alpha (ordinal over the ratings).
 Registered by a test with ``kind_register`` and taken away with ``kind_unregister``; its
-templates are under ``templates/kinds_rating/`` (``TEMPLATES``, added to the template
-directories by the test)."""
+templates are under ``templates/kinds_rating/``, found because the kind is registered (the
+kinds' template loader, annotate/kinds/template_loader.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from annotate.kinds.base import (
@@ -30,7 +29,6 @@ from annotate.kinds.base import (
 
 KEY = "test_rating"
 RATINGS = (1, 2, 3, 4, 5)
-TEMPLATES = Path(__file__).with_name("templates")
 RESULTS_NAME = "rating_results"
 
 

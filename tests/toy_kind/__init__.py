@@ -5,14 +5,12 @@ package: the definition (``KIND``), its results (``study_results``) and its temp
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from annotate.kinds.base import ROLE_MAIN, ROLES, FieldError, ItemRecordError, ItemSpec, StudyKind
 
 KEY = "toy_clarity"
 RATINGS = (1, 2, 3, 4, 5)
-TEMPLATES = Path(__file__).with_name("templates")
 
 
 def parse_record(record: dict[str, Any]) -> ItemSpec:
