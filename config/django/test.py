@@ -29,6 +29,11 @@ OUTBOUND_ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}  # noqa: F405
 
+# PostgreSQL with a transactional test's flush made of DELETEs, not one TRUNCATE of every
+# table (about 20 times faster here; tests/pg_backend/base.py).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    DATABASES["default"]["ENGINE"] = "tests.pg_backend"  # noqa: F405
+
 # The suite runs with DEBUG off and without collectstatic: pages link the plain static names
 # (the manifest of hashed names exists only after collectstatic); the live server finds the
 # files through the finders. tests/test_static_compression.py runs collectstatic
