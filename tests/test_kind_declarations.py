@@ -15,10 +15,12 @@ import json
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import reverse
 
-from annotate.kinds import kind_get, kind_list, kind_register, kind_unregister
+from annotate.kinds import kind_get, kind_list, kind_register, kind_template_dirs, kind_unregister
 from annotate.kinds.base import ROLE_ATTENTION, StudyKind, kind_function_problems
 from annotate.models import Annotation, Assignment, Study
 from annotate.studies.exports import EXPORT_FIELDS
@@ -110,6 +112,11 @@ def _schema(client: Client) -> dict:
     return json.loads(client.get("/api/schema/?format=json").content)
 
 
+def _annotation_parameters(client: Client) -> dict[str, dict]:
+    operation = _schema(client)["paths"]["/api/studies/{slug}/annotations/"]["get"]
+    return {parameter["name"]: parameter for parameter in operation["parameters"]}
+
+
 def test_a_rating_kind_declared_in_one_package_shows_correctly_on_every_page_export_and_schema(
     rating, researcher_client
 ):
@@ -146,9 +153,24 @@ def test_a_rating_kind_declared_in_one_package_shows_correctly_on_every_page_exp
     assert {i["item_id"]: i["expected_rating"] for i in items} == {"p-1": None, "p-2": None, "p-3": None, "check-1": 5}
     assert not OTHER_KINDS_COLUMNS & {key for item in items for key in item}
 
-    # The annotations API's label is the kind's summary.
-    listed = researcher_client.get(f"/api/studies/{study.slug}/annotations/").json()["results"]
+    # The annotations API: the label is the kind's summary, the kind's own field is its rating
+    # (no other kind's field), its own filter selects by rating and another kind's is refused.
+    annotations = f"/api/studies/{study.slug}/annotations/"
+    listed = researcher_client.get(annotations).json()["results"]
     assert sorted(a["label"] for a in listed) == sorted(f"rating {r}" for _, _, r in stored)
+    assert sorted((a["annotator"], a["item_id"], a["rating"]) for a in listed) == stored
+    assert not {"has_failure", "failures", "choice"} & {key for a in listed for key in a}
+    fives = researcher_client.get(annotations, {"rating": 5}).json()["results"]
+    assert sorted((a["annotator"], a["item_id"]) for a in fives) == [
+        ("rater-a", "p-3"),
+        ("rater-b", "p-1"),
+        ("rater-b", "p-3"),
+    ]
+    for query in ({"label": "has_failure"}, {"choice": 1}):  # another kind's: its answers have no such field
+        assert researcher_client.get(annotations, query).json()["count"] == 0, query
+    for query, refused in (({"rating": 6}, "rating"), ({"label": "maybe"}, "label"), ({"choice": "x"}, "choice")):
+        response = researcher_client.get(annotations, query)
+        assert response.status_code == 400 and refused in response.json(), (query, response.content)
 
     # The report API: the kind's results under its name, and no other kind's; a pilot round's
     # alpha is the kind's own (ordinal over the ratings), read from the round's rows.
@@ -167,11 +189,18 @@ def test_a_rating_kind_declared_in_one_package_shows_correctly_on_every_page_exp
     assert "rating_results" not in schemas["StudyReport"].get("required", [])
     assert schemas["StudyItem"]["properties"]["expected_rating"]["maximum"] == 5
     assert "test_rating" in schemas["StudyItem"]["properties"]["expected_rating"]["description"]
+    assert schemas["Annotation"]["properties"]["rating"]["maximum"] == 5
+    assert "test_rating" in schemas["Annotation"]["properties"]["rating"]["description"]
+    rating_filter = _annotation_parameters(researcher_client)["rating"]
+    assert rating_filter["schema"]["maximum"] == 5 and "test_rating" in rating_filter["description"]
 
     kind_unregister(kinds_rating.KEY)
     schemas = _schema(researcher_client)["components"]["schemas"]
     assert "rating_results" not in schemas["StudyReport"]["properties"]
     assert "expected_rating" not in schemas["StudyItem"]["properties"]
+    assert "rating" not in schemas["Annotation"]["properties"]
+    assert "rating" not in _annotation_parameters(researcher_client)
+    assert kinds_rating.KIND.package_dir() / "templates" not in kind_template_dirs()
     kind_register(kinds_rating.KIND)  # the fixture takes it away again
 
 
@@ -187,6 +216,46 @@ def test_each_built_in_kinds_export_keeps_its_own_columns_and_no_other_kinds():
     for key, columns in own.items():
         assert kind_get(key).export_column_names() == columns, key
         assert not set(EXPORT_FIELDS) & OTHER_KINDS_COLUMNS
+
+
+def test_its_templates_are_found_because_the_kind_is_registered(rating):
+    """No settings edit: the kinds' template loader looks in the registered kind's package."""
+    assert rating.package_dir() / "templates" in kind_template_dirs()
+    assert not any("kinds_rating" in str(d) for engine in settings.TEMPLATES for d in engine.get("DIRS", []))
+    rendered = render_to_string(rating.item_template, {})
+    assert 'id="rating-scale"' in rendered
+
+
+def test_the_built_in_kinds_keep_their_own_annotation_fields_and_filters(researcher_client):
+    """A critical-failure study's annotations keep has_failure, failures and the label filter; a
+    multiple-choice study's keep the choice filter and carry the choice; neither has the other's."""
+    from annotate.participation.reservations import assignment_next
+    from annotate.participation.submissions import annotation_submit
+    from annotate.testing import ONE_FAILURE, annotate_next, annotator_start, step_inference_study, study_make
+
+    failure_study = study_make(n_items=2, annotators_per_item=1)
+    annotator = annotator_start(failure_study, "cf-a")
+    annotate_next(annotator, label=True)
+    annotate_next(annotator, label=False)
+    url = f"/api/studies/{failure_study.slug}/annotations/"
+    listed = researcher_client.get(url).json()["results"]
+    assert sorted(a["has_failure"] for a in listed) == [False, True] and "choice" not in listed[0]
+    failed = researcher_client.get(url, {"label": "has_failure"}).json()["results"]
+    assert len(failed) == 1 and failed[0]["failures"] == ONE_FAILURE["failures"]
+    assert researcher_client.get(url, {"choice": 0}).json()["count"] == 0
+
+    choice_study = step_inference_study(n_items=2, annotators_per_item=1)
+    annotator = annotator_start(choice_study, "mc-a")
+    for choice in (0, 2):
+        a = assignment_next(participation=annotator)
+        annotation_submit(participation=annotator, public_id=a.public_id, answer={"choice": choice}, submission_id="t")
+    url = f"/api/studies/{choice_study.slug}/annotations/"
+    listed = researcher_client.get(url).json()["results"]
+    assert sorted(a["choice"] for a in listed) == [0, 2]
+    assert not {"has_failure", "failures"} & {key for a in listed for key in a}
+    chosen = researcher_client.get(url, {"choice": 2}).json()["results"]
+    assert [a["answer"]["choice"] for a in chosen] == [2]
+    assert researcher_client.get(url, {"label": "has_failure"}).json()["count"] == 0
 
 
 def test_the_report_schema_documents_every_registered_kinds_results(researcher_client):

@@ -95,8 +95,8 @@ class ShownItem(KnownAnswerItem, Protocol):
 
 @dataclass(frozen=True)
 class AnswerRecord:
-    """What a kind's own export columns read of one stored annotation (the export, the items
-    API and a pilot round's rows build it): the cleaned answer, the has_failure label and the
+    """What a kind's own export and API columns read of one stored annotation (the export, the
+    items and annotations APIs and a pilot round's rows build it): the cleaned answer, the has_failure label and the
     failures the shared submit path stored from it (``answer_label``; None and [] for a kind
     without), whether the annotator flagged the item broken (no answer then), and the item's
     gold label when one is adjudicated."""
@@ -124,6 +124,24 @@ class AnswerColumn(Column):
     """A column of an annotation's export row, read from its ``AnswerRecord``."""
 
     cell: Callable[[AnswerRecord], Any]
+
+
+@dataclass(frozen=True)
+class AnswerFilter:
+    """A filter a kind adds to the annotations API: its query parameter, the OpenAPI 3.0 schema
+    of its value (an ``enum`` of words, or an ``integer`` with its bounds: the API refuses any
+    other value by name), what it selects, and the stored fields a value selects
+    (``lookups``: keyword arguments of a query, ``{"has_failure": True}``, so the kind imports
+    no Django)."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str
+    lookups: Callable[[Any], dict[str, Any]]
+
+    def __post_init__(self) -> None:
+        if "enum" not in self.schema and self.schema.get("type") != "integer":
+            raise ValueError(f"the filter {self.name!r} needs an enum or an integer schema, not {self.schema!r}")
 
 
 # -- the hooks, as the shared code calls them (mypy checks each kind's functions against them) --
@@ -302,6 +320,13 @@ class StudyKind:
     # the shared ones (annotate/studies/exports.py): critical failure's has_failure and failures,
     # multiple choice's choice, a rubric's one per question (``answer.<question id>``).
     answer_columns: tuple[AnswerColumn, ...] = ()
+    # The kind's own fields of an annotation in the annotations API, after the shared ones
+    # (annotate/studies/item_apis.py), read from its ``AnswerRecord`` (the gold label left out):
+    # critical failure's has_failure and failures, multiple choice's choice. And the kind's
+    # own filters there (critical failure's label, multiple choice's choice); a study of
+    # another kind refuses them by name.
+    api_columns: tuple[AnswerColumn, ...] = ()
+    api_filters: tuple[AnswerFilter, ...] = ()
     # The minimum seconds per item of a new study that does not set its own (None: the
     # How2Everything 90 s of annotate/constants.py).
     min_seconds_default: int | None = None
@@ -356,6 +381,10 @@ class StudyKind:
     def answer_cells(self, record: AnswerRecord) -> dict[str, Any]:
         """The kind's answer columns of one annotation."""
         return {column.name: column.cell(record) for column in self.answer_columns}
+
+    def api_cells(self, record: AnswerRecord) -> dict[str, Any]:
+        """The kind's own fields of one annotation in the annotations API."""
+        return {column.name: column.cell(record) for column in self.api_columns}
 
     def summary(self, answer: Any) -> str:
         """One line for a stored answer (``answer_summary``, or each answered field)."""

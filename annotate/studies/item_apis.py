@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import django_filters
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -15,16 +16,14 @@ from rest_framework.negotiation import BaseContentNegotiation, DefaultContentNeg
 from rest_framework.views import APIView
 
 from annotate import constants as C
-from annotate.kinds import kind_get
-from annotate.kinds.base import ROLE_MAIN
+from annotate.kinds import kind_get, kind_list
+from annotate.kinds.base import ROLE_MAIN, AnswerFilter, AnswerRecord, StudyKind
 from annotate.models import Annotation, ItemRole, Study, StudyItem
 from annotate.participation.flags import FLAGS
-from annotate.studies import kind_schema  # noqa: F401  (the kinds' parts of the schema)
+from annotate.studies import kind_schema  # the kinds' parts of the schema
 from annotate.studies.api_fields import (
     EXPORT_FORMATS,
     INCLUDE_TEST,
-    LABEL_HAS_FAILURE,
-    LABEL_NO_FAILURE,
     IncludeTestQuery,
     IntegerFilter,
     StrictBooleanFilter,
@@ -175,11 +174,6 @@ ANNOTATION_FILTER_PARAMETERS = [
         description="The participant's id (as /participants/ lists them)",
     ),
     OpenApiParameter(
-        "choice",
-        {"type": "integer", "minimum": -1, "maximum": 1000},
-        description="Multiple choice: the chosen option's index",
-    ),
-    OpenApiParameter(
         "excluded",
         {"type": "string", "enum": list(StrictBooleanFilter.VALUES)},
         description="true: only excluded annotations; false: only those not excluded (surplus ones among them, "
@@ -201,14 +195,6 @@ class AnnotationFilter(django_filters.FilterSet):
         lookup_expr="iexact",
         max_length=C.PID_MAX_LENGTH,
         help_text="The annotator's PROLIFIC_PID (any case)",
-    )
-    label = django_filters.ChoiceFilter(
-        choices=[(LABEL_HAS_FAILURE, LABEL_HAS_FAILURE), (LABEL_NO_FAILURE, LABEL_NO_FAILURE)],
-        method="filter_label",
-        help_text="Critical failure: the annotator's has_failure label",
-    )
-    choice = IntegerFilter(
-        method="filter_choice", min_value=-1, max_value=1000, help_text="Multiple choice: the chosen option's index"
     )
     source = django_filters.ChoiceFilter(choices=ItemRole.choices, help_text="main, attention or qualification")
     excluded = StrictBooleanFilter(
@@ -233,8 +219,6 @@ class AnnotationFilter(django_filters.FilterSet):
             "item",
             "participant",
             "annotator",
-            "label",
-            "choice",
             "source",
             "excluded",
             "flag",
@@ -245,11 +229,49 @@ class AnnotationFilter(django_filters.FilterSet):
     def filter_flag(self, queryset, name, value):
         return queryset.filter(flag="" if value == FLAG_NONE else value)
 
-    def filter_label(self, queryset, name, value):
-        return queryset.filter(has_failure=value == LABEL_HAS_FAILURE)
 
-    def filter_choice(self, queryset, name, value):
-        return queryset.filter(has_failure__isnull=True, answer__choice=int(value))
+def _kind_filter(answer_filter: AnswerFilter, *, own: bool) -> django_filters.Filter:
+    """A kind's filter of the annotations API: a word of its enum, or a whole number within its
+    bounds (anything else a 400 naming it), selecting what its ``lookups`` say in a study of
+    its kind, and nothing in a study of another (whose answers have no such field: as a
+    ``choice`` asked of a critical-failure study always selected none)."""
+
+    def select(queryset: QuerySet[Annotation], name: str, value: Any) -> QuerySet[Annotation]:
+        return queryset.filter(**answer_filter.lookups(value)) if own else queryset.none()
+
+    schema = answer_filter.schema
+    if "enum" in schema:
+        return django_filters.ChoiceFilter(
+            choices=[(word, word) for word in schema["enum"]], method=select, help_text=answer_filter.description
+        )
+    return IntegerFilter(
+        method=select,
+        min_value=schema.get("minimum"),
+        max_value=schema.get("maximum"),
+        help_text=answer_filter.description,
+    )
+
+
+def annotation_filter_of(kind: StudyKind) -> type[AnnotationFilter]:
+    """The annotations API's filters for a study of ``kind``: the shared ones, the kind's own,
+    and every other registered kind's (its value checked as that kind declares it, the first
+    that declares the name; selecting nothing)."""
+    filters = {f.name: _kind_filter(f, own=True) for f in kind.api_filters}
+    for other in kind_list():
+        for answer_filter in other.api_filters:
+            if answer_filter.name not in filters:
+                filters[answer_filter.name] = _kind_filter(answer_filter, own=False)
+    return type("KindAnnotationFilter", (AnnotationFilter,), filters)
+
+
+def annotation_filter_for_schema() -> type[AnnotationFilter]:
+    """The filters the schema documents: the shared ones and every registered kind's, each
+    typed and described as its kinds declare it (annotate/studies/kind_schema.py)."""
+    documented = {
+        name: extend_schema_field(schema)(django_filters.CharFilter())
+        for name, schema in kind_schema.api_filter_schemas().items()
+    }
+    return type("AnyKindAnnotationFilter", (AnnotationFilter,), documented)
 
 
 class AnnotationSerializer(serializers.ModelSerializer):
@@ -274,8 +296,6 @@ class AnnotationSerializer(serializers.ModelSerializer):
             "participant",
             "source",
             "label",
-            "has_failure",
-            "failures",
             "comments",
             "answer",
             "guideline_version",
@@ -299,25 +319,50 @@ class AnnotationSerializer(serializers.ModelSerializer):
             "l2_hash",
             "interface_version",
         ]
+        # Then the fields of its study's kind (``to_representation``; the schema lists every
+        # registered kind's: annotate/studies/kind_schema.py).
+
+    def to_representation(self, instance: Annotation) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_representation(instance)
+        record = AnswerRecord(
+            answer=instance.answer if isinstance(instance.answer, dict) else {},
+            has_failure=instance.has_failure,
+            failures=instance.failures,
+            broken=instance.broken,
+        )
+        data.update(self.context["kind"].api_cells(record))
+        return data
 
 
 class StudyAnnotationListView(StudyScoped, generics.ListAPIView):
     serializer_class = AnnotationSerializer
-    filterset_class = AnnotationFilter
     ordering_fields = ["submitted_at", "id"]
+
+    @property
+    def filterset_class(self) -> type[AnnotationFilter]:
+        """The shared filters and those of the study's kind (the schema generator, which has no
+        study: every registered kind's)."""
+        if getattr(self, "swagger_fake_view", False):
+            return annotation_filter_for_schema()
+        return annotation_filter_of(kind_get(self.study().kind))
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # the schema generator has no study
             return Annotation.objects.none()
         return study_annotation_api_list(self.study(), include_test=include_test(self.request))
 
+    def get_serializer_context(self):
+        if getattr(self, "swagger_fake_view", False):
+            return super().get_serializer_context()
+        return {**super().get_serializer_context(), "kind": kind_get(self.study().kind)}
+
     @extend_schema(
         summary="A study's annotations",
         parameters=[INCLUDE_TEST, *ANNOTATION_FILTER_PARAMETERS],
-        description="Every submitted annotation, oldest first (excluded ones included and marked). "
-        "Filters: item (item_id), participant (id), annotator (PID), label "
-        "(has_failure/no_failure), choice, source, excluded, submitted_after / "
-        "submitted_before (ISO 8601).",
+        description="Every submitted annotation, oldest first (excluded ones included and marked), with "
+        "the fields its study's kind declares after the shared ones. Filters: item (item_id), participant "
+        "(id), annotator (PID), source, excluded, flag, submitted_after / submitted_before (ISO 8601), and "
+        "those the study kinds declare (each says its kinds; another kind's selects nothing).",
         responses={200: AnnotationSerializer(many=True), **error_responses(_404="No study with this slug")},
     )
     def get(self, request, *args, **kwargs):

@@ -6,7 +6,10 @@ installed, and one taken away is no longer:
 * an item of the items API carries its kind's known-answer column (``known_answer_column``):
   one optional property per column name of the registered kinds;
 * the report API carries its kind's results under ``results_name``: one optional property per
-  results name, typed by the kind's ``results_schema``.
+  results name, typed by the kind's ``results_schema``;
+* an annotation of the annotations API carries its kind's own fields (``api_columns``), and the
+  list takes its kind's own filters (``api_filters``, as query parameters: the view's filter
+  set for the schema, annotate/studies/item_apis.py, reads ``api_filter_schemas``).
 
 A response carries only the property of its own study's kind; several kinds that share a name
 (every rubric's ``rubric_results``) share the property, and where their schemas differ the
@@ -60,6 +63,25 @@ def results_properties() -> dict[str, dict[str, Any]]:
     return {name: _merged(entries) for name, entries in sorted(by_name.items())}
 
 
+def api_column_properties() -> dict[str, dict[str, Any]]:
+    """The annotations API's own fields of every registered kind, by name."""
+    by_name: dict[str, list[tuple[StudyKind, dict[str, Any], str]]] = {}
+    for kind in kind_list():
+        for column in kind.api_columns:
+            by_name.setdefault(column.name, []).append((kind, column.schema, column.description))
+    return {name: _merged(entries) for name, entries in sorted(by_name.items())}
+
+
+def api_filter_schemas() -> dict[str, dict[str, Any]]:
+    """The annotations API's own filters of every registered kind, by parameter name: the
+    schema of the value, described with the kinds that take it."""
+    by_name: dict[str, list[tuple[StudyKind, dict[str, Any], str]]] = {}
+    for kind in kind_list():
+        for answer_filter in kind.api_filters:
+            by_name.setdefault(answer_filter.name, []).append((kind, answer_filter.schema, answer_filter.description))
+    return {name: _merged(entries) for name, entries in sorted(by_name.items())}
+
+
 def _with_properties(auto_schema: Any, serializer: Any, direction: str, extra: dict[str, Any]) -> dict[str, Any]:
     schema: dict[str, Any] = auto_schema._map_basic_serializer(serializer, direction)
     schema.setdefault("properties", {}).update(extra)  # optional: not added to ``required``
@@ -82,3 +104,12 @@ class StudyReportSchema(OpenApiSerializerExtension):
 
     def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
         return _with_properties(auto_schema, self.target, direction, results_properties())
+
+
+class StudyAnnotationSchema(OpenApiSerializerExtension):
+    """An annotation of the annotations API: its serializer's fields and the kinds' own."""
+
+    target_class = "annotate.studies.item_apis.AnnotationSerializer"
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        return _with_properties(auto_schema, self.target, direction, api_column_properties())

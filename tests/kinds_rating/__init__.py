@@ -1,7 +1,8 @@
 """A 1-5 rating study kind that exists in the test suite only, declared in this one package and
 nowhere else: the annotator rates how usable a procedure is. Everything the shared pages,
 exports and APIs show of it comes from its declaration: the one-line summary of an answer, its
-export columns (``rating``) and known-answer column (``expected_rating``), its results
+export and annotations-API columns (``rating``, with the API's ``rating`` filter) and
+known-answer column (``expected_rating``), its results
 (``rating_results``, with their schema) and a pilot round's alpha (ordinal over the ratings).
 Registered by a test with ``kind_register`` and taken away with ``kind_unregister``; its
 templates are under ``templates/kinds_rating/``, found because the kind is registered (the
@@ -17,6 +18,7 @@ from annotate.kinds.base import (
     ROLE_QUALIFICATION,
     ROLES,
     AnswerColumn,
+    AnswerFilter,
     AnswerRecord,
     Column,
     FieldError,
@@ -100,6 +102,7 @@ def _rating_cell(record: AnswerRecord) -> int | None:
 
 
 _RATING_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 5, "nullable": True}
+RATING_COLUMN = AnswerColumn("rating", _RATING_SCHEMA, "The rating given (null: flagged broken)", _rating_cell)
 RESULTS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -125,7 +128,16 @@ KIND = StudyKind(
     answer_summary=answer_summary,
     expected_summary=expected_summary,
     known_answer_column=Column("expected_rating", _RATING_SCHEMA, "A check item's known rating"),
-    answer_columns=(AnswerColumn("rating", _RATING_SCHEMA, "The rating given (null: flagged broken)", _rating_cell),),
+    answer_columns=(RATING_COLUMN,),
+    api_columns=(RATING_COLUMN,),
+    api_filters=(
+        AnswerFilter(
+            "rating",
+            {"type": "integer", "minimum": 1, "maximum": 5},
+            "The rating given",
+            lambda value: {"answer__rating": value},
+        ),
+    ),
     results_function="tests.kinds_rating.study_results.rating_results",
     results_template="kinds_rating/results.html",
     results_name=RESULTS_NAME,

@@ -17,6 +17,7 @@ from annotate.kinds.base import (
     ROLE_MAIN,
     ROLE_QUALIFICATION,
     AnswerColumn,
+    AnswerFilter,
     AnswerRecord,
     Column,
     FieldError,
@@ -336,6 +337,16 @@ ANSWER_COLUMNS = (
         lambda record: record.gold_has_failure,
     ),
 )
+# The annotations API's own fields of a critical-failure annotation: its label and failures.
+API_COLUMNS = ANSWER_COLUMNS[:2]
+API_FILTERS = (
+    AnswerFilter(
+        "label",
+        {"type": "string", "enum": ["has_failure", "no_failure"]},
+        "The annotator's has_failure label",
+        lambda value: {"has_failure": value == "has_failure"},
+    ),
+)
 KNOWN_ANSWER_COLUMN = Column(
     "expected_has_failure", _NULLABLE_BOOLEAN, "An attention-check or qualification item's known has_failure"
 )
@@ -368,6 +379,8 @@ KIND = StudyKind(
     expected_summary=expected_summary,
     known_answer_column=KNOWN_ANSWER_COLUMN,
     answer_columns=ANSWER_COLUMNS,
+    api_columns=API_COLUMNS,
+    api_filters=API_FILTERS,
     item_script="annotate/critical_failure.js",
     shortcuts_template="annotate/kinds/critical_failure_shortcuts.html",
     round_alpha_function="annotate.kinds.critical_failure.study_results.round_alpha",

@@ -23,6 +23,7 @@ from annotate.kinds.base import (
     ROLE_MAIN,
     ROLE_QUALIFICATION,
     AnswerColumn,
+    AnswerFilter,
     Column,
     FieldError,
     ItemRecordError,
@@ -211,6 +212,14 @@ ANSWER_COLUMNS = (
         lambda record: None if record.broken else record.answer.get("choice"),
     ),
 )
+API_FILTERS = (
+    AnswerFilter(
+        "choice",
+        {"type": "integer", "minimum": -1, "maximum": 1000},
+        "The chosen option's index",
+        lambda value: {"answer__choice": value},
+    ),
+)
 KNOWN_ANSWER_COLUMN = Column("expected_choice", _OPTION, "The item's label: the right candidate's 0-based index")
 
 _ESTIMATE = {"type": "object", "nullable": True, "description": "A share with its n and 95% Wilson interval"}
@@ -265,6 +274,8 @@ KIND = StudyKind(
     expected_summary=expected_summary,
     known_answer_column=KNOWN_ANSWER_COLUMN,
     answer_columns=ANSWER_COLUMNS,
+    api_columns=ANSWER_COLUMNS,
+    api_filters=API_FILTERS,
     typical_seconds_per_item=20,  # Zhang et al. 2020 §3.4: 5 minutes for 15 examples
     file_field_names={"item_id": "id", "goal": "prompt", "candidate_steps": "candidates", "expected": "label"},
     item_context=item_context,
