@@ -13,14 +13,9 @@ from core.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MAX_RESAMPLES
 from judging.calibration import HUMAN_MAJORITY, HUMAN_SOURCES
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASES, BASIS_COMMON
-from judging.selectors import (
-    cross_judge_rankings,
-    judge_names,
-    judged_splits,
-    leaderboard_models,
-    leaderboard_ranking,
-    model_comparison,
-)
+from judging.cross_judge_selectors import cross_judge_rankings
+from judging.leaderboard_selectors import leaderboard_models, leaderboard_ranking, model_comparison
+from judging.selectors import judge_names, judged_splits
 
 
 class _JudgedSliceQuery(serializers.Serializer):

@@ -19,24 +19,16 @@ from judging.calibration import HUMAN_MAJORITY, HUMAN_SOURCES
 from judging.charts import how2score_bars, topic_heatmap
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from judging.coverage import BASIS_COMMON
+from judging.cross_judge_selectors import cross_judge_rankings
 from judging.forms import GenerationRunForm, JudgeRunForm
 from judging.leaderboard_apis import CompareQuerySerializer, LeaderboardQuerySerializer
+from judging.leaderboard_selectors import STEP_COUNT_SLICES, leaderboard_ranking, model_comparison
 from judging.model_forms import LanguageModelRegisterForm
 from judging.model_views import language_model_rows
 from judging.models import ComponentsRun, GenerationRun, JudgeRun, StepParser
 from judging.score_selectors import generation_run_score
 from judging.score_services import components_run_create
-from judging.selectors import (
-    STEP_COUNT_SLICES,
-    cross_judge_rankings,
-    generation_run_list,
-    generation_run_rows,
-    judge_names,
-    judge_run_score,
-    judged_splits,
-    leaderboard_ranking,
-    model_comparison,
-)
+from judging.selectors import generation_run_list, generation_run_rows, judge_names, judge_run_score, judged_splits
 from judging.services import generation_run_create, judge_run_create, run_control
 from llm.costs import job_cost, job_costs
 from llm.runs import llm_job_held, owned_run_state, retried_phrase, run_action_refusal

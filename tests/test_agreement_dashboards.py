@@ -115,7 +115,7 @@ def test_judges_on_generated_items_are_compared_with_the_majority(researcher_cli
 
 
 def test_leaderboard_shows_the_judge_score_calibrated_with_human_labels(researcher_client, demo):
-    from judging.selectors import leaderboard
+    from judging.leaderboard_selectors import leaderboard
 
     study = judged_generation_study(name="Calibration", annotators_per_item=2)
     # Both humans agree with the judge everywhere: TPR = TNR = 1, so nothing is corrected.

@@ -20,9 +20,10 @@ from coscript.models import CoScriptRun
 from coscript.selectors import constrained_how2score
 from goalstep.models import TaskEvaluation
 from goalstep.selectors import leaderboard
+from judging.leaderboard_selectors import leaderboard_ranking
 from judging.models import ComponentsRun, GenerationRun, JudgeRun, LanguageModel
 from judging.score_selectors import generation_run_score
-from judging.selectors import judge_run_score, leaderboard_ranking
+from judging.selectors import judge_run_score
 from judging.services import generation_run_create, language_model_register
 from llm.models import LLMJob
 from mining.models import MiningRun, SplitReport
@@ -538,7 +539,7 @@ def test_a_mining_launch_with_an_unusable_corpus_names_the_corpus_field(corpus, 
 
 
 def test_the_cross_judge_api_gives_the_cross_judge_pages_rankings(researcher_client):
-    from judging.selectors import cross_judge_rankings
+    from judging.cross_judge_selectors import cross_judge_rankings
     from tests.judged_world import judge_model, procedures
 
     items = procedures(6)

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_only_studies_with_human_labelled_items_are_counted(demo, researcher_client):
-    from judging.selectors import leaderboard
+    from judging.leaderboard_selectors import leaderboard
 
     labelled = judged_generation_study(name="Labelled", annotators_per_item=2)
     label_as_the_judge(labelled, ("h1", "h2"))
@@ -80,7 +80,7 @@ def test_a_calibrated_score_on_few_successes_is_never_narrower_than_its_raw_inte
 def leaderboard_rows():
     import json
 
-    from judging.selectors import leaderboard
+    from judging.leaderboard_selectors import leaderboard
 
     return [{**r, "calibrated_json": json.loads(json.dumps(r["calibrated"]))} for r in leaderboard("How2Judge")]
 

@@ -97,7 +97,7 @@ def test_demo_coscript_run_holds_the_papers_goals_and_scripts_filtered_for_real(
 
 
 def test_the_demo_leaderboard_ranks_the_three_models_of_tables_17_to_19_on_the_same_procedures(researcher_client, demo):
-    from judging.selectors import leaderboard_ranking
+    from judging.leaderboard_selectors import leaderboard_ranking
 
     board = leaderboard_ranking("How2Judge")  # the page's default view: all splits, common items
     ranked = {row["model"]: row["rank"] for row in board["rows"] if row["rank"] is not None}

@@ -84,8 +84,9 @@ def test_admin_launch_without_an_endpoint_says_so(admin_client_, demo, settings)
 
 
 def test_the_leaderboard_shows_one_split_at_a_time(researcher_client, demo):
+    from judging.leaderboard_selectors import leaderboard
     from judging.models import Generation
-    from judging.selectors import judged_splits, leaderboard
+    from judging.selectors import judged_splits
     from mining.models import Procedure
 
     # A constrained procedure (as CoScript adds them) judged for a model that has no other output.

@@ -8,9 +8,10 @@ import json
 
 import pytest
 
+from judging.leaderboard_selectors import leaderboard
 from judging.models import Generation, Judgment
 from judging.prompts import PromptError, prompt_load
-from judging.selectors import judge_run_score, leaderboard
+from judging.selectors import judge_run_score
 from judging.services import (
     generation_run_create,
     generation_run_execute,

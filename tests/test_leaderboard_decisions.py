@@ -12,9 +12,10 @@ from django.urls import reverse
 
 from core.intervals import mcnemar_exact, newcombe_paired_interval
 from judging.coverage import paired_comparison, ranking
+from judging.cross_judge_selectors import cross_judge_rankings
+from judging.leaderboard_selectors import leaderboard_ranking, model_comparison
 from judging.models import Generation, GenerationRun, Judgment, LanguageModel
 from judging.rankings import rank_correlation_intervals
-from judging.selectors import cross_judge_rankings, leaderboard_ranking, model_comparison
 from tests.judged_world import judge_model, procedures
 
 # ---------------------------------------------------------------------------------------

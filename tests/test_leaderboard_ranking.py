@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from judging.selectors import cross_judge_rankings, leaderboard_ranking, model_comparison
+from judging.cross_judge_selectors import cross_judge_rankings
+from judging.leaderboard_selectors import leaderboard_ranking, model_comparison
 from tests.judged_world import judge_model, procedures
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,10 @@ import json
 import pytest
 from django.urls import reverse
 
+from judging.cross_judge_selectors import cross_judge_rankings
 from judging.forms import GenerationRunForm
-from judging.selectors import cross_judge_rankings, judged_splits, leaderboard
+from judging.leaderboard_selectors import leaderboard
+from judging.selectors import judged_splits
 from judging.services import (
     generation_run_create,
     generation_run_execute,

@@ -43,9 +43,6 @@ STILL_OVER: dict[str, int] = {
     # dedup, SCORE, the judging selectors and the judgments import
     "goalstep/items.py": 557,
     "judging/score_metric.py": 519,
-    "judging/selectors.py": 537,
-    "judging/selectors.py::cross_judge_rankings": 121,
-    "judging/selectors.py::leaderboard_ranking": 129,
     "judging/transfer.py::judgments_import": 99,
     "mining/split_dedup.py": 549,
 }

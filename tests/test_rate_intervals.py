@@ -20,8 +20,8 @@ from coscript.selectors import constrained_how2score
 from goalstep.selectors import leaderboard, task_evaluation_accuracy
 from goalstep.services import task_evaluation_create, task_evaluation_execute
 from judging.how2score import how2score_estimate
+from judging.leaderboard_selectors import leaderboard_ranking
 from judging.models import Generation, Judgment
-from judging.selectors import leaderboard_ranking
 from judging.services import language_model_register
 from mining.models import Procedure, Split, Topic
 from mining.run_selectors import mining_run_progress

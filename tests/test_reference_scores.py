@@ -12,8 +12,8 @@ from collections import defaultdict
 import pytest
 from django.core.management import call_command
 
+from judging.leaderboard_selectors import leaderboard_ranking
 from judging.models import Judgment
-from judging.selectors import leaderboard_ranking
 
 pytestmark = pytest.mark.django_db
 

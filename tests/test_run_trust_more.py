@@ -13,9 +13,11 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from judging.cross_judge_selectors import cross_judge_rankings
 from judging.how2score import JUDGE_SCHEMA
+from judging.leaderboard_selectors import leaderboard_ranking
 from judging.models import JudgeRun, Judgment
-from judging.selectors import cross_judge_rankings, judge_run_score, leaderboard_ranking
+from judging.selectors import judge_run_score
 from judging.services import judge_run_create, judge_run_execute, run_control
 from llm.models import LedgerEntry, LLMJob
 from llm.request import LLMRequest

@@ -12,12 +12,12 @@ from django.urls import reverse
 
 from judging.components import COMPONENTS_SCHEMA, components_schema, rule_based_components
 from judging.constants import SCORE_MAX
+from judging.leaderboard_selectors import leaderboard
 from judging.models import ComponentExtraction, ComponentsRun, Generation, Judgment
 from judging.prompts import prompt_load
 from judging.score_metric import score_steps
 from judging.score_selectors import RULE_EXTRACTOR, generation_run_score, generation_scores
 from judging.score_services import components_run_create, components_run_execute, llm_extractor_name, steps_hash
-from judging.selectors import leaderboard
 from judging.services import generation_run_create, generation_run_execute, language_model_register, run_control
 from llm.models import LedgerEntry, LLMJob
 from tests.scripted_llm import Reply, last_user_message
