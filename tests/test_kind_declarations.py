@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,6 +41,7 @@ OTHER_KINDS_COLUMNS = {
     "expected_choice",
     "expected_answer",
 }
+RATING_TEMPLATES = Path(kinds_rating.__file__).with_name("templates")
 RATINGS = {"rater-a": {"p-1": 4, "p-2": 2, "p-3": 5}, "rater-b": {"p-1": 5, "p-2": 1, "p-3": 5}}
 
 
@@ -200,7 +202,7 @@ def test_a_rating_kind_declared_in_one_package_shows_correctly_on_every_page_exp
     assert "expected_rating" not in schemas["StudyItem"]["properties"]
     assert "rating" not in schemas["Annotation"]["properties"]
     assert "rating" not in _annotation_parameters(researcher_client)
-    assert kinds_rating.KIND.package_dir() / "templates" not in kind_template_dirs()
+    assert RATING_TEMPLATES not in kind_template_dirs()
     kind_register(kinds_rating.KIND)  # the fixture takes it away again
 
 
@@ -220,7 +222,7 @@ def test_each_built_in_kinds_export_keeps_its_own_columns_and_no_other_kinds():
 
 def test_its_templates_are_found_because_the_kind_is_registered(rating):
     """No settings edit: the kinds' template loader looks in the registered kind's package."""
-    assert rating.package_dir() / "templates" in kind_template_dirs()
+    assert rating.package_dir() / "templates" == RATING_TEMPLATES and RATING_TEMPLATES in kind_template_dirs()
     assert not any("kinds_rating" in str(d) for engine in settings.TEMPLATES for d in engine.get("DIRS", []))
     rendered = render_to_string(rating.item_template, {})
     assert 'id="rating-scale"' in rendered
@@ -248,6 +250,7 @@ def test_the_built_in_kinds_keep_their_own_annotation_fields_and_filters(researc
     annotator = annotator_start(choice_study, "mc-a")
     for choice in (0, 2):
         a = assignment_next(participation=annotator)
+        assert a is not None
         annotation_submit(participation=annotator, public_id=a.public_id, answer={"choice": choice}, submission_id="t")
     url = f"/api/studies/{choice_study.slug}/annotations/"
     listed = researcher_client.get(url).json()["results"]
