@@ -15,11 +15,10 @@ class AnnotateConfig(AppConfig):
 
         calibration_provider_register(calibration_from_studies)
         distillation_exclusion_register(generations_in_studies)
-        # The human accuracy of validated goal-step task sets, beside model accuracy.
-        from annotate.kinds.multiple_choice.study_results import choice_human_accuracy
-        from goalstep.validation import human_accuracy_provider_register
+        # What each study kind installed now sets up with other apps (its ``ready_function``).
+        from annotate.kinds import kinds_ready
 
-        human_accuracy_provider_register(choice_human_accuracy)
+        kinds_ready()
         # The allocation panel on the study page (policy, annotations used, width against target).
         from annotate.panels import study_panel_register
         from annotate.participation.allocation_views import allocation_panel

@@ -310,3 +310,14 @@ def test_a_dotted_function_that_does_not_resolve_or_takes_the_wrong_arguments_is
     assert len(problems) == 2
     assert problems[0].startswith("test_rating.results_function = 'tests.kinds_rating.study_results.no_such_function'")
     assert "round_alpha_function" in problems[1] and "(study, rows)" in problems[1]
+
+
+def test_tiers_are_the_kinds_own_and_a_kind_without_them_has_none(rating, researcher_client, tmp_path):
+    """The tiers download and export_choice_tier ask the study's kind: a rating study has no tier."""
+    from django.core.management import CommandError, call_command
+
+    study = _study(rating)
+    assert researcher_client.get(reverse("annotate:study_choice_tier", args=[study.slug, "gold"])).status_code == 404
+    with pytest.raises(CommandError, match="has no tier 'gold'"):
+        call_command("export_choice_tier", "--study", study.slug, "--tier", "gold", "--output", str(tmp_path / "t"))
+    assert kind_get("multiple_choice").tiers == ("gold", "harder")

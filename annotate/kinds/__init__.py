@@ -18,6 +18,8 @@ from annotate.kinds.base import StudyKind
 from core.app_errors import Unavailable
 
 _KINDS: dict[str, StudyKind] = {}
+# The kind a new study has when none is named (the New study page, the API, create_study).
+DEFAULT_KIND_KEY = critical_failure.KEY
 # Kinds kept as data (rubrics stored in the database): a source registers the kinds it holds
 # when asked, so a kind created in another process (a web worker, a Celery worker) is known
 # here too. Asked by ``kind_list`` and ``kind_choices_fresh`` (once per call: a form, a
@@ -82,6 +84,13 @@ def kind_choices_fresh() -> list[tuple[str, str]]:
     created in another process)."""
     _sources_ask()
     return kind_choices()
+
+
+def kinds_ready() -> None:
+    """Run each registered kind's ``ready_function`` (the app's start-up; no source is asked:
+    no query then)."""
+    for kind in list(_KINDS.values()):
+        kind.ready()
 
 
 def kind_template_dirs() -> list[Path]:

@@ -212,6 +212,18 @@ class ResultsFunction(Protocol):
     def __call__(self, study: Any, /) -> Any: ...
 
 
+class TierRecordsFunction(Protocol):
+    """The lines of one tier of a study's items (``StudyKind.tiers``)."""
+
+    def __call__(self, study: Any, tier: str, /) -> list[dict[str, Any]]: ...
+
+
+class ReadyFunction(Protocol):
+    """What the kind sets up once the app has started (registrations with other apps)."""
+
+    def __call__(self) -> None: ...
+
+
 class RoundAlphaFunction(Protocol):
     """The alpha of a pilot round from its rows (``ROUND_ROW_FIELDS`` and the kind's own columns)."""
 
@@ -233,8 +245,7 @@ class FieldError:
 # each checks the kind's ``reports`` before computing one).
 REPORT_AGREEMENT = "agreement"  # the critical-failure agreement report (has_failure labels)
 REPORT_METRIC_AGREEMENT = "metric_agreement"  # automatic metrics against the human majority
-REPORT_CHOICE_TIERS = "choice_tiers"  # the gold and harder tiers as goal-step task lines
-REPORTS = (REPORT_AGREEMENT, REPORT_METRIC_AGREEMENT, REPORT_CHOICE_TIERS)
+REPORTS = (REPORT_AGREEMENT, REPORT_METRIC_AGREEMENT)
 
 
 def _function(path: str | None) -> Callable[..., Any] | None:
@@ -359,6 +370,15 @@ class StudyKind:
     results_summary: str = ""
     # The reports that apply to the kind's studies (REPORTS).
     reports: frozenset[str] = frozenset()
+    # The tiers of a study's items the kind exports as lines (multiple choice's gold and harder
+    # goal-step task lines: the study page's links, the tiers download, export_choice_tier), and
+    # the dotted function giving one tier's lines (``TierRecordsFunction``). Empty: none.
+    tiers: tuple[str, ...] = ()
+    tier_records_function: str | None = None
+    # A dotted function the app calls once it has started (``ReadyFunction``), for what the
+    # kind offers other apps (multiple choice: the human accuracy the goal-step leaderboards
+    # show beside the models'); the kinds registered at start-up only.
+    ready_function: str | None = None
     # The version of the kind's annotation interface (its templates and scripts), in the page
     # state and stored on every annotation (provenance); change it when the interface changes.
     # Empty: "<key>-ui-1".
@@ -425,6 +445,20 @@ class StudyKind:
     def has_report(self, report: str) -> bool:
         return report in self.reports
 
+    def tier_records(self, study: Any, tier: str) -> list[dict[str, Any]]:
+        """The lines of one of the kind's ``tiers`` (ValueError for a tier it does not have)."""
+        function = _function(self.tier_records_function)
+        if tier not in self.tiers or function is None:
+            raise ValueError(f"the study kind {self.key} has no tier {tier!r}; its tiers: {', '.join(self.tiers)}")
+        records: list[dict[str, Any]] = function(study, tier)
+        return records
+
+    def ready(self) -> None:
+        """Run the kind's ``ready_function`` (once, when the app starts)."""
+        function = _function(self.ready_function)
+        if function is not None:
+            function()
+
     def package_dir(self) -> Path | None:
         """The folder of the kind's package: that of the module defining its ``parse_record``
         (a kind's package defines its own parser; its ``templates/`` folder there is found by
@@ -439,6 +473,8 @@ _DOTTED_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "results_function": ("study",),
     "api_results_function": ("study",),
     "round_alpha_function": ("study", "rows"),
+    "tier_records_function": ("study", "tier"),
+    "ready_function": (),
 }
 
 
@@ -466,4 +502,6 @@ def kind_function_problems(kind: StudyKind) -> list[str]:
             problems.append(f"{kind.key}.{attribute} = {path!r} cannot be called with ({', '.join(arguments)}): {exc}")
     if kind.results_name is not None and kind.results_function is None:
         problems.append(f"{kind.key}.results_name is set but results_function is not")
+    if kind.tiers and kind.tier_records_function is None:
+        problems.append(f"{kind.key}.tiers is set but tier_records_function is not")
     return problems

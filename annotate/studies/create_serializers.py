@@ -13,7 +13,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema_field
 from rest_framework import serializers
 
 from annotate import constants as C
-from annotate.kinds import kind_choices, kind_choices_fresh
+from annotate.kinds import DEFAULT_KIND_KEY, kind_choices, kind_choices_fresh
 from annotate.models import StudyImport
 from annotate.participation.allocation import POLICY_FIXED, POLICY_LABELS
 from annotate.studies.api_fields import (
@@ -48,7 +48,7 @@ class StudyCreateSerializer(serializers.Serializer):
     both, with the New study page's settings (each absent one: the page's default)."""
 
     name = Text(max_length=200)
-    kind = serializers.ChoiceField(choices=kind_choices(), default="critical_failure")
+    kind = serializers.ChoiceField(choices=kind_choices(), default=DEFAULT_KIND_KEY)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -309,7 +309,7 @@ CREATE_FROM_FILE = OpenApiExample(
     media_type="multipart/form-data",
     value={
         "name": "Gold pilot",
-        "kind": "critical_failure",
+        "kind": DEFAULT_KIND_KEY,
         "items_file": "items.jsonl",
         "annotators_per_item": 3,
         "qualification_enabled": "auto",

@@ -9,7 +9,7 @@ from django import forms
 from django.core.validators import RegexValidator
 
 from annotate import constants as C
-from annotate.kinds import kind_choices_fresh
+from annotate.kinds import DEFAULT_KIND_KEY, kind_choices_fresh
 from annotate.participation.allocation import POLICY_FIXED, POLICY_LABELS
 
 QUALIFICATION_AUTO = "auto"
@@ -21,7 +21,7 @@ PROLIFIC_STUDY_ID = RegexValidator(
 
 class StudyCreateForm(forms.Form):
     name = forms.CharField(max_length=200)
-    kind = forms.ChoiceField(choices=kind_choices_fresh, initial="critical_failure")
+    kind = forms.ChoiceField(choices=kind_choices_fresh, initial=DEFAULT_KIND_KEY)
     items_file = forms.FileField(
         required=False,
         label="Items file (JSONL)",

@@ -18,7 +18,7 @@ from django.utils.text import slugify
 
 from annotate import constants as C
 from annotate.errors import ReleaseRefused, StudyInvalid
-from annotate.kinds import codebook_get, kind_get
+from annotate.kinds import DEFAULT_KIND_KEY, codebook_get, kind_get
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError, ItemSpec
 from annotate.models import (
     Assignment,
@@ -114,7 +114,7 @@ def study_create(
     *,
     name: str,
     items: list[ItemSpec],
-    kind: str = "critical_failure",
+    kind: str = DEFAULT_KIND_KEY,
     slug: str | None = None,
     instructions: str | None = None,
     settings: StudySettings | None = None,

@@ -14,8 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.errors import AnnotateError, ReleaseRefused
 from annotate.kinds import kind_get
-from annotate.kinds.base import REPORT_AGREEMENT, REPORT_CHOICE_TIERS
-from annotate.kinds.multiple_choice.study_results import choice_tier_records
+from annotate.kinds.base import REPORT_AGREEMENT
 from annotate.links import prolific_entry_url
 from annotate.models import Participation, StudyImport
 from annotate.participation.services import participation_test_start
@@ -269,11 +268,13 @@ def study_test_participant(request: HttpRequest, slug: str) -> HttpResponse:
 
 @researcher_required
 def study_choice_tier(request: HttpRequest, slug: str, tier: str) -> HttpResponse:
-    """The gold or harder tier of a multiple-choice study as goal-step task lines (JSONL)."""
+    """One tier of a study's items as its kind's lines (JSONL; multiple choice: the gold or
+    harder tier as goal-step task lines)."""
     study = study_get(slug=slug)
-    if not kind_get(study.kind).has_report(REPORT_CHOICE_TIERS) or tier not in ("gold", "harder"):
-        raise Http404("Tiers exist for multiple-choice studies: gold or harder")
-    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in choice_tier_records(study, tier)]
+    kind = kind_get(study.kind)
+    if tier not in kind.tiers:
+        raise Http404(f"A {kind.label} study has no tier {tier!r}")
+    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in kind.tier_records(study, tier)]
     response = HttpResponse("".join(lines), content_type="application/x-ndjson; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-{tier}.jsonl"'
     return response

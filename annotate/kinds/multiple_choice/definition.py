@@ -18,7 +18,6 @@ from typing import Any
 
 from annotate.constants import MAX_TEXT_LENGTH
 from annotate.kinds.base import (
-    REPORT_CHOICE_TIERS,
     ROLE_ATTENTION,
     ROLE_MAIN,
     ROLE_QUALIFICATION,
@@ -288,6 +287,8 @@ KIND = StudyKind(
     round_alpha_label="nominal, over the options",
     round_alpha_note=ROUND_ALPHA_NOTE,
     results_summary="Krippendorff's alpha over the options, human accuracy, tiers",
-    reports=frozenset({REPORT_CHOICE_TIERS}),
+    tiers=("gold", "harder"),
+    tier_records_function="annotate.kinds.multiple_choice.study_results.choice_tier_records",
+    ready_function="annotate.kinds.multiple_choice.ready.choice_ready",
     interface_version="mc-ui-1",
 )

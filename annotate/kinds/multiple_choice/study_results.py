@@ -6,9 +6,7 @@ goal-step leaderboards' provider)."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, cast
 
 from django.db.models import QuerySet
@@ -20,7 +18,6 @@ from annotate.models import Study, StudyItem
 from annotate.stats.alpha import ALPHA_KEYS
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP
 from annotate.studies.selectors import study_annotations_counted
-from core.record_output import atomic_output
 
 
 def choice_items(studies: QuerySet[Study] | list[Study]) -> list[ChoiceItem]:
@@ -113,12 +110,3 @@ def choice_tier_records(study: Study, tier: str) -> list[dict[str, Any]]:
                 }
             )
     return records
-
-
-def choice_tier_export(*, study: Study, tier: str, output: str | Path) -> int:
-    """Write the items of a multiple-choice study's gold or harder tier as goal-step task lines."""
-    records = choice_tier_records(study, tier)
-    with atomic_output(output) as handle:
-        for record in records:
-            handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
-    return len(records)

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotate import constants as C
 from annotate.errors import AnnotateError
-from annotate.kinds import kind_choices_fresh
+from annotate.kinds import DEFAULT_KIND_KEY, kind_choices_fresh
 from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
 from annotate.links import default_base_url, prolific_entry_url
 from annotate.participation.allocation import POLICIES, POLICY_FIXED
@@ -37,7 +37,7 @@ class Command(BaseCommand):
             "--sample", type=int, default=200, help="how many judged generations (default 200, as in §4.3)"
         )
         parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--kind", default="critical_failure", choices=[k for k, _ in kind_choices_fresh()])
+        parser.add_argument("--kind", default=DEFAULT_KIND_KEY, choices=[k for k, _ in kind_choices_fresh()])
         parser.add_argument("--slug")
         parser.add_argument("--annotators-per-item", type=int, default=C.ANNOTATORS_PER_ITEM_DEFAULT)
         parser.add_argument(
