@@ -132,7 +132,8 @@ def plant(*, seed: int, n_procedures: int, workdir: Path) -> Planted:
     from annotate.studies.services import study_create
     from annotate.studies.settings import StudySettings
     from annotate.testing import NO_FAILURE, ONE_FAILURE, annotator_start, read_everything
-    from judging.transfer import generations_import, judgments_import
+    from judging.judgment_import import judgments_import
+    from judging.transfer import generations_import
     from mining.procedure_services import procedure_import, topics_ensure
 
     rng = random.Random(seed)

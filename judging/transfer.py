@@ -21,7 +21,8 @@ they are given (§4.2), except in a ``parse_failed`` record, which the reference
 only link steps that exist (L1 1..len(reference steps), L2 1..len(predicted steps)). Imports
 are all or nothing and name file, line and field on the first bad record. Files are read
 within the ``RECORD_MAX_...`` limits, and every value is checked against the column it goes
-to (length, NUL characters, JSON values) before anything is written or looked up."""
+to (length, NUL characters, JSON values) before anything is written or looked up. Judgments
+are imported by judging/judgment_import.py, with the checks above."""
 
 from __future__ import annotations
 
@@ -36,13 +37,6 @@ from core.record_files import RecordError
 from core.record_output import atomic_output
 from core.record_reader import iter_records
 from core.stored_values import StrictJSONError, check_stored_values
-from core.strict_json import nesting_depth
-from judging.how2score import (
-    JudgeAnswerError,
-    check_has_failure_agrees,
-    parse_judge_answer,
-    validate_judge_answer,
-)
 from judging.models import Generation, GenerationRun, Judgment, LanguageModel, RunStatus, StepParser
 from judging.reference_outputs import RunIdentity, generation_identity, judge_identity
 from judging.steps import steps_parse
@@ -55,7 +49,7 @@ from mining.procedure_services import record_read_limits
 IMPORTED_PROMPT = "(imported)"
 
 
-def _storable(
+def check_storable(
     path, position, model: type[models.Model], values: dict[str, Any], labels: dict[str, str] | None = None
 ) -> None:
     """Refuse, as a file-line-field error, a value that ``model``'s column could not hold."""
@@ -65,13 +59,16 @@ def _storable(
         raise RecordError(path, position, exc.field, exc.message) from exc
 
 
-def _name(path, position, value: Any, field: str, hint: str) -> str:
+def record_name(path, position, value: Any, field: str, hint: str) -> str:
+    """The name (of a model, of a judge) a record gives in ``field``; refused with ``hint`` when missing."""
     if not value or not isinstance(value, str):
         raise RecordError(path, position, field, f"missing or not a string; {hint}")
     return value
 
 
-def _procedure(path, position, record: dict[str, Any]) -> Procedure:
+def record_procedure(path, position, record: dict[str, Any]) -> Procedure:
+    """The stored procedure a record is about, by its ``source_example_id`` (and its ``goal``
+    where several procedures share that id)."""
     source_id = record.get("source_example_id")
     if source_id is None or str(source_id) == "":
         raise RecordError(path, position, "source_example_id", "missing")
@@ -80,7 +77,7 @@ def _procedure(path, position, record: dict[str, Any]) -> Procedure:
     goal = record.get("goal")
     if goal is not None and not isinstance(goal, str):
         raise RecordError(path, position, "goal", "must be a string")
-    _storable(path, position, Procedure, {"source_example_id": str(source_id), "goal": goal})
+    check_storable(path, position, Procedure, {"source_example_id": str(source_id), "goal": goal})
     candidates = Procedure.objects.filter(source_example_id=str(source_id))
     if record.get("goal"):
         candidates = candidates.filter(goal=record["goal"]) or candidates
@@ -100,7 +97,7 @@ JUDGMENT_SCHEMA_VERSION = "how2bench.judgment.v1"
 UNUSABLE_OUTCOMES = ("parse_failed", "refused", "truncated", "too_long")
 
 
-def _kept(record: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
+def kept_fields(record: dict[str, Any], written: dict[str, Any]) -> dict[str, Any]:
     """The fields of an imported record an export would not write back as they are."""
     return {key: value for key, value in record.items() if key not in written or written[key] != value}
 
@@ -120,25 +117,6 @@ def _model_name(record: dict[str, Any], model: str | None) -> tuple[Any, str]:
     if isinstance(generator, dict):
         return generator.get("model"), "generator.model"
     return None, "model"
-
-
-def _judge_name(record: dict[str, Any], judge: str | None) -> tuple[Any, str]:
-    """The judge a judgment record names: --judge, its ``judge`` field when a string, or the
-    model of its judge info (``judge.model`` of a how2bench.judgment.v1 record)."""
-    if judge:
-        return judge, "judge"
-    value = record.get("judge")
-    if isinstance(value, dict):
-        return value.get("model"), "judge.model"
-    return value, "judge"
-
-
-def _steps_key(steps: Any) -> list[str] | None:
-    """Steps as a judge saw them (stripped, empty ones left out), to match a judgment's
-    ``predicted_steps`` with a stored generation's."""
-    if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
-        return None
-    return [s.strip() for s in steps if s.strip()]
 
 
 def generation_record(
@@ -236,9 +214,9 @@ def generations_import(
     rows = []
     for position, record in iter_records(path, record_read_limits()):
         value, field = _model_name(record, model)
-        name = _name(path, position, value, field, "give it in the file or with --model")
-        _storable(path, position, LanguageModel, {"name": name}, {"name": field})
-        procedure = _procedure(path, position, record)
+        name = record_name(path, position, value, field, "give it in the file or with --model")
+        check_storable(path, position, LanguageModel, {"name": name}, {"name": field})
+        procedure = record_procedure(path, position, record)
         steps = record.get("predicted_steps")
         completion = record.get("model_completion") or ""
         if steps is None:
@@ -253,7 +231,7 @@ def generations_import(
         prompt_hash = record.get("generation_prompt_sha256")
         if prompt_hash is not None and not isinstance(prompt_hash, str):
             raise RecordError(path, position, "generation_prompt_sha256", "must be a string")
-        _storable(path, position, Generation, {"predicted_steps": steps, "model_completion": completion})
+        check_storable(path, position, Generation, {"predicted_steps": steps, "model_completion": completion})
         rows.append((name, procedure, steps, completion, record, position))
     if not rows:
         raise RecordError(path, None, None, "the file holds no generations")
@@ -287,147 +265,12 @@ def generations_import(
             model_completion=completion,
             gen_tokens=procedure_tokens(steps),
         )
-        kept = _kept(record, generation_record(generation))
+        kept = kept_fields(record, generation_record(generation))
         generation.provenance = {"imported_from": str(path), **({"record": kept} if kept else {})}
-        _storable(path, position, Generation, {"provenance": generation.provenance}, {"provenance": "record"})
+        check_storable(path, position, Generation, {"provenance": generation.provenance}, {"provenance": "record"})
         generations.append(generation)
     Generation.objects.bulk_create(generations)
     return run
-
-
-def _generation(
-    path, position, record: dict[str, Any], procedure: Procedure, run: GenerationRun | None, model: str | None
-) -> Generation:
-    """The one generation a judgment record is about: of ``run`` and ``model`` when given,
-    and when several remain, the one whose steps are the record's ``predicted_steps``."""
-    generations = Generation.objects.filter(procedure=procedure)
-    if run is not None:
-        generations = generations.filter(run=run)
-    if model:
-        generations = generations.filter(model=model)
-    found = list(generations.select_related("procedure__topic", "run").order_by("id"))
-    steps = _steps_key(record.get("predicted_steps"))
-    if len(found) > 1 and steps is not None:
-        found = [g for g in found if _steps_key(g.predicted_steps) == steps] or found
-    where = "".join([f" in run {run.name!r}" if run is not None else "", f" of model {model!r}" if model else ""])
-    if not found:
-        raise RecordError(
-            path,
-            position,
-            "model" if model or run else "source_example_id",
-            f"no generation of this procedure{where}; import the generations first",
-        )
-    if len(found) > 1:
-        names = ", ".join(sorted({f"{g.model} ({g.run.name if g.run else 'no run'})" for g in found}))
-        raise RecordError(
-            path,
-            position,
-            "model",
-            f"{len(found)} generations of this procedure{where} could be meant ({names}); give --run or --model",
-        )
-    return found[0]
-
-
-@transaction.atomic
-def judgments_import(
-    *, path: str | Path, judge: str | None = None, run: GenerationRun | None = None, model: str | None = None
-) -> int:
-    """Attach a file of judge labels to stored generations: each record to the one
-    generation it identifies (see ``_generation``), never to an arbitrary one."""
-    created = 0
-    limits = record_read_limits()
-    for position, record in iter_records(path, limits):
-        value, judge_field = _judge_name(record, judge)
-        name = _name(path, position, value, judge_field, "give it in the file or with --judge")
-        _storable(path, position, Judgment, {"judge": name}, {"judge": judge_field})
-        procedure = _procedure(path, position, record)
-        record_model = model or record.get("model")
-        if record_model is not None and not isinstance(record_model, str):
-            raise RecordError(path, position, "model", "must be a string")
-        _storable(path, position, Generation, {"model": record_model})
-        generation = _generation(path, position, record, procedure, run, record_model)
-        outcome, label, failures, reasoning = "ok", None, [], ""
-        # Links may only name steps that exist, as in a judge run.
-        counts: dict[str, int] = {"n_l1": len(generation.procedure.steps), "n_l2": len(generation.predicted_steps)}
-        parse_failed = record.get("parse_failed", False)
-        if not isinstance(parse_failed, bool):
-            raise RecordError(path, position, "parse_failed", "must be true or false")
-        if record.get("reasoning") is not None and not isinstance(record["reasoning"], str):
-            raise RecordError(path, position, "reasoning", "must be a string")
-        if "has_failure" in record or parse_failed:
-            if not isinstance(record.get("has_failure", True), bool):
-                raise RecordError(path, position, "has_failure", "must be true or false")
-            raw_failures = record.get("critical_failures") or []
-            try:  # a judgment file records what its judge wrote: empty texts and step 0 pass
-                failures = validate_judge_answer(
-                    {"reasoning": "", "critical_failures": raw_failures},
-                    imported=True,
-                    n_l1=counts["n_l1"],
-                    n_l2=counts["n_l2"],
-                )["critical_failures"]
-            except JudgeAnswerError as exc:
-                raise RecordError(path, position, exc.field, exc.detail) from exc
-            try:  # has_failure means at least one failure (§4.2); parse_failed records excepted
-                check_has_failure_agrees(record)
-            except RecordError as exc:
-                raise exc.at(path, position) from exc
-            reasoning = record.get("reasoning") or ""
-            if parse_failed:  # the judge's answer was unreadable: counted as unusable, never scored
-                outcome = str(record["outcome"]) if record.get("outcome") in UNUSABLE_OUTCOMES else "parse_failed"
-            else:
-                label = record["has_failure"]
-        elif "judge_completion" in record:
-            completion = record["judge_completion"]
-            if not isinstance(completion, str):
-                raise RecordError(path, position, "judge_completion", "must be a string")
-            if nesting_depth(completion) > limits.max_json_depth:
-                raise RecordError(path, position, "judge_completion", limits.too_deep())
-            try:
-                answer = parse_judge_answer(completion)
-            except JudgeAnswerError as exc:  # an unreadable answer is the judge's failure: kept as such
-                outcome, reasoning = "parse_failed", str(exc)
-            else:
-                try:  # a readable answer linking missing steps is a broken file: refused
-                    answer = validate_judge_answer(answer, n_l1=counts["n_l1"], n_l2=counts["n_l2"])
-                except JudgeAnswerError as exc:
-                    raise RecordError(
-                        path, position, "judge_completion" + (f".{exc.field}" if exc.field else ""), exc.detail
-                    ) from exc
-                failures, reasoning, label = (
-                    answer["critical_failures"],
-                    answer["reasoning"],
-                    bool(answer["critical_failures"]),
-                )
-        else:
-            raise RecordError(path, position, "has_failure", "give has_failure or judge_completion")
-        _storable(
-            path,
-            position,
-            Judgment,
-            {"critical_failures": failures, "reasoning": reasoning},
-            {
-                "critical_failures": "critical_failures" if "judge_completion" not in record else "judge_completion",
-                "reasoning": "reasoning" if "judge_completion" not in record else "judge_completion",
-            },
-        )
-        if Judgment.objects.filter(generation=generation, judge=name).exists():
-            raise RecordError(
-                path, position, "judge", f"generation already judged by {name!r}; judgments are never overwritten"
-            )
-        judgment = Judgment(
-            generation=generation,
-            judge=name,
-            outcome=outcome,
-            has_failure=label,
-            critical_failures=failures,
-            reasoning=reasoning,
-        )
-        kept = _kept(record, judgment_record(judgment))
-        judgment.provenance = {"imported_from": str(path), **({"record": kept} if kept else {})}
-        _storable(path, position, Judgment, {"provenance": judgment.provenance}, {"provenance": "record"})
-        judgment.save()
-        created += 1
-    return created
 
 
 def _request_text(request: dict[str, Any]) -> str:

@@ -84,7 +84,8 @@ def crafted_study(tmp_path: Path, *, slug_name: str = "Metric agreement crafted"
     from annotate.studies.services import study_create
     from annotate.studies.settings import StudySettings
     from annotate.testing import NO_FAILURE, ONE_FAILURE, annotator_start, read_everything
-    from judging.transfer import generations_import, judgments_import
+    from judging.judgment_import import judgments_import
+    from judging.transfer import generations_import
     from mining.procedure_services import procedure_import, topics_ensure
 
     topics_ensure()

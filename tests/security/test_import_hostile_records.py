@@ -19,8 +19,9 @@ from annotate.studies.item_sources import items_from_file
 from core.app_errors import InvalidInput
 from core.record_files import RecordError
 from core.stored_values import StrictJSONError, check_stored_values
+from judging.judgment_import import judgments_import
 from judging.models import Generation, GenerationRun, Judgment
-from judging.transfer import generations_import, judgments_import
+from judging.transfer import generations_import
 from mining.corpus_services import CorpusImportFailed, corpus_import
 from mining.models import Corpus, Document, Procedure, Topic
 from mining.procedure_services import procedure_import, topics_ensure

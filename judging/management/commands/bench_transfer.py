@@ -9,8 +9,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.record_files import RecordError
 from judging.distillation import distillation_export
+from judging.judgment_import import judgments_import
 from judging.models import GenerationRun, JudgeRun
-from judging.transfer import generations_export, generations_import, judgments_export, judgments_import
+from judging.transfer import generations_export, generations_import, judgments_export
 
 
 class Command(BaseCommand):
