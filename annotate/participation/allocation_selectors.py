@@ -20,7 +20,7 @@ from typing import Any
 from django.db.models import Count
 
 from annotate.kinds.base import ROLE_MAIN
-from annotate.models import Annotation, Assignment, AssignmentStatus, Study, StudyItem
+from annotate.models import Assignment, AssignmentStatus, Study, StudyItem
 from annotate.participation.allocation import (
     POLICY_ACTIVE,
     POLICY_FIXED,
@@ -38,8 +38,8 @@ from annotate.participation.allocation import (
     stratum_key,
     target_reached,
 )
-from annotate.participation.flags import FLAG_BROKEN
 from annotate.stats.majority import majority_label
+from annotate.studies.selectors import study_annotations_counted
 from judging.how2score import percent_forms
 
 
@@ -73,10 +73,10 @@ def item_tallies(study: Study, now: datetime, *, item_pks: list[int] | None = No
     live slots, in study order."""
     items = StudyItem.objects.filter(study_id=study.pk, role=ROLE_MAIN)
     assignments = Assignment.objects.filter(study_id=study.pk, role=ROLE_MAIN, is_test=False)
-    annotations = Annotation.objects.filter(
-        study_id=study.pk, source=ROLE_MAIN, is_test=False, excluded=False, surplus=False, has_failure__isnull=False
-    ).exclude(flag=FLAG_BROKEN)
-    annotations = annotations.exclude(review="reject")
+    # The counted annotations every result reads (one rule: study_annotations_counted) that carry
+    # a has_failure label, less any whose review is a rejection (which the review service also
+    # excludes: the allocation never lets a rejected label decide an item).
+    annotations = study_annotations_counted(study).filter(has_failure__isnull=False).exclude(review="reject")
     if item_pks is not None:
         items = items.filter(pk__in=item_pks)
         assignments = assignments.filter(item_id__in=item_pks)
