@@ -1,0 +1,339 @@
+"""Every response of the API that a test receives keeps the promises of the OpenAPI schema
+(docs/testing.md, "Responses checked against the schema").
+
+Loaded for the whole suite by tests/conftest.py (``pytest_plugins``): each response that Django's
+test ``Client`` (and so DRF's ``APIClient``, which derives from it) receives for a path under
+``/api/`` (the schema and its docs pages aside, ``NOT_OPERATIONS``) is checked against the schema
+drf-spectacular generates in this process, by schemathesis (OpenAPI 3's ``nullable``, ``$ref``,
+``anyOf``, the status codes' wildcards), as ``tests/test_api_schema_conformance.py`` checks the
+responses to its generated requests:
+
+* the method and path name an operation of the schema (its path template matched; an old
+  spelling without the trailing slash or with a format suffix, ``/api/topics.json``, is the
+  operation it spells, and a redirect from it to the one spelling is not the operation's answer);
+  a path the schema does not have is answered 404 with the one error body, a method the path
+  does not have 405 (or 401/403 before the method is looked at), with the same body;
+* the status code is one the operation documents;
+* the content type is one the operation documents for that status;
+* a JSON body is valid against the documented schema for that status and content type.
+
+A violation fails the test that received the response: ``SchemaViolation`` (an
+``AssertionError``) is raised where the response is received, naming the operation, the status
+and the first schema error with its path in the body; a test that swallows it (``except
+Exception``) still fails once it returns (``pytest_runtest_call``).
+
+The schema is generated once per process and kept for what it depends on: the URL configuration
+(``ROOT_URLCONF``, which a test may override) and the registered study kinds (each kind adds
+what it declares, annotate/studies/kind_schema.py), so a test that registers a kind is checked
+against a schema that has it. The queries the generation runs (the stored rubrics' kinds) are
+not logged, so a test that counts its queries counts its own.
+
+Not checked: a streamed body (a download read in chunks: its status and content type are), and
+responses of the live server (no test sends a request under ``/api/`` to it)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+# Pages under /api/ that are not operations of the schema: the schema itself and its docs (a
+# view that leaves itself out, ``schema = None`` as the API root, is not one either).
+NOT_OPERATIONS = ("/api/schema/", "/api/docs/", "/api/redoc/")
+# Statuses a path the schema does not have, or a method its path does not have, may be answered.
+UNKNOWN_PATH_STATUSES = frozenset({404})
+UNKNOWN_METHOD_STATUSES = frozenset({401, 403, 405})
+# A format suffix (config/urls.py, view_routes): ``/api/topics.json`` is ``/api/topics/``.
+FORMAT_SUFFIX = re.compile(r"\.[a-z0-9]+/?$")
+# Schemas kept at once (a test that registers a kind and one that takes it away again).
+SCHEMAS_KEPT = 4
+# The test files whose responses are checked so far (each run on PostgreSQL with the check and
+# its violations fixed); None once every file is.
+CHECKED_FILES: frozenset[str] | None = frozenset(
+    {
+        "test_schema_check.py",
+        "test_api.py",
+        "test_api_root.py",
+        "test_api_trailing_slash.py",
+        "test_api_json_errors.py",
+        "test_error_contract.py",
+        "test_agreement_dashboards.py",
+        "test_annotation_allocation_study.py",
+        "test_annotation_flags.py",
+        "test_api_key_env_rule.py",
+        "test_api_runs.py",
+        "test_api_studies.py",
+        "test_calibration_studies.py",
+    }
+)
+
+
+class SchemaViolation(AssertionError):
+    """A response the OpenAPI schema does not describe."""
+
+
+@dataclass
+class LoadedSchema:
+    """The schema of one URL configuration and set of kinds, read by schemathesis."""
+
+    raw: dict[str, Any]
+    schema: Any
+    kinds: tuple[Any, ...]  # kept alive, so that their ids in the cache's key are theirs
+    error_validator: Any = field(default=None)
+
+    def error_body_problem(self, body: Any) -> str | None:
+        """Why ``body`` is not the one error body (``ApiError``), or None."""
+        if self.error_validator is None:
+            import jsonschema_rs
+
+            self.error_validator = jsonschema_rs.validator_for(self.raw["components"]["schemas"]["ApiError"])
+        for error in self.error_validator.iter_errors(body):
+            return f"at {_pointer(error.instance_path)}: {error.message}"
+        return None
+
+
+_schemas: OrderedDict[tuple[Any, ...], LoadedSchema] = OrderedDict()
+_lock = threading.Lock()
+_unraised: list[SchemaViolation] = []  # violations of the running test, in case one was swallowed
+_checking = CHECKED_FILES is None
+_checked: list[int] = [0]  # responses checked in this process
+
+
+def _kinds() -> tuple[Any, ...]:
+    """The registered kinds, without asking the kinds' sources (no query)."""
+    from annotate.kinds import kind_choices, kind_get
+
+    return tuple(kind_get(key) for key, _ in kind_choices())
+
+
+def _key(kinds: tuple[Any, ...]) -> tuple[Any, ...]:
+    from django.conf import settings
+
+    return (settings.ROOT_URLCONF, *((kind.key, id(kind)) for kind in kinds))
+
+
+@contextmanager
+def _queries_unlogged() -> Iterator[None]:
+    """The checker's queries are not the test's (``django_assert_num_queries`` counts what is logged)."""
+    from django.db import connections
+
+    opened = list(connections.all(initialized_only=True))
+    forced = [connection.force_debug_cursor for connection in opened]
+    for connection in opened:
+        connection.force_debug_cursor = False
+    try:
+        yield
+    finally:
+        for connection, value in zip(opened, forced, strict=True):
+            connection.force_debug_cursor = value
+
+
+def schema_now() -> LoadedSchema:
+    """The schema as /api/schema/ would serve it now, generated once for what it depends on."""
+    with _lock:
+        key = _key(_kinds())
+        loaded = _schemas.get(key)
+        if loaded is None:
+            loaded = _generate()
+            _schemas[key] = loaded
+            # Generating asks the kinds' sources, which may register a stored rubric's kind.
+            _schemas[_key(loaded.kinds)] = loaded
+        for stale in list(_schemas)[:-SCHEMAS_KEPT]:
+            del _schemas[stale]
+        _schemas.move_to_end(key)
+        return loaded
+
+
+def _generate() -> LoadedSchema:
+    import schemathesis
+    from drf_spectacular.generators import SchemaGenerator
+    from drf_spectacular.renderers import OpenApiJsonRenderer
+
+    with _queries_unlogged():
+        generated = SchemaGenerator().get_schema(request=None, public=True)
+    raw = json.loads(OpenApiJsonRenderer().render(generated, renderer_context={}))
+    return LoadedSchema(raw=raw, schema=schemathesis.openapi.from_dict(raw), kinds=_kinds())
+
+
+def _pointer(path: Any) -> str:
+    return "/" + "/".join(str(part) for part in path) if path else "the body's root"
+
+
+def _as_schemathesis_response(response: Any, status: int) -> Any:
+    import requests
+    from schemathesis.core.transport import Response
+
+    headers = {name.lower(): [value] for name, value in response.items()}
+    content = b"" if response.streaming else response.content
+    return Response(
+        status_code=status, headers=headers, content=content, request=requests.PreparedRequest(), elapsed=0, verify=True
+    )
+
+
+def _content_type(response: Any) -> str:
+    return (response.get("Content-Type") or "").split(";")[0].strip().lower()
+
+
+def _operation(schema: Any, method: str, path: str) -> tuple[Any, bool]:
+    """The operation ``method path`` is, and whether ``path`` is its one spelling."""
+    operation = schema.find_operation_by_path(method, path)
+    if operation is not None:
+        return operation, True
+    canonical = FORMAT_SUFFIX.sub("/", path) if FORMAT_SUFFIX.search(path) else path.rstrip("/") + "/"
+    if canonical != path:
+        return schema.find_operation_by_path(method, canonical), False
+    return None, False
+
+
+def _path_exists(schema: Any, path: str) -> bool:
+    """Whether some method of the schema has ``path`` (spelled either way)."""
+    return any(
+        _operation(schema, method.upper(), path)[0] is not None for method in ("get", "post", "put", "patch", "delete")
+    )
+
+
+def _json_body(response: Any) -> Any:
+    if response.streaming or not _content_type(response).endswith("json"):
+        return None
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        return None
+
+
+def response_problem(method: str, path: str, response: Any) -> str | None:
+    """What is wrong with ``response`` to ``method path`` by the schema, or None."""
+    loaded = schema_now()
+    status = response.status_code
+    lookup = "GET" if method == "HEAD" else method
+    operation, canonical = _operation(loaded.schema, lookup, path)
+    if operation is None:
+        allowed = UNKNOWN_METHOD_STATUSES if _path_exists(loaded.schema, path) else UNKNOWN_PATH_STATUSES
+        what = "an undocumented method of a documented path" if allowed is UNKNOWN_METHOD_STATUSES else "no operation"
+        if status not in allowed:
+            return f"{method} {path} is {what} of the schema, answered {status} (expected one of {sorted(allowed)})"
+        problem = loaded.error_body_problem(_json_body(response))
+        return (
+            None if problem is None else f"{method} {path} ({what}) answered {status} without the error body, {problem}"
+        )
+    label = operation.label if operation.path == path else f"{operation.label} ({method} {path})"
+    if not canonical and 300 <= status < 400:
+        return None  # a redirect to the one spelling
+    definition = operation.responses.find_by_status_code(status)
+    if definition is None:
+        documented = ", ".join(operation.responses.status_codes)
+        return f"{label} answered {status}, a status the schema does not document for it (documented: {documented})"
+    documented_types = list(definition.definition.get("content", {}))
+    received = _content_type(response)
+    if documented_types and status != 204 and method != "HEAD" and not _type_documented(received, documented_types):
+        return f"{label} answered {status} as {received or 'no content type'}, not {', '.join(documented_types)}"
+    if method == "HEAD" or response.streaming:
+        return None
+    return _body_problem(operation, _as_schemathesis_response(response, status), label, status)
+
+
+def _type_documented(received: str, documented: list[str]) -> bool:
+    from schemathesis.core import media_types
+
+    try:
+        parts = media_types.parse(received)
+    except ValueError:
+        return False
+    return any(media_types.matches_parts(media_types.parse(option), parts) for option in documented)
+
+
+def _body_problem(operation: Any, response: Any, label: str, status: int) -> str | None:
+    from schemathesis.core.failures import Failure, FailureGroup
+    from schemathesis.openapi.checks import JsonSchemaError
+
+    try:
+        operation.validate_response(response)
+    except FailureGroup as group:
+        failure = group.exceptions[0]
+    except Failure as single:
+        failure = single
+    else:
+        return None
+    if isinstance(failure, JsonSchemaError):
+        return f"{label} answered {status} with a body the schema refuses, at {_pointer(failure.instance_path)}: {failure._raw_message}"
+    return f"{label} answered {status}: {failure.title}: {failure.message}"
+
+
+def _left_out_by_its_view(response: Any) -> bool:
+    """A view that leaves itself out of the schema (``schema = None``: the API root's list of links)."""
+    from django.urls import Resolver404
+
+    try:
+        view = getattr(response.resolver_match.func, "cls", None)  # resolved when first read
+    except Resolver404:
+        return False
+    return view is not None and getattr(view, "schema", False) is None
+
+
+def response_check(response: Any) -> None:
+    """Raise ``SchemaViolation`` if ``response`` (of the test client) breaks the schema."""
+    environ = response.request
+    path = environ.get("PATH_INFO", "")
+    if (
+        not _checking
+        or not path.startswith("/api/")
+        or path.startswith(NOT_OPERATIONS)
+        or _left_out_by_its_view(response)
+    ):
+        return
+    problem = response_problem(environ.get("REQUEST_METHOD", "GET").upper(), path, response)
+    _checked[0] += 1
+    if problem is not None:
+        violation = SchemaViolation(problem)
+        _unraised.append(violation)
+        raise violation
+
+
+def _client_request_checked(request: Any) -> Any:
+    def checked_request(self: Any, **environ: Any) -> Any:
+        response = request(self, **environ)
+        response_check(response)
+        return response
+
+    checked_request.schema_checked = True  # type: ignore[attr-defined]
+    return checked_request
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from django.test.client import Client
+
+    if not getattr(Client.request, "schema_checked", False):
+        Client.request = _client_request_checked(Client.request)  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """The test's responses are checked if its file is (``CHECKED_FILES``)."""
+    global _checking
+    _checking = CHECKED_FILES is None or item.path.name in CHECKED_FILES
+    try:
+        return (yield)
+    finally:
+        _checking = CHECKED_FILES is None
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _checked[0]:
+        terminalreporter.write_line(f"API responses checked against the OpenAPI schema: {_checked[0]}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """A violation the test caught and did not re-raise still fails it."""
+    _unraised.clear()
+    result = yield
+    if _unraised:
+        raise _unraised[0]
+    return result
