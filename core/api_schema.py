@@ -10,7 +10,14 @@ of ``core.errors.api_exception_handler`` (``ApiError``):
 * 401 and 403 where the view needs a signed-in caller (every view but an ``AllowAny`` one);
 * 404 where the path names an object (a path parameter) or the list is paginated (a page past the
   end is ``{"detail": "Invalid page."}``);
+* 408 on every operation: a request body (any request may send one) that did not arrive in time
+  is refused before the view runs (core/middleware.py);
+* 415 where the operation takes a body: one in a content type the view's parsers do not read is
+  refused when the view reads it;
 * 429 where the view is throttled.
+
+A method the path does not have is answered 405 (with the same body): that is no operation of
+the schema, and the tests' check of every response (tests/schema_check.py) holds it to that.
 
 A status the view declares itself keeps the view's description; its body schema also admits
 ``ApiError`` (``ApiErrorSerializer``) for 400 (the refusals before the view share that shape, not the view's).
@@ -60,6 +67,8 @@ REFUSALS: dict[str, str] = {
     "401": "Not logged in (no token or session)",
     "403": "The role this endpoint needs is missing",
     "404": "Nothing with this id or slug (or a page past the end of a list)",
+    "408": "The request body did not arrive in time; nothing was changed",
+    "415": "A body in a content type this endpoint does not read",
     "429": "Too many requests; try again later",
 }
 
@@ -68,18 +77,23 @@ class ApiAutoSchema(AutoSchema):
     """drf-spectacular's AutoSchema with the refusals every operation can give (module docstring)."""
 
     def _refusal_codes(self) -> list[str]:
-        codes = ["400"]
+        codes = ["400", "408"]
         permissions = [type(permission) for permission in self.view.get_permissions()]
         if any(permission is not AllowAny for permission in permissions):
             codes += ["401", "403"]
         if self._path_has_parameters() or self._paginates():
             codes.append("404")
+        if self._takes_body():
+            codes.append("415")
         if self.view.get_throttles():
             codes.append("429")
         return codes
 
     def _path_has_parameters(self) -> bool:
         return "{" in self.path
+
+    def _takes_body(self) -> bool:
+        return self.method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None
 
     def _paginates(self) -> bool:
         return self.method == "GET" and self._get_paginator() is not None and self._is_list_view()
