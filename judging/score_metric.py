@@ -3,6 +3,8 @@
 "The paper" is Thoth / SciRecipe (Sun et al.): §3.3.2 (reward design), App. C (consistency
 gate, order consistency, action anchors) and §4.2 (evaluation metrics). A step is a
 ``StepComponents`` triple (action, objects, parameters); a procedure is a sequence of them.
+The order of the actions (order consistency, Order-S, Order-LCS, Order-Tau) is measured in
+judging/score_order.py.
 
     SCORE = I_format * I_cons * r_scale * r_semantics                          Eq. (6)
 
@@ -16,7 +18,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 from judging.components import ComponentsError, StepComponents, components_list, rule_based_steps
 from judging.constants import (
@@ -29,10 +31,16 @@ from judging.constants import (
     STEP_SCALE_THRESHOLD_RATIO,
     STEP_WORD_LIMIT,
 )
+from judging.score_order import (
+    OrderMode,
+    order_consistency,
+    order_lcs,
+    order_lcs_eval,
+    order_strict,
+    order_tau,
+)
 from judging.sketch_fill import SketchFill, parse_sketch_fill
 from judging.steps import parse_steps
-
-OrderMode = Literal["strict", "lcs"]
 
 # ---------------------------------------------------------------------------------------
 # Normalisation (App. C.1: "case folding, unit standardization, removal of
@@ -162,54 +170,6 @@ def step_scale(n_pred: int, n_gold: int, mean_words: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------
-# Order consistency (§3.3.2 a), App. C.2)
-# ---------------------------------------------------------------------------------------
-
-
-def is_subsequence(short: Sequence[str], long: Sequence[str]) -> bool:
-    """True when ``short`` can be embedded in ``long`` with its order kept."""
-    remaining = iter(long)
-    return all(any(item == other for other in remaining) for item in short)
-
-
-def order_strict(pred_actions: Sequence[str], gold_actions: Sequence[str]) -> int:
-    """Eq. (13): 1 when the sequences are equal or either is a subsequence of the other.
-
-    Choice: §3.3.2 says "identical or mutually subsequences"; "mutually" read literally
-    (each a subsequence of the other) would mean identical, and App. C.2's Eq. (13) and
-    worked example ([harvest, lyse, quantify] scores 1) take either direction."""
-    pred, gold = list(pred_actions), list(gold_actions)
-    return int(pred == gold or is_subsequence(pred, gold) or is_subsequence(gold, pred))
-
-
-def lcs_length(first: Sequence[str], second: Sequence[str]) -> int:
-    """L(n, m) of Eq. (15), by dynamic programming over prefixes (one row kept)."""
-    previous = [0] * (len(second) + 1)
-    for item in first:
-        current = [0]
-        for j, other in enumerate(second, start=1):
-            current.append(previous[j - 1] + 1 if item == other else max(previous[j], current[j - 1]))
-        previous = current
-    return previous[-1]
-
-
-def order_lcs(pred_actions: Sequence[str], gold_actions: Sequence[str]) -> float:
-    """Eq. (14): LCS / m, m = the number of gold actions (the reward's graded mode)."""
-    if not gold_actions:
-        raise ValueError("the reference has no steps")
-    return lcs_length(pred_actions, gold_actions) / len(gold_actions)
-
-
-def order_consistency(pred_actions: Sequence[str], gold_actions: Sequence[str], mode: OrderMode = "strict") -> float:
-    """Order(â, a*) of Eq. (5): strict (the paper's primary mode, App. C.2 and J.1.2) or LCS/m."""
-    if mode == "strict":
-        return float(order_strict(pred_actions, gold_actions))
-    if mode == "lcs":
-        return order_lcs(pred_actions, gold_actions)
-    raise ValueError(f"unknown order mode {mode!r}; expected 'strict' or 'lcs'")
-
-
-# ---------------------------------------------------------------------------------------
 # Action anchors (App. C.3)
 # ---------------------------------------------------------------------------------------
 
@@ -321,62 +281,13 @@ def step_semantics(
 
 
 # ---------------------------------------------------------------------------------------
-# Evaluation metrics (§4.2)
+# Evaluation metrics (§4.2; the order metrics are in judging/score_order.py)
 # ---------------------------------------------------------------------------------------
 
 
 def step_match(n_pred: int, n_gold: int) -> int:
     """Step-M, Eq. (7): 1 when the step counts are equal."""
     return int(n_pred == n_gold)
-
-
-def order_s(pred_actions: Sequence[str], gold_actions: Sequence[str]) -> int:
-    """Order-S, Eq. (8): 1 only when the action sequences are identical.
-
-    Choice: App. C.2 says "all formal experimental results in this work are reported under
-    the strict mode", yet Eq. (8) defines Order-S as exact equality. We keep Eq. (8) for
-    Order-S and report the strict mode of Eq. (13) separately (``order_strict``)."""
-    return int(list(pred_actions) == list(gold_actions))
-
-
-def order_lcs_eval(pred_actions: Sequence[str], gold_actions: Sequence[str]) -> float:
-    """Order-LCS, Eq. (9): 2L / (n + m). (App. C.2's reward mode is LCS / m instead; both
-    are kept, under different names.)"""
-    total = len(pred_actions) + len(gold_actions)
-    return 2 * lcs_length(pred_actions, gold_actions) / total if total else 0.0
-
-
-def tau_pairs(pred_actions: Sequence[str], gold_actions: Sequence[str]) -> list[tuple[int, int]]:
-    """The (i, j) pairs Order-Tau ranks: each predicted action, in order, takes the earliest
-    still-unused gold occurrence of the same action, wherever it is.
-
-    Choice: §4.2 computes Order-Tau over the anchors W of App. C.3, but those are monotone
-    by construction, so every pair would be concordant and Order-Tau would be 1 whenever
-    two actions match. We pair actions without the monotone constraint, so reordered
-    steps give discordant pairs."""
-    unused: dict[str, list[int]] = {}
-    for j, action in enumerate(gold_actions, start=1):
-        unused.setdefault(action, []).append(j)
-    pairs = []
-    for i, action in enumerate(pred_actions, start=1):
-        if unused.get(action):
-            pairs.append((i, unused[action].pop(0)))
-    return pairs
-
-
-def order_tau(pred_actions: Sequence[str], gold_actions: Sequence[str]) -> float:
-    """Order-Tau, Eq. (10): (C - D') / (C + D') over all pairs of ``tau_pairs``; 0 when
-    C + D' = 0 (fewer than two pairs). No ties can occur: i and j are each distinct."""
-    pairs = tau_pairs(pred_actions, gold_actions)
-    concordant = discordant = 0
-    for index, (i, j) in enumerate(pairs):
-        for later_i, later_j in pairs[index + 1 :]:
-            if (later_i - i) * (later_j - j) > 0:
-                concordant += 1
-            else:
-                discordant += 1
-    total = concordant + discordant
-    return (concordant - discordant) / total if total else 0.0
 
 
 # ---------------------------------------------------------------------------------------

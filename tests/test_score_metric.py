@@ -23,17 +23,9 @@ from judging.constants import (
 from judging.score_metric import (
     action_anchors,
     consistency_check,
-    is_subsequence,
-    lcs_length,
     mean_words_per_step,
     normalize_text,
     object_iou,
-    order_consistency,
-    order_lcs,
-    order_lcs_eval,
-    order_s,
-    order_strict,
-    order_tau,
     parameter_similarity,
     position_decay,
     score_completion,
@@ -46,8 +38,18 @@ from judging.score_metric import (
     step_semantics,
     step_threshold,
     subwords,
-    tau_pairs,
     verbosity_factor,
+)
+from judging.score_order import (
+    is_subsequence,
+    lcs_length,
+    order_consistency,
+    order_lcs,
+    order_lcs_eval,
+    order_s,
+    order_strict,
+    order_tau,
+    tau_pairs,
 )
 from judging.sketch_fill import parse_sketch_fill
 

@@ -49,6 +49,7 @@ _REPORT_SOURCES = (
     "annotate/stats/bootstrap.py",
     "annotate/reports/metric_selectors.py",
     "judging/score_metric.py",
+    "judging/score_order.py",
     "judging/components.py",
     "judging/metrics.py",
     "judging/tokens.py",
