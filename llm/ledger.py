@@ -2,7 +2,8 @@
 
 A finished request is stored under its key (``ledger_write``, ``ledger_write_many``); only an
 ``ok`` entry answers a key again (``ledger_lookup``, ``finished_keys``), and a failure asked
-again moves into the entry's history."""
+again moves into the entry's history. Each write moves the run's kept totals
+(llm/ledger_totals.py) in its own transaction."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.utils import timezone
 
 from core.bulk_insert import bulk_insert
 from llm.constants import OUTCOME_OK
+from llm.ledger_totals import difference, entries_totals, entry_totals, ledger_totals_add, stored_fields
 from llm.models import LedgerEntry
 
 
@@ -61,7 +63,8 @@ def ledger_write(key: str, fields: dict[str, Any]) -> None:
     entry's ``history``, so every failed attempt stays visible on the ledger pages."""
     try:
         with transaction.atomic():
-            LedgerEntry.objects.create(key=key, **fields)
+            created = LedgerEntry.objects.create(key=key, **fields)
+            ledger_totals_add(entry_totals(stored_fields(created)))
         return
     except IntegrityError:
         pass
@@ -80,6 +83,9 @@ def ledger_write(key: str, fields: dict[str, Any]) -> None:
         if fields.get("cost_usd") is not None and entry.cost_usd is not None:
             fields["cost_usd"] = fields["cost_usd"] + entry.cost_usd
         LedgerEntry.objects.filter(pk=entry.pk).update(history=history, created_at=timezone.now(), **fields)
+        before = stored_fields(entry)
+        after = {**before, **{name: value for name, value in fields.items() if name in before}}
+        ledger_totals_add(difference(entry_totals(after), entry_totals(before)))
 
 
 def ledger_write_many(items: list[tuple[str, dict[str, Any]]]) -> None:
@@ -100,7 +106,10 @@ def ledger_write_many(items: list[tuple[str, dict[str, Any]]]) -> None:
         else:
             fresh[key] = fields
     try:
-        bulk_insert(LedgerEntry, [LedgerEntry(key=key, **fields) for key, fields in fresh.items()])
+        with transaction.atomic():
+            inserted = [LedgerEntry(key=key, **fields) for key, fields in fresh.items()]
+            bulk_insert(LedgerEntry, inserted)
+            ledger_totals_add(entries_totals(stored_fields(entry) for entry in inserted))
     except IntegrityError:  # a concurrent writer got there first: one at a time, with its rules
         later = [*fresh.items(), *later]
     for key, fields in later:

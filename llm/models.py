@@ -12,6 +12,7 @@ __all__ = [
     "EndpointRecord",
     "EndpointRoleAssignment",
     "LedgerEntry",
+    "LedgerTotal",
     "LiveRunState",
     "LLMJob",
     "RunStatus",
@@ -170,6 +171,39 @@ class LedgerEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stage} {self.outcome} {self.key[:12]}"
+
+
+class LedgerTotal(models.Model):
+    """The ledger entries of one run label, stage, model, outcome and error, summed as they
+    are written (llm/ledger_totals.py, docs/llm.md "Totals kept per run"): changed in the
+    transaction that writes the entries they sum, so that a run that asks as it goes (a
+    mining run) reads a few rows for its cost table and outcome counts, not every entry.
+
+    ``error``: the entry's error as grouped and shown (stripped, ``ERROR_CHARS``), empty
+    for ``ok``. ``priced_usd`` sums the entries that have a price, ``n_unpriced`` counts
+    those that have none (llm/costs.py). ``last_at``: when an entry was last counted here
+    (ties between errors are listed the most recent first)."""
+
+    run = models.CharField(max_length=200)
+    stage = models.CharField(max_length=100)
+    model = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=20)
+    error = models.TextField(blank=True)
+    n = models.BigIntegerField(default=0)
+    tokens_in = models.BigIntegerField(default=0)
+    tokens_out = models.BigIntegerField(default=0)
+    priced_usd = models.DecimalField(max_digits=24, decimal_places=6, default=0)
+    n_unpriced = models.BigIntegerField(default=0)
+    last_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "stage", "model", "outcome", "error"], name="llm_ledger_total_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} {self.stage} {self.model} {self.outcome}: {self.n}"
 
 
 class BatchJob(models.Model):

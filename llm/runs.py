@@ -35,7 +35,8 @@ from django.db import models
 from django.utils import timezone
 
 from llm.constants import EXECUTOR_BATCH, OUTCOME_OK, OUTCOMES
-from llm.models import FINISHED, LedgerEntry, LLMJob, RunStatus
+from llm.ledger_totals import ledger_run_totals
+from llm.models import FINISHED, LLMJob, RunStatus
 
 # (The apps import the run lifecycle, llm/run_lifecycle.py, and the state machine,
 # llm/run_models.py, from here too.)
@@ -168,20 +169,16 @@ def outcome_counts(keys: Iterable[str], *, run: str, chunk: int = 2000) -> tuple
 
 def ledger_run_counts(run_label: str) -> tuple[dict[str, int], list[dict[str, Any]]]:
     """The same counts for the ledger entries a run paid for (mining asks as it goes, so
-    its requests are found by the run's ledger label rather than a fixed list of keys)."""
-    # Counted in the database, one group per outcome and error (a 100,000-document mining run
-    # has 500,000 entries, nearly all in the one group of ok answers without an error).
+    its requests are found by the run's ledger label rather than a fixed list of keys),
+    read from the label's kept totals (llm/ledger_totals.py: a few rows, where a
+    100,000-document mining run has 500,000 entries). Errors with equal counts are listed
+    the most recently written first."""
     counts: Counter[str] = Counter()
     errors: Counter[str] = Counter()
-    for outcome, error, n, _last in (  # the latest first, as ties are listed
-        LedgerEntry.objects.filter(run=run_label)
-        .values_list("outcome", "error")
-        .annotate(n=models.Count("id"), last=models.Max("id"))
-        .order_by("-last")
-    ):
-        counts[outcome] += n
-        if outcome != OUTCOME_OK:
-            errors[f"{outcome}: {(error or '').strip()[:ERROR_CHARS]}"] += n
+    for total in ledger_run_totals(run_label):  # the most recently counted first
+        counts[total.outcome] += total.n
+        if total.outcome != OUTCOME_OK:
+            errors[f"{total.outcome}: {total.error}"] += total.n
     return _ordered(counts), [{"error": e, "n": n} for e, n in errors.most_common(TOP_ERRORS)]
 
 

@@ -29,6 +29,7 @@ from llm.job_lifecycle import (
     llm_job_reopen,
     poll_countdown,
 )
+from llm.ledger_totals import difference, entry_totals, ledger_totals_add, stored_fields
 from llm.models import LedgerEntry, LLMJob
 from llm.request import LLMRequest
 from llm.shards import llm_job_execute_shards
@@ -129,11 +130,15 @@ def ledger_entry_reject(*, key: str, reason: str, run: str = "") -> bool:
     becomes the failure of the run that refused it, and counts in that run, ``ledger_own``)."""
     where = f" by {run}" if run else ""
     relabel = {"run": run} if run else {}
-    return bool(
-        LedgerEntry.objects.filter(key=key, outcome=OUTCOME_OK).update(
-            outcome=OUTCOME_PARSE_FAILED, parsed=None, error=f"refused when stored{where}: {reason}"[:5000], **relabel
-        )
-    )
+    changes = {"outcome": OUTCOME_PARSE_FAILED, "error": f"refused when stored{where}: {reason}"[:5000], **relabel}
+    with transaction.atomic():  # the entry locked, its run's totals moved with it (llm/ledger_totals.py)
+        entry = LedgerEntry.objects.select_for_update().filter(key=key, outcome=OUTCOME_OK).first()
+        if entry is None:
+            return False
+        LedgerEntry.objects.filter(pk=entry.pk).update(parsed=None, **changes)
+        before = stored_fields(entry)
+        ledger_totals_add(difference(entry_totals({**before, **changes}), entry_totals(before)))
+    return True
 
 
 def llm_job_execute(*, job_id: int) -> str:

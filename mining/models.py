@@ -343,6 +343,7 @@ class StageResult(models.Model):
 class CounterScope(models.TextChoices):
     STAGE = "stage", "Stage results"
     DOCUMENT = "document", "Documents"
+    CORPUS = "corpus", "Documents the run can sample"
 
 
 class MiningRunCounter(models.Model):
@@ -351,10 +352,11 @@ class MiningRunCounter(models.Model):
     stage result (docs/mining.md, "Counts kept as the run goes").
 
     ``stage`` scope: the stage results of the run's documents of ``topic`` by stage, status
-    and their document's status (the funnel). ``document`` scope: the documents of ``topic``
-    that have stage results, by status (and, rejected ones, the stage and reason code that
-    rejected them), with the sum and the sum of squares of each document's cost (the cost
-    projection)."""
+    and their document's status (the funnel). ``document`` scope: the run's documents of
+    ``topic`` by status (and, rejected ones, the stage and reason code that rejected them),
+    with the sum and the sum of squares of each document's cost (the cost projection) and
+    of the CPU its walks took (those whose walk ended). ``corpus`` scope: the corpus
+    documents of ``topic`` the run can sample (its planned documents), in ``n``."""
 
     run = models.ForeignKey(MiningRun, on_delete=models.CASCADE, related_name="counters")
     topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="+")
@@ -368,6 +370,10 @@ class MiningRunCounter(models.Model):
     cost_usd_squares = models.DecimalField(
         max_digits=36, decimal_places=12, default=0, help_text="Sum of each document's cost squared (document scope)."
     )
+    cpu_us = models.BigIntegerField(
+        default=0, help_text="Sum of the CPU each document's walks took, in microseconds (document scope)."
+    )
+    n_cpu = models.BigIntegerField(default=0, help_text="Documents whose walk ended, with a CPU time (document scope).")
 
     class Meta:
         ordering = ["id"]

@@ -23,13 +23,16 @@ were kept (``MiningRun.counters_built`` false) is counted this way on its first 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
 
 from django.db import connections, transaction
+from django.db.models import Count
 
+from llm.ledger_totals import ledger_totals_verify
 from mining.models import CandidateStatus, CounterScope, MiningCandidate, MiningRun, MiningRunCounter, StageResult
 from mining.stages import REJECTED, reason_code
 
@@ -40,7 +43,7 @@ Key = tuple[int, str, str, str, str, str]
 # mining.stages.reason_code: a few words; the bound keeps a malformed one out of the index).
 REASON_CODE_CHARS = 200
 
-# Documents reopened per statement (a statement's parameters are bounded).
+# Documents reopened or looked up per statement (a statement's parameters are bounded).
 REOPEN_CHUNK = 5000
 
 _COST_PLACES = Decimal(1).scaleb(-StageResult._meta.get_field("cost_usd").decimal_places)
@@ -59,19 +62,33 @@ def counted_reason(status: str, stage: str, reason: str) -> tuple[str, str]:
     return stage, reason_code(reason or "")[:REASON_CODE_CHARS]
 
 
+def cpu_microseconds(cpu_ms: float | None) -> int | None:
+    """A document's CPU (``MiningCandidate.cpu_ms``) as its counters sum it: whole
+    microseconds, half up (the same in Python and in the counting statement,
+    ``_cpu_sql``); None for a document whose walk has not ended."""
+    return None if cpu_ms is None else math.floor(cpu_ms * 1000 + 0.5)
+
+
 @dataclass
 class Sums:
     n: int = 0
     cost_usd: Decimal = Decimal(0)
     squares: Decimal = Decimal(0)
+    cpu_us: int = 0
+    n_cpu: int = 0
 
-    def add(self, n: int, cost: Decimal, squares: Decimal) -> None:
+    def add(self, n: int, cost: Decimal, squares: Decimal, cpu_us: int = 0, n_cpu: int = 0) -> None:
         self.n += n
         self.cost_usd += cost
         self.squares += squares
+        self.cpu_us += cpu_us
+        self.n_cpu += n_cpu
+
+    def add_sums(self, other: Sums, sign: int = 1) -> None:
+        self.add(sign * other.n, sign * other.cost_usd, sign * other.squares, sign * other.cpu_us, sign * other.n_cpu)
 
     def __bool__(self) -> bool:
-        return bool(self.n or self.cost_usd or self.squares)
+        return bool(self.n or self.cost_usd or self.squares or self.cpu_us or self.n_cpu)
 
 
 Counts = dict[Key, Sums]
@@ -80,22 +97,26 @@ Counts = dict[Key, Sums]
 @dataclass
 class DocumentRows:
     """A document of a run (its candidate row) and its stage results, as a write sees them:
-    ``results`` maps a stage to its result's id, status and cost."""
+    ``results`` maps a stage to its result's id, status and cost; ``cpu_ms``, the CPU its
+    walks took (None until one ended)."""
 
     topic_id: int
     status: str
     stage: str
     reason: str
+    cpu_ms: float | None = None
     results: dict[str, tuple[int | None, str, Decimal]] = field(default_factory=dict)
 
     def counts(self) -> Counts:
         counts: Counts = defaultdict(Sums)
         for stage, (_, status, _) in self.results.items():
             counts[(self.topic_id, CounterScope.STAGE, stage, status, self.status, "")].add(1, Decimal(0), Decimal(0))
-        if self.results:
-            total = sum((cost for _, _, cost in self.results.values()), Decimal(0))
-            stage, code = counted_reason(self.status, self.stage, self.reason)
-            counts[(self.topic_id, CounterScope.DOCUMENT, stage, "", self.status, code)].add(1, total, total * total)
+        total = sum((cost for _, _, cost in self.results.values()), Decimal(0))
+        stage, code = counted_reason(self.status, self.stage, self.reason)
+        cpu = cpu_microseconds(self.cpu_ms)
+        counts[(self.topic_id, CounterScope.DOCUMENT, stage, "", self.status, code)].add(
+            1, total, total * total, cpu or 0, int(cpu is not None)
+        )
         return counts
 
     def written(
@@ -106,10 +127,12 @@ class DocumentRows:
         status: str | None = None,
         stage: str | None = None,
         reason: str | None = None,
+        cpu_ms: float | None = None,
     ) -> DocumentRows:
         """The document after a write: ``results`` (stage -> the fields written) stored,
-        the results with the ``deleted`` ids gone, and its new status, stage and reason
-        where given."""
+        the results with the ``deleted`` ids gone, its new status, stage and reason where
+        given, and ``cpu_ms`` added to its CPU (as the write adds it: from 0 when it had
+        none)."""
         gone = set(deleted)
         after = {s: r for s, r in self.results.items() if r[0] not in gone}
         for s, fields in results.items():
@@ -119,6 +142,7 @@ class DocumentRows:
             status=self.status if status is None else status,
             stage=self.stage if stage is None else stage,
             reason=self.reason if reason is None else reason,
+            cpu_ms=self.cpu_ms if cpu_ms is None else (self.cpu_ms or 0.0) + cpu_ms,
             results=after,
         )
 
@@ -132,7 +156,7 @@ def candidate_lock(candidate_id: int) -> DocumentRows | None:
     row = (
         MiningCandidate.objects.select_for_update()
         .filter(pk=candidate_id)
-        .values_list("topic_id", "status", "stage", "reason")
+        .values_list("topic_id", "status", "stage", "reason", "cpu_ms")
         .first()
     )
     if row is None:
@@ -148,9 +172,9 @@ def candidate_lock(candidate_id: int) -> DocumentRows | None:
 def difference(after: Counts, before: Counts) -> Counts:
     delta: Counts = defaultdict(Sums)
     for key, sums in after.items():
-        delta[key].add(sums.n, sums.cost_usd, sums.squares)
+        delta[key].add_sums(sums)
     for key, sums in before.items():
-        delta[key].add(-sums.n, -sums.cost_usd, -sums.squares)
+        delta[key].add_sums(sums, -1)
     return {key: sums for key, sums in delta.items() if sums}
 
 
@@ -165,11 +189,11 @@ def counters_add(run_id: int, delta: Counts) -> None:
     quote = connection.ops.quote_name
     table = quote(meta.db_table)
     key_columns = ["run_id", "topic_id", "scope", "stage", "status", "candidate_status", "reason"]
-    sums = ["n", "cost_usd", "cost_usd_squares"]
+    sums = ["n", "cost_usd", "cost_usd_squares", "cpu_us", "n_cpu"]
     values = ", ".join(["(" + ", ".join(["%s"] * (len(key_columns) + len(sums))) + ")"] * len(rows))
     params: list[Any] = []
     for key, value in rows:
-        params += [run_id, *key, value.n, value.cost_usd, value.squares]
+        params += [run_id, *key, value.n, value.cost_usd, value.squares, value.cpu_us, value.n_cpu]
     added = ", ".join(f"{quote(c)} = {table}.{quote(c)} + excluded.{quote(c)}" for c in sums)
     columns = ", ".join(quote(c) for c in key_columns + sums)
     conflict = ", ".join(quote(c) for c in key_columns)
@@ -194,18 +218,25 @@ def document_written(
     *,
     deleted: list[int] | None = None,
     final: Decision | None = None,
+    cpu_ms: float | None = None,
 ) -> None:
     """A walk's write (``mining.runner.Walker._write``) stored ``results`` (stage -> the
     fields written) for the document read as ``before`` (``candidate_lock``), deleted the
     results with the ``deleted`` ids and, with ``final``, set its stage, reason and status
-    (unless None): move its counts from before to after, in the same transaction."""
+    (unless None) and added ``cpu_ms`` to its CPU: move its counts from before to after,
+    in the same transaction."""
     if before is None:  # the document is gone; nothing was written
         return
     if final is None:
         after = before.written(results, deleted=deleted or ())
     else:
         after = before.written(
-            results, deleted=deleted or (), status=final.status, stage=final.stage, reason=final.reason
+            results,
+            deleted=deleted or (),
+            status=final.status,
+            stage=final.stage,
+            reason=final.reason,
+            cpu_ms=cpu_ms,
         )
     counters_add(run_id, difference(after.counts(), before.counts()))
 
@@ -213,23 +244,31 @@ def document_written(
 # -- counted from the rows ----------------------------------------------------------------
 
 
+def _cpu_sql(column: str) -> str:
+    """``cpu_microseconds`` of a column in SQL (whole microseconds, half up)."""
+    if connections[MiningRunCounter.objects.db].vendor == "postgresql":
+        return f"FLOOR({column} * 1000 + 0.5)::bigint"
+    return f"CAST({column} * 1000 + 0.5 AS INTEGER)"  # truncates: a floor for what is not negative
+
+
 def _counted_sql(where: str) -> str:
     """The counts of the documents ``where`` selects (``c`` their rows), from their rows:
-    stage results per topic, stage, status and document status; documents with stage
-    results per topic, status (and, rejected, stage and reason) with their cost sums."""
+    stage results per topic, stage, status and document status; documents per topic,
+    status (and, rejected, stage and reason) with their cost and CPU sums."""
     quote = connections[MiningRunCounter.objects.db].ops.quote_name
     c = quote(MiningCandidate._meta.db_table)
     r = quote(StageResult._meta.db_table)
     rejected = f"'{CandidateStatus.REJECTED.value}'"
     return f"""
         WITH docs AS (
-            SELECT c.topic_id, c.status, c.stage, c.reason, SUM(r.cost_usd) AS total
-            FROM {r} r JOIN {c} c ON c.id = r.candidate_id
+            SELECT c.topic_id, c.status, c.stage, c.reason, COALESCE(SUM(r.cost_usd), 0) AS total,
+                {_cpu_sql("c.cpu_ms")} AS cpu_us
+            FROM {c} c LEFT JOIN {r} r ON r.candidate_id = c.id
             WHERE {where}
-            GROUP BY c.id, c.topic_id, c.status, c.stage, c.reason
+            GROUP BY c.id, c.topic_id, c.status, c.stage, c.reason, c.cpu_ms
         )
         SELECT 'counted', c.topic_id, '{CounterScope.STAGE.value}', r.stage, r.status, c.status, '',
-            COUNT(*), 0, 0
+            COUNT(*), 0, 0, 0, 0
         FROM {r} r JOIN {c} c ON c.id = r.candidate_id
         WHERE {where}
         GROUP BY c.topic_id, r.stage, r.status, c.status
@@ -237,7 +276,7 @@ def _counted_sql(where: str) -> str:
         SELECT 'counted', topic_id, '{CounterScope.DOCUMENT.value}',
             CASE WHEN status = {rejected} THEN stage ELSE '' END, '', status,
             CASE WHEN status = {rejected} THEN reason ELSE '' END,
-            COUNT(*), SUM(total), SUM(total * total)
+            COUNT(*), SUM(total), SUM(total * total), COALESCE(SUM(cpu_us), 0), COUNT(cpu_us)
         FROM docs
         GROUP BY topic_id, CASE WHEN status = {rejected} THEN stage ELSE '' END, status,
             CASE WHEN status = {rejected} THEN reason ELSE '' END"""
@@ -246,13 +285,39 @@ def _counted_sql(where: str) -> str:
 def _collect(rows: list[tuple]) -> tuple[Counts, Counts]:
     """(counted, kept) from the rows of a counting statement."""
     found: dict[str, Counts] = {"counted": defaultdict(Sums), "kept": defaultdict(Sums)}
-    for source, topic_id, scope, stage, status, candidate_status, reason, n, cost, squares in rows:
+    for source, topic_id, scope, stage, status, candidate_status, reason, n, cost, squares, cpu, n_cpu in rows:
         if source == "counted" and scope == CounterScope.DOCUMENT:
             stage, reason = counted_reason(candidate_status, stage, reason)
         found[source][(topic_id, scope, stage, status, candidate_status, reason)].add(
-            int(n), Decimal(str(cost or 0)), Decimal(str(squares or 0))
+            int(n), Decimal(str(cost or 0)), Decimal(str(squares or 0)), int(cpu or 0), int(n_cpu or 0)
         )
     return found["counted"], found["kept"]
+
+
+def corpus_counts(run: MiningRun) -> Counts:
+    """The corpus documents the run can sample per topic (the documents present when it
+    was created, as the sampler sees them: ``MiningRun.documents_for_sampling``), as its
+    ``corpus`` counters hold them: what its planned documents are bounded by. They do not
+    change as the run goes."""
+    topic_ids = list(run.topics.values_list("id", flat=True))
+    if run.pools_documents:  # the no-topics mode: every document under the one pseudo-topic
+        total = run.documents_for_sampling(topic_ids).count()
+        available = dict.fromkeys(topic_ids, total)
+    else:
+        available = dict(
+            run.documents_for_sampling(topic_ids).values_list("topic_id").annotate(n=Count("id")).order_by()
+        )
+    counts: Counts = defaultdict(Sums)
+    for topic_id, n in available.items():
+        if n:
+            counts[(topic_id, CounterScope.CORPUS, "", "", "", "")].add(n, Decimal(0), Decimal(0))
+    return counts
+
+
+def mining_run_corpus_count(run: MiningRun) -> None:
+    """Keep what the corpus holds for a new run (``mining_run_create``, once its topics are
+    set): its ``corpus`` counters."""
+    counters_add(run.pk, corpus_counts(run))
 
 
 def _run_lock(run: MiningRun) -> bool:
@@ -266,57 +331,70 @@ def _run_lock(run: MiningRun) -> bool:
     )
 
 
+_KEY_NAMES = ("topic_id", "scope", "stage", "status", "candidate_status", "reason")
+
+
 def _reconcile(run: MiningRun) -> list[dict[str, Any]]:
     """Count the run afresh and add the difference to its counters; the mismatches found."""
     quote = connections[MiningRunCounter.objects.db].ops.quote_name
     kept_sql = (
-        f"SELECT 'kept', topic_id, scope, stage, status, candidate_status, reason, n, cost_usd, cost_usd_squares "
-        f"FROM {quote(MiningRunCounter._meta.db_table)} WHERE run_id = %s"
+        "SELECT 'kept', topic_id, scope, stage, status, candidate_status, reason, n, cost_usd, cost_usd_squares, "
+        f"cpu_us, n_cpu FROM {quote(MiningRunCounter._meta.db_table)} WHERE run_id = %s"
     )
     sql = _counted_sql("c.run_id = %s") + "\nUNION ALL\n" + kept_sql
     with connections[MiningRunCounter.objects.db].cursor() as cursor:
         cursor.execute(sql, [run.pk, run.pk, run.pk])
         counted, kept = _collect(cursor.fetchall())
+    for key, sums in corpus_counts(run).items():  # what the corpus holds does not change: read apart
+        counted[key].add_sums(sums)
     delta = difference(counted, kept)
     counters_add(run.pk, delta)
     return [
         {
-            "key": dict(zip(("topic_id", "scope", "stage", "status", "candidate_status", "reason"), key, strict=True)),
+            "key": dict(zip(_KEY_NAMES, key, strict=True)),
             "kept": kept[key].n if key in kept else 0,
             "counted": counted[key].n if key in counted else 0,
             "kept_cost_usd": kept[key].cost_usd if key in kept else Decimal(0),
             "counted_cost_usd": counted[key].cost_usd if key in counted else Decimal(0),
+            "kept_cpu_us": kept[key].cpu_us if key in kept else 0,
+            "counted_cpu_us": counted[key].cpu_us if key in counted else 0,
         }
         for key in sorted(delta)
     ]
 
 
 def mining_run_counters_verify(run: MiningRun) -> dict[str, Any]:
-    """Count the run's stage results and documents afresh from their rows and compare them
-    with its kept counters; where they differ, the counters are rebuilt from the rows (the
+    """Count the run's documents and stage results afresh from their rows, and its ledger
+    entries from the ledger, and compare them with its kept counters and ledger totals
+    (llm/ledger_totals.py); where they differ, they are rebuilt from the rows (the
     difference is added, so writes made meanwhile stay counted). Returns the run, how many
-    counters it has, the mismatches found (each key with the kept and the counted values)
-    and whether anything was rebuilt."""
+    counters it has, the mismatches found (each key with the kept and the counted values;
+    ``ledger_mismatches`` for the ledger's totals) and whether anything was rebuilt."""
     with transaction.atomic():
         built = _run_lock(run)
         mismatches = _reconcile(run)
         if not built:
             MiningRun.objects.filter(pk=run.pk).update(counters_built=True)
+    ledger_mismatches = ledger_totals_verify(run.ledger_run)
     run.counters_built = True
     return {
         "run": run.pk,
         "name": run.name,
         "counters": MiningRunCounter.objects.filter(run=run).exclude(n=0).count(),
         "mismatches": mismatches,
-        "rebuilt": bool(mismatches),
+        "ledger_mismatches": ledger_mismatches,
+        "rebuilt": bool(mismatches or ledger_mismatches),
         "first_count": not built,
     }
 
 
-def mining_run_counters(run: MiningRun) -> list[tuple[int, str, str, str, str, str, int, Decimal, Decimal]]:
+CounterRow = tuple[int, str, str, str, str, str, int, Decimal, Decimal, int, int]
+
+
+def mining_run_counters(run: MiningRun) -> list[CounterRow]:
     """The run's kept counters: (topic, scope, stage, status, document status, reason code,
-    n, cost, sum of squared costs), those not zero. A run made before counters were kept
-    is counted from its rows first (once)."""
+    n, cost, sum of squared costs, CPU in microseconds, documents with a CPU), those not
+    zero. A run made before counters were kept is counted from its rows first (once)."""
     if not run.counters_built:
         with transaction.atomic():
             if not _run_lock(run):
@@ -327,10 +405,41 @@ def mining_run_counters(run: MiningRun) -> list[tuple[int, str, str, str, str, s
         MiningRunCounter.objects.filter(run=run)
         .exclude(n=0)
         .values_list(
-            "topic_id", "scope", "stage", "status", "candidate_status", "reason", "n", "cost_usd", "cost_usd_squares"
+            "topic_id",
+            "scope",
+            "stage",
+            "status",
+            "candidate_status",
+            "reason",
+            "n",
+            "cost_usd",
+            "cost_usd_squares",
+            "cpu_us",
+            "n_cpu",
         )
         .order_by()
     )
+
+
+def candidates_insert(run_id: int, new: list[MiningCandidate]) -> int:
+    """Insert the documents the sampler drew (``mining.runner.candidates_sample``, the only
+    writer of a run's documents, holding the run's row): those not present yet, counted as
+    pending in the same transaction. Returns how many were inserted."""
+    present: set[int] = set()
+    for start in range(0, len(new), REOPEN_CHUNK):
+        drawn = [candidate.document_id for candidate in new[start : start + REOPEN_CHUNK]]
+        present.update(
+            MiningCandidate.objects.filter(run_id=run_id, document_id__in=drawn).values_list("document_id", flat=True)
+        )
+    new = [candidate for candidate in new if candidate.document_id not in present]
+    MiningCandidate.objects.bulk_create(new, batch_size=2000, ignore_conflicts=True)
+    counts: Counts = defaultdict(Sums)
+    for candidate in new:
+        counts[(candidate.topic_id, CounterScope.DOCUMENT, "", "", CandidateStatus.PENDING, "")].add(
+            1, Decimal(0), Decimal(0)
+        )
+    counters_add(run_id, counts)
+    return len(new)
 
 
 def documents_reopen(*, run: MiningRun, ids: list[int], **fields: Any) -> int:
@@ -349,9 +458,7 @@ def documents_reopen(*, run: MiningRun, ids: list[int], **fields: Any) -> int:
         for (topic_id, scope, stage, status, _, reason), sums in before.items():
             if scope == CounterScope.DOCUMENT:
                 stage, reason = "", ""
-            after[(topic_id, scope, stage, status, CandidateStatus.PENDING, reason)].add(
-                sums.n, sums.cost_usd, sums.squares
-            )
+            after[(topic_id, scope, stage, status, CandidateStatus.PENDING, reason)].add_sums(sums)
         reopened += MiningCandidate.objects.filter(pk__in=chunk).update(status=CandidateStatus.PENDING, **fields)
         counters_add(run.pk, difference(after, before))
     return reopened

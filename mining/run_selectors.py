@@ -9,6 +9,7 @@ rates carry their n and a 95 % Wilson interval and count only decided documents
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -19,8 +20,9 @@ from django.utils import timezone
 
 from core.intervals import share_estimate
 from llm.constants import OUTCOMES
-from llm.costs import cost_known, ledger_cost_aggregates
-from llm.models import LedgerEntry, LLMJob
+from llm.costs import cost_known
+from llm.ledger_totals import ledger_run_totals
+from llm.models import LedgerTotal, LLMJob
 from llm.runs import Liveness, jobs_liveness, ledger_run_counts, run_state
 from mining.models import CandidateStatus, CounterScope, MiningCandidate, MiningRun, MiningRunStatus, StageResult
 from mining.run_counters import mining_run_counters
@@ -121,10 +123,10 @@ def mining_run_list_states() -> list[CountedRun]:
     runs = list(mining_run_list())
     by_label: dict[str, Counter] = defaultdict(Counter)
     for label, outcome, n in (
-        LedgerEntry.objects.filter(run__in=[run.ledger_run for run in runs])
+        LedgerTotal.objects.filter(run__in=[run.ledger_run for run in runs])
         .order_by()
         .values_list("run", "outcome")
-        .annotate(n=Count("id"))
+        .annotate(n=Sum("n"))
     ):
         by_label[label][outcome] = n
     for run in runs:
@@ -136,17 +138,14 @@ def mining_run_list_states() -> list[CountedRun]:
     return runs
 
 
-def _planned_per_topic(run: MiningRun, topic_ids: list[int], per_topic_status: dict[int, Counter]) -> dict[int, int]:
+def _planned_per_topic(
+    run: MiningRun, topic_ids: list[int], per_topic_status: dict[int, Counter], available: Counter
+) -> dict[int, int]:
     """Documents the run can still take per topic, at most: its sampling budget, or what
-    the corpus holds for the topic (the documents present when the run was created, as
-    the sampler sees them) when that is fewer; a topic that met
-    ``desired_valid_per_topic`` and has nothing pending takes no more than it has."""
-    if run.pools_documents:  # the no-topics mode: every document under the one pseudo-topic
-        available = {topic_id: run.documents_for_sampling(topic_ids).count() for topic_id in topic_ids}
-    else:
-        available = dict(
-            run.documents_for_sampling(topic_ids).values_list("topic_id").annotate(n=Count("id")).order_by()
-        )
+    the corpus holds for the topic (``available``: the documents present when the run was
+    created, as the sampler sees them, kept in its ``corpus`` counters) when that is fewer;
+    a topic that met ``desired_valid_per_topic`` and has nothing pending takes no more than
+    it has."""
     planned = {}
     for topic_id in topic_ids:
         counts = per_topic_status[topic_id]
@@ -191,24 +190,43 @@ def _funnel_cell(
     }
 
 
-def _run_counts(run: MiningRun) -> tuple[list[tuple[int, str, str, str, int]], dict[str, CostSums], Counter]:
-    """The run's kept counters (mining/run_counters.py), read as the rows would count them:
-    its stage results by (topic, stage, status, its document's status); what its documents
-    cost by their status; its rejected documents by (stage, reason code). A few hundred
-    rows whatever the size of the run (counting the rows themselves took 0.7 s at 100,000
-    documents on PostgreSQL, docs/benchmarks.md)."""
-    funnel: list[tuple[int, str, str, str, int]] = []
-    costs: dict[str, CostSums] = defaultdict(lambda: CostSums(0))
-    rejections: Counter[tuple[str, str]] = Counter()
-    for topic_id, scope, stage, status, candidate_status, reason, n, usd, squares in mining_run_counters(run):
+@dataclass
+class RunCounted:
+    """A run's kept counters (mining/run_counters.py), read as the rows would count them:
+    its stage results by (topic, stage, status, its document's status); its documents by
+    topic and status; what they cost by status; its rejected documents by (stage, reason
+    code); the corpus documents it can sample per topic; the CPU of the documents whose
+    walk ended. A few hundred rows whatever the size of the run (counting the rows
+    themselves took 0.7 s at 100,000 documents on PostgreSQL, docs/benchmarks.md)."""
+
+    funnel: list[tuple[int, str, str, str, int]] = field(default_factory=list)
+    per_topic_status: dict[int, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    costs: dict[str, CostSums] = field(default_factory=lambda: defaultdict(lambda: CostSums(0)))
+    rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
+    available: Counter[int] = field(default_factory=Counter)
+    cpu_us: int = 0
+    n_cpu: int = 0
+
+
+def _run_counts(run: MiningRun) -> RunCounted:
+    counted = RunCounted()
+    for topic_id, scope, stage, status, candidate_status, reason, n, usd, squares, cpu_us, n_cpu in mining_run_counters(
+        run
+    ):
         if scope == CounterScope.STAGE:
-            funnel.append((topic_id, stage, status, candidate_status, n))
+            counted.funnel.append((topic_id, stage, status, candidate_status, n))
             continue
-        held = costs[candidate_status]
-        costs[candidate_status] = CostSums(held.n + n, held.total + usd, held.squares + squares)
+        if scope == CounterScope.CORPUS:
+            counted.available[topic_id] += n
+            continue
+        counted.per_topic_status[topic_id][candidate_status] += n
+        held = counted.costs[candidate_status]
+        counted.costs[candidate_status] = CostSums(held.n + n, held.total + usd, held.squares + squares)
+        counted.cpu_us += cpu_us
+        counted.n_cpu += n_cpu
         if candidate_status == CandidateStatus.REJECTED:
-            rejections[(stage, reason)] += n
-    return funnel, costs, rejections
+            counted.rejections[(stage, reason)] += n
+    return counted
 
 
 def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
@@ -216,19 +234,28 @@ def _stage_costs(run: MiningRun) -> list[dict[str, Any]]:
     entry's model), so requests made before *Change stages* stay under their own model.
     ``current`` marks the model the stage asks now; a stage without requests yet shows
     its current model with zeros."""
-    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in (
-        LedgerEntry.objects.filter(run=run.ledger_run)
-        .values("stage", "model")
-        .order_by("stage", "model")
-        .annotate(
-            requests=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), **ledger_cost_aggregates()
+    by_model: dict[tuple[str, str], dict[str, Any]] = {}
+    for total in ledger_run_totals(run.ledger_run):  # kept as the ledger is written (llm/ledger_totals.py)
+        row = by_model.setdefault(
+            (total.stage, total.model),
+            {
+                "model": total.model,
+                "requests": 0,
+                "tokens_in": 0,
+                "tokens_out": 0,
+                "priced_usd": Decimal(0),
+                "n_unpriced": 0,
+            },
         )
-    ):
-        served: dict[str, Any] = dict(row)
+        row["requests"] += total.n
+        row["tokens_in"] += total.tokens_in
+        row["tokens_out"] += total.tokens_out
+        row["priced_usd"] += total.priced_usd
+        row["n_unpriced"] += total.n_unpriced
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (stage, _), row in sorted(by_model.items()):
         # unknown (None) when any of its requests has no price, never a partial sum (llm/costs.py)
-        served["cost_usd"] = cost_known(served["priced_usd"], served["n_unpriced"])
-        rows[served["stage"]].append(served)
+        rows[stage].append({**row, "cost_usd": cost_known(row["priced_usd"], row["n_unpriced"])})
     table = []
     for stage in LLM_STAGES:
         spec = run.stages.get(stage, {})
@@ -261,25 +288,28 @@ def _most_first(item: tuple[tuple[str, str], int]) -> tuple:
     return (-n, PIPELINE.index(stage) if stage in PIPELINE else len(PIPELINE), stage, code)
 
 
+def _cpu(cpu_us: int, n: int) -> dict[str, Any]:
+    return {"ms_per_document": round(cpu_us / 1000 / n, 2) if n else None, "n": n}
+
+
 def mining_run_cpu(run: MiningRun) -> dict[str, Any]:
     """Worker CPU per document: the mean of the CPU the workers' walks of each document took
     (the thread's CPU time, every walk of the document, its share of its chunk's claim and
-    ledger lookup included), with n, the documents whose walk has ended. Left out: walks
-    still under way or interrupted (a killed worker's), and the worker's own bookkeeping
-    outside the walks (status checks, sampling)."""
-    row = MiningCandidate.objects.filter(run=run, cpu_ms__isnull=False).aggregate(n=Count("id"), total=Sum("cpu_ms"))
-    n = row["n"] or 0
-    return {"ms_per_document": round(row["total"] / n, 2) if n else None, "n": n}
+    ledger lookup included; summed to the microsecond in the run's counters), with n, the
+    documents whose walk has ended. Left out: walks still under way or interrupted (a
+    killed worker's), and the worker's own bookkeeping outside the walks (status checks,
+    sampling)."""
+    counted = _run_counts(run)
+    return _cpu(counted.cpu_us, counted.n_cpu)
 
 
 def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     topics = list(run.topics.order_by("position", "name").values("id", "name", "slug"))
-    by_status = Counter(dict(MiningCandidate.objects.filter(run=run).values_list("status").annotate(n=Count("id"))))
-    per_topic_status: dict[int, Counter] = defaultdict(Counter)
-    for topic_id, status, n in (
-        MiningCandidate.objects.filter(run=run).values_list("topic_id", "status").annotate(n=Count("id"))
-    ):
-        per_topic_status[topic_id][status] = n
+    counted_run = _run_counts(run)
+    per_topic_status = counted_run.per_topic_status
+    by_status: Counter[str] = Counter()
+    for counts in per_topic_status.values():
+        by_status.update(counts)
 
     # The funnel: per topic and stage, how many documents reached the stage and passed it,
     # and how many of those still pending passed it (the rest of the pending are in flight).
@@ -288,8 +318,8 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     passed_pending: dict[tuple[int, str], int] = Counter()
     rejected: dict[tuple[int, str], int] = Counter()
     outcome_counts: Counter = Counter()
-    counted, document_costs, rejections = _run_counts(run)
-    for topic_id, stage, status, candidate_status, n in counted:
+    document_costs, rejections = counted_run.costs, counted_run.rejections
+    for topic_id, stage, status, candidate_status, n in counted_run.funnel:
         reached[(topic_id, stage)] += n
         if status == PASSED:
             passed[(topic_id, stage)] += n
@@ -351,7 +381,8 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
     finished = (
         by_status[CandidateStatus.PASSED] + by_status[CandidateStatus.REJECTED] + by_status[CandidateStatus.FAILED]
     )
-    planned = sum(_planned_per_topic(run, [t["id"] for t in topics], per_topic_status).values())
+    topic_ids = [t["id"] for t in topics]
+    planned = sum(_planned_per_topic(run, topic_ids, per_topic_status, counted_run.available).values())
     over = run.status in FINISHED_STATUSES
     now = timezone.now()
     recent = MiningCandidate.objects.filter(run=run, finished_at__gte=now - THROUGHPUT_WINDOW).count()
@@ -406,7 +437,7 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
             "projected_n": projection["n"],
             "budget_usd": run.budget_usd,
             "over": over,
-            "cpu": mining_run_cpu(run),
+            "cpu": _cpu(counted_run.cpu_us, counted_run.n_cpu),
         },
         "funnel": funnel_total,
         "funnel_by_topic": funnel_topics,

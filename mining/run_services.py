@@ -23,7 +23,7 @@ from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, M
 from mining.procedure_records import NO_TOPIC
 from mining.procedure_services import TopicResolver
 from mining.run_configs import mining_config_parse
-from mining.run_counters import documents_reopen
+from mining.run_counters import documents_reopen, mining_run_corpus_count
 from mining.runner import Budget, run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
 from mining.stages import LLM_STAGES
 
@@ -177,6 +177,7 @@ def mining_run_create(
         created_by=created_by,
     )
     run.topics.set(topics)
+    mining_run_corpus_count(run)  # its planned documents' bound, kept (mining/run_counters.py)
     if start:
         _enqueue(run)
     return run

@@ -56,7 +56,7 @@ from llm.client import Interrupted, LLMClient, LLMRequest, LLMResult, ledger_loo
 from llm.constants import EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE, OUTCOME_OK
 from llm.endpoints import Endpoint, endpoint_from_overrides
 from llm.limits import EndpointLimits, endpoint_limits_default
-from llm.models import FINISHED, LedgerEntry
+from llm.models import FINISHED, LedgerEntry, LedgerTotal
 from llm.prompts import Prompt, prompt_read, prompts_dir_setting
 from llm.run_watch import RunWatch, breaker_message
 from llm.sampling import sampling_params
@@ -80,7 +80,7 @@ from mining.models import (
 )
 from mining.procedure_records import NO_TOPIC
 from mining.run_configs import stage_prompt_path
-from mining.run_counters import candidate_lock, document_written
+from mining.run_counters import candidate_lock, candidates_insert, document_written
 from mining.stage_schemas import PROMPT_PLACEHOLDERS, stage_schema
 from mining.stages import (
     LLM_STAGE_CLASSES,
@@ -240,7 +240,7 @@ class NeedsRequest:
 
 
 class Budget:
-    """What the run has paid (its ledger entries), checked before every new call."""
+    """What the run has paid (its ledger entries' kept totals), checked before every new call."""
 
     def __init__(self, run: MiningRun):
         self.run = run
@@ -249,7 +249,7 @@ class Budget:
         self.refresh()
 
     def refresh(self) -> None:
-        spent = LedgerEntry.objects.filter(run=self.run.ledger_run).aggregate(s=Sum("cost_usd"))["s"] or Decimal(0)
+        spent = LedgerTotal.objects.filter(run=self.run.ledger_run).aggregate(s=Sum("priced_usd"))["s"] or Decimal(0)
         with self.lock:
             self.spent = Decimal(spent)
 
@@ -632,7 +632,7 @@ class Walker:
                 if final.procedure is not None:  # the run produced it, whichever run stored it first
                     final.procedure.mining_runs.add(self.run)
             MiningCandidate.objects.filter(pk=candidate.pk).update(**fields)
-            document_written(self.run.pk, before, pending, deleted=stale, final=final)
+            document_written(self.run.pk, before, pending, deleted=stale, final=final, cpu_ms=cpu_ms)
         if final.status is not None:
             candidate.status, candidate.procedure = final.status, final.procedure
 
@@ -769,8 +769,7 @@ def candidates_sample(run: MiningRun) -> int:
                     new.append(
                         MiningCandidate(run=run, document_id=ids[i], topic_id=topic_id, sample_round=sample_round)
                     )
-        MiningCandidate.objects.bulk_create(new, batch_size=2000, ignore_conflicts=True)
-        return len(new)
+        return candidates_insert(run.pk, new)
 
 
 # -- online execution -----------------------------------------------------------------

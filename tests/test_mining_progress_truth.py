@@ -21,7 +21,7 @@ from mining.models import MiningCandidate, MiningRun
 from mining.run_estimates import CostSums, cost_projection, eta_estimate, poisson_interval
 from mining.run_selectors import mining_run_progress
 from mining.run_services import mining_run_create, mining_run_resume, mining_run_update_stages
-from mining.runner import candidates_sample
+from mining.runner import Walker, candidates_sample
 from tests.scripted_miner import document_text, scripted_miner_server
 from tests.test_mining_runs import config, execute, make_corpus, miner, point_stages_at  # noqa: F401  (fixture)
 
@@ -56,9 +56,12 @@ def test_eta_counts_the_documents_left_in_the_corpus(miner):
     candidates_sample(run)
     now = timezone.now()
     MiningRun.objects.filter(pk=run.pk).update(status="running", started_at=now - timedelta(minutes=10))
-    finished = list(run.candidates.order_by("id").values_list("pk", flat=True)[:10])
-    MiningCandidate.objects.filter(pk__in=finished).update(status="rejected", stage="llm_filter", finished_at=now)
+    walker = Walker(MiningRun.objects.get(pk=run.pk))  # ten documents walked to the end, now
+    for candidate in run.candidates.select_related("document").order_by("id")[:10]:
+        walker.walk(candidate)
+    walker.close()
     run.refresh_from_db()
+    assert run.candidates.exclude(status="pending").count() == 10
     totals = mining_run_progress(run)["totals"]
     # 10 documents in the last 5 minutes: 2 a minute; 25 of the 35 are left: 12.5 minutes.
     assert totals["documents_per_minute"] == 2.0 and totals["eta_minutes"] == 12.5
@@ -217,9 +220,11 @@ def _chart_data(html: str) -> list[dict]:
 
 def test_a_runs_progress_reads_its_kept_counters_and_they_agree_with_its_rows(miner):
     """The funnel, the projection and the rejection reasons come from the run's counters
-    (mining/run_counters.py), never from counting its stage results; the cost table is
-    always read from the shared ledger. After a run, after *Change stages* reopened it and
-    after its second execution, the counters equal a fresh count from the rows."""
+    (mining/run_counters.py), never from counting its stage results; the documents by topic
+    and status and their CPU from them too; the cost table from the ledger's kept totals
+    (llm/ledger_totals.py), never from its entries. After a run, after *Change stages*
+    reopened it and after its second execution, the counters equal a fresh count from the
+    rows."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -236,13 +241,15 @@ def test_a_runs_progress_reads_its_kept_counters_and_they_agree_with_its_rows(mi
     run.refresh_from_db()
     assert run.status == "done"
 
-    def stage_result_counts(queries) -> int:
-        return sum('FROM "mining_stageresult"' in q["sql"] and "GROUP BY" in q["sql"] for q in queries)
+    def counted(queries, table: str) -> int:
+        return sum(f'FROM "{table}"' in q["sql"] and ("GROUP BY" in q["sql"] or "SUM(" in q["sql"]) for q in queries)
 
     with CaptureQueriesContext(connection) as read:
         first = mining_run_progress(run)
-    assert stage_result_counts(read.captured_queries) == 0
-    assert any('FROM "llm_ledgerentry"' in q["sql"] for q in read.captured_queries)  # costs: always live
+    assert counted(read.captured_queries, "mining_stageresult") == 0
+    assert counted(read.captured_queries, "mining_miningcandidate") == 0
+    assert not any('FROM "llm_ledgerentry"' in q["sql"] for q in read.captured_queries)
+    assert any('FROM "llm_ledgertotal"' in q["sql"] for q in read.captured_queries)  # the cost table
     assert first["rejection_reasons"] == [{"stage": "llm_filter", "reason": "excluded", "documents": 1}]
     assert mining_run_counters_verify(run)["mismatches"] == []
 

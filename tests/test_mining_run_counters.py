@@ -8,6 +8,7 @@ migration leaves it."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from decimal import Decimal
@@ -15,11 +16,14 @@ from decimal import Decimal
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection, connections
-from django.db.models import Count, Sum
+from django.db.models import Avg, Count, Q, Sum
 
-from mining.models import CandidateStatus, MiningCandidate, MiningRun, MiningRunCounter, StageResult
+from llm.constants import OUTCOMES
+from llm.models import LedgerEntry, LedgerTotal
+from llm.run_watch import ERROR_CHARS
+from mining.models import CandidateStatus, Document, MiningCandidate, MiningRun, MiningRunCounter, StageResult
 from mining.run_counters import mining_run_counters_verify
-from mining.run_selectors import mining_run_progress
+from mining.run_selectors import mining_run_progress, mining_run_state
 from mining.run_services import (
     mining_run_create,
     mining_run_resume,
@@ -42,10 +46,15 @@ def _docs(n: int) -> list[tuple[str, str, str]]:
     return [(f"d{i}", TOPICS[i % 3], document_text(f"d{i}", f"Make thing {i}", 6, flags[i % 7])) for i in range(n)]
 
 
-def fresh_counts(run: MiningRun) -> tuple[Counter, dict]:
+def _microseconds(cpu_ms: float | None) -> int | None:
+    """A document's CPU as the counters keep it: whole microseconds, half up."""
+    return None if cpu_ms is None else math.floor(cpu_ms * 1000 + 0.5)
+
+
+def fresh_counts(run: MiningRun) -> tuple[Counter, dict, dict]:
     """The run counted from its rows with the ORM: stage results by (topic, stage, status,
-    document status); documents with results by (status, stage and reason code if rejected)
-    with their costs' sums."""
+    document status); every document by (topic, status, stage and reason code if rejected)
+    with its costs' and CPU's sums; the corpus documents it can sample per topic."""
     funnel = Counter(
         {
             row[:4]: row[4]
@@ -55,36 +64,112 @@ def fresh_counts(run: MiningRun) -> tuple[Counter, dict]:
         }
     )
     documents: dict = {}
-    for status, stage, reason, usd in (
-        MiningCandidate.objects.filter(run=run, stage_results__isnull=False)
-        .values("pk", "status", "stage", "reason")
+    for topic_id, status, stage, reason, cpu_ms, usd in (
+        MiningCandidate.objects.filter(run=run)
+        .values("pk", "topic_id", "status", "stage", "reason", "cpu_ms")
         .annotate(usd=Sum("stage_results__cost_usd"))
-        .values_list("status", "stage", "reason", "usd")
+        .values_list("topic_id", "status", "stage", "reason", "cpu_ms", "usd")
     ):
-        key = (status, stage, reason_code(reason)) if status == CandidateStatus.REJECTED else (status, "", "")
-        n, total, squares = documents.get(key, (0, Decimal(0), Decimal(0)))
-        documents[key] = (n + 1, total + usd, squares + usd * usd)
-    return funnel, documents
+        usd = usd or Decimal(0)
+        rejected = status == CandidateStatus.REJECTED
+        key = (topic_id, status, stage, reason_code(reason)) if rejected else (topic_id, status, "", "")
+        n, total, squares, cpu, n_cpu = documents.get(key, (0, Decimal(0), Decimal(0), 0, 0))
+        us = _microseconds(cpu_ms)
+        documents[key] = (n + 1, total + usd, squares + usd * usd, cpu + (us or 0), n_cpu + (us is not None))
+    sampled = Document.objects.filter(corpus=run.corpus, pk__lte=run.config["max_document_id"])
+    corpus = {t: sampled.filter(topic_id=t).count() for t in run.topics.values_list("id", flat=True)}
+    return funnel, documents, {t: n for t, n in corpus.items() if n}
 
 
-def kept_counts(run: MiningRun) -> tuple[Counter, dict]:
+def kept_counts(run: MiningRun) -> tuple[Counter, dict, dict]:
     funnel: Counter = Counter()
     documents: dict = {}
+    corpus: dict = {}
     for counter in MiningRunCounter.objects.filter(run=run).exclude(n=0):
         if counter.scope == "stage":
             funnel[(counter.topic_id, counter.stage, counter.status, counter.candidate_status)] += counter.n
+        elif counter.scope == "corpus":
+            corpus[counter.topic_id] = corpus.get(counter.topic_id, 0) + counter.n
         else:
-            key = (counter.candidate_status, counter.stage, counter.reason)
-            n, total, squares = documents.get(key, (0, Decimal(0), Decimal(0)))
-            documents[key] = (n + counter.n, total + counter.cost_usd, squares + counter.cost_usd_squares)
-    return funnel, documents
+            key = (counter.topic_id, counter.candidate_status, counter.stage, counter.reason)
+            n, total, squares, cpu, n_cpu = documents.get(key, (0, Decimal(0), Decimal(0), 0, 0))
+            documents[key] = (
+                n + counter.n,
+                total + counter.cost_usd,
+                squares + counter.cost_usd_squares,
+                cpu + counter.cpu_us,
+                n_cpu + counter.n_cpu,
+            )
+    return funnel, documents, corpus
+
+
+def fresh_ledger(run: MiningRun) -> dict:
+    """The run's ledger entries summed with the ORM per (stage, model, outcome, error as
+    shown): requests, tokens in and out, the priced sum and the entries without a price."""
+    found: dict = {}
+    for stage, model, outcome, error, n, tokens_in, tokens_out, usd, unpriced in (
+        LedgerEntry.objects.filter(run=run.ledger_run)
+        .values_list("stage", "model", "outcome", "error")
+        .annotate(
+            n=Count("id"),
+            tokens_in=Sum("tokens_in"),
+            tokens_out=Sum("tokens_out"),
+            usd=Sum("cost_usd"),
+            unpriced=Count("id", filter=Q(cost_usd__isnull=True)),
+        )
+        .order_by()
+    ):
+        key = (stage, model, outcome, "" if outcome == "ok" else (error or "").strip()[:ERROR_CHARS])
+        held = found.get(key, (0, 0, 0, Decimal(0), 0))
+        found[key] = (held[0] + n, held[1] + tokens_in, held[2] + tokens_out, held[3] + (usd or 0), held[4] + unpriced)
+    return found
+
+
+def kept_ledger(run: MiningRun) -> dict:
+    return {
+        (t.stage, t.model, t.outcome, t.error): (t.n, t.tokens_in, t.tokens_out, t.priced_usd, t.n_unpriced)
+        for t in LedgerTotal.objects.filter(run=run.ledger_run).exclude(n=0)
+    }
 
 
 def assert_counted_exactly(run: MiningRun) -> None:
     kept, counted = kept_counts(run), fresh_counts(run)
     assert kept[0] == counted[0]
     assert kept[1] == counted[1]
-    assert mining_run_counters_verify(run)["mismatches"] == []
+    assert kept[2] == counted[2]
+    assert kept_ledger(run) == fresh_ledger(run)
+    report = mining_run_counters_verify(run)
+    assert report["mismatches"] == [] and report["ledger_mismatches"] == []
+    # the page reads them: its document counts, CPU, cost table and outcome counts are the rows'
+    progress = mining_run_progress(run)
+    by_status = Counter(dict(run.candidates.values_list("status").annotate(n=Count("id"))))
+    assert progress["totals"]["sampled"] == sum(by_status.values())
+    assert progress["totals"]["failed"] == by_status["failed"]
+    for topic in progress["funnel_by_topic"]:
+        assert topic["documents"] == run.candidates.filter(topic__slug=topic["slug"]).count()
+    timed = run.candidates.filter(cpu_ms__isnull=False)
+    assert progress["totals"]["cpu"]["n"] == timed.count()
+    if timed.exists():
+        mean = timed.aggregate(mean=Avg("cpu_ms"))["mean"]
+        assert abs(progress["totals"]["cpu"]["ms_per_document"] - mean) <= 0.006
+    ledger = fresh_ledger(run)
+    for row in progress["stage_costs"]:
+        served = [v for k, v in ledger.items() if k[:2] == (row["stage"], row["model"])]
+        assert row["requests"] == sum(v[0] for v in served)
+        assert (row["tokens_in"], row["tokens_out"]) == (sum(v[1] for v in served), sum(v[2] for v in served))
+        assert row["n_unpriced"] == sum(v[4] for v in served)
+        if row["requests"] and not row["n_unpriced"]:
+            assert row["cost_usd"] == sum((v[3] for v in served), Decimal(0))
+    state = mining_run_state(run)
+    outcomes: Counter = Counter()
+    errors: Counter = Counter()
+    for (_, _, outcome, error), value in ledger.items():
+        outcomes[outcome] += value[0]
+        if outcome != "ok":
+            errors[f"{outcome}: {error}"] += value[0]
+    assert {o: state["outcomes"][o] for o in OUTCOMES} == {o: outcomes[o] for o in OUTCOMES}
+    assert len(state["top_errors"]) == min(len(errors), 5)
+    assert all(errors[row["error"]] == row["n"] for row in state["top_errors"])
 
 
 def test_every_walk_moves_the_counts_once_through_retries_and_retry_failed(miner, settings):
@@ -127,7 +212,8 @@ def test_a_budget_pause_a_resume_and_changed_stages_keep_the_counts_exact(settin
         mining_run_resume(run=run, budget_usd=Decimal("1"), start=False)
         execute(run)
         assert_counted_exactly(run)
-        assert sum(kept_counts(run)[1][("passed", "", "")][:1]) == run.candidates.filter(status="passed").count()
+        passed = sum(v[0] for k, v in kept_counts(run)[1].items() if k[1] == "passed")
+        assert passed == run.candidates.filter(status="passed").count()
 
         mining_run_update_stages(
             run=run, config_text=config() + "stages:\n  rewrite: {model: other-model}\n", source="v2.yaml", start=False
@@ -208,6 +294,11 @@ def test_the_command_verifies_every_run_and_says_what_it_rebuilt(miner, capsys):
     assert "rebuilt from the rows" in out and "mismatch" in out
     call_command("verify_run_counters", "--run", str(run.pk))
     assert "agree" in capsys.readouterr().out
+    LedgerTotal.objects.filter(run=run.ledger_run, outcome="ok").update(tokens_in=0)  # the ledger's totals too
+    with pytest.raises(CommandError, match="disagreed with the rows"):
+        call_command("verify_run_counters", "--run", str(run.pk))
+    assert "ledger mismatch at run='mining-run:" in capsys.readouterr().out
+    assert kept_ledger(run) == fresh_ledger(run)
 
 
 def test_a_run_made_before_the_counters_is_counted_from_its_rows_on_first_read(miner):

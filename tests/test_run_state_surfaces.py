@@ -18,6 +18,7 @@ from coscript.phase_services import coscript_run_execute
 from coscript.run_services import coscript_run_create
 from goalstep.services import task_evaluation_create, task_evaluation_execute
 from judging.services import language_model_register
+from llm.ledger_totals import ledger_totals_verify
 from llm.models import LedgerEntry
 from mining.models import MiningRun
 from mining.run_services import mining_run_create
@@ -314,6 +315,9 @@ def test_mine_run_wait_says_done_with_failures_and_its_failures_and_exits_non_ze
     entry = LedgerEntry.objects.filter(run=run.ledger_run).first()
     assert entry is not None
     LedgerEntry.objects.filter(pk=entry.pk).update(cost_usd=1)
+    # priced by hand, not by a ledger write: the run's kept totals are reconciled as
+    # verify_run_counters does (llm/ledger_totals.py)
+    assert len(ledger_totals_verify(run.ledger_run)) == 1
     page = admin_client_.get(reverse("mining_run_detail", args=[run.pk])).content.decode()
     assert 'id="cost">unknown <span class="muted small">(23 requests without a price)</span>' in page
     stage_table = page.split('id="stage-costs"')[1].split("</table>")[0]

@@ -6,9 +6,9 @@ from mining.run_counters import mining_run_counters_verify
 
 class Command(BaseCommand):
     help = (
-        "Count mining runs afresh from their stage results and documents and compare with the counters "
-        "kept as they go (mining/run_counters.py); a mismatch is rebuilt from the rows and reported, "
-        "and the command then exits 1. Safe while runs go on."
+        "Count mining runs afresh from their stage results, documents and ledger entries and compare with "
+        "the counters and ledger totals kept as they go (mining/run_counters.py, llm/ledger_totals.py); a "
+        "mismatch is rebuilt from the rows and reported, and the command then exits 1. Safe while runs go on."
     )
 
     def add_arguments(self, parser) -> None:
@@ -27,16 +27,23 @@ class Command(BaseCommand):
             label = f"run {run.pk} ({run.name})"
             if report["first_count"]:
                 self.stdout.write(f"{label}: counted from its rows for the first time")
-            if not report["mismatches"]:
+            if not report["rebuilt"]:
                 self.stdout.write(f"{label}: counters agree with the rows ({report['counters']} counters)")
                 continue
-            rebuilt += [] if report["first_count"] else [run.pk]
+            rebuilt += [] if report["first_count"] and not report["ledger_mismatches"] else [run.pk]
             for mismatch in report["mismatches"]:
                 key = ", ".join(f"{k}={v!r}" for k, v in mismatch["key"].items() if v != "")
                 self.stdout.write(
-                    f"{label}: mismatch at {key}: kept {mismatch['kept']} ({mismatch['kept_cost_usd']} USD), "
-                    f"counted {mismatch['counted']} ({mismatch['counted_cost_usd']} USD)"
+                    f"{label}: mismatch at {key}: kept {mismatch['kept']} ({mismatch['kept_cost_usd']} USD, "
+                    f"{mismatch['kept_cpu_us']} us CPU), counted {mismatch['counted']} "
+                    f"({mismatch['counted_cost_usd']} USD, {mismatch['counted_cpu_us']} us CPU)"
                 )
-            self.stdout.write(f"{label}: {len(report['mismatches'])} counters rebuilt from the rows")
+            for mismatch in report["ledger_mismatches"]:
+                key = ", ".join(f"{k}={v!r}" for k, v in mismatch["key"].items() if v != "")
+                self.stdout.write(
+                    f"{label}: ledger mismatch at {key}: kept {mismatch['kept']}, counted {mismatch['counted']}"
+                )
+            n = len(report["mismatches"]) + len(report["ledger_mismatches"])
+            self.stdout.write(f"{label}: {n} counters rebuilt from the rows")
         if rebuilt:
             raise CommandError(f"counters of run {', '.join(map(str, rebuilt))} disagreed with the rows (now rebuilt)")
