@@ -26,37 +26,37 @@ removed.
   is built) and ``duplicate`` (the same item twice).
 
 Randomness comes from one ``random.Random`` per positive, seeded by (seed, task, positive),
-so an item does not depend on the batch size or on ``limit``."""
+so an item does not depend on the batch size or on ``limit``. The pool, the negatives and
+the items' types are in goalstep/item_pool.py, the candidates-only baselines of the report in
+goalstep/baselines.py."""
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from core.app_errors import InvalidInput
-from core.intervals import wilson_interval
+from goalstep.baselines import candidates_only_baselines
 from goalstep.constants import (
     BUILD_BATCH,
     GOAL_INFERENCE,
     MAX_SHARED_WORDS,
     MIN_GOAL_WORDS,
     MIN_STEP_WORDS,
-    N_CANDIDATES,
     N_NEGATIVES,
     NEIGHBOURS_EXAMINED,
     ORDERING_FIRST_PROBABILITY,
-    SEARCH_BLOCK_FLOATS,
     SIMILARITY_CEILING,
     STEP_INFERENCE,
     STEP_ORDERING,
     TASKS,
 )
+from goalstep.item_pool import Draft, Item, PoolProcedure, ProcedurePool, choose_negatives, item_id, search_block_rows
 from mining.embeddings import Embed
 from mining.split_dedup import top_neighbours
 from mining.words import content_words, normalise_text, words
@@ -79,16 +79,6 @@ TASK_FILTERS = {
 
 
 @dataclass(frozen=True)
-class PoolProcedure:
-    """A procedure of the pool: ``id`` is its database id, ``topic`` its topic's name."""
-
-    id: int
-    topic: str
-    goal: str
-    steps: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class FilterSettings:
     """App. D filters; ``None`` turns a filter off."""
 
@@ -107,132 +97,9 @@ class FilterSettings:
 
 
 @dataclass
-class Item:
-    """One multiple-choice item. ``source_procedure_ids`` holds the procedure of each
-    candidate in candidate order (so ``source_procedure_ids[label]`` is the prompt's
-    procedure); for step ordering, the one procedure both steps come from."""
-
-    id: str
-    task: str
-    prompt: str
-    candidates: list[str]
-    label: int
-    topic: str
-    source_procedure_ids: list[int]
-
-    def as_record(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "task": self.task,
-            "prompt": self.prompt,
-            "candidates": list(self.candidates),
-            "label": self.label,
-            "topic": self.topic,
-            "source_procedure_ids": list(self.source_procedure_ids),
-        }
-
-
-@dataclass
 class BuildResult:
     items: list[Item]
     report: dict[str, Any]
-
-
-@dataclass
-class _Draft:
-    """An item before filtering, with what the filters and the baselines need."""
-
-    item: Item
-    original_label: int | None  # index of the positive before reassignment (inference tasks)
-    candidate_rows: list[int] = field(default_factory=list)  # embedding rows of the candidates
-
-
-# ----------------------------------------------------------------------------- text helpers
-
-
-def item_id(task: str, prompt: str, candidates: Sequence[str]) -> str:
-    payload = "\x1f".join([task, prompt, *candidates]).encode("utf-8")
-    return f"{task}-{hashlib.sha256(payload).hexdigest()[:16]}"
-
-
-# ----------------------------------------------------------------------------- the pool
-
-
-class _Pool:
-    """Flattened steps and goals of the pool with their embeddings and topic numbers."""
-
-    def __init__(self, procedures: Sequence[PoolProcedure], embed: Embed, *, need_goals: bool, need_steps: bool):
-        self.procedures = list(procedures)
-        topics = sorted({p.topic for p in self.procedures})
-        self.topic_number = {topic: n for n, topic in enumerate(topics)}
-        self.proc_topic = np.array([self.topic_number[p.topic] for p in self.procedures], dtype=np.int64)
-        self.step_proc: list[int] = []
-        self.step_texts: list[str] = []
-        self.proc_step_rows: list[list[int]] = []
-        for index, procedure in enumerate(self.procedures):
-            rows = []
-            for step in procedure.steps:
-                rows.append(len(self.step_texts))
-                self.step_texts.append(step)
-                self.step_proc.append(index)
-            self.proc_step_rows.append(rows)
-        self.step_topic = (
-            self.proc_topic[np.asarray(self.step_proc, dtype=np.int64)] if self.step_proc else np.zeros(0, np.int64)
-        )
-        self.step_vectors = _embed(embed, self.step_texts) if need_steps else None
-        self.goal_vectors = _embed(embed, [p.goal for p in self.procedures]) if need_goals else None
-        self.step_norm = [normalise_text(t) for t in self.step_texts]
-        self.goal_norm = [normalise_text(p.goal) for p in self.procedures]
-
-    def steps_embedded(self) -> np.ndarray:
-        """The step embeddings (made when the pool was built for a task that needs them)."""
-        if self.step_vectors is None:
-            raise ValueError("this pool was built without step embeddings")
-        return self.step_vectors
-
-    def goals_embedded(self) -> np.ndarray:
-        """The goal embeddings (made when the pool was built for a task that needs them)."""
-        if self.goal_vectors is None:
-            raise ValueError("this pool was built without goal embeddings")
-        return self.goal_vectors
-
-
-def _embed(embed: Embed, texts: list[str]) -> np.ndarray:
-    vectors = np.asarray(embed(texts), dtype=np.float32) if texts else np.zeros((0, 1), dtype=np.float32)
-    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-        raise ValueError(f"the embedding function returned shape {vectors.shape} for {len(texts)} texts")
-    return vectors
-
-
-def _block_rows(n_corpus: int) -> int:
-    return max(1, min(1024, SEARCH_BLOCK_FLOATS // max(n_corpus, 1)))
-
-
-def _choose_negatives(
-    neighbours: Iterable[int],
-    *,
-    positive_topic: int,
-    positive_text: str,
-    topic_of: np.ndarray,
-    norm_of: Sequence[str],
-    forbidden_texts: set[str],
-) -> list[int]:
-    """The first 3 neighbours (most similar first) from 3 further topics with new texts."""
-    used_topics = {positive_topic}
-    used_texts = {positive_text} | forbidden_texts
-    chosen: list[int] = []
-    for row in neighbours:
-        if row < 0:
-            break
-        topic = int(topic_of[row])
-        if topic in used_topics or norm_of[row] in used_texts:
-            continue
-        chosen.append(row)
-        used_topics.add(topic)
-        used_texts.add(norm_of[row])
-        if len(chosen) == N_NEGATIVES:
-            break
-    return chosen
 
 
 # ----------------------------------------------------------------------------- construction
@@ -254,11 +121,11 @@ def build_items(
     if limit is not None and limit < 1:
         raise InvalidInput(fields={"limit": "must be at least 1"})
     reserved = {normalise_text(text) for text in reserved_texts}
-    pool = _Pool(procedures, embed, need_steps=task != STEP_ORDERING, need_goals=task == GOAL_INFERENCE)
+    pool = ProcedurePool(procedures, embed, need_steps=task != STEP_ORDERING, need_goals=task == GOAL_INFERENCE)
     units = _units(task, pool)
     random.Random(f"goalstep:{task}:{seed}").shuffle(units)
     counts: Counter[str] = Counter()
-    kept: list[_Draft] = []
+    kept: list[Draft] = []
     seen: set[str] = set()
     examined = 0
     for start in range(0, len(units), BUILD_BATCH):
@@ -295,7 +162,7 @@ def build_items(
     return BuildResult(items=[draft.item for draft in kept], report=report)
 
 
-def _units(task: str, pool: _Pool) -> list[tuple[int, int]]:
+def _units(task: str, pool: ProcedurePool) -> list[tuple[int, int]]:
     """The positives: (procedure, step) for step inference, (procedure, -1) for goal
     inference, (procedure, i) for the adjacent pair i, i+1 of step ordering."""
     if task == STEP_INFERENCE:
@@ -305,14 +172,14 @@ def _units(task: str, pool: _Pool) -> list[tuple[int, int]]:
     return [(index, i) for index, p in enumerate(pool.procedures) for i in range(len(p.steps) - 1)]
 
 
-def _unit_rng(task: str, seed: int, pool: _Pool, unit: tuple[int, int]) -> random.Random:
+def _unit_rng(task: str, seed: int, pool: ProcedurePool, unit: tuple[int, int]) -> random.Random:
     procedure, position = unit
     return random.Random(f"{seed}:{task}:{pool.procedures[procedure].id}:{position}")
 
 
 def _drafts(
-    task: str, pool: _Pool, batch: list[tuple[int, int]], *, seed: int, counts: Counter[str]
-) -> Iterator[_Draft]:
+    task: str, pool: ProcedurePool, batch: list[tuple[int, int]], *, seed: int, counts: Counter[str]
+) -> Iterator[Draft]:
     if task == STEP_ORDERING:
         for unit in batch:
             yield _ordering_draft(pool, unit, _unit_rng(task, seed, pool, unit))
@@ -329,12 +196,12 @@ def _drafts(
         k=NEIGHBOURS_EXAMINED,
         query_groups=corpus_topic[rows],
         corpus_groups=corpus_topic,
-        block_rows=_block_rows(len(corpus)),
+        block_rows=search_block_rows(len(corpus)),
     )
     for unit, row, found in zip(batch, rows.tolist(), neighbours.tolist()):
         procedure = unit[0]
         forbidden = {pool.step_norm[r] for r in pool.proc_step_rows[procedure]} if task == STEP_INFERENCE else set()
-        negatives = _choose_negatives(
+        negatives = choose_negatives(
             found,
             positive_topic=int(corpus_topic[row]),
             positive_text=norm_of[row],
@@ -349,8 +216,8 @@ def _drafts(
 
 
 def _inference_drafts(
-    task: str, pool: _Pool, positive: int, negatives: list[int], rng: random.Random
-) -> Iterator[_Draft]:
+    task: str, pool: ProcedurePool, positive: int, negatives: list[int], rng: random.Random
+) -> Iterator[Draft]:
     """Shuffle the 4 candidates, reassign the label (§3.1) and take the prompt from the new
     positive's procedure."""
     rows = [positive, *negatives]
@@ -378,10 +245,10 @@ def _inference_drafts(
             topic=pool.procedures[prompt_proc].topic,
             source_procedure_ids=procedure_ids,
         )
-        yield _Draft(item=item, original_label=original_label, candidate_rows=list(rows))
+        yield Draft(item=item, original_label=original_label, candidate_rows=list(rows))
 
 
-def _ordering_draft(pool: _Pool, unit: tuple[int, int], rng: random.Random) -> _Draft:
+def _ordering_draft(pool: ProcedurePool, unit: tuple[int, int], rng: random.Random) -> Draft:
     procedure_index, i = unit
     procedure = pool.procedures[procedure_index]
     first, second = procedure.steps[i], procedure.steps[i + 1]
@@ -398,13 +265,13 @@ def _ordering_draft(pool: _Pool, unit: tuple[int, int], rng: random.Random) -> _
         topic=procedure.topic,
         source_procedure_ids=[procedure.id],
     )
-    return _Draft(item=item, original_label=None)
+    return Draft(item=item, original_label=None)
 
 
 # ----------------------------------------------------------------------------- filters
 
 
-def _rejection(task: str, pool: _Pool, draft: _Draft, filters: FilterSettings, reserved: set[str]) -> str | None:
+def _rejection(task: str, pool: ProcedurePool, draft: Draft, filters: FilterSettings, reserved: set[str]) -> str | None:
     """The first reason the item is removed, or None."""
     item = draft.item
     prompt_is_goal = task != GOAL_INFERENCE
@@ -435,11 +302,11 @@ def _too_short(text: str, minimum: int | None) -> bool:
     return minimum is not None and len(words(text)) < minimum
 
 
-def _negative_rows(draft: _Draft) -> list[int]:
+def _negative_rows(draft: Draft) -> list[int]:
     return [row for index, row in enumerate(draft.candidate_rows) if index != draft.item.label]
 
 
-def _too_similar(task: str, pool: _Pool, draft: _Draft, ceiling: float) -> bool:
+def _too_similar(task: str, pool: ProcedurePool, draft: Draft, ceiling: float) -> bool:
     """Step inference: some negative step is closer than the ceiling to a step of the
     prompt's procedure. Goal inference: the prompt step is closer than the ceiling to a step
     of some negative goal's procedure (App. D, Similarity filter)."""
@@ -462,7 +329,7 @@ def _too_similar(task: str, pool: _Pool, draft: _Draft, ceiling: float) -> bool:
     return False
 
 
-def _ambiguous(task: str, pool: _Pool, draft: _Draft) -> bool:
+def _ambiguous(task: str, pool: ProcedurePool, draft: Draft) -> bool:
     """A negative that is literally right: its text is a step of the prompt's procedure
     (step inference), or the prompt step is one of the negative goal's steps (goal inference)."""
     label_row = draft.candidate_rows[draft.item.label]
@@ -471,57 +338,6 @@ def _ambiguous(task: str, pool: _Pool, draft: _Draft) -> bool:
         return any(pool.step_norm[r] in prompt_steps for r in _negative_rows(draft))
     prompt = normalise_text(draft.item.prompt)
     return any(prompt in {pool.step_norm[r] for r in pool.proc_step_rows[n]} for n in _negative_rows(draft))
-
-
-# ----------------------------------------------------------------------------- baselines
-
-
-def hub_choice(vectors: np.ndarray) -> int:
-    """The candidate most similar on average to the other candidates. Without label
-    reassignment this finds the positive: the negatives were chosen as its nearest
-    neighbours, so it sits in the middle of them."""
-    sims = vectors @ vectors.T
-    np.fill_diagonal(sims, 0.0)
-    return int(np.argmax(sims.sum(axis=1)))
-
-
-def longest_choice(candidates: Sequence[str]) -> int:
-    lengths = [len(c) for c in candidates]
-    return lengths.index(max(lengths))
-
-
-def _accuracy(correct: int, n: int, chance: float) -> dict[str, Any]:
-    interval = wilson_interval(correct, n)
-    return {
-        "correct": correct,
-        "n": n,
-        "accuracy": correct / n if n else None,
-        "ci95": list(interval) if interval else None,
-        "chance_in_ci95": bool(interval and interval[0] <= chance <= interval[1]),
-    }
-
-
-def candidates_only_baselines(task: str, pool: _Pool, drafts: Sequence[_Draft]) -> dict[str, Any]:
-    """Accuracy of models that see only the candidates, never the prompt (§3.1: with label
-    reassignment they score at chance). ``hub`` also reports the accuracy it would have had
-    against the labels before reassignment, the artefact that reassignment removes."""
-    chance = 1.0 / N_CANDIDATES[task]
-    n = len(drafts)
-    result: dict[str, Any] = {"chance": chance, "n": n}
-    longest = sum(longest_choice(d.item.candidates) == d.item.label for d in drafts)
-    result["longest"] = _accuracy(longest, n, chance)
-    if task == STEP_ORDERING:
-        result["first_position"] = _accuracy(sum(d.item.label == 0 for d in drafts), n, chance)
-        return result
-    vectors = pool.steps_embedded() if task == STEP_INFERENCE else pool.goals_embedded()
-    hub_correct = hub_before = 0
-    for draft in drafts:
-        choice = hub_choice(vectors[draft.candidate_rows])
-        hub_correct += choice == draft.item.label
-        hub_before += choice == draft.original_label
-    result["hub"] = _accuracy(hub_correct, n, chance)
-    result["hub"]["accuracy_before_reassignment"] = hub_before / n if n else None
-    return result
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:

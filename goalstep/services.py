@@ -17,7 +17,8 @@ from core.app_errors import InvalidInput
 from core.record_output import atomic_output
 from goalstep.answers import OK, candidate_list, letter_list, read_choice
 from goalstep.constants import STEP_ORDERING, TASKS, USABLE_OUTCOMES
-from goalstep.items import BuildResult, FilterSettings, PoolProcedure, build_items
+from goalstep.item_pool import PoolProcedure
+from goalstep.items import BuildResult, FilterSettings, build_items
 from goalstep.models import TaskEvaluation, TaskItem, TaskPrediction, TaskSet
 from judging.models import LanguageModel, PromptStyle
 from judging.prompts import Prompt, prompt_load

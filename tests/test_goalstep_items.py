@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 from core.intervals import wilson_interval
+from goalstep.baselines import hub_choice
+from goalstep.item_pool import PoolProcedure
 from goalstep.items import (
     REASON_AMBIGUOUS,
     REASON_LEAKAGE,
@@ -23,9 +25,7 @@ from goalstep.items import (
     REASON_LEXICAL_OVERLAP,
     REASON_SIMILARITY,
     FilterSettings,
-    PoolProcedure,
     build_items,
-    hub_choice,
     report_lines,
 )
 from mining.split_dedup import l2_normalise, top_neighbours
