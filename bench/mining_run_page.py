@@ -1,6 +1,6 @@
-"""Benchmark: a *running* mining run's page and progress API at paper scale, counted from
-the rows (before) and from the counts kept as the run goes (after), and what keeping them
-costs each stored document.
+"""Benchmark: a *running* mining run's page and progress API at paper scale, as the code at
+``--before`` serves them and as this checkout does (every count kept as the run goes: the
+run's counters and the ledger's totals), and what keeping them costs each stored document.
 
 The run is not mined (100,000 documents take 35 minutes through the scripted server,
 bench/mining_throughput.py): the database is filled directly with bulk inserts of rows
@@ -9,30 +9,37 @@ shaped as a run writes them. N documents over seven topics, of which 90 % are fi
 10 %, failed 1 %, the rest passed and became procedures) and 10 % in flight with the
 stage results they have so far; each LLM stage result with its ledger entry (the request,
 about 1.5 KB, and the answer, priced), its parsed answer and draft; finished documents
-spread over the last 35 minutes. The run's status is ``running``. Its counters are then
-counted from these rows by ``mining_run_counters_verify`` (timed: it is what the first
-read of a run made before the counters costs).
+spread over the last 35 minutes. The run's status is ``running``. Its counters and its
+ledger totals are then counted from these rows by ``mining_run_counters_verify`` (timed: it
+is what the first read of a run made before the counters costs).
 
 Timed, as a signed-in admin with the Django test client (DEBUG off, hashed static files),
 p50 / p95 of ``--requests`` GETs and the first one apart:
 
 * **before**: the run page and the progress API as the code at ``--before`` (default: the
-  last commit that counted a running run from its rows) serves them, from a copy of that
-  commit (``git archive``) run in a subprocess on the same database;
-* **after**: the same pages as this checkout serves them (from the counters).
+  last commit that read the ledger's entries and the documents' table for the page) serves
+  them, from a copy of that commit (``git archive``) run in a subprocess on the same
+  database;
+* **after**: the same pages as this checkout serves them (from the counters and totals).
 
-Then the write path (``mining.runner.Walker._write``), the statement that stores a walk's
-six stage results and its document's new state, over ``--writes`` pending documents of a
-second run, alternating in rounds between the write as it is and the same write with the
-counters switched off (``candidate_lock`` answering None, so neither the lock-and-read
-statement nor the counters' upsert runs): worker CPU (thread time) and wall time per
-document, the PostgreSQL backend's CPU per document (/proc of the connection's backend,
-when the server runs here) and statements per document (``connection.execute_wrapper``).
+Then what a stored document costs the workers, per document: worker CPU (thread time), wall
+time, the PostgreSQL backend's CPU (/proc of the connection's backend, when the server runs
+here) and statements (``connection.execute_wrapper``), in alternating rounds:
+
+* the walk's write (``mining.runner.Walker._write``: its six stage results and its
+  document's new state) over ``--writes`` pending documents of a second run, with the
+  counters and with them switched off (``candidate_lock`` answering None, so neither the
+  lock-and-read statement nor the counters' upsert runs); and the same write as the code at
+  ``--before`` does it (its ``write_cost``, in the subprocess), for its counters' cost;
+* the five ledger writes of a document's LLM stages (``llm.ledger.ledger_write``, one per
+  request as the online executor stores them), with the ledger's totals and without
+  (``ledger_totals_add`` switched off: the write as it was before the totals).
 
     .venv/bin/python bench/mining_run_page.py [--docs 100000] [--requests 10] [--writes 2000]
         [--before REF] [--keep]
 
-Needs PostgreSQL at 127.0.0.1:5432 (the database h_mining_bench is recreated unless --keep)."""
+Needs PostgreSQL at 127.0.0.1:5432 (the database h_mining_bench, or BENCH_DATABASE_URL, is
+recreated unless --keep)."""
 
 from __future__ import annotations
 
@@ -55,8 +62,9 @@ PG_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:543
 TOPICS = ("food-dining", "health", "home-hobbies", "industrial", "travel-tourism", "transportation", "religion")
 LLM = ("extract_procedure", "llm_filter", "rewrite", "extract_resources", "final_validation")
 TARGET_S = 1.0
-# The last commit whose run page counted a running run from its rows (the counters came after it).
-BEFORE_REF = "2d903a5"
+# The last commit whose run page read the ledger's entries and the documents' table (the
+# ledger's totals and the documents' counters came after it).
+BEFORE_REF = "56aa511"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # Where a finished document stops (the stage that decided, its status) and how often.
@@ -288,8 +296,12 @@ def fill(n_docs: int) -> int:
 PIPELINE_ORDER = ["heuristics", *LLM]
 
 
-def before_times(ref: str, run_id: int, requests: int) -> dict[str, dict[str, float]]:
-    """The pages as the code at ``ref`` serves them, on the same database (a subprocess)."""
+def before_times(ref: str, run_id: int, requests: int, writes: int) -> dict:
+    """The pages as the code at ``ref`` serves them, and its write path's cost, on the same
+    database (a subprocess)."""
+    from mining.models import MiningRun
+
+    MiningRun.objects.filter(name="write-path").delete()  # the earlier code's write run, from a last --keep
     tree = tempfile.mkdtemp(prefix="bench-mining-before-")
     archive = subprocess.run(["git", "archive", ref], cwd=BASE_DIR, check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
@@ -298,14 +310,20 @@ def before_times(ref: str, run_id: int, requests: int) -> dict[str, dict[str, fl
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=tree, env=env, check=True
     )
+    # the earlier tree's own bench module (its page_times and write_cost), run against its code
     script = (
         "import json, sys; sys.path.insert(0, '.'); import django; django.setup(); "
-        f"sys.path.insert(0, {str(BASE_DIR)!r}); from bench.mining_run_page import page_times; "
-        f"print('TIMES ' + json.dumps(page_times({run_id}, {requests})))"
+        "from bench.mining_run_page import page_times, write_cost; "
+        f"print('TIMES ' + json.dumps(page_times({run_id}, {requests}))); "
+        f"print('WRITES ' + json.dumps(write_cost({writes})))"
     )
     out = subprocess.run([sys.executable, "-c", script], cwd=tree, env=env, check=True, capture_output=True, text=True)
-    line = next(line for line in out.stdout.splitlines() if line.startswith("TIMES "))
-    return json.loads(line[len("TIMES ") :])
+    found = {}
+    for line in out.stdout.splitlines():
+        for tag in ("TIMES", "WRITES"):
+            if line.startswith(tag + " "):
+                found[tag] = json.loads(line[len(tag) + 1 :])
+    return found
 
 
 def backend_cpu_seconds(pid: int) -> float | None:
@@ -328,7 +346,7 @@ def write_cost(n_writes: int, rounds: int = 10) -> dict[str, dict[str, float]]:
     from mining.runner import Walker, _Final
 
     corpus = Corpus.objects.get(name="paper-scale")
-    config = f"name: write-path\ncandidates_per_topic: {n_writes}\n"
+    config = f"name: write-path-{os.getpid()}\ncandidates_per_topic: {n_writes}\n"
     from mining.run_services import mining_run_create
 
     run = mining_run_create(config_text=config, source="bench.yaml", corpus_name=corpus.name, start=False)
@@ -399,6 +417,95 @@ def write_cost(n_writes: int, rounds: int = 10) -> dict[str, dict[str, float]]:
     }
 
 
+def ledger_cost(n_docs: int, rounds: int = 10) -> dict[str, dict[str, float]]:
+    """The five ledger writes of a document's LLM stages with the ledger's totals and with
+    them switched off, alternating in rounds (see the docstring)."""
+    from django.db import connection
+
+    from llm import ledger
+    from llm.ledger_totals import ledger_totals_add
+
+    statements = [0]
+
+    def count(execute, sql, params, many, context):
+        statements[0] += 1
+        return execute(sql, params, many, context)
+
+    request = {"messages": [{"role": "user", "content": "Read the page and answer. " + " ".join(STEPS) * 2}]}
+    label = f"mining-run:ledger-cost-{os.getpid()}"
+
+    def fields(stage: str) -> dict:
+        return dict(
+            stage=stage,
+            run=label,
+            base_url="http://127.0.0.1:9/v1",
+            model="bench-model",
+            request=request,
+            response_text='{"judgment": true}',
+            outcome="ok",
+            parsed={"judgment": True},
+            tokens_in=400,
+            tokens_out=60,
+            latency_ms=200,
+            cost_usd=Decimal("0.00128"),
+        )
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    totals = {mode: {"cpu": 0.0, "wall": 0.0, "db_cpu": 0.0, "statements": 0, "n": 0} for mode in ("with", "without")}
+    per_round = n_docs // (2 * rounds)
+    document = 0
+    with connection.execute_wrapper(count):
+        for r in range(rounds):
+            for mode in ("with", "without") if r % 2 == 0 else ("without", "with"):
+                ledger.ledger_totals_add = ledger_totals_add if mode == "with" else (lambda delta, **_: None)
+                statements[0] = 0
+                db_before = backend_cpu_seconds(backend)
+                cpu, wall = time.thread_time(), time.perf_counter()
+                for _ in range(per_round):
+                    document += 1
+                    for stage in LLM:
+                        ledger.ledger_write(f"ledger-cost:{os.getpid()}:{document}:{stage}", fields(stage))
+                row = totals[mode]
+                row["cpu"] += time.thread_time() - cpu
+                row["wall"] += time.perf_counter() - wall
+                db_after = backend_cpu_seconds(backend)
+                if db_before is not None and db_after is not None:
+                    row["db_cpu"] += db_after - db_before
+                row["statements"] += statements[0]
+                row["n"] += per_round
+    ledger.ledger_totals_add = ledger_totals_add
+    return {
+        mode: {
+            "n": row["n"],
+            "cpu_ms": row["cpu"] * 1000 / row["n"],
+            "wall_ms": row["wall"] * 1000 / row["n"],
+            "db_cpu_ms": row["db_cpu"] * 1000 / row["n"],
+            "statements": row["statements"] / row["n"],
+        }
+        for mode, row in totals.items()
+    }
+
+
+def print_costs(title: str, costs: dict[str, dict[str, float]], on: str) -> None:
+    for mode, row in costs.items():
+        print(
+            f"  {title} {mode} {on} (n = {row['n']}): {row['cpu_ms']:.2f} ms worker CPU, "
+            f"{row['wall_ms']:.2f} ms wall, {row['db_cpu_ms']:.2f} ms PostgreSQL CPU, "
+            f"{row['statements']:.2f} statements per document"
+        )
+    extra = {k: costs["with"][k] - costs["without"][k] for k in ("cpu_ms", "wall_ms", "db_cpu_ms", "statements")}
+    print(
+        f"  {title}: the {on} add {extra['cpu_ms']:.2f} ms worker CPU, {extra['wall_ms']:.2f} ms wall, "
+        f"{extra['db_cpu_ms']:.2f} ms PostgreSQL CPU and {extra['statements']:.2f} statements per document"
+    )
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, default=100_000)
@@ -425,7 +532,7 @@ def main() -> None:
     from mining.models import MiningRun, MiningRunCounter, StageResult
     from mining.run_counters import mining_run_counters_verify
 
-    print(f"load average at the start: {os.getloadavg()[0]:.1f}")
+    print(f"at the start: {load()}")
     if args.keep:
         run = MiningRun.objects.filter(name="paper-scale").get()
     else:
@@ -446,28 +553,23 @@ def main() -> None:
         f"run {run.pk} ({run.status}): {n_docs:,} documents, {StageResult.objects.filter(run=run).count():,} stage "
         f"results, {MiningRunCounter.objects.filter(run=run).count()} counters; database {size:,.0f} MiB"
     )
-    before = before_times(args.before, run.pk, args.requests)
+    print(load())
+    before = before_times(args.before, run.pk, args.requests, args.writes)
+    print(f"the code at {args.before} done; {load()}")
     after = page_times(run.pk, args.requests)
+    print(f"this checkout done; {load()}")
     for label in ("run page", "progress API"):
-        for name, times in (("before (from the rows)", before[label]), ("after (counters)", after[label])):
+        for name, times in ((f"before ({args.before})", before["TIMES"][label]), ("after", after[label])):
             print(
                 f"  {label}, {name}: first {times['first'] * 1000:,.0f} ms; p50 {times['p50'] * 1000:,.0f} ms, "
                 f"p95 {times['p95'] * 1000:,.0f} ms (n = {times['n']}); p50 / target {times['p50'] / TARGET_S:.2f}"
             )
-    print(f"load average after the pages: {os.getloadavg()[0]:.1f}")
-    costs = write_cost(args.writes)
-    for mode, row in costs.items():
-        print(
-            f"  write path {mode} counters (n = {row['n']}): {row['cpu_ms']:.2f} ms worker CPU, "
-            f"{row['wall_ms']:.2f} ms wall, {row['db_cpu_ms']:.2f} ms PostgreSQL CPU, "
-            f"{row['statements']:.2f} statements per document"
-        )
-    extra = {k: costs["with"][k] - costs["without"][k] for k in ("cpu_ms", "wall_ms", "db_cpu_ms", "statements")}
-    print(
-        f"  the counters add {extra['cpu_ms']:.2f} ms worker CPU, {extra['wall_ms']:.2f} ms wall, "
-        f"{extra['db_cpu_ms']:.2f} ms PostgreSQL CPU and {extra['statements']:.2f} statements per document"
-    )
-    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    print_costs(f"walk's write, the code at {args.before},", before["WRITES"], "counters")
+    print(load())
+    print_costs("walk's write, this checkout,", write_cost(args.writes), "counters")
+    print(load())
+    print_costs("a document's five ledger writes,", ledger_cost(args.writes), "ledger totals")
+    print(f"at the end: {load()}")
 
 
 if __name__ == "__main__":

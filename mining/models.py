@@ -370,10 +370,15 @@ class MiningRunCounter(models.Model):
     cost_usd_squares = models.DecimalField(
         max_digits=36, decimal_places=12, default=0, help_text="Sum of each document's cost squared (document scope)."
     )
+    # db_default: code from before these columns (a worker not yet upgraded) can still write a counter
     cpu_us = models.BigIntegerField(
-        default=0, help_text="Sum of the CPU each document's walks took, in microseconds (document scope)."
+        default=0,
+        db_default=0,
+        help_text="Sum of the CPU each document's walks took, in microseconds (document scope).",
     )
-    n_cpu = models.BigIntegerField(default=0, help_text="Documents whose walk ended, with a CPU time (document scope).")
+    n_cpu = models.BigIntegerField(
+        default=0, db_default=0, help_text="Documents whose walk ended, with a CPU time (document scope)."
+    )
 
     class Meta:
         ordering = ["id"]

@@ -21,12 +21,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='miningruncounter',
             name='cpu_us',
-            field=models.BigIntegerField(default=0, help_text="Sum of the CPU each document's walks took, in microseconds (document scope)."),
+            field=models.BigIntegerField(default=0, db_default=0, help_text="Sum of the CPU each document's walks took, in microseconds (document scope)."),
         ),
         migrations.AddField(
             model_name='miningruncounter',
             name='n_cpu',
-            field=models.BigIntegerField(default=0, help_text='Documents whose walk ended, with a CPU time (document scope).'),
+            field=models.BigIntegerField(default=0, db_default=0, help_text='Documents whose walk ended, with a CPU time (document scope).'),
         ),
         migrations.AlterField(
             model_name='miningruncounter',
