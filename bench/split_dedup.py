@@ -6,7 +6,7 @@
    random rows plus planted near-duplicates, with cosines spread around tau and crowded
    within 0.003 of it, where float16 cannot tell the sides apart), timed on each path:
 
-   * ``numpy``: the screened blocked search in float32 on the CPU (``split_dedup.NeighbourIndex``);
+   * ``numpy``: the screened blocked search in float32 on the CPU (``neighbour_search.NeighbourIndex``);
    * ``torch``: the same algorithm in float16 on a CUDA device (when torch sees one);
    * ``exact``: the plain float32 search (``ExactIndex``), the reference;
    * ``numpy16`` (not by default): the GPU's float16 arithmetic emulated on the CPU.
@@ -40,16 +40,8 @@ sys.path.insert(0, str(BASE_DIR / "bench"))
 import numpy as np  # noqa: E402
 
 from mining.constants import DEDUP_TAU, EMBEDDING_BATCH_SIZE  # noqa: E402
-from mining.split_dedup import (  # noqa: E402
-    ExactIndex,
-    NeighbourIndex,
-    NumpySearchOps,
-    SearchDevice,
-    Selection,
-    l2_normalise,
-    nearest_train,
-    select_benchmark,
-)
+from mining.neighbour_search import ExactIndex, NeighbourIndex, NumpySearchOps, SearchDevice  # noqa: E402
+from mining.split_dedup import Selection, l2_normalise, nearest_train, select_benchmark  # noqa: E402
 
 # Offsets from tau of the planted "near-tie" pairs: inside float16's error (about 0.0015 at
 # dim 384), outside float32's (about 0.00002), so the screen cannot decide them alone.

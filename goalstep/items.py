@@ -58,7 +58,7 @@ from goalstep.constants import (
 )
 from goalstep.item_pool import Draft, Item, PoolProcedure, ProcedurePool, choose_negatives, item_id, search_block_rows
 from mining.embeddings import Embed
-from mining.split_dedup import top_neighbours
+from mining.neighbour_search import top_neighbours
 from mining.words import content_words, normalise_text, words
 
 # Reasons an item is removed: a repeat of an item already built first, then the filters in this order.

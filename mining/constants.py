@@ -68,7 +68,7 @@ DEDUP_TAU = 0.65
 # EMBEDDING_MODEL (setting or environment variable) names another model folder.
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 # Texts per embedding call, and the blocks of the split's nearest-neighbour search
-# (mining/split_dedup.py): query rows x corpus rows scored at a time, on the CPU (float32:
+# (mining/neighbour_search.py): query rows x corpus rows scored at a time, on the CPU (float32:
 # 128 MiB) and on a GPU (float16: 512 MiB).
 EMBEDDING_BATCH_SIZE = 64
 NN_BLOCK_ROWS = 1024

@@ -23,7 +23,7 @@ Two backends run a model, chosen by ``EMBEDDING_BACKEND``:
   (``backend_order``, a pure function of those two facts, decides).
 
 ``Embedder.device`` says where the vectors were computed (``cuda`` or ``cpu``); the split's
-nearest-neighbour search runs on the same device (``embedding_device``, ``split_dedup``).
+nearest-neighbour search runs on the same device (``embedding_device``, ``neighbour_search``).
 
 Both give the same vectors for all-MiniLM-L6-v2 (``bench/embeddings.py`` measures it). The
 heavy parts are imported on first use, so the web server and the other commands never pay

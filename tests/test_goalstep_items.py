@@ -28,7 +28,8 @@ from goalstep.items import (
     build_items,
     report_lines,
 )
-from mining.split_dedup import l2_normalise, top_neighbours
+from mining.neighbour_search import top_neighbours
+from mining.split_dedup import l2_normalise
 from mining.words import content_words, normalise_text
 
 NO_FILTERS = FilterSettings(min_step_words=None, min_goal_words=None, max_shared_words=None, similarity_ceiling=None)

@@ -39,9 +39,6 @@ STILL_OVER: dict[str, int] = {
     # mining: the runner and the run progress are being reworked
     "mining/runner.py": 1121,
     "mining/run_selectors.py::mining_run_progress": 148,
-    # Not split yet (issue 30, part 4): the record reader, goal-step items, the train/bench
-    # dedup, SCORE, the judging selectors and the judgments import
-    "mining/split_dedup.py": 549,
 }
 
 

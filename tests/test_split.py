@@ -13,7 +13,8 @@ from django.core.management import CommandError, call_command
 
 from mining.embeddings import EmbeddingModelUnavailable, resolve_model_location
 from mining.models import Procedure, Split, SplitReport, Topic
-from mining.split_dedup import l2_normalise, nearest_neighbours, nearest_train, procedure_text, select_benchmark
+from mining.neighbour_search import nearest_neighbours
+from mining.split_dedup import l2_normalise, nearest_train, procedure_text, select_benchmark
 
 # --- pure functions ---------------------------------------------------------------------
 

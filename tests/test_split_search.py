@@ -1,6 +1,6 @@
 """The GPU when there is one (issue 29, part 3): EMBEDDING_BACKEND=auto picks torch on a CUDA
 machine, and the split's nearest-neighbour search gives the same selection on the CPU and on
-the GPU (mining/split_dedup.py: one blocked algorithm, screened in float32 by NumPy or in
+the GPU (mining/neighbour_search.py: one blocked algorithm, screened in float32 by NumPy or in
 float16 by PyTorch, confirmed in float64).
 
 No Django here, so the file also runs on a GPU machine without the web stack
@@ -13,14 +13,8 @@ import pytest
 
 from bench.split_dedup import NEAR_TIE_OFFSETS, differences, planted_vectors, run_split
 from mining.embeddings import EmbeddingModelUnavailable, backend_order
-from mining.split_dedup import (
-    ExactIndex,
-    NeighbourIndex,
-    NumpySearchOps,
-    l2_normalise,
-    nearest_neighbours,
-    search_ops,
-)
+from mining.neighbour_search import ExactIndex, NeighbourIndex, NumpySearchOps, nearest_neighbours, search_ops
+from mining.split_dedup import l2_normalise
 
 TAU = 0.65
 
@@ -223,7 +217,7 @@ def test_the_torch_search_on_a_gpu_gives_the_numpy_search_s_selection(planted):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    from mining.split_dedup import TorchSearchOps
+    from mining.neighbour_search import TorchSearchOps
 
     def gpu(corpus):  # small blocks: both dimensions span several
         return NeighbourIndex(corpus, ops=TorchSearchOps(block_rows=97, block_columns=1000))
