@@ -65,6 +65,13 @@ class ProlificBonusBatchSerializer(serializers.ModelSerializer):
         ]
 
 
+class ProlificBonusUnstoredSerializer(ProlificBonusBatchSerializer):
+    """A preview that pays no one: not stored, so it has no id and no creation time."""
+
+    id = serializers.IntegerField(read_only=True, allow_null=True, help_text="null: the preview is not stored")
+    created_at = serializers.DateTimeField(read_only=True, allow_null=True, help_text="null: the preview is not stored")
+
+
 class BonusPreviewView(APIView):
     parser_classes = [StrictJSONParser]
 
@@ -77,7 +84,7 @@ class BonusPreviewView(APIView):
         responses={
             201: ProlificBonusBatchSerializer,
             200: OpenApiResponse(
-                ProlificBonusBatchSerializer, description="Nobody to pay: the preview is not stored (id null)"
+                ProlificBonusUnstoredSerializer, description="Nobody to pay: the preview is not stored (id null)"
             ),
             **_errors(),
         },
@@ -90,10 +97,9 @@ class BonusPreviewView(APIView):
         body = ProlificBonusRuleSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         batch = prolific_bonus_preview(study=study, user=request.user, **body.validated_data)
-        # A preview that pays no one is not stored: 200 with id null.
-        return Response(
-            ProlificBonusBatchSerializer(batch).data, status=status.HTTP_201_CREATED if batch.pk else status.HTTP_200_OK
-        )
+        if batch.pk:
+            return Response(ProlificBonusBatchSerializer(batch).data, status=status.HTTP_201_CREATED)
+        return Response(ProlificBonusUnstoredSerializer(batch).data)  # a preview that pays no one
 
 
 class BonusPayView(APIView):
