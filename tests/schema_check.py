@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,6 +72,20 @@ CHECKED_FILES: frozenset[str] | None = frozenset(
         "test_api_runs.py",
         "test_api_studies.py",
         "test_calibration_studies.py",
+        "test_coscript_consistency.py",
+        "test_coscript_goal_answers.py",
+        "test_coscript_pages.py",
+        "test_data_manager.py",
+        "test_demo.py",
+        "test_endpoint_records.py",
+        "test_export_params.py",
+        "test_faithfulness_study.py",
+        "test_goalstep_answers.py",
+        "test_goalstep_study.py",
+        "test_gunicorn_bodies.py",
+        "test_import_heartbeats.py",
+        "test_interval_methods.py",
+        "test_issue19_walk.py",
     }
 )
 
@@ -103,7 +118,7 @@ _schemas: OrderedDict[tuple[Any, ...], LoadedSchema] = OrderedDict()
 _lock = threading.Lock()
 _unraised: list[SchemaViolation] = []  # violations of the running test, in case one was swallowed
 _checking = CHECKED_FILES is None
-_checked: list[int] = [0]  # responses checked in this process
+_checked: list[float] = [0, 0.0]  # responses checked in this process, and the seconds it took
 
 
 def _kinds() -> tuple[Any, ...]:
@@ -288,8 +303,10 @@ def response_check(response: Any) -> None:
         or _left_out_by_its_view(response)
     ):
         return
+    started = time.perf_counter()
     problem = response_problem(environ.get("REQUEST_METHOD", "GET").upper(), path, response)
     _checked[0] += 1
+    _checked[1] += time.perf_counter() - started
     if problem is not None:
         violation = SchemaViolation(problem)
         _unraised.append(violation)
@@ -326,7 +343,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _checked[0]:
-        terminalreporter.write_line(f"API responses checked against the OpenAPI schema: {_checked[0]}")
+        terminalreporter.write_line(
+            f"API responses checked against the OpenAPI schema: {_checked[0]:.0f} in {_checked[1]:.1f} s"
+        )
 
 
 @pytest.hookimpl(wrapper=True)
