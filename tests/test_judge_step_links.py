@@ -133,7 +133,7 @@ def test_a_judge_that_keeps_linking_a_missing_step_ends_parse_failed_with_the_re
 def test_an_answer_with_an_impossible_link_from_an_older_ledger_is_never_stored_as_a_verdict(server, monkeypatch):
     # Jobs created before the bounds existed ask with the unbounded schema; their answers
     # come back "ok" from the client and must still be refused when they become judgments.
-    monkeypatch.setattr("judging.services.judge_schema", lambda **counts: JUDGE_SCHEMA)
+    monkeypatch.setattr("judging.run_requests.judge_schema", lambda **counts: JUDGE_SCHEMA)
     judge, judgment = _judge_with(server, lambda body: _failure([28]))
     assert len(_crime_requests(server)) == 1  # the unbounded schema let it through the client
     assert judgment.outcome == "parse_failed" and judgment.has_failure is None and judgment.critical_failures == []

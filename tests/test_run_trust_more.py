@@ -50,7 +50,7 @@ def test_a_judge_answer_from_an_older_ledger_with_an_impossible_link_is_asked_ag
 ):  # noqa: F811
     # Asked with the unbounded schema (as jobs created before the bounds were), the link to
     # step 28 of a 6-step candidate comes back ok from the client; storing it refuses it.
-    monkeypatch.setattr("judging.services.judge_schema", lambda **counts: JUDGE_SCHEMA)
+    monkeypatch.setattr("judging.run_requests.judge_schema", lambda **counts: JUDGE_SCHEMA)
     fixed = {"on": False}
     judge, judgment = _judge_with(server, lambda body: _failure([3] if fixed["on"] else [28]))
     assert judgment.outcome == "parse_failed"
