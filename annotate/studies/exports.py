@@ -15,7 +15,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from annotate.kinds import kind_get
-from annotate.kinds.base import AnswerRecord, StudyKind
+from annotate.kinds.base import StudyKind
+from annotate.kinds.columns import AnswerRecord
 from annotate.models import Annotation, GoldLabel, Study, StudyItem
 from core.csv_cells import csv_writer
 from core.record_output import atomic_output

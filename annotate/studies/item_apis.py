@@ -17,7 +17,8 @@ from rest_framework.views import APIView
 
 from annotate import constants as C
 from annotate.kinds import kind_get, kind_list
-from annotate.kinds.base import ROLE_MAIN, AnswerFilter, AnswerRecord, StudyKind
+from annotate.kinds.base import ROLE_MAIN, StudyKind
+from annotate.kinds.columns import AnswerFilter, AnswerRecord
 from annotate.models import Annotation, ItemRole, Study, StudyItem
 from annotate.participation.flags import FLAGS
 from annotate.studies import kind_schema  # the kinds' parts of the schema

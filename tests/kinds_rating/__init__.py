@@ -17,10 +17,6 @@ from annotate.kinds.base import (
     ROLE_MAIN,
     ROLE_QUALIFICATION,
     ROLES,
-    AnswerColumn,
-    AnswerFilter,
-    AnswerRecord,
-    Column,
     FieldError,
     ItemRecordError,
     ItemSpec,
@@ -28,6 +24,7 @@ from annotate.kinds.base import (
     StudyKind,
     record_item_id,
 )
+from annotate.kinds.columns import AnswerColumn, AnswerFilter, AnswerRecord, Column
 
 KEY = "test_rating"
 RATINGS = (1, 2, 3, 4, 5)

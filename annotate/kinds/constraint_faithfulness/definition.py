@@ -32,13 +32,13 @@ from annotate.constants import FAITHFULNESS_MIN_SECONDS_DEFAULT, MAX_TEXT_LENGTH
 from annotate.kinds.base import (
     ROLE_ATTENTION,
     ROLE_QUALIFICATION,
-    Column,
     FieldError,
     ItemRecordError,
     ItemSpec,
     KnownAnswerItem,
     StudyKind,
 )
+from annotate.kinds.columns import Column
 
 KEY = "constraint_faithfulness"
 

@@ -16,10 +16,6 @@ from annotate.kinds.base import (
     ROLE_ATTENTION,
     ROLE_MAIN,
     ROLE_QUALIFICATION,
-    AnswerColumn,
-    AnswerFilter,
-    AnswerRecord,
-    Column,
     FieldError,
     ItemRecordError,
     ItemSpec,
@@ -27,6 +23,7 @@ from annotate.kinds.base import (
     StudyKind,
     record_item_id,
 )
+from annotate.kinds.columns import AnswerColumn, AnswerFilter, AnswerRecord, Column
 
 KEY = "critical_failure"
 

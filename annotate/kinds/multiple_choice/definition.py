@@ -21,15 +21,13 @@ from annotate.kinds.base import (
     ROLE_ATTENTION,
     ROLE_MAIN,
     ROLE_QUALIFICATION,
-    AnswerColumn,
-    AnswerFilter,
-    Column,
     FieldError,
     ItemRecordError,
     ItemSpec,
     KnownAnswerItem,
     StudyKind,
 )
+from annotate.kinds.columns import AnswerColumn, AnswerFilter, Column
 
 KEY = "multiple_choice"
 TASKS = ("step_inference", "goal_inference", "step_ordering")

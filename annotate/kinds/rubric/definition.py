@@ -16,9 +16,6 @@ from annotate.kinds.base import (
     ROLE_MAIN,
     ROLE_QUALIFICATION,
     ROLES,
-    AnswerColumn,
-    AnswerRecord,
-    Column,
     FieldError,
     ItemRecordError,
     ItemSpec,
@@ -26,6 +23,7 @@ from annotate.kinds.base import (
     StudyKind,
     record_item_id,
 )
+from annotate.kinds.columns import AnswerColumn, AnswerRecord, Column
 from annotate.kinds.rubric.schema import (
     FREE_TEXT,
     LIKERT,
