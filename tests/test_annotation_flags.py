@@ -185,7 +185,8 @@ def test_a_broken_flag_is_left_out_of_alpha_and_counted_apart_an_unsure_one_coun
 
 
 def test_counted_numbers_agree_on_the_study_page_and_per_annotator():
-    from annotate.studies.selectors import study_annotators, study_progress_get, study_round_summaries
+    from annotate.studies.round_selectors import study_round_summaries
+    from annotate.studies.selectors import study_annotators, study_progress_get
 
     study = _flagged_study()
     progress = study_progress_get(study)

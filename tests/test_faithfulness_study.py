@@ -29,7 +29,7 @@ from annotate.participation.services import participation_consent, participation
 from annotate.participation.submissions import annotation_submit
 from annotate.reports.selectors import calibration_from_studies
 from annotate.stats.kappa import count_table, fleiss_kappa, fleiss_kappa_interval
-from annotate.studies.selectors import study_round_summaries
+from annotate.studies.round_selectors import study_round_summaries
 from annotate.studies.services import study_create
 from annotate.studies.settings import StudySettings
 from annotate.testing import backdate

@@ -334,7 +334,7 @@ def test_the_critical_failure_kind_keeps_its_goal_acknowledgement_and_known_answ
 def test_the_critical_failure_dashboards_point_a_choice_study_to_its_own_results(researcher_client):
     from django.urls import reverse
 
-    from annotate.studies.selectors import study_round_summaries
+    from annotate.studies.round_selectors import study_round_summaries
 
     lines = [_line(n, label=0) for n in range(3)]
     study = _study(lines, items_per_page=3, annotators_per_item=2)

@@ -26,7 +26,8 @@ from annotate.reports.selectors import study_agreement_report, study_human_major
 from annotate.stats.agreement import agreement_report
 from annotate.stats.records import parse_annotation_lines, parse_annotation_record
 from annotate.studies.exports import annotation_export
-from annotate.studies.selectors import study_annotators, study_progress_get, study_round_summaries
+from annotate.studies.round_selectors import study_round_summaries
+from annotate.studies.selectors import study_annotators, study_progress_get
 from annotate.studies.services import study_create
 from annotate.studies.settings import StudySettings
 from annotate.testing import NO_FAILURE, ONE_FAILURE, annotator_start, read_everything

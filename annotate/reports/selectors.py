@@ -21,10 +21,11 @@ from annotate.stats.calibration import calibrated_score, calibration_summary, pp
 from annotate.stats.majority import HumanMajority, human_majority
 from annotate.stats.records import AnnotationRow, JudgmentRow, parse_annotation_record
 from annotate.studies.exports import annotation_export_rows, annotation_list
-from annotate.studies.selectors import study_annotators, study_rounds
+from annotate.studies.round_selectors import study_rounds
+from annotate.studies.selectors import study_annotators
 from judging.models import Judgment
 
-REPORT_BOOTSTRAP = DEFAULT_BOOTSTRAP  # the study page's round alphas use the same (annotate/studies/selectors.py)
+REPORT_BOOTSTRAP = DEFAULT_BOOTSTRAP  # the study page's round alphas use the same (annotate/studies/round_selectors.py)
 REPORT_SEED = 0
 
 

@@ -2,7 +2,7 @@
 uploaded items file or from judged generations), imports, detail with progress, settings and
 pilot rounds. Every write calls the service the study pages call (annotate/studies/services.py,
 annotate/studies/imports.py); every read a selector (annotate/studies/api_selectors.py,
-annotate/studies/selectors.py). docs/api.md shows them by task."""
+annotate/studies/selectors.py, round_selectors.py). docs/api.md shows them by task."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ from annotate.studies.create_serializers import (
     StudyImportSerializer,
 )
 from annotate.studies.imports import study_create_from_upload, study_imports_settle_stalled, upload_problem_lines
-from annotate.studies.selectors import study_get, study_round_summaries
+from annotate.studies.round_selectors import study_round_summaries
+from annotate.studies.selectors import study_get
 from annotate.studies.services import study_round_create, study_update
 from core.api_schema import ApiErrorSerializer
 from core.app_errors import InvalidInput

@@ -23,7 +23,7 @@ from annotate.kinds.base import ROLE_MAIN, ROLE_QUALIFICATION, ItemSpec
 from annotate.models import Annotation, Study, StudyItem
 from annotate.studies.imports import study_upload_discard, study_upload_store, upload_problem_lines
 from annotate.studies.item_sources import items_from_judgments, study_items_gather
-from annotate.studies.selectors import study_rounds
+from annotate.studies.round_selectors import study_rounds
 from annotate.studies.services import study_item_specs, study_items_insert, study_round_create
 from core.app_errors import Conflict, InvalidInput
 from core.record_files import RecordError

@@ -28,6 +28,7 @@ from annotate.studies.imports import (
     upload_problem_lines,
 )
 from annotate.studies.item_sources import judge_names
+from annotate.studies.round_selectors import study_round_summaries
 from annotate.studies.selectors import (
     participation_release_marks_returned,
     participation_release_refusal,
@@ -39,7 +40,6 @@ from annotate.studies.selectors import (
     study_items_page,
     study_list,
     study_progress_get,
-    study_round_summaries,
 )
 from annotate.studies.services import participation_release, study_round_create, study_update
 from core.confirm import confirm_page, confirmed

@@ -168,7 +168,7 @@ def test_a_hostile_page_number_on_the_study_page_is_not_an_error(researcher_clie
 
 
 def test_the_round_alpha_is_recomputed_when_annotations_arrive():
-    from annotate.studies.selectors import study_round_summaries
+    from annotate.studies.round_selectors import study_round_summaries
 
     study = _labelled("Fresh", n_items=3, per_item=2, n_annotators=1)
     before = study_round_summaries(study)[0]
@@ -181,7 +181,7 @@ def test_the_round_alpha_is_recomputed_when_annotations_arrive():
 
 
 def test_a_slow_round_alpha_is_shown_with_its_time_and_the_annotations_since(monkeypatch):
-    import annotate.studies.selectors as selectors
+    import annotate.studies.round_selectors as selectors
 
     monkeypatch.setattr(selectors, "ROUND_ALPHA_SLOW_SECONDS", 0.0)  # every computation counts as slow
     study = _labelled("Slow", n_items=3, per_item=2, n_annotators=1)
