@@ -1,26 +1,38 @@
 """Celery tasks of the annotate app: ids in, one service call, early return when there is nothing to do."""
 
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
 from celery import shared_task
+from django.utils import timezone
+
+from core.row_tasks import RowTask
+from mining.models import CorpusImportStatus as ImportStatus
 
 
-def _mark_failed(self, exc, task_id, args, kwargs, einfo) -> None:
-    from django.utils import timezone
+class StudyImportTask(RowTask):
+    """A study import's task: a failure marks the import failed and finished, unless it was
+    done. Its error names the exception's class only, as the import's own handling of an
+    unexpected error does (annotate/studies/imports.py: the server log has the details)."""
 
-    from annotate.models import StudyImport
-    from mining.models import CorpusImportStatus as ImportStatus
+    row_model = "annotate.StudyImport"
+    row_argument = "study_import_id"
+    settled: ClassVar[tuple[str, ...]] = (ImportStatus.DONE,)
+    failed_status: ClassVar[str] = ImportStatus.FAILED
 
-    study_import_id = args[0] if args else kwargs.get("study_import_id")
-    StudyImport.objects.filter(pk=study_import_id).exclude(status=ImportStatus.DONE).update(
-        status=ImportStatus.FAILED, error=f"The import stopped: {exc.__class__.__name__}.", finished_at=timezone.now()
-    )
+    def failed_fields(self, exc: BaseException) -> dict[str, Any]:
+        return {
+            "status": self.failed_status,
+            "error": f"The import stopped: {exc.__class__.__name__}.",
+            "finished_at": timezone.now(),
+        }
 
 
-# celery-types' shared_task lists no on_failure option; Celery sets it on the task class.
-@shared_task(bind=True, name="annotate.study_import_run", on_failure=_mark_failed)  # type: ignore[call-overload]
-def study_import_run_task(self, study_import_id: int) -> str:
+@shared_task(bind=True, base=StudyImportTask, name="annotate.study_import_run")
+def study_import_run_task(self: StudyImportTask, study_import_id: int) -> str:
     from annotate.models import StudyImport
     from annotate.studies.imports import study_import_run
-    from mining.models import CorpusImportStatus as ImportStatus
 
     job = StudyImport.objects.filter(pk=study_import_id).first()
     if job is None:

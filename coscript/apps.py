@@ -9,7 +9,7 @@ class CoscriptConfig(AppConfig):
         # The jobs of a CoScript run's phases are driven through the run.
         from coscript import run_services
         from coscript.models import CoScriptRun
-        from llm.runs import job_owner, job_owner_register
+        from llm.run_lifecycle import job_owner, job_owner_register
 
         job_owner_register(
             job_owner(

@@ -49,9 +49,10 @@ from coscript.run_services import (
 )
 from judging.models import PromptStyle, RunStatus
 from judging.steps import parse_steps
-from llm.client import LLMRequest
-from llm.models import FINISHED, LLMJob
+from llm.models import LLMJob
 from llm.prompts import Prompt
+from llm.request import LLMRequest
+from llm.run_models import FINISHED
 from llm.selectors import llm_job_results
 from llm.services import llm_job_execute, llm_job_failed_count
 from mining.embeddings import Embed, configured_model_name, embed_texts

@@ -25,11 +25,11 @@ from coscript.models import CoScriptRun, Phase
 from coscript.parsing import goal_examples_block
 from judging.constants import BASE_STOP
 from judging.models import LanguageModel, PromptStyle
-from llm.client import LLMRequest
-from llm.models import FINISHED, LLMJob
+from llm.models import LLMJob
 from llm.prompts import Prompt, prompt_read
+from llm.request import LLMRequest
 from llm.run_lifecycle import owned_run_cancel, owned_run_pause, owned_run_resume, owned_run_retry_failed
-from llm.run_models import ACTIVE, PAUSED_BY_USER, RunStateConflict
+from llm.run_models import ACTIVE, FINISHED, PAUSED_BY_USER, RunStateConflict
 from llm.sampling import sampling_params
 from llm.services import llm_job_create, llm_job_failed_count, llm_job_resume
 from mining.embeddings import configured_model_name

@@ -22,7 +22,7 @@ from judging.coverage import BASIS_ALL, estimate_over, ranking
 from judging.models import Judgment, RunStatus
 from judging.selectors import expected_items, verdict_counts
 from llm.costs import costs_sum, job_costs
-from llm.models import FINISHED
+from llm.run_models import FINISHED
 from llm.runs import llm_job_held, run_state
 from mining.models import Procedure, Split
 

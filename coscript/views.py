@@ -42,7 +42,8 @@ from coscript.selectors import (
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from llm.endpoints import EndpointNotConfigured, UnknownLLMRole
 from llm.prompts import PromptError
-from llm.runs import retried_phrase, run_action_refusal
+from llm.run_models import run_action_refusal
+from llm.runs import retried_phrase
 
 GOALS_PER_PAGE = 25
 REVIEWED_SHOWN = 200

@@ -9,7 +9,7 @@ class GoalstepConfig(AppConfig):
         # A goal-step evaluation's job is driven through the evaluation.
         from goalstep import services
         from goalstep.models import TaskEvaluation
-        from llm.runs import job_owner, job_owner_register, owned_run_cancel, owned_run_pause
+        from llm.run_lifecycle import job_owner, job_owner_register, owned_run_cancel, owned_run_pause
 
         job_owner_register(
             job_owner(

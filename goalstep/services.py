@@ -24,7 +24,7 @@ from judging.models import LanguageModel, PromptStyle
 from judging.prompts import Prompt, prompt_load
 from judging.run_requests import decoding_params
 from llm.request import LLMRequest
-from llm.runs import owned_run_execute, owned_run_job_attach, owned_run_resume, owned_run_retry_failed
+from llm.run_lifecycle import owned_run_execute, owned_run_job_attach, owned_run_resume, owned_run_retry_failed
 from llm.selectors import llm_job_results
 from llm.shards import llm_job_tasks
 from mining.embeddings import configured_model_name, embed_texts

@@ -21,7 +21,8 @@ from goalstep.items import report_lines
 from goalstep.models import TaskEvaluation, TaskSet
 from goalstep.selectors import leaderboard, task_set_list
 from goalstep.services import task_evaluation_create, task_evaluation_resume, task_evaluation_retry_failed
-from llm.runs import llm_job_held, retried_phrase, run_action_refusal
+from llm.run_models import run_action_refusal
+from llm.runs import llm_job_held, retried_phrase
 
 
 @researcher_required

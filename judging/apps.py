@@ -14,7 +14,7 @@ class JudgingConfig(AppConfig):
         # Jobs of generation, judge and components runs are driven through their run.
         from judging import score_services, services
         from judging.models import ComponentsRun, GenerationRun, JudgeRun
-        from llm.runs import job_owner, job_owner_register
+        from llm.run_lifecycle import job_owner, job_owner_register
 
         for prefix, model, noun in (
             ("generation-run:", GenerationRun, "generation run"),

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from judging.models import Generation, GenerationRun, Judgment, LanguageModel, PromptStyle
 from judging.tokens import procedure_tokens
-from llm.models import RunStatus
+from llm.run_models import RunStatus
 from mining.models import Procedure
 
 DEMO_GENERATIONS = settings.BASE_DIR / "demo" / "data" / "generations.jsonl"

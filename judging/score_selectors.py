@@ -13,7 +13,7 @@ from judging.components import StepComponents, components_from_dict, rule_based_
 from judging.models import ComponentExtraction, ComponentsRun, Generation, GenerationRun
 from judging.score_metric import ScoreResult, score_steps
 from judging.score_services import steps_hash
-from llm.models import FINISHED
+from llm.run_models import FINISHED
 
 RULE_EXTRACTOR = "rule"
 

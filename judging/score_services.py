@@ -17,7 +17,7 @@ from judging.models import ComponentExtraction, ComponentsRun, GenerationRun
 from judging.prompts import Prompt, numbered_steps, prompt_load
 from llm.endpoints import endpoint_require
 from llm.request import LLMRequest
-from llm.runs import owned_run_execute, owned_run_job_attach, owned_run_resume, owned_run_retry_failed
+from llm.run_lifecycle import owned_run_execute, owned_run_job_attach, owned_run_resume, owned_run_retry_failed
 from llm.sampling import sampling_params
 from llm.selectors import llm_job_results
 from llm.services import ledger_entry_reject

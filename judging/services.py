@@ -19,7 +19,7 @@ from judging.tokens import procedure_tokens
 from llm.endpoint_services import base_url_problem
 from llm.key_env import api_key_env_check
 from llm.request import LLMRequest
-from llm.runs import (
+from llm.run_lifecycle import (
     owned_run_cancel,
     owned_run_execute,
     owned_run_job_attach,

@@ -31,7 +31,8 @@ from judging.score_services import components_run_create
 from judging.selectors import generation_run_list, generation_run_rows, judge_names, judge_run_score, judged_splits
 from judging.services import generation_run_create, judge_run_create, run_control
 from llm.costs import job_cost, job_costs
-from llm.runs import llm_job_held, owned_run_state, retried_phrase, run_action_refusal
+from llm.run_models import run_action_refusal
+from llm.runs import llm_job_held, owned_run_state, retried_phrase
 from mining.models import Split
 
 

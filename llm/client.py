@@ -37,7 +37,6 @@ from llm import capabilities as caps
 from llm.async_http import AsyncTransport, transport_for_loop
 from llm.attempts import AttemptLoop
 from llm.call_watch import CallWatch
-from llm.call_watch import Interrupted as Interrupted  # kept importable here for now (see below)
 from llm.completions import completion_envelope
 from llm.constants import EXECUTOR_ONLINE
 from llm.endpoints import Endpoint
@@ -46,14 +45,7 @@ from llm.ledger import ledger_lookup, ledger_write
 from llm.limits import EndpointLimits, endpoint_limits_default, limits_get
 from llm.outbound import destination_check
 from llm.request import LLMRequest, LLMResult
-from llm.retries import _retry_after_seconds as _retry_after_seconds  # kept importable here for now
 from llm.retries import retry_sleep, retry_sleep_async
-
-# Kept importable from here for now, for modules being changed by others that import them from
-# here: mining/runner.py (Interrupted, whose home is llm/call_watch.py; LLMRequest, LLMResult and
-# ledger_lookup, which the client uses itself), coscript/run_services.py and
-# coscript/phase_services.py (LLMRequest), tests/test_run_trust.py (_retry_after_seconds, whose
-# home is llm/retries.py).
 
 
 @lru_cache(maxsize=1)

@@ -22,8 +22,9 @@ from core.stored_values import max_length_of
 from llm.capabilities import capabilities_forget
 from llm.endpoint_keys import StoredKeyUnreadable, api_key_encrypt, api_key_last4
 from llm.key_env import api_key_env_problem
-from llm.models import FINISHED, EndpointRecord, EndpointRoleAssignment, LLMJob
+from llm.models import EndpointRecord, EndpointRoleAssignment, LLMJob
 from llm.outbound import destination_problem
+from llm.run_models import FINISHED
 
 MAX_API_KEY_LENGTH = 1000
 MAX_LIMIT = 2**31 - 1

@@ -19,11 +19,12 @@ from django.db import close_old_connections
 from llm.async_executor import RequestLoop
 from llm.batch import BatchExecutor
 from llm.constants import EXECUTOR_BATCH, EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE
-from llm.job_lifecycle import ACTIVE, llm_client_for, llm_job_finish, llm_job_heartbeat, llm_job_refresh_counts
+from llm.job_lifecycle import llm_client_for, llm_job_finish, llm_job_heartbeat, llm_job_refresh_counts
 from llm.ledger import finished_keys
 from llm.models import LLMJob
 from llm.request import LLMResult
 from llm.retries import cut_off_seed
+from llm.run_models import ACTIVE
 from llm.run_watch import RunWatch, breaker_message
 from llm.vllm_offline import VLLMOfflineExecutor
 

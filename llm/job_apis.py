@@ -13,7 +13,8 @@ from core.permissions import IsAdminRole
 from llm.costs import job_costs
 from llm.models import LLMJob
 from llm.run_apis import RunCollection, RunFilter, RunStateFields
-from llm.runs import job_owner_for, llm_job_control, run_state
+from llm.run_lifecycle import job_owner_for, llm_job_control
+from llm.runs import run_state
 
 
 class LLMJobSerializer(RunStateFields, serializers.ModelSerializer):

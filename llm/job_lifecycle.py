@@ -23,8 +23,8 @@ from django.utils import timezone
 from llm.client import LLMClient
 from llm.constants import EXECUTOR_VLLM_OFFLINE, OUTCOME_OK
 from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_from_overrides, endpoint_from_record, endpoint_get
-from llm.models import FINISHED, BatchJob, LedgerEntry, LLMJob
-from llm.run_models import ACTIVE, PAUSED_BY_USER, RunStateConflict
+from llm.models import BatchJob, LedgerEntry, LLMJob
+from llm.run_models import ACTIVE, FINISHED, PAUSED_BY_USER, RunStateConflict
 from llm.selectors import ledger_own, ledger_replaced_own
 
 # What a task finds when another task holds the job: it comes back after a lease, when a

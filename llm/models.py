@@ -5,17 +5,13 @@ from django.db import models
 from llm.constants import EXECUTOR_ONLINE, OUTCOMES
 from llm.run_models import FINISHED, LiveRunState, Run, RunStatus
 
-# The run's statuses and abstract models are defined in llm/run_models.py; apps import them here too.
 __all__ = [
-    "FINISHED",
     "BatchJob",
     "EndpointRecord",
     "EndpointRoleAssignment",
     "LedgerEntry",
     "LedgerTotal",
-    "LiveRunState",
     "LLMJob",
-    "RunStatus",
 ]
 
 

@@ -20,7 +20,8 @@ from llm.models import LLMJob
 from llm.run_action_apis import RUN_ACTION_SCHEMAS, ConfirmSerializer
 from llm.run_launch_apis import LAUNCH_ERRORS, Launched, RunLaunchSerializer, launch_error_body, launch_schema
 from llm.run_lifecycle import run_control
-from llm.runs import STATUSES_SHOWN, RunStateConflict, llm_job_held, retried_phrase, run_action_refusal, run_state_json
+from llm.run_models import RunStateConflict, run_action_refusal
+from llm.runs import STATUSES_SHOWN, llm_job_held, retried_phrase, run_state_json
 
 
 class RunStateFields(serializers.Serializer):

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from llm.models import RunStatus
+from llm.run_models import RunStatus
 
 
 def run_finished_line(state: dict[str, Any], *, name: str = "") -> str:

@@ -27,8 +27,17 @@ from django.utils import timezone
 
 from core.app_errors import InvalidInput
 from llm.job_lifecycle import CLAIMED, llm_job_cancel, llm_job_failed_count, llm_job_pause, llm_job_recount
-from llm.models import FINISHED, LLMJob, RunStatus
-from llm.run_models import ACTIVE, PAUSED_BY_USER, LiveRunState, Run, RunStateConflict, run_action_refusal
+from llm.models import LLMJob
+from llm.run_models import (
+    ACTIVE,
+    FINISHED,
+    PAUSED_BY_USER,
+    LiveRunState,
+    Run,
+    RunStateConflict,
+    RunStatus,
+    run_action_refusal,
+)
 from llm.services import llm_job_create, llm_job_execute, llm_job_resume, llm_job_retry_failed
 from llm.shards import llm_job_shard
 

@@ -19,7 +19,7 @@ components, goal-step and CoScript runs).
   through it, is ``llm/run_lifecycle.py``; the state machine (which action applies in which
   state) is ``llm/run_models.py``.
 
-The statuses themselves are ``llm.models.RunStatus``; docs/llm.md ("Run states")
+The statuses themselves are ``llm.run_models.RunStatus``; docs/llm.md ("Run states")
 describes them for users."""
 
 from __future__ import annotations
@@ -36,25 +36,8 @@ from django.utils import timezone
 
 from llm.constants import EXECUTOR_BATCH, OUTCOME_OK, OUTCOMES
 from llm.ledger_totals import ledger_run_totals
-from llm.models import FINISHED, LLMJob, RunStatus
-
-# (The apps import the run lifecycle, llm/run_lifecycle.py, and the state machine,
-# llm/run_models.py, from here too.)
-from llm.run_lifecycle import _OWNERS as _OWNERS
-from llm.run_lifecycle import job_owner as job_owner
-from llm.run_lifecycle import job_owner_for as job_owner_for
-from llm.run_lifecycle import job_owner_register as job_owner_register
-from llm.run_lifecycle import llm_job_control as llm_job_control
-from llm.run_lifecycle import owned_run_cancel as owned_run_cancel
-from llm.run_lifecycle import owned_run_execute as owned_run_execute
-from llm.run_lifecycle import owned_run_job_attach as owned_run_job_attach
-from llm.run_lifecycle import owned_run_pause as owned_run_pause
-from llm.run_lifecycle import owned_run_resume as owned_run_resume
-from llm.run_lifecycle import owned_run_retry_failed as owned_run_retry_failed
-from llm.run_lifecycle import run_control as run_control
-from llm.run_models import ACTIVE
-from llm.run_models import RunStateConflict as RunStateConflict
-from llm.run_models import run_action_refusal as run_action_refusal
+from llm.models import LLMJob
+from llm.run_models import ACTIVE, FINISHED, RunStatus
 from llm.run_watch import ERROR_CHARS
 from llm.selectors import ledger_run_outcomes
 from llm.shards import llm_job_workers

@@ -17,7 +17,6 @@ from core.app_errors import InvalidInput
 from llm.constants import EXECUTOR_ONLINE, EXECUTORS, OUTCOME_OK, OUTCOME_PARSE_FAILED
 from llm.executors import executor_for
 from llm.job_lifecycle import (
-    ACTIVE,
     CLAIMED,
     job_endpoint,
     llm_job_cancel,
@@ -32,6 +31,7 @@ from llm.job_lifecycle import (
 from llm.ledger_totals import difference, entry_totals, ledger_totals_add, stored_fields
 from llm.models import LedgerEntry, LLMJob
 from llm.request import LLMRequest
+from llm.run_models import ACTIVE
 from llm.shards import llm_job_execute_shards
 
 __all__ = [

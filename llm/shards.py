@@ -31,7 +31,8 @@ from django.utils import timezone
 
 from llm.constants import EXECUTOR_ONLINE
 from llm.job_lifecycle import CLAIMED, claim_free, llm_job_finish, llm_job_refresh_counts
-from llm.models import FINISHED, LedgerEntry, LLMJob, RunStatus
+from llm.models import LedgerEntry, LLMJob
+from llm.run_models import FINISHED, RunStatus
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
 

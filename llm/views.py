@@ -19,7 +19,9 @@ from core.permissions import admin_required
 from llm.costs import job_costs
 from llm.endpoints import normalized_url
 from llm.models import EndpointRecord, LedgerEntry, LLMJob
-from llm.runs import job_owner_for, llm_job_control, llm_job_held, retried_phrase, run_action_refusal, run_state
+from llm.run_lifecycle import job_owner_for, llm_job_control
+from llm.run_models import run_action_refusal
+from llm.runs import llm_job_held, retried_phrase, run_state
 from llm.selectors import endpoint_stats, job_list, ledger_filter_choices, ledger_list
 
 

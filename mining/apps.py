@@ -9,7 +9,7 @@ class MiningConfig(AppConfig):
     def ready(self) -> None:
         post_migrate.connect(_ensure_topics, sender=self, dispatch_uid="mining.topics_ensure")
         # The Batch API jobs of a mining run are driven through the run.
-        from llm.runs import job_owner, job_owner_register
+        from llm.run_lifecycle import job_owner, job_owner_register
         from mining import run_services
         from mining.models import MiningRun
 

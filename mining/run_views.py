@@ -19,7 +19,7 @@ from core.errors import refusal_message
 from core.permissions import admin_required, researcher_required
 from core.roles import is_admin
 from core.run_configs import RunConfigError
-from llm.runs import run_action_refusal
+from llm.run_models import run_action_refusal
 from mining.charts import mining_funnel_chart
 from mining.forms import DEFAULT_RUN_CONFIG, MiningRunForm
 from mining.models import CandidateStatus, MiningRun

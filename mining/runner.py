@@ -52,12 +52,16 @@ from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from llm.client import Interrupted, LLMClient, LLMRequest, LLMResult, ledger_lookup
+from llm.call_watch import Interrupted
+from llm.client import LLMClient
 from llm.constants import EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE, OUTCOME_OK
 from llm.endpoints import Endpoint, endpoint_from_overrides
+from llm.ledger import ledger_lookup
 from llm.limits import EndpointLimits, endpoint_limits_default
-from llm.models import FINISHED, LedgerEntry, LedgerTotal
+from llm.models import LedgerEntry, LedgerTotal
 from llm.prompts import Prompt, prompt_read, prompts_dir_setting
+from llm.request import LLMRequest, LLMResult
+from llm.run_models import FINISHED
 from llm.run_watch import RunWatch, breaker_message
 from llm.sampling import sampling_params
 from llm.worker_pool import WorkerPool
@@ -265,7 +269,7 @@ class Budget:
 @dataclass
 class LedgerView:
     """What one lookup for a chunk of documents found in the ledger: the ``ok`` entry of
-    each key that has one (the same rule as ``llm.client.ledger_lookup``: a failure is never
+    each key that has one (the same rule as ``llm.ledger.ledger_lookup``: a failure is never
     an answer), and the keys that had none when it was asked."""
 
     found: dict[str, LedgerEntry] = field(default_factory=dict)
@@ -835,7 +839,7 @@ def chunk_load(walker: Walker, token: str, ids: list[int]) -> list[WorkItem]:
 
 def _pause(run: MiningRun, reason: str) -> str:
     MiningRun.objects.filter(pk=run.pk, status=MiningRunStatus.RUNNING).update(
-        status=MiningRunStatus.PAUSED, pause_reason=reason[:300]
+        status=MiningRunStatus.PAUSED, pause_reason=reason
     )
     return f"paused: {reason}"
 

@@ -11,6 +11,8 @@ import pytest
 from billiard.einfo import ExceptionInfo
 from django.apps import apps
 
+from annotate.models import StudyImport
+from annotate.tasks import study_import_run_task
 from core.row_tasks import RowTask
 from coscript.tasks import coscript_run_execute_task
 from goalstep.tasks import task_evaluation_execute_task
@@ -49,9 +51,11 @@ def test_every_runs_task_marks_its_run_failed_through_the_one_base(task):
     assert list(inspect.signature(task.run).parameters) == [task.row_argument]
 
 
-def test_corpus_imports_use_the_same_base():
-    assert isinstance(corpus_import_run_task, RowTask) and not isinstance(corpus_import_run_task, RunTask)
-    assert apps.get_model(corpus_import_run_task.row_model) is CorpusImport
+def test_corpus_and_study_imports_use_the_same_base():
+    for task, model in ((corpus_import_run_task, CorpusImport), (study_import_run_task, StudyImport)):
+        assert isinstance(task, RowTask) and not isinstance(task, RunTask)
+        assert apps.get_model(task.row_model) is model
+        assert list(inspect.signature(task.run).parameters) == [task.row_argument]
 
 
 @pytest.mark.sqlite
@@ -108,3 +112,27 @@ def test_a_failed_corpus_import_is_marked_failed_and_finished_unless_it_was_done
     queued.refresh_from_db()
     assert (queued.status, queued.error) == ("failed", "OSError: disk full") and queued.finished_at is not None
     assert CorpusImport.objects.get(pk=done.pk).status == "done"
+
+
+@pytest.mark.sqlite
+@pytest.mark.django_db
+def test_a_failed_study_import_is_marked_failed_and_finished_naming_only_the_errors_class():
+    def study_import(status: str) -> StudyImport:
+        return StudyImport.objects.create(
+            study_name="s", kind="critical_failure", file_name="f", original_name="items.jsonl", status=status
+        )
+
+    queued, done = study_import("queued"), study_import("done")
+    for row in (queued, done):
+        study_import_run_task.on_failure(
+            OSError("no space left for items.jsonl"),
+            "task-id",
+            (row.pk,),
+            {},
+            _einfo(OSError("no space left for items.jsonl")),
+        )
+    queued.refresh_from_db()
+    assert (queued.status, queued.error) == ("failed", "The import stopped: OSError.")
+    assert queued.finished_at is not None
+    done.refresh_from_db()
+    assert (done.status, done.error, done.finished_at) == ("done", "", None)

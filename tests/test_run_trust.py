@@ -14,10 +14,12 @@ from django.urls import reverse
 
 from judging.models import JudgeRun
 from judging.services import judge_run_create, judge_run_execute, run_control
-from llm.client import LLMClient, LLMRequest, _retry_after_seconds
+from llm.client import LLMClient
 from llm.endpoints import Endpoint
 from llm.limits import limits_get
 from llm.models import LedgerEntry, LLMJob
+from llm.request import LLMRequest
+from llm.retries import _retry_after_seconds
 from llm.run_watch import CircuitBreaker
 from llm.services import llm_job_create, llm_job_execute
 from tests.scripted_llm import Raw, Reply, ScriptedLLM, Status

@@ -273,7 +273,7 @@ def test_pausing_and_cancelling_a_mining_runs_batch_job_from_the_llm_page_go_thr
 
 
 def test_every_kind_of_run_registers_how_its_jobs_are_paused_and_cancelled():
-    from llm.runs import _OWNERS
+    from llm.run_lifecycle import _OWNERS
 
     prefixes = {owner.prefix for owner in _OWNERS}
     assert prefixes >= {

@@ -191,7 +191,7 @@ SPECTACULAR_SETTINGS = {
     # annotation's source; a study import's status is not a run's).
     "ENUM_NAME_OVERRIDES": {
         "FormFlagEnum": "annotate.studies.create_serializers.FORM_FLAG_CHOICES",
-        "RunStatusEnum": "llm.models.RunStatus.choices",
+        "RunStatusEnum": "llm.run_models.RunStatus.choices",
         # What a run shows: the stored statuses and "stalled" (llm/runs.py, run_liveness).
         "RunStatusShownEnum": "llm.runs.STATUSES_SHOWN",
         "ItemRoleEnum": "annotate.models.ItemRole.choices",
