@@ -23,7 +23,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from annotate import constants as C
 from annotate.errors import AnnotateError
 from annotate.kinds import codebook_get, kind_get
-from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, StudyKind
 from annotate.models import Study, StudyItem
 from annotate.participation import attention_plan
 from annotate.participation.item_views import flag_context, item_context
@@ -249,68 +249,95 @@ def preview_item(request: HttpRequest, slug: str, number: int) -> HttpResponse:
         "items": {str(n): {"opened": {}, "goal": None} for n, _ in entries},
     }
     next_url = _page_url(study, entries[-1][0] + 1)
-    position = _position(study, number, len(entries))
-    in_qualification = number <= n_qual
+    shown = {
+        "in_qualification": number <= n_qual,
+        "position": _position(study, number, len(entries)),
+        "preview": _preview(study, skip_url=next_url),
+    }
     if kind.page_template is not None:
-        items, states = [], []
-        for k, (n, item) in enumerate(entries, start=1):
-            a = preview_assignment(item=item, served_at=now)
-            items.append(
-                {
-                    "assignment": a,
-                    "item": item,
-                    "number": k,
-                    **(kind.item_context(item) if kind.item_context is not None else {}),
-                }
-            )
-            states.append(
-                {
-                    "assignment": f"preview-{study.slug}-{n}",
-                    "saveUrl": reverse("annotate:preview_save", args=[slug, n]),
-                    "submitUrl": reverse("annotate:preview_submit", args=[slug, n]),
-                    "draft": {},
-                    "draftSeq": 0,
-                    "elapsedSeconds": 0.0,
-                }
-            )
-        response = render(
-            request,
-            kind.page_template,
-            {
-                "study": study,
-                "items": items,
-                "in_qualification": in_qualification,
-                "guidance": kind.page_guidance,
-                "position": position,
-                "preview": _preview(study, skip_url=next_url),
-                "page_state": {
-                    "items": states,
-                    "minSeconds": study.min_seconds,
-                    "autosaveSeconds": C.AUTOSAVE_SECONDS,
-                    "interfaceVersion": kind.interface_version,
-                    "nextUrl": next_url,
-                },
-                **flag_context(),
-            },
+        response = _items_page(
+            request, study, kind, kind.page_template, entries, now=now, shown=shown, next_url=next_url
         )
     else:
-        n, item = entries[0]
+        response = _one_item_page(request, study, entries[0], now=now, shown=shown)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _items_page(
+    request: HttpRequest,
+    study: Study,
+    kind: StudyKind,
+    template: str,
+    entries: list[tuple[int, StudyItem]],
+    *,
+    now: datetime,
+    shown: dict[str, Any],
+    next_url: str,
+) -> HttpResponse:
+    """A preview page of a kind's own (``template``, its ``page_template``): its items, each
+    with its preview assignment, the kind's item context and its page state."""
+    items, states = [], []
+    for k, (n, item) in enumerate(entries, start=1):
         a = preview_assignment(item=item, served_at=now)
-        context = item_context(study, None, a)
-        context["page_state"].update(
+        items.append(
+            {
+                "assignment": a,
+                "item": item,
+                "number": k,
+                **(kind.item_context(item) if kind.item_context is not None else {}),
+            }
+        )
+        states.append(
             {
                 "assignment": f"preview-{study.slug}-{n}",
-                "saveUrl": reverse("annotate:preview_save", args=[slug, n]),
-                "submitUrl": reverse("annotate:preview_submit", args=[slug, n]),
+                "saveUrl": reverse("annotate:preview_save", args=[study.slug, n]),
+                "submitUrl": reverse("annotate:preview_submit", args=[study.slug, n]),
+                "draft": {},
+                "draftSeq": 0,
                 "elapsedSeconds": 0.0,
             }
         )
-        context.update(
-            {"in_qualification": in_qualification, "position": position, "preview": _preview(study, skip_url=next_url)}
-        )
-        response = render(request, "annotate/item.html", context)
-    response["Cache-Control"] = "no-store"
-    return response
+    return render(
+        request,
+        template,
+        {
+            "study": study,
+            "items": items,
+            "in_qualification": shown["in_qualification"],
+            "guidance": kind.page_guidance,
+            "position": shown["position"],
+            "preview": shown["preview"],
+            "page_state": {
+                "items": states,
+                "minSeconds": study.min_seconds,
+                "autosaveSeconds": C.AUTOSAVE_SECONDS,
+                "interfaceVersion": kind.interface_version,
+                "nextUrl": next_url,
+            },
+            **flag_context(),
+        },
+    )
+
+
+def _one_item_page(
+    request: HttpRequest, study: Study, entry: tuple[int, StudyItem], *, now: datetime, shown: dict[str, Any]
+) -> HttpResponse:
+    """A preview page of the shared one-item page (annotate/item.html), its page state
+    pointing at the preview's save and submit."""
+    n, item = entry
+    a = preview_assignment(item=item, served_at=now)
+    context = item_context(study, None, a)
+    context["page_state"].update(
+        {
+            "assignment": f"preview-{study.slug}-{n}",
+            "saveUrl": reverse("annotate:preview_save", args=[study.slug, n]),
+            "submitUrl": reverse("annotate:preview_submit", args=[study.slug, n]),
+            "elapsedSeconds": 0.0,
+        }
+    )
+    context.update(shown)
+    return render(request, "annotate/item.html", context)
 
 
 def _preview_item_state(

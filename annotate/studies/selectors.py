@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.paginator import Paginator
@@ -121,6 +121,19 @@ def study_progress_get(study: Study) -> dict[str, Any]:
     pass rates as shares with their n and 95% Wilson interval (``share_estimate``), as the
     API gives them."""
     now = timezone.now()
+    main = Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False)
+    return {
+        "k": study.annotators_per_item,
+        **_items_progress(study, now),
+        **_annotations_progress(main),
+        **_participants_progress(study, now),
+        **_times_and_pay(study, main),
+        **_pass_rates(study),
+    }
+
+
+def _items_progress(study: Study, now: datetime) -> dict[str, int]:
+    """The main pool's items complete, in progress, left incomplete and open (their total)."""
     k = study.annotators_per_item
     # Per item: filled slots and live reservations, grouped over the study's assignments,
     # then counted by state in the same query (items without any assignment are open).
@@ -146,7 +159,17 @@ def study_progress_get(study: Study) -> dict[str, Any]:
     else:
         in_progress, incomplete = counts["held"], counts["started"]
     total = StudyItem.objects.filter(study=study, role=ROLE_MAIN).count()
-    main = Annotation.objects.filter(study=study, source=ROLE_MAIN, is_test=False)
+    return {
+        "items_total": total,
+        "items_complete": complete,
+        "items_in_progress": in_progress,
+        "items_incomplete": incomplete,
+        "items_open": total - complete - in_progress - incomplete,
+    }
+
+
+def _annotations_progress(main: QuerySet[Annotation]) -> dict[str, int]:
+    """The main pool's annotations, and the excluded, surplus, broken and unsure ones among them."""
     annotations = main.aggregate(
         n=Count("pk"),
         excluded=Count("pk", filter=Q(excluded=True)),
@@ -154,20 +177,19 @@ def study_progress_get(study: Study) -> dict[str, Any]:
         broken=Count("pk", filter=Q(flag=FLAG_BROKEN)),
         unsure=Count("pk", filter=Q(flag=FLAG_UNSURE)),
     )
-    times = list(annotations_counted(main).values_list("active_seconds", "wall_seconds"))
-    median_active = _median([active for active, _ in times])
-    hourly = None
-    if study.payment_per_item is not None and median_active is not None and median_active >= MIN_SECONDS_FOR_PAY:
-        hourly = float(study.payment_per_item) * 3600.0 / median_active
-    attention = Annotation.objects.filter(
-        study=study, source=ROLE_ATTENTION, correct__isnull=False, is_test=False
-    ).aggregate(n=Count("pk"), passed=Count("pk", filter=Q(correct=True)))
-    # A test participant's annotator takes part in nothing else: its qualification is left out.
-    qualification = (
-        Qualification.objects.filter(study=study)
-        .exclude(annotator__participations__is_test=True)
-        .aggregate(n=Count("pk"), passed=Count("pk", filter=Q(passed=True)))
-    )
+    return {
+        "annotations_main": annotations["n"],
+        "annotations_excluded": annotations["excluded"],
+        "annotations_surplus": annotations["surplus"],
+        # flagged by their annotators: broken ones are left out of every count that counts,
+        # unsure ones are kept (annotate/participation/flags.py)
+        "annotations_broken": annotations["broken"],
+        "annotations_unsure": annotations["unsure"],
+    }
+
+
+def _participants_progress(study: Study, now: datetime) -> dict[str, Any]:
+    """Live reservations, test participants, live annotators, and the participants by state."""
     live_since = now - timedelta(seconds=C.LIVE_WINDOW_SECONDS)
     recently_active = Assignment.objects.filter(participation=OuterRef("pk"), last_activity_at__gte=live_since)
     participations = Participation.objects.filter(study=study, is_test=False)
@@ -178,19 +200,6 @@ def study_progress_get(study: Study) -> dict[str, Any]:
     )
     states = dict(participations.order_by().values_list("state").annotate(n=Count("pk")))
     return {
-        "k": k,
-        "items_total": total,
-        "items_complete": complete,
-        "items_in_progress": in_progress,
-        "items_incomplete": incomplete,
-        "items_open": total - complete - in_progress - incomplete,
-        "annotations_main": annotations["n"],
-        "annotations_excluded": annotations["excluded"],
-        "annotations_surplus": annotations["surplus"],
-        # flagged by their annotators: broken ones are left out of every count that counts,
-        # unsure ones are kept (annotate/participation/flags.py)
-        "annotations_broken": annotations["broken"],
-        "annotations_unsure": annotations["unsure"],
         "live_reservations": Assignment.objects.filter(
             study=study, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now, is_test=False
         ).count(),
@@ -198,12 +207,39 @@ def study_progress_get(study: Study) -> dict[str, Any]:
         "live_annotators": live_annotators,
         "participants": sum(states.values()),
         "states": states,
+    }
+
+
+def _times_and_pay(study: Study, main: QuerySet[Annotation]) -> dict[str, Any]:
+    """The median active and wall times of the counted main-pool annotations, and the hourly
+    pay they imply (None below ``MIN_SECONDS_FOR_PAY``)."""
+    times = list(annotations_counted(main).values_list("active_seconds", "wall_seconds"))
+    median_active = _median([active for active, _ in times])
+    hourly = None
+    if study.payment_per_item is not None and median_active is not None and median_active >= MIN_SECONDS_FOR_PAY:
+        hourly = float(study.payment_per_item) * 3600.0 / median_active
+    return {
         "median_active_seconds": median_active,
         # main-pool annotations that count (not excluded, not surplus): the medians are over them
         "n_counted_annotations": len(times),
         "median_wall_seconds": _median([wall for _, wall in times]),
         "hourly_pay": hourly,
         "paper_hourly_rate": C.PAPER_HOURLY_RATE_USD,
+    }
+
+
+def _pass_rates(study: Study) -> dict[str, Any]:
+    """The attention checks' and the qualification's pass rates, with their n and interval."""
+    attention = Annotation.objects.filter(
+        study=study, source=ROLE_ATTENTION, correct__isnull=False, is_test=False
+    ).aggregate(n=Count("pk"), passed=Count("pk", filter=Q(correct=True)))
+    # A test participant's annotator takes part in nothing else: its qualification is left out.
+    qualification = (
+        Qualification.objects.filter(study=study)
+        .exclude(annotator__participations__is_test=True)
+        .aggregate(n=Count("pk"), passed=Count("pk", filter=Q(passed=True)))
+    )
+    return {
         "attention_total": attention["n"],
         "attention_pass_rate": attention["passed"] / attention["n"] if attention["n"] else None,
         "attention_checks": share_estimate(attention["passed"], attention["n"]),
