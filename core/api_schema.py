@@ -26,8 +26,8 @@ A request serializer with ``unknown_keys_refused = True`` (it refuses a key it d
 name) has ``additionalProperties: false``: the schema says what the serializer does.
 
 A view with ``empty_query_value_is_default = True`` (a page's form sends its empty fields, which
-mean the default) says that each optional query parameter may be empty. A list body's
-``min_length`` is its ``minItems``. A decimal sent as text has a pattern that needs a digit and respects the field's digits and sign.
+mean the default) says that each optional query parameter may be empty. A list's
+``min_length`` (a list body, a nested list, one form of a polymorphic body) is its ``minItems``. A decimal sent as text has a pattern that needs a digit and respects the field's digits and sign.
 
 A related object a response names by a slug or string (``created_by``, ``first_round``) is
 ``nullable`` when its model field is: drf-spectacular reads ``allow_null`` only, which a
@@ -142,6 +142,13 @@ class ApiAutoSchema(AutoSchema):
         if isinstance(serializer, serializers.ListSerializer) and min_length and isinstance(schema, dict):
             schema["minItems"] = min_length
         return schema, required
+
+    def _unwrap_list_serializer(self, serializer, direction):
+        schema = super()._unwrap_list_serializer(serializer, direction)
+        min_length = getattr(serializer, "min_length", None)
+        if isinstance(serializer, serializers.ListSerializer) and min_length and isinstance(schema, dict):
+            schema = {**schema, "minItems": min_length}
+        return schema
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
         schema = super()._map_serializer_field(field, direction, bypass_extensions)

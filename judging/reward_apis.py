@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -60,7 +60,7 @@ class RewardBatchSerializer(serializers.Serializer):
     """A batch: ``{"items": [...]}``, or the bare list (the view wraps it). Its size is
     checked before any item is read; a bad item's errors are keyed by its position."""
 
-    items = RewardItemSerializer(many=True)
+    items = RewardItemSerializer(many=True, min_length=1)  # type: ignore[call-arg]  # an empty batch is refused
 
     def to_internal_value(self, data):
         items = data.get("items") if isinstance(data, dict) else None
@@ -150,6 +150,40 @@ class RewardSerializer(serializers.Serializer):
     )
 
 
+class RewardOneSerializer(RewardSerializer):
+    """A reward of the one-item and ``{"items": [...]}`` forms (``_old_form``): ``status`` and
+    ``reason`` only on a failed item."""
+
+    status = serializers.ChoiceField(choices=[STATUS_FAILED], required=False, help_text="Only on a failed item")
+
+
+class RewardFailureSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The item's position in the batch, from 0")
+    reason = serializers.CharField(help_text="Why there is no verdict")
+
+
+class RewardItemsSerializer(serializers.Serializer):
+    """The answer to ``{"items": [...]}``: the rewards in order, and the items without a verdict."""
+
+    items = RewardOneSerializer(many=True)
+    failed = RewardFailureSerializer(many=True)
+
+
+# The three forms a request may take, each answered in its own (RewardView).
+REWARD_REQUEST = PolymorphicProxySerializer(
+    component_name="RewardRequest",
+    serializers=[RewardItemSerializer(many=True, min_length=1), RewardItemSerializer, RewardBatchSerializer],  # type: ignore[call-arg]
+    resource_type_field_name=None,
+    many=False,
+)
+REWARD_ANSWER = PolymorphicProxySerializer(
+    component_name="RewardAnswer",
+    serializers=[RewardSerializer(many=True), RewardOneSerializer, RewardItemsSerializer],
+    resource_type_field_name=None,
+    many=False,
+)
+
+
 def _old_form(result: dict) -> dict:
     """An item of the one-item and ``{"items": [...]}`` forms: as before, plus status and
     reason on a failed item (so a failure is never mistaken for a verdict)."""
@@ -169,9 +203,13 @@ class RewardView(APIView):
     parser_classes = [StrictJSONParser]
 
     @extend_schema(
-        request=RewardItemSerializer(many=True, min_length=1),  # type: ignore[call-arg]  # an empty batch is refused
+        request=REWARD_REQUEST,
         parameters=[RewardQuerySerializer],
-        responses=RewardSerializer(many=True),
+        responses=REWARD_ANSWER,
+        description=(
+            "A list of items is answered with the list of rewards; one item with its reward, and "
+            '{"items": [...]} with {"items": [...], "failed": [...]} (status and reason only on a failed item).'
+        ),
     )
     def post(self, request):
         # A plain dict: a parameter sent empty is refused, not read as its default.

@@ -45,9 +45,12 @@ from typing import Any
 
 import pytest
 
-# Pages under /api/ that are not operations of the schema: the schema itself and its docs (a
-# view that leaves itself out, ``schema = None`` as the API root, is not one either).
-NOT_OPERATIONS = ("/api/schema/", "/api/docs/", "/api/redoc/")
+# Paths under /api/ that are not operations of the schema: the schema itself and its docs pages;
+# Prolific's webhook receiver (a plain Django view that Prolific's servers call, signed instead of
+# authenticated, prolific/webhook_views.py; docs/prolific.md says what it answers), which is no
+# endpoint of the API for its clients. (A view that leaves itself out, ``schema = None`` as the
+# API root's list of links, is not one either.)
+NOT_OPERATIONS = ("/api/schema/", "/api/docs/", "/api/redoc/", "/api/prolific/webhook/")
 # Statuses a path the schema does not have, or a method its path does not have, may be answered.
 UNKNOWN_PATH_STATUSES = frozenset({404})
 UNKNOWN_METHOD_STATUSES = frozenset({401, 403, 405})
