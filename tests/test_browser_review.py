@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from annotate.models import Annotation, GoldLabel
+from annotate.models import Annotation
+from annotate.review.models import GoldLabel
 from tests.browser import log_in
 from tests.test_review_adjudication import REASON, label_items
 

@@ -408,7 +408,7 @@ def test_the_schema_documents_the_data_manager(researcher_client):
 
 
 def test_send_to_review_rejects_through_the_review_service_and_accept_puts_it_back(world, researcher_client):
-    from annotate.models import AnnotationReview
+    from annotate.review.models import AnnotationReview
 
     chosen = sorted(_ids(world, agreement="judge_disagrees"))
     short = _act(

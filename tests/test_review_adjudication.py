@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from annotate.models import Annotation, AnnotationReview, GoldLabel
+from annotate.models import Annotation
 from annotate.participation.reservations import assignment_next
 from annotate.participation.submissions import annotation_submit
+from annotate.review.models import AnnotationReview, GoldLabel
 from annotate.review.selectors import gold_agreement, human_labels, review_counts
 from annotate.review.services import REVIEW_EXCLUSION_REASON, annotation_review, gold_label_set
 from annotate.studies.selectors import annotations_counted

@@ -14,9 +14,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.models import Annotation, AnnotationReview, GoldLabel, StudyItem
+from annotate.models import Annotation, StudyItem
 from annotate.reports.selectors import study_judgment_rows
 from annotate.review import rules
+from annotate.review.models import AnnotationReview, GoldLabel
 from annotate.review.selectors import (
     REVIEW_STATUSES,
     gold_agreement,

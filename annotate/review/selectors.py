@@ -12,8 +12,9 @@ from django.db.models import Count, Q, QuerySet
 
 from annotate.kinds import kind_get
 from annotate.kinds.base import REPORT_AGREEMENT, ROLE_MAIN, ROLE_QUALIFICATION, StudyKind
-from annotate.models import Annotation, AnnotationReview, GoldLabel, Study, StudyItem
+from annotate.models import Annotation, Study, StudyItem
 from annotate.review import rules
+from annotate.review.models import AnnotationReview, GoldLabel
 from annotate.stats.gold import leave_one_out_majority, reference_agreement
 from annotate.stats.majority import majority_of_items
 from annotate.studies.exports import annotation_list

@@ -27,8 +27,9 @@ from django.utils import timezone
 from annotate import constants as C
 from annotate.kinds import kind_get
 from annotate.kinds.base import ROLE_MAIN, ROLE_QUALIFICATION, FieldError, ItemSpec, StudyKind
-from annotate.models import Annotation, AnnotationReview, GoldLabel, Study, StudyItem
+from annotate.models import Annotation, Study, StudyItem
 from annotate.review import rules
+from annotate.review.models import AnnotationReview, GoldLabel
 from annotate.studies.data_services import ItemsAdded, study_items_add
 from annotate.studies.selectors import annotations_counted
 from core.app_errors import Conflict, InvalidInput, NotFound

@@ -17,7 +17,8 @@ from django.db.models import QuerySet
 from annotate.kinds import kind_get
 from annotate.kinds.base import StudyKind
 from annotate.kinds.columns import AnswerRecord
-from annotate.models import Annotation, GoldLabel, Study, StudyItem
+from annotate.models import Annotation, Study, StudyItem
+from annotate.review.models import GoldLabel
 from core.csv_cells import csv_writer
 from core.record_output import atomic_output
 
