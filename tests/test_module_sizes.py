@@ -22,7 +22,6 @@ STILL_OVER: dict[str, int] = {
     "annotate/kinds/constraint_faithfulness/definition.py": 514,
     "annotate/stats/alpha.py": 533,
     "annotate/kinds/constraint_faithfulness/definition.py::validate_submission": 99,
-    "annotate/management/commands/create_study.py::Command.add_arguments": 83,
     "annotate/participation/submissions.py::annotation_submit": 120,
     "annotate/reports/views.py::agreement": 81,
     "annotate/review/services.py::annotation_review": 96,
