@@ -203,13 +203,84 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
     nothing of it was collected."""
     phase_jobs = (run.goals_job, run.screen_job, run.scripts_job)
     costs = job_costs(phase_jobs)
-    jobs = [
-        _job_row(Phase.GOALS.label, Phase.GOALS, run.goals_job, run, costs),
-        _job_row(Phase.SCREEN.label, Phase.SCREEN, run.screen_job, run, costs),
-        _job_row(Phase.SCRIPTS.label, Phase.SCRIPTS, run.scripts_job, run, costs),
-    ]
     report = run.report or {}
-    filter_report = coscript_filter_report(run) or {}
+    collected = coscript_run_collected(run)
+    return {
+        "run": run,
+        "state": coscript_run_state(run),
+        "active": run.status in ACTIVE,
+        "parameters": _run_parameters(run, collected),
+        "prompts": [
+            {"stage": stage, "path": spec.get("path", ""), "sha256": spec.get("sha256", "")}
+            for stage, spec in sorted(run.prompts.items())
+        ],
+        "jobs": [
+            _job_row(Phase.GOALS.label, Phase.GOALS, run.goals_job, run, costs),
+            _job_row(Phase.SCREEN.label, Phase.SCREEN, run.screen_job, run, costs),
+            _job_row(Phase.SCRIPTS.label, Phase.SCRIPTS, run.scripts_job, run, costs),
+        ],
+        # What the run spent, its phases together (None: no phase started; its cost_usd None:
+        # unknown, some request without a price).
+        "cost": costs_sum(costs.values()),
+        "goals_report": _goals_report(report.get("goals") or {}, collected),
+        "screen_report": _screen_report(run, report),
+        "scripts_report": _scripts_report(run, report.get("scripts") or {}, collected),
+        "filter": _filter_section(coscript_filter_report(run) or {}),
+        "accepted_errors": report.get("accepted_errors", []),
+        "n_in_benchmark": run.goals.filter(benchmark_procedure__isnull=False).count(),
+    }
+
+
+def _run_parameters(run: CoScriptRun, collected: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The run's parameters as the page lists them, with the abstract goals it holds."""
+    if not run.abstract_ids:
+        drawn = " (given with the specific goals, not drawn)"
+    elif run.limit:
+        drawn = f" (limit {run.limit}, seed {run.seed})"
+    else:
+        drawn = f" (seed {run.seed})"
+    return [
+        ("Model", run.language_model.name),
+        (
+            "Source split",
+            Split(run.split).label
+            if run.split in Split.values
+            else run.split or "all procedures (but the constrained slice)",
+        ),
+        ("Abstract goals", f"{collected['abstract_goals']}{drawn}"),
+        ("Candidates per goal (K)", run.k),
+        ("Filter mode", run.filter_mode),
+        ("Keyword bonus", run.keyword_bonus),
+        ("Embedding model", run.embedding_model or "—"),
+        ("Sensitive-domain screen", "on" if run.screen else "off"),
+        ("Executor", run.executor),
+        ("Concurrency", run.concurrency),
+        ("Budget cap (USD)", run.budget_usd if run.budget_usd is not None else "none"),
+    ]
+
+
+def _goals_report(goals: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any] | None:
+    """The goals phase: the counts are the stored rows' (as the goal table and the API count
+    them); what only the phase knows (requests, pairs dropped) is its report's, and None when
+    the rows were loaded without the phase (the demo run): no model was asked."""
+    if not goals and not collected["specific_goals"]:
+        return None
+    return {
+        "abstract_goals": collected["abstract_goals"],
+        "specific_goals": collected["specific_goals"],
+        "requests": goals.get("requests", {}) if goals else None,
+        "dropped": goals.get("dropped", {}) if goals else None,
+        # ok answers that gave no specific goal, by reason; None for a run collected before
+        # they were counted (its report lacks them).
+        "answers_dropped": goals.get("answers_dropped") if goals else None,
+        "by_type": [(t, collected["by_type"].get(t, 0)) for t in CONSTRAINT_TYPES],
+    }
+
+
+def _screen_report(run: CoScriptRun, report: dict[str, Any]) -> dict[str, Any] | None:
+    """The sensitive-domain screen's report with the goals' review counts."""
+    if not report.get("screen"):
+        return None
     reviews = dict(
         run.goals.exclude(review=Review.NOT_NEEDED)
         .order_by()
@@ -217,87 +288,38 @@ def coscript_run_detail(run: CoScriptRun) -> dict[str, Any]:
         .annotate(n=Count("pk"))
         .values_list("review", "n")
     )
-    goals = report.get("goals") or {}
-    scripts = report.get("scripts") or {}
-    collected = coscript_run_collected(run)
+    return {**report["screen"], "reviews": reviews}
+
+
+def _scripts_report(run: CoScriptRun, scripts: dict[str, Any], collected: dict[str, Any]) -> dict[str, Any] | None:
+    """The scripts phase: candidates per goal from the rows, outcomes from the phase's report
+    (or the candidates themselves when the rows came without it)."""
+    if not scripts and not collected["candidates"]:
+        return None
     return {
-        "run": run,
-        "state": coscript_run_state(run),
-        "active": run.status in ACTIVE,
-        "parameters": [
-            ("Model", run.language_model.name),
-            (
-                "Source split",
-                Split(run.split).label
-                if run.split in Split.values
-                else run.split or "all procedures (but the constrained slice)",
-            ),
-            (
-                "Abstract goals",
-                f"{collected['abstract_goals']}"
-                + (
-                    (f" (limit {run.limit}, seed {run.seed})" if run.limit else f" (seed {run.seed})")
-                    if run.abstract_ids
-                    else " (given with the specific goals, not drawn)"
-                ),
-            ),
-            ("Candidates per goal (K)", run.k),
-            ("Filter mode", run.filter_mode),
-            ("Keyword bonus", run.keyword_bonus),
-            ("Embedding model", run.embedding_model or "—"),
-            ("Sensitive-domain screen", "on" if run.screen else "off"),
-            ("Executor", run.executor),
-            ("Concurrency", run.concurrency),
-            ("Budget cap (USD)", run.budget_usd if run.budget_usd is not None else "none"),
-        ],
-        "prompts": [
-            {"stage": stage, "path": spec.get("path", ""), "sha256": spec.get("sha256", "")}
-            for stage, spec in sorted(run.prompts.items())
-        ],
-        "jobs": jobs,
-        # What the run spent, its phases together (None: no phase started; its cost_usd None:
-        # unknown, some request without a price).
-        "cost": costs_sum(costs.values()),
-        # The counts are the stored rows' (as the goal table and the API count them); what only
-        # a phase knows (requests, pairs dropped, outcomes) is its report's, and None when the
-        # rows were loaded without the phase (the demo run): no model was asked.
-        "goals_report": {
-            "abstract_goals": collected["abstract_goals"],
-            "specific_goals": collected["specific_goals"],
-            "requests": goals.get("requests", {}) if goals else None,
-            "dropped": goals.get("dropped", {}) if goals else None,
-            # ok answers that gave no specific goal, by reason; None for a run collected
-            # before they were counted (its report lacks them).
-            "answers_dropped": goals.get("answers_dropped") if goals else None,
-            "by_type": [(t, collected["by_type"].get(t, 0)) for t in CONSTRAINT_TYPES],
-        }
-        if goals or collected["specific_goals"]
-        else None,
-        "screen_report": {**(report.get("screen") or {}), "reviews": reviews} if report.get("screen") else None,
-        "scripts_report": {
-            "candidates": collected["candidates"],
-            "specific_goals": collected["specific_goals"],
-            "goals_with_candidates": collected["goals_with_candidates"],
-            "k_per_goal": collected["candidates"] == run.k * collected["specific_goals"]
-            and collected["goals_with_candidates"] == collected["specific_goals"],
-            "outcomes": scripts.get("outcomes", {}) if scripts else _candidate_outcomes(run),
-            "generated": bool(scripts),
-        }
-        if scripts or collected["candidates"]
-        else None,
-        "filter": {
-            "mode": filter_report.get("mode"),
-            "keyword_bonus": filter_report.get("keyword_bonus"),
-            "embedding_model": filter_report.get("embedding_model"),
-            "kept_without_siblings": filter_report.get("kept_without_siblings", 0),
-            "rows": _filter_rows(filter_report),
-            "total": filter_report.get("total"),
-            "total_reasons": [(r, (filter_report.get("total") or {}).get("reasons", {}).get(r, 0)) for r in REASONS],
-        }
-        if filter_report
-        else None,
-        "accepted_errors": report.get("accepted_errors", []),
-        "n_in_benchmark": run.goals.filter(benchmark_procedure__isnull=False).count(),
+        "candidates": collected["candidates"],
+        "specific_goals": collected["specific_goals"],
+        "goals_with_candidates": collected["goals_with_candidates"],
+        "k_per_goal": collected["candidates"] == run.k * collected["specific_goals"]
+        and collected["goals_with_candidates"] == collected["specific_goals"],
+        "outcomes": scripts.get("outcomes", {}) if scripts else _candidate_outcomes(run),
+        "generated": bool(scripts),
+    }
+
+
+def _filter_section(filter_report: dict[str, Any]) -> dict[str, Any] | None:
+    """The filter's kept rates per constraint type, with the reasons candidates were dropped."""
+    if not filter_report:
+        return None
+    total = filter_report.get("total")
+    return {
+        "mode": filter_report.get("mode"),
+        "keyword_bonus": filter_report.get("keyword_bonus"),
+        "embedding_model": filter_report.get("embedding_model"),
+        "kept_without_siblings": filter_report.get("kept_without_siblings", 0),
+        "rows": _filter_rows(filter_report),
+        "total": total,
+        "total_reasons": [(r, (total or {}).get("reasons", {}).get(r, 0)) for r in REASONS],
     }
 
 
