@@ -59,6 +59,7 @@ class StudyReportView(APIView):
             **error_responses(
                 _400="{include_test: [problem]}: the study page's numbers never count test participants",
                 _404="No study with this slug",
+                _503="The study's kind is not installed on this server (named): its results cannot be read",
             ),
         },
     )

@@ -215,6 +215,9 @@ class StudyProgressBriefSerializer(serializers.Serializer):
 class StudySerializer(serializers.ModelSerializer):
     """A study in the list, with its progress toward k."""
 
+    # The stored key, not the model field's choices: a study whose kind has since been taken away
+    # keeps its key and is still listed.
+    kind = serializers.CharField(read_only=True, help_text="The study's kind, by key")
     status = serializers.SerializerMethodField(help_text="open (accepts new annotators) or closed")
     guideline_version: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="label", read_only=True)
     first_round: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
