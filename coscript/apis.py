@@ -27,7 +27,6 @@ from coscript.selectors import (
     constrained_how2score,
     coscript_report,
     coscript_run_detail,
-    coscript_run_held,
     coscript_run_list,
     coscript_run_state,
     filter_specific_goals,
@@ -229,7 +228,6 @@ class CoScriptRuns(RunCollection):
     launch_errors = (*LAUNCH_ERRORS, EmbeddingModelUnavailable)
     search_fields = ["name"]
     ordering_fields = ["id", "created_at"]
-    run_noun = "CoScript run"
     launch = dict(
         kind="a CoScript run",
         command="manage.py coscript_run start --config FILE.yaml",
@@ -242,9 +240,6 @@ class CoScriptRuns(RunCollection):
 
     def get_queryset(self):
         return coscript_run_list()
-
-    def run_held(self, run: CoScriptRun) -> bool:
-        return coscript_run_held(run)
 
     def launch_runs(self, *, config_text: str, source: str, data: dict[str, Any]) -> Launched:
         return Launched(

@@ -23,7 +23,7 @@ from judging.models import Judgment, RunStatus
 from judging.selectors import expected_items, verdict_counts
 from llm.costs import costs_sum, job_costs
 from llm.run_models import FINISHED
-from llm.runs import llm_job_held, run_state
+from llm.runs import run_state
 from mining.models import Procedure, Split
 
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING)
@@ -158,11 +158,6 @@ def _filter_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     return rows
-
-
-def coscript_run_held(run: CoScriptRun) -> bool:
-    """Whether a worker holds one of the run's phase jobs now (resuming it is refused then)."""
-    return any(llm_job_held(job) for job in (run.goals_job, run.screen_job, run.scripts_job))
 
 
 def coscript_run_collected(run: CoScriptRun) -> dict[str, Any]:

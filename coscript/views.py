@@ -23,15 +23,12 @@ from coscript.models import CoScriptRun, Review, SpecificGoal
 from coscript.phase_services import coscript_run_filter
 from coscript.result_services import coscript_add_to_benchmark, export_records, specific_goal_review
 from coscript.run_services import (
-    coscript_run_cancel,
     coscript_run_create,
     coscript_run_resume,
-    coscript_run_retry_failed,
 )
 from coscript.selectors import (
     constrained_how2score,
     coscript_run_detail,
-    coscript_run_held,
     coscript_run_list,
     coscript_run_state,
     review_list,
@@ -42,7 +39,7 @@ from coscript.selectors import (
 from judging.constants import LEADERBOARD_MIN_COVERAGE
 from llm.endpoints import EndpointNotConfigured, UnknownLLMRole
 from llm.prompts import PromptError
-from llm.run_models import run_action_refusal
+from llm.run_lifecycle import run_action_check, run_control
 from llm.runs import retried_phrase
 
 GOALS_PER_PAGE = 25
@@ -153,14 +150,11 @@ def coscript_run_page(request: HttpRequest, pk: int) -> HttpResponse:
 @admin_required
 @require_POST
 def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    """Cancel, resume or *Retry failed* through the one entry point the API calls
+    (``run_control``), refused with the API's words; *Resume without errors* (the page's own,
+    a resume that accepts the stopped phase's failures) is refused by the same check."""
     run = get_object_or_404(CoScriptRun, pk=pk)
-    actions = {
-        "cancel": lambda: coscript_run_cancel(run=run),
-        "resume": lambda: coscript_run_resume(run=run),
-        "resume-without-errors": lambda: coscript_run_resume(run=run, without_errors=True),
-        "retry-failed": lambda: coscript_run_retry_failed(run=run),
-    }
-    if action not in actions:
+    if action not in ("cancel", "resume", "resume-without-errors", "retry-failed"):
         return HttpResponseBadRequest("unknown action")
     if action == "cancel":
         refusal = refuse_unconfirmed(
@@ -168,19 +162,19 @@ def coscript_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespo
         )
         if refusal is not None:
             return refusal
-    held = coscript_run_held(run)
-    not_applicable = run_action_refusal(action.replace("resume-without-errors", "resume"), run.status, held=held)
-    if not_applicable is not None:
-        messages.error(request, f"{run.name} is {run.status}; {not_applicable}.")
-        return redirect("coscript_run_detail", pk=run.pk)
     try:
-        result = actions[action]()
+        if action == "resume-without-errors":
+            run_action_check(run, "resume")
+            coscript_run_resume(run=run, without_errors=True)
+            asked_again = 0
+        else:
+            asked_again = run_control(run, action)
     except AppError as exc:
         refusal_message(request, exc)
     else:
         messages.success(
             request,
-            f"{run.name}: {retried_phrase(result if isinstance(result, int) else 0)}."
+            f"{run.name}: {retried_phrase(asked_again)}."
             if action == "retry-failed"
             else f"{run.name}: {action.replace('-', ' ')} requested.",
         )

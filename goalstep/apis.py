@@ -84,7 +84,6 @@ class TaskEvaluations(RunCollection):
     permission_classes = [IsResearcher]
     filterset_class = TaskEvaluationFilter
     ordering_fields = ["id", "created_at"]
-    run_noun = "evaluation of"
     launch = dict(
         kind="a goal-step evaluation",
         command="manage.py goalstep_evaluate --config FILE.yaml",

@@ -4,8 +4,6 @@ retrying its failed requests."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
@@ -20,9 +18,9 @@ from goalstep.forms import TaskEvaluationForm
 from goalstep.items import report_lines
 from goalstep.models import TaskEvaluation, TaskSet
 from goalstep.selectors import leaderboard, task_set_list
-from goalstep.services import task_evaluation_create, task_evaluation_resume, task_evaluation_retry_failed
-from llm.run_models import run_action_refusal
-from llm.runs import llm_job_held, retried_phrase
+from goalstep.services import task_evaluation_create
+from llm.run_lifecycle import run_control
+from llm.runs import retried_phrase
 
 
 @researcher_required
@@ -89,28 +87,20 @@ def evaluation_launch(request: HttpRequest) -> HttpResponse:
 def evaluation_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     """*Retry failed* (exactly the requests without an ok answer) or *Resume* (a paused or
     failed evaluation) of one evaluation; back to its leaderboard."""
-    actions: dict[str, Callable[..., int | None]] = {
-        "retry": task_evaluation_retry_failed,
-        "resume": task_evaluation_resume,
-    }
-    if action not in actions:
+    if action not in ("retry", "resume"):
         return HttpResponseBadRequest("unknown action: retry or resume")
     evaluation = get_object_or_404(
         TaskEvaluation.objects.select_related("llm_job", "task_set", "language_model"), pk=pk
     )
     task_set = evaluation.task_set
     back = f"{reverse('goalstep_leaderboard', args=[task_set.task])}?set={task_set.pk}"
-    not_applicable = run_action_refusal(action, evaluation.status, held=llm_job_held(evaluation.llm_job))
-    if not_applicable is not None:
-        messages.error(request, f"{evaluation} is {evaluation.status}; {not_applicable}.")
-        return redirect(back)
     try:
-        n = actions[action](evaluation=evaluation)
+        n = run_control(evaluation, action)  # the API's one entry point, and its refusals
     except AppError as exc:
         refusal_message(request, exc)
     else:
         messages.success(
             request,
-            f"{evaluation}: {retried_phrase(n or 0)}." if action == "retry" else f"{evaluation}: resume requested.",
+            f"{evaluation}: {retried_phrase(n)}." if action == "retry" else f"{evaluation}: resume requested.",
         )
     return redirect(back)

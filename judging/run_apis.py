@@ -163,7 +163,6 @@ class GenerationRuns(_JudgingRuns):
 
     serializer_class = GenerationRunSerializer
     filterset_class = GenerationRunFilter
-    run_noun = "generation run"
     launch = dict(
         kind="a generation run",
         command="manage.py bench_run generate --config FILE.yaml",
@@ -185,7 +184,6 @@ class JudgeRuns(_JudgingRuns):
 
     serializer_class = JudgeRunSerializer
     filterset_class = JudgeRunFilter
-    run_noun = "judge run"
     launch = dict(
         kind="a judge run",
         command="manage.py bench_run judge --config FILE.yaml",
@@ -206,7 +204,6 @@ class ComponentsRuns(_JudgingRuns):
 
     serializer_class = ComponentsRunSerializer
     filterset_class = ComponentsRunFilter
-    run_noun = "components run"
     launch = dict(
         kind="a components run",
         command="manage.py bench_run components --config FILE.yaml",

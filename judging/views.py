@@ -29,10 +29,10 @@ from judging.models import ComponentsRun, GenerationRun, JudgeRun, StepParser
 from judging.score_selectors import generation_run_score
 from judging.score_services import components_run_create
 from judging.selectors import generation_run_list, generation_run_rows, judge_names, judge_run_score, judged_splits
-from judging.services import generation_run_create, judge_run_create, run_control
+from judging.services import generation_run_create, judge_run_create
 from llm.costs import job_cost, job_costs
-from llm.run_models import run_action_refusal
-from llm.runs import llm_job_held, owned_run_state, retried_phrase
+from llm.run_lifecycle import run_control
+from llm.runs import owned_run_state, retried_phrase
 from mining.models import Split
 
 
@@ -313,12 +313,8 @@ def run_action(request: HttpRequest, kind: str, pk: int, action: str) -> HttpRes
         )
         if refusal is not None:
             return refusal
-    not_applicable = run_action_refusal(action, run.status, held=llm_job_held(run.llm_job))
-    if not_applicable is not None:
-        messages.error(request, f"{run.name} is {run.status}; {not_applicable}.")
-        return redirect("generation_run_detail", pk=target)
     try:
-        n = run_control(run=run, action=action)
+        n = run_control(run, action)  # the API's one entry point, and its refusals
     except AppError as exc:
         refusal_message(request, exc)
     else:

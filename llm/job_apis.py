@@ -13,7 +13,7 @@ from core.permissions import IsAdminRole
 from llm.costs import job_costs
 from llm.models import LLMJob
 from llm.run_apis import RunCollection, RunFilter, RunStateFields
-from llm.run_lifecycle import job_owner_for, llm_job_control
+from llm.run_lifecycle import job_owner_for
 from llm.runs import run_state
 
 
@@ -103,13 +103,6 @@ class LLMJobs(RunCollection):
     permission_classes = [IsAdminRole]
     filterset_class = LLMJobFilter
     ordering_fields = ["id", "created_at"]
-    run_noun = "LLM job"
-
-    def run_label(self, job: LLMJob) -> str:
-        return f"LLM job {job.pk}"
 
     def get_queryset(self):
         return LLMJob.objects.defer("requests").order_by("-id")
-
-    def run_control(self, job: LLMJob, action_name: str) -> int:
-        return llm_job_control(job=job, action={"retry-failed": "retry"}.get(action_name, action_name))

@@ -16,12 +16,10 @@ from rest_framework.views import APIView
 
 from core.api_lists import ListView, UtcIsoDateTimeFilter
 from core.permissions import IsAdminRole
-from llm.models import LLMJob
 from llm.run_action_apis import RUN_ACTION_SCHEMAS, ConfirmSerializer
 from llm.run_launch_apis import LAUNCH_ERRORS, Launched, RunLaunchSerializer, launch_error_body, launch_schema
-from llm.run_lifecycle import run_control
-from llm.run_models import RunStateConflict, run_action_refusal
-from llm.runs import STATUSES_SHOWN, llm_job_held, retried_phrase, run_state_json
+from llm.run_lifecycle import run_control, run_label
+from llm.runs import STATUSES_SHOWN, retried_phrase, run_state_json
 
 
 class RunStateFields(serializers.Serializer):
@@ -113,18 +111,18 @@ class RunFilter(django_filters.FilterSet):
 class RunCollection(APIView):
     """A collection of runs in the API, as one class per kind of run: what its views share
     (rows, serializers, filters, permissions) and what each kind defines (``get_queryset``,
-    ``run_control``, ``launch_runs``). ``run_views`` makes its views from it: the list (``GET``;
-    ``POST`` launches, when ``launch`` is given), the detail, and the four controls of a run,
-    for admins, each calling the service the run's page calls: ``retry-failed`` (exactly the
-    requests without an ``ok`` answer are asked again), ``resume``, ``pause`` and ``cancel``
-    (only with ``{"confirm": "yes"}``). An action that does not apply in the run's state
-    answers 409 with the reason. A kind's extra routes (a run's progress, ...) are views
+    ``launch_runs``). ``run_views`` makes its views from it: the list (``GET``; ``POST``
+    launches, when ``launch`` is given), the detail, and the four controls of a run, for
+    admins, each through the one entry point the run's page calls
+    (llm/run_lifecycle.py, ``run_control``): ``retry-failed`` (exactly the requests without
+    an ``ok`` answer are asked again), ``resume``, ``pause`` and ``cancel`` (only with
+    ``{"confirm": "yes"}``). An action that does not apply in the run's state answers 409
+    with the reason the page gives. A kind's extra routes (a run's progress, ...) are views
     deriving from its collection and ``APIView``."""
 
     serializer_class: type[serializers.BaseSerializer[Any]]
     # One run's serializer (its detail, after an action) when it differs from the list's.
     detail_serializer_class: type[serializers.BaseSerializer[Any]] | None = None
-    run_noun = "run"
     basename = ""  # the URLs' names: <basename>-list, -detail, ...
     # The OpenAPI description of the launch (``launch_schema``'s arguments); None: no launch.
     launch: dict[str, Any] | None = None
@@ -133,19 +131,6 @@ class RunCollection(APIView):
 
     def get_queryset(self) -> QuerySet[Any]:
         raise NotImplementedError
-
-    def run_label(self, run) -> str:
-        return f"{self.run_noun} {run}"
-
-    def run_held(self, run) -> bool:
-        """Whether a worker holds the run now (resuming it is refused then): its LLM job's
-        lease, or the job's own for a plain job."""
-        return llm_job_held(run if isinstance(run, LLMJob) else getattr(run, "llm_job", None))
-
-    def run_control(self, run, action_name: str) -> int | None:
-        """Drive the run as its pages do: every kind through the one lifecycle
-        (llm/run_lifecycle.py, ``run_control``); LLM jobs override it."""
-        return run_control(run, action_name)
 
     def launch_runs(self, *, config_text: str, source: str, data: dict[str, Any]) -> Launched:
         raise NotImplementedError
@@ -216,16 +201,13 @@ class RunActionView(RunCollection):
         run = self.get_object()
         if self.action_name == "cancel":
             ConfirmSerializer(data=request.data).is_valid(raise_exception=True)
-        refusal = run_action_refusal(self.action_name, run.status, held=self.run_held(run))
-        if refusal is not None:
-            raise RunStateConflict(f"{self.run_label(run)} is {run.status}; {refusal}")
-        asked_again = self.run_control(run, self.action_name)  # its refusals are Conflicts (409)
+        asked_again = run_control(run, self.action_name)  # its refusals are RunStateConflicts (409)
         run = self.get_object()
         retry = self.action_name == "retry-failed"
         detail = (
-            f"{self.run_label(run)}: {retried_phrase(asked_again or 0)}"
+            f"{run_label(run)}: {retried_phrase(asked_again)}"
             if retry
-            else f"{self.run_label(run)}: {self.action_name} requested"
+            else f"{run_label(run)}: {self.action_name} requested"
         )
         return Response(
             {

@@ -12,8 +12,11 @@ and goal-step evaluations (one job each), CoScript runs (a job per phase) and mi
   kinds of run is passed in: how it is queued, which of its jobs a resume reopens, what
   *Retry failed* marks to ask again.
 * ``job_owner_register``: a run that owns LLM jobs registers how they are paused, resumed,
-  cancelled and retried, so a job is only ever driven through its run (the LLM pages and
-  API call the owner, ``llm_job_control``), and ``run_control`` drives any run by its model."""
+  cancelled and retried, so a job is only ever driven through its run (``llm_job_control``).
+* ``run_control``: the one entry point of every run page, API control and command, for any
+  run (by its model's registered owner) and any LLM job: it refuses an action that does not
+  apply in the run's state with one text (``run_action_check``, the API's 409 ``detail`` and
+  the page's message alike), then drives the run."""
 
 from __future__ import annotations
 
@@ -32,12 +35,15 @@ from llm.run_models import (
     ACTIVE,
     FINISHED,
     PAUSED_BY_USER,
+    RETRY_ACTIONS,
+    RUN_ACTIONS,
     LiveRunState,
     Run,
     RunStateConflict,
     RunStatus,
     run_action_refusal,
 )
+from llm.runs import llm_job_held
 from llm.services import llm_job_create, llm_job_execute, llm_job_resume, llm_job_retry_failed
 from llm.shards import llm_job_shard
 
@@ -52,10 +58,14 @@ class JobOwner:
     resumes, cancels it and retries its failed requests: through the run, so the run's own
     step (storing judgments, moving to the next phase) is never skipped and the run's state
     never parts from its job's (a cancelled job under a paused run could never resume).
-    ``control`` drives the run itself (``run_control``)."""
+    ``control`` drives the run itself (``run_control``); ``noun`` names a run of the kind in
+    what the pages and the API say of it; ``held`` says whether a worker is at work on the
+    run now (resuming it is refused then)."""
 
     prefix: str
     model: type[models.Model]
+    noun: str
+    held: Callable[[Any], bool]
     resume: Callable[[LLMJob], Any]
     retry_failed: Callable[[LLMJob], int]
     describe: Callable[[LLMJob], str]
@@ -75,10 +85,12 @@ def job_owner(
     retry_failed: Callable[[Any], int],
     pause: Callable[[Any], Any] = lambda run: owned_run_pause(run),
     cancel: Callable[[Any], Any] = lambda run: owned_run_cancel(run),
+    held: Callable[[Any], bool] = lambda run: owned_jobs_held(run),
     noun: str,
 ) -> JobOwner:
     """An owner whose jobs are labelled ``<prefix><run id>[:...]``, runs of ``model``; each
-    callable takes the run (pause and cancel: the kernel's, unless the run adds a step)."""
+    callable takes the run (pause and cancel: the kernel's, unless the run adds a step;
+    ``held``: a worker holds one of the jobs it owns, unless the run says otherwise)."""
 
     def run_of(job: LLMJob):
         return model._default_manager.get(pk=int(job.run[len(prefix) :].split(":")[0]))
@@ -86,6 +98,8 @@ def job_owner(
     return JobOwner(
         prefix=prefix,
         model=model,
+        noun=noun,
+        held=held,
         resume=lambda job: resume(run_of(job)),
         retry_failed=lambda job: retry_failed(run_of(job)),
         describe=lambda job: f"{noun} {run_of(job)}",
@@ -98,6 +112,11 @@ def job_owner(
 def job_owner_register(owner: JobOwner) -> None:
     """Called from an app's ``AppConfig.ready``; registering a prefix twice keeps the last."""
     _OWNERS[:] = [o for o in _OWNERS if o.prefix != owner.prefix] + [owner]
+
+
+def owned_jobs_held(run: Run) -> bool:
+    """Whether a worker is at work on one of the jobs ``run`` owns now (``llm_job_held``)."""
+    return any(llm_job_held(job) for job in run.owned_jobs())
 
 
 def job_owner_for(job: LLMJob) -> JobOwner | None:
@@ -126,14 +145,57 @@ def llm_job_control(*, job: LLMJob, action: str) -> int:
     return 0
 
 
-def run_control(run: Run, action: str) -> int:
-    """Pause, resume, cancel or *Retry failed* (``action``: pause, resume, cancel, retry or
-    retry-failed) any run through the services its app registered: what the pages, the API
-    and the commands of every app call. Returns how many a retry asks again (else 0)."""
-    action = "retry" if action == "retry-failed" else action
-    owner = next((o for o in _OWNERS if isinstance(run, o.model)), None)
-    if owner is None or action not in owner.control:
+def _run_owner(run: Run) -> JobOwner | None:
+    return next((owner for owner in _OWNERS if isinstance(run, owner.model)), None)
+
+
+def _action(action: str) -> str:
+    """The action's one name (*Retry failed* is ``retry``, whatever a page or the API calls
+    it); an unknown action is refused."""
+    action = "retry" if action in RETRY_ACTIONS else action
+    if action not in RUN_ACTIONS:
         raise InvalidInput(fields={"action": f"unknown action {action!r}: pause, resume, cancel or retry"})
+    return action
+
+
+def run_label(run: Run) -> str:
+    """A run as the pages and the API name it in what they say of it: its kind and itself
+    ("judge run how2judge-1", "LLM job 12")."""
+    if isinstance(run, LLMJob):
+        return f"LLM job {run.pk}"
+    owner = _run_owner(run)
+    return f"{owner.noun if owner else 'run'} {run}"
+
+
+def run_action_check(run: Run, action: str) -> None:
+    """Refuse ``action`` (pause, resume, cancel or a retry) where it does not apply in the
+    run's state, knowing whether a worker is at work on it now (``run_action_refusal``):
+    ``RunStateConflict`` (409 ``run_state``) saying "<run> is <status>; <why>", the text the
+    API's ``detail`` and the page's message both give."""
+    action = _action(action)
+    run.refresh_from_db(fields=["status"])  # the state as stored now, not as the caller read it
+    held = False
+    if action == "resume" and run.status in ACTIVE:  # only a resume asks whether a worker holds it
+        owner = _run_owner(run)
+        held = llm_job_held(run) if isinstance(run, LLMJob) else bool(owner and owner.held(run))
+    refusal = run_action_refusal(action, run.status, held=held)
+    if refusal is not None:
+        raise RunStateConflict(f"{run_label(run)} is {run.status}; {refusal}")
+
+
+def run_control(run: Run, action: str) -> int:
+    """Pause, resume, cancel or *Retry failed* (``action``: pause, resume, cancel, retry,
+    retry-failed or retry-failures) any run through the services its app registered, or an
+    LLM job (through the run that owns it, ``llm_job_control``): what the pages, the API and
+    the commands of every app call. Refused first where the action does not apply in the
+    run's state (``run_action_check``). Returns how many a retry asks again (else 0)."""
+    action = _action(action)
+    run_action_check(run, action)
+    if isinstance(run, LLMJob):
+        return llm_job_control(job=run, action=action)
+    owner = _run_owner(run)
+    if owner is None:
+        raise InvalidInput(fields={"action": f"{run_label(run)} cannot be driven: no app registered its kind"})
     done = owner.control[action](run)
     return done if action == "retry" and isinstance(done, int) else 0
 
@@ -229,7 +291,7 @@ def _checked(run: R, action: str, *, lock: bool = False) -> R:
     stored = (manager.select_for_update() if lock else manager).get(pk=run.pk)
     refusal = run_action_refusal(action, stored.status)
     if refusal is not None:
-        raise RunStateConflict(f"{run} is {stored.status}; {refusal}")
+        raise RunStateConflict(f"{run_label(run)} is {stored.status}; {refusal}")
     return stored
 
 

@@ -6,7 +6,7 @@ which state (``run_action_refusal``, the refusal text every page, the API and ev
 give), and the status each action leads to (``ACTION_STATUS``).
 
 LLM jobs, generation, judge and components runs, goal-step evaluations, CoScript runs and
-mining runs all derive from ``Run``; the actions themselves are ``llm/run_actions.py``."""
+mining runs all derive from ``Run``; the actions themselves are ``llm/run_lifecycle.py``."""
 
 from __future__ import annotations
 

@@ -19,9 +19,8 @@ from core.permissions import admin_required
 from llm.costs import job_costs
 from llm.endpoints import normalized_url
 from llm.models import EndpointRecord, LedgerEntry, LLMJob
-from llm.run_lifecycle import job_owner_for, llm_job_control
-from llm.run_models import run_action_refusal
-from llm.runs import llm_job_held, retried_phrase, run_state
+from llm.run_lifecycle import job_owner_for, run_control
+from llm.runs import retried_phrase, run_state
 from llm.selectors import endpoint_stats, job_list, ledger_filter_choices, ledger_list
 
 
@@ -64,8 +63,8 @@ def overview(request: HttpRequest) -> HttpResponse:
 @require_POST
 def job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
     job = get_object_or_404(LLMJob, pk=pk)
-    # A run's job is driven through its run (llm_job_control), so the run stores the answers
-    # and its state follows the job's.
+    # The API's one entry point: a run's job is driven through its run (llm_job_control), so
+    # the run stores the answers and its state follows the job's.
     owner = job_owner_for(job)
     if action not in ("pause", "resume", "retry", "cancel"):
         messages.error(request, f"Unknown action {action!r}.")
@@ -74,12 +73,8 @@ def job_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
         refusal = refuse_unconfirmed(request, what=f"LLM job {job.pk}", back_url=reverse("llm_overview"))
         if refusal is not None:
             return refusal
-    not_applicable = run_action_refusal(action, job.status, held=llm_job_held(job))
-    if not_applicable is not None:
-        messages.error(request, f"Job {job.pk} is {job.status}; {not_applicable}.")
-        return redirect("llm_overview")
     try:
-        n = llm_job_control(job=job, action=action)
+        n = run_control(job, action)
     except AppError as exc:
         refusal_message(request, exc)
     else:

@@ -25,7 +25,6 @@ from mining.run_configs import mining_config_parse
 if TYPE_CHECKING:
     from mining.run_selectors import CountedRun
 from mining.run_selectors import (
-    mining_run_held,
     mining_run_list,
     mining_run_progress,
     mining_run_state,
@@ -227,13 +226,9 @@ class MiningRuns(RunCollection):
     )
     search_fields = ["name"]
     ordering_fields = ["id", "created_at"]
-    run_noun = "mining run"
 
     def get_queryset(self):
         return mining_run_list()
-
-    def run_held(self, run: MiningRun) -> bool:
-        return mining_run_held(run)
 
     def launch_runs(self, *, config_text: str, source: str, data: dict[str, Any]) -> Launched:
         corpus = data.get("corpus") or ""

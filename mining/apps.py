@@ -10,7 +10,7 @@ class MiningConfig(AppConfig):
         post_migrate.connect(_ensure_topics, sender=self, dispatch_uid="mining.topics_ensure")
         # The Batch API jobs of a mining run are driven through the run.
         from llm.run_lifecycle import job_owner, job_owner_register
-        from mining import run_services
+        from mining import run_selectors, run_services
         from mining.models import MiningRun
 
         job_owner_register(
@@ -22,6 +22,7 @@ class MiningConfig(AppConfig):
                 retry_failed=lambda run: run_services.mining_run_retry_failures(run=run),
                 pause=lambda run: run_services.mining_run_pause(run=run),
                 cancel=lambda run: run_services.mining_run_cancel(run=run),
+                held=lambda run: run_selectors.mining_run_held(run),
             )
         )
 

@@ -3,9 +3,6 @@ funnel, costs and errors, the rejected-documents browser, and one document's sta
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -19,27 +16,19 @@ from core.errors import refusal_message
 from core.permissions import admin_required, researcher_required
 from core.roles import is_admin
 from core.run_configs import RunConfigError
-from llm.run_models import run_action_refusal
+from llm.run_lifecycle import run_control
 from mining.charts import mining_funnel_chart
 from mining.forms import DEFAULT_RUN_CONFIG, MiningRunForm
 from mining.models import CandidateStatus, MiningRun
 from mining.run_selectors import (
     mining_candidate_get,
     mining_candidate_list,
-    mining_run_held,
     mining_run_list_states,
     mining_run_progress,
     mining_run_state,
     stage_result_list,
 )
-from mining.run_services import (
-    mining_run_cancel,
-    mining_run_create,
-    mining_run_pause,
-    mining_run_resume,
-    mining_run_retry_failures,
-    mining_run_update_stages,
-)
+from mining.run_services import mining_run_create, mining_run_update_stages
 from mining.stages import PIPELINE
 
 PAGE_SIZE = 25
@@ -93,14 +82,10 @@ def mining_run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @admin_required
 @require_POST
 def mining_run_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    """Pause, resume, cancel or *Retry failed* (``retry-failures``) through the one entry
+    point the API calls (``run_control``), refused with the API's words."""
     run = get_object_or_404(MiningRun, pk=pk)
-    actions: dict[str, Callable[..., Any]] = {
-        "pause": mining_run_pause,
-        "resume": mining_run_resume,
-        "cancel": mining_run_cancel,
-        "retry-failures": mining_run_retry_failures,
-    }
-    if action not in actions:
+    if action not in ("pause", "resume", "cancel", "retry-failures"):
         return HttpResponseBadRequest("unknown action")
     if action == "cancel":
         refusal = refuse_unconfirmed(
@@ -108,12 +93,8 @@ def mining_run_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
         )
         if refusal is not None:
             return refusal
-    not_applicable = run_action_refusal(action, run.status, held=mining_run_held(run))
-    if not_applicable is not None:
-        messages.error(request, f"{run.name} is {run.status}; {not_applicable}.")
-        return redirect("mining_run_detail", pk=run.pk)
     try:
-        result = actions[action](run=run)
+        result = run_control(run, action)
     except AppError as exc:
         refusal_message(request, exc)
     else:
