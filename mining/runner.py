@@ -58,7 +58,7 @@ from llm.constants import EXECUTOR_ONLINE, EXECUTOR_VLLM_OFFLINE, OUTCOME_OK
 from llm.endpoints import Endpoint, endpoint_from_overrides
 from llm.ledger import ledger_lookup
 from llm.limits import EndpointLimits, endpoint_limits_default
-from llm.models import LedgerEntry, LedgerTotal
+from llm.models import LedgerEntry, LedgerTotal, LLMJob
 from llm.prompts import Prompt, prompt_read, prompts_dir_setting
 from llm.request import LLMRequest, LLMResult
 from llm.run_models import FINISHED
@@ -141,7 +141,6 @@ def stage_endpoint(spec: dict[str, Any]) -> Endpoint:
     the model is needed), so that the walk and the job key a request alike."""
     if spec.get("executor") == EXECUTOR_VLLM_OFFLINE:
         from llm.job_lifecycle import job_endpoint
-        from llm.models import LLMJob
 
         return job_endpoint(
             LLMJob(role=spec["role"], executor=EXECUTOR_VLLM_OFFLINE, endpoint_overrides=stage_overrides(spec))
@@ -999,7 +998,6 @@ def _wave_job_execute(run: MiningRun, job_id: int) -> str | None:
     """Execute one job of the wave. Returns what the step returns when the run cannot go
     on (``waiting…`` while a batch is out; ``paused: …`` when the job paused, failed, or
     its executor cannot run here), or None when the job is through."""
-    from llm.models import LLMJob
     from llm.services import llm_job_execute
     from llm.vllm_offline import ExecutorUnavailable
 
@@ -1038,7 +1036,6 @@ def mining_run_batch_step(run: MiningRun) -> str:
     next as new jobs, one per stage with the stage's executor (``batch``, ``vllm_offline``
     with its engine options, ``online``). Returns ``waiting…`` while batches are out,
     ``paused: …`` when a job cannot go on, ``done`` at the end."""
-    from llm.models import LLMJob
     from llm.services import llm_job_create
 
     for job_id in run.batch_job_ids:
