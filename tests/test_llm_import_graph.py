@@ -28,10 +28,24 @@ EXECUTOR_MODULES = (
 ENTRY_POINTS = {"llm.tasks"}
 
 
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """The ids of the import nodes under ``if TYPE_CHECKING:``: read by type checkers only,
+    they are never executed, so they make no cycle."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            skipped |= {id(inner) for child in node.body for inner in ast.walk(child)}
+    return skipped
+
+
 def _imports(path: Path) -> set[str]:
-    """The ``llm.*`` modules a file imports anywhere in it."""
+    """The ``llm.*`` modules a file imports anywhere in it, but for type checking."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
@@ -81,6 +95,14 @@ def test_the_graph_reader_sees_imports_inside_functions(tmp_path):
     source = tmp_path / "sample.py"
     source.write_text("def f():\n    from llm.services import llm_job_execute\n    import llm.shards\n")
     assert _imports(source) == {"llm.services", "llm.shards"}
+
+
+def test_the_graph_reader_leaves_out_imports_for_type_checking_only(tmp_path):
+    source = tmp_path / "sample.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\nimport llm.shards\nif TYPE_CHECKING:\n    from llm.services import llm_job_execute\n"
+    )
+    assert _imports(source) == {"llm.shards"}
 
 
 def test_every_executor_name_has_a_class_in_the_table():
