@@ -9,10 +9,11 @@ drf-spectacular generates in this process, by schemathesis (OpenAPI 3's ``nullab
 responses to its generated requests:
 
 * the method and path name an operation of the schema (its path template matched; an old
-  spelling without the trailing slash or with a format suffix, ``/api/topics.json``, is the
+  spelling without the trailing slash or with the ``.json`` suffix, ``/api/topics.json``, is the
   operation it spells, and a redirect from it to the one spelling is not the operation's answer);
-  a path the schema does not have is answered 404 with the one error body, a method the path
-  does not have 405 (or 401/403 before the method is looked at), with the same body;
+  a path the schema does not have is answered 404, a method the path does not have 405 (or
+  401/403, which DRF answers first), or either a refusal of any request before a view runs (400,
+  404, 408: ``BEFORE_ANY_VIEW_STATUSES``), always with the one error body;
 * the status code is one the operation documents;
 * the content type is one the operation documents for that status;
 * a JSON body is valid against the documented schema for that status and content type.
@@ -28,8 +29,9 @@ what it declares, annotate/studies/kind_schema.py), so a test that registers a k
 against a schema that has it. The queries the generation runs (the stored rubrics' kinds) are
 not logged, so a test that counts its queries counts its own.
 
-Not checked: a streamed body (a download read in chunks: its status and content type are), and
-responses of the live server (no test sends a request under ``/api/`` to it)."""
+Not checked: a streamed body (a download read in chunks: its status and content type are); the
+browsable API's HTML pages (``BROWSABLE_FORMAT``); responses of the live server (no test sends a
+request under ``/api/`` to it)."""
 
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 
@@ -51,11 +54,20 @@ import pytest
 # endpoint of the API for its clients. (A view that leaves itself out, ``schema = None`` as the
 # API root's list of links, is not one either.)
 NOT_OPERATIONS = ("/api/schema/", "/api/docs/", "/api/redoc/", "/api/prolific/webhook/")
-# Statuses a path the schema does not have, or a method its path does not have, may be answered.
-UNKNOWN_PATH_STATUSES = frozenset({404})
-UNKNOWN_METHOD_STATUSES = frozenset({401, 403, 405})
-# A format suffix (config/urls.py, view_routes): ``/api/topics.json`` is ``/api/topics/``.
-FORMAT_SUFFIX = re.compile(r"\.[a-z0-9]+/?$")
+# Statuses a path the schema does not have, or a method its path does not have, may be answered,
+# with the one error body: 404 and 405, and the refusals of any request before a view runs
+# (core/middleware.py: 400 for a NUL character or a body refused, 408 for a body that did not
+# arrive in time, 404 for a path integer beyond 64 bits), and 401/403, which DRF answers before
+# it looks at the method.
+BEFORE_ANY_VIEW_STATUSES = frozenset({400, 404, 408})
+UNKNOWN_PATH_STATUSES = BEFORE_ANY_VIEW_STATUSES
+UNKNOWN_METHOD_STATUSES = BEFORE_ANY_VIEW_STATUSES | {401, 403, 405}
+# A format suffix (config/urls.py, view_routes): ``/api/topics.json`` is ``/api/topics/``; a
+# suffix no renderer has (``.csv``) names nothing (404).
+FORMAT_SUFFIX = re.compile(r"\.(?P<format>[a-z0-9]+)/?$")
+# DRF's browsable API: the same answers rendered as HTML pages for people (format ``api``, by a
+# suffix or ``?format=api``), which the schema, a description of the JSON API, does not describe.
+BROWSABLE_FORMAT = "api"
 # Schemas kept at once (a test that registers a kind and one that takes it away again).
 SCHEMAS_KEPT = 4
 # The test files whose responses are checked so far (each run on PostgreSQL with the check and
@@ -121,7 +133,7 @@ _schemas: OrderedDict[tuple[Any, ...], LoadedSchema] = OrderedDict()
 _lock = threading.Lock()
 _unraised: list[SchemaViolation] = []  # violations of the running test, in case one was swallowed
 _checking = CHECKED_FILES is None
-_checked: list[float] = [0, 0.0]  # responses checked in this process, and the seconds it took
+_checked: list[float] = [0, 0.0, 0]  # responses checked in this process, the seconds it took, schemas generated
 
 
 def _kinds() -> tuple[Any, ...]:
@@ -174,6 +186,7 @@ def _generate() -> LoadedSchema:
     from drf_spectacular.generators import SchemaGenerator
     from drf_spectacular.renderers import OpenApiJsonRenderer
 
+    _checked[2] += 1
     with _queries_unlogged():
         generated = SchemaGenerator().get_schema(request=None, public=True)
     raw = json.loads(OpenApiJsonRenderer().render(generated, renderer_context={}))
@@ -204,14 +217,26 @@ def _operation(schema: Any, method: str, path: str) -> tuple[Any, bool]:
     operation = schema.find_operation_by_path(method, path)
     if operation is not None:
         return operation, True
-    canonical = FORMAT_SUFFIX.sub("/", path) if FORMAT_SUFFIX.search(path) else path.rstrip("/") + "/"
+    suffix = FORMAT_SUFFIX.search(path)
+    if suffix is not None and suffix["format"] != "json":
+        return None, False
+    canonical = FORMAT_SUFFIX.sub("/", path) if suffix is not None else path.rstrip("/") + "/"
     if canonical != path:
         return schema.find_operation_by_path(method, canonical), False
     return None, False
 
 
+def _browsable(path: str, query: str) -> bool:
+    """A request for the browsable API's HTML (``BROWSABLE_FORMAT``)."""
+    suffix = FORMAT_SUFFIX.search(path)
+    return (suffix is not None and suffix["format"] == BROWSABLE_FORMAT) or BROWSABLE_FORMAT in parse_qs(query).get(
+        "format", []
+    )
+
+
 def _path_exists(schema: Any, path: str) -> bool:
-    """Whether some method of the schema has ``path`` (spelled either way)."""
+    """Whether some method of the schema has ``path`` (spelled either way; a format suffix no
+    renderer has is not a spelling)."""
     return any(
         _operation(schema, method.upper(), path)[0] is not None for method in ("get", "post", "put", "patch", "delete")
     )
@@ -303,6 +328,7 @@ def response_check(response: Any) -> None:
         not _checking
         or not path.startswith("/api/")
         or path.startswith(NOT_OPERATIONS)
+        or _browsable(path, environ.get("QUERY_STRING", ""))
         or _left_out_by_its_view(response)
     ):
         return
@@ -347,7 +373,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _checked[0]:
         terminalreporter.write_line(
-            f"API responses checked against the OpenAPI schema: {_checked[0]:.0f} in {_checked[1]:.1f} s"
+            f"API responses checked against the OpenAPI schema: {_checked[0]:.0f} in {_checked[1]:.1f} s "
+            f"({_checked[2]:.0f} schemas generated)"
         )
 
 
