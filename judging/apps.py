@@ -38,7 +38,7 @@ class JudgingConfig(AppConfig):
                 noun="components run",
                 resume=lambda run: score_services.components_run_resume(run=run),
                 retry_failed=lambda run: score_services.components_run_retry_failed(run=run),
-                pause=lambda run: services.run_control(run=run, action="pause"),
-                cancel=lambda run: services.run_control(run=run, action="cancel"),
+                pause=lambda run: services.run_pause(run=run),
+                cancel=lambda run: services.run_cancel(run=run),
             )
         )

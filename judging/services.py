@@ -11,7 +11,16 @@ from django.db import transaction
 
 from core.app_errors import Conflict, InvalidInput
 from judging.how2score import JudgeAnswerError, validate_judge_answer
-from judging.models import Generation, GenerationRun, JudgeRun, Judgment, LanguageModel, PromptStyle, StepParser
+from judging.models import (
+    ComponentsRun,
+    Generation,
+    GenerationRun,
+    JudgeRun,
+    Judgment,
+    LanguageModel,
+    PromptStyle,
+    StepParser,
+)
 from judging.prompts import cleaned, prompt_load
 from judging.run_requests import generation_request, judge_request, judge_sampling, request_options_check
 from judging.steps import STEP_PARSERS, steps_parse
@@ -409,7 +418,7 @@ def _kind(run: GenerationRun | JudgeRun) -> str:
     return "generation" if isinstance(run, GenerationRun) else "judge"
 
 
-def run_pause(*, run: GenerationRun | JudgeRun) -> None:
+def run_pause(*, run: GenerationRun | JudgeRun | ComponentsRun) -> None:
     owned_run_pause(run)
 
 
@@ -417,28 +426,8 @@ def run_resume(*, run: GenerationRun | JudgeRun, budget_usd: Decimal | None = No
     owned_run_resume(run, budget_usd=budget_usd, enqueue=lambda: _enqueue(_kind(run), run.pk))
 
 
-def run_cancel(*, run: GenerationRun | JudgeRun) -> None:
+def run_cancel(*, run: GenerationRun | JudgeRun | ComponentsRun) -> None:
     owned_run_cancel(run)
-
-
-def run_control(*, run, action: str) -> int:
-    """Pause, resume, cancel or *Retry failed* a generation, judge or components run (the
-    pages, the API and ``bench_run`` share this). Returns how many requests a retry re-asks."""
-    from judging.models import ComponentsRun
-    from judging.score_services import components_run_resume, components_run_retry_failed
-
-    components = isinstance(run, ComponentsRun)
-    if action == "pause":
-        owned_run_pause(run)
-    elif action == "cancel":
-        owned_run_cancel(run)
-    elif action == "resume":
-        components_run_resume(run=run) if components else run_resume(run=run)
-    elif action == "retry":
-        return components_run_retry_failed(run=run) if components else run_retry_failed(run=run)
-    else:
-        raise InvalidInput(f"unknown action {action!r}: pause, resume, cancel or retry")
-    return 0
 
 
 def run_retry_failed(*, run: GenerationRun | JudgeRun) -> int:

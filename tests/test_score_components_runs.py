@@ -18,8 +18,9 @@ from judging.prompts import prompt_load
 from judging.score_metric import score_steps
 from judging.score_selectors import RULE_EXTRACTOR, generation_run_score, generation_scores
 from judging.score_services import components_run_create, components_run_execute, llm_extractor_name, steps_hash
-from judging.services import generation_run_create, generation_run_execute, language_model_register, run_control
+from judging.services import generation_run_create, generation_run_execute, language_model_register
 from llm.models import LedgerEntry, LLMJob
+from llm.run_lifecycle import run_control
 from tests.scripted_llm import Reply, last_user_message
 
 # The generation run fixture's scripted server (generate and how2score_judge roles).
@@ -289,7 +290,7 @@ def test_a_wrong_count_is_refused_by_the_schema_and_retry_failed_asks_exactly_th
 
     _answer_every_list(components_server)
     before = len(_components_requests(components_server))
-    assert run_control(run=run, action="retry") == 1
+    assert run_control(run, "retry") == 1
     assert components_run_execute(run_id=run.pk) == "done"
     run.refresh_from_db()
     sent = _components_requests(components_server)[before:]
@@ -329,7 +330,7 @@ def test_an_ok_answer_from_an_older_ledger_with_a_wrong_count_is_marked_failed_a
 
     _answer_every_list(components_server)
     before = len(_components_requests(components_server))
-    assert run_control(run=run, action="retry") == 1
+    assert run_control(run, "retry") == 1
     assert components_run_execute(run_id=run.pk) == "done"
     run.refresh_from_db()
     assert run.status == "done" and len(_components_requests(components_server)) - before == 1

@@ -6,6 +6,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core.app_errors import AppError
+from core.errors import refusal_text
 from core.run_configs import config_read
 from judging.models import ComponentsRun, GenerationRun, JudgeRun
 from judging.prompts import PromptError
@@ -15,10 +17,11 @@ from judging.run_launch import BenchLaunch, bench_generate_launch, bench_judge_l
 from judging.score_selectors import generation_run_score
 from judging.score_services import components_run_create, components_run_execute
 from judging.selectors import judge_run_score
-from judging.services import generation_run_execute, judge_run_execute, run_control
+from judging.services import generation_run_execute, judge_run_execute
 from llm.costs import cost_json, job_cost
 from llm.endpoints import EndpointNotConfigured
 from llm.run_commands import run_finished_line, runs_done_check
+from llm.run_lifecycle import run_control
 from llm.runs import owned_run_state, run_state_json
 
 
@@ -159,7 +162,10 @@ class Command(BaseCommand):
 
     def _retry(self, options) -> None:
         run = self._find(options["name"])
-        n = run_control(run=run, action="retry")
+        try:
+            n = run_control(run, "retry")  # the pages' and the API's one entry point, and its refusals
+        except AppError as exc:
+            raise CommandError(refusal_text(exc)) from exc
         self.stdout.write(f"{run.name}: {n} failed request(s) to ask again")
         if not options["wait"]:
             self._status(run.name)
