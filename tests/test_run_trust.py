@@ -13,13 +13,14 @@ import pytest
 from django.urls import reverse
 
 from judging.models import JudgeRun
-from judging.services import judge_run_create, judge_run_execute, run_control
+from judging.services import judge_run_create, judge_run_execute
 from llm.client import LLMClient
 from llm.endpoints import Endpoint
 from llm.limits import limits_get
 from llm.models import LedgerEntry, LLMJob
 from llm.request import LLMRequest
 from llm.retries import _retry_after_seconds
+from llm.run_lifecycle import run_control
 from llm.run_watch import CircuitBreaker
 from llm.services import llm_job_create, llm_job_execute
 from tests.scripted_llm import Raw, Reply, ScriptedLLM, Status
@@ -61,7 +62,7 @@ def test_a_judge_run_whose_endpoint_is_down_pauses_itself_and_says_why(server, q
     assert f'id="judge-{judge.pk}-breaker"' in html and "upstream overloaded" in html
 
     outage["on"] = False  # the endpoint recovers; resuming continues the run
-    run_control(run=JudgeRun.objects.get(pk=judge.pk), action="resume")
+    run_control(JudgeRun.objects.get(pk=judge.pk), "resume")
     assert judge_run_execute(run_id=judge.pk) == "done"
     judge.refresh_from_db()
     assert judge.status == "done_with_failures"  # the scripted judge never answers one generation in JSON
@@ -90,7 +91,7 @@ def test_failures_end_done_with_failures_and_retry_failed_reasks_exactly_them(se
 
     broken["on"] = False
     before = len(_judge_requests(server))
-    assert run_control(run=judge, action="retry") == 2
+    assert run_control(judge, "retry") == 2
     judge_run_execute(run_id=judge.pk)
     judge.refresh_from_db()
     assert len(_judge_requests(server)) - before == 2  # exactly the two failures, nothing else
@@ -123,7 +124,7 @@ def test_a_new_run_reasks_failures_another_run_left_in_the_ledger(server, quick)
 def test_resuming_a_runs_job_from_the_llm_page_goes_through_the_run(server, quick, admin_client_):  # noqa: F811
     run = _generate()
     judge = judge_run_create(name="j", generation_run=run, judge="how2judge", start=False)
-    run_control(run=judge, action="pause")
+    run_control(judge, "pause")
     response = admin_client_.post(reverse("llm_job_action", args=[judge.llm_job.pk, "resume"]), follow=True)
     assert "through its judge run j" in response.content.decode()
     judge.refresh_from_db()
@@ -351,7 +352,7 @@ def test_a_task_that_dies_on_an_error_leaves_its_answers_stored_and_the_run_resu
     assert JudgeRun.objects.get(pk=judge.pk).judgments.count() == 5  # paid-for answers became judgments
     monkeypatch.setattr(LLMClient, "complete", real)
     JudgeRun.objects.filter(pk=judge.pk).update(status="failed")  # what the task's on_failure does
-    run_control(run=JudgeRun.objects.get(pk=judge.pk), action="resume")
+    run_control(JudgeRun.objects.get(pk=judge.pk), "resume")
     judge_run_execute(run_id=judge.pk)
     assert JudgeRun.objects.get(pk=judge.pk).judgments.count() == 17
 

@@ -18,9 +18,10 @@ from judging.how2score import JUDGE_SCHEMA
 from judging.leaderboard_selectors import leaderboard_ranking
 from judging.models import JudgeRun, Judgment
 from judging.selectors import judge_run_score
-from judging.services import judge_run_create, judge_run_execute, run_control
+from judging.services import judge_run_create, judge_run_execute
 from llm.models import LedgerEntry, LLMJob
 from llm.request import LLMRequest
+from llm.run_lifecycle import run_control
 from llm.services import llm_job_create, llm_job_execute, llm_job_resume
 from tests.scripted_llm import Raw, Reply, ScriptedLLM, Status, last_user_message
 from tests.test_judge_step_links import CRIME_GOAL, _crime_requests, _failure, _judge_with
@@ -61,7 +62,7 @@ def test_a_judge_answer_from_an_older_ledger_with_an_impossible_link_is_asked_ag
 
     fixed["on"] = True
     before = len(_crime_requests(server))
-    assert run_control(run=judge, action="retry") == 1
+    assert run_control(judge, "retry") == 1
     assert judge_run_execute(run_id=judge.pk) == "done"
     judge.refresh_from_db()
     assert len(_crime_requests(server)) - before == 1  # exactly the refused answer, nothing else
