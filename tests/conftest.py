@@ -124,6 +124,5 @@ from tests.ci_strict import pytest_runtest_makereport  # noqa: E402,F401  (CI=tr
 from tests.schema_check import (  # noqa: E402,F401  (every API response checked against the schema)
     pytest_configure,
     pytest_runtest_call,
-    pytest_runtest_protocol,
     pytest_terminal_summary,
 )

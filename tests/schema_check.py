@@ -36,7 +36,6 @@ request under ``/api/`` to it)."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -62,47 +61,14 @@ NOT_OPERATIONS = ("/api/schema/", "/api/docs/", "/api/redoc/", "/api/prolific/we
 BEFORE_ANY_VIEW_STATUSES = frozenset({400, 404, 408})
 UNKNOWN_PATH_STATUSES = BEFORE_ANY_VIEW_STATUSES
 UNKNOWN_METHOD_STATUSES = BEFORE_ANY_VIEW_STATUSES | {401, 403, 405}
-# A format suffix (config/urls.py, view_routes): ``/api/topics.json`` is ``/api/topics/``; a
-# suffix no renderer has (``.csv``) names nothing (404).
-FORMAT_SUFFIX = re.compile(r"\.(?P<format>[a-z0-9]+)/?$")
+# A format suffix (the route's ``format``, config/urls.py view_routes): ``/api/topics.json`` is
+# ``/api/topics/``; a suffix no renderer has (``.csv``) names nothing (404).
+JSON_FORMAT = "json"
 # DRF's browsable API: the same answers rendered as HTML pages for people (format ``api``, by a
 # suffix or ``?format=api``), which the schema, a description of the JSON API, does not describe.
 BROWSABLE_FORMAT = "api"
 # Schemas kept at once (a test that registers a kind and one that takes it away again).
 SCHEMAS_KEPT = 4
-# The test files whose responses are checked so far (each run on PostgreSQL with the check and
-# its violations fixed); None once every file is.
-CHECKED_FILES: frozenset[str] | None = frozenset(
-    {
-        "test_schema_check.py",
-        "test_api.py",
-        "test_api_root.py",
-        "test_api_trailing_slash.py",
-        "test_api_json_errors.py",
-        "test_error_contract.py",
-        "test_agreement_dashboards.py",
-        "test_annotation_allocation_study.py",
-        "test_annotation_flags.py",
-        "test_api_key_env_rule.py",
-        "test_api_runs.py",
-        "test_api_studies.py",
-        "test_calibration_studies.py",
-        "test_coscript_consistency.py",
-        "test_coscript_goal_answers.py",
-        "test_coscript_pages.py",
-        "test_data_manager.py",
-        "test_demo.py",
-        "test_endpoint_records.py",
-        "test_export_params.py",
-        "test_faithfulness_study.py",
-        "test_goalstep_answers.py",
-        "test_goalstep_study.py",
-        "test_gunicorn_bodies.py",
-        "test_import_heartbeats.py",
-        "test_interval_methods.py",
-        "test_issue19_walk.py",
-    }
-)
 
 
 class SchemaViolation(AssertionError):
@@ -132,7 +98,6 @@ class LoadedSchema:
 _schemas: OrderedDict[tuple[Any, ...], LoadedSchema] = OrderedDict()
 _lock = threading.Lock()
 _unraised: list[SchemaViolation] = []  # violations of the running test, in case one was swallowed
-_checking = CHECKED_FILES is None
 _checked: list[float] = [0, 0.0, 0]  # responses checked in this process, the seconds it took, schemas generated
 
 
@@ -212,33 +177,42 @@ def _content_type(response: Any) -> str:
     return (response.get("Content-Type") or "").split(";")[0].strip().lower()
 
 
-def _operation(schema: Any, method: str, path: str) -> tuple[Any, bool]:
+def _route(response: Any) -> tuple[Any, str | None]:
+    """The view class the request's path was routed to (None: no route, or a view function) and
+    the format suffix the route took (None: none)."""
+    from django.urls import Resolver404
+
+    try:
+        match = response.resolver_match  # resolved when first read
+        return getattr(match.func, "cls", None), match.kwargs.get("format")
+    except Resolver404:
+        return None, None
+
+
+def _operation(schema: Any, method: str, path: str, suffix: str | None) -> tuple[Any, bool]:
     """The operation ``method path`` is, and whether ``path`` is its one spelling."""
+    if suffix is not None:
+        if suffix != JSON_FORMAT:
+            return None, False
+        return schema.find_operation_by_path(method, path[: path.rindex("." + suffix)] + "/"), False
     operation = schema.find_operation_by_path(method, path)
     if operation is not None:
         return operation, True
-    suffix = FORMAT_SUFFIX.search(path)
-    if suffix is not None and suffix["format"] != "json":
-        return None, False
-    canonical = FORMAT_SUFFIX.sub("/", path) if suffix is not None else path.rstrip("/") + "/"
-    if canonical != path:
-        return schema.find_operation_by_path(method, canonical), False
+    if not path.endswith("/"):
+        return schema.find_operation_by_path(method, path + "/"), False
     return None, False
 
 
-def _browsable(path: str, query: str) -> bool:
+def _browsable(suffix: str | None, query: str) -> bool:
     """A request for the browsable API's HTML (``BROWSABLE_FORMAT``)."""
-    suffix = FORMAT_SUFFIX.search(path)
-    return (suffix is not None and suffix["format"] == BROWSABLE_FORMAT) or BROWSABLE_FORMAT in parse_qs(query).get(
-        "format", []
-    )
+    return suffix == BROWSABLE_FORMAT or BROWSABLE_FORMAT in parse_qs(query).get("format", [])
 
 
-def _path_exists(schema: Any, path: str) -> bool:
+def _path_exists(schema: Any, path: str, suffix: str | None) -> bool:
     """Whether some method of the schema has ``path`` (spelled either way; a format suffix no
     renderer has is not a spelling)."""
     return any(
-        _operation(schema, method.upper(), path)[0] is not None for method in ("get", "post", "put", "patch", "delete")
+        _operation(schema, method, path, suffix)[0] is not None for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
     )
 
 
@@ -251,14 +225,15 @@ def _json_body(response: Any) -> Any:
         return None
 
 
-def response_problem(method: str, path: str, response: Any) -> str | None:
-    """What is wrong with ``response`` to ``method path`` by the schema, or None."""
+def response_problem(method: str, path: str, response: Any, suffix: str | None = None) -> str | None:
+    """What is wrong with ``response`` to ``method path`` (routed with the format ``suffix``)
+    by the schema, or None."""
     loaded = schema_now()
     status = response.status_code
     lookup = "GET" if method == "HEAD" else method
-    operation, canonical = _operation(loaded.schema, lookup, path)
+    operation, canonical = _operation(loaded.schema, lookup, path, suffix)
     if operation is None:
-        allowed = UNKNOWN_METHOD_STATUSES if _path_exists(loaded.schema, path) else UNKNOWN_PATH_STATUSES
+        allowed = UNKNOWN_METHOD_STATUSES if _path_exists(loaded.schema, path, suffix) else UNKNOWN_PATH_STATUSES
         what = "an undocumented method of a documented path" if allowed is UNKNOWN_METHOD_STATUSES else "no operation"
         if status not in allowed:
             return f"{method} {path} is {what} of the schema, answered {status} (expected one of {sorted(allowed)})"
@@ -309,31 +284,17 @@ def _body_problem(operation: Any, response: Any, label: str, status: int) -> str
     return f"{label} answered {status}: {failure.title}: {failure.message}"
 
 
-def _left_out_by_its_view(response: Any) -> bool:
-    """A view that leaves itself out of the schema (``schema = None``: the API root's list of links)."""
-    from django.urls import Resolver404
-
-    try:
-        view = getattr(response.resolver_match.func, "cls", None)  # resolved when first read
-    except Resolver404:
-        return False
-    return view is not None and getattr(view, "schema", False) is None
-
-
 def response_check(response: Any) -> None:
     """Raise ``SchemaViolation`` if ``response`` (of the test client) breaks the schema."""
     environ = response.request
     path = environ.get("PATH_INFO", "")
-    if (
-        not _checking
-        or not path.startswith("/api/")
-        or path.startswith(NOT_OPERATIONS)
-        or _browsable(path, environ.get("QUERY_STRING", ""))
-        or _left_out_by_its_view(response)
-    ):
+    if not path.startswith("/api/") or path.startswith(NOT_OPERATIONS):
         return
+    view, suffix = _route(response)
+    if _browsable(suffix, environ.get("QUERY_STRING", "")) or getattr(view, "schema", False) is None:
+        return  # the browsable API's HTML, or a view that leaves itself out (the API root's links)
     started = time.perf_counter()
-    problem = response_problem(environ.get("REQUEST_METHOD", "GET").upper(), path, response)
+    problem = response_problem(environ.get("REQUEST_METHOD", "GET").upper(), path, response, suffix)
     _checked[0] += 1
     _checked[1] += time.perf_counter() - started
     if problem is not None:
@@ -357,17 +318,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if not getattr(Client.request, "schema_checked", False):
         Client.request = _client_request_checked(Client.request)  # type: ignore[method-assign]
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """The test's responses are checked if its file is (``CHECKED_FILES``)."""
-    global _checking
-    _checking = CHECKED_FILES is None or item.path.name in CHECKED_FILES
-    try:
-        return (yield)
-    finally:
-        _checking = CHECKED_FILES is None
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
