@@ -141,7 +141,7 @@ def rubric_text_load(text: str | bytes, *, name: str = "") -> Any:
             raise RubricError([("file", "must be UTF-8 text")]) from None
     if len(text.encode("utf-8")) > MAX_SOURCE_BYTES:
         raise RubricError([("file", f"must be at most {MAX_SOURCE_BYTES} bytes")])
-    if nesting_depth(text) > MAX_NESTING:  # before any parser recurses into it
+    if nesting_depth(text) > MAX_NESTING or _indentation_depth(text) > MAX_NESTING:  # before any parser recurses
         raise RubricError([("file", f"is nested more than {MAX_NESTING} levels deep")])
     stripped = text.lstrip()
     if name.lower().endswith(".json") or stripped.startswith(("{", "[")):
@@ -349,6 +349,23 @@ def rubric_parse(data: Any) -> Rubric:
     if check.problems:
         raise RubricError(check.problems[:MAX_PROBLEMS])
     return Rubric(key=key, title=title, instructions=instructions, questions=tuple(questions))
+
+
+def _indentation_depth(text: str) -> int:
+    """How many levels deep YAML's block indentation goes: each line indented further than the
+    line it follows opens a level, one indented less closes the levels it leaves."""
+    open_levels: list[int] = []
+    deepest = 0
+    for line in text.splitlines():
+        content = line.lstrip(" ")
+        if not content or content.startswith("#"):
+            continue
+        indent = len(line) - len(content)
+        while open_levels and open_levels[-1] >= indent:
+            open_levels.pop()
+        open_levels.append(indent)
+        deepest = max(deepest, len(open_levels))
+    return deepest
 
 
 def rubric_from_text(text: str | bytes, *, name: str = "") -> Rubric:
