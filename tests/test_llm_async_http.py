@@ -8,12 +8,20 @@ import asyncio
 import json
 import socket
 import ssl
+from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
 
 from llm.async_http import AsyncTransport, transport_for_loop
 from tests.scripted_llm import Raw, Reply, ScriptedLLM, Status
+
+
+def _run(coroutine):
+    """Run a coroutine on a new event loop in a thread of its own (a test before this one may
+    have left an event loop running in this thread)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _transport(base_url: str) -> AsyncTransport:
@@ -33,7 +41,7 @@ def _post(base_url: str, body: dict, *, timeout: float = 5.0, path: str = "/chat
         finally:
             await transport.aclose()
 
-    return asyncio.run(go())
+    return _run(go())
 
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "How do I boil an egg? é"}]}
@@ -102,7 +110,7 @@ def test_one_transport_per_event_loop():
             await first.aclose()
             return first, second
 
-        first, second = asyncio.run(twice())
+        first, second = _run(twice())
         assert first is second
 
         async def on_another_loop() -> AsyncTransport:
@@ -110,4 +118,4 @@ def test_one_transport_per_event_loop():
             await third.aclose()
             return third
 
-        assert asyncio.run(on_another_loop()) is not first
+        assert _run(on_another_loop()) is not first
