@@ -26,7 +26,7 @@ Then what a stored document costs the workers, per document: worker CPU (thread 
 time, the PostgreSQL backend's CPU (/proc of the connection's backend, when the server runs
 here) and statements (``connection.execute_wrapper``), in alternating rounds:
 
-* the walk's write (``mining.runner.Walker._write``: its six stage results and its
+* the walk's write (``mining.walker.Walker._write``: its six stage results and its
   document's new state) over ``--writes`` pending documents of a second run, with the
   counters and with them switched off (``candidate_lock`` answering None, so neither the
   lock-and-read statement nor the counters' upsert runs); and the same write as the code at
@@ -340,10 +340,10 @@ def write_cost(n_writes: int, rounds: int = 10) -> dict[str, dict[str, float]]:
     from django.utils import timezone
 
     from core.bulk_insert import bulk_insert
-    from mining import runner
+    from mining import walker as walker_module
     from mining.models import Corpus, MiningCandidate, MiningRun
     from mining.run_counters import DocumentRows, candidate_lock
-    from mining.runner import Walker, _Final
+    from mining.walker import Final, Walker
 
     corpus = Corpus.objects.get(name="paper-scale")
     config = f"name: write-path-{os.getpid()}\ncandidates_per_topic: {n_writes}\n"
@@ -387,12 +387,12 @@ def write_cost(n_writes: int, rounds: int = 10) -> dict[str, dict[str, float]]:
         backend = cursor.fetchone()[0]
     totals = {mode: {"cpu": 0.0, "wall": 0.0, "db_cpu": 0.0, "statements": 0, "n": 0} for mode in ("with", "without")}
     per_round = len(candidates) // (2 * rounds)
-    final = _Final("rejected", "final_validation", "failed_validation: q2: no")
+    final = Final("rejected", "final_validation", "failed_validation: q2: no")
     with connection.execute_wrapper(count):
         for r in range(rounds):
             for mode in ("with", "without") if r % 2 == 0 else ("without", "with"):
                 batch, candidates = candidates[:per_round], candidates[per_round:]
-                runner.candidate_lock = candidate_lock if mode == "with" else no_lock
+                walker_module.candidate_lock = candidate_lock if mode == "with" else no_lock
                 statements[0] = 0
                 db_before = backend_cpu_seconds(backend)
                 cpu, wall = time.thread_time(), time.perf_counter()
@@ -407,7 +407,7 @@ def write_cost(n_writes: int, rounds: int = 10) -> dict[str, dict[str, float]]:
                     row["db_cpu"] += db_after - db_before
                 row["statements"] += statements[0]
                 row["n"] += len(batch)
-    runner.candidate_lock = candidate_lock
+    walker_module.candidate_lock = candidate_lock
     return {
         mode: {
             "n": row["n"],

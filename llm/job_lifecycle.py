@@ -13,19 +13,21 @@ import socket
 from collections import Counter
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from llm.client import LLMClient
 from llm.constants import EXECUTOR_VLLM_OFFLINE, OUTCOME_OK
 from llm.endpoints import Endpoint, EndpointNotConfigured, endpoint_from_overrides, endpoint_from_record, endpoint_get
 from llm.models import BatchJob, LedgerEntry, LLMJob
 from llm.run_models import ACTIVE, FINISHED, PAUSED_BY_USER, RunStateConflict
 from llm.selectors import ledger_own, ledger_replaced_own
+
+if TYPE_CHECKING:
+    from llm.client import LLMClient
 
 # What a task finds when another task holds the job: it comes back after a lease, when a
 # killed holder's claim has run out (and finds the job finished if the holder was alive).
@@ -64,6 +66,10 @@ def job_endpoint(job: LLMJob) -> Endpoint:
 
 
 def llm_client_for(job: LLMJob) -> LLMClient:
+    # Imported here: the client brings the openai SDK (half a second), and every process
+    # reaches this module at start through the apps' run registrations (issue 29).
+    from llm.client import LLMClient
+
     return LLMClient(job_endpoint(job), executor=job.executor)
 
 

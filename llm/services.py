@@ -15,7 +15,6 @@ from django.db import transaction
 
 from core.app_errors import InvalidInput
 from llm.constants import EXECUTOR_ONLINE, EXECUTORS, OUTCOME_OK, OUTCOME_PARSE_FAILED
-from llm.executors import executor_for
 from llm.job_lifecycle import (
     CLAIMED,
     job_endpoint,
@@ -158,6 +157,10 @@ def llm_job_execute(*, job_id: int) -> str:
         return CLAIMED
     job = LLMJob.objects.get(pk=job_id)
     job.claim_token = token
+    # Imported here: the executors bring the HTTP client and the openai SDK, which a process
+    # that only serves pages or lists commands never needs (issue 29).
+    from llm.executors import executor_for
+
     try:
         outcome = executor_for(job).run()
     except Exception as exc:  # never leave a job "running" behind a task that died on an error

@@ -221,7 +221,7 @@ def mining_config_parse(text: str, *, source: str) -> dict[str, Any]:
         )
     # A stage's temperature and max_tokens left out (None) are resolved when the run is
     # created: the role's setting, else MINING_TEMPERATURE and MINING_STAGE_MAX_TOKENS
-    # (mining/runner.py stage_sampling, llm/sampling.py).
+    # (mining/stage_plans.py stage_sampling, llm/sampling.py).
     config["stages"] = {stage: _stage_spec(stage, stages.get(stage), source) for stage in LLM_STAGES}
     if reference is not None:
         config["reference"] = reference

@@ -24,15 +24,17 @@ were kept (``MiningRun.counters_built`` false) is counted this way on its first 
 from __future__ import annotations
 
 import math
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Protocol
 
 from django.db import connections, transaction
-from django.db.models import Count
+from django.db.models import Count, Sum
 
 from llm.ledger_totals import ledger_totals_verify
+from llm.models import LedgerTotal
 from mining.models import CandidateStatus, CounterScope, MiningCandidate, MiningRun, MiningRunCounter, StageResult
 from mining.stages import REJECTED, reason_code
 
@@ -203,7 +205,7 @@ def counters_add(run_id: int, delta: Counts) -> None:
 
 
 class Decision(Protocol):
-    """How a walk leaves its document (``mining.runner._Final``): its new status (None:
+    """How a walk leaves its document (``mining.walker.Final``): its new status (None:
     unchanged), the stage and the reason."""
 
     status: str | None
@@ -220,7 +222,7 @@ def document_written(
     final: Decision | None = None,
     cpu_ms: float | None = None,
 ) -> None:
-    """A walk's write (``mining.runner.Walker._write``) stored ``results`` (stage -> the
+    """A walk's write (``mining.walker.Walker._write``) stored ``results`` (stage -> the
     fields written) for the document read as ``before`` (``candidate_lock``), deleted the
     results with the ``deleted`` ids and, with ``final``, set its stage, reason and status
     (unless None) and added ``cpu_ms`` to its CPU: move its counts from before to after,
@@ -422,7 +424,7 @@ def mining_run_counters(run: MiningRun) -> list[CounterRow]:
 
 
 def candidates_insert(run_id: int, new: list[MiningCandidate]) -> int:
-    """Insert the documents the sampler drew (``mining.runner.candidates_sample``, the only
+    """Insert the documents the sampler drew (``mining.run_claims.candidates_sample``, the only
     writer of a run's documents, holding the run's row): those not present yet, counted as
     pending in the same transaction. Returns how many were inserted."""
     present: set[int] = set()
@@ -462,3 +464,26 @@ def documents_reopen(*, run: MiningRun, ids: list[int], **fields: Any) -> int:
         reopened += MiningCandidate.objects.filter(pk__in=chunk).update(status=CandidateStatus.PENDING, **fields)
         counters_add(run.pk, difference(after, before))
     return reopened
+
+
+class Budget:
+    """What the run has paid (its ledger entries' kept totals), checked before every new call."""
+
+    def __init__(self, run: MiningRun):
+        self.run = run
+        self.cap = run.budget_usd
+        self.lock = threading.Lock()
+        self.refresh()
+
+    def refresh(self) -> None:
+        spent = LedgerTotal.objects.filter(run=self.run.ledger_run).aggregate(s=Sum("priced_usd"))["s"] or Decimal(0)
+        with self.lock:
+            self.spent = Decimal(spent)
+
+    def add(self, amount: Decimal | None) -> None:
+        if amount:
+            with self.lock:
+                self.spent += amount
+
+    def reached(self) -> bool:
+        return self.cap is not None and self.spent >= self.cap

@@ -23,8 +23,8 @@ from mining.models import CandidateStatus, Corpus, MiningCandidate, MiningRun, M
 from mining.procedure_records import NO_TOPIC
 from mining.procedure_services import TopicResolver
 from mining.run_configs import mining_config_parse
-from mining.run_counters import documents_reopen, mining_run_corpus_count
-from mining.runner import Budget, run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
+from mining.run_counters import Budget, documents_reopen, mining_run_corpus_count
+from mining.stage_plans import run_uses_waves, stage_endpoint, stage_prompt, stage_sampling
 from mining.stages import LLM_STAGES
 
 # Settings a re-launch under the same name may change: how stages are asked, how the run

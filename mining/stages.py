@@ -3,8 +3,9 @@
 A document's procedure-in-progress is a :class:`Draft` (goal, steps, resources). Each
 stage looks at the draft and decides; the five LLM stages say what to ask
 (:meth:`LLMStage.prompt_values`) and what an answer means (:meth:`LLMStage.judge`); the
-heuristics stage decides on its own (:meth:`HeuristicsStage.check`). The runner
-(``mining/runner.py``) does everything else: prompts, calls, storage, counters, resume.
+heuristics stage decides on its own (:meth:`HeuristicsStage.check`). A walk takes them
+through one base (``mining/walk_stages.py``); the runner (``mining/runner.py`` and the
+modules it names) does everything else: prompts, calls, storage, counters, resume.
 
 Verdicts are ``passed`` (the draft moves on, possibly changed) or ``rejected`` with the
 stage's reason. A draft carries the steps and resources exactly as the stage that made

@@ -19,10 +19,12 @@ from django.utils import timezone
 from llm.models import LedgerEntry
 from mining.constants import MINING_CLAIM_LEASE_SECONDS
 from mining.models import MiningCandidate, MiningRun, Procedure, StageResult
+from mining.run_claims import candidates_claim, candidates_sample, chunk_load
 from mining.run_selectors import mining_run_progress
 from mining.run_services import mining_run_create, mining_run_retry_failures
-from mining.runner import Walker, _claim, candidates_sample, chunk_load, mining_run_execute
+from mining.runner import mining_run_execute
 from mining.stages import PIPELINE
+from mining.walker import Walker
 from tests.scripted_miner import document_text, scripted_miner_server, stage_of
 from tests.test_mining_runs import config, make_corpus, point_stages_at
 
@@ -66,7 +68,7 @@ def _walk_one_chunk(run: MiningRun) -> tuple[list, list, list]:
     walker = Walker(run)
     token = uuid.uuid4().hex
     candidates_sample(run)
-    ids = _claim(run, token, 100)
+    ids = candidates_claim(run, token, 100)
     try:
         with CaptureQueriesContext(connection) as read:
             items = chunk_load(walker, token, ids)

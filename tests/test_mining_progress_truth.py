@@ -18,10 +18,11 @@ from django.utils import timezone
 from llm.models import LedgerEntry
 from mining.charts import mining_funnel_chart
 from mining.models import MiningCandidate, MiningRun
+from mining.run_claims import candidates_sample
 from mining.run_estimates import CostSums, cost_projection, eta_estimate, poisson_interval
 from mining.run_selectors import mining_run_progress
 from mining.run_services import mining_run_create, mining_run_resume, mining_run_update_stages
-from mining.runner import Walker, candidates_sample
+from mining.walker import Walker
 from tests.scripted_miner import document_text, scripted_miner_server
 from tests.test_mining_runs import config, execute, make_corpus, miner, point_stages_at  # noqa: F401  (fixture)
 

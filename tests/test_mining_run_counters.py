@@ -22,6 +22,7 @@ from llm.constants import OUTCOMES
 from llm.models import LedgerEntry, LedgerTotal
 from llm.run_watch import ERROR_CHARS
 from mining.models import CandidateStatus, Document, MiningCandidate, MiningRun, MiningRunCounter, StageResult
+from mining.run_claims import candidates_sample
 from mining.run_counters import mining_run_counters_verify
 from mining.run_selectors import mining_run_progress, mining_run_state
 from mining.run_services import (
@@ -30,8 +31,8 @@ from mining.run_services import (
     mining_run_retry_failures,
     mining_run_update_stages,
 )
-from mining.runner import Walker, candidates_sample
 from mining.stages import reason_code
+from mining.walker import Walker
 from tests.scripted_miner import document_text, scripted_miner_server
 from tests.test_mining_runs import config, execute, make_corpus, miner, point_stages_at  # noqa: F401  (fixture)
 

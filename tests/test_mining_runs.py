@@ -403,7 +403,7 @@ def test_a_cancelled_runs_unfinished_documents_are_not_asked_not_in_flight(miner
 
     corpus = make_corpus([(f"d{i}", "health", document_text(f"d{i}", f"Exercise {i}")) for i in range(4)])
     run = mining_run_create(config_text=config(), source="run.yaml", corpus_name=corpus.name, start=False)
-    from mining.runner import candidates_sample
+    from mining.run_claims import candidates_sample
 
     assert candidates_sample(run) == 4  # the run has drawn its documents, then it is cancelled
     mining_run_cancel(run=run)

@@ -15,7 +15,7 @@ from django.urls import reverse
 from llm.models import LLMJob
 from llm.run_models import Run
 from mining.models import MiningRun
-from mining.runner import _wave_job_execute
+from mining.waves import _wave_job_execute
 from tests.test_run_lifecycle import JOB_STATUS, KINDS, STEPS, Kind, _job, _mining
 
 pytestmark = pytest.mark.django_db
