@@ -1,6 +1,8 @@
 """The WSGI application: Django's, with a deadline on request bodies (core/wsgi_body.py).
 Each process that loads it first removes temporary upload files of processes that are gone
-(a worker killed in the middle of an upload, core/request_bodies.py)."""
+(a worker killed in the middle of an upload, core/request_bodies.py), and loads the LLM
+client, which the URL configuration leaves to its first use so that commands start fast: a
+web process loads it here, before its first request, and no reward call waits for it."""
 
 import os
 
@@ -12,6 +14,7 @@ django_application = get_wsgi_application()
 
 from core.request_bodies import upload_temp_sweep  # noqa: E402 - needs the settings loaded
 from core.wsgi_body import BodyDeadline  # noqa: E402
+from llm import client as _llm_client  # noqa: E402, F401 - loaded before the first request
 
 upload_temp_sweep()
 application = BodyDeadline(

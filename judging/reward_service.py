@@ -37,11 +37,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm.call_watch import CallWatch, Interrupted
-from llm.client import LLMClient
 from llm.request import LLMRequest, LLMResult
+
+if TYPE_CHECKING:
+    from llm.client import LLMClient
 
 Answer = tuple[LLMResult, dict[str, Any]]
 Late = Callable[[str, dict[str, Any]], None]  # (key, ledger fields) of an answer past its deadline

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection
@@ -42,11 +42,13 @@ from judging.score_metric import score_reward
 from judging.services import DEFAULT_JUDGE_PROMPT
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
-from llm.client import LLMClient
 from llm.endpoints import Endpoint, endpoint_require
 from llm.ledger import ledger_write, ledger_write_many
 from llm.request import LLMRequest, LLMResult
 from llm.selectors import ledger_ok_results
+
+if TYPE_CHECKING:
+    from llm.client import LLMClient
 
 REWARD_RUN = "reward-endpoint"
 JUDGE_ROLE = "how2score_judge"
@@ -87,7 +89,11 @@ class _Verdict:
 @lru_cache(maxsize=4)
 def _judge_client(endpoint: Endpoint) -> LLMClient:
     """One client (and its connection pools) per endpoint for the life of the process:
-    the reward endpoint sits inside a training loop and must not reconnect every call."""
+    the reward endpoint sits inside a training loop and must not reconnect every call.
+    The client module is imported here, not at start (issue 29): the web server's WSGI
+    module loads it once when a process starts (config/wsgi.py), so no call pays for it."""
+    from llm.client import LLMClient
+
     return LLMClient(endpoint)
 
 
