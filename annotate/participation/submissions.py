@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from annotate import constants as C
 from annotate.errors import SubmissionRejected, field_errors
 from annotate.kinds import kind_get
-from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError
+from annotate.kinds.base import ROLE_ATTENTION, ROLE_MAIN, ROLE_QUALIFICATION, FieldError, StudyKind
 from annotate.models import Annotation, Assignment, AssignmentStatus, Participation, ParticipationState, StudyItem
 from annotate.participation import clock
 from annotate.participation.allocation_selectors import item_slots_wanted
@@ -106,6 +106,157 @@ def _screen_out_for_attention(p: Participation) -> None:
     )
 
 
+def _values_checked(answer: Any, submission_id: Any) -> str:
+    """The answer and the submission id checked as plain values (no NaN, no NUL, nothing
+    over-long) before anything is locked, refused naming the field; returns the submission id
+    as it is stored."""
+    try:
+        check_value(answer, field="answer", max_string_length=C.MAX_DRAFT_STRING_LENGTH)
+        return check_text(submission_id, field="submission_id", max_length=C.SUBMISSION_ID_MAX_LENGTH)
+    except StrictJSONError as exc:
+        raise SubmissionRejected(
+            f"The answer was not submitted: {exc.field}: {exc.message}", field_errors(exc)
+        ) from None
+
+
+def _answer_accepted(
+    a: Assignment, kind: StudyKind, item: StudyItem, answer: Any, now: datetime
+) -> tuple[CheckedAnswer, dict[str, Any]]:
+    """The interface rules and the kind's answer rules checked together, so that a refusal
+    names every problem at once; returns the checked answer and its cleaned values."""
+    errors = submission_problems(a, now)
+    checked = answer_check(kind, item, answer)
+    errors += checked.errors
+    if errors or checked.cleaned is None:
+        raise SubmissionRejected("The answer was not submitted: " + " ".join(e.message for e in errors), errors)
+    return checked, checked.cleaned
+
+
+def _is_surplus(a: Assignment, p: Participation, item: StudyItem, *, late: bool, now: datetime) -> bool:
+    """Whether a main answer arrives once its item already has what it wants: the other
+    submitted answers count, and for a late submit also the other leases still running. A
+    test answer never fills a slot, nor is it surplus."""
+    if a.role != ROLE_MAIN or p.is_test:
+        return False
+    filled = (
+        Assignment.objects.filter(item=item, status=AssignmentStatus.SUBMITTED, surplus=False, is_test=False)
+        .exclude(pk=a.pk)
+        .count()
+    )
+    if late:
+        filled += (
+            Assignment.objects.filter(
+                item=item, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now, is_test=False
+            )
+            .exclude(pk=a.pk)
+            .count()
+        )
+    return filled >= item_slots_wanted(a.study, item.pk, now)
+
+
+def _exclusion(a: Assignment, p: Participation) -> tuple[bool, str]:
+    """Whether the annotation is left out of the study's figures from the start, and why:
+    qualification and attention items are, and so is every answer of an excluded participant."""
+    if a.role == ROLE_QUALIFICATION:
+        return True, "qualification_item"
+    if a.role == ROLE_ATTENTION:
+        return True, "attention_check_item"
+    if p.excluded:
+        return True, p.exclusion_reason
+    return False, ""
+
+
+@dataclass
+class _Decision:
+    """What the submit decided about an accepted answer before writing it."""
+
+    checked: CheckedAnswer
+    cleaned: dict[str, Any]
+    submission_id: str
+    now: datetime
+    late: bool
+    surplus: bool
+    # None: the item has no known answer, or it is flagged broken (neither a pass nor a miss)
+    correct: bool | None
+
+
+def _annotation_create(
+    a: Assignment, p: Participation, item: StudyItem, kind: StudyKind, decision: _Decision
+) -> Annotation:
+    """The annotation row: the cleaned answer with its flag, the item's and the interface's
+    versions, and the timing and openings the server recorded for the assignment."""
+    checked, cleaned, now = decision.checked, decision.cleaned, decision.now
+    flag = checked.flag or {"flag": "", "reason": "", "note": ""}
+    excluded, reason = _exclusion(a, p)
+    served_at = cast(datetime, a.first_served_at)  # set when the assignment was reserved
+    return Annotation.objects.create(
+        assignment=a,
+        study=a.study,
+        item=item,
+        participation=p,
+        annotator_id=a.annotator_id,
+        source=a.role,
+        has_failure=None if checked.broken else kind.has_failure(cleaned),
+        failures=[] if checked.broken else cleaned.get("failures", []),
+        comments=cleaned.get("comments", ""),
+        answer=cleaned,
+        guideline_version=a.study.guideline_version.label,
+        l1_hash=item.l1_hash,
+        l2_hash=item.l2_hash,
+        interface_version=kind.interface_version,
+        first_served_at=served_at,
+        submitted_at=now,
+        wall_seconds=round((now - served_at).total_seconds(), 3),
+        active_seconds=a.active_seconds,
+        goal_acknowledged_at=a.goal_acknowledged_at,
+        steps_opened=a.steps_opened,
+        click_log=a.click_log,
+        surplus=decision.surplus,
+        late=decision.late,
+        is_test=p.is_test,
+        correct=decision.correct,
+        excluded=excluded,
+        exclusion_reason=reason,
+        submission_id=decision.submission_id,
+        flag=flag["flag"],
+        flag_reason=flag["reason"],
+        flag_note=flag["note"],
+    )
+
+
+def _attention_count(p: Participation, passed: bool, max_failures: int) -> None:
+    """An attention item's outcome counted on the participation, which is screened out once
+    its misses pass what the study allows (unless it already ended that way or was returned)."""
+    if passed:
+        p.attention_passed += 1
+        return
+    p.attention_failures += 1
+    if p.attention_failures > max_failures and p.state not in (
+        ParticipationState.SCREENED_OUT,
+        ParticipationState.RETURNED,
+    ):
+        _screen_out_for_attention(p)
+
+
+def _submitted_record(a: Assignment, p: Participation, decision: _Decision) -> None:
+    """What a stored answer changes around it: the assignment is submitted, the participation
+    counts an attention item, grades its qualification once its last qualification item is in,
+    and the study is checked against its target interval width."""
+    a.status = AssignmentStatus.SUBMITTED
+    a.submitted_at = decision.now
+    a.surplus = decision.surplus
+    a.save(update_fields=["status", "submitted_at", "surplus"])
+    p.last_seen_at = decision.now
+    study = a.study
+    if a.role == ROLE_ATTENTION and decision.correct is not None:
+        _attention_count(p, decision.correct, study.attention_max_failures)
+    if a.role == ROLE_QUALIFICATION and p.state == ParticipationState.QUALIFICATION:
+        qualification_grade(p)
+    p.save()
+    if a.role == ROLE_MAIN and not p.is_test and study.target_interval_width is not None:
+        study_target_check(study=study)  # stops the study once its interval is narrow enough
+
+
 @dataclass
 class SubmitResult:
     annotation: Annotation
@@ -120,13 +271,7 @@ def annotation_submit(
     stored annotation unchanged. A late submit (lease expired or released) is stored too, and
     marked surplus when the item already had its k annotations. A malformed answer or
     submission id (NaN, NUL, over-long) is refused naming the field before anything is locked."""
-    try:
-        check_value(answer, field="answer", max_string_length=C.MAX_DRAFT_STRING_LENGTH)
-        submission_id = check_text(submission_id, field="submission_id", max_length=C.SUBMISSION_ID_MAX_LENGTH)
-    except StrictJSONError as exc:
-        raise SubmissionRejected(
-            f"The answer was not submitted: {exc.field}: {exc.message}", field_errors(exc)
-        ) from None
+    submission_id = _values_checked(answer, submission_id)
     p = participation_lock(participation)
     a = assignment_get_own(public_id, p, lock=False)
     existing = Annotation.objects.filter(assignment=a).first()
@@ -139,99 +284,24 @@ def annotation_submit(
     if existing is not None:
         return SubmitResult(existing, False)
     now = clock.now()
-    study = a.study
-    kind = kind_get(study.kind)
-    errors = submission_problems(a, now)
-    checked = answer_check(kind, item, answer)
-    errors += checked.errors
-    cleaned = checked.cleaned
-    if errors or cleaned is None:
-        raise SubmissionRejected("The answer was not submitted: " + " ".join(e.message for e in errors), errors)
-    flag = checked.flag or {"flag": "", "reason": "", "note": ""}
+    kind = kind_get(a.study.kind)
+    checked, cleaned = _answer_accepted(a, kind, item, answer, now)
     late = a.status != AssignmentStatus.RESERVED or now > a.lease_expires_at
-    surplus = False
-    if a.role == ROLE_MAIN and not p.is_test:  # a test answer never fills a slot, nor is it surplus
-        filled = (
-            Assignment.objects.filter(item=item, status=AssignmentStatus.SUBMITTED, surplus=False, is_test=False)
-            .exclude(pk=a.pk)
-            .count()
-        )
-        if late:
-            filled += (
-                Assignment.objects.filter(
-                    item=item, status=AssignmentStatus.RESERVED, lease_expires_at__gt=now, is_test=False
-                )
-                .exclude(pk=a.pk)
-                .count()
-            )
-        surplus = filled >= item_slots_wanted(study, item.pk, now)
-    # None: the item has no known answer, or it is flagged broken (neither a pass nor a miss)
-    correct = None if checked.broken else kind.is_correct(cleaned, item)
-    excluded, reason = False, ""
-    served_at = cast(datetime, a.first_served_at)  # set when the assignment was reserved
-    if a.role == ROLE_QUALIFICATION:
-        excluded, reason = True, "qualification_item"
-    elif a.role == ROLE_ATTENTION:
-        excluded, reason = True, "attention_check_item"
-    elif p.excluded:
-        excluded, reason = True, p.exclusion_reason
+    decision = _Decision(
+        checked=checked,
+        cleaned=cleaned,
+        submission_id=submission_id,
+        now=now,
+        late=late,
+        surplus=_is_surplus(a, p, item, late=late, now=now),
+        correct=None if checked.broken else kind.is_correct(cleaned, item),
+    )
     try:
         with transaction.atomic():
-            annotation = Annotation.objects.create(
-                assignment=a,
-                study=study,
-                item=item,
-                participation=p,
-                annotator_id=a.annotator_id,
-                source=a.role,
-                has_failure=None if checked.broken else kind.has_failure(cleaned),
-                failures=[] if checked.broken else cleaned.get("failures", []),
-                comments=cleaned.get("comments", ""),
-                answer=cleaned,
-                guideline_version=study.guideline_version.label,
-                l1_hash=item.l1_hash,
-                l2_hash=item.l2_hash,
-                interface_version=kind.interface_version,
-                first_served_at=served_at,
-                submitted_at=now,
-                wall_seconds=round((now - served_at).total_seconds(), 3),
-                active_seconds=a.active_seconds,
-                goal_acknowledged_at=a.goal_acknowledged_at,
-                steps_opened=a.steps_opened,
-                click_log=a.click_log,
-                surplus=surplus,
-                late=late,
-                is_test=p.is_test,
-                correct=correct,
-                excluded=excluded,
-                exclusion_reason=reason,
-                submission_id=submission_id,
-                flag=flag["flag"],
-                flag_reason=flag["reason"],
-                flag_note=flag["note"],
-            )
+            annotation = _annotation_create(a, p, item, kind, decision)
     except IntegrityError:  # the same assignment submitted concurrently (backstop of the lock)
         return SubmitResult(Annotation.objects.get(assignment=a), False)
-    a.status = AssignmentStatus.SUBMITTED
-    a.submitted_at = now
-    a.surplus = surplus
-    a.save(update_fields=["status", "submitted_at", "surplus"])
-    p.last_seen_at = now
-    if a.role == ROLE_ATTENTION and correct is not None:
-        if correct:
-            p.attention_passed += 1
-        else:
-            p.attention_failures += 1
-            if p.attention_failures > study.attention_max_failures and p.state not in (
-                ParticipationState.SCREENED_OUT,
-                ParticipationState.RETURNED,
-            ):
-                _screen_out_for_attention(p)
-    if a.role == ROLE_QUALIFICATION and p.state == ParticipationState.QUALIFICATION:
-        qualification_grade(p)
-    p.save()
-    if a.role == ROLE_MAIN and not p.is_test and study.target_interval_width is not None:
-        study_target_check(study=study)  # stops the study once its interval is narrow enough
+    _submitted_record(a, p, decision)
     return SubmitResult(annotation, True)
 
 
@@ -282,19 +352,9 @@ def annotation_submit_preview(*, assignment: Assignment, answer: Any, submission
     seconds since the item was shown) and the kind's answer rules. Raises ``SubmissionRejected``
     with every problem, as a real submit would; otherwise returns the cleaned answer (and, for
     a check or gold item, whether it matched the known answer). Nothing is written."""
-    try:
-        check_value(answer, field="answer", max_string_length=C.MAX_DRAFT_STRING_LENGTH)
-        check_text(submission_id, field="submission_id", max_length=C.SUBMISSION_ID_MAX_LENGTH)
-    except StrictJSONError as exc:
-        raise SubmissionRejected(
-            f"The answer was not submitted: {exc.field}: {exc.message}", field_errors(exc)
-        ) from None
+    _values_checked(answer, submission_id)
     item = assignment.item
     kind = kind_get(item.study.kind)
-    errors = submission_problems(assignment, clock.now())
-    checked = answer_check(kind, item, answer)
-    errors += checked.errors
-    if errors or checked.cleaned is None:
-        raise SubmissionRejected("The answer was not submitted: " + " ".join(e.message for e in errors), errors)
-    correct = None if checked.broken else kind.is_correct(checked.cleaned, item)
-    return {"answer": checked.cleaned, "correct": correct, "flag": checked.flag}
+    checked, cleaned = _answer_accepted(assignment, kind, item, answer, clock.now())
+    correct = None if checked.broken else kind.is_correct(cleaned, item)
+    return {"answer": cleaned, "correct": correct, "flag": checked.flag}
