@@ -19,6 +19,7 @@ decision counts, mirrored on ``Annotation.review``:
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -106,6 +107,92 @@ def _restore(annotation: Annotation) -> None:
         annotation.exclusion_reason = ""
 
 
+def _review_request_check(
+    ids: list[int], decision: Any, reason: Any, rejection_category: Any, answer: Any
+) -> tuple[str, str]:
+    """The decision, its reason and category, and what a correction needs (one annotation and
+    an answer, which no other decision takes) checked before anything is locked; returns the
+    reason and the category the review keeps."""
+    errors = rules.decision_check(decision)
+    if errors:
+        raise _refuse(errors, "The review was refused")
+    reason_text, category, errors = rules.reason_check(decision, reason, rejection_category)
+    if errors:
+        raise _refuse(errors, "The review was refused")
+    if decision == rules.DECISION_CORRECT and len(ids) != 1:
+        raise InvalidInput(
+            "annotation_ids: a correction is made to one annotation at a time",
+            {"annotation_ids": "one annotation for a correction"},
+        )
+    if decision != rules.DECISION_CORRECT and answer not in (None, {}):
+        raise InvalidInput("answer: only a correction takes an answer", {"answer": "only a correction takes an answer"})
+    return reason_text, category
+
+
+def _annotations_locked(study: Study, ids: list[int]) -> list[Annotation]:
+    """The named annotations of the study, locked in id order; an id that is not one of the
+    study's is refused (at most twenty named)."""
+    annotations = list(
+        Annotation.objects.select_for_update().filter(study=study, pk__in=ids).select_related("item").order_by("pk")
+    )
+    missing = sorted(set(ids) - {a.pk for a in annotations})
+    if missing:
+        raise NotFound(
+            f"annotation_ids: not annotations of study {study.slug}: {', '.join(map(str, missing[:20]))}",
+            {"annotation_ids": f"not in this study: {', '.join(map(str, missing[:20]))}"},
+        )
+    return annotations
+
+
+def _correction_clean(kind: StudyKind, target: Annotation, answer: Any) -> dict[str, Any]:
+    """The reviewer's answer for a correction, cleaned by the kind; only a main-pool annotation
+    that holds an answer can take one."""
+    if target.source != ROLE_MAIN:
+        raise Conflict(
+            "Only a main-pool annotation can be corrected: an attention check or qualification answer is graded "
+            "against the item's known answer",
+            {"annotation_ids": "not a main-pool annotation"},
+        )
+    if target.broken:
+        raise Conflict(
+            "The annotator flagged this item broken, so the annotation holds no answer to correct; settle the "
+            "item with a gold label instead",
+            {"annotation_ids": "flagged broken"},
+        )
+    return answer_clean(kind=kind, item=target.item, answer=answer)
+
+
+def _decision_apply(
+    a: Annotation, decision: str, cleaned: dict[str, Any] | None, kind: StudyKind, now: datetime
+) -> None:
+    """The decision written on the annotation: what an earlier one changed put back, then a
+    rejection's exclusion or a correction's answer (the annotator's kept in
+    ``submitted_answer``), and the decision mirrored in ``review``."""
+    _restore(a)
+    if decision == rules.DECISION_REJECT and not a.excluded:
+        a.excluded = True
+        a.exclusion_reason = REVIEW_EXCLUSION_REASON
+    if cleaned is not None:
+        a.submitted_answer = {"answer": a.answer, "has_failure": a.has_failure, "failures": a.failures}
+        a.answer = cleaned
+        a.has_failure = kind.has_failure(cleaned)
+        a.failures = cleaned.get("failures", [])
+    a.review = decision
+    a.reviewed_at = now
+    a.save(
+        update_fields=[
+            "answer",
+            "has_failure",
+            "failures",
+            "submitted_answer",
+            "excluded",
+            "exclusion_reason",
+            "review",
+            "reviewed_at",
+        ]
+    )
+
+
 @transaction.atomic
 def annotation_review(
     *,
@@ -125,71 +212,16 @@ def annotation_review(
     broken": settle that item with a gold label). Nothing is stored unless every annotation
     can take the decision."""
     ids = _ids(annotation_ids, "annotation_ids")
-    errors = rules.decision_check(decision)
-    if errors:
-        raise _refuse(errors, "The review was refused")
-    reason_text, category, errors = rules.reason_check(decision, reason, rejection_category)
-    if errors:
-        raise _refuse(errors, "The review was refused")
-    if decision == rules.DECISION_CORRECT and len(ids) != 1:
-        raise InvalidInput(
-            "annotation_ids: a correction is made to one annotation at a time",
-            {"annotation_ids": "one annotation for a correction"},
-        )
-    if decision != rules.DECISION_CORRECT and answer not in (None, {}):
-        raise InvalidInput("answer: only a correction takes an answer", {"answer": "only a correction takes an answer"})
-    annotations = list(
-        Annotation.objects.select_for_update().filter(study=study, pk__in=ids).select_related("item").order_by("pk")
-    )
-    missing = sorted(set(ids) - {a.pk for a in annotations})
-    if missing:
-        raise NotFound(
-            f"annotation_ids: not annotations of study {study.slug}: {', '.join(map(str, missing[:20]))}",
-            {"annotation_ids": f"not in this study: {', '.join(map(str, missing[:20]))}"},
-        )
+    reason_text, category = _review_request_check(ids, decision, reason, rejection_category, answer)
+    annotations = _annotations_locked(study, ids)
     cleaned: dict[str, Any] | None = None
     kind = kind_get(study.kind)
     if decision == rules.DECISION_CORRECT:
-        target = annotations[0]
-        if target.source != ROLE_MAIN:
-            raise Conflict(
-                "Only a main-pool annotation can be corrected: an attention check or qualification answer is graded "
-                "against the item's known answer",
-                {"annotation_ids": "not a main-pool annotation"},
-            )
-        if target.broken:
-            raise Conflict(
-                "The annotator flagged this item broken, so the annotation holds no answer to correct; settle the "
-                "item with a gold label instead",
-                {"annotation_ids": "flagged broken"},
-            )
-        cleaned = answer_clean(kind=kind, item=target.item, answer=answer)
+        cleaned = _correction_clean(kind, annotations[0], answer)
     now = timezone.now()
     reviews = []
     for a in annotations:
-        _restore(a)
-        if decision == rules.DECISION_REJECT and not a.excluded:
-            a.excluded = True
-            a.exclusion_reason = REVIEW_EXCLUSION_REASON
-        if cleaned is not None:
-            a.submitted_answer = {"answer": a.answer, "has_failure": a.has_failure, "failures": a.failures}
-            a.answer = cleaned
-            a.has_failure = kind.has_failure(cleaned)
-            a.failures = cleaned.get("failures", [])
-        a.review = decision
-        a.reviewed_at = now
-        a.save(
-            update_fields=[
-                "answer",
-                "has_failure",
-                "failures",
-                "submitted_answer",
-                "excluded",
-                "exclusion_reason",
-                "review",
-                "reviewed_at",
-            ]
-        )
+        _decision_apply(a, decision, cleaned, kind, now)
         reviews.append(
             AnnotationReview(
                 annotation=a,
