@@ -772,7 +772,8 @@ def test_every_annotator_pair_in_a_full_design_is_reported():
 
 @pytest.mark.parametrize("nominal", [True, False])
 def test_bootstrap_alpha_of_a_resample_equals_alpha_of_the_resampled_items(nominal: bool):
-    from annotate.stats.alpha import _pairable, _resample_index, _weighted_alphas
+    from annotate.stats.alpha_bootstrap import _resample_index, _weighted_alphas
+    from annotate.stats.coincidence import pairable as _pairable
 
     generator = random.Random(13)
     # Numbers (nominal) or step sets (MASI): the one test walks both.

@@ -4,38 +4,24 @@ BCa bootstrap interval over items (Efron 1987). Pure Python and NumPy, no Django
 Three kinds: ``binary`` (nominal over has_failure), ``first_failure_location`` (nominal over
 ``"none"`` / the smallest linked L2 step / ``"unlocated"``) and ``l2_step_sets_masi`` (each
 annotation's set of linked L2 steps, MASI distance). The value domain is put in a total order
-first, so no result depends on the order of the input rows."""
+first, so no result depends on the order of the input rows. The coincidence computation of
+alpha is in ``coincidence.py``, the bootstrap over items in ``alpha_bootstrap.py``."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Literal, cast
 
 import krippendorff
 import numpy as np
 import numpy.typing as npt
 
-from annotate.stats.bootstrap import (
-    DEFAULT_BOOTSTRAP,
-    JACKKNIFE_MAX_ITEMS,
-    SeedLike,
-    bootstrap_counts,
-    check_bootstrap,
-    item_bootstrap_interval,
-    sample_size_note,
-)
+from annotate.stats.alpha_bootstrap import AlphaInput, alpha_bootstraps
+from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP, SeedLike, check_bootstrap, sample_size_note
+from annotate.stats.coincidence import Pairable, V, alpha_from_pairable, nominal_distance_matrix, pairable
 from annotate.stats.majority import annotation_l2_steps, check_rows, first_failure_location
 from annotate.stats.records import AnnotationRow
-from core.intervals import (
-    ITEM_BOOTSTRAP,
-    PERFECT_AGREEMENT,
-    RESAMPLE_BLOCK_CELLS,
-    interval_fields,
-    perfect_agreement_interval,
-    resample_blocks,
-)
+from core.intervals import interval_fields
 
 AlphaKind = Literal["binary", "first_failure_location", "l2_step_sets_masi"]
 ALPHA_KINDS: tuple[AlphaKind, ...] = ("binary", "first_failure_location", "l2_step_sets_masi")
@@ -44,8 +30,6 @@ ALPHA_KINDS: tuple[AlphaKind, ...] = ("binary", "first_failure_location", "l2_st
 # this many cells the same coincidence computation runs in ``coincidence_alpha`` instead,
 # which needs only (values x values) memory; the tests prove the two agree.
 PACKAGE_MAX_CELLS = 4_000_000
-
-V = TypeVar("V", bound=Hashable)
 
 
 def masi_distance(a: Iterable[int], b: Iterable[int]) -> float:
@@ -85,108 +69,25 @@ def masi_distance_matrix(sets: Sequence[frozenset[int]]) -> npt.NDArray[np.float
     return distance
 
 
-def _nominal_distance_matrix(n_values: int) -> npt.NDArray[np.float64]:
-    return 1.0 - np.eye(n_values)
-
-
-def _value_sort_key(value: Hashable) -> tuple[Any, ...]:
-    """A total order over the values we meet (bools, ints, strings, frozensets of ints),
-    so the value domain, and with it every float sum, does not depend on input order."""
-    if isinstance(value, frozenset):
-        return (3, len(value), tuple(sorted(value)))
-    if isinstance(value, bool):
-        return (0, int(value), "")
-    if isinstance(value, int):
-        return (1, value, "")
-    return (2, 0, str(value))
-
-
-@dataclass(frozen=True)
-class _Pairable(Generic[V]):
-    """The pairable part of a reliability matrix: units holding at least two values.
-
-    ``unit_of`` and ``value_of`` give, for every pairable value (sorted by unit), its unit
-    and its index in ``domain``; ``m`` is the number of values per unit."""
-
-    domain: list[V]
-    unit_of: npt.NDArray[np.intp]
-    value_of: npt.NDArray[np.intp]
-    m: npt.NDArray[np.float64]
-    n_units: int
-    n_single: int
-
-    @property
-    def n_values(self) -> int:
-        return int(self.unit_of.size)
-
-    def counts(self) -> npt.NDArray[np.float64]:
-        """Units x values count matrix (dense)."""
-        counts = np.zeros((self.n_units, len(self.domain)))
-        np.add.at(counts, (self.unit_of, self.value_of), 1.0)
-        return counts
-
-
-def _pairable(matrix: Sequence[Sequence[V | None]]) -> _Pairable[V]:
-    """Build the pairable units of an items x coders matrix (``None`` = missing cell)."""
-    units = [[value for value in row if value is not None] for row in matrix]
-    pairable = [unit for unit in units if len(unit) >= 2]
-    n_single = sum(1 for unit in units if len(unit) == 1)
-    domain = sorted({value for unit in pairable for value in unit}, key=_value_sort_key)
-    index = {value: position for position, value in enumerate(domain)}
-    unit_of = np.array([u for u, unit in enumerate(pairable) for _ in unit], dtype=np.intp)
-    value_of = np.array([index[value] for unit in pairable for value in unit], dtype=np.intp)
-    m = np.array([len(unit) for unit in pairable], dtype=np.float64)
-    return _Pairable(domain, unit_of, value_of, m, len(pairable), n_single)
-
-
-def _within_unit_disagreement(p: _Pairable[V], delta: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """For every unit u: the sum of distances over its ordered pairs of values (i != j)."""
-    m_of_value = p.m.astype(np.intp)[p.unit_of]
-    first_of_unit = np.concatenate(([0], np.cumsum(p.m.astype(np.intp))[:-1]))
-    left = np.repeat(np.arange(p.n_values), m_of_value)
-    offset = np.arange(left.size) - np.repeat(np.cumsum(m_of_value) - m_of_value, m_of_value)
-    right = np.repeat(first_of_unit[p.unit_of], m_of_value) + offset
-    # i == j pairs add delta[v, v] = 0, so they need no masking.
-    weights = delta[p.value_of[left], p.value_of[right]]
-    # bincount with float weights counts in float64 (numpy's stubs say intp): asarray only retypes it.
-    return np.asarray(np.bincount(p.unit_of[left], weights=weights, minlength=p.n_units), dtype=np.float64)
-
-
-def _alpha_from_pairable(p: _Pairable[V], delta: npt.NDArray[np.float64]) -> float | None:
-    """alpha = 1 - D_o / D_e from the coincidence definition, where with n pairable values,
-    m_u values in unit u, n_c pairable values equal to c and delta the distance:
-    D_o = (1/n) * sum_u sum_{i != j in u} delta(v_i, v_j) / (m_u - 1) and
-    D_e = (1/(n (n - 1))) * sum_{c, k} n_c n_k delta(c, k)."""
-    if p.n_units == 0 or len(p.domain) < 2:
-        return None
-    n = p.m.sum()
-    observed = (_within_unit_disagreement(p, delta) / (p.m - 1.0)).sum()
-    n_c = np.bincount(p.value_of, minlength=len(p.domain)).astype(np.float64)
-    expected = float(n_c @ delta @ n_c)
-    if expected <= 0.0:
-        return None
-    return float(1.0 - (n - 1.0) * observed / expected)
-
-
 def coincidence_alpha(
     matrix: Sequence[Sequence[V | None]], distance: Callable[[V, V], float] | None = None
 ) -> float | None:
     """Krippendorff's alpha over an items x coders matrix (``None`` = missing cell),
-    computed here from the coincidence definition (see ``_alpha_from_pairable``) with any
+    computed here from the coincidence definition (see ``alpha_from_pairable``) with any
     distance between values (nominal when ``distance`` is None). Only items with at least
     two values count. ``None`` when no item has two values or when the pairable values
     show no variation (D_e = 0): alpha is undefined there."""
-    p = _pairable(matrix)
+    p = pairable(matrix)
     if distance is None:
-        delta = _nominal_distance_matrix(len(p.domain))
+        delta = nominal_distance_matrix(len(p.domain))
     else:
         delta = np.array([[distance(a, b) for b in p.domain] for a in p.domain], dtype=np.float64).reshape(
             len(p.domain), len(p.domain)
         )
-    return _alpha_from_pairable(p, delta)
+    return alpha_from_pairable(p, delta)
 
 
-def _package_alpha(p: _Pairable[V], delta: npt.NDArray[np.float64], nominal: bool) -> float | None:
+def _package_alpha(p: Pairable[V], delta: npt.NDArray[np.float64], nominal: bool) -> float | None:
     """The krippendorff package on the same pairable counts (values by index, distances by
     a lookup into ``delta``), or this module's computation when the package's dense arrays
     would exceed ``PACKAGE_MAX_CELLS``."""
@@ -196,7 +97,7 @@ def _package_alpha(p: _Pairable[V], delta: npt.NDArray[np.float64], nominal: boo
     if float(n_c @ delta @ n_c) <= 0.0:
         return None
     if p.n_units * len(p.domain) ** 2 > PACKAGE_MAX_CELLS:
-        return _alpha_from_pairable(p, delta)
+        return alpha_from_pairable(p, delta)
 
     def lookup(v1: Any, v2: Any, i1: Any, i2: Any, n_v: Any, dtype: Any = np.float64) -> Any:
         return delta[i1, i2].astype(dtype)
@@ -211,8 +112,8 @@ def _package_alpha(p: _Pairable[V], delta: npt.NDArray[np.float64], nominal: boo
 def nominal_alpha(matrix: Sequence[Sequence[Hashable | None]]) -> float | None:
     """Nominal Krippendorff's alpha with the krippendorff package, over an items x coders
     matrix with ``None`` for missing cells. ``None`` when undefined."""
-    p = _pairable(matrix)
-    return _package_alpha(p, _nominal_distance_matrix(len(p.domain)), nominal=True)
+    p = pairable(matrix)
+    return _package_alpha(p, nominal_distance_matrix(len(p.domain)), nominal=True)
 
 
 def _interval(
@@ -220,21 +121,21 @@ def _interval(
     bootstrap: int,
     seed: SeedLike,
     distance: Callable[[Any, Any], float] | None = None,
-) -> tuple[float | None, list[float] | None, str | None, str, _Pairable[Hashable]]:
+) -> tuple[float | None, list[float] | None, str | None, str, Pairable[Hashable]]:
     """Alpha (nominal when ``distance`` is None), its interval, why the interval is not
     estimable, the interval's method (registry key), the pairable units."""
     check_bootstrap(bootstrap)
-    p = _pairable(matrix)
+    p = pairable(matrix)
     nominal = distance is None
     if distance is None:
-        delta = _nominal_distance_matrix(len(p.domain))
+        delta = nominal_distance_matrix(len(p.domain))
     else:
         delta = np.array([[distance(a, b) for b in p.domain] for a in p.domain], dtype=np.float64).reshape(
             len(p.domain), len(p.domain)
         )
     alpha = _package_alpha(p, delta, nominal=nominal) if p.n_units else None
-    inputs = {"alpha": _AlphaInput(p, delta, nominal)}
-    interval, _, reason, method = _alpha_bootstraps(inputs, bootstrap, np.random.default_rng(seed), {"alpha": alpha})[
+    inputs = {"alpha": AlphaInput(p, delta, nominal)}
+    interval, _, reason, method = alpha_bootstraps(inputs, bootstrap, np.random.default_rng(seed), {"alpha": alpha})[
         "alpha"
     ]
     return alpha, interval, reason, method, p
@@ -290,7 +191,7 @@ def alpha_estimate(
 def masi_alpha(matrix: Sequence[Sequence[frozenset[int] | None]]) -> float | None:
     """Krippendorff's alpha over sets with MASI distance (0 between two empty sets), with
     the krippendorff package and a custom distance. ``None`` when undefined."""
-    p = _pairable(matrix)
+    p = pairable(matrix)
     return _package_alpha(p, masi_distance_matrix(p.domain), nominal=False)
 
 
@@ -335,11 +236,11 @@ def _kind_units(rows: Sequence[AnnotationRow], kind: AlphaKind) -> list[list[Has
     return units
 
 
-def _kind_delta(p: _Pairable[Hashable], kind: AlphaKind) -> npt.NDArray[np.float64]:
+def _kind_delta(p: Pairable[Hashable], kind: AlphaKind) -> npt.NDArray[np.float64]:
     if kind == "l2_step_sets_masi":
         # This kind's values are the annotations' sets of L2 steps (``annotation_l2_steps``).
         return masi_distance_matrix(cast("list[frozenset[int]]", p.domain))
-    return _nominal_distance_matrix(len(p.domain))
+    return nominal_distance_matrix(len(p.domain))
 
 
 def krippendorff_alpha(annotations: Iterable[AnnotationRow], kind: AlphaKind) -> float | None:
@@ -353,115 +254,8 @@ def krippendorff_alpha(annotations: Iterable[AnnotationRow], kind: AlphaKind) ->
     if kind not in ALPHA_KINDS:
         raise ValueError(f"unknown alpha kind {kind!r}; expected one of {', '.join(ALPHA_KINDS)}")
     rows, _ = check_rows(annotations)
-    p = _pairable(_kind_units(rows, kind))
+    p = pairable(_kind_units(rows, kind))
     return _package_alpha(p, _kind_delta(p, kind), nominal=kind != "l2_step_sets_masi")
-
-
-@dataclass(frozen=True)
-class _ResampleIndex:
-    """What the vectorised alpha of weighted units needs, computed once per matrix."""
-
-    per_unit: npt.NDArray[np.float64]  # sum of within-unit distances / (m_u - 1)
-    sorted_units: npt.NDArray[np.intp]  # unit of every pairable value, values grouped by value
-    starts: npt.NDArray[np.intp]  # where each value's group starts in sorted_units
-    counts_t: npt.NDArray[np.float64] | None  # values x units counts, when small enough to keep dense
-
-
-def _resample_index(p: _Pairable[V], delta: npt.NDArray[np.float64]) -> _ResampleIndex:
-    order = np.argsort(p.value_of, kind="stable")
-    dense = p.n_units * len(p.domain) <= RESAMPLE_BLOCK_CELLS and len(p.domain) <= 64
-    return _ResampleIndex(
-        per_unit=_within_unit_disagreement(p, delta) / (p.m - 1.0),
-        sorted_units=p.unit_of[order],
-        starts=np.flatnonzero(np.r_[True, np.diff(p.value_of[order]) != 0]),
-        counts_t=np.ascontiguousarray(p.counts().T) if dense else None,
-    )
-
-
-def _weighted_alphas(
-    p: _Pairable[V],
-    delta: npt.NDArray[np.float64],
-    nominal: bool,
-    index: _ResampleIndex,
-    weights: npt.NDArray[np.float64],
-) -> npt.NDArray[np.float64]:
-    """alpha for each column of ``weights`` (units x resamples: how often each pairable
-    unit is drawn), as if the drawn units had been listed that many times; NaN where
-    undefined (D_e = 0). Same definition as ``_alpha_from_pairable``, with a matrix product
-    per term."""
-    observed = index.per_unit @ weights
-    n = p.m @ weights
-    if index.counts_t is not None:
-        n_c = index.counts_t @ weights  # values x resamples
-    else:  # many distinct values: sum the drawn units' rows value by value
-        n_c = np.add.reduceat(weights[index.sorted_units], index.starts, axis=0)
-    if nominal:
-        expected = n * n - (n_c * n_c).sum(axis=0)
-    else:
-        expected = ((delta @ n_c) * n_c).sum(axis=0)
-    alphas = np.full(weights.shape[1], np.nan)
-    defined = expected > 0
-    alphas[defined] = 1.0 - (n[defined] - 1.0) * observed[defined] / expected[defined]
-    return alphas
-
-
-@dataclass(frozen=True)
-class _AlphaInput:
-    pairable: _Pairable[Hashable]
-    delta: npt.NDArray[np.float64]
-    nominal: bool
-
-
-def _alpha_bootstraps(
-    inputs: Mapping[str, _AlphaInput], resamples: int, rng: np.random.Generator, points: Mapping[str, float | None]
-) -> dict[str, tuple[list[float] | None, int, str | None, str]]:
-    """BCa intervals of alpha (Efron 1987), for several kinds over the same matrix, from the
-    same resamples of the pairable units (with replacement), the acceleration from the
-    jackknife over units (leave one unit out; up to ``JACKKNIFE_MAX_ITEMS`` units). Per kind:
-    the interval (``item_bootstrap_interval``: null and the reason when every resample gives
-    the same alpha), the number of resamples where alpha was undefined (left out), that
-    reason and the interval's method: at perfect agreement (D_o = 0, every resample 1) the
-    Wilson bound of the disagreement share instead (``perfect_agreement_interval``). ``points`` are the kinds' alphas (None: no interval). All kinds must share their
-    pairable units (they do: an item is pairable when it has two annotations, whatever the kind)."""
-    usable = {
-        kind: x
-        for kind, x in inputs.items()
-        if x.pairable.n_units > 0 and len(x.pairable.domain) >= 2 and points.get(kind) is not None
-    }
-    result: dict[str, tuple[list[float] | None, int, str | None, str]] = {
-        kind: (None, 0, None, ITEM_BOOTSTRAP) for kind in inputs
-    }
-    if resamples <= 0 or not usable:
-        return result
-    n_units = {x.pairable.n_units for x in usable.values()}
-    if len(n_units) != 1:
-        raise ValueError("alpha kinds resampled together must share their items")
-    units = n_units.pop()
-    indexes = {kind: _resample_index(x.pairable, x.delta) for kind, x in usable.items()}
-    cells = 2 * units + sum(x.pairable.n_values + 2 * len(x.pairable.domain) for x in usable.values())
-    alphas: dict[str, list[npt.NDArray[np.float64]]] = {kind: [] for kind in usable}
-    for size in resample_blocks(resamples, cells):
-        weights = bootstrap_counts(rng, units, size)
-        for kind, x in usable.items():
-            alphas[kind].append(_weighted_alphas(x.pairable, x.delta, x.nominal, indexes[kind], weights))
-    leave_one_out = 1.0 - np.eye(units) if 2 <= units <= JACKKNIFE_MAX_ITEMS else None
-    for kind, x in usable.items():
-        values = np.concatenate(alphas[kind])
-        jackknife = (
-            None
-            if leave_one_out is None
-            else _weighted_alphas(x.pairable, x.delta, x.nominal, indexes[kind], leave_one_out)
-        )
-        interval, reason = item_bootstrap_interval(values, points[kind], jackknife, units, low=-math.inf, high=1.0)
-        method = ITEM_BOOTSTRAP
-        if interval is None and not _within_unit_disagreement(x.pairable, x.delta).any():
-            n = x.pairable.m.sum()
-            n_c = np.bincount(x.pairable.value_of, minlength=len(x.pairable.domain)).astype(np.float64)
-            fallback = perfect_agreement_interval(units, float(n_c @ x.delta @ n_c) / (n * (n - 1.0)), low=-math.inf)
-            if fallback is not None:
-                interval, reason, method = fallback, None, PERFECT_AGREEMENT
-        result[kind] = (interval, int(np.isnan(values).sum()), reason, method)
-    return result
 
 
 def alpha_by_kind(
@@ -475,13 +269,13 @@ def alpha_by_kind(
     interval is null for a defined alpha) and ``interval_method`` (the registry key: the
     item bootstrap, or the Wilson bound at perfect agreement). The three
     kinds share one stream of resamples drawn from ``rng``, so their intervals are paired."""
-    inputs: dict[str, _AlphaInput] = {}
+    inputs: dict[str, AlphaInput] = {}
     alpha: dict[str, float | None] = {}
     for kind in ALPHA_KINDS:
-        p = _pairable(_kind_units(rows, kind))
-        inputs[kind] = _AlphaInput(p, _kind_delta(p, kind), nominal=kind != "l2_step_sets_masi")
+        p = pairable(_kind_units(rows, kind))
+        inputs[kind] = AlphaInput(p, _kind_delta(p, kind), nominal=kind != "l2_step_sets_masi")
         alpha[kind] = _package_alpha(p, inputs[kind].delta, inputs[kind].nominal)
-    intervals = _alpha_bootstraps(inputs, bootstrap, rng, alpha)
+    intervals = alpha_bootstraps(inputs, bootstrap, rng, alpha)
     result: dict[str, tuple[float | None, list[float] | None, dict[str, Any]]] = {}
     for name, x in inputs.items():
         interval, undefined, reason, method = intervals[name]
