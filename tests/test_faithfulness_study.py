@@ -19,7 +19,8 @@ from annotate.constants import FAITHFULNESS_MIN_SECONDS_DEFAULT
 from annotate.errors import DraftRejected, StudyFull, SubmissionRejected
 from annotate.kinds import kind_get
 from annotate.kinds.base import ItemRecordError
-from annotate.kinds.constraint_faithfulness.definition import ERROR_TYPES, goal_parts
+from annotate.kinds.constraint_faithfulness.definition import goal_parts
+from annotate.kinds.constraint_faithfulness.questions import ERROR_TYPES
 from annotate.kinds.constraint_faithfulness.results import FaithfulnessItem, majority_yes, study_results
 from annotate.kinds.constraint_faithfulness.study_results import faithfulness_study_results
 from annotate.models import Annotation, ParticipationState, Study

@@ -11,7 +11,8 @@ answers the three questions of App. D with Yes / No / Not sure:
 
 When the answer to 3 is No, "they must point out the wrong steps and select the error
 types" (App. D): each marked step gets at least one of the six error types of Table 10, or
-"other" with a description. Pure Python: no Django.
+"other" with a description. The questions, answers and error types are in ``questions``, the
+rules of a draft and of a submitted answer in ``answers``. Pure Python: no Django.
 
 Input lines (the shape the CoScript export writes)::
 
@@ -32,79 +33,27 @@ from annotate.constants import FAITHFULNESS_MIN_SECONDS_DEFAULT, MAX_TEXT_LENGTH
 from annotate.kinds.base import (
     ROLE_ATTENTION,
     ROLE_QUALIFICATION,
-    FieldError,
     ItemRecordError,
     ItemSpec,
     KnownAnswerItem,
     StudyKind,
 )
 from annotate.kinds.columns import Column
+from annotate.kinds.constraint_faithfulness.answers import clean_draft, validate_submission
+from annotate.kinds.constraint_faithfulness.questions import (
+    ANSWER_LABELS,
+    ANSWERS,
+    CONSTRAINT_TYPES,
+    ERROR_TYPES,
+    MAX_WRONG_STEPS,
+    NO,
+    QUESTION_SHORT,
+    QUESTION_TEXT,
+    QUESTIONS,
+    YES,
+)
 
 KEY = "constraint_faithfulness"
-
-# Table 1: the three constraint types, with the paper's description of each.
-CONSTRAINT_TYPES = {
-    "modifier": "a word, an adjective or a phrase that modifies or constrains an abstract goal "
-    "(e.g. Make a chocolate cake)",
-    "method": "a tool or specified mode that controls the process for achieving the goal "
-    "(e.g. Make a cake with an oven)",
-    "intent": "an additional purpose or demand when completing the goal (e.g. Make a cake for a wedding)",
-}
-
-# App. D, Figure 10: the three questions, in order, and their answers ("I am not sure").
-YES, NO, NOT_SURE = "yes", "no", "not_sure"
-ANSWERS = (YES, NO, NOT_SURE)
-ANSWER_LABELS: dict[str | None, str] = {YES: "Yes", NO: "No", NOT_SURE: "Not sure"}
-QUESTIONS = ("specific_goal_ok", "meets_constraint", "steps_correct")
-QUESTION_TEXT = {
-    "specific_goal_ok": "Does the specific goal inherit the general goal and contain the constraint?",
-    "meets_constraint": "Does the script meet the constraint in the specific goal?",
-    "steps_correct": "Are the steps in the script correct in achieving the specific goal?",
-}
-QUESTION_SHORT = {
-    "specific_goal_ok": "Specific goal",
-    "meets_constraint": "Meets the constraint",
-    "steps_correct": "Steps correct",
-}
-
-# Table 10 (and Figure 9): the six error types, their aspect (§4.4: semantic completeness, SE;
-# faithfulness to the constraints, FE) and the paper's explanation. Table 10 and Figure 9 name
-# the second type "Repeat steps"; §4.4 calls it "repeated step(s)".
-ERROR_TYPES: dict[str, dict[str, str]] = {
-    "wrong_order": {
-        "label": "Wrong order",
-        "aspect": "Semantic completeness",
-        "explanation": "Steps that are in the wrong order.",
-    },
-    "repeated_steps": {
-        "label": "Repeat steps",
-        "aspect": "Semantic completeness",
-        "explanation": "Steps that are repeated in the script.",
-    },
-    "missing_steps": {
-        "label": "Missing steps",
-        "aspect": "Semantic completeness",
-        "explanation": "Important steps that are missing.",
-    },
-    "no_constraint": {
-        "label": "No constraint",
-        "aspect": "Faithfulness to constraints",
-        "explanation": "Script is unfaithful to the constraint.",
-    },
-    "incoherent_steps": {
-        "label": "Incoherent steps",
-        "aspect": "Faithfulness to constraints",
-        "explanation": "Steps that are related to the goal, but are not coherent within the script.",
-    },
-    "unrelated_steps": {
-        "label": "Unrelated steps",
-        "aspect": "Faithfulness to constraints",
-        "explanation": "Steps that are not related to the goal.",
-    },
-}
-OTHER = "other"  # Figure 9: "Others: (Describe what you think is wrong)"
-ERROR_CHOICES = (*ERROR_TYPES, OTHER)
-MAX_WRONG_STEPS = 100
 
 
 def _error_type_lines() -> str:
@@ -264,149 +213,7 @@ def item_context(item: Any) -> dict[str, Any]:
     }
 
 
-# ----------------------------------------------------------------------------- answers
-
-
-def _answer(value: Any) -> str | None:
-    return value if isinstance(value, str) and value in ANSWERS else None
-
-
-def _step_number(value: Any, n_steps: int) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= n_steps:
-        return value
-    return None
-
-
-def clean_draft(draft: Any, n_reference: int, n_steps: int) -> dict[str, Any]:
-    """A draft keeps what was entered so far in the answer's shape, cut to the size limits;
-    nothing is required (drafts may be incomplete)."""
-    draft = draft if isinstance(draft, dict) else {}
-    wrong = []
-    seen: set[int] = set()
-    raw = draft.get("wrong_steps")
-    for entry in raw[:MAX_WRONG_STEPS] if isinstance(raw, list) else []:
-        if not isinstance(entry, dict):
-            continue
-        step = _step_number(entry.get("step"), n_steps)
-        if step is None or step in seen:
-            continue
-        seen.add(step)
-        types = entry.get("error_types")
-        other = entry.get("other")
-        wrong.append(
-            {
-                "step": step,
-                "error_types": [t for t in ERROR_CHOICES if isinstance(types, list) and t in types],
-                "other": other[:MAX_TEXT_LENGTH] if isinstance(other, str) else "",
-            }
-        )
-    comments = draft.get("comments")
-    return {
-        **{q: _answer(draft.get(q)) for q in QUESTIONS},
-        "wrong_steps": sorted(wrong, key=lambda w: w["step"]),
-        "comments": comments[:MAX_TEXT_LENGTH] if isinstance(comments, str) else "",
-    }
-
-
-def validate_submission(answer: Any, n_reference: int, n_steps: int) -> tuple[dict[str, Any] | None, list[FieldError]]:
-    """The rules of a submitted answer (the server decides; the page only helps):
-
-    * each of the three questions is answered "yes", "no" or "not_sure";
-    * when question 3 (steps_correct) is "no", at least one wrong step is marked; each marked
-      step exists (1..n), is marked once, and has at least one error type of Table 10 or
-      "other"; "other" needs a description (a description alone counts as "other");
-    * when question 3 is "yes" or "not_sure", no step may be marked.
-
-    Field names: the question keys, ``wrong_steps``, ``wrong_steps.<step>.step`` /
-    ``.error_types`` / ``.other`` (``<step>`` is the step number), ``comments``."""
-    if not isinstance(answer, dict):
-        return None, [FieldError("answer", "The answer is missing.")]
-    errors: list[FieldError] = []
-    cleaned: dict[str, Any] = {}
-    for number, question in enumerate(QUESTIONS, start=1):
-        value = _answer(answer.get(question))
-        if value is None:
-            errors.append(FieldError(question, f"Question {number}: choose Yes, No or Not sure."))
-        cleaned[question] = value
-    raw = answer.get("wrong_steps") or []
-    if not isinstance(raw, list):
-        errors.append(FieldError("wrong_steps", "must be a list of marked steps"))
-        raw = []
-    if len(raw) > MAX_WRONG_STEPS:
-        errors.append(FieldError("wrong_steps", f"at most {MAX_WRONG_STEPS} steps can be marked"))
-        raw = raw[:MAX_WRONG_STEPS]
-    steps_correct = cleaned["steps_correct"]
-    if steps_correct == NO and not raw:
-        errors.append(
-            FieldError(
-                "wrong_steps",
-                "You answered No to question 3: click the wrong steps in the script and select their error types.",
-            )
-        )
-    if steps_correct in (YES, NOT_SURE) and raw:
-        said = ANSWER_LABELS[steps_correct]
-        errors.append(
-            FieldError(
-                "wrong_steps", f"You answered {said} to question 3 but marked wrong steps: unmark them or answer No."
-            )
-        )
-    wrong = []
-    seen: set[int] = set()
-    for position, entry in enumerate(raw, start=1):
-        if not isinstance(entry, dict):
-            errors.append(FieldError(f"wrong_steps[{position}]", "must be an object"))
-            continue
-        step = entry.get("step")
-        step_number = _step_number(step, n_steps)  # the step itself when it is one
-        if step_number is None:
-            where = (
-                f"wrong_steps.{step}.step"
-                if isinstance(step, int) and not isinstance(step, bool)
-                else f"wrong_steps[{position}].step"
-            )
-            errors.append(FieldError(where, f"Step {step!r} does not exist: the script has steps 1 to {n_steps}."))
-            continue
-        if step_number in seen:
-            errors.append(FieldError(f"wrong_steps.{step}.step", f"Step {step} is marked twice."))
-            continue
-        seen.add(step_number)
-        types_in = entry.get("error_types") or []
-        other = entry.get("other") or ""
-        if not isinstance(types_in, list) or any(t not in ERROR_CHOICES for t in types_in):
-            errors.append(
-                FieldError(
-                    f"wrong_steps.{step}.error_types",
-                    f"Step {step}: error types must be among {', '.join(ERROR_CHOICES)}.",
-                )
-            )
-            continue
-        if not isinstance(other, str) or len(other) > MAX_TEXT_LENGTH:
-            errors.append(
-                FieldError(
-                    f"wrong_steps.{step}.other",
-                    f"Step {step}: the description must be text of at most {MAX_TEXT_LENGTH} characters.",
-                )
-            )
-            other = ""
-        other = other.strip()
-        types = [t for t in ERROR_CHOICES if t in types_in or (t == OTHER and other)]
-        if not types:
-            errors.append(
-                FieldError(
-                    f"wrong_steps.{step}.error_types",
-                    f"Step {step}: select at least one error type (or Other with a description).",
-                )
-            )
-        elif OTHER in types and not other:
-            errors.append(FieldError(f"wrong_steps.{step}.other", f"Step {step}: describe what is wrong under Other."))
-        wrong.append({"step": step, "error_types": types, "other": other})
-    comments = answer.get("comments") or ""
-    if not isinstance(comments, str) or len(comments) > MAX_TEXT_LENGTH:
-        errors.append(FieldError("comments", f"must be text of at most {MAX_TEXT_LENGTH} characters"))
-        comments = ""
-    if errors:
-        return None, errors
-    return {**cleaned, "wrong_steps": sorted(wrong, key=lambda w: w["step"]), "comments": comments.strip()}, []
+# ----------------------------------------------------------------------------- known answers and summaries
 
 
 def expected_from_answer(cleaned: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from annotate.constants import PAPER_FLEISS_KAPPA_GOALS, PAPER_FLEISS_KAPPA_SCRIPTS
-from annotate.kinds.constraint_faithfulness.definition import (
+from annotate.kinds.constraint_faithfulness.questions import (
     ANSWERS,
     CONSTRAINT_TYPES,
     ERROR_TYPES,
