@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -167,6 +167,37 @@ def _posterior_interval_memo(
     return interval, mc_se, undefined
 
 
+def _uncorrectable_reason(n_pos: int, n_neg: int, n_obs: int) -> str:
+    """Why the Rogan-Gladen correction is undefined, from the counts it rests on."""
+    if n_pos == 0 or n_neg == 0:
+        return "not estimable: a human-majority class is missing from the labelled items"
+    if n_obs == 0:
+        return "not estimable: no target item"
+    return "not estimable: TPR + TNR - 1 <= 0 (the judge is no better than chance)"
+
+
+def _rogan_gladen_interval(
+    counts: tuple[int, int, int, int, int, int], corrected: float, draws: int, seed: SeedLike
+) -> tuple[list[float] | None, list[float] | None, int, str | None]:
+    """The interval of a defined correction ``corrected`` from the restricted posterior of the
+    six counts (remembered per process for an integer seed), widened to hold the point, with
+    each bound's Monte Carlo standard error, the draws outside the model and, when there is
+    no interval, why."""
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        interval, mc_se, undefined = _posterior_interval_memo(counts, draws, seed)
+        mc_se = None if mc_se is None else list(mc_se)  # the remembered lists stay as they were
+    else:
+        interval, mc_se, undefined = _posterior_interval(counts, draws, np.random.default_rng(seed))
+    if interval is None:
+        return None, mc_se, undefined, "interval not estimable: no posterior draw lies where TPR + TNR > 1"
+    # The point is the clipped Rogan-Gladen value; the interval always holds it.
+    interval = [min(interval[0], corrected), max(interval[1], corrected)]
+    if interval[1] - interval[0] <= 1e-12:
+        n_labelled = counts[1] + counts[3]
+        return None, mc_se, undefined, f"interval not estimable (n = {n_labelled}): the posterior has no spread"
+    return interval, mc_se, undefined, None
+
+
 def calibrated_score(
     judge_on_labelled: Sequence[bool],
     human_on_labelled: Sequence[bool],
@@ -212,28 +243,11 @@ def calibrated_score(
     undefined = 0
     reason = None
     if corrected is None:
-        reason = (
-            "not estimable: a human-majority class is missing from the labelled items"
-            if n_pos == 0 or n_neg == 0
-            else "not estimable: no target item"
-            if n_obs == 0
-            else "not estimable: TPR + TNR - 1 <= 0 (the judge is no better than chance)"
-        )
+        reason = _uncorrectable_reason(n_pos, n_neg, n_obs)
         undefined = bootstrap
     elif bootstrap > 0:
         counts = (k_pos, n_pos, k_neg, n_neg, k_obs, n_obs)
-        if isinstance(seed, int) and not isinstance(seed, bool):
-            interval, mc_se, undefined = _posterior_interval_memo(counts, draws, seed)
-            mc_se = None if mc_se is None else list(mc_se)  # the remembered lists stay as they were
-        else:
-            interval, mc_se, undefined = _posterior_interval(counts, draws, np.random.default_rng(seed))
-        if interval is not None:
-            # The point is the clipped Rogan-Gladen value; the interval always holds it.
-            interval = [min(interval[0], corrected), max(interval[1], corrected)]
-            if interval[1] - interval[0] <= 1e-12:
-                interval, reason = None, f"interval not estimable (n = {n_pos + n_neg}): the posterior has no spread"
-        else:
-            reason = "interval not estimable: no posterior draw lies where TPR + TNR > 1"
+        interval, mc_se, undefined, reason = _rogan_gladen_interval(counts, corrected, draws, seed)
     return {
         "positive_class": NO_FAILURE,
         "observed_score": observed,
@@ -273,6 +287,109 @@ def _stratum_estimate(
     var_fn = float(fn.var(ddof=1)) if big_n >= 2 else 0.0
     variance = lam * lam * var_fn / big_n + var_rect / n
     return {"theta": theta, "variance": variance, "lambda": lam, "human_share": share}
+
+
+def _ppi_groups(
+    lab: Mapping[Hashable, list[tuple[float, float]]], unl: Mapping[Hashable, list[float]], min_labelled: int
+) -> tuple[list[tuple[Hashable, list[Hashable]]], dict[Hashable, str]]:
+    """The strata PPI++ estimates, each a name and the strata it holds, and why each merged
+    stratum was merged: a stratum stands alone with at least ``min_labelled`` labels, an
+    unlabelled item and human labels that vary; the others form one ``pooled`` stratum, and
+    when that has too few labels itself, everything is one stratum."""
+    alone, pooled, because = [], [], {}
+    for stratum in sorted(set(lab) | set(unl), key=repr):
+        humans = [y for y, _ in lab.get(stratum, [])]
+        if stratum not in unl:
+            because[stratum] = "no unlabelled item"
+        elif len(humans) < min_labelled:
+            because[stratum] = (
+                f"{len(humans)} labelled item{'' if len(humans) == 1 else 's'} (fewer than {min_labelled})"
+            )
+        elif len(set(humans)) == 1:
+            because[stratum] = "human labels all equal"
+        else:
+            alone.append(stratum)
+            continue
+        pooled.append(stratum)
+    groups: list[tuple[Hashable, list[Hashable]]] = [(s, [s]) for s in alone]
+    if pooled:
+        n_pooled = sum(len(lab.get(s, [])) for s in pooled)
+        if n_pooled < min_labelled or not any(s in unl for s in pooled):
+            groups = [(POOLED, alone + pooled)]  # too few labels to pool apart: one stratum
+            because = {s: because.get(s, "too few labels in the pooled stratum: unstratified") for s in alone + pooled}
+        else:
+            groups.append((POOLED, pooled))
+    return groups, because
+
+
+def _ppi_strata(
+    groups: Sequence[tuple[Hashable, list[Hashable]]],
+    lab: Mapping[Hashable, list[tuple[float, float]]],
+    unl: Mapping[Hashable, list[float]],
+    big_n: int,
+) -> tuple[list[dict[str, Any]], list[float], list[float], list[float]]:
+    """PPI++ in each group of strata: the ``strata`` entries of the result, and each group's
+    estimate, weight (its share of the ``big_n`` unlabelled items) and variance."""
+    strata, thetas, weights, variances = [], [], [], []
+    for name, members in groups:
+        pairs = [p for s in members for p in lab.get(s, [])]
+        fn = np.array([f for s in members for f in unl.get(s, [])], dtype=np.float64)
+        if len(pairs) < 2 or fn.size == 0:
+            continue  # cannot happen with the merging above; kept as a guard
+        ys = np.array([y for y, _ in pairs], dtype=np.float64)
+        fs = np.array([f for _, f in pairs], dtype=np.float64)
+        one = _stratum_estimate(ys, fs, fn)
+        weight = fn.size / big_n
+        strata.append(
+            {
+                "stratum": name if isinstance(name, (str, int)) else str(name),
+                "weight": weight,
+                "n_labelled": len(pairs),
+                "n_unlabelled": int(fn.size),
+                "lambda": one["lambda"],
+                "estimate": one["theta"],
+                "merged": [m if isinstance(m, (str, int)) else str(m) for m in members] if name == POOLED else [],
+            }
+        )
+        thetas.append(one["theta"])
+        weights.append(weight)
+        variances.append(one["variance"])
+    return strata, thetas, weights, variances
+
+
+def _ppi_combined(
+    strata: list[dict[str, Any]],
+    thetas: Sequence[float],
+    weights: Sequence[float],
+    variances: Sequence[float],
+    n_labelled: int,
+    big_n: int,
+) -> dict[str, Any]:
+    """The strata's estimates weighted into one, its variance (with the term for the
+    estimated weights), and the Student-t interval around the point clipped to [0, 1]."""
+    w = np.array(weights)
+    t = np.array(thetas)
+    theta = float((w * t).sum() / w.sum())
+    variance = float((w * w * np.array(variances)).sum() + (w * (t - theta) ** 2).sum() / big_n)
+    se = math.sqrt(variance)
+    point = min(1.0, max(0.0, theta))
+    # Student's t with n_labelled - (number of strata) degrees of freedom, not the normal 1.96:
+    # at 20 labelled items over 3 topics the normal interval covered 0.925 (docs/agreement.md).
+    df = max(1, n_labelled - len(strata))
+    from scipy import special
+
+    critical = float(special.stdtrit(df, 0.975))
+    low, high = max(0.0, point - critical * se), min(1.0, point + critical * se)
+    return {
+        "estimate": point,
+        "estimate_unclipped": theta,
+        "se": se,
+        "df": df,
+        "critical_value": critical,
+        "ci95": [low, high] if high - low > 1e-12 else None,
+        "lambda": float((w * np.array([s["lambda"] for s in strata])).sum() / w.sum()),
+        "strata": strata,
+    }
 
 
 def ppi_score(
@@ -318,80 +435,10 @@ def ppi_score(
         lab[stratum].append((0.0 if human_hf else 1.0, 0.0 if judge_hf else 1.0))
     for stratum, judge_hf in unlabelled:
         unl[stratum].append(0.0 if judge_hf else 1.0)
-    alone, pooled, because = [], [], {}
-    for stratum in sorted(set(lab) | set(unl), key=repr):
-        humans = [y for y, _ in lab.get(stratum, [])]
-        if stratum not in unl:
-            because[stratum] = "no unlabelled item"
-        elif len(humans) < min_labelled:
-            because[stratum] = (
-                f"{len(humans)} labelled item{'' if len(humans) == 1 else 's'} (fewer than {min_labelled})"
-            )
-        elif len(set(humans)) == 1:
-            because[stratum] = "human labels all equal"
-        else:
-            alone.append(stratum)
-            continue
-        pooled.append(stratum)
-    groups: list[tuple[Hashable, list[Hashable]]] = [(s, [s]) for s in alone]
-    if pooled:
-        n_pooled = sum(len(lab.get(s, [])) for s in pooled)
-        if n_pooled < min_labelled or not any(s in unl for s in pooled):
-            groups = [(POOLED, alone + pooled)]  # too few labels to pool apart: one stratum
-            because = {s: because.get(s, "too few labels in the pooled stratum: unstratified") for s in alone + pooled}
-        else:
-            groups.append((POOLED, pooled))
-    big_n = len(unlabelled)
-    strata, thetas, weights, variances = [], [], [], []
-    for name, members in groups:
-        pairs = [p for s in members for p in lab.get(s, [])]
-        fn = np.array([f for s in members for f in unl.get(s, [])], dtype=np.float64)
-        if len(pairs) < 2 or fn.size == 0:
-            continue  # cannot happen with the merging above; kept as a guard
-        ys = np.array([y for y, _ in pairs], dtype=np.float64)
-        fs = np.array([f for _, f in pairs], dtype=np.float64)
-        one = _stratum_estimate(ys, fs, fn)
-        weight = fn.size / big_n
-        strata.append(
-            {
-                "stratum": name if isinstance(name, (str, int)) else str(name),
-                "weight": weight,
-                "n_labelled": len(pairs),
-                "n_unlabelled": int(fn.size),
-                "lambda": one["lambda"],
-                "estimate": one["theta"],
-                "merged": [m if isinstance(m, (str, int)) else str(m) for m in members] if name == POOLED else [],
-            }
-        )
-        thetas.append(one["theta"])
-        weights.append(weight)
-        variances.append(one["variance"])
-    w = np.array(weights)
-    t = np.array(thetas)
-    theta = float((w * t).sum() / w.sum())
-    variance = float((w * w * np.array(variances)).sum() + (w * (t - theta) ** 2).sum() / big_n)
-    se = math.sqrt(variance)
-    point = min(1.0, max(0.0, theta))
-    # Student's t with n_labelled - (number of strata) degrees of freedom, not the normal 1.96:
-    # at 20 labelled items over 3 topics the normal interval covered 0.925 (docs/agreement.md).
-    df = max(1, len(labelled) - len(strata))
-    from scipy import special
-
-    critical = float(special.stdtrit(df, 0.975))
-    low, high = max(0.0, point - critical * se), min(1.0, point + critical * se)
-    result.update(
-        {
-            "estimate": point,
-            "estimate_unclipped": theta,
-            "se": se,
-            "df": df,
-            "critical_value": critical,
-            "ci95": [low, high] if high - low > 1e-12 else None,
-            "lambda": float((w * np.array([s["lambda"] for s in strata])).sum() / w.sum()),
-            "strata": strata,
-            "pooled_because": {str(k) if not isinstance(k, (str, int)) else k: v for k, v in because.items()},
-        }
-    )
+    groups, because = _ppi_groups(lab, unl, min_labelled)
+    strata, thetas, weights, variances = _ppi_strata(groups, lab, unl, len(unlabelled))
+    result.update(_ppi_combined(strata, thetas, weights, variances, len(labelled), len(unlabelled)))
+    result["pooled_because"] = {str(k) if not isinstance(k, (str, int)) else k: v for k, v in because.items()}
     if result["ci95"] is None:
         result["not_estimable"] = f"interval not estimable (n = {len(labelled)}): zero estimated variance"
     return result
