@@ -1,14 +1,17 @@
 """REST API routes of studies (annotate/studies/apis.py, item_apis.py, participant_apis.py) and their
-reports (annotate/reports/apis.py), mounted under /api/ by config/urls.py."""
+reports (annotate/reports/apis.py), and the study kinds' own endpoints (``urls`` of a kind or kind
+source: the rubric editor's /api/rubrics/), mounted under /api/ by config/urls.py."""
 
 from django.urls import path
 
+from annotate.kinds import kind_routes
 from annotate.reports import apis as report_apis
 from annotate.review import apis as review_apis
-from annotate.studies import apis, data_apis, item_apis, participant_apis, rubric_apis
+from annotate.studies import apis, data_apis, item_apis, participant_apis
 
 urlpatterns: list = [
-    path("rubrics/", rubric_apis.RubricListCreateView.as_view(), name="api-rubric-list"),
+    # The study kinds' own endpoints (annotate/kinds/<kind>/urls.py).
+    *kind_routes("api_urlpatterns"),
     path("studies/", apis.StudyListCreateView.as_view(), name="api-study-list"),
     path("studies/imports/<int:pk>/", apis.StudyImportView.as_view(), name="api-study-import"),
     path("studies/<slug:slug>/", apis.StudyDetailView.as_view(), name="api-study-detail"),

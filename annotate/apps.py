@@ -15,7 +15,8 @@ class AnnotateConfig(AppConfig):
 
         calibration_provider_register(calibration_from_studies)
         distillation_exclusion_register(generations_in_studies)
-        # What each study kind installed now sets up with other apps (its ``ready_function``).
+        # What each study kind installed now sets up with other apps (its ``ready_function``);
+        # from now on the registry asks its sources (the stored rubrics) for kinds it lacks.
         from annotate.kinds import kinds_ready
 
         kinds_ready()
@@ -24,9 +25,3 @@ class AnnotateConfig(AppConfig):
         from annotate.participation.allocation_views import allocation_panel
 
         study_panel_register(allocation_panel)
-        # Rubrics (study kinds defined as data): the registry asks the stored ones when it
-        # meets a key it lacks and when it lists the kinds (no query here, at start-up).
-        from annotate.kinds import kind_source_register
-        from annotate.kinds.rubric.services import rubric_kinds_load
-
-        kind_source_register(rubric_kinds_load)

@@ -1,11 +1,13 @@
-"""Annotator entry points (/a/<study-slug>/) and the researchers' study pages (/studies/)."""
+"""Annotator entry points (/a/<study-slug>/) and the researchers' study pages (/studies/); the
+study kinds' own pages last (``urls`` of a kind or kind source: the rubric editor's /rubrics/)."""
 
 from django.urls import path, register_converter
 
+from annotate.kinds import kind_routes
 from annotate.participation import item_views, views
 from annotate.reports import views as report_views
 from annotate.review import views as review_views
-from annotate.studies import data_views, preview_views, rubric_views
+from annotate.studies import data_views, preview_views
 from annotate.studies import views as study_views
 from annotate.url_converters import ItemIdConverter
 
@@ -25,8 +27,6 @@ urlpatterns = [
     # Researchers.
     path("studies/", study_views.study_index, name="study_list"),
     path("studies/new/", study_views.study_new, name="study_new"),
-    path("rubrics/", rubric_views.rubric_index, name="rubric_list"),
-    path("rubrics/new/", rubric_views.rubric_new, name="rubric_new"),
     path("studies/imports/<int:pk>/", study_views.study_import, name="study_import"),
     path("studies/<slug:slug>/", study_views.study_detail, name="study_detail"),
     path("studies/<slug:slug>/settings/", study_views.study_settings, name="study_settings"),
@@ -71,4 +71,6 @@ urlpatterns = [
         name="review_gold_qualification",
     ),
     path("studies/<slug:slug>/review/items/<item_id:item_id>/", review_views.review_item, name="review_item"),
+    # The study kinds' own pages (annotate/kinds/<kind>/urls.py), in this namespace.
+    *kind_routes("urlpatterns"),
 ]

@@ -5,7 +5,8 @@ the study page (each answer's summary), in the CSV and JSONL exports and the ite
 shared columns and its own, no other kind's), in the report API (its results, and no other
 kind's) and in the OpenAPI schema (its results and known-answer column, typed as it declares
 them, gone again once it is taken away). Every registered kind's dotted functions resolve and
-take what the shared code passes them."""
+take what the shared code passes them, and every kind source's (the rubric editor's routes, command
+and templates, in its package)."""
 
 from __future__ import annotations
 
@@ -321,3 +322,49 @@ def test_tiers_are_the_kinds_own_and_a_kind_without_them_has_none(rating, resear
     with pytest.raises(CommandError, match="has no tier 'gold'"):
         call_command("export_choice_tier", "--study", study.slug, "--tier", "gold", "--output", str(tmp_path / "t"))
     assert kind_get("multiple_choice").tiers == ("gold", "harder")
+
+
+def test_a_kinds_urls_module_is_checked_for_its_route_lists():
+    from dataclasses import replace
+
+    assert kind_function_problems(replace(kinds_rating.KIND, urls="annotate.kinds.rubric.urls")) == []
+    missing = kind_function_problems(replace(kinds_rating.KIND, urls="tests.kinds_rating.no_such_module"))
+    assert len(missing) == 1 and missing[0].startswith("test_rating.urls = 'tests.kinds_rating.no_such_module'")
+    empty = kind_function_problems(replace(kinds_rating.KIND, urls="tests.kinds_rating.study_results"))
+    assert empty == [
+        "test_rating.urls = 'tests.kinds_rating.study_results' has neither urlpatterns nor api_urlpatterns"
+    ]
+
+
+def test_the_rubric_source_declares_its_editor_and_every_path_resolves():
+    """The rubric editor lives in its package: its pages, endpoint, command and templates are
+    declared by ``SOURCE`` and reached at the same URLs and names as before."""
+    from django.core.management import load_command_class
+    from django.urls import resolve
+
+    from annotate.kinds import kind_command, kind_sources
+    from annotate.kinds.sources import kind_source_problems
+
+    assert [source.key for source in kind_sources()] == ["rubric"]
+    for source in kind_sources():
+        assert kind_source_problems(source) == [], source.key
+    for name, route in [
+        ("annotate:rubric_list", "/rubrics/"),
+        ("annotate:rubric_new", "/rubrics/new/"),
+        ("api-rubric-list", "/api/rubrics/"),
+    ]:
+        assert reverse(name) == route
+        assert resolve(route).func.__module__.startswith("annotate.kinds.rubric."), name
+    command = load_command_class("annotate", "rubric_create")
+    assert (
+        type(command) is kind_command("rubric_create") and type(command).__module__ == "annotate.kinds.rubric.commands"
+    )
+    with pytest.raises(KeyError, match="no_such_command"):
+        kind_command("no_such_command")
+    from django.template.loader import get_template
+
+    package = kind_sources()[0].package_dir()
+    assert package is not None
+    for name in ("annotate/rubric_new.html", "annotate/rubric_list.html", "annotate/kinds/rubric_item.html"):
+        template: Any = get_template(name)  # the Django backend's, which names its origin
+        assert Path(template.origin.name).is_relative_to(package / "templates"), name

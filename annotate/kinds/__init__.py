@@ -1,20 +1,25 @@
 """The registry of study kinds: ``critical_failure``, ``multiple_choice`` and
 ``constraint_faithfulness``, each a package (``annotate/kinds/<kind>/``: its definition, its
-codebook, its results) whose ``KIND`` says what the kind has (annotate/kinds/base.py). Another
-kind registers itself with ``kind_register`` (and ``kind_unregister`` takes it away again); the
-``templates/`` folder of its package is then found by the template loader
-(annotate/kinds/template_loader.py, in the TEMPLATES setting) with no setting of its own."""
+codebook, its results) whose ``KIND`` says what the kind has (annotate/kinds/base.py), and the
+source of the rubrics' kinds (``annotate/kinds/rubric/``, whose ``SOURCE`` says what it has,
+annotate/kinds/sources.py). Another kind registers itself with ``kind_register`` (and
+``kind_unregister`` takes it away again); the ``templates/`` folder of its package is then
+found by the template loader (annotate/kinds/template_loader.py, in the TEMPLATES setting) with
+no setting of its own. A kind's or source's own routes (``urls``) are included by
+annotate/urls.py and api_urls.py (``kind_routes``), its commands by a module of
+annotate/management/commands (``kind_command``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from functools import cache
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from annotate.kinds import constraint_faithfulness, critical_failure, multiple_choice
+from annotate.kinds import constraint_faithfulness, critical_failure, multiple_choice, rubric
 from annotate.kinds.base import StudyKind
+from annotate.kinds.sources import KindSource
 from core.app_errors import Unavailable
 
 _KINDS: dict[str, StudyKind] = {}
@@ -24,18 +29,28 @@ DEFAULT_KIND_KEY = critical_failure.KEY
 # when asked, so a kind created in another process (a web worker, a Celery worker) is known
 # here too. Asked by ``kind_list`` and ``kind_choices_fresh`` (once per call: a form, a
 # filter), and by ``kind_get`` for a key it lacks; never by ``kind_choices``, which a model
-# field reads for every row it shows.
-_SOURCES: list[Callable[[], None]] = []
+# field reads for every row it shows; and only once the app has started (``kinds_ready``):
+# a source reads the database, whose models are not loaded before.
+_SOURCES: list[KindSource] = []
+_started = False  # True once kinds_ready has run
 
 
-def kind_source_register(source: Callable[[], None]) -> None:
+def kind_source_register(source: KindSource) -> None:
+    if any(other.key == source.key and other is not source for other in _SOURCES):
+        raise ValueError(f"kind source {source.key!r} is already registered")
     if source not in _SOURCES:
         _SOURCES.append(source)
 
 
+def kind_sources() -> list[KindSource]:
+    return list(_SOURCES)
+
+
 def _sources_ask() -> None:
+    if not _started:
+        return
     for source in _SOURCES:
-        source()
+        source.load()
 
 
 def kind_register(kind: StudyKind) -> None:
@@ -88,18 +103,52 @@ def kind_choices_fresh() -> list[tuple[str, str]]:
 
 def kinds_ready() -> None:
     """Run each registered kind's ``ready_function`` (the app's start-up; no source is asked:
-    no query then)."""
+    no query then), and let the sources be asked from now on."""
+    global _started
     for kind in list(_KINDS.values()):
         kind.ready()
+    _started = True
+
+
+def _holders() -> list[StudyKind | KindSource]:
+    """The registered kinds, then the sources."""
+    return [*_KINDS.values(), *_SOURCES]
+
+
+def _url_modules() -> list[str]:
+    """The ``urls`` of the registered kinds and sources, each once, in registration order."""
+    paths = [holder.urls for holder in _holders() if holder.urls is not None]
+    return list(dict.fromkeys(paths))
+
+
+def kind_routes(name: str) -> list[Any]:
+    """The routes every registered kind and source declares under ``name`` (``urlpatterns``:
+    pages, ``api_urlpatterns``: endpoints; base.URL_LISTS), for annotate/urls.py and api_urls.py.
+    Read when the URL configuration is (start-up): a kind registered later has no routes."""
+    routes: list[Any] = []
+    for path in _url_modules():
+        routes += getattr(import_module(path), name, [])
+    return routes
+
+
+def kind_command(name: str) -> Any:
+    """The command class a registered source declares under ``name`` (``KindSource.commands``):
+    what a module of annotate/management/commands names ``Command``. KeyError when none does."""
+    for source in _SOURCES:
+        if name in source.commands:
+            module, _, attribute = source.commands[name].rpartition(".")
+            return getattr(import_module(module), attribute)
+    raise KeyError(f"no kind source declares the command {name!r}")
 
 
 def kind_template_dirs() -> list[Path]:
-    """The ``templates/`` folder of each registered kind's package that has one (the template
-    loader's folders, annotate/kinds/template_loader.py), without asking the sources: a kind
-    kept as data has no package of its own, and a template lookup runs no query."""
+    """The ``templates/`` folder of each registered kind's and source's package that has one
+    (the template loader's folders, annotate/kinds/template_loader.py), without asking the
+    sources: a kind kept as data has no package of its own, and a template lookup runs no
+    query."""
     dirs = []
-    for kind in _KINDS.values():
-        package = kind.package_dir()
+    for holder in _holders():
+        package = holder.package_dir()
         if package is not None and (package / "templates").is_dir() and package / "templates" not in dirs:
             dirs.append(package / "templates")
     return dirs
@@ -118,3 +167,4 @@ def codebook_get(key: str) -> dict[str, Any] | None:
 kind_register(critical_failure.KIND)
 kind_register(multiple_choice.KIND)
 kind_register(constraint_faithfulness.KIND)
+kind_source_register(rubric.SOURCE)

@@ -330,6 +330,11 @@ class StudyKind:
     # kind offers other apps (multiple choice: the human accuracy the goal-step leaderboards
     # show beside the models'); the kinds registered at start-up only.
     ready_function: str | None = None
+    # The kind's own pages and endpoints: the dotted path of a module with ``urlpatterns`` (pages,
+    # in annotate's URL namespace at the site's root) and/or ``api_urlpatterns`` (under /api/),
+    # included by annotate/urls.py and api_urls.py for the kinds registered when the URL
+    # configuration is read (start-up). None: none.
+    urls: str | None = None
     # The version of the kind's annotation interface (its templates and scripts), in the page
     # state and stored on every annotation (provenance); change it when the interface changes.
     # Empty: "<key>-ui-1".
@@ -419,6 +424,24 @@ class StudyKind:
         return Path(path).parent if path else None
 
 
+def dotted_function_problems(name: str, path: str | None, arguments: tuple[str, ...]) -> list[str]:
+    """What is wrong with one dotted function (``name``: where it is declared): a path that does
+    not import, a name that is not callable, or one that cannot take ``arguments``."""
+    if path is None:
+        return []
+    try:
+        function = _function(path)
+    except (ImportError, AttributeError, ValueError) as exc:
+        return [f"{name} = {path!r} does not resolve: {exc}"]
+    if not callable(function):
+        return [f"{name} = {path!r} is not callable"]
+    try:
+        inspect.signature(function).bind(*arguments)
+    except TypeError as exc:
+        return [f"{name} = {path!r} cannot be called with ({', '.join(arguments)}): {exc}"]
+    return []
+
+
 # What each dotted function of a kind is called with: the study, and a round's rows.
 _DOTTED_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "results_function": ("study",),
@@ -429,28 +452,34 @@ _DOTTED_FUNCTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+# What a kind's (or a kind source's) ``urls`` module holds: its pages', its endpoints' routes.
+URL_LISTS = ("urlpatterns", "api_urlpatterns")
+
+
+def urls_problems(owner: str, path: str | None) -> list[str]:
+    """What is wrong with a ``urls`` module: one that does not import, or holds neither route
+    list (``URL_LISTS``), or one that is not a list. Empty: none, or a good one."""
+    if path is None:
+        return []
+    try:
+        module = import_module(path)
+    except ImportError as exc:
+        return [f"{owner}.urls = {path!r} does not import: {exc}"]
+    lists = {name: getattr(module, name) for name in URL_LISTS if hasattr(module, name)}
+    if not lists:
+        return [f"{owner}.urls = {path!r} has neither {' nor '.join(URL_LISTS)}"]
+    return [f"{owner}.urls = {path!r}: {name} is not a list" for name, v in lists.items() if not isinstance(v, list)]
+
+
 def kind_function_problems(kind: StudyKind) -> list[str]:
     """What is wrong with a kind's dotted functions: a path that does not import, a name that
     is not callable, or a function that cannot be called as the shared code calls it
-    (``ResultsFunction``: the study; ``RoundAlphaFunction``: the study and the rows). Empty:
-    every path resolves and matches."""
+    (``ResultsFunction``: the study; ``RoundAlphaFunction``: the study and the rows), and a
+    ``urls`` module without routes (``urls_problems``). Empty: every path resolves and matches."""
     problems = []
     for attribute, arguments in _DOTTED_FUNCTIONS.items():
-        path = getattr(kind, attribute)
-        if path is None:
-            continue
-        try:
-            function = _function(path)
-        except (ImportError, AttributeError, ValueError) as exc:
-            problems.append(f"{kind.key}.{attribute} = {path!r} does not resolve: {exc}")
-            continue
-        if not callable(function):
-            problems.append(f"{kind.key}.{attribute} = {path!r} is not callable")
-            continue
-        try:
-            inspect.signature(function).bind(*arguments)
-        except TypeError as exc:
-            problems.append(f"{kind.key}.{attribute} = {path!r} cannot be called with ({', '.join(arguments)}): {exc}")
+        problems += dotted_function_problems(f"{kind.key}.{attribute}", getattr(kind, attribute), arguments)
+    problems += urls_problems(kind.key, kind.urls)
     if kind.results_name is not None and kind.results_function is None:
         problems.append(f"{kind.key}.results_name is set but results_function is not")
     if kind.tiers and kind.tier_records_function is None:

@@ -1,5 +1,6 @@
 """The researchers' rubric pages: the stored rubrics and "New rubric" (paste or upload YAML or
-JSON; each problem is shown with its path and nothing is stored)."""
+JSON; each problem is shown with its path and nothing is stored). Routed by the package's
+urls.py, rendered from its templates/ folder."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""python manage.py rubric_create FILE.yaml|FILE.json"""
+"""python manage.py rubric_create FILE.yaml|FILE.json (annotate/management/commands/rubric_create.py
+takes this class from the registry: ``SOURCE.commands``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from annotate.kinds.rubric.services import rubric_create
 from core.app_errors import AppError
 
 
-class Command(BaseCommand):
+class RubricCreateCommand(BaseCommand):
     help = (
         'Store a rubric (a study kind defined as data, docs/annotation.md "Rubrics") from a YAML or JSON '
         "file and register its kind rubric:<key>, which create_study --kind then takes. Every problem is "
