@@ -55,7 +55,7 @@ with resample counts as weights (the tests check them against scikit-learn and S
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -186,6 +186,16 @@ def constant_signal_reason(n: int) -> str:
     )
 
 
+def _weighted_model_tau(p: Mapping[str, Any], w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Kendall's tau of a prepared signal (``_prepared``) for each column of item weights
+    ``w`` (the signal's items x resamples), from the weighted per-model sums."""
+    wm = w[p["model_rows"]]
+    count = model_sums(p["codes"], p["n_models"], wm, np.ones(p["codes"].size))
+    goodness = model_sums(p["codes"], p["n_models"], wm, p["goodness"])
+    success = model_sums(p["codes"], p["n_models"], wm, p["success"])
+    return weighted_tau(count, goodness, success)
+
+
 def _jackknife(p: Mapping[str, Any]) -> dict[str, npt.NDArray[np.float64]]:
     """Leave-one-item-out values of a signal's AUC, best-threshold agreement and tau over its
     own items (the BCa acceleration, Efron 1987); empty above ``JACKKNIFE_MAX_ITEMS`` items
@@ -197,11 +207,7 @@ def _jackknife(p: Mapping[str, Any]) -> dict[str, npt.NDArray[np.float64]]:
     positive, negative = group_weights(p["groups"], w)
     result = {"auc": weighted_auc(positive, negative), "accuracy": best_accuracy(positive, negative)}
     if p["n_models"] >= 2:
-        wm = w[p["model_rows"]]
-        count = model_sums(p["codes"], p["n_models"], wm, np.ones(p["codes"].size))
-        goodness = model_sums(p["codes"], p["n_models"], wm, p["goodness"])
-        success = model_sums(p["codes"], p["n_models"], wm, p["success"])
-        result["tau"] = weighted_tau(count, goodness, success)
+        result["tau"] = _weighted_model_tau(p, w)
     return result
 
 
@@ -232,6 +238,89 @@ def auc_interval(
     )
     interval, _ = item_bootstrap_interval(np.concatenate(draws), point, jackknife, values.size, low=0.0, high=1.0)
     return interval
+
+
+def _prepared(
+    spec: SignalSpec,
+    result: Mapping[str, Any],
+    positions: npt.NDArray[np.intp],
+    items: Sequence[str],
+    y_all: npt.NDArray[np.bool_],
+    values: Mapping[str, float | None],
+    models: Mapping[str, str | None],
+) -> dict[str, Any]:
+    """What the bootstrap of one signal needs, computed once: its positions among ``items``,
+    its items grouped by failure score (``score_groups``; None without items), the rows and
+    model codes of its items that carry a model, each one's goodness (the signal with its
+    orientation applied) and success (human majority no_failure), and its lists of draws."""
+    # ``positions`` are the items whose value is usable: present (not None) and finite.
+    signal = np.array([float(cast(float, values[items[i]])) for i in positions], dtype=np.float64)
+    y = y_all[positions]
+    code_of = {m: c for c, m in enumerate(sorted(result["models"]))}
+    has_model = np.array([bool(models.get(items[i])) for i in positions], dtype=bool)
+    return {
+        "positions": positions,
+        "groups": score_groups(failure_scores(signal, spec), y) if positions.size else None,
+        "model_rows": np.flatnonzero(has_model),
+        "codes": np.array([code_of[models[items[i]]] for i in positions[has_model]], dtype=np.intp),
+        "goodness": (signal if spec.higher_means == NO_FAILURE else -signal)[has_model],
+        "success": (~y[has_model]).astype(np.float64),
+        "n_models": len(code_of),
+        "draws": {"auc": [], "accuracy": [], "tau": []},
+    }
+
+
+def _draw_resamples(prepared: Iterable[dict[str, Any]], rng: np.random.Generator, n_items: int, bootstrap: int) -> None:
+    """Draw ``bootstrap`` resamples of the ``n_items`` items, the same for every signal, and
+    add each signal's AUC, best-threshold agreement and tau in them to its ``draws``."""
+    for size in resample_blocks(bootstrap, 4 * n_items):
+        weights = bootstrap_counts(rng, n_items, size)  # items x resamples
+        for p in prepared:
+            if p["groups"] is None:
+                continue
+            w = weights[p["positions"]]
+            positive, negative = group_weights(p["groups"], w)
+            p["draws"]["auc"].append(weighted_auc(positive, negative))
+            p["draws"]["accuracy"].append(best_accuracy(positive, negative))
+            if p["n_models"] >= 2:
+                p["draws"]["tau"].append(_weighted_model_tau(p, w))
+
+
+def _set_intervals(result: dict[str, Any], p: Mapping[str, Any], bootstrap: int, *, has_items: bool) -> None:
+    """Put a signal's intervals into its ``result``: for AUC, best-threshold agreement and tau,
+    the BCa interval from its draws (or, for a constant signal, null with the reason), why
+    it is null, the resamples where each was undefined, and the small-sample note."""
+    draws = p["draws"]
+    jackknife = _jackknife(p) if bootstrap > 0 and p["groups"] is not None else {}
+    constant = p["groups"] is not None and p["groups"].starts.size == 1
+    undefined = {}
+    result.update(item_bootstrap_fields(result["n"]))
+    for statistic, point, low in (
+        ("auc", result["auc"], 0.0),
+        ("accuracy", result["best_threshold"]["accuracy"], 0.0),
+        ("tau", result["kendall_tau"], -1.0),
+    ):
+        values = (
+            np.concatenate(draws[statistic]) if draws[statistic] else np.full(bootstrap if has_items else 0, np.nan)
+        )
+        undefined[statistic] = int(np.isnan(values).sum())
+        reason = constant_signal_reason(result["n"]) if constant else None
+        interval, not_estimable = (
+            item_bootstrap_interval(
+                values, point, jackknife.get(statistic), result["n"], low=low, high=1.0, reason=reason
+            )
+            if bootstrap > 0
+            else (None, None)
+        )
+        if statistic == "auc":
+            result["auc_ci95"], result["auc_ci95_not_estimable"] = interval, not_estimable
+        elif statistic == "accuracy":
+            result["best_threshold"]["ci95"] = interval
+            result["best_threshold"]["ci95_not_estimable"] = not_estimable
+        else:
+            result["kendall_tau_ci95"], result["kendall_tau_ci95_not_estimable"] = interval, not_estimable
+    result["n_bootstrap_undefined"] = undefined if bootstrap > 0 else {"auc": 0, "accuracy": 0, "tau": 0}
+    result["small_sample"] = sample_size_note(result["n"], result["auc_ci95"])
 
 
 def metric_agreement_report(
@@ -276,73 +365,12 @@ def metric_agreement_report(
             result["note"] = notes[key]
         result["n_unlabelled"] = sum(1 for item, v in signals[key].items() if _usable(v) and item not in labelled)
         results[key] = result
-        values = np.array([float(cast(float, signals[key][items[i]])) for i in positions], dtype=np.float64)
-        y = y_all[positions]
-        model_names = sorted(result["models"])
-        code_of = {m: c for c, m in enumerate(model_names)}
-        has_model = np.array([bool(models.get(items[i])) for i in positions], dtype=bool)
-        prepared[key] = {
-            "positions": positions,
-            "groups": score_groups(failure_scores(values, spec), y) if positions.size else None,
-            "model_rows": np.flatnonzero(has_model),
-            "codes": np.array([code_of[models[items[i]]] for i in positions[has_model]], dtype=np.intp),
-            "goodness": (values if spec.higher_means == NO_FAILURE else -values)[has_model],
-            "success": (~y[has_model]).astype(np.float64),
-            "n_models": len(model_names),
-            "draws": {"auc": [], "accuracy": [], "tau": []},
-        }
+        prepared[key] = _prepared(spec, result, positions, items, y_all, signals[key], models)
 
     if bootstrap > 0 and items:
-        for size in resample_blocks(bootstrap, 4 * len(items)):
-            weights = bootstrap_counts(rng, len(items), size)  # items x resamples
-            for p in prepared.values():
-                if p["groups"] is None:
-                    continue
-                w = weights[p["positions"]]
-                positive, negative = group_weights(p["groups"], w)
-                p["draws"]["auc"].append(weighted_auc(positive, negative))
-                p["draws"]["accuracy"].append(best_accuracy(positive, negative))
-                if p["n_models"] >= 2:
-                    wm = w[p["model_rows"]]
-                    ones = np.ones(p["codes"].size)
-                    count = model_sums(p["codes"], p["n_models"], wm, ones)
-                    goodness = model_sums(p["codes"], p["n_models"], wm, p["goodness"])
-                    success = model_sums(p["codes"], p["n_models"], wm, p["success"])
-                    p["draws"]["tau"].append(weighted_tau(count, goodness, success))
-
+        _draw_resamples(prepared.values(), rng, len(items), bootstrap)
     for key, result in results.items():
-        p = prepared[key]
-        draws = p["draws"]
-        jackknife = _jackknife(p) if bootstrap > 0 and p["groups"] is not None else {}
-        constant = p["groups"] is not None and p["groups"].starts.size == 1
-        undefined = {}
-        result.update(item_bootstrap_fields(result["n"]))
-        for statistic, point, low in (
-            ("auc", result["auc"], 0.0),
-            ("accuracy", result["best_threshold"]["accuracy"], 0.0),
-            ("tau", result["kendall_tau"], -1.0),
-        ):
-            values = (
-                np.concatenate(draws[statistic]) if draws[statistic] else np.full(bootstrap if items else 0, np.nan)
-            )
-            undefined[statistic] = int(np.isnan(values).sum())
-            reason = constant_signal_reason(result["n"]) if constant else None
-            interval, not_estimable = (
-                item_bootstrap_interval(
-                    values, point, jackknife.get(statistic), result["n"], low=low, high=1.0, reason=reason
-                )
-                if bootstrap > 0
-                else (None, None)
-            )
-            if statistic == "auc":
-                result["auc_ci95"], result["auc_ci95_not_estimable"] = interval, not_estimable
-            elif statistic == "accuracy":
-                result["best_threshold"]["ci95"] = interval
-                result["best_threshold"]["ci95_not_estimable"] = not_estimable
-            else:
-                result["kendall_tau_ci95"], result["kendall_tau_ci95_not_estimable"] = interval, not_estimable
-        result["n_bootstrap_undefined"] = undefined if bootstrap > 0 else {"auc": 0, "accuracy": 0, "tau": 0}
-        result["small_sample"] = sample_size_note(result["n"], result["auc_ci95"])
+        _set_intervals(result, prepared[key], bootstrap, has_items=bool(items))
 
     ranked = sorted(results.values(), key=lambda r: (r["auc"] is None, -(r["auc"] or 0.0), r["key"]))
     for rank, result in enumerate(ranked, start=1):
