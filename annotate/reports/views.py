@@ -81,6 +81,57 @@ def _csv_response(filename: str, header: list[str], rows: list[list]) -> HttpRes
     return response
 
 
+JUDGES_CSV_FIELDS = [
+    "judge",
+    "agreement",
+    "ci95_low",
+    "ci95_high",
+    "n",
+    "agreement_has_failure",
+    "ci95_has_failure_low",
+    "ci95_has_failure_high",
+    "n_has_failure",
+    "agreement_no_failure",
+    "ci95_no_failure_low",
+    "ci95_no_failure_high",
+    "n_no_failure",
+    "cohen_kappa",
+    "cohen_kappa_ci95_low",
+    "cohen_kappa_ci95_high",
+    "n_judged",
+    "n_human_tie",
+    "n_too_few_annotations",
+    "n_no_human_labels",
+    "min_annotations",
+]
+
+
+def judges_csv_rows(report: dict[str, Any]) -> list[list[Any]]:
+    """One row per judge of an agreement report, by name, with the columns of ``JUDGES_CSV_FIELDS``."""
+    return [
+        [
+            j,
+            v["agreement"],
+            *(v["ci95"] or [None, None]),
+            v["n"],
+            v["agreement_has_failure"],
+            *(v["ci95_has_failure"] or [None, None]),
+            v["n_has_failure"],
+            v["agreement_no_failure"],
+            *(v["ci95_no_failure"] or [None, None]),
+            v["n_no_failure"],
+            v["cohen_kappa"],
+            *(v["cohen_kappa_ci95"] or [None, None]),
+            v["n_judged"],
+            v["n_human_tie"],
+            v["n_too_few_annotations"],
+            v["n_no_human_labels"],
+            report["human_majority"]["min_annotations"],
+        ]
+        for j, v in sorted(report["judges"].items())
+    ]
+
+
 @researcher_required
 def agreement(request: HttpRequest, slug: str) -> HttpResponse:
     study = get_object_or_404(Study, slug=slug)
@@ -97,54 +148,7 @@ def agreement(request: HttpRequest, slug: str) -> HttpResponse:
         response["Content-Disposition"] = f'attachment; filename="{study.slug}-agreement.json"'
         return response
     if fmt == "judges.csv":
-        return _csv_response(
-            f"{study.slug}-judges.csv",
-            [
-                "judge",
-                "agreement",
-                "ci95_low",
-                "ci95_high",
-                "n",
-                "agreement_has_failure",
-                "ci95_has_failure_low",
-                "ci95_has_failure_high",
-                "n_has_failure",
-                "agreement_no_failure",
-                "ci95_no_failure_low",
-                "ci95_no_failure_high",
-                "n_no_failure",
-                "cohen_kappa",
-                "cohen_kappa_ci95_low",
-                "cohen_kappa_ci95_high",
-                "n_judged",
-                "n_human_tie",
-                "n_too_few_annotations",
-                "n_no_human_labels",
-                "min_annotations",
-            ],
-            [
-                [
-                    j,
-                    v["agreement"],
-                    *(v["ci95"] or [None, None]),
-                    v["n"],
-                    v["agreement_has_failure"],
-                    *(v["ci95_has_failure"] or [None, None]),
-                    v["n_has_failure"],
-                    v["agreement_no_failure"],
-                    *(v["ci95_no_failure"] or [None, None]),
-                    v["n_no_failure"],
-                    v["cohen_kappa"],
-                    *(v["cohen_kappa_ci95"] or [None, None]),
-                    v["n_judged"],
-                    v["n_human_tie"],
-                    v["n_too_few_annotations"],
-                    v["n_no_human_labels"],
-                    report["human_majority"]["min_annotations"],
-                ]
-                for j, v in sorted(report["judges"].items())
-            ],
-        )
+        return _csv_response(f"{study.slug}-judges.csv", JUDGES_CSV_FIELDS, judges_csv_rows(report))
     gold_report = gold_agreement(study, study_judgment_rows(study))
     return render(
         request,
