@@ -1,5 +1,7 @@
 """Helpers that build studies and walk annotators through them, for the tests and the
-benchmark (no test framework imports)."""
+benchmark (no test framework imports). Studies of the default kind (critical failure) here;
+a study of another kind is built by the helpers of its own package (``testing.py`` beside the
+kind's definition: ``annotate.kinds.multiple_choice.testing``) with ``plain_settings``."""
 
 from __future__ import annotations
 
@@ -36,6 +38,18 @@ def item_spec(
         expected=expected,
         explanation="Known answer." if role != ROLE_MAIN else "",
     )
+
+
+def plain_settings(**settings: Any) -> StudySettings:
+    """A test study's settings: no training or qualification, no minimum time, any PID (test
+    PIDs such as "p1" are not Prolific's 24 hexadecimal characters), then ``settings``."""
+    defaults: dict[str, Any] = {
+        "training_enabled": False,
+        "qualification_enabled": False,
+        "min_seconds": 0,
+        "allow_other_pids": True,
+    }
+    return StudySettings(**{**defaults, **settings})
 
 
 def study_make(
@@ -151,59 +165,3 @@ def label_as_the_judge(study: Study, pids: tuple[str, ...]) -> None:
                 answer=ONE_FAILURE if judgment.has_failure else NO_FAILURE,
                 submission_id="t",
             )
-
-
-def step_inference_study(*, n_items: int, name: str = "Choice", annotators_per_item: int = 2) -> Study:
-    """A multiple-choice study of ``n_items`` step-inference questions (q1, q2, ...), each with
-    four candidate steps and the first one right, without training or qualification."""
-    items = [
-        ItemSpec(
-            item_id=f"q{n}",
-            topic="Food & Dining",
-            goal=f"Which step comes first for task {n}?",
-            reference_steps=[],
-            candidate_steps=["Boil water.", "Pour tea.", "Drink it.", "Wash up."],
-            expected=0,
-            source={"task": "step_inference"},
-        )
-        for n in range(1, n_items + 1)
-    ]
-    settings = StudySettings(
-        annotators_per_item=annotators_per_item,
-        min_seconds=0,
-        training_enabled=False,
-        qualification_enabled=False,
-        allow_other_pids=True,
-    )
-    return study_create(name=name, kind="multiple_choice", items=items, settings=settings)
-
-
-def vanilla_cake_faithfulness_study(*, n_items: int, name: str = "Faithful") -> Study:
-    """A constraint-faithfulness study of ``n_items`` copies (cs-1, cs-2, ...) of one "vanilla
-    cake" script, two annotators per item, without training, qualification or attention checks."""
-    from annotate.kinds import kind_get
-
-    kind = kind_get("constraint_faithfulness")
-    lines = [
-        {
-            "id": f"cs-{n}",
-            "abstract_goal": "Make a cake",
-            "specific_goal": "Make a vanilla cake",
-            "constraint": "Vanilla",
-            "constraint_type": "modifier",
-            "topic": "Food",
-            "steps": ["Gather the ingredients.", "Add vanilla.", "Bake for an hour."],
-        }
-        for n in range(1, n_items + 1)
-    ]
-    settings = StudySettings(
-        annotators_per_item=2,
-        min_seconds=0,
-        training_enabled=False,
-        qualification_enabled=False,
-        attention_check_rate=0,
-        allow_other_pids=True,
-    )
-    return study_create(
-        name=name, kind="constraint_faithfulness", items=[kind.parse_record(line) for line in lines], settings=settings
-    )

@@ -752,8 +752,8 @@ def test_the_report_gives_the_study_pages_numbers_with_n_and_intervals(world, to
 
 
 def test_the_report_of_a_multiple_choice_study_is_table_2_with_intervals(token_client, researcher_client):
+    from annotate.kinds.multiple_choice.testing import step_inference_study
     from annotate.participation.submissions import annotation_submit
-    from annotate.testing import step_inference_study
 
     study = step_inference_study(n_items=3)
     for pid, choices in (("mc-a", [0, 0, 1]), ("mc-b", [0, 2, 1])):
@@ -777,7 +777,7 @@ def test_the_report_of_a_multiple_choice_study_is_table_2_with_intervals(token_c
 
 def test_the_report_of_a_constraint_faithfulness_study_equals_the_page_with_intervals(token_client, researcher_client):
     from annotate.participation.submissions import annotation_submit
-    from annotate.testing import vanilla_cake_faithfulness_study
+    from tests.faithfulness_studies import vanilla_cake_faithfulness_study
 
     study = vanilla_cake_faithfulness_study(n_items=4)
     for pid, q3 in (("cf-a", ["yes", "yes", "no", "yes"]), ("cf-b", ["yes", "no", "no", "not_sure"])):

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from annotate.kinds.multiple_choice.testing import step_inference_study
 from annotate.models import Annotation, Study, StudyItem
 from annotate.participation.reservations import assignment_next
 from annotate.participation.selectors import study_full
@@ -23,7 +24,6 @@ from annotate.testing import (
     annotator_start,
     judged_generation_study,
     read_everything,
-    step_inference_study,
     study_make,
 )
 from core.app_errors import InvalidInput

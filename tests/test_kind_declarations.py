@@ -232,9 +232,10 @@ def test_its_templates_are_found_because_the_kind_is_registered(rating):
 def test_the_built_in_kinds_keep_their_own_annotation_fields_and_filters(researcher_client):
     """A critical-failure study's annotations keep has_failure, failures and the label filter; a
     multiple-choice study's keep the choice filter and carry the choice; neither has the other's."""
+    from annotate.kinds.multiple_choice.testing import step_inference_study
     from annotate.participation.reservations import assignment_next
     from annotate.participation.submissions import annotation_submit
-    from annotate.testing import ONE_FAILURE, annotate_next, annotator_start, step_inference_study, study_make
+    from annotate.testing import ONE_FAILURE, annotate_next, annotator_start, study_make
 
     failure_study = study_make(n_items=2, annotators_per_item=1)
     annotator = annotator_start(failure_study, "cf-a")

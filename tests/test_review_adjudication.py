@@ -277,7 +277,7 @@ def test_every_kind_is_reviewed_corrected_and_settled_through_its_own_rules(rese
     """Multiple choice: a correction and a gold label are checked by the kind's rules (a choice
     among the item's options), agreement with gold is the kind's known-answer check, and there is
     no majority column (its answers carry no has_failure)."""
-    from annotate.testing import step_inference_study
+    from annotate.kinds.multiple_choice.testing import step_inference_study
 
     study = step_inference_study(n_items=1, annotators_per_item=2)
     for pid, choice in (("m1", 0), ("m2", 2)):

@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from annotate.kinds import kind_get
 from annotate.kinds.base import ItemSpec
+from annotate.kinds.multiple_choice.testing import step_inference_study
 from annotate.models import Annotation
 from annotate.participation.drafts import assignment_save
 from annotate.participation.reservations import assignment_next
@@ -31,11 +32,10 @@ from annotate.testing import (
     annotator_start,
     backdate,
     read_everything,
-    step_inference_study,
     study_make,
-    vanilla_cake_faithfulness_study,
 )
 from core.intervals import share_estimate
+from tests.faithfulness_studies import vanilla_cake_faithfulness_study
 
 pytestmark = pytest.mark.django_db
 
