@@ -9,6 +9,7 @@ rates carry their n and a 95 % Wilson interval and count only decided documents
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
@@ -159,24 +160,15 @@ def _planned_per_topic(
     return planned
 
 
-def _funnel_cell(
-    stage: str,
-    documents: int,
-    pending: int,
-    reached: int,
-    passed: int,
-    passed_pending: int,
-    rejected: int = 0,
-    *,
-    cancelled: bool = False,
-) -> dict:
-    """One stage of the funnel. ``in_flight``: documents still being worked on that have
-    not passed the stage yet (they may); of a ``cancelled`` run they are ``not_asked``
-    instead (nothing will ask them); ``dropped``: rejected or failed at or before it.
-    ``pass_rate``: passed / decided at this stage (passed or rejected by it), with its
-    Wilson interval; ``undecided``: documents whose call at this stage had no usable answer
-    (yet), left out of the rate."""
-    unfinished = max(pending - passed_pending, 0)
+def _funnel_cell(stage: str, documents: int, pending: int, sums: Counter[str], *, cancelled: bool = False) -> dict:
+    """One stage of the funnel, from its ``sums`` (``_funnel_sums``). ``in_flight``: documents
+    still being worked on that have not passed the stage yet (they may); of a ``cancelled``
+    run they are ``not_asked`` instead (nothing will ask them); ``dropped``: rejected or failed
+    at or before it. ``pass_rate``: passed / decided at this stage (passed or rejected by
+    it), with its Wilson interval; ``undecided``: documents whose call at this stage had no
+    usable answer (yet), left out of the rate."""
+    reached, passed, rejected = sums["reached"], sums["passed"], sums["rejected"]
+    unfinished = max(pending - sums["passed_pending"], 0)
     return {
         "stage": stage,
         "reached": reached,
@@ -303,108 +295,128 @@ def mining_run_cpu(run: MiningRun) -> dict[str, Any]:
     return _cpu(counted.cpu_us, counted.n_cpu)
 
 
-def mining_run_progress(run: MiningRun) -> dict[str, Any]:
-    topics = list(run.topics.order_by("position", "name").values("id", "name", "slug"))
-    counted_run = _run_counts(run)
-    per_topic_status = counted_run.per_topic_status
-    by_status: Counter[str] = Counter()
-    for counts in per_topic_status.values():
-        by_status.update(counts)
-
-    # The funnel: per topic and stage, how many documents reached the stage and passed it,
-    # and how many of those still pending passed it (the rest of the pending are in flight).
-    reached: dict[tuple[int, str], int] = Counter()
-    passed: dict[tuple[int, str], int] = Counter()
-    passed_pending: dict[tuple[int, str], int] = Counter()
-    rejected: dict[tuple[int, str], int] = Counter()
-    outcome_counts: Counter = Counter()
-    document_costs, rejections = counted_run.costs, counted_run.rejections
-    for topic_id, stage, status, candidate_status, n in counted_run.funnel:
-        reached[(topic_id, stage)] += n
+def _funnel_sums(counted: RunCounted) -> tuple[dict[tuple[int, str], Counter[str]], Counter[str]]:
+    """Per (topic, stage), the documents that reached the stage, passed it, passed it while
+    still pending (the rest of the pending are in flight) and were rejected by it; and the
+    outcomes of the stage calls."""
+    sums: dict[tuple[int, str], Counter[str]] = defaultdict(Counter)
+    outcomes: Counter[str] = Counter()
+    for topic_id, stage, status, candidate_status, n in counted.funnel:
+        cell = sums[(topic_id, stage)]
+        cell["reached"] += n
         if status == PASSED:
-            passed[(topic_id, stage)] += n
+            cell["passed"] += n
             if candidate_status == CandidateStatus.PENDING:
-                passed_pending[(topic_id, stage)] += n
+                cell["passed_pending"] += n
         elif status == REJECTED:
-            rejected[(topic_id, stage)] += n
-        outcome_counts[status] += n
+            cell["rejected"] += n
+        outcomes[status] += n
+    return sums, outcomes
 
-    # A cancelled run's unfinished documents are not in flight: nothing will ask them.
-    cancelled = run.status == MiningRunStatus.CANCELLED
-    funnel_topics = []
+
+def _status_yield(counts: Counter, cancelled: bool) -> dict[str, Any]:
+    """``mining_yield`` of documents counted by status (a topic's or the whole run's)."""
+    return mining_yield(
+        procedures=counts[CandidateStatus.PASSED],
+        rejected=counts[CandidateStatus.REJECTED],
+        failed=counts[CandidateStatus.FAILED],
+        in_flight=counts[CandidateStatus.PENDING],
+        cancelled=cancelled,
+    )
+
+
+def _funnel_by_topic(
+    topics: Sequence[Mapping[str, Any]], counted: RunCounted, sums: dict[tuple[int, str], Counter[str]], cancelled: bool
+) -> list[dict[str, Any]]:
+    """Each topic's funnel, with its documents, procedures and yield."""
+    rows = []
     for topic in topics:
-        counts = per_topic_status[topic["id"]]
+        counts = counted.per_topic_status[topic["id"]]
         documents, pending = sum(counts.values()), counts[CandidateStatus.PENDING]
-        funnel_topics.append(
+        cells = [_funnel_cell(s, documents, pending, sums[(topic["id"], s)], cancelled=cancelled) for s in PIPELINE]
+        rows.append(
             {
                 "topic": topic["name"],
                 "slug": topic["slug"],
                 "documents": documents,
-                "stages": [
-                    _funnel_cell(
-                        s,
-                        documents,
-                        pending,
-                        reached[(topic["id"], s)],
-                        passed[(topic["id"], s)],
-                        passed_pending[(topic["id"], s)],
-                        rejected[(topic["id"], s)],
-                        cancelled=cancelled,
-                    )
-                    for s in PIPELINE
-                ],
+                "stages": cells,
                 "procedures": counts[CandidateStatus.PASSED],
-                "yield": mining_yield(
-                    procedures=counts[CandidateStatus.PASSED],
-                    rejected=counts[CandidateStatus.REJECTED],
-                    failed=counts[CandidateStatus.FAILED],
-                    in_flight=pending,
-                    cancelled=cancelled,
-                ),
+                "yield": _status_yield(counts, cancelled),
             }
         )
-    sampled = sum(by_status.values())
-    funnel_total = [
-        _funnel_cell(
-            s,
-            sampled,
-            by_status[CandidateStatus.PENDING],
-            sum(reached[(t["id"], s)] for t in topics),
-            sum(passed[(t["id"], s)] for t in topics),
-            sum(passed_pending[(t["id"], s)] for t in topics),
-            sum(rejected[(t["id"], s)] for t in topics),
-            cancelled=cancelled,
-        )
+    return rows
+
+
+def _funnel_total(
+    topic_ids: list[int], by_status: Counter, sums: dict[tuple[int, str], Counter[str]], cancelled: bool
+) -> list[dict[str, Any]]:
+    """The run's funnel: every topic's stages added up."""
+    sampled, pending = sum(by_status.values()), by_status[CandidateStatus.PENDING]
+    return [
+        _funnel_cell(s, sampled, pending, sum((sums[(t, s)] for t in topic_ids), Counter()), cancelled=cancelled)
         for s in PIPELINE
     ]
 
-    finished = (
-        by_status[CandidateStatus.PASSED] + by_status[CandidateStatus.REJECTED] + by_status[CandidateStatus.FAILED]
-    )
-    topic_ids = [t["id"] for t in topics]
-    planned = sum(_planned_per_topic(run, topic_ids, per_topic_status, counted_run.available).values())
-    over = run.status in FINISHED_STATUSES
+
+def _pace(run: MiningRun, remaining: int) -> dict[str, Any]:
+    """Documents finished per minute over the last ``THROUGHPUT_WINDOW`` (or since the run
+    started, when that is sooner), and the ETA of the ``remaining`` documents at that pace."""
     now = timezone.now()
     recent = MiningCandidate.objects.filter(run=run, finished_at__gte=now - THROUGHPUT_WINDOW).count()
-    started = run.started_at
     window_minutes = THROUGHPUT_WINDOW.total_seconds() / 60
-    if started and now - started < THROUGHPUT_WINDOW:
-        window_minutes = max((now - started).total_seconds() / 60, 1 / 60)
-    per_minute = recent / window_minutes if recent else 0.0
-    remaining = 0 if over else max(planned - finished, 0)
+    if run.started_at and now - run.started_at < THROUGHPUT_WINDOW:
+        window_minutes = max((now - run.started_at).total_seconds() / 60, 1 / 60)
     eta = eta_estimate(remaining=remaining, finished_in_window=recent, window_minutes=window_minutes)
+    return {
+        "documents_per_minute": round(recent / window_minutes if recent else 0.0, 2),
+        "eta_minutes": eta["minutes"],
+        "eta_ci95_minutes": eta["ci95"],
+        "eta_n": eta["n"],
+    }
 
-    stage_costs = _stage_costs(run)
+
+def _spending(
+    stage_costs: list[dict[str, Any]], counted: RunCounted, *, planned: int, finished: int, over: bool
+) -> dict[str, Any]:
+    """What the run spent (unknown while a request has no price) and, for a run still going,
+    the projected cost of its planned documents from what its finished documents cost."""
     spent = sum((row["cost_usd"] or Decimal(0) for row in stage_costs), Decimal(0))
     priced = all(row["cost_usd"] is not None for row in stage_costs if row["requests"])
     projection = {"usd": None, "ci95": None, "n": finished}
     if priced and not over:  # a finished run shows what it spent, not a projection
         # every finished document (one without stage results cost nothing), their costs' sums
-        paid = [document_costs[s] for s in document_costs if s != CandidateStatus.PENDING]
+        paid = [cost for status, cost in counted.costs.items() if status != CandidateStatus.PENDING]
         sums = CostSums(finished, sum((c.total for c in paid), Decimal(0)), sum((c.squares for c in paid), Decimal(0)))
-        in_flight_paid = document_costs[CandidateStatus.PENDING].total
+        in_flight_paid = counted.costs[CandidateStatus.PENDING].total
         projection = cost_projection(spent=spent, planned=planned, finished=sums, in_flight_paid=in_flight_paid)
+    return {
+        "cost_usd": spent if priced else None,
+        "requests_without_price": sum(row["n_unpriced"] for row in stage_costs),
+        "projected_cost_usd": projection["usd"],
+        "projected_ci95_usd": projection["ci95"],
+        "projected_n": projection["n"],
+    }
 
+
+def mining_run_progress(run: MiningRun) -> dict[str, Any]:
+    """The run page's progress (the API's and ``mine_run --status``'s too): the totals with
+    yield, pace and cost, the funnel overall and by topic, the cost per stage and model, the
+    outcomes of the stage calls and the reasons documents were rejected."""
+    topics = list(run.topics.order_by("position", "name").values("id", "name", "slug"))
+    topic_ids = [t["id"] for t in topics]
+    counted = _run_counts(run)
+    by_status: Counter[str] = Counter()
+    for counts in counted.per_topic_status.values():
+        by_status.update(counts)
+    sums, outcomes = _funnel_sums(counted)
+    # A cancelled run's unfinished documents are not in flight: nothing will ask them.
+    cancelled = run.status == MiningRunStatus.CANCELLED
+    pending = by_status[CandidateStatus.PENDING]
+    finished = sum(by_status[s] for s in (CandidateStatus.PASSED, CandidateStatus.REJECTED, CandidateStatus.FAILED))
+    planned = sum(_planned_per_topic(run, topic_ids, counted.per_topic_status, counted.available).values())
+    over = run.status in FINISHED_STATUSES
+    pace = _pace(run, remaining=0 if over else max(planned - finished, 0))
+    stage_costs = _stage_costs(run)
     return {
         "run": run.name,
         "status": run.status,
@@ -412,43 +424,30 @@ def mining_run_progress(run: MiningRun) -> dict[str, Any]:
         "error": run.error,
         "totals": {
             "planned": planned,
-            "sampled": sampled,
-            "pending": 0 if cancelled else by_status[CandidateStatus.PENDING],
-            "not_asked": by_status[CandidateStatus.PENDING] if cancelled else 0,
+            "sampled": sum(by_status.values()),
+            "pending": 0 if cancelled else pending,
+            "not_asked": pending if cancelled else 0,
             "finished": finished,
             "procedures": by_status[CandidateStatus.PASSED],
             "rejected": by_status[CandidateStatus.REJECTED],
             "failed": by_status[CandidateStatus.FAILED],
-            "yield": mining_yield(
-                procedures=by_status[CandidateStatus.PASSED],
-                rejected=by_status[CandidateStatus.REJECTED],
-                failed=by_status[CandidateStatus.FAILED],
-                in_flight=by_status[CandidateStatus.PENDING],
-                cancelled=cancelled,
-            ),
-            "documents_per_minute": round(per_minute, 2),
-            "eta_minutes": eta["minutes"],
-            "eta_ci95_minutes": eta["ci95"],
-            "eta_n": eta["n"],
-            "cost_usd": spent if priced else None,
-            "requests_without_price": sum(row["n_unpriced"] for row in stage_costs),
-            "projected_cost_usd": projection["usd"],
-            "projected_ci95_usd": projection["ci95"],
-            "projected_n": projection["n"],
+            "yield": _status_yield(by_status, cancelled),
+            **pace,
+            **_spending(stage_costs, counted, planned=planned, finished=finished, over=over),
             "budget_usd": run.budget_usd,
             "over": over,
-            "cpu": _cpu(counted_run.cpu_us, counted_run.n_cpu),
+            "cpu": _cpu(counted.cpu_us, counted.n_cpu),
         },
-        "funnel": funnel_total,
-        "funnel_by_topic": funnel_topics,
+        "funnel": _funnel_total(topic_ids, by_status, sums, cancelled),
+        "funnel_by_topic": _funnel_by_topic(topics, counted, sums, cancelled),
         "stage_costs": stage_costs,
         "outcomes": {
-            status: outcome_counts[status]
+            status: outcomes[status]
             for status in (PASSED, REJECTED, "parse_failed", "truncated", "refused", "too_long", "api_error")
         },
         "rejection_reasons": [
             {"stage": stage, "reason": code, "documents": n}
-            for (stage, code), n in sorted(rejections.items(), key=_most_first)
+            for (stage, code), n in sorted(counted.rejections.items(), key=_most_first)
         ],
     }
 
