@@ -89,7 +89,7 @@ def coincidence_alpha(
 
 def _package_alpha(p: Pairable[V], delta: npt.NDArray[np.float64], nominal: bool) -> float | None:
     """The krippendorff package on the same pairable counts (values by index, distances by
-    a lookup into ``delta``), or this module's computation when the package's dense arrays
+    a lookup into ``delta``), or the coincidence computation when the package's dense arrays
     would exceed ``PACKAGE_MAX_CELLS``."""
     if p.n_units == 0 or len(p.domain) < 2:
         return None
