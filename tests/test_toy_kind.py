@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
@@ -234,3 +235,30 @@ def test_a_study_whose_kind_is_no_longer_installed_is_refused_by_name_and_never_
     assert api_list.status_code == 200
     assert {row["slug"] for row in api_list.json()["results"]} >= {study.slug, other.slug}
     assert study.items.count() == n_items
+
+
+def test_the_study_apis_that_need_a_kind_no_longer_installed_answer_a_documented_503(researcher_client):
+    """The items, annotations, export, rounds and data endpoints of a study whose kind was taken
+    away answer 503 naming the kind, a status their OpenAPI operations document (every response
+    here is checked against the schema, tests/schema_check.py), never a 500."""
+    kind_register(toy_kind.KIND)
+    try:
+        study = _study(toy_kind.KIND)
+    finally:
+        kind_unregister(toy_kind.KEY)
+    researcher_client.raise_request_exception = False
+    base = f"/api/studies/{study.slug}"
+    line = {"id": "p-9", "goal": "Brew black tea", "steps": ["Boil water.", "Steep 4 min."]}
+    upload = SimpleUploadedFile("items.jsonl", json.dumps(line).encode(), content_type="application/jsonl")
+    answers = {
+        "items": researcher_client.get(f"{base}/items/"),
+        "annotations": researcher_client.get(f"{base}/annotations/"),
+        "export": researcher_client.get(f"{base}/export/"),
+        "export csv": researcher_client.get(f"{base}/export/", {"format": "csv"}),
+        "rounds": researcher_client.get(f"{base}/rounds/"),
+        "data": researcher_client.get(f"{base}/data/"),
+        "data items": researcher_client.post(f"{base}/data/items/", {"items_file": upload}),
+    }
+    for name, response in answers.items():
+        assert response.status_code == 503, (name, response.status_code)
+        assert response.json()["code"] == "unavailable" and toy_kind.KEY in response.json()["detail"], name

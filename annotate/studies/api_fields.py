@@ -77,6 +77,11 @@ class StrictBooleanFilter(django_filters.ChoiceFilter):
         return qs.filter(**{f"{self.field_name}__{self.lookup_expr}": self.VALUES[value]})
 
 
+# The 503 of an endpoint that needs the study's kind (``KindNotInstalled``: a study made with a
+# kind whose package has since been removed from this installation), as ``_503=``.
+KIND_NOT_INSTALLED = "The study's kind is not installed on this server (named): what needs the kind cannot be read"
+
+
 def error_responses(**responses: str) -> dict[int, OpenApiResponse]:
     """The error answers every endpoint shares, plus its own (status: description)."""
     shared = {

@@ -23,6 +23,7 @@ from annotate.models import Study, StudyImport
 from annotate.stats.alpha import ALPHA_KEYS
 from annotate.studies.api_fields import (
     INSTRUCTIONS_MAX_CHARS,
+    KIND_NOT_INSTALLED,
     Pattern,
     Text,
     error_responses,
@@ -325,7 +326,10 @@ class StudyRoundsView(APIView):
         description="Every round of the study's family with its annotations, exclusions and "
         "Krippendorff's alpha with its n, 95% interval (or why it is not estimable) and small-sample "
         "note, as the study page shows them.",
-        responses={200: RoundSerializer(many=True), **error_responses(_404="No study with this slug")},
+        responses={
+            200: RoundSerializer(many=True),
+            **error_responses(_404="No study with this slug", _503=KIND_NOT_INSTALLED),
+        },
     )
     def get(self, request, slug: str):
         return Response(round_rows(study_get(slug=slug)))

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from annotate.studies.api_fields import MAX_SAMPLE, SEED_MAX, Text, error_responses
+from annotate.studies.api_fields import KIND_NOT_INSTALLED, MAX_SAMPLE, SEED_MAX, Text, error_responses
 from annotate.studies.data_actions import DATA_ACTIONS, data_action_list, data_action_run
 from annotate.studies.data_selectors import (
     PAGE_SIZE_MAX,
@@ -109,7 +109,10 @@ class StudyDataView(APIView):
         f"{PAGE_SIZE_MAX}, a topic or annotator the study does not have, a label filter in a kind without "
         "labels) is a 400 naming it.",
         parameters=[DataQuerySerializer],
-        responses={200: DataPageSerializer, **error_responses(_400="{parameter: [problem]}", _404="No such study")},
+        responses={
+            200: DataPageSerializer,
+            **error_responses(_400="{parameter: [problem]}", _404="No such study", _503=KIND_NOT_INSTALLED),
+        },
     )
     def get(self, request: Request, slug: str) -> Response:
         study = study_get(slug=slug)
@@ -262,7 +265,12 @@ class StudyItemsAddView(APIView):
         request={"multipart/form-data": ItemsAddSerializer, "application/json": ItemsAddSerializer},
         responses={
             201: ItemsAddedSerializer,
-            **error_responses(_400="{field: [problem]}; nothing was added", _404="No such study", _409="Refused"),
+            **error_responses(
+                _400="{field: [problem]}; nothing was added",
+                _404="No such study",
+                _409="Refused",
+                _503=KIND_NOT_INSTALLED,
+            ),
         },
     )
     def post(self, request: Request, slug: str) -> Response:

@@ -25,6 +25,7 @@ from annotate.studies import kind_schema  # the kinds' parts of the schema
 from annotate.studies.api_fields import (
     EXPORT_FORMATS,
     INCLUDE_TEST,
+    KIND_NOT_INSTALLED,
     IncludeTestQuery,
     IntegerFilter,
     StrictBooleanFilter,
@@ -160,7 +161,10 @@ class StudyItemListView(StudyScoped, generics.ListAPIView):
         description="Items (role, then position) with their annotations counted against k. Filters: "
         "role, done (main-pool items with / without k slots filled), item_id; search: "
         "item_id, goal or topic.",
-        responses={200: StudyItemSerializer(many=True), **error_responses(_404="No study with this slug")},
+        responses={
+            200: StudyItemSerializer(many=True),
+            **error_responses(_404="No study with this slug", _503=KIND_NOT_INSTALLED),
+        },
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
@@ -364,7 +368,10 @@ class StudyAnnotationListView(StudyScoped, generics.ListAPIView):
         "the fields its study's kind declares after the shared ones. Filters: item (item_id), participant "
         "(id), annotator (PID), source, excluded, flag, submitted_after / submitted_before (ISO 8601), and "
         "those the study kinds declare (each says its kinds; another kind's selects nothing).",
-        responses={200: AnnotationSerializer(many=True), **error_responses(_404="No study with this slug")},
+        responses={
+            200: AnnotationSerializer(many=True),
+            **error_responses(_404="No study with this slug", _503=KIND_NOT_INSTALLED),
+        },
     )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
@@ -406,7 +413,7 @@ class StudyExportView(APIView):
         responses={
             (200, "application/x-ndjson"): OpenApiTypes.STR,
             (200, "text/csv"): OpenApiTypes.STR,
-            **error_responses(_400="{format: [problem]}", _404="No study with this slug"),
+            **error_responses(_400="{format: [problem]}", _404="No study with this slug", _503=KIND_NOT_INSTALLED),
         },
     )
     def get(self, request, slug: str):
