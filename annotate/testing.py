@@ -1,7 +1,7 @@
 """Helpers that build studies and walk annotators through them, for the tests and the
 benchmark (no test framework imports). Studies of the default kind (critical failure) here;
 a study of another kind is built by the helpers of its own package (``testing.py`` beside the
-kind's definition: ``annotate.kinds.multiple_choice.testing``) with ``plain_settings``."""
+kind's definition, as the multiple-choice kind has) with ``plain_settings``."""
 
 from __future__ import annotations
 
