@@ -256,6 +256,9 @@ def test_the_study_apis_that_need_a_kind_no_longer_installed_answer_a_documented
         "export": researcher_client.get(f"{base}/export/"),
         "export csv": researcher_client.get(f"{base}/export/", {"format": "csv"}),
         "rounds": researcher_client.get(f"{base}/rounds/"),
+        "new round": researcher_client.post(
+            f"{base}/rounds/", {"instructions": "Read twice."}, content_type="application/json"
+        ),
         "data": researcher_client.get(f"{base}/data/"),
         "data items": researcher_client.post(f"{base}/data/items/", {"items_file": upload}),
     }

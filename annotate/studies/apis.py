@@ -340,7 +340,9 @@ class StudyRoundsView(APIView):
         request=RoundCreateSerializer,
         responses={
             201: StudyDetailSerializer,
-            **error_responses(_400="{instructions: [problem]}", _404="No study with this slug"),
+            **error_responses(
+                _400="{instructions: [problem]}", _404="No study with this slug", _503=KIND_NOT_INSTALLED
+            ),
         },
         examples=[
             OpenApiExample(
