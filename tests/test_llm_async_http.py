@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from llm.async_http import AsyncTransport, transport_for_loop
+from llm.async_http import AsyncTransport, env_proxy, transport_for_loop
 from tests.scripted_llm import Raw, Reply, ScriptedLLM, Status
 
 
@@ -119,3 +119,54 @@ def test_one_transport_per_event_loop():
             return third
 
         assert _run(on_another_loop()) is not first
+
+
+def test_a_post_takes_no_trip_through_the_thread_pool():
+    """The environment's proxy is read once, when the transport is made: a request costs the
+    event loop no hand-off to its thread pool (aiohttp's ``trust_env`` made two a request)."""
+    with ScriptedLLM() as server:
+        server.queue(Reply(content="a"), Reply(content="b"))
+
+        async def go() -> int:
+            loop = asyncio.get_running_loop()
+            transport = _transport(server.base_url)
+            handed: list[object] = []
+            run_in_executor = loop.run_in_executor
+
+            def counted(executor, function, *args):
+                handed.append(function)
+                return run_in_executor(executor, function, *args)
+
+            loop.run_in_executor = counted  # type: ignore[method-assign, assignment]
+            try:
+                for _ in range(2):
+                    await transport.post("/chat/completions", json.dumps(BODY).encode(), 5.0)
+            finally:
+                await transport.aclose()
+            return len(handed)
+
+        assert _run(go()) == 0
+        assert len(server.requests) == 2
+
+
+def test_the_proxy_comes_from_the_environment_unless_no_proxy_covers_the_host(monkeypatch):
+    for name in (
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "no_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    assert env_proxy("https://api.example.org/v1") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("HTTP_PROXY", "http://plain-proxy.internal:8080")
+    assert env_proxy("https://api.example.org/v1") == "http://proxy.internal:3128"
+    assert env_proxy("http://judge.lab:8000/v1") == "http://plain-proxy.internal:8080"
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,.lab")
+    assert env_proxy("http://127.0.0.1:8000/v1") is None
+    assert env_proxy("http://judge.lab:8000/v1") is None
+    assert env_proxy("https://api.example.org/v1") == "http://proxy.internal:3128"
