@@ -97,6 +97,13 @@ class _FreedSlots:
                 waiter.cancel()
 
 
+@dataclass(frozen=True)
+class Paused:
+    """The endpoint is paused (a 429's ``retry-after``) for ``seconds`` more: no slot taken."""
+
+    seconds: float
+
+
 class _Waits:
     """How a backend's decisions are waited for, once for both kinds of caller: the
     blocking ``wait_turn`` / ``slot`` of threads, and ``wait_turn_async`` / ``slot_async``
@@ -126,7 +133,10 @@ class _Waits:
     @contextmanager
     def slot(self, endpoint: str, limits: EndpointLimits):
         delay = self.SLOT_POLL_MIN
-        while (holder := self._take_slot(endpoint, limits, block=True)) is None:
+        while (holder := self._take_slot(endpoint, limits, block=True)) is None or isinstance(holder, Paused):
+            if isinstance(holder, Paused):
+                time.sleep(min(holder.seconds, 1.0))
+                continue
             time.sleep(delay)
             delay = min(delay * 2, self.SLOT_POLL_MAX)
         try:
@@ -142,7 +152,11 @@ class _Waits:
         try:
             while True:
                 seen = freed.count
-                if (holder := await self._take_slot_async(endpoint, limits)) is not None:
+                holder = await self._take_slot_async(endpoint, limits)
+                if isinstance(holder, Paused):  # a 429's pause began since this request's turn
+                    await asyncio.sleep(min(holder.seconds, 1.0))
+                    continue
+                if holder is not None:
                     break
                 if not freed.polling:
                     freed.polling = polling = True
@@ -176,8 +190,9 @@ class _Waits:
         raise NotImplementedError
 
     def _take_slot(self, endpoint: str, limits: EndpointLimits, *, block: bool) -> Any:
-        """A holder of one of the endpoint's slots (what ``_free_slot`` gives back), or
-        None when every slot is taken."""
+        """A holder of one of the endpoint's slots (what ``_free_slot`` gives back), None
+        when every slot is taken, or ``Paused`` when the endpoint is paused (a backend that
+        checks the pause with the slot, in the same round trip)."""
         raise NotImplementedError
 
     def _free_slot(self, endpoint: str, holder: Any) -> None:
@@ -257,6 +272,8 @@ class InProcessLimits(_Waits):
 # held by a killed process frees itself. Rates: a token bucket stored as a hash.
 _ACQUIRE = """
 local now = tonumber(ARGV[1])
+local paused = tonumber(redis.call('GET', KEYS[2]) or '0')
+if paused > now then return tostring(paused - now) end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[4])
@@ -303,7 +320,11 @@ class RedisLimits(_Waits):
     def _take_slot(self, endpoint: str, limits: EndpointLimits, *, block: bool):
         holder = uuid.uuid4().hex
         args: list[str | float] = [time.time(), limits.concurrency, self.LEASE_SECONDS, holder]
-        return holder if self._acquire(keys=[self._key(endpoint, "slots")], args=args) else None
+        return _held(self._acquire(keys=self._slot_keys(endpoint), args=args), holder)
+
+    def _slot_keys(self, endpoint: str) -> list[str]:
+        """The slot script's keys: the holders, and the pause it checks first."""
+        return [self._key(endpoint, "slots"), self._key(endpoint, "paused")]
 
     def _free_slot(self, endpoint: str, holder) -> None:
         self.redis.zrem(self._key(endpoint, "slots"), holder)
@@ -349,20 +370,23 @@ class RedisLimits(_Waits):
         _client, acquire, _bucket = self._async_client()
         holder = uuid.uuid4().hex
         args = [time.time(), limits.concurrency, self.LEASE_SECONDS, holder]
-        return holder if await acquire(keys=[self._key(endpoint, "slots")], args=args) else None
+        return _held(await acquire(keys=self._slot_keys(endpoint), args=args), holder)
 
     async def _free_slot_async(self, endpoint: str, holder) -> None:
         client, _acquire, _bucket = self._async_client()
         await client.zrem(self._key(endpoint, "slots"), holder)
 
     async def _turn_async(self, endpoint: str, limits: EndpointLimits, tokens: int) -> float:
+        buckets = self._buckets(endpoint, limits, tokens)
+        if not buckets:  # no rate limits: the slot's script checks the pause (one round trip less)
+            return 0.0
         client, _acquire, bucket = self._async_client()
         value = await client.get(self._key(endpoint, "paused"))
         wait = max(0.0, float(value) - time.time()) if value else 0.0
         if wait > 0:
             return wait
         waits = [0.0]
-        for keys, args in self._buckets(endpoint, limits, tokens):
+        for keys, args in buckets:
             waits.append(float(await bucket(keys=keys, args=args)))
         return max(waits)
 
@@ -388,6 +412,14 @@ class RedisLimits(_Waits):
         key = self._key(endpoint, "slots")
         self.redis.zremrangebyscore(key, "-inf", time.time())
         return int(self.redis.zcard(key))
+
+
+def _held(answer: Any, holder: str) -> str | Paused | None:
+    """What the slot script answered: 1 (the slot is ``holder``'s), 0 (every slot taken) or
+    the seconds the endpoint stays paused."""
+    if isinstance(answer, bytes):
+        return Paused(float(answer))
+    return holder if answer else None
 
 
 def limits_redis_url() -> str:

@@ -59,6 +59,45 @@ def test_a_429_pause_holds_everyone_back(make):
 
 
 @pytest.mark.parametrize("make", _backends())
+def test_a_429_pause_holds_back_the_event_loops_requests_too(make):
+    """The asynchronous path, as the online executor and the reward endpoint take it: its turn,
+    then its slot (in Redis the pause is checked with the slot, in the same round trip)."""
+    limits = make()
+    open_limits = EndpointLimits(concurrency=4)
+    limits.pause("e", 0.6)
+
+    async def send() -> float:
+        started = time.monotonic()
+        await limits.wait_turn_async("e", open_limits, 1)
+        async with limits.slot_async("e", open_limits):
+            return time.monotonic() - started
+
+    assert run_coroutine(send()) >= 0.5
+    assert run_coroutine(send()) < 0.3  # the pause is over
+    assert limits.in_flight("e") == 0
+
+
+def test_in_redis_a_pause_that_begins_while_a_request_waits_for_its_slot_holds_it_back():
+    """A request past its turn that finds the endpoint paused when it takes its slot waits out
+    the pause with no slot taken, then goes (Redis: the pause is checked by the slot's script)."""
+    if not reachable(REDIS_URL):
+        pytest.skip("Redis is not reachable")
+    limits = RedisLimits(REDIS_URL, prefix=f"test:{uuid.uuid4().hex}")
+    open_limits = EndpointLimits(concurrency=1)
+
+    async def send() -> tuple[float, int]:
+        await limits.wait_turn_async("e", open_limits, 1)  # its turn: not paused yet
+        limits.pause("e", 0.6)  # a 429 elsewhere, before this request takes its slot
+        started = time.monotonic()
+        async with limits.slot_async("e", open_limits):
+            return time.monotonic() - started, limits.in_flight("e")
+
+    waited, in_flight = run_coroutine(send())
+    assert waited >= 0.5 and in_flight == 1
+    assert limits.in_flight("e") == 0
+
+
+@pytest.mark.parametrize("make", _backends())
 def test_slots_count_requests_in_flight(make):
     limits = make()
     cap = EndpointLimits(concurrency=2)
