@@ -133,7 +133,10 @@ def _run_settings() -> dict[str, Any]:
         "LLM_JOB_LEASE_SECONDS": env_float("LLM_JOB_LEASE_SECONDS", 60.0),
         # A generation, judge, components run or goal-step evaluation with more requests than
         # this is cut into shards of this many, which any number of workers claim (llm/shards.py).
-        "LLM_SHARD_REQUESTS": env_int("LLM_SHARD_REQUESTS", 500),
+        # Each shard's start and drain cost its worker part of its capacity: a 7,000-request
+        # judge run with 2 workers ran its shards at 0.85 of C / L with 500, 0.89 with 1,000 and
+        # 0.90 with 1,750 (docs/benchmarks.md); 1,000 still gives 7 workers a shard each.
+        "LLM_SHARD_REQUESTS": env_int("LLM_SHARD_REQUESTS", 1000),
         # Limits per endpoint (base URL + model), shared by every worker process when
         # LLM_LIMITS_REDIS_URL (default: the broker URL, if it is Redis) is set.
         "LLM_MAX_CONCURRENCY": env_int("LLM_MAX_CONCURRENCY", 16),
