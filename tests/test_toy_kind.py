@@ -238,8 +238,8 @@ def test_a_study_whose_kind_is_no_longer_installed_is_refused_by_name_and_never_
 
 
 def test_the_study_apis_that_need_a_kind_no_longer_installed_answer_a_documented_503(researcher_client):
-    """The items, annotations, export, rounds and data endpoints of a study whose kind was taken
-    away answer 503 naming the kind, a status their OpenAPI operations document (every response
+    """The items, annotations, export, rounds, data and agreement endpoints of a study whose kind
+    was taken away answer 503 naming the kind, a status their OpenAPI operations document (every response
     here is checked against the schema, tests/schema_check.py), never a 500."""
     kind_register(toy_kind.KIND)
     try:
@@ -261,6 +261,9 @@ def test_the_study_apis_that_need_a_kind_no_longer_installed_answer_a_documented
         ),
         "data": researcher_client.get(f"{base}/data/"),
         "data items": researcher_client.post(f"{base}/data/items/", {"items_file": upload}),
+        "gold agreement": researcher_client.get(f"{base}/gold-agreement/"),
+        "agreement": researcher_client.get(f"{base}/agreement/"),
+        "metric agreement": researcher_client.get(f"{base}/metric-agreement/"),
     }
     for name, response in answers.items():
         assert response.status_code == 503, (name, response.status_code)

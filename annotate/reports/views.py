@@ -38,7 +38,7 @@ from annotate.review.selectors import (
     human_source_check,
 )
 from annotate.stats.bootstrap import DEFAULT_BOOTSTRAP
-from annotate.studies.api_fields import INCLUDE_TEST, include_test, query_int
+from annotate.studies.api_fields import INCLUDE_TEST, KIND_NOT_INSTALLED, error_responses, include_test, query_int
 from core.app_errors import InvalidInput
 from core.csv_cells import csv_writer
 from core.permissions import IsResearcher, researcher_required
@@ -300,7 +300,7 @@ class StudyAgreementView(APIView):
                 description="a bad bootstrap, seed or include_test, or a study of another kind (multiple "
                 "choice, constraint faithfulness): its answers carry no has_failure"
             ),
-            404: OpenApiResponse(description="no study with this slug"),
+            **error_responses(_404="No study with this slug", _503=KIND_NOT_INSTALLED),
         },
     )
     def get(self, request: Request, slug: str) -> Response:
@@ -444,7 +444,7 @@ class StudyMetricAgreementView(APIView):
                 "never counts test participants), or a study of another kind (multiple choice, constraint "
                 "faithfulness: no has_failure labels)"
             ),
-            404: OpenApiResponse(description="no study with this slug"),
+            **error_responses(_404="No study with this slug", _503=KIND_NOT_INSTALLED),
         },
     )
     def get(self, request: Request, slug: str) -> Response:

@@ -28,7 +28,7 @@ from annotate.review.selectors import (
     review_status_check,
 )
 from annotate.review.services import annotation_review, gold_label_delete, gold_label_set, gold_qualification_add
-from annotate.studies.api_fields import error_responses, query_int
+from annotate.studies.api_fields import KIND_NOT_INSTALLED, error_responses, query_int
 from annotate.studies.selectors import study_get
 from core.app_errors import InvalidInput
 from core.parsers import StrictJSONParser
@@ -305,7 +305,7 @@ class StudyGoldAgreementView(APIView):
             "Over the items with a gold label: each rater's share of matches with gold and, on the same items, "
             "with the human majority (an annotator's: leave-one-out), each with its n and 95% Wilson interval."
         ),
-        responses={200: OpenApiTypes.OBJECT, **error_responses(_404="No such study")},
+        responses={200: OpenApiTypes.OBJECT, **error_responses(_404="No such study", _503=KIND_NOT_INSTALLED)},
     )
     def get(self, request, slug: str):
         study = study_get(slug=slug)
