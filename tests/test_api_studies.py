@@ -776,8 +776,8 @@ def test_the_report_of_a_multiple_choice_study_is_table_2_with_intervals(token_c
 
 
 def test_the_report_of_a_constraint_faithfulness_study_equals_the_page_with_intervals(token_client, researcher_client):
+    from annotate.kinds.constraint_faithfulness.testing import vanilla_cake_faithfulness_study
     from annotate.participation.submissions import annotation_submit
-    from tests.faithfulness_studies import vanilla_cake_faithfulness_study
 
     study = vanilla_cake_faithfulness_study(n_items=4)
     for pid, q3 in (("cf-a", ["yes", "yes", "no", "yes"]), ("cf-b", ["yes", "no", "no", "not_sure"])):

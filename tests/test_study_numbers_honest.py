@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from annotate.kinds import kind_get
 from annotate.kinds.base import ItemSpec
+from annotate.kinds.constraint_faithfulness.testing import vanilla_cake_faithfulness_study
 from annotate.kinds.multiple_choice.testing import step_inference_study
 from annotate.models import Annotation
 from annotate.participation.drafts import assignment_save
@@ -35,7 +36,6 @@ from annotate.testing import (
     study_make,
 )
 from core.intervals import share_estimate
-from tests.faithfulness_studies import vanilla_cake_faithfulness_study
 
 pytestmark = pytest.mark.django_db
 

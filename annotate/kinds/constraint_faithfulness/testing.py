@@ -1,16 +1,13 @@
 """Studies of the constraint-faithfulness kind for the tests (no test framework imports; the
-shared helpers are annotate/testing.py's). Its place is the kind's package
-(annotate/kinds/constraint_faithfulness/testing.py, as annotate/kinds/multiple_choice/testing.py
-is the multiple-choice kind's); it moves there once other work in that package is done."""
+shared helpers are annotate/testing.py's)."""
 
 from __future__ import annotations
 
 from annotate.kinds import kind_get
+from annotate.kinds.constraint_faithfulness.definition import KEY
 from annotate.models import Study
 from annotate.studies.services import study_create
 from annotate.testing import plain_settings
-
-KEY = "constraint_faithfulness"
 
 
 def vanilla_cake_faithfulness_study(*, n_items: int, name: str = "Faithful") -> Study:
