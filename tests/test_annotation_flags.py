@@ -3,6 +3,8 @@ switching "critical failures identified" back to "no critical failures" is never
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from annotate.models import Annotation
@@ -20,6 +22,7 @@ def ready():
     study = study_make(n_items=3)
     p = annotator_start(study, "pid-flags")
     a = assignment_next(participation=p)
+    assert a is not None
     read_everything(p, a)
     return study, p, a
 
@@ -139,7 +142,11 @@ def test_a_draft_keeps_the_flag_as_typed_and_the_page_gets_it_back(ready):
     from annotate.participation.drafts import assignment_save
 
     study, p, a = ready
-    draft = {"has_failure": None, "failures": [], "flag": {"flag": "broken", "reason": "nonsense", "note": "y" * 900}}
+    draft: dict[str, Any] = {
+        "has_failure": None,
+        "failures": [],
+        "flag": {"flag": "broken", "reason": "nonsense", "note": "y" * 900},
+    }
     assignment_save(participation=p, public_id=a.public_id, draft=draft, seq=1)
     stored = Assignment.objects.get(pk=a.pk).draft
     assert stored["flag"] == {"flag": "broken", "note": "y" * 500}
@@ -156,7 +163,7 @@ def _flagged_study():
     from annotate.testing import NO_FAILURE, ONE_FAILURE, annotate_next
 
     study = study_make(n_items=2, annotators_per_item=3, name="flags")
-    answers = {
+    answers: dict[str, list[dict[str, Any]]] = {
         "a": [ONE_FAILURE, NO_FAILURE],
         "b": [ONE_FAILURE, {**NO_FAILURE, "flag": {"flag": "unsure", "note": "hard one"}}],
         "c": [{"flag": BROKEN}, NO_FAILURE],
@@ -253,11 +260,13 @@ def test_a_broken_flag_on_a_gold_item_earns_no_credit_and_blocks_nothing():
     study = study_make(n_items=1, n_gold=2, gold_answers=[True, False], qualification_pass=1)
     p = annotator_start(study, "gold")
     first = assignment_next(participation=p)
+    assert first is not None
     read_everything(p, first)
     assert annotation_submit(participation=p, public_id=first.public_id, answer={"flag": BROKEN}).created
     second = assignment_next(participation=p)
+    assert second is not None
     read_everything(p, second)
-    right = {"has_failure": second.item.expected, "failures": []}
+    right: dict[str, Any] = {"has_failure": second.item.expected, "failures": []}
     if second.item.expected:
         right["failures"] = [{"description": "x", "L1_steps": [1], "L2_steps": []}]
     annotation_submit(participation=p, public_id=second.public_id, answer=right)

@@ -7,6 +7,7 @@ a visibilitychange event fires, then the reverse."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from annotate.testing import study_make
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 HIDDEN_SECONDS = 5
-SETTINGS = dict(
+SETTINGS: dict[str, Any] = dict(
     training_enabled=False,
     qualification_enabled=False,
     min_seconds=600,
@@ -77,6 +78,7 @@ def _saved_after(page, act) -> None:
 
 def _assert_hidden_time_not_counted(pid: str, hidden: float) -> None:
     a = Assignment.objects.get(participation__annotator__pid=pid)
+    assert a.last_activity_at is not None and a.first_served_at is not None
     wall = (a.last_activity_at - a.first_served_at).total_seconds()
     assert hidden >= HIDDEN_SECONDS - 0.5 and wall >= hidden, (hidden, wall)
     # Visible time alone: the wall time between the first serve and the last save, less the

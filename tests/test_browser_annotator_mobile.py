@@ -6,6 +6,8 @@ where the clipboard API is refused; and every item page says "item X of N"."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from playwright.sync_api import expect
 
@@ -19,7 +21,7 @@ from tests.browser import log_in
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WIDTH, HEIGHT = 390, 844
-SETTINGS = dict(
+SETTINGS: dict[str, Any] = dict(
     training_enabled=False,
     qualification_enabled=False,
     min_seconds=0,

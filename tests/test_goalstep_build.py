@@ -137,6 +137,7 @@ def test_a_filter_can_be_turned_off_and_the_report_counts_what_it_removed(pool, 
 def test_no_test_item_shares_its_prompt_or_a_candidate_with_a_training_item(pool, word_embedder, tmp_path):
     # A training procedure that repeats a benchmark goal and two of its steps word for word.
     bench = Procedure.objects.filter(split=Split.BENCH).order_by("id").first()
+    assert bench is not None
     _make(Topic.objects.get(name="Health"), 50, Split.TRAIN)
     copy = Procedure.objects.get(source_example_id="health-train-50")
     copy.goal = bench.goal
@@ -291,9 +292,9 @@ def test_the_default_model_picks_the_most_similar_steps_of_other_topics_as_negat
             sims = vectors @ vectors[row_of[positive]]
             best_per_topic: dict[int, float] = {}
             for i, (pk, _) in enumerate(all_steps):
-                topic = procedures[pk].topic_id
-                if topic != procedures[positive_pk].topic_id:
-                    best_per_topic[topic] = max(best_per_topic.get(topic, -2.0), float(sims[i]))
+                topic_id = procedures[pk].topic_id
+                if topic_id != procedures[positive_pk].topic_id:
+                    best_per_topic[topic_id] = max(best_per_topic.get(topic_id, -2.0), float(sims[i]))
             expected = sorted(best_per_topic.values(), reverse=True)[:3]
             got = sorted((float(sims[row_of[c]]) for c in line["candidates"] if c != positive), reverse=True)
             if np.allclose(expected, got, atol=1e-5):

@@ -7,6 +7,7 @@ accuracy), whose human accuracy shows on the goal-step leaderboard."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -20,7 +21,7 @@ from annotate.kinds.multiple_choice.study_results import (
     choice_study_results,
     choice_tier_records,
 )
-from annotate.models import Annotation, ParticipationState
+from annotate.models import Annotation, ParticipationState, Study
 from annotate.participation.reservations import assignment_page
 from annotate.participation.services import participation_consent, participation_enter
 from annotate.participation.submissions import annotation_submit
@@ -47,8 +48,8 @@ def _line(n: int, task: str = "step_inference", label: int = 0, **extra) -> dict
     }
 
 
-def _study(lines: list[dict], **settings) -> object:
-    defaults = {
+def _study(lines: list[dict], **settings) -> Study:
+    defaults: dict[str, Any] = {
         "training_enabled": False,
         "qualification_enabled": False,
         "min_seconds": 0,
@@ -104,9 +105,9 @@ def test_a_bad_line_is_refused_with_its_field(change, field):
 
 
 def test_answers_are_a_candidate_none_of_the_above_or_for_ordering_neutral():
-    assert KIND.validate_submission({"choice": 3}, 0, 4)[0]["choice"] == 3
-    assert KIND.validate_submission({"choice": "none"}, 0, 4)[0]["choice"] == "none"
-    assert KIND.validate_submission({"choice": "neutral"}, 0, 2)[0]["choice"] == "neutral"
+    for answer, n in (({"choice": 3}, 4), ({"choice": "none"}, 4), ({"choice": "neutral"}, 2)):
+        cleaned, _ = KIND.validate_submission(answer, 0, n)
+        assert cleaned is not None and cleaned["choice"] == answer["choice"]
     for bad, n in (
         ({"choice": "neutral"}, 4),
         ({"choice": "none"}, 2),
@@ -278,7 +279,7 @@ def test_alpha_is_one_when_every_annotator_agrees_on_every_item():
 def test_study_results_tiers_export_and_human_accuracy_on_the_leaderboard(tmp_path, researcher_client):
     lines = [_line(n, label=0) for n in range(3)] + [_line(n, task="step_ordering", label=1) for n in range(3, 5)]
     study = _study(lines, items_per_page=5, annotators_per_item=3)
-    plans = {"p1": [0, 0, 0, 1, 1], "p2": [0, 0, 2, 1, "neutral"], "p3": [0, 3, 2, 1, 0]}
+    plans: dict[str, list[int | str]] = {"p1": [0, 0, 0, 1, 1], "p2": [0, 0, 2, 1, "neutral"], "p3": [0, 3, 2, 1, 0]}
     for pid, choices in plans.items():
         p = _enter(study, pid)
         page = assignment_page(participation=p, size=5)
@@ -303,8 +304,9 @@ def test_study_results_tiers_export_and_human_accuracy_on_the_leaderboard(tmp_pa
     download = researcher_client.get(f"/studies/{study.slug}/tiers/harder.jsonl")
     assert json.loads(download.content.decode().splitlines()[0])["id"] == "step_inference-1"
     # Human accuracy of the validated items, beside model accuracy on the leaderboard.
-    assert choice_human_accuracy("step_inference")["accuracy"] == pytest.approx(6 / 9)
-    assert human_accuracy("step_ordering")["accuracy"] == pytest.approx(4 / 6)
+    inference, ordering = choice_human_accuracy("step_inference"), human_accuracy("step_ordering")
+    assert inference is not None and inference["accuracy"] == pytest.approx(6 / 9)
+    assert ordering is not None and ordering["accuracy"] == pytest.approx(4 / 6)
     board = researcher_client.get("/goalstep/step_inference/").content.decode()
     assert "0.667" in board and "9 answers on 3 items" in board
 
@@ -318,6 +320,7 @@ def test_the_critical_failure_kind_keeps_its_goal_acknowledgement_and_known_answ
     study = study_make(n_items=2, n_gold=1, gold_answers=[False])
     p = annotator_start(study, "cf-pid")
     a = assignment_next(participation=p)
+    assert a is not None
     with pytest.raises(SubmissionRejected, match="read the goal"):
         annotation_submit(participation=p, public_id=a.public_id, answer=NO_FAILURE, submission_id="t")
     read_everything(p, a)
@@ -325,6 +328,7 @@ def test_the_critical_failure_kind_keeps_its_goal_acknowledgement_and_known_answ
     assert result.annotation.source == "qualification" and result.annotation.correct is True
     assert result.annotation.has_failure is False and result.annotation.label == "no_failure"
     main = assignment_next(participation=p)
+    assert main is not None
     read_everything(p, main)
     stored = annotation_submit(participation=p, public_id=main.public_id, answer=NO_FAILURE, submission_id="t")
     assert stored.annotation.source == "main" and stored.annotation.correct is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -29,7 +30,7 @@ def _read(path):
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-EXAMPLES = [
+EXAMPLES: list[dict[str, Any]] = [
     {
         "schema_version": "how2bench.example.v1",
         "source_example_id": "rice-1",

@@ -6,6 +6,7 @@ studies; and the counts equal hand counts (bench/studies_pages.py times the page
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -27,12 +28,13 @@ def _pid(n: int) -> str:
 
 def _labelled(name: str, *, n_items: int, per_item: int, n_annotators: int, n_attention: int = 0):
     """``n_annotators`` annotators each label up to every item (k = ``per_item``)."""
+    attention: dict[str, Any] = {"attention_check_rate": 0.5} if n_attention else {}
     study = study_make(
         n_items=n_items,
         annotators_per_item=per_item,
         name=name,
         n_attention=n_attention,
-        **({"attention_check_rate": 0.5} if n_attention else {}),
+        **attention,
     )
     # Everyone enters before anyone labels (a full study turns new participants away).
     people = [annotator_start(study, _pid(1000 * study.pk + n)) for n in range(n_annotators)]
@@ -63,7 +65,7 @@ def test_the_studies_list_counts_equal_hand_counts():
     b = _labelled("Five by three", n_items=5, per_item=3, n_annotators=4, n_attention=2)
     empty = study_make(n_items=2, name="Nobody yet")
     annotator_start(empty, _pid(99))  # entered, no work yet
-    by_slug = {s.slug: s for s in study_list()}
+    by_slug: dict[str, Any] = {s.slug: s for s in study_list()}  # with the counts study_list annotates
     for study in (a, b, empty):
         row = by_slug[study.slug]
         hand = (
@@ -123,7 +125,7 @@ def test_the_study_progress_counts_equal_hand_counts():
             assert annotate_next(p, label=True) is not None
     p = annotator_start(study, _pid(7))
     held = assignment_next(participation=p)  # a live reservation on item 4 or 5 (1-3 are full)
-    assert held.item.item_id in ("item-4", "item-5")
+    assert held is not None and held.item.item_id in ("item-4", "item-5")
     progress = study_progress_get(study)
     # Items 1-3: 2 of 2 (complete); the held item: in progress; the other: open.
     assert (

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -45,7 +46,12 @@ def prolific_pid(n: int) -> str:
 
 def _prolific_study(n_items: int = 20, **settings) -> Study:
     """A study as a researcher creates it: Prolific ids only, one annotator per item."""
-    values = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0, "annotators_per_item": 1}
+    values: dict[str, Any] = {
+        "training_enabled": False,
+        "qualification_enabled": False,
+        "min_seconds": 0,
+        "annotators_per_item": 1,
+    }
     values.update(settings)
     return study_create(
         name="Prolific study", items=[item_spec(i) for i in range(1, n_items + 1)], settings=StudySettings(**values)
@@ -167,6 +173,7 @@ def test_a_new_participants_reservation_starts_with_the_short_lease():
     study = _prolific_study(n_items=2, lease_minutes=30)
     p = annotator_start(study, prolific_pid(1))
     a = assignment_next(participation=p)
+    assert a is not None
     assert (a.lease_expires_at - a.reserved_at) == timedelta(seconds=C.INITIAL_LEASE_SECONDS)
 
 
@@ -174,6 +181,7 @@ def test_an_autosave_with_an_event_lengthens_the_lease_to_the_studys_but_a_bare_
     study = _prolific_study(n_items=2, lease_minutes=30)
     p = annotator_start(study, prolific_pid(1))
     a = assignment_next(participation=p)
+    assert a is not None
     assignment_save(participation=p, public_id=a.public_id, active_ms=1000)  # only a timer tick
     a.refresh_from_db()
     assert (a.lease_expires_at - a.reserved_at) == timedelta(seconds=C.INITIAL_LEASE_SECONDS)
@@ -188,6 +196,7 @@ def test_after_activity_the_next_reservations_get_the_full_lease():
     p = annotator_start(study, prolific_pid(1))
     annotate_next(p)  # reads everything (events) and submits
     nxt = assignment_next(participation=p)
+    assert nxt is not None
     assert (nxt.lease_expires_at - nxt.reserved_at) == timedelta(minutes=30)
 
 
@@ -207,6 +216,7 @@ def test_an_active_participant_keeps_the_slot_beyond_the_short_lease(monkeypatch
     study = _prolific_study(n_items=1)
     reader = annotator_start(study, prolific_pid(1))
     a = assignment_next(participation=reader)
+    assert a is not None
     assignment_save(participation=reader, public_id=a.public_id, events=[{"type": "goal_ack"}])
     _later(monkeypatch, C.INITIAL_LEASE_SECONDS + 60)
     with pytest.raises(StudyFull):  # the slot is still held: a new participant is turned away
@@ -246,6 +256,7 @@ def test_a_save_after_the_short_lease_ran_out_does_not_take_back_a_slot_given_to
     study = _prolific_study(n_items=1)
     slow = annotator_start(study, prolific_pid(1))
     a = assignment_next(participation=slow)
+    assert a is not None
     _later(monkeypatch, C.INITIAL_LEASE_SECONDS + 1)
     fast = annotator_start(study, prolific_pid(2))
     assert assignment_next(participation=fast) is not None
