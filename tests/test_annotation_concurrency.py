@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.db import connection, connections
@@ -91,6 +93,7 @@ def test_concurrent_submits_of_one_item_store_one_annotation():
     study = study_make(n_items=1, annotators_per_item=1)
     p = annotator_start(study, "clicker")
     a = assignment_next(participation=p)
+    assert a is not None
     read_everything(p, a)
     results = _run_at_once(
         [
@@ -110,9 +113,10 @@ def test_autosaves_racing_a_submit_never_change_the_submitted_annotation():
     study = study_make(n_items=1, annotators_per_item=1)
     p = annotator_start(study, "racer")
     a = assignment_next(participation=p)
+    assert a is not None
     read_everything(p, a)
 
-    def autosave(i):
+    def autosave(i: int) -> str:
         try:
             assignment_save(
                 participation=p,
@@ -124,7 +128,7 @@ def test_autosaves_racing_a_submit_never_change_the_submitted_annotation():
         except DraftRejected:
             return "refused"
 
-    calls = [lambda i=i: autosave(i) for i in range(15)]
+    calls: list[Callable[[], object]] = [partial(autosave, i) for i in range(15)]
     calls.append(
         lambda: annotation_submit(participation=p, public_id=a.public_id, answer={**NO_FAILURE, "comments": "final"})
     )

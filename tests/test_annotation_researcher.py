@@ -97,6 +97,7 @@ def test_the_study_page_shows_progress_pay_pass_rates_annotators_and_items(resea
         annotate_next(p, label=False)
         annotate_next(p, label=False)  # both gold items answered right
         a = assignment_next(participation=p)
+        assert a is not None
         from annotate.participation.drafts import assignment_save
         from annotate.participation.submissions import annotation_submit
         from annotate.testing import read_everything
@@ -118,6 +119,7 @@ def test_release_frees_a_returned_participants_slots(researcher_client):
     study = study_make(n_items=2)
     p = annotator_start(study, "returner")
     a = assignment_next(participation=p)
+    assert a is not None
     response = researcher_client.post(
         reverse("annotate:participant_release", args=[study.slug, p.pk]), {"confirm": "yes"}
     )
@@ -173,12 +175,12 @@ def test_study_pages_need_the_researcher_role():
     ]
     for url in urls:
         response = Client().get(url)
-        assert response.status_code == 302 and "/login/" in response.url
+        assert response.status_code == 302 and "/login/" in response["Location"]
     # An annotator's session does not open them either.
     annotator = Client()
     annotator.get(reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": "curious"})
     for url in urls:
-        assert "/login/" in annotator.get(url).url
+        assert "/login/" in annotator.get(url)["Location"]
     from django.contrib.auth import get_user_model
 
     nobody = get_user_model().objects.create_user("norole", password="x-Password-1")
@@ -205,6 +207,6 @@ def test_the_demo_study_loads_idempotently_and_any_pid_can_annotate(demo):
     assert set(gold.values_list("expected", flat=True)) == {True, False}
     client = Client()
     response = client.get(annotate_demo.entry_path().replace("demo-annotator-1", "anyone42"))
-    assert response.status_code == 302 and response.url.endswith("/consent/")
-    assert b"research study" in client.get(response.url).content
+    assert response.status_code == 302 and response["Location"].endswith("/consent/")
+    assert b"research study" in client.get(response["Location"]).content
     assert not Annotation.objects.filter(study=study).exists()  # nobody has annotated the live study

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.apps import apps
@@ -47,7 +48,7 @@ BANNER = "Preview — nothing is saved"
 
 
 def _counts() -> dict[str, int]:
-    return {model.__name__: model.objects.count() for model in apps.get_app_config("annotate").get_models()}
+    return {model.__name__: model._default_manager.count() for model in apps.get_app_config("annotate").get_models()}
 
 
 def _post_json(client: Client, url: str, body: dict):
@@ -59,8 +60,14 @@ def _position(html: str) -> str | None:
     return found.group(1) if found else None
 
 
+def _page_state(html: str) -> dict:
+    found = re.search(r'<script id="page-state" type="application/json">(.*?)</script>', html, re.S)
+    assert found, "no page state"
+    return json.loads(found.group(1))
+
+
 def _critical_failure_study(**settings):
-    defaults = dict(
+    defaults: dict[str, Any] = dict(
         training_enabled=True,
         qualification_enabled=True,
         min_seconds=0,
@@ -92,7 +99,7 @@ def _choice_study(**settings):
         }
         for n in range(1, 4)
     ]
-    defaults = dict(
+    defaults: dict[str, Any] = dict(
         training_enabled=False,
         qualification_enabled=False,
         min_seconds=0,
@@ -120,7 +127,7 @@ def _faithfulness_study(**settings):
         "topic": "Food",
         "steps": ["Preheat the oven.", "Mix.", "Bake."],
     }
-    defaults = dict(
+    defaults: dict[str, Any] = dict(
         training_enabled=False,
         qualification_enabled=False,
         min_seconds=0,
@@ -167,9 +174,7 @@ def test_previewing_a_critical_failure_study_walks_every_page_and_stores_nothing
     first = researcher_client.get(reverse("annotate:preview_item", args=[slug, 1]))
     html = first.content.decode()
     assert first.status_code == 200 and BANNER in html and _position(html) == "question 1 of 2"
-    state = json.loads(
-        re.search(r'<script id="page-state" type="application/json">(.*?)</script>', html, re.S).group(1)
-    )
+    state = _page_state(html)
     # Submitting before reading anything is refused with the annotator's own problems.
     refused = _post_json(researcher_client, state["submitUrl"], {"answer": NO_FAILURE, "submission_id": "x"})
     assert refused.status_code == 400
@@ -209,9 +214,7 @@ def test_a_preview_submit_before_the_minimum_seconds_shows_the_refusal(researche
     study = _critical_failure_study(min_seconds=90, training_enabled=False, qualification_enabled=False)
     before = _counts()
     html = researcher_client.get(reverse("annotate:preview_item", args=[study.slug, 1])).content.decode()
-    state = json.loads(
-        re.search(r'<script id="page-state" type="application/json">(.*?)</script>', html, re.S).group(1)
-    )
+    state = _page_state(html)
     assert state["minSeconds"] == 90 and "Skip to the next page" in html
     _post_json(researcher_client, state["saveUrl"], {"events": _read_all_events(html)})
     refused = _post_json(researcher_client, state["submitUrl"], {"answer": NO_FAILURE, "submission_id": "x"})
@@ -259,9 +262,7 @@ def test_previewing_the_other_kinds_stores_nothing(researcher_client, make, answ
             break
         html = page.content.decode()
         assert BANNER in html and _position(html)
-        state = json.loads(
-            re.search(r'<script id="page-state" type="application/json">(.*?)</script>', html, re.S).group(1)
-        )
+        state = _page_state(html)
         entries = state["items"] if "items" in state else [state]
         for entry in entries:
             _post_json(
@@ -281,9 +282,7 @@ def test_previewing_the_other_kinds_stores_nothing(researcher_client, make, answ
 def test_preview_is_for_researchers_only(researcher_client):
     study = _critical_failure_study()
     html = researcher_client.get(reverse("annotate:preview_item", args=[study.slug, 1])).content.decode()
-    state = json.loads(
-        re.search(r'<script id="page-state" type="application/json">(.*?)</script>', html, re.S).group(1)
-    )
+    state = _page_state(html)
     urls = [
         reverse("annotate:preview", args=[study.slug]),
         reverse("annotate:preview_training", args=[study.slug]),
@@ -295,7 +294,7 @@ def test_preview_is_for_researchers_only(researcher_client):
     for client in (Client(), annotator):
         for url in urls:
             response = client.get(url)
-            assert response.status_code == 302 and "/login/" in response.url
+            assert response.status_code == 302 and "/login/" in response["Location"]
         for url in (state["saveUrl"], state["submitUrl"]):
             response = _post_json(client, url, {"answer": NO_FAILURE})
             assert response.status_code in (302, 401, 403) and b'"ok": true' not in response.content
@@ -445,7 +444,7 @@ def test_the_consent_page_states_the_studys_numbers(researcher_client):
     study = study_make(n_items=20, max_items_per_annotator=12, min_seconds=45, payment_per_item=Decimal("0.50"))
     client = Client()
     response = client.get(reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": "reader-1"})
-    page = client.get(response.url).content.decode()
+    page = client.get(response["Location"]).content.decode()
     text = re.sub(r"<[^>]+>", "", page)
     assert "12 items to label" in text
     assert "at least 45 seconds" in text
@@ -460,7 +459,7 @@ def test_the_consent_page_states_the_studys_numbers(researcher_client):
     # Without a payment, the page says where the pay is.
     unpaid = study_make(n_items=3, name="Unpaid", min_seconds=200)
     response = client.get(reverse("annotate:entry", args=[unpaid.slug]), {"PROLIFIC_PID": "reader-1"})
-    text = re.sub(r"<[^>]+>", "", client.get(response.url).content.decode())
+    text = re.sub(r"<[^>]+>", "", client.get(response["Location"]).content.decode())
     assert "3 items to label" in text and "as stated on Prolific" in text
     assert "at least 200 seconds" in text and "about 10 minutes" in text  # 3 × 200 s
 
@@ -520,9 +519,7 @@ def test_hostile_values_in_the_preview_are_400s_naming_the_field(researcher_clie
     study = _critical_failure_study(training_enabled=False, qualification_enabled=False)
     before = _counts()
     html = researcher_client.get(reverse("annotate:preview_item", args=[study.slug, 1])).content.decode()
-    state = json.loads(
-        re.search(r'<script id="page-state" type="application/json">(.*?)</script>', html, re.S).group(1)
-    )
+    state = _page_state(html)
     cases = [
         (state["saveUrl"], '{"active_ms": NaN}', "active_ms"),
         (state["saveUrl"], '{"seq": 99999999999999999999, "draft": {}}', "seq"),

@@ -43,6 +43,19 @@ def _command_json(capsys, *args) -> dict:
     return json.loads(out[out.index("{") :])
 
 
+def _captured(pattern: str, text: str) -> str:
+    """Group 1 of the first match of ``pattern`` (``.`` matching newlines too) in ``text``."""
+    found = re.search(pattern, text, re.S)
+    assert found, pattern
+    return found.group(1)
+
+
+def _wilson(successes: int, n: int) -> tuple[float, float]:
+    interval = wilson_interval(successes, n)
+    assert interval is not None
+    return interval
+
+
 def _shown_share(cell_html: str) -> tuple[str, str, str, int, int]:
     """(share, low, high, successes, n) as the share_estimate include prints them."""
     text = re.sub(r"<[^>]+>", "", cell_html)
@@ -52,7 +65,7 @@ def _shown_share(cell_html: str) -> tuple[str, str, str, int, int]:
 
 
 def _expected_shown(successes: int, n: int) -> tuple[str, str, str, int, int]:
-    low, high = wilson_interval(successes, n)
+    low, high = _wilson(successes, n)
     return percent(successes / n), percent(low), percent(high), successes, n
 
 
@@ -62,7 +75,7 @@ def _expected_shown(successes: int, n: int) -> tuple[str, str, str, int, int]:
 def test_a_share_estimate_is_the_wilson_interval_of_its_counts():
     estimate = share_estimate(3, 4)
     assert estimate["share"] == 0.75 and estimate["n"] == 4 and estimate["successes"] == 3
-    assert estimate["ci95"] == pytest.approx(list(wilson_interval(3, 4))) and estimate["interval"] == "wilson"
+    assert estimate["ci95"] == pytest.approx(list(_wilson(3, 4))) and estimate["interval"] == "wilson"
     assert share_estimate(0, 0) == {"share": None, "ci95": None, "successes": 0, "n": 0, "interval": "wilson"}
 
 
@@ -96,7 +109,7 @@ def test_mining_yield_counts_decided_documents_and_says_what_it_left_out(mined):
     assert (totals["procedures"], totals["rejected"], totals["failed"]) == (6, 2, 1)
     # Failed documents decide nothing: 6 of 8 decided, not 6 of 9 finished.
     assert totals["yield"] == {**share_estimate(6, 8), "left_out": {"in_flight": 0, "not_asked": 0, "failed": 1}}
-    assert totals["yield"]["ci95"] == pytest.approx(list(wilson_interval(6, 8)))
+    assert totals["yield"]["ci95"] == pytest.approx(list(_wilson(6, 8)))
     by_topic = {t["slug"]: t["yield"] for t in progress["funnel_by_topic"]}
     assert by_topic["health"] == {**share_estimate(4, 5), "left_out": {"in_flight": 0, "not_asked": 0, "failed": 1}}
     assert by_topic["food-dining"] == {
@@ -110,12 +123,12 @@ def test_mining_yield_counts_decided_documents_and_says_what_it_left_out(mined):
 def test_the_run_page_api_and_command_show_the_same_yield(mined, researcher_client, capsys):
     expected = mining_run_progress(mined)["totals"]["yield"]
     html = researcher_client.get(f"/mining/runs/{mined.pk}/").content.decode()
-    cell = re.search(r'id="total-yield">(.*?)</td>', html, re.S).group(1)
+    cell = _captured(r'id="total-yield">(.*?)</td>', html)
     assert _shown_share(cell) == _expected_shown(6, 8)
     assert "decided documents" in cell and "left out: 0 in flight, 1 failed" in cell
-    health = re.search(r'class="num topic-yield" data-topic="health">(.*?)</td>', html, re.S).group(1)
+    health = _captured(r'class="num topic-yield" data-topic="health">(.*?)</td>', html)
     assert _shown_share(health) == _expected_shown(4, 5)
-    stage = re.search(r'class="num stage-pass-rate" data-stage="llm_filter">(.*?)</td>', html, re.S).group(1)
+    stage = _captured(r'class="num stage-pass-rate" data-stage="llm_filter">(.*?)</td>', html)
     assert _shown_share(stage) == _expected_shown(6, 8) and "1 undecided left out" in stage
     assert "Yield = procedures / decided documents" in html
 
@@ -134,29 +147,29 @@ def test_the_run_page_api_and_command_show_the_same_yield(mined, researcher_clie
 def test_kept_rates_per_constraint_type_carry_n_and_wilson_intervals_everywhere(run, researcher_client, capsys):
     report = run.report["filter"]
     html = researcher_client.get(f"/coscript/runs/{run.pk}/").content.decode()
-    table = re.search(r'<table class="table" id="kept-rates">(.*?)</table>', html, re.S).group(1)
+    table = _captured(r'<table class="table" id="kept-rates">(.*?)</table>', html)
     for constraint_type, row in [*report["by_type"].items(), ("all", report["total"])]:
-        cells = re.search(rf'data-type="{constraint_type}">(.*?)</tr>', table, re.S).group(1)
-        kept_cell = re.search(r'kept-rate">(.*?)</t[dh]>', cells, re.S).group(1)
+        cells = _captured(rf'data-type="{constraint_type}">(.*?)</tr>', table)
+        kept_cell = _captured(r'kept-rate">(.*?)</t[dh]>', cells)
         assert _shown_share(kept_cell) == _expected_shown(row["kept"], row["candidates"])
-        goal_cell = re.search(r'goal-rate">(.*?)</t[dh]>', cells, re.S).group(1)
+        goal_cell = _captured(r'goal-rate">(.*?)</t[dh]>', cells)
         assert _shown_share(goal_cell) == _expected_shown(row["goals_with_script"], row["goals"])
 
     total = report["total"]
-    expected_total = list(wilson_interval(total["kept"], total["candidates"]))
+    expected_total = list(_wilson(total["kept"], total["candidates"]))
     listing = researcher_client.get("/api/coscript/runs/").json()["results"][0]
     assert listing["kept_rate_ci95"] == pytest.approx(expected_total) and listing["kept_rate_n"] == total["candidates"]
     detail = researcher_client.get(f"/api/coscript/runs/{run.pk}/").json()["report"]["filter"]
     for constraint_type, row in report["by_type"].items():
         shown = detail["by_type"][constraint_type]
-        assert shown["kept_rate_ci95"] == pytest.approx(list(wilson_interval(row["kept"], row["candidates"])))
-        assert shown["goal_rate_ci95"] == pytest.approx(list(wilson_interval(row["goals_with_script"], row["goals"])))
+        assert shown["kept_rate_ci95"] == pytest.approx(list(_wilson(row["kept"], row["candidates"])))
+        assert shown["goal_rate_ci95"] == pytest.approx(list(_wilson(row["goals_with_script"], row["goals"])))
     assert detail["total"]["kept_rate_ci95"] == pytest.approx(expected_total)
 
     status = _command_json(capsys, "coscript_run", "status", run.name)
     assert status["report"]["filter"] == detail
     index = researcher_client.get("/coscript/").content.decode()
-    row_html = re.search(rf'{run.name}</a>.*?class="num kept-rate">(.*?)</td>', index, re.S).group(1)
+    row_html = _captured(rf'{run.name}</a>.*?class="num kept-rate">(.*?)</td>', index)
     assert _shown_share(row_html) == _expected_shown(total["kept"], total["candidates"])
 
 
@@ -230,11 +243,11 @@ def test_the_constrained_slice_never_ranks_a_barely_covered_model_above_a_comple
         assert row["coverage"] == board[row["model"]]["all_items"]["coverage"]
 
     html = researcher_client.get("/coscript/").content.decode()
-    table = re.search(r'id="constrained-how2score">(.*?)</table>', html, re.S).group(1)
+    table = _captured(r'id="constrained-how2score">(.*?)</table>', html)
     assert table.index('data-model="complete-model"') < table.index('data-model="few-model"')
-    few_row = re.search(r'data-model="few-model" class="incomplete">(.*?)</tr>', table, re.S).group(1)
+    few_row = _captured(r'data-model="few-model" class="incomplete">(.*?)</tr>', table)
     assert "incomplete" in few_row and "1 judged · 2 unusable" in few_row and "coverage 1 / 12" in few_row
-    intent_cell = re.search(r'data-type="intent" class="incomplete">(.*?)</td>', few_row, re.S).group(1)
+    intent_cell = _captured(r'data-type="intent" class="incomplete">(.*?)</td>', few_row)
     low, high = intent["ci95_percent"]  # pages show the 0-100 forms
     assert f"[{low:.1f}–{high:.1f}]" in intent_cell and "coverage 1 / 4" in intent_cell
 
@@ -262,13 +275,13 @@ def test_goal_step_accuracy_leaves_out_calls_without_a_usable_answer_and_says_so
     # The truncated call is no answer and the unparseable one is not scored: 2 correct of 2
     # readable (3 answered, not 4), 1 unusable left out.
     assert (result["correct"], result["readable"], result["answered"], result["unparseable"]) == (2, 2, 3, 1)
-    assert result["accuracy"] == pytest.approx(1.0) and result["ci95"] == pytest.approx(list(wilson_interval(2, 2)))
+    assert result["accuracy"] == pytest.approx(1.0) and result["ci95"] == pytest.approx(list(_wilson(2, 2)))
     assert (result["n_unusable"], result["unusable"], result["n_unanswered"]) == (1, {"truncated": 1}, 0)
-    assert result["by_topic"]["Home & Hobbies"]["ci95"] == pytest.approx(list(wilson_interval(1, 1)))
+    assert result["by_topic"]["Home & Hobbies"]["ci95"] == pytest.approx(list(_wilson(1, 1)))
 
     html = researcher_client.get(reverse("goalstep_leaderboard", args=["step_inference"])).content.decode()
-    row = re.search(r"<tr><td>1</td><td>scripted-model</td>(.*?)</tr>", html, re.S).group(1)
-    low, high = wilson_interval(2, 2)
+    row = _captured(r"<tr><td>1</td><td>scripted-model</td>(.*?)</tr>", html)
+    low, high = _wilson(2, 2)
     assert f"{low:.3f}–{high:.3f}" in row and '<td class="num unusable" title="truncated 1 ">1' in row
     assert "Left out and counted" in html
     [board_row] = leaderboard("step_inference")["rows"]
