@@ -50,7 +50,7 @@ def test_each_item_gets_k_distinct_annotators_and_nobody_sees_an_item_twice():
     for p in people:
         while annotate_next(p) is not None:
             pass
-    per_item = {}
+    per_item: dict[str, list[str]] = {}
     for ann in Annotation.objects.all():
         per_item.setdefault(ann.item.item_id, []).append(ann.annotator.pid)
     assert sorted(per_item) == ["item-1", "item-2", "item-3"]
@@ -68,6 +68,7 @@ def test_a_reservation_holds_a_slot_until_its_lease_expires():
     study = study_make(n_items=1, annotators_per_item=1)
     first, second = annotator_start(study, "first"), annotator_start(study, "second")
     held = assignment_next(participation=first)
+    assert held is not None
     assert assignment_next(participation=second) is None  # the only slot is reserved
     second.refresh_from_db()
     assert second.state == ParticipationState.ANNOTATING  # nothing annotated: no completion code
@@ -84,8 +85,10 @@ def test_returning_after_the_lease_keeps_the_item_if_a_slot_is_still_free():
     study = study_make(n_items=2, annotators_per_item=2)
     p = annotator_start(study, "back")
     a = assignment_next(participation=p)
+    assert a is not None
     _expire(a)
     again = assignment_next(participation=p)
+    assert again is not None and again.lease_expires_at is not None
     assert again.pk == a.pk and again.lease_expires_at > timezone.now()
 
 
@@ -93,6 +96,7 @@ def test_returning_after_the_lease_to_a_filled_item_moves_on_and_keeps_the_draft
     study = study_make(n_items=2, annotators_per_item=1)
     slow = annotator_start(study, "slow")
     a = assignment_next(participation=slow)
+    assert a is not None
     from annotate.participation.drafts import assignment_save
 
     assignment_save(participation=slow, public_id=a.public_id, draft={**NO_FAILURE, "comments": "mine"}, seq=1)
@@ -100,6 +104,7 @@ def test_returning_after_the_lease_to_a_filled_item_moves_on_and_keeps_the_draft
     fast = annotator_start(study, "fast")
     annotate_next(fast)  # takes the freed slot of item-1 and submits
     nxt = assignment_next(participation=slow)
+    assert nxt is not None
     assert nxt.item.item_id == "item-2"
     stale = Assignment.objects.get(pk=a.pk)
     assert stale.status == AssignmentStatus.EXPIRED and stale.draft["comments"] == "mine"
@@ -109,6 +114,7 @@ def test_a_late_submit_is_stored_and_marked_surplus_when_the_item_was_filled():
     study = study_make(n_items=1, annotators_per_item=1)
     slow = annotator_start(study, "slow")
     a = assignment_next(participation=slow)
+    assert a is not None
     read_everything(slow, a)
     _expire(a)
     fast = annotator_start(study, "fast")
@@ -122,6 +128,7 @@ def test_a_late_submit_into_a_free_slot_is_not_surplus():
     study = study_make(n_items=1, annotators_per_item=2)
     p = annotator_start(study, "late")
     a = assignment_next(participation=p)
+    assert a is not None
     read_everything(p, a)
     _expire(a)
     result = annotation_submit(participation=p, public_id=a.public_id, answer=NO_FAILURE)
@@ -132,12 +139,14 @@ def test_releasing_a_returned_participant_frees_their_slots_and_keeps_their_late
     study = study_make(n_items=1, annotators_per_item=1)
     gone = annotator_start(study, "gone")
     a = assignment_next(participation=gone)
+    assert a is not None
     read_everything(gone, a)
     assert participation_release(participation=gone) == 1
     gone.refresh_from_db()
     assert gone.state == ParticipationState.RETURNED
     other = annotator_start(study, "other")
-    assert assignment_next(participation=other).item_id == a.item_id
+    taken = assignment_next(participation=other)
+    assert taken is not None and taken.item_id == a.item_id
     kept = annotation_submit(participation=gone, public_id=a.public_id, answer=NO_FAILURE)
     assert kept.created and kept.annotation.late
 
@@ -167,6 +176,7 @@ def test_attention_checks_are_mixed_in_at_the_study_rate():
         if result.annotation.source == "attention":
             check_items.append(result.annotation.item_id)
     p.refresh_from_db()
+    assert p.attention_seed is not None
     assert len(roles) == 10 and roles.count("attention") == 2
     assert roles[0:4].count("attention") == 1 and roles[4:8].count("attention") == 1
     assert [i for i, role in enumerate(roles) if role == "attention"] == check_positions(p.attention_seed, 0.25, 2)
@@ -215,7 +225,8 @@ def test_passing_the_qualification_leads_to_the_main_pool_and_is_remembered_per_
     p.refresh_from_db()
     assert p.state == ParticipationState.ANNOTATING
     assert Qualification.objects.get(annotator__pid="qualifier").passed
-    assert assignment_next(participation=p).role == "main"
+    main = assignment_next(participation=p)
+    assert main is not None and main.role == "main"
 
     # Same guidelines in another study: straight to the main pool, no retake.
     second = study_make(n_items=1, n_gold=3, name="Second study")
@@ -274,12 +285,12 @@ def test_training_pages_over_http_answer_and_move_on():
     client.get(reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": "webtrainee"})
     assert client.post(reverse("annotate:consent", args=[study.slug]), {}).status_code == 400  # box not ticked
     response = client.post(reverse("annotate:consent", args=[study.slug]), {"agree": "yes"})
-    assert response.url == reverse("annotate:training", args=[study.slug])
-    intro = client.get(response.url)
+    assert response["Location"] == reverse("annotate:training", args=[study.slug])
+    intro = client.get(response["Location"])
     assert b"What is a critical failure?" in intro.content and b"Internal inconsistency" in intro.content
     # Jumping ahead is redirected back to the first unanswered example.
     skip = client.get(reverse("annotate:training_example", args=[study.slug, 5]))
-    assert skip.status_code == 302 and skip.url.endswith("/training/1/")
+    assert skip.status_code == 302 and skip["Location"].endswith("/training/1/")
     page = client.get(reverse("annotate:training_example", args=[study.slug, 1]))
     assert b"Jacob" in page.content
     answer = client.post(reverse("annotate:training_example", args=[study.slug, 1]), {"answer": "acceptable"})
@@ -297,8 +308,10 @@ def test_entry_with_the_same_pid_and_session_resumes_and_another_session_is_refu
     p = participation_enter(study=study, pid="resumer", prolific_study_id="S1", session_id="A")
     participation_consent(participation=p)
     a = assignment_next(participation=p)
+    assert a is not None
     again = participation_enter(study=study, pid="resumer", prolific_study_id="S1", session_id="A")
-    assert again.pk == p.pk and assignment_next(participation=again).pk == a.pk
+    resumed = assignment_next(participation=again)
+    assert again.pk == p.pk and resumed is not None and resumed.pk == a.pk
     with pytest.raises(EntryRefused) as caught:
         participation_enter(study=study, pid="resumer", prolific_study_id="S1", session_id="B")
     assert list(caught.value.fields) == ["SESSION_ID"] and "another Prolific session" in str(caught.value)

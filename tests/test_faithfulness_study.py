@@ -8,6 +8,7 @@ kappa, Krippendorff's alpha, accuracy by constraint type and error-type counts."
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import krippendorff
 import numpy as np
@@ -71,7 +72,7 @@ def _answer(q1="yes", q2="yes", q3="yes", wrong=None, comments=""):
 
 
 def _study(lines: list[dict], **settings) -> Study:
-    defaults = {
+    defaults: dict[str, Any] = {
         "training_enabled": False,
         "qualification_enabled": False,
         "min_seconds": 0,
@@ -173,7 +174,7 @@ def test_a_line_without_a_required_field_is_refused_naming_it(missing):
 
 def test_a_record_that_is_not_an_object_is_refused():
     with pytest.raises(ItemRecordError, match="JSON object"):
-        KIND.parse_record(["cs-1"])
+        KIND.parse_record(["cs-1"])  # type: ignore[arg-type]
 
 
 @pytest.mark.django_db
@@ -347,6 +348,7 @@ def test_a_submit_is_stored_with_its_answer_and_no_has_failure_label():
     study = _study([_line(1)])
     p = _enter(study, "pid-one")
     a = assignment_next(participation=p)
+    assert a is not None
     answer = _answer(q2="no", q3="no", wrong=[{"step": 4, "error_types": ["no_constraint"], "other": ""}])
     ann = _submit(p, a, answer).annotation
     assert ann.has_failure is None and ann.failures == [] and ann.correct is None
@@ -363,6 +365,7 @@ def test_submit_before_the_minimum_time_is_refused_and_nothing_is_stored():
     assert study.min_seconds == FAITHFULNESS_MIN_SECONDS_DEFAULT
     p = _enter(study, "pid-early")
     a = assignment_next(participation=p)
+    assert a is not None
     with pytest.raises(SubmissionRejected) as error:
         _submit(p, a, YES_ALL)
     assert [e.field for e in error.value.errors] == ["time"] and "45 seconds" in error.value.message
@@ -428,7 +431,7 @@ def test_a_draft_is_cleaned_kept_and_shown_again_on_the_page():
 @pytest.mark.django_db
 def test_each_item_goes_to_k_distinct_annotators():
     study = _study([_line(1), _line(2)], annotators_per_item=2)
-    seen = {}
+    seen: dict[str, list[str]] = {}
     for pid in ("p1", "p2"):
         p = _enter(study, pid)
         seen[pid] = []
@@ -520,8 +523,10 @@ FLEISS_1971 = [
 
 
 def test_fleiss_kappa_on_the_worked_example_of_fleiss_1971():
-    assert fleiss_kappa(FLEISS_1971) == pytest.approx(0.2099, abs=1e-4)
-    assert round(fleiss_kappa(FLEISS_1971), 3) == 0.210
+    kappa = fleiss_kappa(FLEISS_1971)
+    assert kappa is not None
+    assert kappa == pytest.approx(0.2099, abs=1e-4)
+    assert round(kappa, 3) == 0.210
 
 
 def test_fleiss_kappa_is_one_for_perfect_agreement_and_undefined_without_variation():
@@ -540,8 +545,11 @@ def test_fleiss_kappa_refuses_items_with_different_numbers_of_ratings():
 
 
 def test_the_bootstrap_interval_of_kappa_is_seeded_and_surrounds_the_estimate():
-    low, high = fleiss_kappa_interval(FLEISS_1971, bootstrap=500, seed=3)
-    assert low < fleiss_kappa(FLEISS_1971) < high
+    interval = fleiss_kappa_interval(FLEISS_1971, bootstrap=500, seed=3)
+    kappa = fleiss_kappa(FLEISS_1971)
+    assert interval is not None and kappa is not None
+    low, high = interval
+    assert low < kappa < high
     assert fleiss_kappa_interval(FLEISS_1971, bootstrap=500, seed=3) == [low, high]
     assert fleiss_kappa_interval(FLEISS_1971, bootstrap=0) is None
     assert fleiss_kappa_interval([[3, 0], [3, 0]], bootstrap=50) is None
@@ -559,7 +567,7 @@ def test_count_table_counts_each_items_ratings_by_category():
 # Four complete items (k = 3) and one with a single answer; answers per annotator as
 # (question 1, question 2, question 3, wrong steps).
 NO_CONSTRAINT = [{"step": 2, "error_types": ["no_constraint"]}]
-PLAN = {
+PLAN: dict[str, tuple[str, list[tuple[str, str, str, list[dict[str, Any]] | None]]]] = {
     "m1": ("modifier", [("yes", "yes", "yes", None), ("yes", "yes", "yes", None), ("yes", "no", "yes", None)]),
     "m2": (
         "modifier",
@@ -603,7 +611,7 @@ def _plan_study():
             if position >= len(answers):
                 continue
             a = assignment_next(participation=p)
-            assert a.item.item_id == item_id
+            assert a is not None and a.item.item_id == item_id
             q1, q2, q3, wrong = answers[position]
             _submit(p, a, _answer(q1, q2, q3, wrong))
     return study
@@ -632,8 +640,8 @@ def test_study_results_give_kappa_alpha_accuracy_by_constraint_type_and_error_co
     for question, position in (("specific_goal_ok", 0), ("meets_constraint", 1), ("steps_correct", 2)):
         data = np.full((3, 5), np.nan)
         for j, (_, answers) in enumerate(PLAN.values()):
-            for i, answer in enumerate(answers):
-                data[i, j] = code[answer[position]]
+            for i, (q1, q2, q3, _) in enumerate(answers):
+                data[i, j] = code[(q1, q2, q3)[position]]
         expected = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
         assert r["questions"][question]["alpha"] == pytest.approx(expected)
     low, high = r["questions"]["meets_constraint"]["alpha_ci95"]
@@ -690,7 +698,9 @@ def test_results_of_a_study_without_answers_are_empty_not_made_up():
 @pytest.mark.django_db
 def test_failed_attention_checks_and_surplus_answers_do_not_count_in_the_results():
     study = _plan_study()
-    p1 = Annotation.objects.filter(annotator__pid="p1").first().participation
+    first = Annotation.objects.filter(annotator__pid="p1").first()
+    assert first is not None
+    p1 = first.participation
     Annotation.objects.filter(participation=p1).update(excluded=True, exclusion_reason="failed_attention_checks")
     r = faithfulness_study_results(study, bootstrap=0)
     assert r["answers"] == 8 and r["complete_items"] == 0
@@ -728,6 +738,7 @@ def test_the_calibrated_how2score_never_reads_faithfulness_answers_as_has_failur
     from judging.models import Judgment
 
     judgment = Judgment.objects.filter(has_failure__isnull=False).first()
+    assert judgment is not None
     study = _study([{**_line(1), "source": {"generation_id": judgment.generation_id}}], annotators_per_item=1)
     p = _enter(study, "pid-cal")
     _submit(p, assignment_next(participation=p), _answer(q3="no", wrong=NO_CONSTRAINT))

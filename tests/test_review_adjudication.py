@@ -227,17 +227,21 @@ def test_the_leaderboards_calibration_selector_takes_gold_labels_when_asked(demo
     study = judged_generation_study(name="Calibrated", annotators_per_item=2, n=6)
     label_as_the_judge(study, ("a1", "a2"))  # the majority agrees with the judge everywhere
     item = study.items.order_by("position").first()
+    assert item is not None
     judged = Judgment.objects.get(pk=item.source["judgment_id"])
     successes = [not j.has_failure for j in Judgment.objects.filter(judge="How2Judge")]
     by_majority = calibration_from_studies("How2Judge", successes)
+    assert by_majority is not None
     assert by_majority["tnr"] == 1.0 and by_majority["tpr"] == 1.0
     flipped = (
         {"has_failure": False, "failures": []} if judged.has_failure else {"has_failure": True, "failures": [FAILURE]}
     )
     gold_label_set(item=item, answer=flipped, note="The judge is wrong here.", adjudicator=researcher)
     by_gold = calibration_from_studies("How2Judge", successes, human_source="gold")
+    assert by_gold is not None
     assert by_gold["n_labelled"] == 1
     mixed = calibration_from_studies("How2Judge", successes, human_source="gold_or_majority")
+    assert mixed is not None
     assert mixed["n_labelled"] == by_majority["n_labelled"] and (mixed["tpr"], mixed["tnr"]) != (1.0, 1.0)
 
 
@@ -248,6 +252,7 @@ def test_the_leaderboard_page_and_api_calibrate_against_the_gold_when_asked(demo
     study = judged_generation_study(name="Calibrated board", annotators_per_item=2, n=6)
     label_as_the_judge(study, ("a1", "a2"))
     item = study.items.order_by("position").first()
+    assert item is not None
     judged = Judgment.objects.get(pk=item.source["judgment_id"])
     flipped = (
         {"has_failure": False, "failures": []} if judged.has_failure else {"has_failure": True, "failures": [FAILURE]}
@@ -283,6 +288,7 @@ def test_every_kind_is_reviewed_corrected_and_settled_through_its_own_rules(rese
     for pid, choice in (("m1", 0), ("m2", 2)):
         p = annotator_start(study, pid)
         a = assignment_next(participation=p)
+        assert a is not None
         annotation_submit(participation=p, public_id=a.public_id, answer={"choice": choice})
     m2 = Annotation.objects.get(study=study, annotator__pid="m2")
     with pytest.raises(InvalidInput) as info:
@@ -294,6 +300,7 @@ def test_every_kind_is_reviewed_corrected_and_settled_through_its_own_rules(rese
         study=study, annotation_ids=[m2.pk], decision="correct", reviewer=researcher, answer={"choice": 1}
     )
     m2.refresh_from_db()
+    assert m2.submitted_answer is not None
     assert m2.answer["choice"] == 1 and m2.submitted_answer["answer"]["choice"] == 2 and m2.has_failure is None
     gold = gold_label_set(item=m2.item, answer={"choice": 0}, note="Boiling comes first.", adjudicator=researcher)
     assert gold.has_failure is None and gold.answer["choice"] == 0
@@ -338,7 +345,7 @@ def test_a_later_study_takes_gold_labelled_items_as_qualification_items_graded_b
     # an annotator of the later study meets it as a qualification item, graded against the gold label
     p = annotator_start(later, "newcomer")
     a = assignment_next(participation=p)
-    assert a.item.pk == item.pk
+    assert a is not None and a.item.pk == item.pk
     read_everything(p, a)
     graded = annotation_submit(participation=p, public_id=a.public_id, answer=ONE_FAILURE).annotation
     assert graded.correct is True
@@ -522,6 +529,7 @@ def test_a_participant_with_a_rejected_annotation_is_rejected_on_prolific_with_t
     for pid in ("careless", "careful"):
         prolific.add_submission(link.prolific_id, pid, PC.AWAITING_REVIEW)
     rejected = Annotation.objects.filter(participation=careless).first()
+    assert rejected is not None
     annotation_review(
         study=study,
         annotation_ids=[rejected.pk],

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _wall_seconds(a: Assignment) -> float:
+    assert a.first_served_at is not None
     return (timezone.now() - a.first_served_at).total_seconds()
 
 
@@ -49,6 +50,7 @@ def test_the_total_never_exceeds_the_time_since_the_first_serve_even_with_a_stal
     study = study_make(n_items=1)
     p = annotator_start(study, "stale")
     a = assignment_next(participation=p)
+    assert a is not None and a.first_served_at is not None
     # A last activity before the first serve (clock change, a restored row) must not open a window.
     Assignment.objects.filter(pk=a.pk).update(last_activity_at=a.first_served_at - timedelta(hours=1))
     assignment_save(participation=p, public_id=a.public_id, active_ms=3_600_000)
@@ -62,6 +64,7 @@ def test_saves_spaced_like_the_page_credit_what_the_page_reports():
     study = study_make(n_items=1)
     p = annotator_start(study, "honest")
     a = assignment_next(participation=p)
+    assert a is not None and a.first_served_at is not None
     Assignment.objects.filter(pk=a.pk).update(first_served_at=a.first_served_at - timedelta(seconds=30))
     for _ in range(5):
         Assignment.objects.filter(pk=a.pk).update(last_activity_at=timezone.now() - timedelta(seconds=5))
@@ -74,6 +77,7 @@ def test_a_claim_beyond_the_elapsed_time_is_credited_the_elapsed_time_only():
     study = study_make(n_items=1)
     p = annotator_start(study, "claimer")
     a = assignment_next(participation=p)
+    assert a is not None and a.first_served_at is not None
     Assignment.objects.filter(pk=a.pk).update(
         first_served_at=a.first_served_at - timedelta(seconds=60),
         last_activity_at=timezone.now() - timedelta(seconds=10),
@@ -87,6 +91,7 @@ def test_the_stored_annotation_never_has_more_active_than_wall_seconds():
     study = study_make(n_items=1)
     p = annotator_start(study, "stored")
     a = assignment_next(participation=p)
+    assert a is not None
     read_everything(p, a)
     for _ in range(20):
         assignment_save(participation=p, public_id=a.public_id, active_ms=5000)
