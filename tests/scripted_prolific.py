@@ -79,6 +79,7 @@ class ScriptedProlific:
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)
         return f"http://{host}:{port}{PREFIX}"
 
     def start(self) -> ScriptedProlific:
@@ -259,8 +260,7 @@ class ScriptedProlific:
                 chunk = rows[(page - 1) * self.page_size : page * self.page_size]
                 nxt = None
                 if page * self.page_size < len(rows):
-                    host, port = self._server.server_address[:2]
-                    nxt = {"href": f"http://{host}:{port}{PREFIX}studies/{route[1]}/submissions/?page={page + 1}"}
+                    nxt = {"href": f"{self.base_url}studies/{route[1]}/submissions/?page={page + 1}"}
                 return 200, {"results": chunk, "_links": {"next": nxt}, "meta": {"count": len(rows)}}
         if method == "POST" and route == ["submissions", "bulk-approve"]:
             for sid in body.get("submission_ids", []):
@@ -282,12 +282,12 @@ class ScriptedProlific:
                 sub["status"] = "APPROVED"
             return 200, sub
         if method == "POST" and route == ["submissions", "bonus-payments"]:
-            rows = [line.split(",") for line in (body.get("csv_bonuses") or "").strip().splitlines()]
+            bonus_rows = [line.split(",") for line in (body.get("csv_bonuses") or "").strip().splitlines()]
             known = {s["participant_id"] for s in self.submissions.values() if s["study_id"] == body.get("study_id")}
-            unknown = [r[0] for r in rows if r[0] not in known]
+            unknown = [r[0] for r in bonus_rows if r[0] not in known]
             if unknown:
                 return 400, {"error": {"detail": f"Unknown participants: {', '.join(unknown)}"}}
-            amount = round(sum(float(r[1]) for r in rows) * 100)
+            amount = round(sum(float(r[1]) for r in bonus_rows) * 100)
             bid = self.new_id()
             self.bonuses[bid] = {
                 "id": bid,

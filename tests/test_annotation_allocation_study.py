@@ -108,6 +108,7 @@ def test_an_item_holds_only_the_slots_it_wants_and_a_late_answer_beyond_them_is_
     study = _study([_item(1, HAS)], allocation_policy="dynamic", max_annotators_per_item=3)
     people = [annotator_start(study, pid) for pid in ("p1", "p2", "p3", "p4")]
     late = assignment_next(participation=people[0])
+    assert late is not None
     assert assignment_next(participation=people[1]) is not None
     assert assignment_next(participation=people[2]) is None  # two slots wanted, two held
     read_everything(people[0], late)
@@ -133,7 +134,7 @@ def test_active_selection_spreads_the_first_items_over_the_topics():
     items += [_item(n, NO, "Travel") for n in range(7, 10)]
     items += [_item(n, HAS, "Health") for n in range(10, 13)]
     study = _study(items, allocation_policy="active", max_annotators_per_item=3)
-    taken = {}
+    taken: dict[str, str] = {}
     for n in range(6):  # two annotators per item: the second of each pair takes the started item
         a = assignment_next(participation=annotator_start(study, f"p{n}"))
         assert a is not None
@@ -141,7 +142,11 @@ def test_active_selection_spreads_the_first_items_over_the_topics():
     assert sorted(taken.values()) == ["Food & Dining", "Health", "Travel"]
 
     fixed = _study(items, annotators_per_item=1)
-    first = [assignment_next(participation=annotator_start(fixed, f"f{i}")).item.item_id for i in range(3)]
+    first = []
+    for i in range(3):
+        served = assignment_next(participation=annotator_start(fixed, f"f{i}"))
+        assert served is not None
+        first.append(served.item.item_id)
     assert first == ["item-1", "item-2", "item-3"]
 
 
@@ -428,7 +433,7 @@ def test_reaching_the_target_stops_the_linked_prolific_study_so_no_more_places_a
         import prolific.tasks
 
         original = prolific.tasks.prolific_stop_for_target_task.delay
-        prolific.tasks.prolific_stop_for_target_task.delay = queued.append  # type: ignore[method-assign]
+        prolific.tasks.prolific_stop_for_target_task.delay = queued.append  # type: ignore[method-assign, assignment]
         try:
             with django_capture_on_commit_callbacks(execute=True):
                 _run_until_stopped(study, truth)

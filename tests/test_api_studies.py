@@ -13,6 +13,7 @@ import csv
 import io
 import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -144,7 +145,9 @@ def test_writes_answer_researchers_by_session_as_well_as_by_token(world, researc
 
 def test_anonymous_callers_get_401_and_accounts_without_the_role_get_403(world, nobody_client):
     study, holder = world["study"], world["holder"]
-    calls = [("get", url, None) for url in ["/api/studies/"] + _slug_urls(study.slug)]
+    calls: list[tuple[str, str, dict[str, Any] | None]] = [
+        ("get", url, None) for url in ["/api/studies/"] + _slug_urls(study.slug)
+    ]
     calls += [
         ("post", "/api/studies/", {"name": "x", "judge": "j", "n_judged": 1}),
         ("patch", f"/api/studies/{study.slug}/", {"is_open": False}),
@@ -152,7 +155,9 @@ def test_anonymous_callers_get_401_and_accounts_without_the_role_get_403(world, 
         ("post", f"/api/studies/{study.slug}/participants/{holder.pk}/release/", {"confirm": "yes"}),
     ]
     for method, url, body in calls:
-        kwargs = {"data": json.dumps(body), "content_type": "application/json"} if body is not None else {}
+        kwargs: dict[str, Any] = (
+            {"data": json.dumps(body), "content_type": "application/json"} if body is not None else {}
+        )
         anonymous = getattr(Client(), method)(url, **kwargs)
         assert anonymous.status_code == 401, (method, url)
         assert anonymous["WWW-Authenticate"].startswith("Token")
@@ -360,7 +365,7 @@ def test_judged_generations_are_selected_by_judge_run_topic_and_model(token_clie
     assert by_model.status_code == 201, by_model.content
     rows = Study.objects.get(slug=by_model.json()["slug"]).items.all()
     assert len(rows) == 4 and {i.source["model"] for i in rows} == {"m-b"}
-    for wrong, field in [
+    refused: list[tuple[dict[str, Any], str]] = [
         ({"judge_runs": [999999]}, "judge_runs"),
         ({"judge_runs": [judged_runs.pk], "judge": "other"}, "judge"),
         ({"judge": "jx", "models": ["m-z"]}, "models"),
@@ -368,7 +373,8 @@ def test_judged_generations_are_selected_by_judge_run_topic_and_model(token_clie
         ({"judge_runs": ["one"]}, "judge_runs"),
         ({"judge_runs": 5}, "judge_runs"),
         ({"topics": ["home-garden"]}, "topics"),
-    ]:
+    ]
+    for wrong, field in refused:
         response = token_client.post(
             "/api/studies/", data=json.dumps({"name": "Bad", "n_judged": 2, **wrong}), content_type="application/json"
         )
@@ -573,7 +579,7 @@ def test_annotations_are_filtered_by_item_participant_label_and_time(world, toke
     assert token_client.get(url + "?annotator=ann-two").json()["count"] == 4
     failures = token_client.get(url + "?label=has_failure").json()["results"]
     assert len(failures) == 2 and all(a["has_failure"] and a["label"] == "has_failure" for a in failures)
-    assert failures[0]["failures"] == [{k: v for k, v in ONE_FAILURE["failures"][0].items()}]
+    assert failures[0]["failures"] == ONE_FAILURE["failures"]
     item_id = failures[0]["item_id"]
     assert all(a["item_id"] == item_id for a in token_client.get(url + f"?item={item_id}").json()["results"])
     assert token_client.get(url + "?source=qualification").json()["count"] == 6
@@ -760,6 +766,7 @@ def test_the_report_of_a_multiple_choice_study_is_table_2_with_intervals(token_c
         p = annotator_start(study, pid)
         for choice in choices:
             a = assignment_next(participation=p)
+            assert a is not None
             annotation_submit(participation=p, public_id=a.public_id, answer={"choice": choice}, submission_id="t")
     report = token_client.get(f"/api/studies/{study.slug}/report/").json()
     page = researcher_client.get(reverse("annotate:study_detail", args=[study.slug])).context
@@ -784,6 +791,7 @@ def test_the_report_of_a_constraint_faithfulness_study_equals_the_page_with_inte
         p = annotator_start(study, pid)
         for answer in q3:
             a = assignment_next(participation=p)
+            assert a is not None
             wrong = [{"step": 2, "error_types": ["wrong_order"]}] if answer == "no" else []
             annotation_submit(
                 participation=p,

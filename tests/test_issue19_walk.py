@@ -25,10 +25,11 @@ def _text(html: bytes) -> str:
 def _consent_terms(study, pid: str, n: int) -> tuple[int, str]:
     client = Client(REMOTE_ADDR=f"198.51.100.{n}")  # one address each: the entry is rate-limited per address
     response = client.get(reverse("annotate:entry", args=[study.slug]), {"PROLIFIC_PID": pid})
-    text = _text(client.get(response.url).content)
-    minutes = int(re.search(r"Expected time: about (\d+) minute", text).group(1))
-    pay = re.search(r"Pay: ([0-9.]+) USD", text).group(1)
-    return minutes, pay
+    text = _text(client.get(response["Location"]).content)
+    minutes = re.search(r"Expected time: about (\d+) minute", text)
+    pay = re.search(r"Pay: ([0-9.]+) USD", text)
+    assert minutes is not None and pay is not None, text
+    return int(minutes.group(1)), pay.group(1)
 
 
 @pytest.mark.parametrize(
@@ -279,6 +280,7 @@ def test_study_page_hourly_pay_says_why_it_is_missing_and_times_carry_their_n(re
     p = annotator_start(study, "timer-1")
     for _ in range(2):
         a = assignment_next(participation=p)
+        assert a is not None
         read_everything(p, a)
         backdate(a, 60)
         annotation_submit(participation=p, public_id=a.public_id, answer=ONE_FAILURE)

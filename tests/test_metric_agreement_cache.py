@@ -80,6 +80,7 @@ def test_a_new_annotation_changes_the_report(crafted, computed):
     crafted.save(update_fields=["annotators_per_item"])
     participation = annotator_start(crafted, "human-4")
     assignment = assignment_next(participation=participation)
+    assert assignment is not None
     majority = _majority_of(crafted, assignment.item.item_id)
     read_everything(participation, assignment)
     annotation_submit(
@@ -106,6 +107,7 @@ def test_a_new_verdict_and_an_edited_item_change_the_report(crafted, computed):
 
     before = _report(crafted, bootstrap=0)
     item = StudyItem.objects.filter(study=crafted).order_by("item_id").first()
+    assert item is not None
     Judgment.objects.create(
         generation=Generation.objects.get(pk=item.source["generation_id"]), judge="late", has_failure=True
     )
@@ -130,6 +132,7 @@ def test_a_changed_annotation_label_changes_the_report(crafted, computed):
     from annotate.testing import ONE_FAILURE
 
     first = Annotation.objects.filter(study=crafted).order_by("pk").first()
+    assert first is not None
     flipped = not _majority_of(crafted, first.item.item_id)
     # Every label of the item flips (with its failures, so the rows stay valid): its majority flips.
     Annotation.objects.filter(item=first.item).update(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -59,7 +60,7 @@ def token_saved(prolific, researcher):
 
 
 def _study(**kw):
-    defaults = dict(
+    defaults: dict[str, Any] = dict(
         n_items=10, annotators_per_item=3, max_items_per_annotator=4, payment_per_item=Decimal("0.20"), min_seconds=0
     )
     defaults.update(kw)
@@ -250,6 +251,7 @@ def _fail_qualification(p: Participation) -> None:
     from annotate.testing import read_everything
 
     a = assignment_next(participation=p)
+    assert a is not None
     read_everything(p, a)
     annotation_submit(
         participation=p, public_id=a.public_id, answer={"has_failure": False, "failures": [], "comments": ""}
@@ -671,10 +673,10 @@ def test_the_beat_schedule_syncs_every_linked_active_study(prolific, researcher,
     assert ProlificStudyLink.objects.get(study=live).last_synced_at is not None
     assert ProlificStudyLink.objects.get(study=draft_only).last_synced_at is None
     # Early returns: a study gone, a study not linked; a failure is kept on the link.
-    assert prolific_sync_study_task.apply(args=[999999]).get() == "gone"
-    assert prolific_sync_study_task.apply(args=[_study(name="Unlinked").pk]).get() == "not linked"
+    assert prolific_sync_study_task.apply(args=(999999,)).get() == "gone"
+    assert prolific_sync_study_task.apply(args=(_study(name="Unlinked").pk,)).get() == "not linked"
     prolific.then(401, {"error": {"detail": "Invalid token."}})
-    assert prolific_sync_study_task.apply(args=[live.pk]).get() == "failed: auth"
+    assert prolific_sync_study_task.apply(args=(live.pk,)).get() == "failed: auth"
     assert "save it again" in ProlificStudyLink.objects.get(study=live).last_error
 
 

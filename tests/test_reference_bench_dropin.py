@@ -175,8 +175,10 @@ def test_the_api_never_reads_the_servers_working_directory_for_prompts(tmp_path,
     monkeypatch.chdir(tmp_path)
     _tree(tmp_path)
     config = reference_bench_config_parse(CONFIG, source="api", server_files=False)
+    assert config is not None
     assert "prompt_file" not in config["generations"][0] and "prompt_file" not in config["judge"]
     config = reference_bench_config_parse(CONFIG, source="cli")
+    assert config is not None
     assert config["generations"][0]["prompt_file"] == str(tmp_path / "prompts" / "inference_inst.txt")
     assert config["judge"]["prompt_file"] == str(tmp_path / "prompts" / "judge.txt")
 
@@ -346,6 +348,7 @@ def test_imported_completions_are_parsed_by_the_chosen_parser_and_the_run_says_w
     from mining.models import Procedure
 
     procedure = Procedure.objects.filter(split="bench").order_by("id").first()
+    assert procedure is not None
     completion = next(iter(DIFFERENT))
     record = {"source_example_id": procedure.source_example_id, "goal": procedure.goal, "model": "imp"}
     plain = tmp_path / "completions.jsonl"
@@ -501,6 +504,7 @@ def test_the_reference_settings_merge_vllm_blocks_and_default_the_judge_as_the_r
         """
     )
     config = reference_bench_config_parse(text, source="official.yaml")
+    assert config is not None
     qwen, olmo = (run["reference_settings"] for run in config["generations"])
     assert qwen == {
         "backend": "vllm",

@@ -55,6 +55,7 @@ def test_resume_is_refused_while_a_worker_holds_the_run_and_requeues_a_run_nobod
 ):  # noqa: F811
     world = generation_world
     job = GenerationRun.objects.get(pk=world.pk).llm_job
+    assert job is not None
     LLMJob.objects.filter(pk=job.pk).update(
         status="running", claimed_by="worker-1", claim_expires=timezone.now() + timedelta(minutes=5)
     )
@@ -91,6 +92,7 @@ def test_resuming_a_mining_run_whose_worker_holds_documents_is_refused(mining_wo
     world = mining_world
     MiningRun.objects.filter(pk=world.pk).update(status="running")
     document = Document.objects.first()
+    assert document is not None and document.topic is not None
     candidate = MiningCandidate.objects.create(
         run_id=world.pk, document=document, topic=document.topic, claim="worker-1", claimed_at=timezone.now()
     )
@@ -114,6 +116,7 @@ def test_a_coscript_run_held_by_a_worker_refuses_resume_on_its_page_and_in_the_a
 
     world = coscript_world_
     run = CoScriptRun.objects.get(pk=world.pk)
+    assert run.goals_job_id is not None
     CoScriptRun.objects.filter(pk=world.pk).update(status="running")
     LLMJob.objects.filter(pk=run.goals_job_id).update(
         status="running", claimed_by="worker-1", claim_expires=timezone.now() + timedelta(minutes=5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.apps import apps
@@ -196,7 +197,7 @@ def test_a_new_token_is_shown_once_and_only_its_digest_is_stored(researcher_clie
 
 def test_a_token_authenticates_api_calls_until_it_is_revoked(researcher_client, researcher, demo):
     created = api_token_create(user=researcher)
-    header = {"HTTP_AUTHORIZATION": f"Token {created.secret}"}
+    header: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Token {created.secret}"}
     assert Client().get("/api/procedures/", **header).status_code == 200
     created.token.refresh_from_db()
     assert created.token.last_used_at is not None
