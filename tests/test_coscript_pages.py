@@ -75,7 +75,9 @@ def _form(model, **changes) -> dict:
 
 def _kept_rate_cells(html: str) -> dict[str, str]:
     """Constraint type -> the kept-rate cell of the run page's #kept-rates table."""
-    table = re.search(r'<table class="table" id="kept-rates">(.*?)</table>', html, re.S).group(1)
+    found = re.search(r'<table class="table" id="kept-rates">(.*?)</table>', html, re.S)
+    assert found is not None
+    table = found.group(1)
     return dict(re.findall(r'<tr data-type="(\w+)">.*?class="num kept-rate">([^<]+)<', table, re.S))
 
 
@@ -204,7 +206,7 @@ def test_a_run_launched_from_the_form_executes_and_its_page_shows_kept_rates_per
         "bench",
         4,
     )
-    assert run.status == "pending" and run.goals_job.n_total == 4 * 3
+    assert run.status == "pending" and run.goals_job is not None and run.goals_job.n_total == 4 * 3
     page = admin_client_.get(f"/coscript/runs/{run.pk}/").content.decode()
     assert '<meta http-equiv="refresh" content="5">' in page  # active: the page refreshes itself
     assert (
@@ -409,7 +411,7 @@ def test_cancel_and_resume_from_the_run_page(admin_client_, world, server, model
     assert 'id="cancel-run"' in page and 'id="resume-run"' not in page
     admin_client_.post(f"/coscript/runs/{run.pk}/cancel/", {"confirm": "yes"})
     run.refresh_from_db()
-    assert run.status == "cancelled" and run.goals_job.status == "cancelled"
+    assert run.status == "cancelled" and run.goals_job is not None and run.goals_job.status == "cancelled"
     response = admin_client_.post(f"/coscript/runs/{run.pk}/resume/", follow=True)
     assert "a cancelled run cannot be resumed" in response.content.decode()
     assert admin_client_.post(f"/coscript/runs/{run.pk}/explode/").status_code == 400
@@ -430,7 +432,9 @@ def test_cancel_and_resume_from_the_run_page(admin_client_, world, server, model
 
 def test_the_run_list_shows_how2score_of_the_constrained_slice_per_constraint_type(admin_client_, run):
     admin_client_.post(f"/coscript/runs/{run.pk}/benchmark/")
-    procedures = {p.provenance["constraint_type"]: [] for p in Procedure.objects.filter(split=Split.CONSTRAINED)}
+    procedures: dict[str, list[Procedure]] = {
+        p.provenance["constraint_type"]: [] for p in Procedure.objects.filter(split=Split.CONSTRAINED)
+    }
     for p in Procedure.objects.filter(split=Split.CONSTRAINED).order_by("id"):
         procedures[p.provenance["constraint_type"]].append(p)
     # model-a: every modifier and method script passes, every intent one fails; one unreadable verdict.
@@ -442,7 +446,9 @@ def test_the_run_list_shows_how2score_of_the_constrained_slice_per_constraint_ty
     extra = Generation.objects.create(procedure=procedures["modifier"][0], model="model-b", predicted_steps=["x"])
     Judgment.objects.create(generation=extra, judge="how2judge", has_failure=None, outcome="parse_failed")
     # A bench procedure's judgment is not part of the slice.
-    bench = Generation.objects.create(procedure=Procedure.objects.filter(split="bench").first(), model="model-a")
+    bench_procedure = Procedure.objects.filter(split="bench").first()
+    assert bench_procedure is not None
+    bench = Generation.objects.create(procedure=bench_procedure, model="model-a")
     Judgment.objects.create(generation=bench, judge="how2judge", has_failure=True)
 
     response = admin_client_.get("/coscript/")
@@ -465,7 +471,9 @@ def test_the_run_list_shows_how2score_of_the_constrained_slice_per_constraint_ty
     b = rows[("how2judge", "model-b")]
     assert b["how2score"] is None and b["n_unusable"] == 1 and b["rank"] is None and not b["complete"]
     html = response.content.decode()
-    table = re.search(r'id="constrained-how2score">(.*?)</table>', html, re.S).group(1)
+    found = re.search(r'id="constrained-how2score">(.*?)</table>', html, re.S)
+    assert found is not None
+    table = found.group(1)
     assert re.search(r'data-type="intent"><strong>0.0</strong>', table)
     assert re.search(r'data-type="method"><strong>100.0</strong>', table)
 

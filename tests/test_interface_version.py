@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -21,7 +22,12 @@ from annotate.studies.services import study_create
 from annotate.studies.settings import StudySettings
 from annotate.testing import annotate_next, annotator_start, study_make
 
-SETTINGS = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0, "allow_other_pids": True}
+SETTINGS: dict[str, Any] = {
+    "training_enabled": False,
+    "qualification_enabled": False,
+    "min_seconds": 0,
+    "allow_other_pids": True,
+}
 
 CHOICE_LINE = {
     "id": "step_inference-1",
@@ -69,7 +75,7 @@ def test_a_kind_that_names_no_version_gets_one_of_its_own():
         item_template="t.html",
         codebook_path=None,
         default_instructions="",
-        parse_record=lambda record: None,  # type: ignore[arg-type,return-value]
+        parse_record=lambda record: None,  # type: ignore[arg-type]
         clean_draft=lambda draft, n1, n2: {},
         validate_submission=lambda answer, n1, n2: (None, []),
     )
@@ -97,6 +103,7 @@ def test_a_constraint_faithfulness_annotation_stores_its_kinds_version():
     study = _study("constraint_faithfulness", FAITHFULNESS_LINE)
     p = _enter(study, "pid-faith")
     a = assignment_next(participation=p)
+    assert a is not None
     annotation_submit(participation=p, public_id=a.public_id, answer=YES_ALL, submission_id="t")
     expected = kind_get("constraint_faithfulness").interface_version
     assert Annotation.objects.get(study=study).interface_version == expected
@@ -114,7 +121,7 @@ def test_the_annotators_page_state_carries_its_kinds_version(kind, line):
     client.post(f"/a/{study.slug}/consent/", {"agree": "yes"})
     page = client.get(f"/a/{study.slug}/work/")
     assert page.status_code == 200
-    state = json.loads(
-        re.search(r'<script id="page-state" type="application/json">(.*?)</script>', page.content.decode(), re.S)[1]
-    )
+    found = re.search(r'<script id="page-state" type="application/json">(.*?)</script>', page.content.decode(), re.S)
+    assert found is not None
+    state = json.loads(found[1])
     assert state["interfaceVersion"] == kind_get(kind).interface_version

@@ -18,6 +18,7 @@ from judging.models import GenerationRun, JudgeRun
 from judging.reference_configs import bench_reference_translate
 from judging.reference_runs import reference_generation_runs_create
 from judging.run_configs import reference_bench_config_load
+from llm.models import LLMJob
 from llm.request import LLMRequest
 from llm.vllm_offline import chat_kwargs, engine_environment, engine_kwargs, job_engine
 from tests.scripted_llm import Reply, ScriptedLLM, last_user_message
@@ -312,6 +313,11 @@ def scripted(settings, demo):
         yield server
 
 
+def _job(run: GenerationRun) -> LLMJob:
+    assert run.llm_job is not None
+    return run.llm_job
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_official_suite_creates_runs_whose_requests_carry_their_options(scripted, tmp_path):
     config = reference_bench_config_load(
@@ -321,22 +327,23 @@ def test_the_official_suite_creates_runs_whose_requests_carry_their_options(scri
             OFFICIAL.replace("generator_defaults:", "sample_per_topic: 1\ngenerator_defaults:"),
         )
     )
+    assert config is not None
     runs = {r.name: r for r in reference_generation_runs_create(config=config, start=False)}
     early = runs["olmo-early"]
-    assert early.executor == "vllm_offline" and early.llm_job.executor == "vllm_offline"
+    assert early.executor == "vllm_offline" and _job(early).executor == "vllm_offline"
     assert early.language_model.model == "allenai/Olmo-3-1025-7B" and early.language_model.max_tokens == 4096
-    first = early.llm_job.requests[0]
+    first = _job(early).requests[0]
     assert first["prompt"] and first["messages"] == []  # mode generate: the plain prompt
     assert first["engine"]["revision"] == "stage1-step566000" and first["engine"]["max_model_len"] == 8192
     assert first["params"]["stop"] == ["\n\n"] and first["params"]["temperature"] == 0.0
     # The same model at two revisions never shares a ledger answer.
-    assert not set(early.llm_job.keys) & set(runs["olmo-late"].llm_job.keys)
-    qwen = runs["qwen-no-thinking"].llm_job.requests[0]
+    assert not set(_job(early).keys) & set(_job(runs["olmo-late"]).keys)
+    qwen = _job(runs["qwen-no-thinking"]).requests[0]
     assert qwen["messages"][0]["role"] == "user" and qwen["params"]["chat_template_kwargs"] == {
         "enable_thinking": False
     }
-    assert runs["qwen-thinking"].llm_job.requests[0]["params"]["top_k"] == 20
-    assert runs["gpt-5"].llm_job.requests[0]["params"]["reasoning_effort"] == "minimal"
+    assert _job(runs["qwen-thinking"]).requests[0]["params"]["top_k"] == 20
+    assert _job(runs["gpt-5"]).requests[0]["params"]["reasoning_effort"] == "minimal"
     assert len(early.procedure_ids) == 14
 
 

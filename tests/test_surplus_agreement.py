@@ -65,14 +65,14 @@ def _walk_lease() -> Study:
     )
     a = annotator_start(study, "annotator-a")
     held = assignment_next(participation=a)
-    assert held.item.item_id == "L-0"
+    assert held is not None and held.item.item_id == "L-0"
     read_everything(a, held)  # A opens its steps: the full lease of 1 minute
     # 75 seconds later the lease has run out.
     Assignment.objects.filter(pk=held.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=15))
     b = annotator_start(study, "annotator-b")
     for expected in ("L-0", "L-1"):
         mine = assignment_next(participation=b)
-        assert mine.item.item_id == expected
+        assert mine is not None and mine.item.item_id == expected
         read_everything(b, mine)
         annotation_submit(participation=b, public_id=mine.public_id, answer=ONE_FAILURE, submission_id="b")
     late = annotation_submit(participation=a, public_id=held.public_id, answer=NO_FAILURE, submission_id="a")
