@@ -480,13 +480,21 @@ def _report(role: str, outcome: dict[str, Any]) -> str:
     return summary + "\n\n" + "\n\n".join(outcome["failures"])
 
 
-@pytest.mark.parametrize("shard", [0, 1])
+ADMIN_SHARDS = 4
+
+
+@pytest.mark.parametrize("shard", range(ADMIN_SHARDS))
 def test_every_operation_keeps_its_schema_for_an_admin(api_data, shard):
-    """In two halves of the operations, which the test run's two workers take at once."""
+    """In four parts of the operations, which the test run's two workers share: in two halves,
+    one took 4.5 times the other (146 s against 32 s on a loaded machine). The costliest
+    operation alone, ``POST /api/studies/`` (about 600 requests, each creating a study), takes
+    17 s of its part's 39 s; the other three parts take 7–19 s (SQLite, load 3–5)."""
     from core.roles import ROLE_ADMIN
 
-    outcome = _exercise(ROLE_ADMIN, "schema-admin", max_examples=MAX_EXAMPLES, coverage=True, shard=shard, shards=2)
-    assert outcome["operations"] == outcome["of"] > 50
+    outcome = _exercise(
+        ROLE_ADMIN, "schema-admin", max_examples=MAX_EXAMPLES, coverage=True, shard=shard, shards=ADMIN_SHARDS
+    )
+    assert outcome["operations"] == outcome["of"] > 25
     assert not outcome["failures"], _report("admin", outcome)
     _report("admin", outcome)
 
