@@ -76,6 +76,7 @@ def test_a_failed_reward_batch_never_counts_in_a_judge_run_over_the_same_generat
 
     assert generation_run_execute(run_id=generation.pk) == "done"
     judge = judge_run_create(name="judge-a", generation_run=generation, judge="how2judge", start=False)
+    assert judge.llm_job is not None
 
     rewards = api.post("/api/reward", _reward_items(generation), format="json").json()
     assert [r["status"] for r in rewards] == ["failed"] * 6
@@ -107,6 +108,7 @@ def test_a_judge_run_counts_its_own_failure_even_after_a_reward_asked_the_same_r
 
     generation_run_execute(run_id=generation.pk)
     judge = judge_run_create(name="judge-a", generation_run=generation, judge="how2judge", start=False)
+    assert judge.llm_job is not None
     assert judge_run_execute(run_id=judge.pk) == "done"  # the job ran to its end
     n = len(set(judge.llm_job.keys))
     before = owned_run_state(judge)["outcomes"]

@@ -97,6 +97,7 @@ def test_a_run_larger_than_a_shard_is_cut_into_shards_and_one_task_executes_them
 def test_a_small_run_is_not_cut(sharded, settings):
     settings.LLM_SHARD_REQUESTS = 500
     run = _generations()
+    assert run.llm_job is not None
     assert not run.llm_job.shards.exists() and run.status == "done"
     assert owned_run_state(run)["workers"] == []
 
@@ -104,6 +105,7 @@ def test_a_small_run_is_not_cut(sharded, settings):
 def test_pause_cancel_and_resume_act_on_every_shard(sharded):
     generations = _generations()
     run = judge_run_create(name="judge-pause", generation_run=generations, judge="j", start=False)
+    assert run.llm_job is not None
     assert run.llm_job.shards.count() == 3
     run_pause(run=run)
     assert set(run.llm_job.shards.values_list("status", flat=True)) == {"paused"}
@@ -118,6 +120,7 @@ def test_pause_cancel_and_resume_act_on_every_shard(sharded):
 
     other = judge_run_create(name="judge-cancel", generation_run=generations, judge="k", start=False)
     run_cancel(run=other)
+    assert other.llm_job is not None
     assert set(other.llm_job.shards.values_list("status", flat=True)) == {"cancelled"}
 
 
@@ -132,6 +135,7 @@ def test_a_failing_shard_makes_the_run_done_with_failures_and_retry_failed_asks_
 
     sharded.default = answer
     run = judge_run_create(name="judge-fail", generation_run=generations, judge="j", start=False)
+    assert run.llm_job is not None
     judge_run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == "done_with_failures"
@@ -198,6 +202,7 @@ def test_three_shards_over_two_workers_one_killed_mid_shard_ends_done_with_every
     }
     run = judge_run_create(name="judge-workers", generation_run=generations, judge="j", concurrency=2, start=False)
     job = run.llm_job
+    assert job is not None
     shards = list(job.shards.order_by("shard_index"))
     assert len(shards) == 3
     judge_requests = lambda: [b for b in sharded.chat_requests() if b.get("response_format")]  # noqa: E731
@@ -231,6 +236,7 @@ def test_three_shards_over_two_workers_one_killed_mid_shard_ends_done_with_every
         client.close()
 
     run.refresh_from_db()
+    assert run.llm_job is not None
     assert run.status == "done" and run.llm_job.status == "done"
     # Nothing lost: one ok ledger entry and one judgment for every request.
     entries = LedgerEntry.objects.filter(key__in=job.keys)
@@ -247,7 +253,7 @@ def test_three_shards_over_two_workers_one_killed_mid_shard_ends_done_with_every
     assert Generation.objects.filter(run=generations).count() == N_PROCEDURES
 
 
-def _status(pk: int) -> str:
+def _status(pk: int) -> str | None:
     from judging.models import JudgeRun
 
     return JudgeRun.objects.filter(pk=pk).values_list("status", flat=True).first()
@@ -282,6 +288,7 @@ def test_a_sharded_goal_step_evaluation_gives_the_same_accuracy(settings):
         server.default = lambda body: Reply(ANSWERS[next(p for p in ANSWERS if p in last_user_message(body))])
         model = language_model_register(name="scripted-model")
         evaluation = task_evaluation_create(task_set=task_set, language_model=model, start=False)
+        assert evaluation.llm_job is not None
         assert evaluation.llm_job.shards.count() == 2
         assert task_evaluation_execute(evaluation_id=evaluation.pk) == "done"
         assert len(server.chat_requests()) == 4
@@ -307,6 +314,7 @@ def test_a_sharded_components_run_stores_every_step_list_once(sharded, settings)
     sharded.default = answer
     before = len(sharded.chat_requests())
     run = components_run_create(name="components-sharded", generation_run=generations, start=False)
+    assert run.llm_job is not None
     n = run.llm_job.n_total
     assert run.llm_job.shards.count() == -(-n // 6) >= 2
     components_run_execute(run_id=run.pk)

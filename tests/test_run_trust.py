@@ -9,6 +9,8 @@ import json
 import threading
 import time
 
+import httpx2
+import openai
 import pytest
 from django.urls import reverse
 
@@ -52,6 +54,7 @@ def test_a_judge_run_whose_endpoint_is_down_pauses_itself_and_says_why(server, q
     judge_run_execute(run_id=judge.pk)
     judge.refresh_from_db()
     job = judge.llm_job
+    assert job is not None
     job.refresh_from_db()
     assert judge.status == "paused" and job.status == "paused"
     assert "circuit breaker" in judge.pause_reason and server.base_url in judge.pause_reason and not judge.error
@@ -83,6 +86,7 @@ def test_failures_end_done_with_failures_and_retry_failed_reasks_exactly_them(se
 
     server.default = answer
     judge = judge_run_create(name="j", generation_run=run, judge="how2judge", start=False)
+    assert judge.llm_job is not None
     judge_run_execute(run_id=judge.pk)
     judge.refresh_from_db()
     assert judge.status == "done_with_failures"
@@ -124,6 +128,7 @@ def test_a_new_run_reasks_failures_another_run_left_in_the_ledger(server, quick)
 def test_resuming_a_runs_job_from_the_llm_page_goes_through_the_run(server, quick, admin_client_):  # noqa: F811
     run = _generate()
     judge = judge_run_create(name="j", generation_run=run, judge="how2judge", start=False)
+    assert judge.llm_job is not None
     run_control(judge, "pause")
     response = admin_client_.post(reverse("llm_job_action", args=[judge.llm_job.pk, "resume"]), follow=True)
     assert "through its judge run j" in response.content.decode()
@@ -206,14 +211,11 @@ def test_an_answer_nested_beyond_any_stage_is_parse_failed_not_a_crash(quick):
     assert result.outcome == "parse_failed" and "levels deep" in result.error
 
 
-class _Headers:
-    def __init__(self, headers):
-        self.headers = headers
-
-
-class _Error:
-    def __init__(self, headers):
-        self.response = _Headers(headers)
+def _error(headers: dict[str, str]) -> openai.APIStatusError:
+    request = httpx2.Request("POST", "http://llm.test/v1/chat/completions")
+    return openai.APIStatusError(
+        "rate limited", response=httpx2.Response(429, headers=headers, request=request), body=None
+    )
 
 
 @pytest.mark.parametrize(
@@ -229,7 +231,7 @@ class _Error:
 )
 def test_retry_after_is_capped_and_unreadable_values_ignored(settings, headers, expected):
     settings.LLM_RETRY_AFTER_MAX_SECONDS = 60.0
-    assert _retry_after_seconds(_Error(headers)) == expected
+    assert _retry_after_seconds(_error(headers)) == expected
 
 
 def test_one_429_with_a_huge_retry_after_pauses_the_endpoint_only_up_to_the_cap(quick):
@@ -263,18 +265,20 @@ def _job(server: ScriptedLLM, settings, n: int = 3) -> LLMJob:
 
 
 def test_a_job_is_executed_by_one_task_at_a_time(quick):
+    from datetime import timedelta
+
     from django.utils import timezone
 
     with ScriptedLLM() as server:
         server.default = lambda _: Reply('{"has": true}')
         job = _job(server, quick)
         LLMJob.objects.filter(pk=job.pk).update(
-            claimed_by="another-task", claim_expires=timezone.now() + timezone.timedelta(seconds=60)
+            claimed_by="another-task", claim_expires=timezone.now() + timedelta(seconds=60)
         )
         assert llm_job_execute(job_id=job.pk) == "waiting: claimed by another worker"
         assert server.chat_requests() == []
         # The holder died: its lease runs out and the job is taken over.
-        LLMJob.objects.filter(pk=job.pk).update(claim_expires=timezone.now() - timezone.timedelta(seconds=1))
+        LLMJob.objects.filter(pk=job.pk).update(claim_expires=timezone.now() - timedelta(seconds=1))
         assert llm_job_execute(job_id=job.pk) == "done"
     job.refresh_from_db()
     assert job.status == "done" and job.claimed_by == "" and len(server.chat_requests()) == 3
@@ -287,7 +291,7 @@ def test_requests_waiting_for_a_retry_count_as_retrying_and_pause_stops_them(set
     with ScriptedLLM() as server:
         server.default = lambda _: Status(503, "warming up")
         job = _job(server, settings, n=2)
-        outcome = {}
+        outcome: dict[str, str] = {}
         worker = threading.Thread(target=lambda: outcome.setdefault("value", llm_job_execute(job_id=job.pk)))
         worker.start()
         deadline = time.monotonic() + 20
@@ -312,11 +316,16 @@ def test_the_breaker_trips_on_a_streak_or_a_failing_window():
     assert streak.record(True) is None
     assert streak.record(False) is None and streak.record(False) is None
     record = streak.record(False, error="500: down", endpoint="http://x (m)")
+    assert record is not None
     assert record["reason"] == "3 failed attempts in a row" and record["last_error"] == "500: down"
     window = CircuitBreaker(consecutive=100, window=10, window_failures=0.5)
     outcomes = [False, True] * 3 + [False, False, True, False]  # 6 of 10 failed, never 3 in a row
     tripped = [window.record(ok) for ok in outcomes]
-    assert tripped[-1]["reason"] == "6 of the last 10 attempts failed" and all(t is None for t in tripped[:-1])
+    assert (
+        tripped[-1] is not None
+        and tripped[-1]["reason"] == "6 of the last 10 attempts failed"
+        and all(t is None for t in tripped[:-1])
+    )
 
 
 def test_cancelling_a_run_asks_first_and_a_post_without_the_confirmation_changes_nothing(server, admin_client_):  # noqa: F811
@@ -347,6 +356,7 @@ def test_a_task_that_dies_on_an_error_leaves_its_answers_stored_and_the_run_resu
     monkeypatch.setattr(LLMClient, "complete", flaky)
     with pytest.raises(RuntimeError):
         judge_run_execute(run_id=judge.pk)
+    assert judge.llm_job_id is not None
     job = LLMJob.objects.get(pk=judge.llm_job_id)
     assert job.status == "failed" and "a bug in the worker" in job.error and job.claimed_by == ""
     assert JudgeRun.objects.get(pk=judge.pk).judgments.count() == 5  # paid-for answers became judgments

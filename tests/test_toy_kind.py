@@ -5,6 +5,7 @@ the export, the results on the study page and the report API, and is gone again 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -41,7 +42,7 @@ def _study(kind, **settings) -> Study:
             "known_rating": 5,
         },
     ]
-    defaults = {
+    defaults: dict[str, Any] = {
         "training_enabled": False,
         "qualification_enabled": False,
         "min_seconds": 0,
@@ -79,7 +80,7 @@ def _submit(client: Client, url: str, answer) -> tuple[int, dict]:
 
 def _annotate_all(client: Client, study: Study, ratings: dict[str, int]) -> list[str]:
     """Rate every item the annotator is served; the served item ids in order."""
-    served = []
+    served: list[str] = []
     while True:
         page = client.get(reverse("annotate:work", args=[study.slug]))
         if page.status_code == 302:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from typing import Any
 
 import pytest
 from django.urls import reverse
@@ -44,7 +45,12 @@ def _executable_cells(rows: list[list[str]]) -> list[str]:
 
 
 def _study(name: str = "CSV study", **settings):
-    defaults = {"training_enabled": False, "qualification_enabled": False, "min_seconds": 0, "annotators_per_item": 1}
+    defaults: dict[str, Any] = {
+        "training_enabled": False,
+        "qualification_enabled": False,
+        "min_seconds": 0,
+        "annotators_per_item": 1,
+    }
     defaults.update(settings)
     return study_create(name=name, items=[item_spec(1), item_spec(2)], settings=StudySettings(**defaults))
 

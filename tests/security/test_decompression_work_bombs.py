@@ -29,6 +29,7 @@ import lzma
 import random
 import time
 import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -189,6 +190,7 @@ def test_a_plain_file_of_blank_lines_costs_what_its_bytes_cost(tmp_path):
     path = tmp_path / "blank.jsonl"
     path.write_bytes(b'{"id": "a", "text": "t"}\n' + b"\n" * (64 * MIB) + b'{"id": "b", "text": "t"}\n')
     seconds, records = _cpu(lambda: _read_all(path))
+    assert isinstance(records, list), records
     assert [position for position, _ in records] == ["line 1", f"line {64 * MIB + 2}"]
     assert seconds < BOMB_CPU_SECONDS, f"{seconds:.2f} s of CPU"
 
@@ -230,7 +232,12 @@ def test_an_ordinary_compressed_corpus_is_not_mistaken_for_a_bomb(tmp_path):
     lines = [json.dumps({"id": f"d{n}", "text": " ".join(rng.choices(words, k=200))}) for n in range(1500)]
     data = ("\n".join(lines) + "\n").encode()
     assert len(data) > 1 * MIB  # past the first MiB, where the ratio starts to count
-    ordinary = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress, ".zst": zstandard.compress}
+    ordinary: dict[str, Callable[[bytes], bytes]] = {
+        ".gz": gzip.compress,
+        ".bz2": bz2.compress,
+        ".xz": lzma.compress,
+        ".zst": zstandard.compress,
+    }
     for suffix, compress in ordinary.items():
         path = tmp_path / f"docs.jsonl{suffix}"
         path.write_bytes(compress(data))
@@ -289,7 +296,12 @@ def _write(table: pa.Table, path: Path, **options) -> Path:
 
 def _never_decoded(monkeypatch) -> list[str]:
     decoded: list[str] = []
-    monkeypatch.setattr(pq.ParquetFile, "iter_batches", lambda *a, **k: decoded.append("parquet") or iter(()))
+
+    def no_batches(*args, **kwargs) -> Iterator[pa.RecordBatch]:
+        decoded.append("parquet")
+        return iter(())
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", no_batches)
     monkeypatch.setattr(ipc.RecordBatchFileReader, "get_batch", lambda *a, **k: decoded.append("arrow"))
     return decoded
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -133,7 +134,7 @@ def test_an_api_token_counts_as_its_account_before_the_body_is_read(researcher, 
 
 @pytest.mark.django_db
 def test_an_authorised_upload_over_the_memory_limit_goes_to_a_temporary_file_named_after_its_process(
-    admin_client_, settings, tmp_path
+    admin_client_, settings, tmp_path, monkeypatch
 ):
     from mining.models import Corpus
 
@@ -148,23 +149,20 @@ def test_an_authorised_upload_over_the_memory_limit_goes_to_a_temporary_file_nam
         original(self, *args, **kwargs)
         seen.append(Path(self.file.name).name)
 
-    request_bodies.PidTemporaryUploadedFile.__init__ = remember
-    try:
-        lines = b"".join(b'{"id": "d%d", "text": "How to bake bread, step by step %d"}\n' % (i, i) for i in range(200))
-        response = admin_client_.post(
-            reverse("corpus_upload"),
-            {
-                "name": "web",
-                "description": "",
-                "id_field": "id",
-                "text_field": "text",
-                "url_field": "url",
-                "topic_field": "topic",
-                "file": SimpleUploadedFile("docs.jsonl", lines),
-            },
-        )
-    finally:
-        request_bodies.PidTemporaryUploadedFile.__init__ = original
+    monkeypatch.setattr(request_bodies.PidTemporaryUploadedFile, "__init__", remember)
+    lines = b"".join(b'{"id": "d%d", "text": "How to bake bread, step by step %d"}\n' % (i, i) for i in range(200))
+    response = admin_client_.post(
+        reverse("corpus_upload"),
+        {
+            "name": "web",
+            "description": "",
+            "id_field": "id",
+            "text_field": "text",
+            "url_field": "url",
+            "topic_field": "topic",
+            "file": SimpleUploadedFile("docs.jsonl", lines),
+        },
+    )
     assert response.status_code == 302, response.content.decode().split("<main", 1)[-1][:800]
     assert Corpus.objects.get(name="web").documents.count() == 200
     assert len(seen) == 1 and seen[0].startswith(f"upload-{os.getpid()}-")
@@ -203,6 +201,9 @@ def test_a_stalled_or_trickled_body_is_cut_off_by_the_rate_rule_and_its_socket_s
 
     seen: dict = {}
 
+    def no_start(status: str, headers: list[tuple[str, str]], exc_info: object = None, /) -> Callable[[bytes], object]:
+        return lambda data: None
+
     def app(environ, start_response):
         body = environ["wsgi.input"]
         started = time.monotonic()
@@ -238,7 +239,7 @@ def test_a_stalled_or_trickled_body_is_cut_off_by_the_rate_rule_and_its_socket_s
                 "wsgi.input": server_side.makefile("rb"),
                 "gunicorn.socket": server_side,
             }
-            wrapped(environ, lambda *a: None)
+            wrapped(environ, no_start)
             stop.set()
             dripper.join()
             assert "read" not in seen, seen
@@ -257,7 +258,7 @@ def test_a_stalled_or_trickled_body_is_cut_off_by_the_rate_rule_and_its_socket_s
 
         environ = {"CONTENT_LENGTH": "110", "wsgi.input": server_side.makefile("rb"), "gunicorn.socket": server_side}
         in_time = BodyDeadline(reads, grace_seconds=0.5, min_bytes_per_second=1000)
-        assert in_time(environ, lambda *a: None) == [b"x" * 110]
+        assert in_time(environ, no_start) == [b"x" * 110]
         assert server_side.gettimeout() == 7.0
         client_side.sendall(b"next")
         assert server_side.recv(10) == b"next"  # read whole: the connection goes on
