@@ -32,7 +32,6 @@ from mining.walk_stages import HeuristicsWalkStage, LedgerView, NeedsKey, NeedsR
 
 
 @dataclass
-@dataclass
 class Final:
     """How a walk leaves its candidate: its new status (None: still pending, asked again
     later), the stage and reason, the procedure it became."""
