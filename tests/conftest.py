@@ -20,7 +20,7 @@ def _flush_again_after_a_deadlock() -> None:
     from django.db import OperationalError
     from django.test.testcases import TransactionTestCase
 
-    flush = TransactionTestCase._fixture_teardown
+    flush = TransactionTestCase._fixture_teardown  # type: ignore[attr-defined]
     if getattr(flush, "retries_deadlocks", False):
         return
 
@@ -34,7 +34,7 @@ def _flush_again_after_a_deadlock() -> None:
                 time.sleep(0.5)
 
     fixture_teardown.retries_deadlocks = True  # type: ignore[attr-defined]
-    TransactionTestCase._fixture_teardown = fixture_teardown
+    TransactionTestCase._fixture_teardown = fixture_teardown  # type: ignore[attr-defined]
 
 
 _flush_again_after_a_deadlock()

@@ -64,7 +64,9 @@ def test_an_admin_launches_a_run_reviews_and_downloads_the_export(live_server, p
         row = page.locator(f'#kept-rates tr[data-type="{constraint_type}"]')
         shown = row.locator(".kept-rate").inner_text()
         # the rate, its 95 % Wilson interval and its counts
-        low, high = wilson_interval(kept, total)
+        interval = wilson_interval(kept, total)
+        assert interval is not None
+        low, high = interval
         assert shown == f"{100 * kept / total:.1f} % [{100 * low:.1f} %–{100 * high:.1f} %] {kept} / {total}", shown
     assert "1 flagged" in page.inner_text("#screen-summary")
     page.locator("#goal-filters select[name=constraint_type]").select_option("intent")

@@ -9,6 +9,7 @@ The answers of real servers are quoted from what they were measured to send
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -221,7 +222,11 @@ def test_breaker_tells_a_slow_endpoint_from_a_down_one():
     down = CircuitBreaker(consecutive=3, window=50, window_failures=0.9)
     for _ in range(3):
         record = down.record(False, error="Connection error.", endpoint="e")
-    assert record["diagnosis"] == "down" and "Resume when it answers again" in breaker_message(record)
+    assert (
+        record is not None
+        and record["diagnosis"] == "down"
+        and "Resume when it answers again" in breaker_message(record)
+    )
 
 
 def test_a_timeout_is_reported_to_the_run_watch_as_slow(server, settings):
@@ -302,9 +307,9 @@ def test_endpoint_record_fields_are_validated_with_the_field_named():
 
 def test_first_use_probes_models_for_the_served_context(server):
     server.default = lambda body: Reply(json.dumps(VERDICT))
-    original = server._handler_class
+    original: Any = server._handler_class()
 
-    class WithContext(original()):  # vLLM's /models carries max_model_len
+    class WithContext(original):  # vLLM's /models carries max_model_len
         def do_GET(self):
             if self.path.rstrip("/") == "/v1/models":
                 return self._send(200, {"object": "list", "data": [{"id": "smol", "max_model_len": 2048}]})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -31,7 +32,7 @@ FLAT = [
     },
 ]
 
-HOW2MINE = [
+HOW2MINE: list[dict[str, Any]] = [
     {
         "schema_version": "how2mine.v1",
         "source_example": {
@@ -135,7 +136,7 @@ BAD_CASES = {
 
 def _bad_file(tmp_path, case: str):
     good = [dict(FLAT[0], source_example_id=f"ok-{i}") for i in range(2)]
-    bad = dict(FLAT[1])
+    bad: dict[str, Any] = dict(FLAT[1])
     if case == "missing_goal":
         del bad["goal"]
     elif case == "missing_steps":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import time
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.db import IntegrityError, transaction
@@ -63,7 +64,7 @@ def _post(client):
 
 
 def _study(**kw):
-    defaults = dict(
+    defaults: dict[str, Any] = dict(
         n_items=4, annotators_per_item=2, max_items_per_annotator=2, payment_per_item=Decimal("0.20"), min_seconds=0
     )
     defaults.update(kw)
@@ -164,7 +165,7 @@ def test_duplicates_and_redeliveries_are_answered_2xx_and_applied_once(prolific,
     assignment_next(participation=p)
     _event(prolific, sid, "twice", C.TIMED_OUT)
     post = _post(client)
-    lost = []
+    lost: list[int] = []
 
     def answer_lost_once(headers, body):  # our answer never reached Prolific: it delivers again
         code = post(headers, body)
@@ -447,7 +448,7 @@ def test_reconciling_by_the_api_and_the_scheduled_sync(prolific, researcher, res
     url = reverse("api-prolific-bonus-reconcile", args=[study.slug, batch.pk])
     paid_batch = ProlificBonusBatch.objects.get(pk=batch.pk)
     assert paid_batch.state == BonusState.UNCERTAIN
-    assert "uncertain payments found paid" in prolific_sync_study_task.apply(args=[study.pk]).get()
+    assert "uncertain payments found paid" in prolific_sync_study_task.apply(args=(study.pk,)).get()
     assert ProlificBonusBatch.objects.get(pk=batch.pk).state == BonusState.PAID
     answer = researcher_client.post(url, {}, content_type="application/json")
     assert answer.status_code == 409  # only an uncertain payment is checked

@@ -23,7 +23,9 @@ import sys
 
 import pytest
 from django.core.management import call_command
+from django.http import StreamingHttpResponse
 from django.test import Client
+from django.urls import URLPattern
 
 from config.settings.security import secret_key_problem
 from core.log_filters import SecretMaskingFilter
@@ -80,13 +82,15 @@ def test_technical_500_page_hides_the_login_password_with_debug_on(secret_urls, 
     from tests.security import error_urls
 
     original = error_urls.broker_down
+    boom = error_urls.urlpatterns[0]
+    assert isinstance(boom, URLPattern)
     try:
-        error_urls.urlpatterns[0].callback = sensitive_post_parameters("password")(original)
+        boom.callback = sensitive_post_parameters("password")(original)
         response = Client(raise_request_exception=False).post(
             "/boom/", {"username": "rita", "password": request_password}
         )
     finally:
-        error_urls.urlpatterns[0].callback = original
+        boom.callback = original
     assert response.status_code == 500
     assert request_password not in response.content.decode()
 
@@ -161,6 +165,7 @@ def test_log_lines_and_tracebacks_mask_url_credentials(secret_urls):
     console = next(
         h for h in logging.getLogger().handlers if any(isinstance(f, SecretMaskingFilter) for f in h.filters)
     )
+    assert isinstance(console, logging.StreamHandler)
     previous = console.setStream(stream)
     try:
         log = logging.getLogger("tests.security.masking")
@@ -246,7 +251,10 @@ def test_pages_get_their_css_and_js_with_debug_off(settings, tmp_path, researche
     for asset in assets:
         response = client.get(asset)
         assert response.status_code == 200, asset
-        body = b"".join(response.streaming_content) if response.streaming else response.content
+        if isinstance(response, StreamingHttpResponse):
+            body = b"".join(response.streaming_content)
+        else:
+            body = response.content
         assert body, asset
 
 

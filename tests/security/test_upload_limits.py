@@ -14,6 +14,7 @@ import json
 import lzma
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,7 +37,7 @@ from mining.models import Corpus, CorpusImport, Document
 from mining.procedure_services import procedure_import
 
 MIB = 1 << 20
-COMPRESS = {
+COMPRESS: dict[str, Callable[[bytes], bytes]] = {
     ".gz": gzip.compress,
     ".bz2": bz2.compress,
     ".xz": lzma.compress,
@@ -548,7 +549,7 @@ def test_a_large_items_upload_is_created_by_a_worker_and_its_page_follows_it(
     assert page.status_code == 200 and 'http-equiv="refresh"' in page.content.decode()
     assert study_import_run_task.run(job.pk) == "done"
     job.refresh_from_db()
-    assert job.study.items.count() == 20 and job.study.name == "Big study"
+    assert job.study is not None and job.study.items.count() == 20 and job.study.name == "Big study"
     assert not study_upload_storage().exists(job.file_name)  # the items are in the database now
     folder = Path(study_upload_storage().path(job.file_name)).parent
     assert not folder.exists()  # nor is the upload's own folder left behind, empty
@@ -663,6 +664,7 @@ def test_a_study_imports_settings_survive_the_trip_through_the_worker(researcher
     study_import_run_task.run(job.pk)
     job.refresh_from_db()
     study = job.study
+    assert study is not None
     assert (study.slug, str(study.payment_per_item), study.lease_minutes) == ("big-one", "0.35", 45)
 
 
