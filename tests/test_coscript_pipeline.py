@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -67,6 +68,7 @@ def test_specific_goals_come_one_request_per_abstract_goal_and_constraint_type(w
     assert run.report["goals"]["dropped"] == {"duplicate": 1}
     assert run.report["goals"]["by_type"] == {"modifier": 3, "method": 3, "intent": 3}
     cake = run.goals.filter(abstract_goal="Make a cake").first()
+    assert cake is not None
     assert cake.topic == "Food & Dining" and cake.abstract_procedure == world["Make a cake"]
 
 
@@ -85,8 +87,10 @@ def test_the_sensitive_screen_sends_flagged_goals_to_the_review_list(world, serv
     assert any(r["specific_goal"] == flagged.specific_goal for r in export_records(run, candidates="all"))
     specific_goal_review(goal=flagged, decision=Review.REMOVED)
     assert all(r["specific_goal"] != flagged.specific_goal for r in export_records(run, candidates="all"))
+    other = run.goals.exclude(pk=flagged.pk).first()
+    assert other is not None
     with pytest.raises(ValueError, match="was not flagged"):
-        specific_goal_review(goal=run.goals.exclude(pk=flagged.pk).first(), decision=Review.REMOVED)
+        specific_goal_review(goal=other, decision=Review.REMOVED)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -247,13 +251,14 @@ def test_a_base_model_gets_plain_completions_that_stop_at_the_blank_line(world, 
 @pytest.mark.django_db(transaction=True)
 def test_bad_run_settings_are_refused_before_anything_is_stored(world, server):
     model = language_model_register(name="scripted-model")
-    for options, message in [
+    refused: list[tuple[dict[str, Any], str]] = [
         ({"k": 0}, "k must be between 1 and 10"),
         ({"filter_mode": "rules"}, "filter mode"),
         ({"limit": 0}, "limit must be at least 1"),
         ({"split": "train"}, "no procedures in split"),
         ({"keyword_bonus": -1}, "must not be negative"),
-    ]:
+    ]
+    for options, message in refused:
         with pytest.raises(ValueError, match=message):
             coscript_run_create(name="bad", language_model=model, start=False, **options)
     assert not CoScriptRun.objects.exists()
@@ -268,7 +273,7 @@ def test_a_limit_draws_abstract_goals_with_the_seed(world, server):
     a = coscript_run_create(name="a", language_model=model, limit=2, seed=1, start=False)
     b = coscript_run_create(name="b", language_model=model, limit=2, seed=1, start=False)
     assert a.abstract_ids == b.abstract_ids and len(a.abstract_ids) == 2
-    assert a.goals_job.n_total == 6
+    assert a.goals_job is not None and a.goals_job.n_total == 6
 
 
 @pytest.mark.django_db(transaction=True)

@@ -58,7 +58,10 @@ def test_online_job_answers_every_request_in_the_ledger(server):
     assert llm_job_execute(job_id=job.pk) == "done"
     job.refresh_from_db()
     assert job.status == "done" and job.n_done == 20 and job.outcome_counts == {"ok": 20}
-    answers = {e.parsed["answer"] for e in LedgerEntry.objects.filter(key__in=job.keys)}
+    answers = set()
+    for entry in LedgerEntry.objects.filter(key__in=job.keys):
+        assert entry.parsed is not None
+        answers.add(entry.parsed["answer"])
     assert answers == set(range(20))
     # gpt-5: 100,000 in * 1.25e-6 + 10,000 out * 1e-5 = 0.225 USD per request
     assert job.cost_usd == Decimal("4.5")

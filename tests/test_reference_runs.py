@@ -125,6 +125,7 @@ def test_two_servers_serving_one_model_name_do_not_share_cached_answers(settings
 def test_job_keys_and_generation_provenance_use_the_same_key_as_the_client(server, tmp_path):  # noqa: F811
     call_command("bench_run", "generate", "--config", _yaml(tmp_path, "gen.yaml", GENERATE), "--wait")
     run = GenerationRun.objects.select_related("llm_job").get(name="qwen-bench")
+    assert run.llm_job is not None
     endpoint = Endpoint(role="generate", base_url=server.base_url, api_key="k", model="m")
     requests = [LLMRequest.from_dict(raw) for raw in run.llm_job.requests]
     assert run.llm_job.keys == [r.key_for(endpoint) for r in requests]

@@ -23,7 +23,7 @@ STEPS = ["Gather the tools.", "Do the main part.", "Check the result.", "Clean u
 JUDGE = "scale-judge"
 # Per topic: the verdicts of the 7 judged generations (True: has_failure, False: no_failure,
 # None: the judge's answer could not be read). "Pets" has nothing scored.
-VERDICTS = {
+VERDICTS: dict[str, list[bool | None]] = {
     "Food & Dining": [False, False, True, False, None, True, False],
     "Pets": [None, None],
     "Travel": [False, True, True, False, False],

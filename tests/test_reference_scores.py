@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 from collections import defaultdict
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -74,7 +75,7 @@ def _expected() -> tuple[dict, dict]:
         row[0] += 1
         row[1] += record["has_failure"]
         row[2] += record["n_failures"]
-    by_topic = {}
+    by_topic: dict[str, dict[str, Any]] = {}
     for topic, (n, failed, failures, parse_failed) in topics.items():
         by_topic[topic] = {
             "n_judged": n,
@@ -222,7 +223,9 @@ def test_an_answer_we_could_not_parse_is_exported_as_the_reference_writes_it(tmp
         str(_write(tmp_path / "judgments.jsonl", _records())),
         stdout=io.StringIO(),
     )
-    generation = Judgment.objects.filter(judge="gpt-judge").first().generation
+    judgment = Judgment.objects.filter(judge="gpt-judge").first()
+    assert judgment is not None
+    generation = judgment.generation
     Judgment.objects.create(
         generation=generation,
         judge="ours",

@@ -95,7 +95,7 @@ KIND_OF_COLLECTION = {
     "/api/coscript/runs/": "coscript",
     "/api/llm/jobs/": "llm_job",
 }
-RUN_MODELS = {
+RUN_MODELS: dict[str, type[GenerationRun | JudgeRun | ComponentsRun | TaskEvaluation | CoScriptRun]] = {
     "generation": GenerationRun,
     "judge": JudgeRun,
     "components": ComponentsRun,
@@ -118,7 +118,9 @@ def _set_running(world: World, kind: str, beat) -> None:
     model = RUN_MODELS[kind]
     model.objects.filter(pk=world.pk).update(status="running")
     run = model.objects.get(pk=world.pk)
-    ids = [run.goals_job_id, run.screen_job_id, run.scripts_job_id] if kind == "coscript" else [run.llm_job_id]
+    ids = (
+        [run.goals_job_id, run.screen_job_id, run.scripts_job_id] if isinstance(run, CoScriptRun) else [run.llm_job_id]
+    )
     LLMJob.objects.filter(pk__in=[pk for pk in ids if pk]).update(**job_fields)
 
 
@@ -203,6 +205,7 @@ def test_a_run_whose_worker_died_while_storing_its_answers_resumes_and_stores_th
     asked = len(generation_world.server.chat_requests())
     Generation.objects.filter(run=run).delete()  # what the killed worker never stored
     GenerationRun.objects.filter(pk=run.pk).update(status="running", finished_at=None)
+    assert run.llm_job_id is not None
     LLMJob.objects.filter(pk=run.llm_job_id).update(heartbeat_at=timezone.now() - timedelta(seconds=LEASE + 1))
     assert admin_client_.get(generation_world.detail()).json()["status"] == "stalled"
 
