@@ -7,6 +7,7 @@ steps are linked with digits instead of a Tab press per step."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from playwright.sync_api import expect
@@ -22,7 +23,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 # Every letter a study kind's page uses as a shortcut (critical failure: N F A; constraint
 # faithfulness: Y N S; multiple choice: J K), both cases, and every digit.
 TYPED = "bad step: n f a y s j k N F A Y S J K 0123456789 done"
-SETTINGS = dict(
+SETTINGS: dict[str, Any] = dict(
     training_enabled=False,
     qualification_enabled=False,
     min_seconds=600,

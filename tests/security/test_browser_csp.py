@@ -81,6 +81,7 @@ def test_a_hostile_stored_url_runs_no_script_when_a_researcher_opens_and_clicks_
 
     demo_with_researcher()
     topic = Topic.objects.order_by("id").first()
+    assert topic is not None
     corpus = Corpus.objects.create(name="hostile urls")
     pages = []
     for i, url in enumerate(HOSTILE_URLS):
@@ -118,8 +119,10 @@ def test_a_web_source_url_stays_a_link(live_server, page, watch):
     from mining.models import Procedure, Topic
 
     demo_with_researcher()
+    topic = Topic.objects.order_by("id").first()
+    assert topic is not None
     procedure = Procedure.objects.create(
-        topic=Topic.objects.order_by("id").first(),
+        topic=topic,
         goal="Fix a tap",
         steps=["Turn."],
         source_example_id="tap",

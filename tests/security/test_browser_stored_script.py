@@ -31,6 +31,7 @@ def _plant_hostile_text() -> dict[str, str]:
 
     call_command("load_demo", verbosity=0)
     procedure = Procedure.objects.order_by("pk").first()
+    assert procedure is not None
     procedure.goal = f"Goal {HOSTILE}"
     procedure.steps = [f"Step {payload}" for payload in PAYLOADS]
     procedure.resources = PAYLOADS[:3]
@@ -40,6 +41,7 @@ def _plant_hostile_text() -> dict[str, str]:
     topic.name = PAYLOADS[1][:100]
     topic.save(update_fields=["name"])
     generation = Generation.objects.filter(procedure=procedure).first() or Generation.objects.first()
+    assert generation is not None
     generation.predicted_steps = [f"Model step {payload}" for payload in PAYLOADS]
     generation.model_completion = HOSTILE
     generation.save()
@@ -57,6 +59,7 @@ def _plant_hostile_text() -> dict[str, str]:
         topic=Topic.objects.first(),
     )
     study = Study.objects.order_by("pk").first()
+    assert study is not None
     study.name = f"Study {PAYLOADS[1]}"[:200]
     study.save(update_fields=["name"])
     Annotation.objects.filter(study=study).update(comments=HOSTILE)
@@ -90,7 +93,12 @@ def test_hostile_text_from_every_source_never_runs_as_script(live_server, page):
     pages = _plant_hostile_text()
     user_create(username="ada", role=ROLE_ADMIN, password="ada-Password-1")
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(f"{page.url}: {dialog.message}"), dialog.dismiss()))
+
+    def record(dialog) -> None:
+        dialogs.append(f"{page.url}: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", record)
     log_in(page, live_server.url, "ada", "ada-Password-1")
     shown: dict[str, bool] = {}
     for name, path in pages.items():
@@ -115,7 +123,12 @@ def test_hostile_text_on_the_annotation_page_never_runs_as_script(live_server, p
         reference_steps=[f"Reference {p}" for p in PAYLOADS],
     )
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def record(dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", record)
     pid = "5f" + "1" * 21 + "b"
     page.goto(f"{live_server.url}/a/demo-critical-failures/?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID=t")
     # Straight to the items: consent and training are tested elsewhere.
