@@ -79,6 +79,7 @@ def test_a_generation_run_whose_worker_was_killed_reads_stalled_and_resumes_at_o
     api = "/api/judging/generation-runs/{}/"
     with celery_worker(tmp_path, env=_worker_env(server)) as worker:
         run = generation_run_create(name="stall-bench", language_model=model, concurrency=2)
+        assert run.llm_job is not None
         keys = run.llm_job.keys
         _wait(lambda: LedgerEntry.objects.filter(key__in=keys).count() >= 4, 60, "the first answers")
         worker.kill()  # SIGKILL: no chance to release its claim or mark anything
@@ -143,7 +144,7 @@ def test_a_mining_run_whose_worker_was_killed_reads_stalled_and_resumes_at_once(
 
             def beats_renewed() -> bool:  # the worker's tick beats the run while it works
                 started, beat = MiningRun.objects.filter(pk=run.pk).values_list("started_at", "heartbeat_at").get()
-                return beat is not None and (beat - started).total_seconds() >= 1
+                return beat is not None and started is not None and (beat - started).total_seconds() >= 1
 
             _wait(beats_renewed, 30, "the worker's heartbeat to be renewed")
             worker.kill()  # SIGKILL: its claims on documents stay behind
