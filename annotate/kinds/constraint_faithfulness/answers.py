@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from annotate.constants import MAX_TEXT_LENGTH
+from annotate.kinds.answer_lists import answer_list
 from annotate.kinds.base import FieldError
 from annotate.kinds.constraint_faithfulness.questions import (
     ANSWER_LABELS,
@@ -77,13 +78,14 @@ def _questions_checked(answer: dict[str, Any], errors: list[FieldError]) -> dict
 def _marked_steps(answer: dict[str, Any], steps_correct: str | None, errors: list[FieldError]) -> list[Any]:
     """The marked steps as submitted (a list, at most ``MAX_WRONG_STEPS`` of them), which must
     agree with question 3: at least one when it says No, none when it says Yes or Not sure."""
-    raw = answer.get("wrong_steps") or []
-    if not isinstance(raw, list):
-        errors.append(FieldError("wrong_steps", "must be a list of marked steps"))
-        raw = []
-    if len(raw) > MAX_WRONG_STEPS:
-        errors.append(FieldError("wrong_steps", f"at most {MAX_WRONG_STEPS} steps can be marked"))
-        raw = raw[:MAX_WRONG_STEPS]
+    raw = answer_list(
+        answer,
+        "wrong_steps",
+        MAX_WRONG_STEPS,
+        errors,
+        not_a_list="must be a list of marked steps",
+        too_many=f"at most {MAX_WRONG_STEPS} steps can be marked",
+    )
     if steps_correct == NO and not raw:
         errors.append(
             FieldError(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from annotate.constants import MAX_FAILURES_PER_ANNOTATION, MAX_TEXT_LENGTH
+from annotate.kinds.answer_lists import answer_list
 from annotate.kinds.base import (
     REPORT_AGREEMENT,
     REPORT_METRIC_AGREEMENT,
@@ -203,13 +204,14 @@ def validate_submission(answer: Any, n_l1: int, n_l2: int) -> tuple[dict[str, An
         errors.append(
             FieldError("has_failure", 'Choose "No critical failures identified" or "Critical failures identified".')
         )
-    failures_in = answer.get("failures") or []
-    if not isinstance(failures_in, list):
-        errors.append(FieldError("failures", "must be a list"))
-        failures_in = []
-    if len(failures_in) > MAX_FAILURES_PER_ANNOTATION:
-        errors.append(FieldError("failures", f"at most {MAX_FAILURES_PER_ANNOTATION} failures can be listed"))
-        failures_in = failures_in[:MAX_FAILURES_PER_ANNOTATION]
+    failures_in = answer_list(
+        answer,
+        "failures",
+        MAX_FAILURES_PER_ANNOTATION,
+        errors,
+        not_a_list="must be a list",
+        too_many=f"at most {MAX_FAILURES_PER_ANNOTATION} failures can be listed",
+    )
     comments = answer.get("comments") or ""
     if not isinstance(comments, str):
         errors.append(FieldError("comments", "must be text"))
