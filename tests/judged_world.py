@@ -3,6 +3,8 @@ procedures of a split, one generation per (model, procedure) and one judgment pe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from judging.models import Generation, Judgment
 from mining.models import Procedure, Topic
 
@@ -19,7 +21,9 @@ def procedures(n: int, *, prefix: str = "goal", split: str = "bench") -> list[Pr
     ]
 
 
-def judge_model(model: str, items: list[Procedure], verdicts: list[bool | None], *, judge: str = "how2judge") -> None:
+def judge_model(
+    model: str, items: list[Procedure], verdicts: Sequence[bool | None], *, judge: str = "how2judge"
+) -> None:
     """One generation of ``model`` per item, judged with ``verdicts`` (True: has_failure,
     False: no_failure, None: the judge's answer could not be used, outcome parse_failed)."""
     assert len(items) == len(verdicts)

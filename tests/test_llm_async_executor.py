@@ -12,6 +12,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -117,7 +118,7 @@ def test_the_same_request_twice_in_a_job_and_a_failure_asked_again_keep_the_ledg
 
 
 def test_writing_in_groups_keeps_an_ok_answer_and_moves_a_replaced_failure_into_history():
-    base = dict(
+    base: dict[str, Any] = dict(
         stage="s",
         role="",
         run="r",
@@ -192,7 +193,7 @@ async def _ask_once(client: LLMClient, request: LLMRequest):
 def test_an_asynchronous_call_needs_the_caller_to_have_checked_the_ledger(server):
     client = LLMClient(endpoint_get("llm_filter"))
     with pytest.raises(ValueError):
-        client.complete(_requests(1)[0], asynchronous=True, record=lambda *a: None)
+        client.complete(_requests(1)[0], asynchronous=True, record=lambda *a: None)  # type: ignore[call-overload]
 
 
 def _backends():
@@ -274,7 +275,7 @@ def test_hundreds_of_asynchronous_callers_wait_for_the_limits_without_running_ou
 def test_tokens_and_cost_of_a_key_cover_the_same_attempts_as_its_history():
     from decimal import Decimal
 
-    base = dict(
+    base: dict[str, Any] = dict(
         stage="s",
         role="",
         run="r",

@@ -140,7 +140,9 @@ def test_weighted_statistics_equal_scikit_learn_and_scipy_on_resamples():
     assert np.allclose(best, np.nanmax(accuracy_by_cut(positive, negative), axis=0))
     goodness = values
     count = model_sums(models, 4, counts, np.ones(n))
-    taus = weighted_tau(count, model_sums(models, 4, counts, goodness), model_sums(models, 4, counts, (~labels) * 1.0))
+    taus = weighted_tau(
+        count, model_sums(models, 4, counts, goodness), model_sums(models, 4, counts, (~labels).astype(float))
+    )
     for r, d in enumerate(draws):
         y, v, m = labels[d], values[d], models[d]
         assert aucs[r] == pytest.approx(roc_auc_score(y, -v))
@@ -351,17 +353,19 @@ def test_score_reads_stored_components_when_the_run_has_them(crafted):
     step_lists = {
         tuple(s) for g in run.generations.select_related("procedure") for s in (g.procedure.steps, g.predicted_steps)
     }
-    ComponentExtraction.objects.bulk_create(
-        [
+    extractions = []
+    for steps in step_lists:
+        components = rule_based_steps(steps)
+        assert components is not None, steps
+        extractions.append(
             ComponentExtraction(
                 steps_hash=steps_hash(list(steps)),
                 extractor=extractor,
                 steps=list(steps),
-                components=[c.as_dict() for c in rule_based_steps(steps)],
+                components=[c.as_dict() for c in components],
             )
-            for steps in step_lists
-        ]
-    )
+        )
+    ComponentExtraction.objects.bulk_create(extractions)
     report = study_metric_agreement_report(crafted, bootstrap=0)
     assert report["score_components"] == {extractor: 12, "rule": 24}
     assert _by_key(report)["score_r_scale"]["note"] == (

@@ -367,11 +367,12 @@ def test_a_coscript_run_with_one_abstract_goal_on_the_real_server(vllm, roles, c
     assert "api_error" not in scripts["outcomes"]
     assert {c.outcome for c in candidates} <= USABLE_CALLS
     for c in candidates:
+        assert c.kept is not None, (c.outcome, c.steps, c.reason)
         assert c.kept or c.reason, (c.outcome, c.steps, c.reason)
         assert not (c.kept and not c.steps)
     total = report["filter"]["total"]
     assert total["candidates"] == len(candidates)
-    assert total["kept"] == sum(c.kept for c in candidates)
+    assert total["kept"] == sum(1 for c in candidates if c.kept)
     assert total["reasons"]["kept"] == total["kept"]
     assert sum(total["reasons"].values()) == len(candidates), total  # kept, or dropped with a reason
 

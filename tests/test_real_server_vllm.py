@@ -191,6 +191,7 @@ def test_the_reward_endpoint_answers_a_batch_from_the_real_judge(vllm, roles, de
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=researcher).secret}")
     procedure = Procedure.objects.filter(split="bench").order_by("id").first()
+    assert procedure is not None
     items = [
         {
             "goal": procedure.goal,

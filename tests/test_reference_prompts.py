@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,7 +167,7 @@ YES = {"answer": "yes", "reason": ""}
 # Three documents, each with the answers a server gives when it answers as the reference's
 # prompts ask: commas inside a resource and surrounding whitespace (d1), braces in the text
 # and no resources at all (d2), a plain one (d3).
-MINED = {
+MINED: dict[str, dict[str, Any]] = {
     "d1": {
         "document": "How to fry an egg [d1]\nWarm oil, olive or canola, then crack the egg...\n",
         "extract": {
@@ -247,9 +248,15 @@ MINED = {
 MARK = re.compile(r"\[(d\d)\]")
 
 
+def _marked_doc(text: str) -> str:
+    found = MARK.search(text)
+    assert found, text
+    return found.group(1)
+
+
 def mined_answer(body: dict) -> Reply:
     stage = stage_of(body)
-    doc = MARK.search(body["messages"][0]["content"]).group(1)
+    doc = _marked_doc(body["messages"][0]["content"])
     script = MINED[doc]
     answer = {
         "extract_procedure": script["extract"],
@@ -301,7 +308,7 @@ def test_mining_with_the_reference_prompts_sends_the_reference_requests_byte_for
         assert execute(run) == "done"
         sent: dict[tuple[str, str], list] = {}
         for body in server.chat_requests():
-            key = (stage_of(body), MARK.search(body["messages"][0]["content"]).group(1))
+            key = (stage_of(body), _marked_doc(body["messages"][0]["content"]))
             assert key not in sent, f"{key} asked twice"
             sent[key] = body["messages"]
         extract_schema = next(b for b in server.chat_requests() if stage_of(b) == "extract_procedure")[
@@ -398,6 +405,7 @@ def bench_answer(body: dict) -> Reply:
 def test_generation_and_judging_with_the_reference_prompts_send_the_reference_requests(settings, reference_prompts):
     topics_ensure()
     topic = Topic.objects.order_by("position").first()
+    assert topic is not None
     procedures = [
         Procedure.objects.create(topic=topic, split="bench", source_example_id=f"b{i}", **record)
         for i, record in enumerate(BENCH)

@@ -194,11 +194,13 @@ FAILING_ITEMS = ("Keep a cat calm", "Plant tulips")
 def goalstep_world(task_set, goalstep_server, settings):  # noqa: F811
     _one_attempt(settings)
     key = lambda body: _first(last_user_message(body), FAILING_ITEMS)  # noqa: E731
-    failing = _failing_server(
-        goalstep_server,
-        lambda body: key(body) is not None,
-        lambda body: Reply(ANSWERS[_first(last_user_message(body), ANSWERS)]),
-    )
+
+    def answer(body: dict) -> Reply:
+        prompt = _first(last_user_message(body), ANSWERS)
+        assert prompt is not None, body
+        return Reply(ANSWERS[prompt])
+
+    failing = _failing_server(goalstep_server, lambda body: key(body) is not None, answer)
     model = language_model_register(name="scripted-model")
     evaluation = task_evaluation_create(task_set=task_set, language_model=model, start=False)
     return World(
