@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.django.base")
 
@@ -22,3 +22,12 @@ def mask_secrets_in_worker_logs(logger=None, **kwargs) -> None:
     for handler in getattr(logger, "handlers", []):
         if not any(isinstance(existing, SecretMaskingFilter) for existing in handler.filters):
             handler.addFilter(SecretMaskingFilter())
+
+
+@worker_init.connect
+def load_the_llm_executors(**kwargs) -> None:
+    """A worker loads the LLM executors (the HTTP client, the openai package: about half a
+    second) when it starts, before its first task, as the web server's WSGI module loads the
+    client: the URL configuration and commands leave them to their first use so that they
+    start fast, and a job's first requests should not wait for an import (issue 29)."""
+    import llm.executors  # noqa: F401
