@@ -27,6 +27,7 @@ from judging.steps import STEP_PARSERS, steps_parse
 from judging.tokens import procedure_tokens
 from llm.endpoint_services import base_url_problem
 from llm.key_env import api_key_env_check
+from llm.models import LLMJob
 from llm.request import LLMRequest
 from llm.run_lifecycle import (
     owned_run_cancel,
@@ -318,7 +319,9 @@ def generation_run_execute(*, run_id: int) -> str:
 
 def judge_run_execute(*, run_id: int) -> str:
     run = JudgeRun.objects.filter(pk=run_id).first()
-    return "gone" if run is None else owned_run_execute(run, collect=judge_run_collect, unusable=judge_run_unusable)
+    if run is None:
+        return "gone"
+    return owned_run_execute(run, collect=judge_run_collect, unusable=judge_run_unusable, collect_shards=True)
 
 
 def generation_run_collect(run: GenerationRun) -> int:
@@ -347,54 +350,67 @@ def generation_run_collect(run: GenerationRun) -> int:
     return len(new)
 
 
-def judge_run_collect(run: JudgeRun) -> int:
-    """Store a Judgment for every finished judge request (idempotent). Answers that are not
-    usable verdicts are stored with their outcome and no label: never scored. An ``ok``
-    ledger answer refused here is marked failed in the ledger (``ledger_entry_reject``)."""
+def judge_run_collect(run: JudgeRun, shard: LLMJob | None = None) -> int:
+    """Store a Judgment for every finished judge request (idempotent), or for those of one
+    ``shard`` of the run's job (its consecutive slice of the requests, stored as soon as it is
+    through). Only what is not stored yet is read: the store after the last shard finds the
+    others done. Answers that are not usable verdicts are stored with their outcome and no
+    label: never scored. An ``ok`` ledger answer refused here is marked failed in the ledger
+    (``ledger_entry_reject``)."""
     job = run.llm_job
     if job is None:  # not launched: nothing has finished
         return 0
-    rows = (
-        run.generation_run.generations.filter(outcome="ok")
-        .order_by("id")
-        .values_list("id", "procedure__steps", "predicted_steps")
-    )
-    step_counts = {pk: (len(cleaned(reference)), len(cleaned(candidate))) for pk, reference, candidate in rows}
-    generations = list(step_counts)
-    stored = set(run.judgments.values_list("generation_id", flat=True))
-    new = []
-    for generation_id, result in zip(generations, llm_job_results(job)):
-        if result is None or generation_id in stored or result.outcome == "api_error":
-            continue
-        # An answer that is no verdict keeps its reason (e.g. a link to a step that does not exist).
-        outcome, label, failures, reasoning = result.outcome, None, [], "" if result.ok else result.error
-        if result.ok:
-            try:
-                # Range-checked here too: a ledger answer from before the bounded schema may
-                # link steps that do not exist, and is then no verdict.
-                n_l1, n_l2 = step_counts[generation_id]
-                answer = validate_judge_answer(result.value, n_l1=n_l1, n_l2=n_l2)
-            except JudgeAnswerError as exc:
-                outcome, reasoning = "parse_failed", str(exc)
-                # No verdict, so no answer: the ledger entry says so, and Retry failed asks it again.
-                ledger_entry_reject(key=result.key, reason=reasoning, run=job.run)
-            else:
-                failures, reasoning = answer["critical_failures"], answer["reasoning"]
-                label = bool(failures)
-        new.append(
-            Judgment(
-                generation_id=generation_id,
-                run=run,
-                judge=run.judge,
-                outcome=outcome,
-                has_failure=label,
-                critical_failures=failures,
-                reasoning=reasoning,
-                provenance={"judge_run": run.pk, "prompt_hash": run.prompt_hash, "ledger_key": result.key},
-            )
+    generations = run.generation_run.generations.filter(outcome="ok").order_by("id")
+    ids, keys = list(generations.values_list("id", flat=True)), list(job.keys)
+    if shard is not None and shard.keys:
+        start = keys.index(shard.keys[0])
+        ids, keys = ids[start : start + len(shard.keys)], list(shard.keys)
+    stored = set(run.judgments.filter(generation_id__in=ids).values_list("generation_id", flat=True))
+    todo = [(generation_id, key) for generation_id, key in zip(ids, keys) if generation_id not in stored]
+    if not todo:
+        return 0
+    step_counts = {
+        pk: (len(cleaned(reference)), len(cleaned(candidate)))
+        for pk, reference, candidate in generations.filter(id__in=[g for g, _ in todo]).values_list(
+            "id", "procedure__steps", "predicted_steps"
         )
+    }
+    new = []
+    for (generation_id, _key), result in zip(todo, llm_job_results(job, [key for _, key in todo])):
+        if result is None or result.outcome == "api_error":
+            continue
+        new.append(_judgment(run, job, generation_id, result, step_counts[generation_id]))
     Judgment.objects.bulk_create(new, ignore_conflicts=True)
     return len(new)
+
+
+def _judgment(run: JudgeRun, job: LLMJob, generation_id: int, result: Any, step_counts: tuple[int, int]) -> Judgment:
+    """The Judgment of one finished judge request."""
+    # An answer that is no verdict keeps its reason (e.g. a link to a step that does not exist).
+    outcome, label, failures, reasoning = result.outcome, None, [], "" if result.ok else result.error
+    if result.ok:
+        try:
+            # Range-checked here too: a ledger answer from before the bounded schema may
+            # link steps that do not exist, and is then no verdict.
+            n_l1, n_l2 = step_counts
+            answer = validate_judge_answer(result.value, n_l1=n_l1, n_l2=n_l2)
+        except JudgeAnswerError as exc:
+            outcome, reasoning = "parse_failed", str(exc)
+            # No verdict, so no answer: the ledger entry says so, and Retry failed asks it again.
+            ledger_entry_reject(key=result.key, reason=reasoning, run=job.run)
+        else:
+            failures, reasoning = answer["critical_failures"], answer["reasoning"]
+            label = bool(failures)
+    return Judgment(
+        generation_id=generation_id,
+        run=run,
+        judge=run.judge,
+        outcome=outcome,
+        has_failure=label,
+        critical_failures=failures,
+        reasoning=reasoning,
+        provenance={"judge_run": run.pk, "prompt_hash": run.prompt_hash, "ledger_key": result.key},
+    )
 
 
 def generation_run_unusable(run: GenerationRun) -> int:

@@ -236,9 +236,18 @@ def owned_run_job_attach(
     run.save(update_fields=["llm_job"])
 
 
-def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[[Any], int] | None = None) -> str:
+def owned_run_execute(
+    run,
+    *,
+    collect: Callable[..., Any],
+    unusable: Callable[[Any], int] | None = None,
+    collect_shards: bool = False,
+) -> str:
     """Execute a run's LLM job, store what it answered (``collect``, idempotent), and give
-    the run the state that is true: ``done`` only when every request has an ``ok`` answer
+    the run the state that is true. With ``collect_shards``, ``collect(run, shard=...)``
+    stores each shard's answers as soon as the shard is through, while other shards are
+    still asked, and the store at the end has only the last ones left (the judge
+    benchmark's 7,000 judgments took 1.4 s after the last answer). ``done`` only when every request has an ``ok`` answer
     and nothing stored is unusable (``unusable`` counts the run's stored items without a
     usable outcome, such as judge answers that failed validation); ``done_with_failures``
     otherwise; paused (with the job's reason, e.g. the breaker's), cancelled or failed as
@@ -255,7 +264,8 @@ def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[
     run.status = RunStatus.RUNNING
     outcome = None
     try:
-        outcome = "done" if job.status in FINISHED else llm_job_execute(job_id=job.pk)
+        shard_done = (lambda shard: collect(run, shard=shard)) if collect_shards else None
+        outcome = "done" if job.status in FINISHED else llm_job_execute(job_id=job.pk, shard_done=shard_done)
     finally:  # what finished so far is stored even when the job paused or failed
         job.refresh_from_db()
         if outcome != CLAIMED:  # (while other workers hold shards, the last one to stop stores)
@@ -266,7 +276,7 @@ def owned_run_execute(run, *, collect: Callable[[Any], Any], unusable: Callable[
 
 
 def _store_and_settle(
-    run, job: LLMJob, *, collect: Callable[[Any], Any], unusable: Callable[[Any], int] | None, settle: bool
+    run, job: LLMJob, *, collect: Callable[..., Any], unusable: Callable[[Any], int] | None, settle: bool
 ) -> None:
     """Store what the job answered and, unless an error is on its way up (``settle`` false),
     give the run its state, holding the run's row: workers that finish their last shards

@@ -164,12 +164,14 @@ def ledger_ok_results(keys: list[str], chunk: int = 2000) -> dict[str, LLMResult
     return found
 
 
-def llm_job_results(job: LLMJob) -> list:
-    """The result of each of the job's requests, in order (None where nothing is finished
-    yet, or where the entry is another caller's failure: not the run's answer, ``ledger_own``)."""
+def llm_job_results(job: LLMJob, keys: list[str] | None = None) -> list:
+    """The result of each of the job's requests (or of ``keys``, some of them), in order (None
+    where nothing is finished yet, or where the entry is another caller's failure: not the
+    run's answer, ``ledger_own``)."""
     from llm.request import LLMResult
 
+    keys = job.keys if keys is None else keys
     # Only what a result holds: not the request, the raw response or the history (a judge's
     # request alone is ~14 kB, and a run reads thousands).
-    entries = {e.key: e for e in LedgerEntry.objects.filter(ledger_own(job.run), key__in=job.keys).only(*RESULT_FIELDS)}
-    return [LLMResult.from_entry(entries[k], cached=True) if k in entries else None for k in job.keys]
+    entries = {e.key: e for e in LedgerEntry.objects.filter(ledger_own(job.run), key__in=keys).only(*RESULT_FIELDS)}
+    return [LLMResult.from_entry(entries[k], cached=True) if k in entries else None for k in keys]

@@ -9,7 +9,9 @@ are part of this module's interface too (``__all__``)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Any
 
 from django.db import transaction
 
@@ -140,13 +142,13 @@ def ledger_entry_reject(*, key: str, reason: str, run: str = "") -> bool:
     return True
 
 
-def llm_job_execute(*, job_id: int) -> str:
+def llm_job_execute(*, job_id: int, shard_done: Callable[[LLMJob], Any] | None = None) -> str:
     """Run a job to completion with its executor (``llm.executors.EXECUTORS``). Returns what
     happened (for the task log). One task at a time: the job is claimed first, and a task
     that finds it claimed returns. A job cut into shards is executed shard by shard, by as
-    many tasks as take part (llm/shards.py)."""
+    many tasks as take part (llm/shards.py), each executed shard handed to ``shard_done``."""
     if LLMJob.objects.filter(parent_id=job_id).exists():
-        return llm_job_execute_shards(job_id=job_id, execute=llm_job_execute)
+        return llm_job_execute_shards(job_id=job_id, execute=llm_job_execute, shard_done=shard_done)
     token = uuid.uuid4().hex
     if not llm_job_claim(job_id, token):
         status = LLMJob.objects.filter(pk=job_id).values_list("status", flat=True).first()

@@ -142,11 +142,15 @@ def _settle(parent: LLMJob) -> str:
     return "waiting: shards"  # pragma: no cover - a shard still active was counted above
 
 
-def llm_job_execute_shards(*, job_id: int, execute: Callable[..., str]) -> str:
+def llm_job_execute_shards(
+    *, job_id: int, execute: Callable[..., str], shard_done: Callable[[LLMJob], Any] | None = None
+) -> str:
     """One task's part in executing a sharded job: claim a free shard (or one whose holder's
-    lease ran out), execute it (``execute(job_id=...)``), and again, until none is left to claim. Returns ``CLAIMED``
-    while other workers still hold shards (the task comes back after a lease, to take over a
-    killed worker's shard), or what the parent became once every shard has stopped."""
+    lease ran out), execute it (``execute(job_id=...)``), hand it to ``shard_done`` (a run
+    stores what the shard answered while other shards are still asked), and again, until none
+    is left to claim. Returns ``CLAIMED`` while other workers still hold shards (the task comes
+    back after a lease, to take over a killed worker's shard), or what the parent became once
+    every shard has stopped."""
     parent = LLMJob.objects.defer("requests").filter(pk=job_id).first()  # its shards hold the requests
     if parent is None:
         return "gone"
@@ -177,6 +181,8 @@ def llm_job_execute_shards(*, job_id: int, execute: Callable[..., str]) -> str:
             )
             raise
         shard.refresh_from_db(fields=["status", "pause_reason", "breaker"])
+        if shard_done is not None:
+            shard_done(shard)
         _parent_counts_from_shards(parent)  # what run lists show while the other shards go on
         if shard.status == RunStatus.PAUSED:  # its breaker or the budget: the whole run pauses
             _family_stop(parent, RunStatus.PAUSED, reason=shard.pause_reason, breaker=shard.breaker)

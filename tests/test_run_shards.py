@@ -94,6 +94,28 @@ def test_a_run_larger_than_a_shard_is_cut_into_shards_and_one_task_executes_them
     assert all(w["n_done"] == w["n_total"] and w["worker"] for w in state["workers"])
 
 
+def test_a_judge_run_stores_each_shards_judgments_as_the_shard_ends(sharded, monkeypatch):
+    """Each shard's judgments are stored as soon as the shard is through, while the next is
+    asked; the store at the end finds nothing left to store."""
+    from judging import services
+
+    generations = _generations()
+    run = judge_run_create(name="judge-by-shard", generation_run=generations, judge="j", start=False)
+    stores: list[tuple[int | None, int, int]] = []
+    collect = services.judge_run_collect
+
+    def recording(run, shard=None):
+        stored = collect(run, shard=shard)
+        stores.append((None if shard is None else shard.shard_index, stored, run.judgments.count()))
+        return stored
+
+    monkeypatch.setattr(services, "judge_run_collect", recording)
+    assert judge_run_execute(run_id=run.pk) == "done"
+    assert stores == [(0, 6, 6), (1, 6, 12), (2, 5, 17), (None, 0, 17)]
+    judged = list(run.judgments.order_by("generation_id").values_list("generation_id", flat=True))
+    assert judged == sorted(generations.generations.values_list("id", flat=True))
+
+
 def test_a_small_run_is_not_cut(sharded, settings):
     settings.LLM_SHARD_REQUESTS = 500
     run = _generations()
