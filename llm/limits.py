@@ -133,12 +133,15 @@ class _Waits:
     @contextmanager
     def slot(self, endpoint: str, limits: EndpointLimits):
         delay = self.SLOT_POLL_MIN
-        while (holder := self._take_slot(endpoint, limits, block=True)) is None or isinstance(holder, Paused):
-            if isinstance(holder, Paused):
+        while True:
+            holder = self._take_slot(endpoint, limits, block=True)
+            if isinstance(holder, Paused):  # a 429's pause began since this request's turn
                 time.sleep(min(holder.seconds, 1.0))
-                continue
-            time.sleep(delay)
-            delay = min(delay * 2, self.SLOT_POLL_MAX)
+            elif holder is not None:
+                break
+            else:
+                time.sleep(delay)
+                delay = min(delay * 2, self.SLOT_POLL_MAX)
         try:
             yield
         finally:

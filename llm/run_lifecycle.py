@@ -247,8 +247,8 @@ def owned_run_execute(
     the run the state that is true. With ``collect_shards``, ``collect(run, shard=...)``
     stores each shard's answers as soon as the shard is through, while other shards are
     still asked, and the store at the end has only the last ones left (the judge
-    benchmark's 7,000 judgments took 1.4 s after the last answer). ``done`` only when every request has an ``ok`` answer
-    and nothing stored is unusable (``unusable`` counts the run's stored items without a
+    benchmark's 7,000 judgments took 1.4 s after the last answer). The state: ``done``
+    only when every request has an ``ok`` answer and nothing stored is unusable (``unusable`` counts the run's stored items without a
     usable outcome, such as judge answers that failed validation); ``done_with_failures``
     otherwise; paused (with the job's reason, e.g. the breaker's), cancelled or failed as
     the job is. Returns what happened, for the task log."""

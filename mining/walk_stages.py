@@ -27,7 +27,7 @@ from mining.stage_plans import GENUINE, StagePlan
 from mining.stages import Draft, HeuristicsStage, StageVerdict
 
 if TYPE_CHECKING:
-    from mining.walker import Walker
+    from mining.walker import Final, Walker
 
 
 @dataclass
@@ -102,9 +102,10 @@ class Decision:
     result: LLMResult | None = None
 
 
-# What ends a walk before its last stage: the walk's outcome and, when the candidate's
-# state changes, how (``mining.walker.Final``); None while it stays as it is.
-Stop = tuple[Any, Any]
+# What ends a walk before its last stage: the walk's outcome (a status, "stopped", or what a
+# wave or a dry walk needs next) and, when the candidate's state changes, how; None while it
+# stays as it is.
+Stop = tuple["str | NeedsRequest | NeedsKey", "Final | None"]
 
 
 class WalkStage:
