@@ -13,6 +13,7 @@ import pytest
 from celery import Celery
 from django.db import connection
 
+from llm.async_executor import FLUSH_SECONDS
 from llm.models import LedgerEntry, LLMJob
 from llm.request import LLMRequest
 from llm.services import llm_job_create, llm_job_resume
@@ -97,8 +98,12 @@ def test_worker_killed_mid_run_then_resumed_sends_no_completed_request_twice(set
         entries = LedgerEntry.objects.filter(key__in=job.keys)
         assert entries.count() == 60 and set(entries.values_list("outcome", flat=True)) == {"ok"}
         assert sorted(e.parsed["answer"] for e in entries if e.parsed is not None) == list(range(60))
-        # Only requests that were in flight when the worker died may have been sent twice.
-        assert sum(n - 1 for n in sent.values()) <= 4
+        # Only requests whose answers the ledger did not hold when the worker died may have been
+        # sent twice: those in flight (at most the concurrency, 4) and those answered but still
+        # waiting for their group's write (at most FLUSH_SECONDS = 0.1 s of answers: below one
+        # per slot at 0.2 s latency). A fresh-clone run saw 5 with the bound at 4.
+        assert FLUSH_SECONDS < 0.2
+        assert sum(n - 1 for n in sent.values()) <= 2 * 4
 
 
 def test_two_workers_share_the_concurrency_cap_through_redis(settings, tmp_path):
