@@ -42,7 +42,7 @@ from judging.score_metric import score_reward
 from judging.services import DEFAULT_JUDGE_PROMPT
 from judging.steps import parse_steps
 from judging.tokens import procedure_tokens
-from llm.endpoints import Endpoint, endpoint_require
+from llm.endpoints import Endpoint, endpoint_require_recent
 from llm.ledger import ledger_write, ledger_write_many
 from llm.request import LLMRequest, LLMResult
 from llm.selectors import ledger_ok_results
@@ -131,7 +131,7 @@ def _verdicts(items: list[RewardInput], steps: list[list[str]], deadline: Deadli
     ``deadline``), or 0 for a completion without steps."""
     path = prompt_path(DEFAULT_JUDGE_PROMPT)
     prompt = _judge_prompt(str(path), path.stat().st_mtime)  # a replaced prompt file is picked up
-    client = _judge_client(endpoint_require(JUDGE_ROLE))
+    client = _judge_client(endpoint_require_recent(JUDGE_ROLE, max_age=settings.REWARD_ENDPOINT_CACHE_SECONDS))
     endpoint = client.endpoint
     keys: list[str | None] = []
     requests: dict[str, LLMRequest] = {}  # one per distinct request of the batch

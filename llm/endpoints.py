@@ -15,6 +15,7 @@ record's URL and names no key variable uses that record's key."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -205,6 +206,32 @@ def endpoint_require(role: str, **overrides: str | None) -> Endpoint:
             "or set LLM_BASE_URL and LLM_MODEL (or the role's own *_BASE_URL / *_MODEL variables)"
         )
     return endpoint
+
+
+#: Each role's endpoint as this process last resolved it, with when (``time.monotonic``): for
+#: callers that resolve a role on every call of a hot path (the reward endpoint inside a
+#: training loop, where the two queries of a resolution were about a seventh of a call).
+_recent: dict[str, tuple[float, Endpoint]] = {}
+
+
+def endpoint_require_recent(role: str, *, max_age: float) -> Endpoint:
+    """``endpoint_require(role)`` as this process resolved it at most ``max_age`` seconds ago
+    (0: resolved now). A record or role assignment saved in this process, or a changed
+    setting, forgets every resolution at once (``endpoint_recent_forget``, llm/apps.py); a
+    change made by another process is seen here within ``max_age``."""
+    now = time.monotonic()
+    found = _recent.get(role)
+    if found is not None and now - found[0] < max_age:
+        return found[1]
+    endpoint = endpoint_require(role)
+    if max_age > 0:
+        _recent[role] = (now, endpoint)
+    return endpoint
+
+
+def endpoint_recent_forget(**_signal_arguments: object) -> None:
+    """Forget every role's recent resolution (a receiver of Django's model and setting signals)."""
+    _recent.clear()
 
 
 def endpoint_from_overrides(

@@ -104,3 +104,48 @@ def test_bad_input_names_the_field(api, judge):
 
 def test_token_is_required(judge):
     assert APIClient().post("/api/reward", _item(GOOD), format="json").status_code == 401
+
+
+def _answer_no_failure(body):
+    return Reply(json.dumps({"reasoning": "checked", "critical_failures": []}))
+
+
+def test_a_judge_endpoint_changed_through_the_product_serves_the_next_call(api, judge, settings):
+    """The reward endpoint reuses the judge endpoint it resolved (REWARD_ENDPOINT_CACHE_SECONDS),
+    but a record assigned to the judge role in this process is used by the very next call."""
+    from llm.endpoint_services import endpoint_record_create, endpoint_role_assign
+
+    settings.REWARD_ENDPOINT_CACHE_SECONDS = 3600
+    api.post("/api/reward", _item(GOOD), format="json")
+    assert len(judge.chat_requests()) == 1
+    with ScriptedLLM() as other:
+        other.default = _answer_no_failure
+        record = endpoint_record_create(name="judge-two", base_url=other.base_url, model="how2judge")
+        endpoint_role_assign(role="how2score_judge", record=record)
+        body = api.post("/api/reward", _item(GOOD + " "), format="json").json()
+        assert body["how2score"] == 1
+        assert len(other.chat_requests()) == 1 and len(judge.chat_requests()) == 1
+
+
+def test_a_change_made_by_another_process_is_seen_within_the_cache_seconds(api, judge, settings):
+    """A change this process hears nothing of (another web process saved it: here a queryset
+    update, which sends no signal) is seen once the resolution is older than the setting."""
+    import time
+
+    from llm.endpoint_services import endpoint_record_create, endpoint_role_assign
+    from llm.models import EndpointRecord
+
+    settings.REWARD_ENDPOINT_CACHE_SECONDS = 1
+    with ScriptedLLM() as first, ScriptedLLM() as second:
+        first.default = second.default = _answer_no_failure
+        record = endpoint_record_create(name="judge-moving", base_url=first.base_url, model="how2judge")
+        endpoint_role_assign(role="how2score_judge", record=record)
+        api.post("/api/reward", _item(GOOD), format="json")
+        resolved_at = time.monotonic()
+        EndpointRecord.objects.filter(pk=record.pk).update(base_url=second.base_url)
+        api.post("/api/reward", _item(GOOD + " a"), format="json")
+        if time.monotonic() - resolved_at < 1:  # still within the second: the first server
+            assert len(first.chat_requests()) == 2 and not second.chat_requests()
+        time.sleep(max(0.0, 1.05 - (time.monotonic() - resolved_at)))
+        api.post("/api/reward", _item(GOOD + " b"), format="json")
+        assert len(second.chat_requests()) == 1
