@@ -1,12 +1,14 @@
 #!/usr/bin/env python
 """The test command (`make test`): the static checks (ruff, import-linter's contracts, mypy),
-then the whole suite once on PostgreSQL, the production database (TEST_DATABASE_URL, default
+the whole suite once on PostgreSQL, the production database (TEST_DATABASE_URL, default
 postgres://postgres@127.0.0.1:5432/test), and on SQLite, the embedded default that `make run`
 serves, only the tests marked ``sqlite``: what differs there (migrations, the worker beside the
 web process on one file, bulk inserts without COPY, concurrency under SQLite's locking, the
-demo). When PostgreSQL is not reachable (and CI is not set) the whole suite runs on SQLite
-instead, and the command says so. Both passes use every core: pytest-xdist's workers, one per
-CPU (TEST_WORKERS=N chooses, 1 runs in one process).
+demo). The three run at once: the PostgreSQL pass in the foreground on pytest-xdist's workers,
+one per CPU (TEST_WORKERS=N chooses, 1 runs in one process), the static checks and the SQLite
+pass (one process) beside it, their output printed when the PostgreSQL pass ends. When
+PostgreSQL is not reachable (and CI is not set) the whole suite runs on SQLite instead, on the
+xdist workers, and the command says so.
 
 Extra arguments go to pytest: `scripts/run_tests.py -k import`. pytest's exit code 5
 ("no tests collected") counts as a failure: a test command that ran nothing did not pass.
@@ -28,8 +30,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 from urllib.parse import urlsplit
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -67,28 +73,60 @@ def static_checks() -> dict[str, list[list[str]]]:
     }
 
 
-def run_static_checks(names: tuple[str, ...] = ENABLED_CHECKS) -> dict[str, int]:
+def run_static_checks(names: tuple[str, ...] = ENABLED_CHECKS, out: TextIO | None = None) -> dict[str, int]:
     """Run the named checks from the repository root; each one's exit code (the first
-    non-zero of its commands), printed as it finishes."""
+    non-zero of its commands), printed as it finishes (into ``out`` when given, else to the
+    terminal)."""
     commands = static_checks()
     results: dict[str, int] = {}
     for name in names:
-        print(f"\n===== static check: {name} =====", flush=True)
+        print(f"\n===== static check: {name} =====", file=out, flush=True)
         started = time.monotonic()
         code = 0
         for command in commands[name]:
             print(
-                "$ " + " ".join(Path(command[0]).name if i == 0 else part for i, part in enumerate(command)), flush=True
+                "$ " + " ".join(Path(command[0]).name if i == 0 else part for i, part in enumerate(command)),
+                file=out,
+                flush=True,
             )
             try:
-                step = subprocess.call(command, cwd=BASE_DIR)
+                step = subprocess.call(command, cwd=BASE_DIR, stdout=out, stderr=None if out is None else out)
             except OSError as exc:
-                print(f"{name}: cannot run {command[0]} ({exc}); install requirements-test.txt", flush=True)
+                print(f"{name}: cannot run {command[0]} ({exc}); install requirements-test.txt", file=out, flush=True)
                 step = 127
             code = code or step
-        print(f"===== {name}: exit code {code} after {time.monotonic() - started:.0f} s =====", flush=True)
+        print(f"===== {name}: exit code {code} after {time.monotonic() - started:.0f} s =====", file=out, flush=True)
         results[name] = code
     return results
+
+
+def run_beside(label: str, work: Callable[[TextIO], dict[str, int]]) -> Callable[[], dict[str, int]]:
+    """Start ``work`` (given the file its output goes to) in a thread beside what the command
+    does next. The function returned waits for it, prints its output under ``label`` and gives
+    its results; an error of the thread itself is a failure named ``label``."""
+    log = tempfile.TemporaryFile("w+", encoding="utf-8")
+    results: dict[str, int] = {}
+
+    def target() -> None:
+        try:
+            results.update(work(log))
+        except Exception as exc:  # reported with the rest of its output, and a failure
+            print(f"{label} could not run: {exc!r}", file=log, flush=True)
+            results[label] = 1
+
+    thread = threading.Thread(target=target, name=label, daemon=True)
+    thread.start()
+
+    def finish() -> dict[str, int]:
+        thread.join()
+        log.seek(0)
+        print(f"\n########## {label}, run beside the PostgreSQL pass: its output ##########", flush=True)
+        sys.stdout.write(log.read())
+        sys.stdout.flush()
+        log.close()
+        return results
+
+    return finish
 
 
 def postgres_problem(url: str) -> str | None:
@@ -198,13 +236,15 @@ def plan_passes(*, postgres: str | None, sqlite_only: bool, pg_url: str) -> list
     ]
 
 
-def run_pytest(label: str, env: dict[str, str], pytest_args: list[str]) -> int:
-    print(f"\n===== tests on {label} =====", flush=True)
+def run_pytest(label: str, env: dict[str, str], pytest_args: list[str], out: TextIO | None = None) -> int:
+    print(f"\n===== tests on {label} =====", file=out, flush=True)
     started = time.monotonic()
-    code = subprocess.call([sys.executable, "-m", "pytest", *pytest_args], cwd=BASE_DIR, env=env)
-    print(f"===== {label}: exit code {code} after {time.monotonic() - started:.0f} s =====", flush=True)
+    code = subprocess.call(
+        [sys.executable, "-m", "pytest", *pytest_args], cwd=BASE_DIR, env=env, stdout=out, stderr=out
+    )
+    print(f"===== {label}: exit code {code} after {time.monotonic() - started:.0f} s =====", file=out, flush=True)
     if code == 5:
-        print(f"{label}: pytest collected no tests; that is a failure of the test command", flush=True)
+        print(f"{label}: pytest collected no tests; that is a failure of the test command", file=out, flush=True)
     return code
 
 
@@ -223,22 +263,43 @@ def main() -> int:
         }
         return _summary(results, started)
 
-    results = run_static_checks()
     if args.static_only:
-        return _summary(results, started)
+        return _summary(run_static_checks(), started)
+    # The static checks (mostly mypy, one core) run beside the tests; their output follows.
+    static_finish = run_beside("static checks", lambda out: run_static_checks(out=out))
     if not preflight():
-        results["preflight"] = 1
-        return _summary(results, started)
+        return _summary({**static_finish(), "preflight": 1}, started)
     pg_url = os.environ.get("TEST_DATABASE_URL", DEFAULT_PG)
     problem = None if args.sqlite_only else postgres_problem(pg_url)
     if problem is not None:
         print(f"\nPostgreSQL is not reachable at {pg_url} ({problem}): the whole suite runs on SQLite.", flush=True)
     workers = test_workers()
+    passes = plan_passes(postgres=problem, sqlite_only=args.sqlite_only, pg_url=pg_url)
+    results: dict[str, int] = {}
+    finishes = [static_finish]
+    if len(passes) == 2:
+        # The SQLite pass (a few minutes in one process, much of it waiting on its Celery
+        # workers) runs beside the PostgreSQL pass, which takes the xdist workers.
+        sqlite_label, sqlite_env, sqlite_args = passes.pop(0)
+        finishes.append(
+            run_beside(
+                sqlite_label, _pass_work(sqlite_label, dict(base_env, **sqlite_env), [*sqlite_args, *pytest_args])
+            )
+        )
+        print(f"{sqlite_label}: running beside, in one process; its output follows the PostgreSQL pass", flush=True)
     print(f"pytest workers: {workers} (TEST_WORKERS chooses)", flush=True)
-    for label, extra_env, extra_args in plan_passes(postgres=problem, sqlite_only=args.sqlite_only, pg_url=pg_url):
+    for label, extra_env, extra_args in passes:
         args_for_pass = [*extra_args, *parallel_args(workers), *pytest_args]
         results[label] = run_pytest(label, dict(base_env, **extra_env), args_for_pass)
-    return _summary(results, started)
+    beside: dict[str, int] = {}
+    for finish in finishes:
+        beside.update(finish())
+    return _summary({**beside, **results}, started)
+
+
+def _pass_work(label: str, env: dict[str, str], pytest_args: list[str]) -> Callable[[TextIO], dict[str, int]]:
+    """A pytest pass as work for ``run_beside``."""
+    return lambda out: {label: run_pytest(label, env, pytest_args, out)}
 
 
 def _summary(results: dict[str, int], started: float | None = None) -> int:

@@ -95,6 +95,25 @@ def test_each_static_check_is_reported_with_its_exit_code_and_a_failure_fails_th
     assert run_tests._summary({"clean": 0}) == 0
 
 
+def test_work_run_beside_prints_its_output_when_waited_for_and_its_own_error_is_a_failure(
+    run_tests, monkeypatch, capsys
+):
+    monkeypatch.setattr(run_tests, "static_checks", lambda: {"clean": [[sys.executable, "-c", "print('checked')"]]})
+
+    def broken(out):
+        print("started", file=out, flush=True)
+        raise RuntimeError("no such tool")
+
+    finish_checks = run_tests.run_beside("static checks", lambda out: run_tests.run_static_checks(("clean",), out=out))
+    finish_broken = run_tests.run_beside("the broken part", broken)
+    assert capsys.readouterr().out == ""  # nothing shows while they run
+    assert finish_checks() == {"clean": 0}
+    assert finish_broken() == {"the broken part": 1}
+    out = capsys.readouterr().out
+    assert out.index("static checks, run beside") < out.index("checked") < out.index("===== clean: exit code 0")
+    assert "the broken part could not run: RuntimeError('no such tool')" in out and "started" in out
+
+
 def test_the_enabled_static_checks_exist(run_tests):
     assert set(run_tests.ENABLED_CHECKS) <= set(run_tests.static_checks())
     assert {"ruff", "lint-imports", "mypy"} <= set(run_tests.ENABLED_CHECKS)

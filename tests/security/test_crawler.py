@@ -20,9 +20,10 @@ import pytest
 from django import forms
 from django.conf import settings
 from django.core.management import call_command
-from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+
+from tests.module_data import module_transaction
 
 pytestmark = pytest.mark.django_db
 
@@ -153,21 +154,13 @@ def _crash_free(client: Client, method: str, url: str, value: str, **kwargs) -> 
 
 @pytest.fixture(scope="module")
 def demo_world(django_db_setup, django_db_blocker):
-    """The demo data, loaded once for the module's tests on a worker, inside a transaction
-    that is rolled back when they are done: each test runs in a savepoint of it (pytest-django's
-    ``db``), so what one test's requests change is gone before the next. (Loaded for each test,
-    the demo had cost 3 s of each of the crawl's 20 tests.)"""
+    """The demo data, loaded once for the module's tests on a worker (tests/module_data.py;
+    loaded for each test, it had cost 3 s of each of the crawl's 20 tests)."""
     from annotate.models import Study
 
-    with django_db_blocker.unblock():
-        outer = transaction.atomic()
-        outer.__enter__()
-        try:
-            call_command("load_demo", verbosity=0)
-            yield {"slugs": list(Study.objects.order_by("pk").values_list("slug", flat=True)[:3])}
-        finally:
-            transaction.set_rollback(True)
-            outer.__exit__(None, None, None)
+    with module_transaction(django_db_blocker):
+        call_command("load_demo", verbosity=0)
+        yield {"slugs": list(Study.objects.order_by("pk").values_list("slug", flat=True)[:3])}
 
 
 @pytest.fixture
