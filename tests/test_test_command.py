@@ -199,11 +199,11 @@ def test_without_postgresql_or_when_asked_the_whole_suite_runs_on_sqlite(run_tes
         assert passes == [("SQLite (whole suite)", {}, [])]
 
 
-def test_the_suite_uses_one_worker_per_cpu_unless_told(run_tests):
-    assert run_tests.test_workers({}) == max(1, os.cpu_count() or 1)
+def test_the_suite_uses_one_worker_per_cpu_and_one_more_unless_told(run_tests):
+    assert run_tests.test_workers({}) == (os.cpu_count() or 1) + 1
     assert run_tests.test_workers({"TEST_WORKERS": "3"}) == 3
     assert run_tests.test_workers({"TEST_WORKERS": "0"}) == 1
-    assert run_tests.test_workers({"TEST_WORKERS": "many"}) == max(1, os.cpu_count() or 1)
+    assert run_tests.test_workers({"TEST_WORKERS": "many"}) == (os.cpu_count() or 1) + 1
     assert run_tests.parallel_args(1) == []
     assert run_tests.parallel_args(2) == ["-n", "2", "--dist", "worksteal"]
 
