@@ -265,10 +265,10 @@ class LLMClient:
     async def _send_async(self, request: LLMRequest, state: CallState, path: str) -> tuple[dict, int]:
         body, estimate = self.fit.wire(request, state, path)
         limits = limits_get()
+        content = json.dumps(body, ensure_ascii=False).encode("utf-8")  # before the slot: it holds only the call
         await limits.wait_turn_async(self.endpoint_id, self.limits, estimate)
         async with limits.slot_async(self.endpoint_id, self.limits):
             started = time.perf_counter()
-            content = json.dumps(body, ensure_ascii=False).encode("utf-8")
             raw = await self._async_transport_get().post(request.path_url, content, state.timeout)
             latency_ms = int((time.perf_counter() - started) * 1000)
         return completion_envelope(raw), latency_ms
