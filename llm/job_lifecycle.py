@@ -111,10 +111,16 @@ def _failed_of(job: LLMJob, counts: dict[str, Any]) -> int:
     return len(set(job.keys)) - counts["outcome_counts"].get(OUTCOME_OK, 0)
 
 
-def llm_job_finish(job: LLMJob) -> None:
+def llm_job_finish(job: LLMJob, *, counted: bool = False) -> None:
     """The executor asked everything: ``done`` when every request has an ``ok`` answer,
-    otherwise ``done_with_failures`` (the counts per outcome say what failed)."""
-    counts = llm_job_refresh_counts(job)
+    otherwise ``done_with_failures`` (the counts per outcome say what failed). ``counted``:
+    the job's counts are already exact (a sharded job's, each shard recounted from the ledger
+    at its end), so they are not taken again."""
+    counts = (
+        {"outcome_counts": job.outcome_counts or {}, "n_done": job.n_done, "cost_usd": job.cost_usd}
+        if counted
+        else llm_job_refresh_counts(job)
+    )
     status = LLMJob.Status.DONE if _failed_of(job, counts) == 0 else LLMJob.Status.DONE_WITH_FAILURES
     LLMJob.objects.filter(pk=job.pk, status=LLMJob.Status.RUNNING).update(status=status, finished_at=timezone.now())
 
