@@ -197,3 +197,26 @@ def test_vllm_offline_executor_says_clearly_when_vllm_is_missing(server, setting
     with pytest.raises(ExecutorUnavailable, match="requirements-gpu.txt"):
         llm_job_execute(job_id=job.pk)
     assert server.chat_requests() == []
+
+
+@pytest.mark.parametrize("repeated", [False, True], ids=["distinct", "one-request-twice"])
+def test_a_sharded_jobs_counts_equal_the_ledgers_when_it_finishes(server, repeated):
+    """A sharded job that finishes takes its counts from its shards' (each recounted from the
+    ledger as it ended), unless a request is in two shards, where only the ledger's recount of
+    the whole job is right (a repeated request is one answer, counted once)."""
+    from llm.job_lifecycle import llm_job_refresh_counts
+    from llm.shards import llm_job_shard
+
+    requests = _requests(7)
+    if repeated:
+        requests.append(requests[0])  # the same request, in the last shard as in the first
+    # The first request fails, its retries spent; the others are answered.
+    server.on(lambda body: last_user_message(body) == "question 0", *[Status(500)] * 50)
+    job = llm_job_create(run="sharded-counts", role="llm_filter", requests=requests, concurrency=4, start=False)
+    assert len(llm_job_shard(job, size=3)) == 3
+    assert llm_job_execute(job_id=job.pk) == "done"
+    job.refresh_from_db()
+    finished = (job.status, job.n_done, dict(job.outcome_counts))
+    assert finished == ("done_with_failures", 7, {"ok": 6, "api_error": 1})
+    llm_job_refresh_counts(job)
+    assert (job.n_done, dict(job.outcome_counts)) == finished[1:]  # the ledger says the same
