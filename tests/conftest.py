@@ -121,6 +121,7 @@ def vllm():
 
 from tests.browser import browser, page  # noqa: E402,F401  (fixtures for browser tests)
 from tests.ci_strict import pytest_runtest_makereport  # noqa: E402,F401  (CI=true: missing services fail)
+from tests.metric_study import crafted, crafted_once  # noqa: E402,F401  (the crafted metric study)
 from tests.schema_check import (  # noqa: E402,F401  (every API response checked against the schema)
     pytest_configure,
     pytest_runtest_call,

@@ -24,6 +24,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from tests.module_data import module_transaction
+
 MODELS = ("model-a", "model-b", "model-c")
 N_PROCEDURES = 12
 FIRST_FAILURE = {"model-a": 9, "model-b": 6, "model-c": 3}
@@ -157,3 +161,19 @@ def crafted_study(tmp_path: Path, *, slug_name: str = "Metric agreement crafted"
             )
             n += 1
     return study
+
+
+@pytest.fixture(scope="module")
+def crafted_once(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The crafted study's primary key: built once for a module's tests (tests/module_data.py),
+    where building it for each test took 3 s of its set-up."""
+    with module_transaction(django_db_blocker):
+        yield crafted_study(tmp_path_factory.mktemp("crafted")).pk
+
+
+@pytest.fixture
+def crafted(crafted_once, db):
+    """The crafted study, read again for each test (a test may change the instance)."""
+    from annotate.models import Study
+
+    return Study.objects.get(pk=crafted_once)

@@ -34,7 +34,6 @@ from annotate.stats.ranking import (
     weighted_tau,
 )
 from annotate.stats.signals import bleu, failure_scores, item_signals, lcs_length, rouge_l, signal_spec
-from tests.module_data import module_transaction
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 SCORE = signal_spec("score")
@@ -270,23 +269,6 @@ def test_signal_modules_work_offline_without_django_or_nltk_data(tmp_path):
 
 
 # --------------------------------------------------------------------------- a crafted study
-
-
-@pytest.fixture(scope="module")
-def crafted_once(django_db_setup, django_db_blocker, tmp_path_factory):
-    """The crafted study, built once for the module's tests (tests/module_data.py): it took
-    3 s of each test's set-up."""
-    from tests.metric_study import crafted_study
-
-    with module_transaction(django_db_blocker):
-        yield crafted_study(tmp_path_factory.mktemp("crafted")).pk
-
-
-@pytest.fixture
-def crafted(crafted_once, db):
-    from annotate.models import Study
-
-    return Study.objects.get(pk=crafted_once)
 
 
 def _run(*args: str) -> str:

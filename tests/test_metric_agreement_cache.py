@@ -9,26 +9,7 @@ import json
 import pytest
 from django.core.cache import cache
 
-from tests.module_data import module_transaction
-
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def crafted_once(django_db_setup, django_db_blocker, tmp_path_factory):
-    """The crafted study, built once for the module's tests (tests/module_data.py): it took
-    3 s of each test's set-up."""
-    from tests.metric_study import crafted_study
-
-    with module_transaction(django_db_blocker):
-        yield crafted_study(tmp_path_factory.mktemp("crafted")).pk
-
-
-@pytest.fixture
-def crafted(crafted_once, db):
-    from annotate.models import Study
-
-    return Study.objects.get(pk=crafted_once)
 
 
 @pytest.fixture
