@@ -14,8 +14,8 @@ says how its verdict came about (``status``):
   ``total`` cannot take a failure for a reward. The caller may ask for the old sum without the
   verdict instead (``total_without_verdict="components"``). A failure is never a silent 0.
 
-A batch costs one ledger query for all its judge requests (identical requests within the
-batch are sent once), its uncached requests go to the judge together (judging/reward_service.py,
+A batch costs one ledger query for all its judge requests, which also tells the write which
+keys are new (identical requests within the batch are sent once), its uncached requests go to the judge together (judging/reward_service.py,
 at most ``REWARD_CONCURRENCY`` in flight, under the endpoint's shared limits), and their
 answers are written to the ledger in one group, under the ledger label ``reward-endpoint``
 (a judge run counts only what it asked itself, llm.selectors.ledger_own). The batch is
@@ -143,7 +143,8 @@ def _verdicts(items: list[RewardInput], steps: list[list[str]], deadline: Deadli
         key = request.key_for(endpoint)
         keys.append(key)
         requests.setdefault(key, request)
-    answered = ledger_ok_results(list(requests), chunk=_LOOKUP_CHUNK)
+    present: set[str] = set()  # every key with an entry, ok or failed: the write below needs no lookup
+    answered = ledger_ok_results(list(requests), chunk=_LOOKUP_CHUNK, present=present)
     todo = [(key, request) for key, request in requests.items() if key not in answered]
     fresh: dict[str, LLMResult | BaseException] = {}
     written: list[tuple[str, dict[str, Any]]] = []
@@ -157,7 +158,7 @@ def _verdicts(items: list[RewardInput], steps: list[list[str]], deadline: Deadli
         else:
             fresh[key] = answer[0]
             written.append((key, answer[1]))
-    ledger_write_many(written)
+    ledger_write_many(written, present=present)
     verdicts = []
     for item, item_steps, item_key in zip(items, steps, keys):
         if item_key is None:

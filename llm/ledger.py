@@ -88,16 +88,19 @@ def ledger_write(key: str, fields: dict[str, Any]) -> None:
         ledger_totals_add(difference(entry_totals(after), entry_totals(before)))
 
 
-def ledger_write_many(items: list[tuple[str, dict[str, Any]]]) -> None:
+def ledger_write_many(items: list[tuple[str, dict[str, Any]]], *, present: set[str] | None = None) -> None:
     """Store many finished requests with the meaning of ``ledger_write`` for each, in
     order, in a few statements: one lookup of the keys already present, one multi-row
     insert of the new ones. A key that already has an entry (a failure asked again, or
     the same request twice in the list) goes through ``ledger_write``, which keeps an
     ``ok`` entry and moves a replaced failure into the history; so does the whole group
-    when another worker inserted one of its keys in the meantime."""
+    when another worker inserted one of its keys in the meantime. ``present``: the keys
+    with an entry as the caller has just read them (``ledger_ok_results(..., present=...)``),
+    which saves the lookup; one written since then is caught like another worker's."""
     if not items:
         return
-    present = set(LedgerEntry.objects.filter(key__in=[key for key, _ in items]).values_list("key", flat=True))
+    if present is None:
+        present = set(LedgerEntry.objects.filter(key__in=[key for key, _ in items]).values_list("key", flat=True))
     fresh: dict[str, dict[str, Any]] = {}
     later: list[tuple[str, dict[str, Any]]] = []
     for key, fields in items:

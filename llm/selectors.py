@@ -150,17 +150,24 @@ RESULT_FIELDS = (
 )
 
 
-def ledger_ok_results(keys: list[str], chunk: int = 2000) -> dict[str, LLMResult]:
+def ledger_ok_results(keys: list[str], chunk: int = 2000, *, present: set[str] | None = None) -> dict[str, LLMResult]:
     """The ``ok`` ledger entries among ``keys`` as results (key -> LLMResult, cached), read in
-    bounded chunks with only the columns a result holds (a failure is never an answer)."""
+    bounded chunks with only the columns a result holds (a failure is never an answer).
+    ``present``, when given, receives every key that has an entry, ``ok`` or not, read in the
+    same queries: what ``ledger_write_many(..., present=...)`` needs to know before it writes
+    answers to the keys that had none."""
     from llm.request import LLMResult
 
     found: dict[str, LLMResult] = {}
     for start in range(0, len(keys), chunk):
-        entries = LedgerEntry.objects.filter(key__in=keys[start : start + chunk], outcome=OUTCOME_OK).only(
-            *RESULT_FIELDS
-        )
-        found.update((entry.key, LLMResult.from_entry(entry, cached=True)) for entry in entries)
+        entries = LedgerEntry.objects.filter(key__in=keys[start : start + chunk])
+        if present is None:
+            entries = entries.filter(outcome=OUTCOME_OK)
+        for entry in entries.only(*RESULT_FIELDS):
+            if present is not None:
+                present.add(entry.key)
+            if entry.outcome == OUTCOME_OK:
+                found[entry.key] = LLMResult.from_entry(entry, cached=True)
     return found
 
 

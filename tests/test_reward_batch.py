@@ -90,16 +90,16 @@ def test_the_batch_reads_the_ledger_once_and_writes_it_in_one_group(api, judge):
     ledger_reads = [
         q["sql"]
         for q in queries.captured_queries
-        if q["sql"].lstrip().upper().startswith("SELECT")
-        and LedgerEntry._meta.db_table in q["sql"]
-        and "outcome" in q["sql"]
+        if q["sql"].lstrip().upper().startswith("SELECT") and LedgerEntry._meta.db_table in q["sql"]
     ]
     inserts = [
         q["sql"]
         for q in queries.captured_queries
         if q["sql"].lstrip().upper().startswith(("INSERT", "COPY")) and LedgerEntry._meta.db_table in q["sql"]
     ]
-    assert len(ledger_reads) == 1  # one lookup for the whole batch, not one per item
+    # One lookup for the whole batch, not one per item; the write knows from it which keys are
+    # new (no second lookup before the insert).
+    assert len(ledger_reads) == 1
     assert len(inserts) == 1  # the five new answers in one statement (COPY on PostgreSQL)
     assert LedgerEntry.objects.filter(run="reward-endpoint").count() == 6
 
@@ -204,3 +204,20 @@ def test_a_judge_error_is_a_failed_item_with_its_reason(api, settings):
     assert body[0]["status"] == "failed" and body[0]["how2score"] is None
     assert "api_error" in body[0]["reason"] and "model not loaded" in body[0]["reason"]
     assert body[1]["status"] == "no_steps"
+
+
+def test_a_failed_answer_asked_again_replaces_the_entry_and_keeps_the_failure_in_its_history(api, settings):
+    from tests.scripted_llm import Status
+
+    with ScriptedLLM() as server:  # one server: its address is part of the ledger key
+        server.default = lambda body: Status(400, "model not loaded")
+        judge_role_point_at(settings, server)
+        first = api.post("/api/reward", [_item(_completion(2))], format="json").json()
+        server.default = _answer
+        again = api.post("/api/reward", [_item(_completion(2)), _item(_completion(3))], format="json").json()
+    assert first[0]["status"] == "failed"
+    assert [r["status"] for r in again] == ["judged", "judged"]
+    entries = LedgerEntry.objects.filter(run="reward-endpoint").order_by("created_at")
+    assert [e.outcome for e in entries] == ["ok", "ok"]
+    replaced = [e for e in entries if e.history]
+    assert len(replaced) == 1 and replaced[0].history[0]["outcome"] == "api_error"
