@@ -32,7 +32,7 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
-from bench.llm_throughput import PG_URL, ensure_database  # noqa: E402
+from bench.llm_throughput import PG_URL, ensure_database, machine_speed  # noqa: E402
 
 REDIS_URL = os.environ.get("BENCH_JUDGE_REDIS_URL", "redis://127.0.0.1:6379/13")
 CLOCK = os.sysconf("SC_CLK_TCK")
@@ -200,6 +200,7 @@ def main() -> None:
     parser.add_argument("--scales", default="0.25,0.5,1", help="fractions of --generations, the scaling line")
     parser.add_argument("--skip-reward", action="store_true")
     args = parser.parse_args()
+    print(machine_speed(), flush=True)
     ensure_database()
     from tests.scripted_llm import Reply, ScriptedLLM
 

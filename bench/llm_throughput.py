@@ -51,6 +51,20 @@ def ensure_database() -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def machine_speed() -> str:
+    """How fast this machine runs Python now, to compare figures measured on different days:
+    the CPU seconds of a plain loop of 10 million additions, in this thread (best of three).
+    Machines of the same kind differ from day to day: the same commit's figures moved by a
+    factor of two between two days (docs/benchmarks.md, "Machine speed")."""
+    best = float("inf")
+    for _ in range(3):
+        started, total = time.thread_time(), 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.thread_time() - started)
+    return f"machine speed: 10 M Python additions in {best:.2f} s of CPU"
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process (all its threads), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -29,7 +29,7 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
-from bench.llm_throughput import PG_URL, ensure_database  # noqa: E402
+from bench.llm_throughput import PG_URL, ensure_database, machine_speed  # noqa: E402
 from bench.reward_throughput import REFERENCE, cpu_seconds  # noqa: E402
 
 
@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--latency", type=float, default=0.2)
     args = parser.parse_args()
+    print(machine_speed(), flush=True)
     ensure_database()
     from tests.scripted_llm import Reply, ScriptedLLM
 

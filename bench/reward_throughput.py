@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
@@ -37,9 +38,10 @@ from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
-from bench.llm_throughput import PG_URL, ensure_database  # noqa: E402
+from bench.llm_throughput import PG_URL, ensure_database, machine_speed  # noqa: E402
 
 CLOCK = os.sysconf("SC_CLK_TCK")
+WARM_ROUNDS = 4
 REFERENCE = [f"Do part {k} of the task carefully." for k in range(1, 6)]
 
 
@@ -161,18 +163,25 @@ def reward_bench(
         )
 
     try:
-        for _ in range(150):
+        for _ in range(150):  # until gunicorn answers at all (the API's 401 without a token)
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=1)
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/reward/", timeout=1)
+                break
+            except urllib.error.HTTPError:
                 break
             except OSError:
                 time.sleep(0.2)
-        # Warm up every worker (its tokenizer, its judge loop and connection pool).
-        warm = [threading.Thread(target=post, args=(items_of(f"warm-{i}"),)) for i in range(workers * threads)]
-        for thread in warm:
-            thread.start()
-        for thread in warm:
-            thread.join()
+        # Warm up every worker (its tokenizer, its judge loop and connection pool) and each of
+        # its threads (a database connection each): a few rounds, as many callers as threads.
+        for rounds_warm in range(WARM_ROUNDS):
+            warm = [
+                threading.Thread(target=post, args=(items_of(f"warm-{rounds_warm}-{i}"),))
+                for i in range(workers * threads)
+            ]
+            for thread in warm:
+                thread.start()
+            for thread in warm:
+                thread.join()
         k = clients * batch
         ideal = k / latency
         print(
@@ -219,6 +228,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--scales", default="0.25,0.5,1")
     args = parser.parse_args()
+    print(machine_speed(), flush=True)
     ensure_database()
     from tests.scripted_llm import Reply, ScriptedLLM
 
