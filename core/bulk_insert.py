@@ -9,14 +9,18 @@ per ledger row of a judge request). Elsewhere it is ``bulk_create``.
 The values are what ``bulk_create`` would store: each field's default and ``pre_save``
 (``auto_now_add``) and its own preparation for the database. Unlike ``bulk_create`` on
 PostgreSQL the objects do not get their primary keys back. A row that breaks a constraint
-(a duplicate key) raises ``IntegrityError`` and nothing of the call is written."""
+(a duplicate key) raises ``IntegrityError`` and nothing of the call is written.
+
+``bulk_insert_new`` is the same for rows of which some may exist already (a run's results
+stored again): one ``COPY`` when none does, and when one does, ``bulk_create`` with
+``ignore_conflicts``, which keeps the existing rows and adds the others."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 
-from django.db import connections, router, transaction
+from django.db import IntegrityError, connections, router, transaction
 from django.db.models import Model
 
 
@@ -45,3 +49,14 @@ def bulk_insert(model: type[Model], objs: Sequence[Model], *, batch_size: int = 
         connection.queries_log.append(
             {"sql": f"{sql} -- {len(objs)} rows", "time": f"{time.monotonic() - started:.3f}"}
         )
+
+
+def bulk_insert_new(model: type[Model], objs: Sequence[Model], *, batch_size: int = 500) -> None:
+    if not objs:
+        return
+    alias = router.db_for_write(model)
+    try:
+        with transaction.atomic(using=alias):  # a savepoint inside the caller's transaction
+            bulk_insert(model, objs, batch_size=batch_size)
+    except IntegrityError:  # some exist: those are kept, the others added
+        model._default_manager.using(alias).bulk_create(objs, batch_size=batch_size, ignore_conflicts=True)

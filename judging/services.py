@@ -10,6 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from core.app_errors import Conflict, InvalidInput
+from core.bulk_insert import bulk_insert_new
 from judging.how2score import JudgeAnswerError, validate_judge_answer
 from judging.models import (
     ComponentsRun,
@@ -346,7 +347,7 @@ def generation_run_collect(run: GenerationRun) -> int:
                 provenance={"generation_run": run.pk, "prompt_hash": run.prompt_hash, "ledger_key": result.key},
             )
         )
-    Generation.objects.bulk_create(new, ignore_conflicts=True)
+    bulk_insert_new(Generation, new)
     return len(new)
 
 
@@ -380,7 +381,7 @@ def judge_run_collect(run: JudgeRun, shard: LLMJob | None = None) -> int:
         if result is None or result.outcome == "api_error":
             continue
         new.append(_judgment(run, job, generation_id, result, step_counts[generation_id]))
-    Judgment.objects.bulk_create(new, ignore_conflicts=True)
+    bulk_insert_new(Judgment, new)
     return len(new)
 
 

@@ -1,5 +1,6 @@
 """core.bulk_insert: COPY on PostgreSQL, bulk_create elsewhere (this file runs in both passes of
-``make test``), storing what bulk_create stores, and all or nothing."""
+``make test``), storing what bulk_create stores, and all or nothing; ``bulk_insert_new`` keeps
+the rows that exist and adds the others."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from decimal import Decimal
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from core.bulk_insert import bulk_insert
+from core.bulk_insert import bulk_insert, bulk_insert_new
 from llm.models import LedgerEntry
 
 pytestmark = [pytest.mark.django_db, pytest.mark.sqlite]  # bulk_create there, COPY on PostgreSQL
@@ -65,3 +66,12 @@ def test_a_duplicate_key_raises_integrity_error_and_writes_nothing_of_the_call()
 def test_nothing_to_insert_sends_nothing(django_assert_num_queries):
     with django_assert_num_queries(0):
         bulk_insert(LedgerEntry, [])
+
+
+def test_insert_new_keeps_the_rows_that_exist_and_adds_the_others_inside_a_transaction():
+    bulk_insert_new(LedgerEntry, [_entry("f" * 64, outcome="ok")])  # none there: one COPY
+    with transaction.atomic():  # the caller's transaction goes on after the conflict
+        bulk_insert_new(LedgerEntry, [_entry("g" * 64, outcome="ok"), _entry("f" * 64, outcome="api_error")])
+        LedgerEntry.objects.filter(key="g" * 64).update(tokens_in=7)
+    assert LedgerEntry.objects.get(key="f" * 64).outcome == "ok"  # kept as it was
+    assert LedgerEntry.objects.get(key="g" * 64).tokens_in == 7
