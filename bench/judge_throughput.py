@@ -52,6 +52,7 @@ def judge_run_bench(args, server, tag: str) -> None:
     """The judge run over ``args.generations`` generations at each scale, executed by
     ``args.workers`` Celery workers that claim its shards."""
     from celery import Celery
+    from django.db import connection
 
     from judging.models import Generation, GenerationRun, JudgeRun, LanguageModel, RunStatus
     from judging.services import judge_run_create
@@ -135,6 +136,11 @@ def judge_run_bench(args, server, tag: str) -> None:
                 name=f"judge-{prefix}", generation_run=run, judge="how2judge", concurrency=args.concurrency, start=False
             )
             n_shards = judge.llm_job.shards.count()
+            # The run slows as the database grows (0.79 on a new database, 0.72-0.76 at 3.7 GB):
+            # its size is printed with the figures. Drop the database to start afresh.
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_database_size(current_database())")
+                db_mb = cursor.fetchone()[0] / 2**20
             sent_before = len(server.chat_requests())
             cpu_workers = sum(cpu_seconds(w.pid) for w in workers)
             cpu_self = cpu_seconds(os.getpid())
@@ -168,7 +174,8 @@ def judge_run_bench(args, server, tag: str) -> None:
                 f"judge run x{scale:g}: {judged} of {n} generations judged ({judge.status}) in {elapsed:.1f} s = "
                 f"{per_minute:,.0f} per minute; ideal {ideal:,.0f} per minute (C={args.concurrency}, "
                 f"L={args.latency * 1000:.0f} ms); ratio {per_minute / ideal:.2f}; {n_shards} shards over "
-                f"{len(hosts)} of {args.workers} workers; requests sent {sent}; max in flight {server.max_in_flight}"
+                f"{len(hosts)} of {args.workers} workers; requests sent {sent}; max in flight {server.max_in_flight}; "
+                f"database {db_mb:,.0f} MB before the run"
             )
             print(
                 f"    phases: tasks picked up and first shard claimed {elapsed - shards_s - store_s:.1f} s, shards "
