@@ -15,8 +15,9 @@ says how its verdict came about (``status``):
   verdict instead (``total_without_verdict="components"``). A failure is never a silent 0.
 
 A batch costs one ledger query for all its judge requests, which also tells the write which
-keys are new (identical requests within the batch are sent once), its uncached requests go to the judge together (judging/reward_service.py,
-at most ``REWARD_CONCURRENCY`` in flight, under the endpoint's shared limits), and their
+keys are new (identical requests within the batch are sent once), its uncached requests go to
+the judge together (judging/reward_service.py, at most ``REWARD_CONCURRENCY`` in flight, under
+the endpoint's shared limits), and their
 answers are written to the ledger in one group, under the ledger label ``reward-endpoint``
 (a judge run counts only what it asked itself, llm.selectors.ledger_own). The batch is
 answered by its deadline (``REWARD_DEADLINE_SECONDS``, or the caller's shorter one); an answer
