@@ -94,6 +94,8 @@ def reward_bench(
             "-m",
             "gunicorn",
             "config.wsgi",
+            "--config",  # the shipped server: its worker class (header deadline), hooks and limits
+            "config/gunicorn.conf.py",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",

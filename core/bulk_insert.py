@@ -9,7 +9,8 @@ per ledger row of a judge request). Elsewhere it is ``bulk_create``.
 The values are what ``bulk_create`` would store: each field's default and ``pre_save``
 (``auto_now_add``) and its own preparation for the database. Unlike ``bulk_create`` on
 PostgreSQL the objects do not get their primary keys back. A row that breaks a constraint
-(a duplicate key) raises ``IntegrityError`` and nothing of the call is written.
+(a duplicate key) raises ``IntegrityError`` and nothing of the call is written; inside a
+caller's transaction that transaction is then to be rolled back (no savepoint of its own).
 
 ``bulk_insert_new`` is the same for rows of which some may exist already (a run's results
 stored again): one ``COPY`` when none does, and when one does, ``bulk_create`` with
@@ -41,7 +42,13 @@ def bulk_insert(model: type[Model], objs: Sequence[Model], *, batch_size: int = 
     columns = ", ".join(names)
     sql = f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN"
     started = time.monotonic()
-    with transaction.atomic(using=alias), connection.cursor() as cursor, connection.wrap_database_errors:
+    # All or nothing; inside a caller's transaction that is already so, and a savepoint would
+    # only add two round trips (as bulk_create, which opens none either).
+    with (
+        transaction.atomic(using=alias, savepoint=False),
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+    ):
         with cursor.cursor.copy(sql) as copy:
             for obj in objs:
                 copy.write_row([f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields])
