@@ -22,6 +22,7 @@ bench/judge_throughput.py calls ``reward_bench`` after its judge run. Uses Postg
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import statistics
@@ -76,6 +77,7 @@ def reward_bench(
     scales: list[float],
     workers: int,
     threads: int,
+    new_connections: bool = False,
 ) -> None:
     """Start gunicorn with ``env`` (which must point the judge at the scripted server), and
     measure the reward endpoint at each scale of ``rounds``."""
@@ -110,18 +112,37 @@ def reward_bench(
         cwd=BASE_DIR,
         env=env,
     )
-    url = f"http://127.0.0.1:{port}/api/reward"
+
+    local = threading.local()  # each caller thread's own connection, kept alive between its batches
 
     def post(items: list[dict]) -> tuple[float, list[dict]]:
-        request = urllib.request.Request(
-            url,
-            data=json.dumps(items).encode(),
-            headers={"Content-Type": "application/json", "Authorization": f"Token {token}"},
-        )
+        """One batch, as the documented trainer client sends it (a ``requests.Session``: one
+        connection per caller, kept alive); with ``new_connections`` a connection per batch
+        (curl)."""
+        body = json.dumps(items).encode()
+        headers = {"Content-Type": "application/json", "Authorization": f"Token {token}"}
         t0 = time.perf_counter()
-        with urllib.request.urlopen(request, timeout=120) as response:
-            body = json.loads(response.read())
-        return (time.perf_counter() - t0) * 1000, body
+        for attempt in (1, 2):
+            conn = getattr(local, "conn", None)
+            if conn is None or new_connections:
+                conn = local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            try:
+                conn.request("POST", "/api/reward", body=body, headers=headers)
+                response = conn.getresponse()
+                payload = response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                conn.close()  # the server closed an idle connection: once more on a new one
+                local.conn = None
+                if attempt == 2:
+                    raise
+                continue
+            if new_connections or response.will_close:
+                conn.close()
+                local.conn = None
+            if response.status != 200:
+                raise RuntimeError(f"reward endpoint answered {response.status}: {payload[:300]!r}")
+            return (time.perf_counter() - t0) * 1000, json.loads(payload)
+        raise AssertionError("unreachable")
 
     def items_of(prefix: str) -> list[dict]:
         return [
@@ -187,7 +208,8 @@ def reward_bench(
         k = clients * batch
         ideal = k / latency
         print(
-            f"reward endpoint behind gunicorn ({workers} workers x {threads} threads): {clients} clients x "
+            f"reward endpoint behind gunicorn ({workers} workers x {threads} threads, config/gunicorn.conf.py): "
+            f"{clients} clients ({'a new connection per batch' if new_connections else 'one kept-alive connection each'}) x "
             f"batches of {batch} = {k} concurrent completions, judge latency {latency * 1000:.0f} ms; "
             f"judge-bound ideal {ideal:,.0f} completions/s"
         )
@@ -229,6 +251,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--scales", default="0.25,0.5,1")
+    parser.add_argument(
+        "--new-connections", action="store_true", help="a new connection per batch (curl), not one kept per caller"
+    )
     args = parser.parse_args()
     print(machine_speed(), flush=True)
     ensure_database()
@@ -269,6 +294,7 @@ def main() -> None:
             scales=[float(x) for x in args.scales.split(",")],
             workers=args.workers,
             threads=args.threads,
+            new_connections=args.new_connections,
         )
 
 
