@@ -1,8 +1,9 @@
 """Benchmark: the reward endpoint for RL trainers behind gunicorn, at K concurrent completions.
 
-Serves the product with gunicorn on 127.0.0.1 (W workers x T threads) against the scripted
-judge at latency L. B clients each POST batches of S unique completions back to back (a list
-of items, as a trainer sends its rollouts), so K = B x S completions are in flight; each
+Serves the product with gunicorn on 127.0.0.1 as shipped (config/gunicorn.conf.py; W workers x
+T threads) against the scripted judge at latency L. B clients each POST batches of S unique
+completions back to back (a list of items, as a trainer sends its rollouts), each over its own
+connection kept alive (``--new-connections``: one per batch), so K = B x S completions are in flight; each
 round every client sends one batch. Prints, at 1/4, 1/2 and 1x the rounds (the scaling line):
 
 * throughput in completions per second against the judge-bound ideal K / L (every
@@ -14,7 +15,7 @@ round every client sends one batch. Prints, at 1/4, 1/2 and 1x the rounds (the s
 * the same batches again, answered from the ledger (status cached): p50/p95 latency.
 
     .venv/bin/python bench/reward_throughput.py [--clients 8] [--batch 32] [--rounds 8] [--latency 0.2]
-        [--workers 2] [--threads 8] [--scales 0.25,0.5,1]
+        [--workers 2] [--threads 8] [--scales 0.25,0.5,1] [--new-connections]
 
 bench/judge_throughput.py calls ``reward_bench`` after its judge run. Uses PostgreSQL
 (database how2_bench, created if missing)."""
