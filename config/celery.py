@@ -29,5 +29,10 @@ def load_the_llm_executors(**kwargs) -> None:
     """A worker loads the LLM executors (the HTTP client, the openai package: about half a
     second) when it starts, before its first task, as the web server's WSGI module loads the
     client: the URL configuration and commands leave them to their first use so that they
-    start fast, and a job's first requests should not wait for an import (issue 29)."""
+    start fast, and a job's first requests should not wait for an import (issue 29). Then
+    what it loaded is frozen (core/gc_freeze.py), before a prefork pool forks: no full
+    garbage collection of it stalls a job's event loop."""
     import llm.executors  # noqa: F401
+    from core.gc_freeze import freeze_loaded_objects
+
+    freeze_loaded_objects()
