@@ -69,4 +69,9 @@ def api_token_get_by_secret(*, secret: str) -> ApiToken | None:
     """The token whose secret this is (with its user), or None. Expiry is the caller's to check."""
     if not secret or len(secret) > MAX_SECRET_LENGTH:
         return None
-    return ApiToken.objects.select_related("user").filter(digest=secret_digest(secret)).first()
+    # get(): the digest is unique, so no ORDER BY (``first()`` would sort by the model's
+    # ordering, on every API call).
+    try:
+        return ApiToken.objects.select_related("user").get(digest=secret_digest(secret))
+    except ApiToken.DoesNotExist:
+        return None

@@ -160,7 +160,7 @@ def ledger_ok_results(keys: list[str], chunk: int = 2000, *, present: set[str] |
 
     found: dict[str, LLMResult] = {}
     for start in range(0, len(keys), chunk):
-        entries = LedgerEntry.objects.filter(key__in=keys[start : start + chunk])
+        entries = LedgerEntry.objects.filter(key__in=keys[start : start + chunk]).order_by()  # into a dict: no sort
         if present is None:
             entries = entries.filter(outcome=OUTCOME_OK)
         for entry in entries.only(*RESULT_FIELDS):

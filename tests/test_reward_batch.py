@@ -13,6 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from core.models import ApiToken
 from core.services import api_token_create
 from llm.models import LedgerEntry
 from tests.scripted_llm import Reply, ScriptedLLM, judge_role_point_at
@@ -102,6 +103,22 @@ def test_the_batch_reads_the_ledger_once_and_writes_it_in_one_group(api, judge):
     assert len(ledger_reads) == 1
     assert len(inserts) == 1  # the five new answers in one statement (COPY on PostgreSQL)
     assert LedgerEntry.objects.filter(run="reward-endpoint").count() == 6
+
+
+def test_a_reward_call_sorts_nothing(api, judge):
+    """The token is found by its unique digest and the ledger's answers go into a dict: neither
+    lookup asks the database to sort (the models' default orderings would, on every call)."""
+    api.post("/api/reward", [_item(_completion(0))], format="json")
+    with CaptureQueriesContext(connection) as queries:
+        response = api.post("/api/reward", [_item(_completion(0)), _item(_completion(1))], format="json")
+    assert [r["status"] for r in response.json()] == ["cached", "judged"]
+    per_call = [
+        q["sql"]
+        for q in queries.captured_queries
+        if ApiToken._meta.db_table in q["sql"] or LedgerEntry._meta.db_table in q["sql"]
+    ]
+    assert len(per_call) >= 2  # the token's lookup and the ledger's, at least
+    assert not [sql for sql in per_call if "ORDER BY" in sql.upper()]
 
 
 def test_identical_completions_in_a_batch_are_judged_once(api, judge):
