@@ -9,8 +9,8 @@
 * A worker that exits (killed, or past ``timeout``) has its temporary upload files removed
   by the master at once (``child_exit``); every worker removes those of gone processes when
   it starts (config/wsgi.py).
-* A worker, once it has loaded the application and the URL configuration, freezes what it
-  loaded (``post_worker_init``, core/gc_freeze.py), so that no full garbage collection of it
+* A worker, once it has loaded the application (with the URL configuration and the LLM
+  client, config/wsgi.py), freezes what it loaded (``post_worker_init``, core/gc_freeze.py), so that no full garbage collection of it
   stalls the worker's threads.
 
 docs/operations.md says how to run it and what a buffering proxy in front adds."""
@@ -43,14 +43,11 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """The application is loaded: load the URL configuration too (every view module, which a
-    first request would otherwise import), then keep all of it out of the garbage collector's
-    full passes (core/gc_freeze.py: a 73 ms pause of the whole worker each, otherwise)."""
-    from django.urls import get_resolver
-
+    """The application is loaded (config/wsgi.py: with the URL configuration and the LLM
+    client): keep all of it out of the garbage collector's full passes (core/gc_freeze.py: a
+    73–86 ms pause of the whole worker each, otherwise)."""
     from core.gc_freeze import freeze_loaded_objects
 
-    get_resolver().url_patterns  # noqa: B018 - imports the URL configuration and its views
     frozen = freeze_loaded_objects()
     worker.log.debug("worker %s: %s objects loaded at start frozen", worker.pid, frozen)
 
